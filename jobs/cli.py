@@ -1,0 +1,175 @@
+"""The `episodes` command line. Every command has --help; errors are one line on stderr, exit 1."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from jobs import config, logs, migrate
+from jobs.db import Database
+from jobs.embeddings import get_embedder
+from jobs.errors import EpisodesError, SchemaNotInitialised
+
+log = logging.getLogger("jobs.cli")
+
+
+class Context:
+    """What every command gets: settings and a lazily opened database."""
+
+    def __init__(self, verbose: bool) -> None:
+        self.verbose = verbose
+        self.settings = config.load()
+        self._db: Database | None = None
+
+    def database(self, *, require_schema: bool = True) -> Database:
+        if self._db is None:
+            self._db = Database(self.settings)
+        if require_schema:
+            with self._db.connect(autocommit=True) as conn:
+                have = migrate.current_version(conn)
+            if not have:
+                raise SchemaNotInitialised()
+            if have < migrate.code_version():
+                raise SchemaNotInitialised(
+                    f"The database schema is at version {have}; this code needs {migrate.code_version()}. "
+                    "Run `episodes init` to upgrade it."
+                )
+            if have > migrate.code_version():
+                raise migrate.SchemaTooNew()
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+
+
+class _Group(click.Group):
+    """Turns EpisodesError (and unexpected errors) into one line on stderr and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except EpisodesError as exc:
+            if _verbose(ctx):
+                raise
+            click.echo(f"episodes: {_one_line(exc)}", err=True)
+            ctx.exit(1)
+        except Exception as exc:  # noqa: BLE001 - the CLI boundary
+            if _verbose(ctx):
+                raise
+            click.echo(f"episodes: unexpected error: {type(exc).__name__}: {_one_line(exc)} (run with -v for details)",
+                       err=True)
+            ctx.exit(1)
+        finally:
+            if isinstance(ctx.obj, Context):
+                ctx.obj.close()
+        return None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _verbose(ctx: click.Context) -> bool:
+    return isinstance(ctx.obj, Context) and ctx.obj.verbose
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging and full tracebacks on errors.")
+@click.version_option(package_name="episodes")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> None:
+    """Long-term episodic memory for AI agents, on PostgreSQL.
+
+    Configuration comes from environment variables (see the README). With DATABASE_URL unset an
+    embedded PostgreSQL is started in $EPISODES_HOME.
+    """
+    ctx.obj = Context(verbose)
+    settings = ctx.obj.settings
+    logs.setup(settings.log_format, "DEBUG" if verbose else settings.log_level)
+
+
+@cli.command()
+@click.pass_obj
+def init(obj: Context) -> None:
+    """Create the schema, or upgrade it to this version (safe to run again)."""
+    db = obj.database(require_schema=False)
+    embedder = get_embedder(obj.settings.embedder)
+    with db.connect() as conn:
+        applied = migrate.migrate(conn, embedding_dim=embedder.dim, embedder=embedder.name)
+    if applied:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in applied)
+        click.echo(f"Initialised {db.location}: applied {names}.")
+    else:
+        click.echo(f"Schema already at version {migrate.code_version()} in {db.location}; nothing to do.")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["auto", "locomo"]), default="auto", show_default=True,
+              help="auto: our JSON / JSONL transcript format; locomo: LoCoMo conversation files.")
+@click.option("--tenant", help="Tenant for records that name none (LoCoMo default: locomo).")
+@click.pass_obj
+def ingest(obj: Context, paths: tuple[Path, ...], fmt: str, tenant: str | None) -> None:
+    """Load transcripts from JSON / JSONL files or directories.
+
+    Bad records are reported as FILE:LINE: REASON and skipped; the others load. The exit status
+    is 1 when anything was rejected.
+    """
+    from tqdm import tqdm
+
+    from jobs.ingest import ingest as run_ingest
+
+    db = obj.database()
+    started = time.perf_counter()
+    with tqdm(desc="ingest", unit="rec", file=sys.stderr, disable=None) as bar:
+        report = run_ingest(db, list(paths), fmt=fmt, tenant_id=tenant, progress=bar.update)
+    elapsed = time.perf_counter() - started
+    for rejection in report.rejected:
+        click.echo(f"rejected {rejection}", err=True)
+    click.echo(
+        f"ingested {report.loaded} transcripts ({report.inserted} new, {report.updated} changed, "
+        f"{report.unchanged} unchanged), rejected {len(report.rejected)} in {elapsed:.1f}s"
+    )
+    if report.rejected:
+        sys.exit(1)
+
+
+@cli.command()
+@click.pass_obj
+def status(obj: Context) -> None:
+    """Show where the data lives, the schema version, the queue and the last job runs."""
+    from jobs.status import render_status
+
+    click.echo(render_status(obj.database(require_schema=False)))
+
+
+@cli.command()
+@click.pass_context
+def demo(ctx: click.Context) -> None:
+    """Initialise the database, load the bundled example transcripts and show the status."""
+    from jobs.resources import examples_dir
+
+    ctx.invoke(init)
+    paths = [Path(str(p)) for p in examples_dir().iterdir() if p.name.endswith(".jsonl")]
+    obj: Context = ctx.obj
+    from jobs.ingest import ingest as run_ingest
+
+    report = run_ingest(obj.database(), sorted(paths))
+    click.echo(f"Loaded example transcripts: {report.inserted} new, {report.updated} changed, "
+               f"{report.unchanged} unchanged, {len(report.rejected)} rejected.")
+    ctx.invoke(status)
+
+
+def main() -> None:
+    cli(prog_name="episodes")
+
+
+if __name__ == "__main__":
+    main()

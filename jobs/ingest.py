@@ -1,0 +1,340 @@
+"""Load transcripts from files: our JSON / JSONL format, and LoCoMo conversation files.
+
+Every record is validated on its own. A bad record is reported as ``file:line: reason`` and
+skipped; the good records of the same file still load. Each record is written in its own
+savepoint, so nothing is half-written. Upsert is by (tenant, session): identical content is a
+no-op; changed content replaces the transcript and queues it for re-summarisation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+from psycopg.types.json import Jsonb
+from pydantic import ValidationError
+
+from jobs.config import Settings
+from jobs.db import Database
+from jobs.models import TranscriptIn
+from jobs.queries import query
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 250  # records per transaction
+
+
+@dataclass(frozen=True)
+class Rejection:
+    location: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.reason}"
+
+
+@dataclass
+class IngestReport:
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    rejected: list[Rejection] = field(default_factory=list)
+
+    @property
+    def loaded(self) -> int:
+        return self.inserted + self.updated + self.unchanged
+
+
+# A record as read from a file, before validation: its location and either the parsed
+# object or the reason it could not be read.
+Raw = tuple[str, "dict | Rejection"]
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _read_jsonl(path: Path, limit: int) -> Iterator[Raw]:
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            where = f"{path}:{lineno}"
+            if not raw.strip():
+                continue
+            if len(raw) > limit:
+                yield where, Rejection(where, f"record is {len(raw):,} bytes, over the limit of {limit:,} "
+                                              "(EPISODES_MAX_TRANSCRIPT_BYTES)")
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield where, Rejection(where, f"invalid UTF-8 at byte {exc.start}")
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield where, Rejection(where, f"not valid JSON: {exc.msg} at column {exc.colno}")
+                continue
+            except RecursionError:
+                yield where, Rejection(where, "JSON nested too deeply")
+                continue
+            yield where, obj if isinstance(obj, dict) else Rejection(where, "record is not a JSON object")
+
+
+def _read_json(path: Path, limit: int) -> Iterator[Raw]:
+    """A JSON file holding one transcript object, a list of them, or {"transcripts": [...]}.
+
+    Invalid UTF-8 is decoded with surrogate escapes so that only the record holding the bad bytes
+    is rejected (by validation), not the whole file.
+    """
+    text = path.read_bytes().decode("utf-8", errors="surrogateescape")
+    decoder = json.JSONDecoder()
+    pos = _skip_ws(text, 0)
+    if pos < len(text) and text[pos] == "{":
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            yield _bad_json(path, text, exc)
+            return
+        if isinstance(obj, dict) and isinstance(obj.get("transcripts"), list):
+            # Re-walk the inner list to keep per-record line numbers.
+            inner = text.find("[", text.find('"transcripts"', pos))
+            yield from _walk_array(path, text, inner, limit)
+        else:
+            yield from _sized(path, text, pos, end, obj, limit)
+        return
+    if pos < len(text) and text[pos] == "[":
+        yield from _walk_array(path, text, pos, limit)
+        return
+    where = f"{path}:{_line_of(text, pos)}"
+    yield where, Rejection(where, "expected a JSON object or array of transcripts")
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _walk_array(path: Path, text: str, pos: int, limit: int) -> Iterator[Raw]:
+    decoder = json.JSONDecoder()
+    pos = _skip_ws(text, pos + 1)
+    while pos < len(text) and text[pos] != "]":
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            yield _bad_json(path, text, exc, pos)
+            return  # the rest of the array cannot be located reliably
+        yield from _sized(path, text, pos, end, obj, limit)
+        pos = _skip_ws(text, end)
+        if pos < len(text) and text[pos] == ",":
+            pos = _skip_ws(text, pos + 1)
+
+
+def _sized(path: Path, text: str, start: int, end: int, obj: object, limit: int) -> Iterator[Raw]:
+    where = f"{path}:{_line_of(text, start)}"
+    size = end - start
+    if size > limit:
+        yield where, Rejection(where, f"record is {size:,} characters, over the limit of {limit:,} "
+                                      "(EPISODES_MAX_TRANSCRIPT_BYTES)")
+    elif not isinstance(obj, dict):
+        yield where, Rejection(where, "record is not a JSON object")
+    else:
+        yield where, obj
+
+
+def _bad_json(path: Path, text: str, exc: Exception, pos: int = 0) -> Raw:
+    if isinstance(exc, json.JSONDecodeError):
+        where = f"{path}:{exc.lineno}"
+        return where, Rejection(where, f"not valid JSON: {exc.msg} at column {exc.colno}")
+    where = f"{path}:{_line_of(text, pos)}"
+    return where, Rejection(where, "JSON nested too deeply")
+
+
+# ------------------------------------------------------------------------------------------------
+# LoCoMo: one conversation per file, each session one transcript, the conversation one user.
+# ------------------------------------------------------------------------------------------------
+
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+
+
+def parse_locomo_time(raw: str) -> dt.datetime:
+    """'1:56 pm on 8 May, 2023' -> 2023-05-08 13:56 UTC (LoCoMo gives no zone; we assume UTC)."""
+    return dt.datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.UTC)
+
+
+def _read_locomo(path: Path, tenant_id: str) -> Iterator[Raw]:
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        where = f"{path}:1"
+        yield where, Rejection(where, f"not a readable LoCoMo file: {exc}")
+        return
+    if not isinstance(data, dict) or "speaker_a" not in data:
+        where = f"{path}:1"
+        yield where, Rejection(where, "not a LoCoMo conversation (no speaker_a)")
+        return
+    user_id = f"locomo-{path.stem}"
+    sessions = sorted(int(m.group(1)) for k in data if (m := _SESSION_KEY.match(k)))
+    for n in sessions:
+        where = f"{path}:session_{n}"
+        turns = data[f"session_{n}"]
+        raw_time = data.get(f"session_{n}_date_time")
+        if not raw_time:
+            yield where, Rejection(where, "session has no session_N_date_time")
+            continue
+        try:
+            when = parse_locomo_time(raw_time)
+        except ValueError:
+            yield where, Rejection(where, f"unparseable session time {raw_time!r}")
+            continue
+        messages = []
+        for turn in turns if isinstance(turns, list) else []:
+            text = str(turn.get("text", ""))
+            if turn.get("blip_caption"):
+                text = f"{text} [shares a photo: {turn['blip_caption']}]".strip()
+            messages.append({"role": "user", "name": turn.get("speaker"), "content": text})
+        yield where, {
+            "tenant_id": tenant_id,
+            "user_id": user_id,
+            "session_id": f"{path.stem}-s{n}",
+            "agent_id": "locomo",
+            "purpose": "general",
+            "started_at": when.isoformat(),
+            "ended_at": when.isoformat(),
+            "messages": messages,
+        }
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def discover(paths: Iterable[Path]) -> list[Path]:
+    """Expand directories into their .json / .jsonl files (sorted), keep files as given."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*") if p.suffix in {".json", ".jsonl"} and p.is_file()))
+        elif path.exists():
+            found.append(path)
+        else:
+            raise FileNotFoundError(path)
+    return found
+
+
+def read_records(path: Path, settings: Settings, fmt: str = "auto", tenant_id: str | None = None) -> Iterator[Raw]:
+    if fmt == "locomo":
+        yield from _read_locomo(path, tenant_id or "locomo")
+    elif path.suffix == ".jsonl":
+        yield from _read_jsonl(path, settings.max_transcript_bytes)
+    else:
+        yield from _read_json(path, settings.max_transcript_bytes)
+
+
+def validate(where: str, raw: dict, settings: Settings, tenant_id: str | None) -> TranscriptIn | Rejection:
+    if tenant_id is not None and "tenant_id" not in raw:
+        raw = {**raw, "tenant_id": tenant_id}
+    try:
+        record = TranscriptIn.model_validate(raw)
+    except ValidationError as exc:
+        return Rejection(where, _describe(exc))
+    if len(record.messages) > settings.max_messages:
+        return Rejection(where, f"{len(record.messages):,} messages, over the limit of {settings.max_messages:,} "
+                                "(EPISODES_MAX_MESSAGES)")
+    if not any(m.content.strip() for m in record.messages):
+        return Rejection(where, "no message has any content")
+    return record
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "record"
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if err["type"] != "missing" else f"missing field {loc}")
+    more = len(exc.errors()) - 3
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def ingest(
+    db: Database,
+    paths: Iterable[Path],
+    *,
+    fmt: str = "auto",
+    tenant_id: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> IngestReport:
+    """Validate and upsert every record in ``paths``; return what happened to each."""
+    settings = db.settings
+    report = IngestReport()
+    for path in discover(paths):
+        seen: dict[tuple[str, str], str] = {}
+        pending: list[tuple[str, TranscriptIn]] = []
+        for where, raw in read_records(path, settings, fmt, tenant_id):
+            item = raw if isinstance(raw, Rejection) else validate(where, raw, settings, tenant_id)
+            if isinstance(item, TranscriptIn):
+                key = (item.tenant_id, item.session_id)
+                if key in seen:
+                    item = Rejection(where, f"duplicate session_id {item.session_id!r} (first at {seen[key]})")
+                else:
+                    seen[key] = where
+            if isinstance(item, Rejection):
+                report.rejected.append(item)
+                log.warning("rejected %s", item, extra={"action": "ingest_reject", "location": where})
+                if progress:
+                    progress(1)
+                continue
+            pending.append((where, item))
+            if len(pending) >= _CHUNK:
+                _write(db, pending, report, progress)
+                pending = []
+        if pending:
+            _write(db, pending, report, progress)
+    return report
+
+
+def _write(
+    db: Database, batch: list[tuple[str, TranscriptIn]], report: IngestReport, progress: Callable[[int], None] | None
+) -> None:
+    by_tenant: dict[str, list[tuple[str, TranscriptIn]]] = {}
+    for where, record in batch:
+        by_tenant.setdefault(record.tenant_id, []).append((where, record))
+    sql = query("upsert_transcript")
+    for tenant, records in by_tenant.items():
+        with db.tenant(tenant) as conn:
+            for where, record in records:
+                try:
+                    with conn.transaction():  # a savepoint per record: a failure loses only this one
+                        row = conn.execute(sql, _params(record, where)).fetchone()
+                except psycopg.Error as exc:
+                    reason = (exc.diag.message_primary or str(exc)).strip()
+                    report.rejected.append(Rejection(where, f"database refused the record: {reason}"))
+                else:
+                    if row is None:
+                        report.unchanged += 1
+                    elif row["inserted"]:
+                        report.inserted += 1
+                    else:
+                        report.updated += 1
+        if progress:
+            progress(len(records))
+
+
+def _params(record: TranscriptIn, where: str) -> dict:
+    return {
+        "tenant_id": record.tenant_id,
+        "user_id": record.user_id,
+        "session_id": record.session_id,
+        "agent_id": record.agent_id,
+        "purpose": record.purpose,
+        "started_at": record.started_at,
+        "ended_at": record.ended_at,
+        "messages": Jsonb([m.model_dump(mode="json", exclude_none=True) for m in record.messages]),
+        "content_hash": record.content_hash(),
+        "source": where,
+    }

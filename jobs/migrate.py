@@ -1,0 +1,112 @@
+"""Numbered SQL migrations (sql/migrations/NNNN_name.sql), applied in order.
+
+Each migration and its ``schema_migrations`` row commit in one transaction, so a failure leaves
+the schema at the previous version. A session advisory lock serialises concurrent ``init`` calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+import psycopg
+
+from jobs.errors import EmbeddingDimensionMismatch, SchemaTooNew
+from jobs.resources import sql_dir
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_LOCK_KEY = 0x65706973  # "epis"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def available() -> list[Migration]:
+    """Migrations shipped with this version of the code, in order."""
+    found = []
+    for entry in (sql_dir() / "migrations").iterdir():
+        match = _NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    return sorted(found, key=lambda m: m.version)
+
+
+def code_version() -> int:
+    migrations = available()
+    return migrations[-1].version if migrations else 0
+
+
+def current_version(conn: psycopg.Connection) -> int | None:
+    """The schema version of the database, or None when it was never initialised."""
+    row = conn.execute("SELECT to_regclass('public.schema_migrations') IS NOT NULL AS present").fetchone()
+    if not _first(row):
+        return None
+    row = conn.execute("SELECT coalesce(max(version), 0) AS v FROM schema_migrations").fetchone()
+    return int(_first(row))
+
+
+def migrate(conn: psycopg.Connection, *, embedding_dim: int, embedder: str) -> list[Migration]:
+    """Bring the schema up to date; return the migrations applied (empty when already current)."""
+    conn.autocommit = True
+    conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+    try:
+        conn.execute(
+            """CREATE TABLE IF NOT EXISTS schema_migrations (
+                   version    integer PRIMARY KEY,
+                   name       text NOT NULL,
+                   applied_at timestamptz NOT NULL DEFAULT now())"""
+        )
+        have = current_version(conn) or 0
+        code = code_version()
+        if have > code:
+            raise SchemaTooNew(
+                f"The database schema is at version {have}, newer than this code ({code}). "
+                "Upgrade episodes (pip install -U episodes) before using this database."
+            )
+        applied = []
+        for migration in available():
+            if migration.version <= have:
+                continue
+            with conn.transaction():
+                conn.execute("SELECT set_config('episodes.embedding_dim', %s, true)", (str(embedding_dim),))
+                conn.execute("SELECT set_config('episodes.embedder', %s, true)", (embedder,))
+                conn.execute(migration.sql)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+            log.info(
+                "applied migration %04d_%s", migration.version, migration.name,
+                extra={"action": "migrate", "version": migration.version},
+            )
+            applied.append(migration)
+        check_embedding_dim(conn, embedding_dim)
+        return applied
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+
+
+def check_embedding_dim(conn: psycopg.Connection, embedding_dim: int) -> None:
+    row = conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedding_dim'").fetchone()
+    stored = int(_first(row))
+    if stored != embedding_dim:
+        raise EmbeddingDimensionMismatch(
+            f"The database stores {stored}-dimensional embeddings but the configured embedder makes "
+            f"{embedding_dim}. Configure the embedder the database was initialised with, or re-embed."
+        )
+
+
+def _first(row: object) -> object:
+    """First column of a row from either a tuple or a dict row factory."""
+    if row is None:
+        return None
+    if isinstance(row, dict):
+        return next(iter(row.values()))
+    return row[0]  # type: ignore[index]

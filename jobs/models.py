@@ -1,0 +1,246 @@
+"""Pydantic models: the transcript input, and the episode the model must emit.
+
+The episode models double as the forced tool's input schema (``tool_input_schema()``): their field
+descriptions are the extraction instructions the model reads, so edit them as prompt text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+EVENT_TYPES = ("decision", "open_question", "commitment", "surprise")
+ENTITY_KINDS = ("person", "org", "product", "project", "place", "other")
+EventType = Literal["decision", "open_question", "commitment", "surprise"]
+EntityKind = Literal["person", "org", "product", "project", "place", "other"]
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_TENANT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+_PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
+# Timestamps more than this far in the future are impossible for a finished session.
+FUTURE_SKEW = dt.timedelta(days=1)
+EARLIEST = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
+
+
+def _clean_text(value: str, what: str) -> str:
+    if _SURROGATE.search(value):
+        raise ValueError(f"{what} contains invalid UTF-8")
+    if "\x00" in value:
+        raise ValueError(f"{what} contains a NUL character")
+    # Other control characters are stripped rather than rejected: they carry no meaning here.
+    return _CONTROL.sub("", value)
+
+
+def _aware(value: dt.datetime | None, what: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)  # documented: naive timestamps are UTC
+    if value < EARLIEST:
+        raise ValueError(f"{what} {value.isoformat()} is before {EARLIEST.year}")
+    if value > dt.datetime.now(dt.UTC) + FUTURE_SKEW:
+        raise ValueError(f"{what} {value.isoformat()} is in the future")
+    return value
+
+
+class Message(BaseModel):
+    """One chat message. ``ts`` and ``name`` are optional."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str
+    ts: dt.datetime | None = None
+    name: str | None = Field(default=None, max_length=200)
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, value: str) -> str:
+        return _clean_text(value, "content")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return None if value is None else _clean_text(value, "name")
+
+    @field_validator("ts")
+    @classmethod
+    def _ts(cls, value: dt.datetime | None) -> dt.datetime | None:
+        return _aware(value, "ts")
+
+    @property
+    def speaker(self) -> str:
+        return self.name or self.role
+
+
+class TranscriptIn(BaseModel):
+    """A finished (or still open) chat session as a host application hands it over."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    tenant_id: str
+    user_id: str = Field(min_length=1, max_length=256)
+    session_id: str = Field(min_length=1, max_length=256)
+    agent_id: str | None = Field(default=None, max_length=256)
+    purpose: str = "general"
+    started_at: dt.datetime | None = None
+    ended_at: dt.datetime | None = None
+    messages: list[Message] = Field(min_length=1)
+
+    @field_validator("tenant_id")
+    @classmethod
+    def _tenant(cls, value: str) -> str:
+        if not _TENANT.match(value):
+            raise ValueError("tenant_id must be 1-128 characters of letters, digits and _.:@-")
+        return value
+
+    @field_validator("purpose")
+    @classmethod
+    def _purpose(cls, value: str) -> str:
+        if not _PURPOSE.match(value):
+            raise ValueError("purpose must be 1-64 characters of lowercase letters, digits, _ and -")
+        return value
+
+    @field_validator("user_id", "session_id", "agent_id")
+    @classmethod
+    def _ids(cls, value: str | None) -> str | None:
+        return None if value is None else _clean_text(value, "id")
+
+    @field_validator("started_at", "ended_at")
+    @classmethod
+    def _times(cls, value: dt.datetime | None) -> dt.datetime | None:
+        return _aware(value, "timestamp")
+
+    @model_validator(mode="after")
+    def _order(self) -> "TranscriptIn":
+        if self.started_at and self.ended_at and self.ended_at < self.started_at:
+            raise ValueError(
+                f"ended_at {self.ended_at.isoformat()} is before started_at {self.started_at.isoformat()}"
+            )
+        return self
+
+    def content_hash(self) -> str:
+        """Identity of the content: identical re-ingestion is a no-op, any change re-summarises."""
+        payload = self.model_dump(mode="json", exclude={"tenant_id", "session_id"})
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------
+# What the model emits. Field descriptions are instructions.
+# ------------------------------------------------------------------------------------------------
+
+
+class KeyEvent(BaseModel):
+    """A typed key event, grounded in the messages that state it."""
+
+    type: EventType = Field(
+        description=(
+            "decision: something the user decided or agreed to (a choice between options, a plan adopted). "
+            "open_question: a question raised in the session and NOT answered by its end. "
+            "commitment: something someone promised to do later (who must be named), often with a due date. "
+            "surprise: something unexpected the user noticed or reacted to."
+        )
+    )
+    what: str = Field(
+        min_length=3,
+        max_length=400,
+        description=(
+            "One self-contained sentence in the third person with the concrete details "
+            "(names, amounts, dates), understandable without the transcript."
+        ),
+    )
+    evidence: list[int] = Field(
+        min_length=1,
+        max_length=12,
+        description="Indexes [n] of the transcript messages that state this event. Only indexes that exist.",
+    )
+    who: str = Field(
+        min_length=1,
+        max_length=100,
+        description="Who decided, asked or committed: the speaker's name if known, else 'user' or 'assistant'.",
+    )
+    due: dt.date | None = Field(
+        default=None,
+        description="Commitments only: the due date as YYYY-MM-DD, resolved against the session date; else null.",
+    )
+
+
+class Entity(BaseModel):
+    """A named thing mentioned in the transcript."""
+
+    name: str = Field(min_length=1, max_length=120, description="The name exactly as written in the transcript.")
+    kind: EntityKind = Field(description="person, org, product, project, place or other.")
+
+
+class EpisodeExtraction(BaseModel):
+    """One episode: what happened in the session, for an agent that meets this user again later."""
+
+    summary: str = Field(
+        min_length=10,
+        max_length=1200,
+        description=(
+            "1-3 sentences, at most 200 tokens, third person, past tense: what the user wanted, what happened, "
+            "how it ended. Name people and things; no filler, no speculation beyond the transcript."
+        ),
+    )
+    topic_tags: list[str] = Field(
+        max_length=5,
+        description="Up to 5 short lowercase topic tags (1-3 words each), most important first.",
+    )
+    key_events: list[KeyEvent] = Field(
+        default_factory=list,
+        max_length=20,
+        description="The session's decisions, open questions, commitments and surprises. Empty if none.",
+    )
+    entities: list[Entity] = Field(
+        default_factory=list,
+        max_length=30,
+        description="People, organisations, products, projects and places mentioned by name.",
+    )
+    importance: float = Field(
+        ge=0.0,
+        le=1.0,
+        description=(
+            "How much this session matters for future sessions with this user: 0.1 small talk, "
+            "0.5 routine work, 0.8+ decisions, commitments or life events."
+        ),
+    )
+
+    @field_validator("topic_tags")
+    @classmethod
+    def _tags(cls, tags: list[str]) -> list[str]:
+        seen: list[str] = []
+        for tag in tags:
+            clean = " ".join(tag.strip().lower().split())
+            if not clean:
+                raise ValueError("topic tags must not be empty")
+            if len(clean) > 40:
+                raise ValueError(f"topic tag {clean[:40]!r}... is longer than 40 characters")
+            if clean not in seen:
+                seen.append(clean)
+        return seen
+
+
+def tool_input_schema(model: type[BaseModel] = EpisodeExtraction) -> dict[str, Any]:
+    """The JSON schema of ``model`` with every ``$ref`` inlined (tool schemas stay self-contained)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                name = node["$ref"].rsplit("/", 1)[-1]
+                merged = {**inline(defs[name]), **{k: v for k, v in node.items() if k != "$ref"}}
+                return merged
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return inline(schema)

@@ -1,0 +1,27 @@
+"""Files shipped beside the code: prompts/, sql/, reports/ and examples/.
+
+They live at the top of the repository and are mapped into the wheel as the packages
+``jobs.prompts``, ``jobs.sql``, ``jobs.reports`` and ``jobs.examples`` (pyproject.toml), so one
+code path reads them in a checkout, an editable install and an installed wheel.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+
+
+def sql_dir() -> Traversable:
+    return files("jobs.sql")
+
+
+def prompts_dir() -> Traversable:
+    return files("jobs.prompts")
+
+
+def reports_dir() -> Traversable:
+    return files("jobs.reports")
+
+
+def examples_dir() -> Traversable:
+    return files("jobs.examples")

@@ -1,0 +1,56 @@
+"""`episodes status`: one screen that tells an operator where things stand."""
+
+from __future__ import annotations
+
+from jobs import migrate
+from jobs.db import Database
+from jobs.queries import query
+
+
+def render_status(db: Database) -> str:
+    settings = db.settings
+    lines = [f"database     {db.location}"]
+    with db.connect(autocommit=True) as conn:
+        have = migrate.current_version(conn)
+        if not have:
+            lines.append("schema       not initialised (run `episodes init`)")
+            return "\n".join(lines)
+        dim = conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedding_dim'").fetchone()["value"]
+        name = conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedder'").fetchone()["value"]
+        lines.append(f"schema       version {have} (code {migrate.code_version()}), embeddings {dim}-d ({name})")
+        extractor = settings.resolved_extractor
+        label = f"anthropic ({settings.model})" if extractor == "anthropic" else \
+            "offline (no ANTHROPIC_API_KEY: deterministic, lower quality)"
+        lines.append(f"extractor    {label}")
+        states = {r["state"]: r["n"] for r in conn.execute(query("status_transcripts"))}
+        order = ["open", "pending", "running", "done", "dead"]
+        lines.append("transcripts  " + " · ".join(f"{s} {states.get(s, 0)}" for s in order))
+        rows = conn.execute(query("status_episodes")).fetchall()
+        if rows:
+            parts = [f"{r['kind']}/{r['status']} {r['n']}" for r in rows]
+            dropped_ev = sum(r["dropped_events"] for r in rows)
+            dropped_en = sum(r["dropped_entities"] for r in rows)
+            tokens_in = sum(r["input_tokens"] for r in rows)
+            tokens_out = sum(r["output_tokens"] for r in rows)
+            cost = sum(float(r["cost_usd"]) for r in rows)
+            lines.append("episodes     " + " · ".join(parts))
+            lines.append(f"grounding    dropped {dropped_ev} ungrounded events, {dropped_en} entities not in the transcript")
+            lines.append(f"tokens       {tokens_in:,} in / {tokens_out:,} out, est. ${cost:.4f}")
+        else:
+            lines.append("episodes     none yet (run `episodes run`)")
+        dead = conn.execute(query("status_dead_letters"), {"limit": 5}).fetchall()
+        for r in dead:
+            lines.append(f"dead letter  {r['tenant_id']}/{r['session_id']} after {r['attempts']} attempts: {r['last_error']}")
+        runs = conn.execute(query("status_job_runs"), {"limit": 5}).fetchall()
+        if runs:
+            lines.append("last runs")
+            for r in runs:
+                took = (r["finished_at"] - r["started_at"]).total_seconds() if r["finished_at"] else None
+                counts = " ".join(f"{k}={v}" for k, v in (r["counts"] or {}).items())
+                lines.append(
+                    f"  {r['started_at']:%Y-%m-%d %H:%M:%S} {r['job']:<10} {r['status']:<7} "
+                    + (f"{took:.1f}s " if took is not None else "running ")
+                    + counts
+                    + (f" error: {r['error']}" if r["error"] else "")
+                )
+    return "\n".join(lines)

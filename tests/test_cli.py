@@ -1,0 +1,72 @@
+"""The command line: --help everywhere, one-line errors with exit 1, status, ingest exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from jobs.cli import cli
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [prefix]
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found.extend(_commands(command, (*prefix, name)))
+        else:
+            found.append((*prefix, name))
+    return found
+
+
+@pytest.mark.parametrize("path", _commands(cli), ids=lambda p: " ".join(p) or "episodes")
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+    doc = cli if not path else cli.commands[path[0]]
+    assert (doc.help or "").strip(), f"{path} has no help text"
+
+
+def test_uninitialised_database_gives_one_line_error(blank_db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", blank_db_url)
+    result = CliRunner().invoke(cli, ["ingest", __file__])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        "episodes: The database has no episodes schema yet. Run `episodes init` first."
+    ]
+
+
+def test_unreachable_database_gives_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/nothing?connect_timeout=2")
+    result = CliRunner().invoke(cli, ["status"])
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("episodes: Could not connect to")
+    assert "Traceback" not in result.output
+
+
+def test_init_status_and_ingest_exit_codes(blank_db_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DATABASE_URL", blank_db_url)
+    runner = CliRunner()
+    first = runner.invoke(cli, ["init"])
+    assert first.exit_code == 0 and "applied 0001_schema" in first.stdout
+    again = runner.invoke(cli, ["init"])
+    assert again.exit_code == 0 and "nothing to do" in again.stdout
+
+    good = {"tenant_id": "t", "user_id": "u", "session_id": "s", "ended_at": "2025-01-01T00:00:00Z",
+            "messages": [{"role": "user", "content": "hi"}]}
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps(good) + "\n" + '{"tenant_id": "t"}\n')
+    result = runner.invoke(cli, ["ingest", str(path)])
+    assert result.exit_code == 1
+    assert f"rejected {path}:2: missing field user_id" in result.stderr
+    assert "ingested 1 transcripts (1 new" in result.stdout
+
+    status = runner.invoke(cli, ["status"])
+    assert status.exit_code == 0
+    assert "schema       version 1" in status.stdout
+    assert "pending 1" in status.stdout
