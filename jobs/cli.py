@@ -142,6 +142,54 @@ def ingest(obj: Context, paths: tuple[Path, ...], fmt: str, tenant: str | None) 
 
 
 @cli.command()
+@click.option("--limit", type=click.IntRange(min=1), help="Process at most this many transcripts.")
+@click.option("--tenant", help="Only this tenant's transcripts.")
+@click.option("--since", type=click.DateTime(), help="Only sessions that ended at or after this time (UTC).")
+@click.option("--extractor", type=click.Choice(["auto", "anthropic", "offline"]), default=None,
+              help="auto (default): Claude when ANTHROPIC_API_KEY is set, else the offline extractor.")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="Transcripts processed at once (threads).")
+@click.pass_obj
+def run(obj: Context, limit: int | None, tenant: str | None, since: object, extractor: str | None,
+        concurrency: int) -> None:
+    """Summarise every eligible (closed, not yet summarised) transcript once."""
+    import datetime as dt
+
+    from tqdm import tqdm
+
+    from jobs.summarize import count_eligible, make_extractor, run_summarize
+
+    db = obj.database()
+    since_utc = since.replace(tzinfo=dt.UTC) if isinstance(since, dt.datetime) else None
+    chosen = make_extractor(obj.settings, extractor)
+    if chosen.name == "offline":
+        click.echo("Using the offline extractor (no ANTHROPIC_API_KEY): deterministic, lower quality than Claude.",
+                   err=True)
+    total = count_eligible(db, tenant, since_utc)
+    if limit is not None:
+        total = min(total, limit)
+    try:
+        with tqdm(total=total, desc="summarize", unit="ep", file=sys.stderr, disable=None) as bar:
+            report = run_summarize(db, extractor=chosen, limit=limit, tenant=tenant, since=since_utc,
+                                   concurrency=concurrency, progress=bar.update)
+    finally:
+        if hasattr(chosen, "close"):
+            chosen.close()
+    click.echo(report.line())
+
+
+@cli.command()
+@click.option("--tenant", help="Only this tenant's dead letters.")
+@click.pass_obj
+def retry(obj: Context, tenant: str | None) -> None:
+    """Requeue dead-lettered transcripts (after fixing the cause); `episodes run` picks them up."""
+    from jobs.summarize import retry_dead
+
+    n = retry_dead(obj.database(), tenant)
+    click.echo(f"requeued {n} dead-lettered transcripts")
+
+
+@cli.command()
 @click.pass_obj
 def status(obj: Context) -> None:
     """Show where the data lives, the schema version, the queue and the last job runs."""
@@ -153,7 +201,7 @@ def status(obj: Context) -> None:
 @cli.command()
 @click.pass_context
 def demo(ctx: click.Context) -> None:
-    """Initialise the database, load the bundled example transcripts and show the status."""
+    """Initialise the database, load the bundled example transcripts, summarise them, show the status."""
     from jobs.resources import examples_dir
 
     ctx.invoke(init)
@@ -164,6 +212,7 @@ def demo(ctx: click.Context) -> None:
     report = run_ingest(obj.database(), sorted(paths))
     click.echo(f"Loaded example transcripts: {report.inserted} new, {report.updated} changed, "
                f"{report.unchanged} unchanged, {len(report.rejected)} rejected.")
+    ctx.invoke(run, limit=None, tenant=None, since=None, extractor=None, concurrency=4)
     ctx.invoke(status)
 
 

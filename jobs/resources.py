@@ -1,7 +1,7 @@
 """Files shipped beside the code: prompts/, sql/, reports/ and examples/.
 
 They live at the top of the repository and are mapped into the wheel as the packages
-``jobs.prompts``, ``jobs.sql``, ``jobs.reports`` and ``jobs.examples`` (pyproject.toml), so one
+``jobs.prompt_templates``, ``jobs.sql``, ``jobs.reports`` and ``jobs.examples`` (pyproject.toml), so one
 code path reads them in a checkout, an editable install and an installed wheel.
 """
 
@@ -16,7 +16,7 @@ def sql_dir() -> Traversable:
 
 
 def prompts_dir() -> Traversable:
-    return files("jobs.prompts")
+    return files("jobs.prompt_templates")
 
 
 def reports_dir() -> Traversable:

@@ -57,3 +57,120 @@ FROM transcripts
 WHERE status = 'dead'
 ORDER BY updated_at DESC
 LIMIT %(limit)s
+
+-- name: claim_transcript
+-- Claim the next eligible transcript: closed, pending and due, or running with an expired lease
+-- (its worker died). SKIP LOCKED lets any number of workers claim concurrently.
+UPDATE transcripts t
+SET status = 'running',
+    lease_owner = %(worker)s,
+    lease_until = now() + make_interval(secs => %(lease_seconds)s),
+    attempts = t.attempts + 1
+FROM (
+    SELECT id
+    FROM transcripts
+    WHERE ((status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now())
+           OR (status = 'running' AND lease_until < now()))
+      AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
+      AND (%(since)s::timestamptz IS NULL OR ended_at >= %(since)s::timestamptz)
+    ORDER BY next_attempt_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) claimed
+WHERE t.id = claimed.id
+RETURNING t.id, t.tenant_id, t.user_id, t.session_id, t.agent_id, t.purpose, t.started_at, t.ended_at,
+          t.messages, t.content_hash, t.attempts
+
+-- name: count_eligible
+SELECT count(*) AS n
+FROM transcripts
+WHERE ((status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now())
+       OR (status = 'running' AND lease_until < now()))
+  AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
+  AND (%(since)s::timestamptz IS NULL OR ended_at >= %(since)s::timestamptz)
+
+-- name: extend_lease
+UPDATE transcripts
+SET lease_until = now() + make_interval(secs => %(lease_seconds)s)
+WHERE id = %(id)s AND lease_owner = %(worker)s AND status = 'running'
+RETURNING id
+
+-- name: complete_transcript
+-- Only the lease holder completes, and only for the content it summarised.
+UPDATE transcripts
+SET status = 'done', lease_owner = NULL, lease_until = NULL, last_error = NULL
+WHERE id = %(id)s AND lease_owner = %(worker)s AND status = 'running' AND content_hash = %(content_hash)s
+RETURNING id
+
+-- name: fail_transcript
+UPDATE transcripts
+SET status = CASE WHEN %(permanent)s OR attempts >= %(max_attempts)s THEN 'dead' ELSE 'pending' END,
+    next_attempt_at = now() + make_interval(secs => %(backoff_seconds)s),
+    lease_owner = NULL,
+    lease_until = NULL,
+    last_error = %(error)s
+WHERE id = %(id)s AND lease_owner = %(worker)s AND status = 'running'
+RETURNING status
+
+-- name: release_transcript
+-- Give a claim back untouched (graceful shutdown): the attempt does not count.
+UPDATE transcripts
+SET status = 'pending', lease_owner = NULL, lease_until = NULL, attempts = greatest(attempts - 1, 0)
+WHERE id = %(id)s AND lease_owner = %(worker)s AND status = 'running'
+RETURNING id
+
+-- name: retry_dead
+UPDATE transcripts
+SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL
+WHERE status = 'dead' AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
+RETURNING id
+
+-- name: current_session_episode
+SELECT id, content_hash, prompt_version, compressed_into
+FROM episodes
+WHERE tenant_id = %(tenant_id)s AND session_id = %(session_id)s AND kind = 'session' AND status = 'current'
+FOR UPDATE
+
+-- name: supersede_episode
+UPDATE episodes SET status = 'superseded' WHERE id = %(id)s
+
+-- name: link_superseded
+UPDATE episodes SET superseded_by = %(new_id)s WHERE id = %(old_id)s
+
+-- name: insert_episode
+INSERT INTO episodes (tenant_id, user_id, kind, transcript_id, session_id, purpose, summary, topic_tags,
+                      importance, started_at, ended_at, period_start, period_end, search_tsv, embedding,
+                      model, prompt_version, content_hash, input_tokens, output_tokens, cache_read_tokens,
+                      cache_write_tokens, cost_usd, dropped_events, dropped_entities)
+VALUES (%(tenant_id)s, %(user_id)s, %(kind)s, %(transcript_id)s, %(session_id)s, %(purpose)s, %(summary)s,
+        %(topic_tags)s, %(importance)s, %(started_at)s, %(ended_at)s, %(period_start)s, %(period_end)s,
+        to_tsvector('english', %(search_text)s), %(embedding)s, %(model)s, %(prompt_version)s,
+        %(content_hash)s, %(input_tokens)s, %(output_tokens)s, %(cache_read_tokens)s, %(cache_write_tokens)s,
+        %(cost_usd)s, %(dropped_events)s, %(dropped_entities)s)
+RETURNING id
+
+-- name: insert_event
+INSERT INTO episode_events (tenant_id, user_id, episode_id, ordinal, type, what, who, due, occurred_at,
+                            evidence, evidence_quote, status, source_event_id)
+VALUES (%(tenant_id)s, %(user_id)s, %(episode_id)s, %(ordinal)s, %(type)s, %(what)s, %(who)s, %(due)s,
+        %(occurred_at)s, %(evidence)s, %(evidence_quote)s, %(status)s, %(source_event_id)s)
+
+-- name: insert_entity
+INSERT INTO episode_entities (tenant_id, user_id, episode_id, name, kind)
+VALUES (%(tenant_id)s, %(user_id)s, %(episode_id)s, %(name)s, %(kind)s)
+ON CONFLICT DO NOTHING
+
+-- name: insert_model_call
+INSERT INTO model_calls (tenant_id, user_id, transcript_id, job_run_id, template, prompt_hash, model, batch,
+                         input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,
+                         latency_ms, outcome, error)
+VALUES (%(tenant_id)s, %(user_id)s, %(transcript_id)s, %(job_run_id)s, %(template)s, %(prompt_hash)s, %(model)s,
+        %(batch)s, %(input_tokens)s, %(output_tokens)s, %(cache_read_tokens)s, %(cache_write_tokens)s,
+        %(cost_usd)s, %(latency_ms)s, %(outcome)s, %(error)s)
+
+-- name: start_job_run
+INSERT INTO job_runs (job, worker) VALUES (%(job)s, %(worker)s) RETURNING id
+
+-- name: finish_job_run
+UPDATE job_runs SET finished_at = now(), status = %(status)s, counts = %(counts)s, error = %(error)s
+WHERE id = %(id)s

@@ -27,6 +27,7 @@ class Transcript:
     messages: list[Message]
     content_hash: str = ""
     agent_id: str | None = None
+    attempts: int = 0
 
 
 @dataclass(frozen=True)

@@ -88,8 +88,7 @@ CREATE TABLE episodes (
     CHECK (ended_at >= started_at),
     CHECK (kind <> 'session' OR session_id IS NOT NULL),
     CHECK (kind <> 'super' OR (period_start IS NOT NULL AND period_end IS NOT NULL AND period_end >= period_start)),
-    CHECK (compressed_into IS NULL OR kind = 'session'),
-    CHECK (status = 'current' OR superseded_by IS NOT NULL OR kind = 'super')
+    CHECK (compressed_into IS NULL OR kind = 'session')
 );
 DO $$
 BEGIN

@@ -1,0 +1,172 @@
+"""Claude as the extractor: forced tool use, prompt caching, split-and-reduce for long sessions.
+
+A transcript whose rendered size exceeds ``EPISODES_TRANSCRIPT_TOKEN_BUDGET`` is split on message
+boundaries (a single message larger than the budget is split into labelled pieces), each part is
+extracted with global message indexes, and the part episodes are reduced into one by another
+forced tool call, hierarchically if they do not fit one request. Nothing is truncated.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from jobs.config import Settings
+from jobs.errors import EpisodesError
+from jobs.extract import ExtractionResult, ModelCall, OpenItem, Transcript, estimate_tokens
+from jobs.llm import ToolCaller, ToolPrompt
+from jobs.models import EpisodeExtraction, tool_input_schema
+from jobs.prompts import fingerprint, render, source
+
+TOOL_NAME = "record_episode"
+TOOL_DESCRIPTION = "Record the session as one structured episode."
+SYSTEM_TEMPLATE = "extract_episode_system.j2"
+USER_TEMPLATE = "extract_episode_user.j2"
+REDUCE_TEMPLATE = "reduce_episode_user.j2"
+MAX_OPEN_ITEMS = 20
+
+
+def prompt_version() -> str:
+    """Changes whenever a template or the output schema changes: a new version re-summarises."""
+    schema = json.dumps(tool_input_schema(EpisodeExtraction), sort_keys=True)
+    return "extract-" + fingerprint(source(SYSTEM_TEMPLATE), source(USER_TEMPLATE), source(REDUCE_TEMPLATE), schema)
+
+
+@dataclass(frozen=True)
+class Line:
+    index: int
+    speaker: str
+    ts: str | None
+    content: str
+
+
+def _escape(text: str) -> str:
+    """Keep the transcript delimiters unforgeable from inside a message."""
+    return text.replace("</transcript", "<\\/transcript").replace("<transcript", "<\\transcript")
+
+
+def transcript_lines(transcript: Transcript) -> list[Line]:
+    return [
+        Line(i, m.speaker, m.ts.strftime("%Y-%m-%d %H:%M") if m.ts else None, _escape(m.content))
+        for i, m in enumerate(transcript.messages)
+    ]
+
+
+def split_lines(lines: list[Line], budget_tokens: int) -> list[list[Line]]:
+    """Consecutive parts whose estimated size fits the budget; oversized messages become pieces."""
+    parts: list[list[Line]] = []
+    current: list[Line] = []
+    used = 0
+    for line in lines:
+        pieces = [line]
+        size = estimate_tokens(line.content) + 8
+        if size > budget_tokens:
+            step = budget_tokens * 4 - 200
+            chunks = [line.content[i:i + step] for i in range(0, len(line.content), step)]
+            pieces = [Line(line.index, line.speaker, line.ts, f"(piece {k + 1}/{len(chunks)}) {chunk}")
+                      for k, chunk in enumerate(chunks)]
+        for piece in pieces:
+            size = estimate_tokens(piece.content) + 8
+            if current and used + size > budget_tokens:
+                parts.append(current)
+                current, used = [], 0
+            current.append(piece)
+            used += size
+    if current:
+        parts.append(current)
+    return parts
+
+
+class AnthropicExtractor:
+    """Extract an episode with Claude (model from EPISODES_MODEL)."""
+
+    def __init__(self, settings: Settings, caller: ToolCaller | None = None) -> None:
+        self.settings = settings
+        self.caller = caller or ToolCaller(settings)
+        self.name = settings.model
+        self.prompt_version = prompt_version()
+        self._schema = tool_input_schema(EpisodeExtraction)
+
+    def close(self) -> None:
+        self.caller.close()
+
+    def __enter__(self) -> "AnthropicExtractor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def prompts_for(self, transcript: Transcript, open_items: list[OpenItem] | None = None) -> list[ToolPrompt]:
+        """The part prompts for a transcript (one unless it exceeds the budget)."""
+        items = (open_items or [])[:MAX_OPEN_ITEMS]
+        system = render(SYSTEM_TEMPLATE, tool_name=TOOL_NAME, open_items=bool(items))
+        parts = split_lines(transcript_lines(transcript), self.settings.transcript_token_budget)
+        session_date = (transcript.started_at or transcript.ended_at).strftime("%Y-%m-%d %H:%M UTC")
+        return [
+            ToolPrompt(
+                template=USER_TEMPLATE,
+                system=system,
+                user=render(
+                    USER_TEMPLATE, tool_name=TOOL_NAME, part_number=n, part_count=len(parts), open_items=items,
+                    session_date=session_date, purpose=transcript.purpose,
+                    message_count=len(transcript.messages), messages=part,
+                ),
+                tool_name=TOOL_NAME,
+                tool_description=TOOL_DESCRIPTION,
+                schema=self._schema,
+            )
+            for n, part in enumerate(parts, start=1)
+        ]
+
+    def extract(self, transcript: Transcript, open_items: list[OpenItem] | None = None) -> ExtractionResult:
+        calls: list[ModelCall] = []
+        prompts = self.prompts_for(transcript, open_items)
+        try:
+            partials = [self.caller.call(p, EpisodeExtraction, calls) for p in prompts]
+            episode = self.reduce(transcript, partials, prompts[0].system, calls) if len(partials) > 1 else partials[0]
+        except EpisodesError as exc:
+            exc.calls = calls  # type: ignore[attr-defined]  # failed calls are recorded too
+            raise
+        return ExtractionResult(episode, model=self.name, prompt_version=self.prompt_version, calls=calls)
+
+    def reduce(
+        self, transcript: Transcript, partials: list[EpisodeExtraction], system: str, calls: list[ModelCall]
+    ) -> EpisodeExtraction:
+        """Merge part episodes; in groups that fit the budget, repeatedly, until one remains."""
+        budget = self.settings.transcript_token_budget
+        session_date = (transcript.started_at or transcript.ended_at).strftime("%Y-%m-%d")
+        while len(partials) > 1:
+            texts = [p.model_dump_json(exclude_none=True) for p in partials]
+            groups: list[list[str]] = [[]]
+            used = 0
+            for text in texts:
+                if groups[-1] and used + estimate_tokens(text) > budget:
+                    groups.append([])
+                    used = 0
+                groups[-1].append(text)
+                used += estimate_tokens(text)
+            if len(groups) == len(texts):  # every partial alone fills the budget: pair them up
+                groups = [texts[i:i + 2] for i in range(0, len(texts), 2)]
+            merged = []
+            for group in groups:
+                if len(group) == 1:
+                    merged.append(EpisodeExtraction.model_validate_json(group[0]))
+                    continue
+                prompt = ToolPrompt(
+                    template=REDUCE_TEMPLATE, system=system,
+                    user=render(REDUCE_TEMPLATE, tool_name=TOOL_NAME, session_date=session_date,
+                                message_count=len(transcript.messages), partials=group),
+                    tool_name=TOOL_NAME, tool_description=TOOL_DESCRIPTION, schema=self._schema,
+                )
+                merged.append(self.caller.call(prompt, EpisodeExtraction, calls))
+            partials = merged
+        return partials[0]
+
+
+def batch_params(extractor: AnthropicExtractor, transcript: Transcript) -> dict[str, Any] | None:
+    """Message Batches params for a transcript that fits one request (None when it must be split)."""
+    prompts = extractor.prompts_for(transcript)
+    if len(prompts) != 1:
+        return None
+    return prompts[0].request(extractor.settings.model, extractor.settings.max_output_tokens)

@@ -1,0 +1,41 @@
+"""Grounding: keep only what the transcript supports.
+
+Every key event must cite message indexes that exist; indexes that do not are removed, and an
+event left with none is dropped. Every entity must occur in the transcript (case-insensitive);
+the others are dropped. The counts are stored on the episode and shown by `episodes status`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.models import EpisodeExtraction, Message
+
+
+@dataclass(frozen=True)
+class Grounded:
+    episode: EpisodeExtraction
+    dropped_events: int
+    dropped_entities: int
+
+
+def ground(episode: EpisodeExtraction, messages: list[Message]) -> Grounded:
+    count = len(messages)
+    kept_events = []
+    for event in episode.key_events:
+        evidence = sorted({i for i in event.evidence if 0 <= i < count})
+        if evidence:
+            kept_events.append(event.model_copy(update={"evidence": evidence}))
+    haystack = "\n".join(f"{m.name or ''}\n{m.content}" for m in messages).casefold()
+    kept_entities = []
+    ungrounded = 0
+    seen: set[tuple[str, str]] = set()
+    for entity in episode.entities:
+        key = (entity.name.strip().casefold(), entity.kind)
+        if not key[0] or key[0] not in haystack:
+            ungrounded += 1
+        elif key not in seen:  # duplicates are merged, not counted as dropped
+            seen.add(key)
+            kept_entities.append(entity.model_copy(update={"name": entity.name.strip()}))
+    cleaned = episode.model_copy(update={"key_events": kept_events, "entities": kept_entities})
+    return Grounded(cleaned, dropped_events=len(episode.key_events) - len(kept_events), dropped_entities=ungrounded)

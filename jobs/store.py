@@ -1,0 +1,144 @@
+"""Writing episodes: episode, events, entities, model calls and the transcript's state in one transaction.
+
+The database enforces idempotency: a partial unique index allows one current session episode per
+(tenant, session). A changed transcript or a new prompt version supersedes the old episode (kept
+for audit, out of recall) instead of adding a second one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import psycopg
+
+from jobs.embeddings import episode_text
+from jobs.extract import ModelCall, Transcript
+from jobs.models import EpisodeExtraction
+from jobs.queries import query
+
+QUOTE_CHARS = 280
+
+
+@dataclass(frozen=True)
+class EpisodeRow:
+    """Everything needed to insert one episode (session or super)."""
+
+    tenant_id: str
+    user_id: str
+    kind: str
+    episode: EpisodeExtraction
+    started_at: dt.datetime
+    ended_at: dt.datetime
+    model: str
+    prompt_version: str
+    embedding: np.ndarray | None
+    purpose: str = "general"
+    transcript_id: int | None = None
+    session_id: str | None = None
+    content_hash: str | None = None
+    period_start: dt.date | None = None
+    period_end: dt.date | None = None
+    calls: Sequence[ModelCall] = ()
+    dropped_events: int = 0
+    dropped_entities: int = 0
+
+
+def search_text(episode: EpisodeExtraction) -> str:
+    """The text embedded and full-text indexed for an episode."""
+    return episode_text(
+        episode.summary, episode.topic_tags, [e.what for e in episode.key_events], [e.name for e in episode.entities]
+    )
+
+
+def insert_episode(
+    conn: psycopg.Connection,
+    row: EpisodeRow,
+    *,
+    messages: Sequence[object] = (),
+    source_event_ids: Sequence[int | None] | None = None,
+) -> int:
+    """Insert the episode with its events and entities; return its id."""
+    ep = row.episode
+    episode_id = conn.execute(query("insert_episode"), {
+        "tenant_id": row.tenant_id, "user_id": row.user_id, "kind": row.kind, "transcript_id": row.transcript_id,
+        "session_id": row.session_id, "purpose": row.purpose, "summary": ep.summary, "topic_tags": ep.topic_tags,
+        "importance": ep.importance, "started_at": row.started_at, "ended_at": row.ended_at,
+        "period_start": row.period_start, "period_end": row.period_end, "search_text": search_text(ep),
+        "embedding": row.embedding, "model": row.model, "prompt_version": row.prompt_version,
+        "content_hash": row.content_hash,
+        "input_tokens": sum(c.input_tokens for c in row.calls),
+        "output_tokens": sum(c.output_tokens for c in row.calls),
+        "cache_read_tokens": sum(c.cache_read_tokens for c in row.calls),
+        "cache_write_tokens": sum(c.cache_write_tokens for c in row.calls),
+        "cost_usd": round(sum(c.cost_usd for c in row.calls), 6),
+        "dropped_events": row.dropped_events, "dropped_entities": row.dropped_entities,
+    }).fetchone()["id"]
+    events = []
+    for ordinal, event in enumerate(ep.key_events):
+        first = event.evidence[0]
+        msg = messages[first] if first < len(messages) else None
+        when = getattr(msg, "ts", None) or row.ended_at
+        events.append({
+            "tenant_id": row.tenant_id, "user_id": row.user_id, "episode_id": episode_id, "ordinal": ordinal,
+            "type": event.type, "what": event.what, "who": event.who, "due": event.due, "occurred_at": when,
+            "evidence": event.evidence,
+            "evidence_quote": (getattr(msg, "content", "") or "")[:QUOTE_CHARS] or None,
+            "status": "open" if event.type in ("open_question", "commitment") else "n/a",
+            "source_event_id": source_event_ids[ordinal] if source_event_ids else None,
+        })
+    with conn.cursor() as cur:
+        if events:
+            cur.executemany(query("insert_event"), events)
+        if ep.entities:
+            cur.executemany(query("insert_entity"), [
+                {"tenant_id": row.tenant_id, "user_id": row.user_id, "episode_id": episode_id,
+                 "name": e.name, "kind": e.kind} for e in ep.entities
+            ])
+    return episode_id
+
+
+def record_calls(
+    conn: psycopg.Connection, calls: Sequence[ModelCall], *, tenant_id: str, user_id: str | None,
+    transcript_id: int | None, job_run_id: int | None,
+) -> None:
+    if not calls:
+        return
+    with conn.cursor() as cur:
+        cur.executemany(query("insert_model_call"), [
+            {"tenant_id": tenant_id, "user_id": user_id, "transcript_id": transcript_id, "job_run_id": job_run_id,
+             "template": c.template, "prompt_hash": c.prompt_hash, "model": c.model, "batch": c.batch,
+             "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+             "cache_read_tokens": c.cache_read_tokens, "cache_write_tokens": c.cache_write_tokens,
+             "cost_usd": c.cost_usd, "latency_ms": c.latency_ms, "outcome": c.outcome, "error": c.error}
+            for c in calls
+        ])
+
+
+def write_session_episode(
+    conn: psycopg.Connection, transcript: Transcript, row: EpisodeRow, *, worker: str, job_run_id: int | None
+) -> int | None:
+    """Replace the session's current episode and complete the transcript, atomically.
+
+    Returns the new episode id, or None when this worker no longer holds the claim (its lease
+    expired and another worker took over, or the transcript changed meanwhile): then nothing is
+    written and the caller must roll back.
+    """
+    done = conn.execute(query("complete_transcript"), {
+        "id": transcript.id, "worker": worker, "content_hash": transcript.content_hash,
+    }).fetchone()
+    if done is None:
+        return None
+    old = conn.execute(query("current_session_episode"), {
+        "tenant_id": transcript.tenant_id, "session_id": transcript.session_id,
+    }).fetchone()
+    if old is not None:
+        conn.execute(query("supersede_episode"), {"id": old["id"]})
+    new_id = insert_episode(conn, row, messages=transcript.messages)
+    if old is not None:
+        conn.execute(query("link_superseded"), {"old_id": old["id"], "new_id": new_id})
+    record_calls(conn, row.calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
+                 transcript_id=transcript.id, job_run_id=job_run_id)
+    return new_id

@@ -1,0 +1,57 @@
+"""A responder for the fake Anthropic server that answers extraction requests like a model would.
+
+It reads the transcript lines (``[n] speaker: text``) out of the request and returns a valid
+``record_episode`` tool input grounded in them, so tests and benchmarks exercise the real SDK,
+the real prompt and the real validation, without a network. ``hallucinate=True`` adds an event
+citing a message that does not exist and an entity that does not occur, to test grounding.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+LINE = re.compile(r"^\[(\d+)\] ([^:(]+?)(?: \([^)]*\))?: (.*)$", re.MULTILINE)
+
+
+def transcript_lines(body: dict[str, Any]) -> list[tuple[int, str, str]]:
+    content = body["messages"][0]["content"]
+    text = content if isinstance(content, str) else " ".join(c.get("text", "") for c in content)
+    return [(int(i), who.strip(), said.strip()) for i, who, said in LINE.findall(text)]
+
+
+def episode_for(body: dict[str, Any], hallucinate: bool = False) -> dict[str, Any]:
+    lines = transcript_lines(body)
+    if not lines:  # a reduce request: merge what the parts said
+        return {"summary": "The user and the agent worked through a long session in several parts.",
+                "topic_tags": ["long session"], "key_events": [], "entities": [], "importance": 0.5}
+    first = lines[0]
+    events = []
+    for index, who, said in lines:
+        lowered = said.lower()
+        if "go with" in lowered or "decided" in lowered:
+            events.append({"type": "decision", "what": f"{who} decided: {said[:120]}", "evidence": [index],
+                           "who": who})
+        elif "i'll" in lowered or "i will" in lowered:
+            events.append({"type": "commitment", "what": f"{who} promised: {said[:120]}", "evidence": [index],
+                           "who": who})
+    entities = [{"name": who, "kind": "person"} for who in sorted({w for _, w, _ in lines}) if who[:1].isupper()]
+    if hallucinate:
+        events.append({"type": "surprise", "what": "Something that never happened.", "evidence": [9999],
+                       "who": "user"})
+        entities.append({"name": "Atlantis Corp", "kind": "org"})
+    return {
+        "summary": f"{first[1]} opened the session: {first[2][:200]}",
+        "topic_tags": ["Support", "session"],
+        "key_events": events[:20],
+        "entities": entities[:30],
+        "importance": 0.6,
+    }
+
+
+def responder(body: dict[str, Any]) -> dict[str, Any]:
+    return episode_for(body)
+
+
+def hallucinating_responder(body: dict[str, Any]) -> dict[str, Any]:
+    return episode_for(body, hallucinate=True)
