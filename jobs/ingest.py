@@ -306,23 +306,41 @@ def _write(
         by_tenant.setdefault(record.tenant_id, []).append((where, record))
     sql = query("upsert_transcript")
     for tenant, records in by_tenant.items():
-        with db.tenant(tenant) as conn:
-            for where, record in records:
-                try:
-                    with conn.transaction():  # a savepoint per record: a failure loses only this one
-                        row = conn.execute(sql, _params(record, where)).fetchone()
-                except psycopg.Error as exc:
-                    reason = (exc.diag.message_primary or str(exc)).strip()
-                    report.rejected.append(Rejection(where, f"database refused the record: {reason}"))
-                else:
-                    if row is None:
-                        report.unchanged += 1
-                    elif row["inserted"]:
-                        report.inserted += 1
+        try:
+            # Fast path: one pipelined round of upserts for the chunk, in one transaction.
+            with db.tenant(tenant) as conn, conn.cursor() as cur:
+                cur.executemany(sql, [_params(r, w) for w, r in records], returning=True)
+                outcomes = []
+                while True:
+                    outcomes.append(cur.fetchone())
+                    if not cur.nextset():
+                        break
+            for row in outcomes:
+                _count(report, row)
+        except psycopg.Error:
+            # Something in the chunk was refused: redo it record by record, each in a savepoint,
+            # so only the bad records are lost and each gets its reason.
+            with db.tenant(tenant) as conn:
+                for where, record in records:
+                    try:
+                        with conn.transaction():
+                            row = conn.execute(sql, _params(record, where)).fetchone()
+                    except psycopg.Error as exc:
+                        reason = (exc.diag.message_primary or str(exc)).strip()
+                        report.rejected.append(Rejection(where, f"database refused the record: {reason}"))
                     else:
-                        report.updated += 1
+                        _count(report, row)
         if progress:
             progress(len(records))
+
+
+def _count(report: IngestReport, row: dict | None) -> None:
+    if row is None:
+        report.unchanged += 1
+    elif row["inserted"]:
+        report.inserted += 1
+    else:
+        report.updated += 1
 
 
 def _params(record: TranscriptIn, where: str) -> dict:

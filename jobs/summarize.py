@@ -164,7 +164,7 @@ class Summarizer:
             log.warning("lost the claim before writing; discarded", extra={"action": "claim_lost",
                                                                           "transcript_id": transcript.id})
             return "lost"
-        log.info("episode stored", extra={
+        log.debug("episode stored", extra={
             "action": "episode_stored", "tenant": transcript.tenant_id, "session": transcript.session_id,
             "episode_id": episode_id, "events": len(grounded.episode.key_events),
             "dropped_events": grounded.dropped_events, "ms": int((time.perf_counter() - started) * 1000),

