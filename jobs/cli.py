@@ -178,6 +178,70 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: object, extr
     click.echo(report.line())
 
 
+class Duration(click.ParamType):
+    """A duration such as 90s, 15m, 2h or 1d (plain numbers are seconds)."""
+
+    name = "duration"
+    _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        text = str(value).strip().lower()
+        try:
+            if text and text[-1] in self._UNITS:
+                return float(text[:-1]) * self._UNITS[text[-1]]
+            return float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a duration like 90s, 15m, 2h or 1d", param, ctx)
+
+
+@cli.command()
+@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              envvar="EPISODES_SERVE_CONCURRENCY", show_envvar=True, help="Summarize worker threads.")
+@click.option("--poll", "poll", type=Duration(), default="10s", show_default=True, envvar="EPISODES_POLL_INTERVAL",
+              show_envvar=True, help="Fallback poll interval (LISTEN/NOTIFY wakes workers at once).")
+@click.option("--maintenance", "maintenance", type=Duration(), default="30s", show_default=True,
+              envvar="EPISODES_MAINTENANCE_INTERVAL", show_envvar=True,
+              help="How often expired claims are rescued and idle sessions closed.")
+@click.option("--compress-cron", default="0 3 1 1 *", show_default=True, envvar="EPISODES_COMPRESS_CRON",
+              show_envvar=True, help="Crontab (UTC) for the compress job; default yearly on 1 January.")
+@click.option("--idle-close", type=Duration(), default=None, envvar="EPISODES_IDLE_CLOSE", show_envvar=True,
+              help="Treat an open session with no new message for this long as closed (e.g. 30m).")
+@click.option("--shutdown-deadline", type=Duration(), default="30s", show_default=True,
+              envvar="EPISODES_SHUTDOWN_DEADLINE", show_envvar=True,
+              help="On SIGTERM/SIGINT, how long in-flight work may take before its claims are released.")
+@click.option("--extractor", type=click.Choice(["auto", "anthropic", "offline"]), default=None,
+              help="auto (default): Claude when ANTHROPIC_API_KEY is set, else the offline extractor.")
+@click.pass_obj
+def serve(obj: Context, concurrency: int, poll: float, maintenance: float, compress_cron: str,
+          idle_close: float | None, shutdown_deadline: float, extractor: str | None) -> None:
+    """Run the scheduler: summarize on NOTIFY (and poll), maintenance, yearly compression."""
+    from jobs.serve import Server, ServeOptions
+    from jobs.summarize import make_extractor
+
+    db = obj.database()
+    chosen = make_extractor(obj.settings, extractor)
+    options = ServeOptions(concurrency=concurrency, poll_seconds=poll, maintenance_seconds=maintenance,
+                           compress_cron=compress_cron, idle_close_seconds=idle_close,
+                           shutdown_deadline=shutdown_deadline)
+    try:
+        counts = Server(db, chosen, options, compress=_compress_job()).run()
+    finally:
+        if hasattr(chosen, "close"):
+            chosen.close()
+    click.echo("stopped: " + " · ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def _compress_job():  # noqa: ANN202
+    """The compress job for the scheduler, once compression is installed."""
+    try:
+        from jobs.compress import scheduled_compress
+    except ImportError:
+        return None
+    return scheduled_compress
+
+
 @cli.command()
 @click.option("--tenant", help="Only this tenant's dead letters.")
 @click.pass_obj

@@ -25,6 +25,15 @@ def render_status(db: Database) -> str:
         states = {r["state"]: r["n"] for r in conn.execute(query("status_transcripts"))}
         order = ["open", "pending", "running", "done", "dead"]
         lines.append("transcripts  " + " · ".join(f"{s} {states.get(s, 0)}" for s in order))
+        q = conn.execute(query("status_queue")).fetchone()
+        oldest = q["oldest_pending_seconds"]
+        lines.append(
+            f"queue        {q['due']} due · {q['backing_off']} backing off after failures · "
+            f"oldest pending {_age(oldest)} · {q['expired_leases']} expired claims"
+        )
+        hour = conn.execute(query("status_last_hour")).fetchone()
+        lines.append(f"last hour    {hour['episodes']} episodes · {hour['model_calls']} model calls "
+                     f"({hour['failed_calls']} failed)")
         rows = conn.execute(query("status_episodes")).fetchall()
         if rows:
             parts = [f"{r['kind']}/{r['status']} {r['n']}" for r in rows]
@@ -54,3 +63,13 @@ def render_status(db: Database) -> str:
                     + (f" error: {r['error']}" if r["error"] else "")
                 )
     return "\n".join(lines)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = float(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"

@@ -29,6 +29,7 @@ from jobs.db import Database
 from jobs.embeddings import Embedder, get_embedder
 from jobs.errors import ConfigError, EpisodesError, TransientModelError
 from jobs.extract import ExtractionResult, Extractor, Transcript
+from jobs.faults import crash_point
 from jobs.grounding import ground
 from jobs.llm import PermanentExtractionError
 from jobs.models import Message
@@ -133,9 +134,11 @@ class Summarizer:
                                                             "content_hash": transcript.content_hash})
             return "skipped"
         result: ExtractionResult | None = None
+        crash_point("after_claim")
         try:
             with _Heartbeat(self, transcript):
                 result = self.extractor.extract(transcript)
+            crash_point("after_model_call")
             grounded = ground(result.extraction, transcript.messages)
             vector = self.embedder.embed([search_text(grounded.episode)])[0]
         except ConfigError:
@@ -158,6 +161,7 @@ class Summarizer:
         )
         with self.db.tenant(transcript.tenant_id) as conn:
             episode_id = write_session_episode(conn, transcript, row, worker=self.worker, job_run_id=self.job_run_id)
+            crash_point("during_commit")
             if episode_id is None:
                 raise psycopg.Rollback()  # nothing of this attempt may persist
         if episode_id is None:

@@ -174,3 +174,42 @@ INSERT INTO job_runs (job, worker) VALUES (%(job)s, %(worker)s) RETURNING id
 -- name: finish_job_run
 UPDATE job_runs SET finished_at = now(), status = %(status)s, counts = %(counts)s, error = %(error)s
 WHERE id = %(id)s
+
+-- name: rescue_expired_leases
+-- Work held by a dead worker goes back to the queue once its lease has expired. The attempt it
+-- used stays counted, so a transcript that kills workers is eventually dead-lettered.
+UPDATE transcripts
+SET status = 'pending', lease_owner = NULL, lease_until = NULL, next_attempt_at = now(),
+    last_error = coalesce(last_error, 'lease expired: worker ' || lease_owner || ' stopped responding')
+WHERE status = 'running' AND lease_until < now()
+RETURNING id
+
+-- name: idle_close
+-- Treat an open session with no new message for the idle period as closed.
+UPDATE transcripts t
+SET ended_at = greatest(coalesce(t.started_at, act.last_at), act.last_at)
+FROM (
+    SELECT id, coalesce((SELECT max((m ->> 'ts')::timestamptz) FROM jsonb_array_elements(messages) m),
+                        updated_at) AS last_at
+    FROM transcripts
+    WHERE ended_at IS NULL AND status = 'pending'
+) act
+WHERE t.id = act.id AND act.last_at < now() - make_interval(secs => %(idle_seconds)s)
+RETURNING t.id
+
+-- name: prune_job_runs
+DELETE FROM job_runs WHERE finished_at < now() - make_interval(days => %(days)s) RETURNING id
+
+-- name: status_queue
+SELECT count(*) FILTER (WHERE status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now()) AS due,
+       count(*) FILTER (WHERE status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at > now()) AS backing_off,
+       extract(epoch FROM now() - min(ended_at) FILTER (WHERE status = 'pending' AND ended_at IS NOT NULL))
+           AS oldest_pending_seconds,
+       count(*) FILTER (WHERE status = 'running' AND lease_until < now()) AS expired_leases
+FROM transcripts
+
+-- name: status_last_hour
+SELECT (SELECT count(*) FROM episodes WHERE created_at > now() - interval '1 hour') AS episodes,
+       (SELECT count(*) FROM model_calls WHERE created_at > now() - interval '1 hour') AS model_calls,
+       (SELECT count(*) FROM model_calls WHERE created_at > now() - interval '1 hour' AND outcome <> 'ok')
+           AS failed_calls

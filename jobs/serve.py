@@ -1,0 +1,218 @@
+"""`episodes serve`: the long-running scheduler.
+
+* Summarize workers (``--concurrency`` threads) sleep until woken: by ``LISTEN`` on the channel a
+  trigger on ``transcripts`` notifies when a transcript becomes eligible (sub-second pickup), or by
+  the interval poll (an APScheduler job; the fallback when a notification is missed).
+* Maintenance (APScheduler interval job, singleton by advisory lock): rescues claims whose lease
+  expired (dead workers), closes idle sessions (``--idle-close``), prunes old job runs.
+* Compress (APScheduler cron job, yearly by default, singleton by advisory lock).
+
+Any number of ``serve`` processes on any number of machines can share one database: claims use
+``FOR UPDATE SKIP LOCKED`` and singleton jobs ``pg_try_advisory_lock``. SIGTERM / SIGINT stop
+claiming, let in-flight work finish within ``--shutdown-deadline``, then release what is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from jobs.db import Database
+from jobs.errors import ConfigError
+from jobs.extract import Extractor
+from jobs.queries import query
+from jobs.summarize import Summarizer, worker_id
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "episodes_transcript_eligible"
+MAINTENANCE_LOCK = 0x65700001
+COMPRESS_LOCK = 0x65700002
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    concurrency: int = 4
+    poll_seconds: float = 10.0
+    maintenance_seconds: float = 30.0
+    compress_cron: str = "0 3 1 1 *"  # 03:00 UTC on 1 January
+    idle_close_seconds: float | None = None
+    shutdown_deadline: float = 30.0
+    job_run_retention_days: int = 30
+
+
+class Server:
+    def __init__(self, db: Database, extractor: Extractor, options: ServeOptions,
+                 compress: Callable[[Database], dict] | None = None) -> None:
+        self.db = db
+        self.options = options
+        self.worker = worker_id()
+        self.summarizer = Summarizer(db, extractor, worker=self.worker)
+        self.compress_fn = compress
+        self.stopping = threading.Event()
+        self._wake = threading.Condition()
+        self._pending_wakes = 0
+        self.counts: Counter = Counter()
+        self._in_flight: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self.scheduler = BackgroundScheduler(timezone="UTC")
+
+    # --- waking -----------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        with self._wake:
+            self._pending_wakes += 1
+            self._wake.notify_all()
+
+    def _sleep(self) -> None:
+        with self._wake:
+            if self._pending_wakes == 0 and not self.stopping.is_set():
+                self._wake.wait(timeout=self.options.poll_seconds)
+            self._pending_wakes = 0
+
+    # --- summarize workers ------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                transcript = self.summarizer.claim()
+            except psycopg.Error as exc:
+                log.error("claim failed: %s", exc, extra={"action": "claim_error"})
+                time.sleep(1.0)
+                continue
+            if transcript is None:
+                self._sleep()
+                continue
+            with self._lock:
+                self._in_flight[transcript.id] = time.monotonic()
+            try:
+                outcome = self.summarizer.process(transcript)
+            except ConfigError as exc:  # every transcript would fail the same way: stop serving
+                log.error("configuration error: %s", exc, extra={"action": "config_error"})
+                outcome = "error"
+                self.stop()
+            except Exception:  # noqa: BLE001 - a worker thread must survive anything
+                log.exception("worker error", extra={"action": "worker_error"})
+                outcome = "error"
+            finally:
+                with self._lock:
+                    self._in_flight.pop(transcript.id, None)
+            self.counts[outcome] += 1
+
+    # --- listener ---------------------------------------------------------------------------
+
+    def _listen(self) -> None:
+        backoff = 1.0
+        while not self.stopping.is_set():
+            try:
+                with psycopg.connect(self.db.url, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    log.info("listening", extra={"action": "listen", "channel": CHANNEL})
+                    backoff = 1.0
+                    self.wake()  # catch up on anything that arrived while not listening
+                    while not self.stopping.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            self.wake()
+            except psycopg.Error as exc:
+                if self.stopping.is_set():
+                    return
+                log.warning("listener lost its connection: %s", exc, extra={"action": "listen_error"})
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    # --- singleton jobs ---------------------------------------------------------------------
+
+    def _singleton(self, key: int, job: str, fn: Callable[[psycopg.Connection], dict]) -> dict | None:
+        """Run ``fn`` if no other process runs this job now (session advisory lock); record the run."""
+        with psycopg.connect(self.db.url, autocommit=True, row_factory=dict_row) as conn:
+            if not conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (key,)).fetchone()["ok"]:
+                log.debug("another process runs %s", job, extra={"action": "singleton_skip", "job": job})
+                return None
+            run_id = conn.execute(query("start_job_run"), {"job": job, "worker": self.worker}).fetchone()["id"]
+            try:
+                counts = fn(conn)
+            except Exception as exc:
+                conn.execute(query("finish_job_run"), {"id": run_id, "status": "failed", "counts": Jsonb({}),
+                                                       "error": str(exc)[:2000]})
+                log.exception("%s failed", job, extra={"action": f"{job}_error"})
+                return None
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            conn.execute(query("finish_job_run"), {"id": run_id, "status": "ok", "counts": Jsonb(counts),
+                                                   "error": None})
+            return counts
+
+    def maintenance(self) -> dict | None:
+        def work(conn: psycopg.Connection) -> dict:
+            counts = {"rescued": len(conn.execute(query("rescue_expired_leases")).fetchall())}
+            if self.options.idle_close_seconds:
+                counts["idle_closed"] = len(conn.execute(
+                    query("idle_close"), {"idle_seconds": self.options.idle_close_seconds}).fetchall())
+            counts["pruned_runs"] = len(conn.execute(
+                query("prune_job_runs"), {"days": self.options.job_run_retention_days}).fetchall())
+            if counts["rescued"]:
+                log.warning("rescued %d expired claims", counts["rescued"], extra={"action": "lease_rescue"})
+            return counts
+
+        return self._singleton(MAINTENANCE_LOCK, "maintenance", work)
+
+    def compress(self) -> dict | None:
+        if self.compress_fn is None:
+            log.warning("compression is not available in this version", extra={"action": "compress_skip"})
+            return None
+        return self._singleton(COMPRESS_LOCK, "compress", lambda conn: self.compress_fn(self.db))
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def stop(self, *_: object) -> None:
+        if not self.stopping.is_set():
+            log.info("stopping: no new claims; finishing in-flight work", extra={"action": "shutdown"})
+        self.stopping.set()
+        self.summarizer.stop.set()
+        with self._wake:
+            self._wake.notify_all()
+
+    def run(self, install_signals: bool = True) -> Counter:
+        if install_signals:
+            signal.signal(signal.SIGTERM, self.stop)
+            signal.signal(signal.SIGINT, self.stop)
+        o = self.options
+        self.scheduler.add_job(self.wake, IntervalTrigger(seconds=o.poll_seconds), id="poll",
+                               max_instances=1, coalesce=True)
+        self.scheduler.add_job(self.maintenance, IntervalTrigger(seconds=o.maintenance_seconds), id="maintenance",
+                               max_instances=1, coalesce=True)
+        self.scheduler.add_job(self.compress, CronTrigger.from_crontab(o.compress_cron, timezone="UTC"),
+                               id="compress", max_instances=1, coalesce=True)
+        self.scheduler.start()
+        threads = [threading.Thread(target=self._listen, name="listen", daemon=True)]
+        threads += [threading.Thread(target=self._work, name=f"summarize-{i}", daemon=True)
+                    for i in range(o.concurrency)]
+        for t in threads:
+            t.start()
+        log.info("serving", extra={"action": "serve_start", "worker": self.worker, "concurrency": o.concurrency})
+        self.maintenance()
+        while not self.stopping.wait(0.5):
+            pass
+        self.scheduler.shutdown(wait=False)
+        deadline = time.monotonic() + o.shutdown_deadline
+        for t in threads[1:]:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            left = list(self._in_flight)
+        for transcript_id in left:  # give unfinished claims back now instead of waiting for the lease
+            with self.db.admin() as conn:
+                conn.execute(query("release_transcript"), {"id": transcript_id, "worker": self.worker})
+        log.info("stopped", extra={"action": "serve_stop", "released": len(left), **dict(self.counts)})
+        return self.counts

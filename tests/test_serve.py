@@ -1,0 +1,205 @@
+"""`episodes serve` and crash safety: NOTIFY pickup, lease rescue, singletons, shutdown, kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+import fake_anthropic as fa
+from episode_responder import responder
+from jobs.db import Database
+from jobs.extract.anthropic import AnthropicExtractor
+from jobs.serve import MAINTENANCE_LOCK, Server, ServeOptions
+
+MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},
+            {"role": "assistant", "content": "Done, I'll send the invoice by Friday."}]
+
+
+@pytest.fixture
+def fake() -> Iterator[fa.FakeAnthropic]:
+    with fa.FakeAnthropic(responder=responder) as server:
+        yield server
+
+
+@pytest.fixture
+def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
+    settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
+                                 model_timeout_s=10.0, lease_seconds=5, extractor="anthropic")
+    database = Database(settings, url=db.url)
+    yield database
+    database.close()
+
+
+def add(db: Database, session: str, *, closed: bool = True, tenant: str = "acme") -> None:
+    with db.tenant(tenant) as conn:
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, content_hash) "
+            "VALUES (%s, 'u1', %s, now() - interval '5 minutes', CASE WHEN %s THEN now() END, %s, %s)",
+            (tenant, session, closed, Jsonb(MESSAGES), f"h-{session}"),
+        )
+
+
+def wait_for(predicate, timeout: float = 30.0) -> bool:  # noqa: ANN001
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def episodes(db: Database) -> int:
+    with db.admin() as conn:
+        return conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'").fetchone()["n"]
+
+
+@pytest.fixture
+def server(llm_db: Database) -> Iterator[Server]:
+    extractor = AnthropicExtractor(llm_db.settings)
+    srv = Server(llm_db, extractor, ServeOptions(concurrency=2, poll_seconds=120, maintenance_seconds=120,
+                                                 shutdown_deadline=5))
+    thread = threading.Thread(target=srv.run, kwargs={"install_signals": False})
+    thread.start()
+    yield srv
+    srv.stop()
+    thread.join(timeout=30)
+    extractor.close()
+
+
+def test_notify_wakes_workers_long_before_the_poll(llm_db: Database, server: Server) -> None:
+    time.sleep(0.5)  # let the listener subscribe
+    add(llm_db, "open", closed=False)
+    add(llm_db, "closed")
+    # The poll runs every 120 s, so only NOTIFY can explain a pickup within 20 s.
+    assert wait_for(lambda: episodes(llm_db) == 1, timeout=20)
+    with llm_db.admin() as conn:
+        conn.execute("UPDATE transcripts SET ended_at = now() WHERE session_id = 'open'")
+    assert wait_for(lambda: episodes(llm_db) == 2, timeout=20)
+
+
+def test_maintenance_rescues_expired_claims_and_closes_idle_sessions(llm_db: Database) -> None:
+    add(llm_db, "held")
+    add(llm_db, "idle", closed=False)
+    with llm_db.admin() as conn:
+        conn.execute("UPDATE transcripts SET status = 'running', lease_owner = 'dead-worker', attempts = 1, "
+                     "lease_until = now() - interval '1 second' WHERE session_id = 'held'")
+        conn.execute("UPDATE transcripts SET updated_at = now() - interval '2 hours' WHERE session_id = 'idle'")
+    with AnthropicExtractor(llm_db.settings) as extractor:
+        srv = Server(llm_db, extractor, ServeOptions(idle_close_seconds=3600))
+        counts = srv.maintenance()
+    assert counts == {"rescued": 1, "idle_closed": 1, "pruned_runs": 0}
+    with llm_db.admin() as conn:
+        rows = {r["session_id"]: r for r in conn.execute("SELECT session_id, status, ended_at, lease_owner, attempts "
+                                                         "FROM transcripts")}
+        run = conn.execute("SELECT job, status, counts FROM job_runs").fetchone()
+    assert rows["held"]["status"] == "pending" and rows["held"]["lease_owner"] is None
+    assert rows["held"]["attempts"] == 1  # the lost attempt stays counted
+    assert rows["idle"]["ended_at"] is not None
+    assert run == {"job": "maintenance", "status": "ok", "counts": counts}
+
+
+def test_singleton_jobs_run_in_one_process_at_a_time(llm_db: Database) -> None:
+    with psycopg.connect(llm_db.url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", (MAINTENANCE_LOCK,))
+        with AnthropicExtractor(llm_db.settings) as extractor:
+            assert Server(llm_db, extractor, ServeOptions()).maintenance() is None
+    with AnthropicExtractor(llm_db.settings) as extractor:
+        assert Server(llm_db, extractor, ServeOptions()).maintenance() is not None
+
+
+def test_shutdown_releases_claims_still_in_flight_after_the_deadline(llm_db: Database, fake) -> None:
+    fake.latency = 4.0
+    add(llm_db, "slow")
+    with AnthropicExtractor(llm_db.settings) as extractor:
+        srv = Server(llm_db, extractor, ServeOptions(concurrency=1, poll_seconds=120, shutdown_deadline=0.2))
+        thread = threading.Thread(target=srv.run, kwargs={"install_signals": False})
+        thread.start()
+        assert wait_for(lambda: len(fake.calls()) == 1, timeout=20)
+        srv.stop()
+        thread.join(timeout=30)
+        with llm_db.admin() as conn:
+            row = conn.execute("SELECT status, lease_owner, attempts FROM transcripts").fetchone()
+        assert row == {"status": "pending", "lease_owner": None, "attempts": 0}
+        time.sleep(4.5)  # the abandoned call returns; its write must not land
+    assert episodes(llm_db) == 0
+
+
+# --- kill -9 ----------------------------------------------------------------------------------
+
+
+def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
+    env.update(DATABASE_URL=llm_db.url, ANTHROPIC_API_KEY="test-key",
+               ANTHROPIC_BASE_URL=llm_db.settings.anthropic_base_url, EPISODES_MAX_RETRIES="0",
+               EPISODES_LEASE_SECONDS="5", EPISODES_EXTRACTOR="anthropic", HF_HUB_OFFLINE="1")
+    if crash_at:
+        env["EPISODES_CRASH_AT"] = crash_at
+    base = ["run", "--concurrency", "1"] if "--concurrency" not in args else ["run"]
+    return subprocess.Popen([sys.executable, "-m", "jobs.cli", *base, *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def assert_exactly_once(db: Database, sessions: int) -> None:
+    with db.admin() as conn:
+        row = conn.execute(
+            "SELECT count(*) AS current, count(DISTINCT session_id) AS distinct_sessions FROM episodes "
+            "WHERE status = 'current'").fetchone()
+        done = conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'done'").fetchone()["n"]
+    assert row == {"current": sessions, "distinct_sessions": sessions}
+    assert done == sessions
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("crash_at", ["after_claim", "during_model_call", "after_model_call", "during_commit"])
+def test_kill_9_at_every_stage_loses_and_doubles_nothing(llm_db: Database, fake, crash_at: str) -> None:
+    for n in range(3):
+        add(llm_db, f"s{n}")
+    if crash_at == "during_model_call":
+        fake.latency = 30.0
+        proc = worker(llm_db)
+        assert wait_for(lambda: len(fake.calls()) == 1, timeout=60)
+        proc.send_signal(signal.SIGKILL)
+        fake.latency = 0.0
+    else:
+        proc = worker(llm_db, crash_at=crash_at)
+    assert proc.wait(timeout=120) == -signal.SIGKILL, proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert episodes(llm_db) == 0  # nothing of the killed attempt persisted
+    with llm_db.admin() as conn:  # the killed worker's claim is visible until its lease expires
+        assert conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'running'").fetchone()["n"] == 1
+    restart = worker(llm_db)
+    out, err = restart.communicate(timeout=180)
+    assert restart.returncode == 0, err
+    if "done 3" not in out:  # the killed claim's lease had not expired yet: run again after it has
+        time.sleep(5.5)
+        again = worker(llm_db)
+        out, err = again.communicate(timeout=180)
+        assert again.returncode == 0, err
+    assert_exactly_once(llm_db, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [2, 4])
+def test_concurrent_worker_processes_process_each_transcript_once(llm_db: Database, fake, workers: int) -> None:
+    with llm_db.tenant("acme") as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "
+            "VALUES ('acme', %s, %s, now(), %s, %s)",
+            [(f"u{n % 20}", f"s{n}", Jsonb(MESSAGES), f"h{n}") for n in range(500)],
+        )
+    procs = [worker(llm_db, "--concurrency", "4") for _ in range(workers)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+    assert_exactly_once(llm_db, 500)
+    assert len(fake.calls()) == 500
