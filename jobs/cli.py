@@ -149,9 +149,15 @@ def ingest(obj: Context, paths: tuple[Path, ...], fmt: str, tenant: str | None) 
               help="auto (default): Claude when ANTHROPIC_API_KEY is set, else the offline extractor.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
               help="Transcripts processed at once (threads).")
+@click.option("--batch", is_flag=True,
+              help="Backfill through the Message Batches API (half price, results within 24 h). Resumes open "
+                   "batches left by an earlier run.")
+@click.option("--no-wait", is_flag=True, help="With --batch: submit and return; a later --batch run collects.")
+@click.option("--batch-poll", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="With --batch: seconds between status checks.")
 @click.pass_obj
 def run(obj: Context, limit: int | None, tenant: str | None, since: object, extractor: str | None,
-        concurrency: int) -> None:
+        concurrency: int, batch: bool = False, no_wait: bool = False, batch_poll: float = 30.0) -> None:
     """Summarise every eligible (closed, not yet summarised) transcript once."""
     import datetime as dt
 
@@ -161,6 +167,15 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: object, extr
 
     db = obj.database()
     since_utc = since.replace(tzinfo=dt.UTC) if isinstance(since, dt.datetime) else None
+    if batch:
+        from jobs.batches import BatchRunner
+        from jobs.extract.anthropic import AnthropicExtractor
+
+        with AnthropicExtractor(obj.settings) as claude:
+            report = BatchRunner(db, claude).run(limit=limit, tenant=tenant, since=since_utc, wait=not no_wait,
+                                                 poll_seconds=batch_poll)
+        click.echo(report.line())
+        return
     chosen = make_extractor(obj.settings, extractor)
     if chosen.name == "offline":
         click.echo("Using the offline extractor (no ANTHROPIC_API_KEY): deterministic, lower quality than Claude.",
@@ -276,7 +291,7 @@ def demo(ctx: click.Context) -> None:
     report = run_ingest(obj.database(), sorted(paths))
     click.echo(f"Loaded example transcripts: {report.inserted} new, {report.updated} changed, "
                f"{report.unchanged} unchanged, {len(report.rejected)} rejected.")
-    ctx.invoke(run, limit=None, tenant=None, since=None, extractor=None, concurrency=4)
+    ctx.invoke(run, limit=None, tenant=None, since=None, extractor=None, concurrency=4, batch=False)
     ctx.invoke(status)
 
 

@@ -158,21 +158,7 @@ class ToolCaller:
 
     @staticmethod
     def _problem(response: Any, prompt: ToolPrompt, output: type[T]) -> T | tuple[str, str]:
-        """The validated object, or (outcome, reason) when the answer cannot be used."""
-        if response.stop_reason == "refusal":
-            return "refusal", "stop_reason refusal"
-        block = next((b for b in response.content if getattr(b, "type", None) == "tool_use"
-                      and b.name == prompt.tool_name), None)
-        if response.stop_reason == "max_tokens":
-            return "max_tokens", "the answer was cut off at max_tokens"
-        if block is None:
-            return "invalid", f"no {prompt.tool_name} tool call in the answer"
-        if not isinstance(block.input, dict):
-            return "invalid", "tool input is not a JSON object"
-        try:
-            return output.model_validate(block.input)
-        except ValidationError as exc:
-            return "invalid", _validation_summary(exc)
+        return parse_tool_output(response, prompt.tool_name, output)
 
     def _repair_params(self, params: dict[str, Any], response: Any, problem: tuple[str, str]) -> dict[str, Any]:
         outcome, reason = problem
@@ -203,6 +189,38 @@ class ToolCaller:
             ]},
         ]
         return repaired
+
+
+def parse_tool_output(response: Any, tool_name: str, output: type[T]) -> T | tuple[str, str]:
+    """The validated object from a Messages API answer, or (outcome, reason) when it is unusable."""
+    if response.stop_reason == "refusal":
+        return "refusal", "stop_reason refusal"
+    if response.stop_reason == "max_tokens":
+        return "max_tokens", "the answer was cut off at max_tokens"
+    block = next((b for b in response.content if getattr(b, "type", None) == "tool_use" and b.name == tool_name),
+                 None)
+    if block is None:
+        return "invalid", f"no {tool_name} tool call in the answer"
+    if not isinstance(block.input, dict):
+        return "invalid", "tool input is not a JSON object"
+    try:
+        return output.model_validate(block.input)
+    except ValidationError as exc:
+        return "invalid", _validation_summary(exc)
+
+
+def usage_call(settings: Settings, response: Any, *, template: str, prompt_hash: str, batch: bool = False,
+               latency_ms: int = 0) -> ModelCall:
+    """A ModelCall row from an answer's usage block, with its estimated cost."""
+    usage = response.usage
+    call = ModelCall(
+        template=template, prompt_hash=prompt_hash, model=response.model, batch=batch, latency_ms=latency_ms,
+        input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0,
+        cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+        cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+    )
+    call.cost_usd = cost_usd(settings, call)
+    return call
 
 
 def _validation_summary(exc: ValidationError) -> str:

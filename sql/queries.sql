@@ -213,3 +213,34 @@ SELECT (SELECT count(*) FROM episodes WHERE created_at > now() - interval '1 hou
        (SELECT count(*) FROM model_calls WHERE created_at > now() - interval '1 hour') AS model_calls,
        (SELECT count(*) FROM model_calls WHERE created_at > now() - interval '1 hour' AND outcome <> 'ok')
            AS failed_calls
+
+-- name: insert_batch
+INSERT INTO model_batches (id, requests, worker) VALUES (%(id)s, %(requests)s, %(worker)s)
+
+-- name: insert_batch_item
+INSERT INTO model_batch_items (batch_id, custom_id, tenant_id, transcript_id, content_hash, prompt_hash)
+VALUES (%(batch_id)s, %(custom_id)s, %(tenant_id)s, %(transcript_id)s, %(content_hash)s, %(prompt_hash)s)
+
+-- name: mark_batch_submitted
+UPDATE model_batches SET remote_id = %(remote_id)s, status = 'submitted' WHERE id = %(id)s
+
+-- name: finish_batch
+UPDATE model_batches SET status = %(status)s, finished_at = now(), counts = %(counts)s, error = %(error)s
+WHERE id = %(id)s
+
+-- name: open_batches
+SELECT id, remote_id, status, requests, created_at FROM model_batches
+WHERE status IN ('submitting', 'submitted') ORDER BY created_at
+
+-- name: batch_item
+SELECT i.transcript_id, i.prompt_hash, t.id, t.tenant_id, t.user_id, t.session_id, t.agent_id, t.purpose,
+       t.started_at, t.ended_at, t.messages, t.content_hash AS content_hash, t.attempts, t.lease_owner
+FROM model_batch_items i JOIN transcripts t ON t.id = i.transcript_id
+WHERE i.batch_id = %(batch_id)s AND i.custom_id = %(custom_id)s
+
+-- name: release_batch_claims
+-- Give back every transcript still leased to a batch (its submission failed or was abandoned).
+UPDATE transcripts
+SET status = 'pending', lease_owner = NULL, lease_until = NULL, last_error = %(error)s
+WHERE lease_owner = %(owner)s AND status = 'running'
+RETURNING id
