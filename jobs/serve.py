@@ -195,6 +195,9 @@ class Server:
                                max_instances=1, coalesce=True)
         self.scheduler.add_job(self.compress, CronTrigger.from_crontab(o.compress_cron, timezone="UTC"),
                                id="compress", max_instances=1, coalesce=True)
+        # Load the embedding model before taking work, so the first session after a start does not
+        # wait for it (it takes seconds).
+        self.summarizer.embedder.embed(["warm up"])
         self.scheduler.start()
         threads = [threading.Thread(target=self._listen, name="listen", daemon=True)]
         threads += [threading.Thread(target=self._work, name=f"summarize-{i}", daemon=True)
