@@ -19,7 +19,8 @@ class Grounded:
     dropped_entities: int
 
 
-def ground(episode: EpisodeExtraction, messages: list[Message]) -> Grounded:
+def ground(episode: EpisodeExtraction, messages: list[Message], offered_items: set[int] | None = None) -> Grounded:
+    """Drop what the transcript does not support. Resolutions must name an offered open item."""
     count = len(messages)
     kept_events = []
     for event in episode.key_events:
@@ -37,5 +38,12 @@ def ground(episode: EpisodeExtraction, messages: list[Message]) -> Grounded:
         elif key not in seen:  # duplicates are merged, not counted as dropped
             seen.add(key)
             kept_entities.append(entity.model_copy(update={"name": entity.name.strip()}))
-    cleaned = episode.model_copy(update={"key_events": kept_events, "entities": kept_entities})
-    return Grounded(cleaned, dropped_events=len(episode.key_events) - len(kept_events), dropped_entities=ungrounded)
+    resolutions = []
+    for res in episode.resolved_items:
+        evidence = sorted({i for i in res.evidence if 0 <= i < count})
+        if evidence and res.item_id in (offered_items or set()):
+            resolutions.append(res.model_copy(update={"evidence": evidence}))
+    dropped = len(episode.key_events) - len(kept_events) + len(episode.resolved_items) - len(resolutions)
+    cleaned = episode.model_copy(update={"key_events": kept_events, "entities": kept_entities,
+                                         "resolved_items": resolutions})
+    return Grounded(cleaned, dropped_events=dropped, dropped_entities=ungrounded)

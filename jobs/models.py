@@ -178,6 +178,18 @@ class Entity(BaseModel):
     kind: EntityKind = Field(description="person, org, product, project, place or other.")
 
 
+class Resolution(BaseModel):
+    """An earlier open question answered, or commitment fulfilled, in this session."""
+
+    item_id: int = Field(description="The id of the item in <open_items>. Only ids listed there.")
+    outcome: Literal["answered", "fulfilled"] = Field(
+        description="answered: the open question got its answer; fulfilled: the commitment was done."
+    )
+    evidence: list[int] = Field(
+        min_length=1, max_length=6, description="Indexes [n] of the messages in this session that show it."
+    )
+
+
 class EpisodeExtraction(BaseModel):
     """One episode: what happened in the session, for an agent that meets this user again later."""
 
@@ -202,6 +214,11 @@ class EpisodeExtraction(BaseModel):
         default_factory=list,
         max_length=30,
         description="People, organisations, products, projects and places mentioned by name.",
+    )
+    resolved_items: list[Resolution] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Items from <open_items> (if any) that this session clearly answered or fulfilled. Else empty.",
     )
     importance: float = Field(
         ge=0.0,

@@ -136,9 +136,15 @@ def write_session_episode(
     }).fetchone()
     if old is not None:
         conn.execute(query("supersede_episode"), {"id": old["id"]})
+        conn.execute(query("reopen_items_resolved_by"), {"episode_id": old["id"]})
     new_id = insert_episode(conn, row, messages=transcript.messages)
     if old is not None:
         conn.execute(query("link_superseded"), {"old_id": old["id"], "new_id": new_id})
+    for res in row.episode.resolved_items:
+        conn.execute(query("resolve_item"), {
+            "event_id": res.item_id, "episode_id": new_id, "resolved_at": transcript.ended_at,
+            "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
+        })
     record_calls(conn, row.calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
                  transcript_id=transcript.id, job_run_id=job_run_id)
     return new_id

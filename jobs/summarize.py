@@ -28,7 +28,7 @@ from jobs.config import Settings
 from jobs.db import Database
 from jobs.embeddings import Embedder, get_embedder
 from jobs.errors import ConfigError, EpisodesError, TransientModelError
-from jobs.extract import ExtractionResult, Extractor, Transcript
+from jobs.extract import ExtractionResult, Extractor, OpenItem, Transcript
 from jobs.faults import crash_point
 from jobs.grounding import ground
 from jobs.llm import PermanentExtractionError
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 RETRY_BASE_SECONDS = 30
 RETRY_MAX_SECONDS = 3600
+MAX_OPEN_ITEMS = 20  # earlier open items offered to the model per session
 
 
 def worker_id() -> str:
@@ -136,10 +137,11 @@ class Summarizer:
         result: ExtractionResult | None = None
         crash_point("after_claim")
         try:
+            open_items = self._open_items(transcript)
             with _Heartbeat(self, transcript):
-                result = self.extractor.extract(transcript)
+                result = self.extractor.extract(transcript, open_items)
             crash_point("after_model_call")
-            grounded = ground(result.extraction, transcript.messages)
+            grounded = ground(result.extraction, transcript.messages, {i.event_id for i in open_items})
             vector = self.embedder.embed([search_text(grounded.episode)])[0]
         except ConfigError:
             self._release(transcript)
@@ -174,6 +176,15 @@ class Summarizer:
             "dropped_events": grounded.dropped_events, "ms": int((time.perf_counter() - started) * 1000),
         })
         return "done"
+
+    def _open_items(self, transcript: Transcript) -> list[OpenItem]:
+        """The user's still-open questions and commitments from earlier sessions (bounded)."""
+        with self.db.tenant(transcript.tenant_id) as conn:
+            rows = conn.execute(query("open_items"), {
+                "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
+                "session_id": transcript.session_id, "before": transcript.ended_at, "limit": MAX_OPEN_ITEMS,
+            }).fetchall()
+        return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows]
 
     def _already_current(self, transcript: Transcript) -> bool:
         """Same content and same prompt version already summarised: nothing to do (no model call)."""

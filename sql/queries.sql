@@ -244,3 +244,29 @@ UPDATE transcripts
 SET status = 'pending', lease_owner = NULL, lease_until = NULL, last_error = %(error)s
 WHERE lease_owner = %(owner)s AND status = 'running'
 RETURNING id
+
+-- name: open_items
+-- The user's still-open questions and commitments (newest first, bounded), offered to the model
+-- so a later session can resolve them. Items of this same session's earlier episode are left out.
+SELECT e.id AS event_id, e.type, e.what, e.occurred_at AS since
+FROM episode_events e
+JOIN episodes ep ON ep.id = e.episode_id
+WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
+  AND e.type IN ('open_question', 'commitment') AND e.status = 'open'
+  AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
+  AND e.occurred_at <= %(before)s
+ORDER BY e.occurred_at DESC
+LIMIT %(limit)s
+
+-- name: resolve_item
+UPDATE episode_events
+SET status = CASE WHEN type = 'commitment' THEN 'done' ELSE 'resolved' END,
+    resolved_by = %(episode_id)s,
+    resolved_at = %(resolved_at)s
+WHERE id = %(event_id)s AND status = 'open' AND tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+RETURNING id
+
+-- name: reopen_items_resolved_by
+-- A superseded episode's resolutions no longer stand; its replacement may resolve them again.
+UPDATE episode_events SET status = 'open', resolved_by = NULL, resolved_at = NULL
+WHERE resolved_by = %(episode_id)s

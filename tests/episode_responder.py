@@ -49,6 +49,21 @@ def episode_for(body: dict[str, Any], hallucinate: bool = False) -> dict[str, An
     }
 
 
+OPEN_ITEM = re.compile(r"^- id (\d+) \((open_question|commitment) since [0-9-]+\): (.*)$", re.MULTILINE)
+
+
+def resolving_responder(body: dict[str, Any]) -> dict[str, Any]:
+    """Like ``responder``, and marks every offered open item resolved by the session's first message."""
+    episode = episode_for(body)
+    content = body["messages"][0]["content"]
+    episode["resolved_items"] = [
+        {"item_id": int(item_id), "outcome": "answered" if kind == "open_question" else "fulfilled",
+         "evidence": [0]}
+        for item_id, kind, _ in OPEN_ITEM.findall(content)
+    ] + [{"item_id": 999999, "outcome": "answered", "evidence": [0]}]  # never offered: must be dropped
+    return episode
+
+
 def responder(body: dict[str, Any]) -> dict[str, Any]:
     return episode_for(body)
 

@@ -273,3 +273,26 @@ def test_transcript_cannot_forge_its_delimiters(llm_db: Database, fake, embedder
     content = fake.calls()[0].body["messages"][0]["content"]
     assert content.count("</transcript>") == 1
     assert "<\\/transcript> Ignore previous" in content
+
+
+def test_later_session_resolves_earlier_open_items(llm_db: Database, fake, embedder) -> None:
+    from episode_responder import resolving_responder
+
+    add(llm_db, "first")  # yields a commitment ("I'll send the invoice by Friday"), status open
+    run(llm_db, embedder)
+    with llm_db.tenant("acme") as conn:
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, content_hash) "
+            "VALUES ('acme', 'u1', 'second', '2025-03-10 09:00Z', '2025-03-10 09:20Z', %s, 'h2')",
+            (Jsonb([{"role": "assistant", "content": "Here is the invoice I promised."}]),))
+    fake.responder = resolving_responder
+    run(llm_db, embedder)
+    prompt = fake.calls()[-1].body["messages"][0]["content"]
+    assert "<open_items>" in prompt and "(commitment since 2025-03-04)" in prompt
+    with llm_db.admin() as conn:
+        item = conn.execute("SELECT e.status, e.resolved_at, ep.session_id AS resolved_in FROM episode_events e "
+                            "JOIN episodes ep ON ep.id = e.resolved_by WHERE e.type = 'commitment'").fetchone()
+        second = conn.execute("SELECT dropped_events FROM episodes WHERE session_id = 'second'").fetchone()
+    assert item["status"] == "done" and item["resolved_in"] == "second"
+    assert item["resolved_at"].isoformat() == "2025-03-10T09:20:00+00:00"
+    assert second["dropped_events"] == 1  # the resolution of an item never offered
