@@ -295,6 +295,12 @@ def demo(ctx: click.Context) -> None:
     ctx.invoke(status)
 
 
+# Commands defined in their own modules, registered here.
+from jobs.cli_report import report_command  # noqa: E402
+
+cli.add_command(report_command)
+
+
 def main() -> None:
     cli(prog_name="episodes")
 

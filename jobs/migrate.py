@@ -64,6 +64,8 @@ def migrate(conn: psycopg.Connection, *, embedding_dim: int, embedder: str) -> l
                    applied_at timestamptz NOT NULL DEFAULT now())"""
         )
         have = current_version(conn) or 0
+        applied_versions = {r[0] if not isinstance(r, dict) else r["version"]
+                            for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
         code = code_version()
         if have > code:
             raise SchemaTooNew(
@@ -72,8 +74,8 @@ def migrate(conn: psycopg.Connection, *, embedding_dim: int, embedder: str) -> l
             )
         applied = []
         for migration in available():
-            if migration.version <= have:
-                continue
+            if migration.version in applied_versions:
+                continue  # a gap (a migration that arrived out of order) is still applied
             with conn.transaction():
                 conn.execute("SELECT set_config('episodes.embedding_dim', %s, true)", (str(embedding_dim),))
                 conn.execute("SELECT set_config('episodes.embedder', %s, true)", (embedder,))

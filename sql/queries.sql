@@ -259,11 +259,14 @@ ORDER BY e.occurred_at DESC
 LIMIT %(limit)s
 
 -- name: resolve_item
+-- The item and its copies in super-summaries (source_event_id): once a session is compressed,
+-- recall shows the copy, which must not stay open after the original is resolved.
 UPDATE episode_events
 SET status = CASE WHEN type = 'commitment' THEN 'done' ELSE 'resolved' END,
     resolved_by = %(episode_id)s,
     resolved_at = %(resolved_at)s
-WHERE id = %(event_id)s AND status = 'open' AND tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+WHERE (id = %(event_id)s OR source_event_id = %(event_id)s)
+  AND status = 'open' AND tenant_id = %(tenant_id)s AND user_id = %(user_id)s
 RETURNING id
 
 -- name: reopen_items_resolved_by

@@ -9,6 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from jobs import migrate
 from jobs.cli import cli
 
 
@@ -53,7 +54,7 @@ def test_init_status_and_ingest_exit_codes(blank_db_url: str, monkeypatch: pytes
     monkeypatch.setenv("DATABASE_URL", blank_db_url)
     runner = CliRunner()
     first = runner.invoke(cli, ["init"])
-    assert first.exit_code == 0 and "applied 0001_schema" in first.stdout
+    assert first.exit_code == 0 and "applied 0001_schema, 0002_serve" in first.stdout
     again = runner.invoke(cli, ["init"])
     assert again.exit_code == 0 and "nothing to do" in again.stdout
 
@@ -68,5 +69,5 @@ def test_init_status_and_ingest_exit_codes(blank_db_url: str, monkeypatch: pytes
 
     status = runner.invoke(cli, ["status"])
     assert status.exit_code == 0
-    assert "schema       version 1" in status.stdout
+    assert f"schema       version {migrate.code_version()} (code {migrate.code_version()})" in status.stdout
     assert "pending 1" in status.stdout

@@ -1,0 +1,429 @@
+"""The analyst surface: views in the `analyst` schema, the analyst and operator roles, example queries.
+
+Data: the bundled example transcripts, ingested and summarised once per test process into a
+template database (cloned per test). Tenant acme is summarised by the offline extractor, tenant
+globex by the real anthropic SDK against the local fake server, with one refusal (a dead letter)
+and one 500 (a transcript waiting for a retry) scripted, so model calls, costs and failures are
+real rows. The fake model resolves every open item the job offers it (``resolving_responder``), so
+globex's lifecycle comes from the real pipeline; for acme (the offline extractor resolves nothing)
+two questions and two commitments are resolved with the job's own ``resolve_item`` query.
+
+The offline extractor gets a feature-hashing embedder instead of MiniLM so the suite stays fast:
+its events come from cue-phrase rules; embeddings only rank summary sentences.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+import fake_anthropic as fa
+from episode_responder import resolving_responder
+from jobs.config import Settings
+from jobs.db import Database
+from jobs.models import EpisodeExtraction, KeyEvent
+from jobs.queries import query
+from jobs.report import analyst_connection
+from jobs.resources import sql_dir
+from jobs.store import EpisodeRow, insert_episode
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+VIEWS = ("decisions", "open_questions", "commitments", "episode_timeline", "entity_mentions", "model_cost_daily",
+         "failures", "event_types")
+TENANT_VIEWS = tuple(v for v in VIEWS if v != "event_types")
+BASE_TABLES = ("episodes", "episode_events", "episode_entities", "transcripts", "model_calls", "job_runs")
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words vectors (feature hashing), a fast stand-in for MiniLM in tests."""
+
+    name = "test-hash"
+    dim = 384
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[i, zlib.crc32(word.encode()) % self.dim] += 1.0
+            norm = float(np.linalg.norm(out[i]))
+            out[i] /= norm or 1.0
+        return out
+
+
+def url_for(admin_url: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(admin_url)
+    info["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+
+
+_templates: dict[str, str] = {}
+
+
+def examples_template(admin_url: str, template_db: str) -> str:
+    """A database with the example transcripts summarised (built once per process); its name."""
+    if admin_url in _templates:
+        return _templates[admin_url]
+    name = f"analyst_examples_{os.getpid()}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    url = url_for(admin_url, name)
+    _summarise_examples(Settings(database_url=url, max_retries=0, max_attempts=3, model_timeout_s=5.0))
+    _templates[admin_url] = name
+    return name
+
+
+def _summarise_examples(settings: Settings) -> None:
+    from jobs.extract.anthropic import AnthropicExtractor
+    from jobs.extract.offline import OfflineExtractor
+    from jobs.ingest import ingest
+    from jobs.summarize import run_summarize
+
+    embedder = HashEmbedder()
+    with Database(settings) as db:
+        report = ingest(db, [EXAMPLES / "acme.jsonl", EXAMPLES / "globex.jsonl"])
+        assert report.inserted == 38 and not report.rejected
+        done = run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder, tenant="acme")
+        assert done.counts["done"] == 22, done.counts
+    with fa.FakeAnthropic(responder=resolving_responder) as fake:
+        fake.enqueue(fa.refusal(), fa.refusal(), fa.server_error())
+        llm = settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, extractor="anthropic")
+        with Database(llm) as db, AnthropicExtractor(llm) as extractor:
+            done = run_summarize(db, extractor=extractor, embedder=embedder, tenant="globex")
+            assert (done.counts["dead"], done.counts["failed"], done.counts["done"]) == (1, 1, 12), done.counts
+    with Database(settings) as db:
+        resolve(db, "acme-tom-2024-01-16", "acme-tom-2024-02-06", "open_question")
+        resolve(db, "acme-tom-2024-01-16", "acme-tom-2024-02-06", "commitment", due=dt.date(2024, 1, 26))
+        resolve(db, "acme-maria-2024-02-13", "acme-maria-2024-03-05", "open_question")
+        resolve(db, "acme-maria-2024-02-13", "acme-maria-2024-03-05", "commitment", due=dt.date(2024, 3, 1))
+
+
+def resolve(db: Database, raised_in: str, resolved_in: str, type: str, due: dt.date | None = None) -> int:
+    """Resolve the first item of ``type`` raised in one session by a later session, as the summarize
+    job does when the model lists it in resolved_items (query resolve_item, at the later session's end)."""
+    tenant = raised_in.split("-")[0]
+    with db.tenant(tenant) as conn:
+        item = conn.execute(
+            "SELECT ev.id, ev.user_id FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id "
+            "WHERE e.session_id = %s AND e.status = 'current' AND ev.type = %s "
+            "AND (%s::date IS NULL OR ev.due = %s::date) ORDER BY ev.ordinal LIMIT 1",
+            (raised_in, type, due, due),
+        ).fetchone()
+        assert item, f"the extractor found no {type} in {raised_in}"
+        later = conn.execute("SELECT id, ended_at FROM episodes WHERE session_id = %s AND status = 'current'",
+                             (resolved_in,)).fetchone()
+        rows = conn.execute(query("resolve_item"), {
+            "event_id": item["id"], "episode_id": later["id"], "resolved_at": later["ended_at"],
+            "tenant_id": tenant, "user_id": item["user_id"]}).fetchall()
+        assert len(rows) == 1
+        return item["id"]
+
+
+@contextmanager
+def _examples_copy(admin_url: str, template_db: str) -> Iterator[str]:
+    template = examples_template(admin_url, template_db)
+    name = f"analyst_{os.getpid()}_{os.urandom(3).hex()}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    try:
+        yield url_for(admin_url, name)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def edb(admin_url: str, template_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
+    """A fresh copy of the summarised examples for one test that changes data."""
+    with _examples_copy(admin_url, template_db) as url, Database(Settings(database_url=url)) as database:
+        monkeypatch.setenv("DATABASE_URL", url)
+        yield database
+
+
+@pytest.fixture(scope="module")
+def ro_db(admin_url: str, template_db: str) -> Iterator[Database]:
+    """One copy of the summarised examples shared by a module's tests that only read."""
+    with _examples_copy(admin_url, template_db) as url, Database(Settings(database_url=url)) as database:
+        yield database
+
+
+def owner(db: Database, sql: str, params: Sequence[object] | dict | None = None) -> list[dict]:
+    with db.admin() as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def as_role(db: Database, role: str, sql: str, tenant: str | None = None) -> list[dict]:
+    """Run ``sql`` as ``role`` in a transaction, with episodes.tenant_id set when ``tenant`` is given."""
+    with db.pool.connection() as conn:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL ROLE {role}")
+            if tenant is not None:
+                conn.execute("SELECT set_config('episodes.tenant_id', %s, true)", (tenant,))
+            return conn.execute(sql).fetchall()
+
+
+# -- roles and privileges ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ["episodes_analyst", "episodes_operator"])
+@pytest.mark.parametrize("table", BASE_TABLES)
+def test_analyst_roles_cannot_read_base_tables(ro_db: Database, role: str, table: str) -> None:
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match=f"permission denied for table {table}"):
+        as_role(ro_db, role, f"SELECT 1 FROM public.{table} LIMIT 1", tenant="acme")
+
+
+def test_analyst_roles_are_read_only_and_cannot_bypass(ro_db: Database) -> None:
+    rows = owner(ro_db, "SELECT rolname, rolcanlogin, rolsuper, rolbypassrls, rolcreaterole FROM pg_roles "
+                     "WHERE rolname IN ('episodes_analyst', 'episodes_operator') ORDER BY rolname")
+    assert [r["rolname"] for r in rows] == ["episodes_analyst", "episodes_operator"]
+    assert all(not (r["rolcanlogin"] or r["rolsuper"] or r["rolbypassrls"] or r["rolcreaterole"]) for r in rows)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied for view event_types"):
+        as_role(ro_db, "episodes_operator", "INSERT INTO analyst.event_types VALUES ('hack', 'auto-updatable view')")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="_event_resolution"):
+        as_role(ro_db, "episodes_analyst", "SELECT 1 FROM analyst._event_resolution", tenant="acme")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="schema analyst"):
+        as_role(ro_db, "episodes_app", "SELECT 1 FROM analyst.decisions", tenant="acme")
+    grants = owner(ro_db, "SELECT DISTINCT table_schema FROM information_schema.role_table_grants "
+                       "WHERE grantee IN ('episodes_analyst', 'episodes_operator')")
+    assert [g["table_schema"] for g in grants] == ["analyst"]
+
+
+def test_every_view_and_column_is_documented(ro_db: Database) -> None:
+    rows = owner(ro_db, """
+        SELECT c.relname, a.attname, obj_description(c.oid, 'pg_class') AS view_doc,
+               col_description(c.oid, a.attnum) AS column_doc, c.reloptions
+        FROM pg_class c
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+        WHERE n.nspname = 'analyst' AND c.relkind = 'v' AND c.relname NOT LIKE '\\_%'""")
+    assert {r["relname"] for r in rows} == set(VIEWS)
+    assert [r["relname"] for r in rows if not r["view_doc"]] == []
+    assert [f"{r['relname']}.{r['attname']}" for r in rows if not r["column_doc"]] == []
+    barriers = {r["relname"] for r in rows if "security_barrier=true" in (r["reloptions"] or [])}
+    assert barriers == set(TENANT_VIEWS)
+
+
+# -- tenant scoping ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("view", TENANT_VIEWS)
+def test_scoped_analyst_sees_only_its_tenant_and_operator_sees_all(ro_db: Database, view: str) -> None:
+    everyone = as_role(ro_db, "episodes_operator", f"SELECT tenant_id, count(*) AS n FROM analyst.{view} GROUP BY 1")
+    by_tenant = {r["tenant_id"]: r["n"] for r in everyone}
+    assert by_tenant and set(by_tenant) <= {"acme", "globex"}
+    for tenant in ("acme", "globex"):
+        seen = as_role(ro_db, "episodes_analyst", f"SELECT tenant_id, count(*) AS n FROM analyst.{view} GROUP BY 1",
+                       tenant=tenant)
+        assert {r["tenant_id"]: r["n"] for r in seen} == ({tenant: by_tenant[tenant]} if tenant in by_tenant else {})
+    assert as_role(ro_db, "episodes_analyst", f"SELECT count(*) AS n FROM analyst.{view}")[0]["n"] == 0
+    # the operator sees everything even with a tenant set; a WHERE naming another tenant finds nothing as analyst
+    assert len(as_role(ro_db, "episodes_operator", f"SELECT 1 FROM analyst.{view}", tenant="acme")) == \
+        sum(by_tenant.values())
+    assert as_role(ro_db, "episodes_analyst", f"SELECT count(*) AS n FROM analyst.{view} WHERE tenant_id = 'globex'",
+                   tenant="acme")[0]["n"] == 0
+
+
+def test_views_count_what_the_tables_hold(ro_db: Database) -> None:
+    """Operator totals equal the base tables: current session episodes only, every model call."""
+    table = owner(ro_db, """
+        SELECT (SELECT count(*) FROM episodes WHERE status = 'current' AND kind = 'session') AS episodes,
+               (SELECT count(*) FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id
+                 WHERE ev.type = 'decision' AND e.status = 'current' AND e.kind = 'session') AS decisions,
+               (SELECT count(*) FROM episode_entities) AS mentions,
+               (SELECT sum(cost_usd) FROM model_calls) AS cost,
+               (SELECT count(*) FROM model_calls) AS calls""")[0]
+    view = as_role(ro_db, "episodes_operator", """
+        SELECT (SELECT count(*) FROM analyst.episode_timeline WHERE kind = 'session') AS episodes,
+               (SELECT count(*) FROM analyst.decisions) AS decisions,
+               (SELECT count(*) FROM analyst.entity_mentions) AS mentions,
+               (SELECT sum(cost_usd) FROM analyst.model_cost_daily) AS cost,
+               (SELECT sum(calls) FROM analyst.model_cost_daily) AS calls""")[0]
+    assert view == table
+    assert table["episodes"] == 34 and table["decisions"] > 0 and table["calls"] >= 15 and table["cost"] > 0
+
+
+def test_security_barrier_keeps_a_leaky_function_from_seeing_other_tenants(edb: Database) -> None:
+    seen: list[str] = []
+    with edb.pool.connection() as conn:
+        conn.add_notice_handler(lambda d: seen.append(d.message_primary or ""))
+        with conn.transaction():
+            conn.execute("SET LOCAL ROLE episodes_analyst")
+            conn.execute("SELECT set_config('episodes.tenant_id', 'acme', true)")
+            conn.execute("CREATE FUNCTION pg_temp.leak(t text, w text) RETURNS boolean LANGUAGE plpgsql COST 0.0001 "
+                         "AS $$ BEGIN RAISE NOTICE 'saw % %', t, w; RETURN true; END $$")
+            rows = conn.execute("SELECT what FROM analyst.decisions WHERE pg_temp.leak(tenant_id, what)").fetchall()
+    assert rows and len(seen) == len(rows)
+    assert all(message.startswith("saw acme ") for message in seen)
+
+
+# -- lifecycle across sessions -------------------------------------------------------------------
+
+
+def test_resolved_questions_and_done_commitments_show_who_resolved_them(ro_db: Database) -> None:
+    rows = as_role(ro_db, "episodes_analyst", "SELECT * FROM analyst.open_questions ORDER BY raised_at", tenant="acme")
+    resolved = [r for r in rows if r["status"] == "resolved"]
+    assert sorted(r["session_id"] for r in resolved) == ["acme-maria-2024-02-13", "acme-tom-2024-01-16"]
+    tom = next(r for r in resolved if r["user_id"] == "u-tom")
+    later = owner(ro_db, "SELECT id, ended_at FROM episodes WHERE session_id = 'acme-tom-2024-02-06'")[0]
+    assert tom["resolved_by"] == later["id"] and tom["resolved_by_session_id"] == "acme-tom-2024-02-06"
+    assert tom["resolved_at"] == later["ended_at"]
+    assert tom["days_open"] == (tom["resolved_at"] - tom["raised_at"]).days == 21
+    still_open = [r for r in rows if r["status"] == "open"]
+    assert still_open and all(r["resolved_at"] is None and r["resolved_by"] is None for r in still_open)
+    assert all(r["days_open"] > 365 for r in still_open)  # examples end in 2025; now() is later
+
+    done = as_role(ro_db, "episodes_analyst", "SELECT * FROM analyst.commitments WHERE status = 'done'", tenant="acme")
+    assert sorted((r["session_id"], r["due"], r["done_by_session_id"]) for r in done) == [
+        ("acme-maria-2024-02-13", dt.date(2024, 3, 1), "acme-maria-2024-03-05"),
+        ("acme-tom-2024-01-16", dt.date(2024, 1, 26), "acme-tom-2024-02-06"),
+    ]
+    assert all(r["days_overdue"] is None for r in done)
+
+
+def test_resolutions_made_by_the_summarize_job_show_in_the_views(ro_db: Database) -> None:
+    """globex went through the real pipeline: each later session resolved the items offered to it."""
+    done = as_role(ro_db, "episodes_analyst", "SELECT * FROM analyst.commitments WHERE status = 'done'",
+                   tenant="globex")
+    assert done
+    ends = {r["session_id"]: r["ended_at"] for r in owner(
+        ro_db, "SELECT session_id, ended_at FROM episodes WHERE tenant_id = 'globex' AND status = 'current'")}
+    for r in done:
+        assert r["done_at"] == ends[r["done_by_session_id"]] > r["committed_at"]
+        assert r["done_by_session_id"] != r["session_id"] and r["days_overdue"] is None
+    truth = owner(ro_db, "SELECT count(*) AS n FROM episode_events WHERE tenant_id = 'globex' AND status = 'done'")
+    assert truth[0]["n"] == len(done)
+
+
+def test_commitment_status_is_computed_against_now(edb: Database) -> None:
+    today = owner(edb, "SELECT (now() AT TIME ZONE 'UTC')::date AS d")[0]["d"]
+    ids = [r["id"] for r in owner(edb, """
+        SELECT ev.id FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id
+        WHERE ev.type = 'commitment' AND ev.status = 'open' AND e.tenant_id = 'acme' ORDER BY ev.id LIMIT 3""")]
+    owner(edb, "UPDATE episode_events SET due = CASE id WHEN %s THEN %s::date WHEN %s THEN %s::date ELSE NULL END "
+               "WHERE id = ANY (%s) RETURNING id", (ids[0], today + dt.timedelta(days=10), ids[1],
+                                                    today - dt.timedelta(days=3), ids))
+    rows = as_role(edb, "episodes_analyst", "SELECT event_id, status, days_overdue FROM analyst.commitments",
+                   tenant="acme")
+    got = {r["event_id"]: (r["status"], r["days_overdue"]) for r in rows}
+    assert [got[i] for i in ids] == [("open", 0), ("overdue", 3), ("open", None)]
+
+
+def test_resolution_of_a_super_summary_copy_counts_for_the_source(edb: Database) -> None:
+    """An open item of a compressed episode lives on as a copy in the super-summary; if a later
+    session resolves the copy, the analyst views count the original as resolved."""
+    with edb.tenant("acme") as conn:
+        src = conn.execute("""
+            SELECT ev.id, ev.what, ev.episode_id FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id
+            WHERE e.session_id = 'acme-lena-2024-03-12' AND ev.type = 'commitment' AND ev.status = 'open'
+            ORDER BY ev.ordinal LIMIT 1""").fetchone()
+        extraction = EpisodeExtraction(
+            summary="Lena hired a senior and a junior analytics engineer in 2024.", topic_tags=["hiring"],
+            key_events=[KeyEvent(type="commitment", what=src["what"][:400], evidence=[0], who="Lena")],
+            entities=[], importance=0.7)
+        super_id = insert_episode(conn, EpisodeRow(
+            tenant_id="acme", user_id="u-lena", kind="super", episode=extraction,
+            started_at=dt.datetime(2024, 3, 1, tzinfo=dt.UTC), ended_at=dt.datetime(2024, 3, 31, tzinfo=dt.UTC),
+            model="test", prompt_version="test", embedding=None, period_start=dt.date(2024, 3, 1),
+            period_end=dt.date(2024, 3, 31)), source_event_ids=[src["id"]])
+        conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = %s", (super_id, src["episode_id"]))
+        copy = conn.execute("SELECT id FROM episode_events WHERE episode_id = %s", (super_id,)).fetchone()
+        later = conn.execute("SELECT id, ended_at FROM episodes WHERE session_id = 'acme-lena-2024-04-09'").fetchone()
+        conn.execute(query("resolve_item"), {"event_id": copy["id"], "episode_id": later["id"],
+                                             "resolved_at": later["ended_at"], "tenant_id": "acme",
+                                             "user_id": "u-lena"})
+    rows = as_role(edb, "episodes_analyst", "SELECT event_id, status, done_by_session_id FROM analyst.commitments",
+                   tenant="acme")
+    by_id = {r["event_id"]: r for r in rows}
+    assert copy["id"] not in by_id  # super-summary copies are not counted twice
+    assert (by_id[src["id"]]["status"], by_id[src["id"]]["done_by_session_id"]) == ("done", "acme-lena-2024-04-09")
+    kinds = as_role(edb, "episodes_analyst", "SELECT kind, count(*) AS n, count(compressed_into) AS compressed "
+                                             "FROM analyst.episode_timeline WHERE user_id = 'u-lena' "
+                                             "GROUP BY kind ORDER BY kind", tenant="acme")
+    assert [(k["kind"], k["compressed"]) for k in kinds] == [("session", 1), ("super", 0)]
+
+
+def test_superseded_episodes_leave_the_views(edb: Database) -> None:
+    before = as_role(edb, "episodes_operator", "SELECT count(*) AS n FROM analyst.decisions WHERE session_id = "
+                                               "'acme-maria-2024-06-11'")[0]["n"]
+    assert before >= 1
+    owner(edb, "UPDATE episodes SET status = 'superseded' WHERE session_id = 'acme-maria-2024-06-11' RETURNING id")
+    for view in ("decisions", "commitments", "open_questions", "episode_timeline", "entity_mentions"):
+        left = as_role(edb, "episodes_operator",
+                       f"SELECT count(*) AS n FROM analyst.{view} WHERE session_id = 'acme-maria-2024-06-11'")
+        assert left[0]["n"] == 0, view
+
+
+def test_failures_view_lists_dead_letters_retries_and_failed_calls(ro_db: Database) -> None:
+    rows = as_role(ro_db, "episodes_analyst", "SELECT * FROM analyst.failures ORDER BY source", tenant="globex")
+    by_source = {r["source"]: r for r in rows if r["source"] != "model_call"}
+    assert set(by_source) == {"dead_letter", "retrying"}
+    assert by_source["retrying"]["next_attempt_at"] is not None and by_source["retrying"]["error"]
+    calls = sorted(r["outcome"] for r in rows if r["source"] == "model_call")
+    assert calls == ["refusal", "refusal", "transient"]
+    truth = owner(ro_db, "SELECT session_id, status FROM transcripts WHERE status = 'dead' OR last_error IS NOT NULL")
+    assert {(t["session_id"], t["status"]) for t in truth} == {
+        (by_source["dead_letter"]["session_id"], "dead"), (by_source["retrying"]["session_id"], "pending")}
+
+
+# -- example queries -----------------------------------------------------------------------------
+
+
+def example_queries() -> list[str]:
+    return sorted(p.name for p in (sql_dir() / "queries").iterdir() if p.name.endswith(".sql"))
+
+
+def test_there_are_at_least_eight_example_queries_each_with_a_question() -> None:
+    names = example_queries()
+    assert len(names) >= 8
+    for name in names:
+        text = (sql_dir() / "queries" / name).read_text(encoding="utf-8")
+        assert re.search(r"^-- Question: .+\?$", text, re.MULTILINE), f"{name} has no '-- Question: ...?' header"
+        assert re.search(r"^-- Scope: (tenant|operator)$", text, re.MULTILINE), f"{name} has no '-- Scope:' line"
+
+
+@pytest.mark.parametrize("name", example_queries())
+def test_example_query_returns_rows_within_its_scope(ro_db: Database, name: str) -> None:
+    text = (sql_dir() / "queries" / name).read_text(encoding="utf-8")
+    scope = re.search(r"^-- Scope: (\w+)$", text, re.MULTILINE).group(1)  # type: ignore[union-attr]
+    if scope == "operator":
+        with analyst_connection(ro_db, None) as conn:
+            rows = conn.execute(text).fetchall()
+        assert rows, f"{name} returned nothing"
+        if "tenant_id" in rows[0]:
+            assert {r["tenant_id"] for r in rows} <= {"acme", "globex"}
+        return
+    total = 0
+    for tenant in ("acme", "globex"):
+        with analyst_connection(ro_db, tenant) as conn:
+            rows = conn.execute(text).fetchall()
+            users = {r["user_id"] for r in conn.execute("SELECT DISTINCT user_id FROM analyst.episode_timeline")}
+        total += len(rows)
+        assert all(r.get("tenant_id", tenant) == tenant for r in rows)
+        assert all(r.get("user_id", next(iter(users), None)) in users for r in rows), f"{name} leaked a user"
+    assert total > 0, f"{name} returned nothing for either tenant"
+
+
+def test_example_pricing_query_finds_the_plan_decisions(ro_db: Database) -> None:
+    text = (sql_dir() / "queries" / "decisions_about_pricing.sql").read_text(encoding="utf-8")
+    with analyst_connection(ro_db, "acme") as conn:
+        rows = conn.execute(text).fetchall()
+    assert any("Team plan at $49/seat" in r["what"] for r in rows)
+    assert not any("SDK rather than raw REST" in r["what"] for r in rows)  # u-tom's API decision is not pricing
+    words = re.compile(r"pric|plan|seat|discount|billing|tier|\$[0-9]", re.IGNORECASE)
+    assert all(words.search(r["what"]) or {"plan", "seats", "billing"} & set(r["topic_tags"]) for r in rows)
+
+
+def test_analyst_connection_is_read_only(ro_db: Database) -> None:
+    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+        with analyst_connection(ro_db, None) as conn:
+            conn.execute("CREATE TEMP TABLE t (x int)")
