@@ -296,9 +296,12 @@ def demo(ctx: click.Context) -> None:
 
 
 # Commands defined in their own modules, registered here.
+from jobs.cli_privacy import export_command, forget_command  # noqa: E402
 from jobs.cli_report import report_command  # noqa: E402
 
 cli.add_command(report_command)
+cli.add_command(forget_command)
+cli.add_command(export_command)
 
 
 def main() -> None:

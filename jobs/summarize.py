@@ -34,6 +34,7 @@ from jobs.grounding import ground
 from jobs.llm import PermanentExtractionError
 from jobs.models import Message
 from jobs.queries import query
+from jobs.redact import redact_messages, redaction_enabled
 from jobs.store import EpisodeRow, record_calls, search_text, write_session_episode
 
 log = logging.getLogger(__name__)
@@ -87,10 +88,17 @@ class RunReport:
 
 
 def _transcript(row: dict) -> Transcript:
+    """A claimed row as the extractors see it. Its messages are redacted (jobs.redact, unless
+    EPISODES_REDACT=false), so PII reaches neither the model nor the episode, its events, evidence
+    quotes, entities or embedding. The stored transcript is left as the host sent it."""
+    messages, counts = redact_messages([Message.model_validate(m) for m in row["messages"]])
+    if counts:
+        log.debug("redacted", extra={"action": "redact", "transcript_id": row["id"],
+                                     **{f"redacted_{k.lower()}": n for k, n in counts.items()}})
     return Transcript(
         id=row["id"], tenant_id=row["tenant_id"], user_id=row["user_id"], session_id=row["session_id"],
         purpose=row["purpose"], started_at=row["started_at"], ended_at=row["ended_at"],
-        messages=[Message.model_validate(m) for m in row["messages"]], content_hash=row["content_hash"],
+        messages=messages, content_hash=row["content_hash"],
         agent_id=row["agent_id"], attempts=row["attempts"],
     )
 
@@ -265,6 +273,7 @@ def run_summarize(
     job: str = "summarize",
 ) -> RunReport:
     """Process eligible transcripts until none is left (or ``limit`` were claimed)."""
+    redaction_enabled()  # an invalid EPISODES_REDACT fails here, before anything is claimed
     report = RunReport()
     started = time.perf_counter()
     worker = worker_id()

@@ -9,6 +9,7 @@ forced tool call, hierarchically if they do not fit one request. Nothing is trun
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from jobs.config import Settings
 from jobs.errors import EpisodesError
 from jobs.extract import ExtractionResult, ModelCall, OpenItem, Transcript, estimate_tokens
 from jobs.llm import ToolCaller, ToolPrompt
-from jobs.models import EpisodeExtraction, tool_input_schema
+from jobs.models import EpisodeExtraction, Message, tool_input_schema
 from jobs.prompts import fingerprint, render, source
 
 TOOL_NAME = "record_episode"
@@ -41,14 +42,33 @@ class Line:
     content: str
 
 
+_DELIMITER = re.compile(r"<(/?)(transcript)", re.IGNORECASE)
+_NEWLINE = re.compile(r"\r\n|[\r\n\x85\u2028\u2029]")
+_ROLES = frozenset({"user", "assistant", "system", "tool"})
+
+
 def _escape(text: str) -> str:
-    """Keep the transcript delimiters unforgeable from inside a message."""
-    return text.replace("</transcript", "<\\/transcript").replace("<transcript", "<\\transcript")
+    """Keep the transcript delimiters unforgeable from inside a message, in any letter case."""
+    return _DELIMITER.sub(lambda m: "<\\" + m.group(1) + m.group(2), text)
+
+
+def _content(text: str) -> str:
+    """A message's text as rendered: continuation lines are indented, so no line inside a message
+    can pass for another message ("[7] assistant: ...")."""
+    return _NEWLINE.sub("\n    ", _escape(text))
+
+
+def _speaker(message: Message) -> str:
+    """The speaker label on one line; a name that claims a role the message does not have is dropped."""
+    name = " ".join(_escape(message.name or "").split())
+    if not name or (name.casefold() in _ROLES and name.casefold() != message.role):
+        return message.role
+    return name
 
 
 def transcript_lines(transcript: Transcript) -> list[Line]:
     return [
-        Line(i, m.speaker, m.ts.strftime("%Y-%m-%d %H:%M") if m.ts else None, _escape(m.content))
+        Line(i, _speaker(m), m.ts.strftime("%Y-%m-%d %H:%M") if m.ts else None, _content(m.content))
         for i, m in enumerate(transcript.messages)
     ]
 

@@ -1,0 +1,196 @@
+"""Erasing a user: everything held about them in one tenant, in one transaction, with an audit row.
+
+``forget_user(db, tenant, user)`` removes, in one tenant-scoped transaction (row-level security
+applies: nothing outside the tenant can be touched):
+
+- the user's episodes, session and super, current and superseded, with their events, entities and
+  lineage rows (and any episode made from one of the user's transcripts);
+- every super-summary whose lineage includes one of those episodes, whoever it belongs to, so no
+  text derived from the user survives in a summary;
+- the user's model-call rows (``model_calls`` holds metadata only: template, hash, tokens, error);
+- the user's transcripts, with their batch items, unless ``keep_transcripts``: then they stay but
+  are marked done, so nothing summarises them again;
+- job-run error texts and counts that name the user (``job_runs`` has no tenant column; a compress
+  failure, for one, names the user it failed for).
+
+Then it appends a row to ``erasures``: the tenant, a salted hash of the user id (never the id), the
+time, the counts and whether transcripts were kept. Nothing of it is logged with the user id.
+
+Super-summaries are per (tenant, user, period), so those of an erased user have no sources left
+to be rebuilt from and are simply removed (``jobs.compress.rebuild_period`` would find fewer than
+two sources and remove them too, but in a second transaction). Should a super of *another* user
+ever include the erased user's episodes, it is removed in the same transaction, since a rebuild
+afterwards would leave the erased text in place until it ran (or forever, if it failed); its
+remaining sources return to recall (the foreign key clears their ``compressed_into``) and the next
+compress run summarises them again. :attr:`ForgetReport.rebuild` lists those periods.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from jobs.db import Database
+from jobs.resources import sql_dir
+
+log = logging.getLogger(__name__)
+
+_HEADER = re.compile(r"^-- name: ([a-z0-9_]+)\s*$", re.MULTILINE)
+SCRUBBED = "error text removed by an erasure"
+
+
+@cache
+def privacy_queries() -> dict[str, str]:
+    """The named queries of sql/privacy.sql (same format as sql/queries.sql)."""
+    parts = _HEADER.split((sql_dir() / "privacy.sql").read_text(encoding="utf-8"))
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2])}
+
+
+def privacy_query(name: str) -> str:
+    try:
+        return privacy_queries()[name]
+    except KeyError:
+        raise KeyError(f"no query named {name!r} in sql/privacy.sql") from None
+
+
+def user_hash(conn: psycopg.Connection, tenant_id: str, user_id: str) -> str:
+    """sha256(salt || NUL || tenant || NUL || user), hex: how an erasure names a user."""
+    row = conn.execute(privacy_query("privacy_salt")).fetchone()
+    if row is None:
+        raise RuntimeError("episodes_settings has no erasure_salt; run `episodes init` to apply migration 0003")
+    salt = row["value"] if isinstance(row, dict) else row[0]
+    return hashlib.sha256(f"{salt}\0{tenant_id}\0{user_id}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Period:
+    """A super-summary of another user that was removed because it included the erased user."""
+
+    user_id: str
+    period_start: dt.date | None
+    period_end: dt.date | None
+
+
+@dataclass
+class ForgetReport:
+    tenant_id: str
+    counts: dict[str, int]
+    kept_transcripts: bool
+    dry_run: bool = False
+    erasure_id: int | None = None
+    requested_at: dt.datetime | None = None
+    rebuild: list[Period] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        """Whether anything was held about the user."""
+        return any(self.counts.values())
+
+    def line(self) -> str:
+        c = self.counts
+        verb = "would erase" if self.dry_run else "erased"
+        transcripts = (f"{c.get('transcripts_kept', 0)} transcripts kept" if self.kept_transcripts
+                       else f"{c.get('transcripts', 0)} transcripts")
+        text = (f"{verb} {transcripts}, {c.get('episodes', 0)} episodes "
+                f"({c.get('super_episodes', 0)} super-summaries), {c.get('events', 0)} events, "
+                f"{c.get('entities', 0)} entities, {c.get('model_calls', 0)} model calls")
+        if c.get("job_runs_scrubbed"):
+            text += f", scrubbed {c['job_runs_scrubbed']} job-run errors"
+        if self.erasure_id is not None:
+            text += f"; recorded as erasure #{self.erasure_id}"
+        if self.rebuild:
+            users = " ".join(sorted({p.user_id for p in self.rebuild}))
+            text += (f"; removed {len(self.rebuild)} super-summaries of other users that included this user's "
+                     f"episodes (their sources are back in recall; `episodes compress --tenant {self.tenant_id} "
+                     f"--user <user>` rebuilds them: {users})")
+        return text
+
+
+class _DryRun(Exception):
+    """Raised inside the transaction to roll a dry run back."""
+
+
+def forget_user(
+    db: Database, tenant_id: str, user_id: str, *, keep_transcripts: bool = False, dry_run: bool = False
+) -> ForgetReport:
+    """Erase ``user_id`` of ``tenant_id`` (see the module docstring); one transaction, all or nothing.
+
+    ``dry_run`` does the same work and rolls it back, so the counts are exactly what would go.
+    """
+    if not user_id:
+        raise ValueError("user_id must be a non-empty string")
+    report = ForgetReport(tenant_id=tenant_id, counts={}, kept_transcripts=keep_transcripts, dry_run=dry_run)
+    try:
+        with db.tenant(tenant_id) as conn:
+            _erase(conn, tenant_id, user_id, keep_transcripts, report)
+            if dry_run:
+                raise _DryRun()
+    except _DryRun:
+        report.erasure_id = report.requested_at = None  # rolled back with everything else
+    log.info("user erased" if not dry_run else "erasure dry run", extra={
+        "action": "forget_dry_run" if dry_run else "forget", "tenant": tenant_id, "erasure_id": report.erasure_id,
+        **{f"n_{k}": v for k, v in report.counts.items()},
+    })
+    return report
+
+
+def _erase(conn: psycopg.Connection, tenant_id: str, user_id: str, keep: bool, report: ForgetReport) -> None:
+    q = privacy_query
+    scope: dict[str, Any] = {"tenant_id": tenant_id, "user_id": user_id}
+    transcript_ids = [r["id"] for r in conn.execute(q("forget_lock_transcripts"), scope)]
+    scope["transcript_ids"] = transcript_ids
+    episodes = conn.execute(q("forget_episodes"), scope).fetchall()
+    scope["episode_ids"] = [e["id"] for e in episodes]
+    report.rebuild = [Period(e["user_id"], e["period_start"], e["period_end"])
+                      for e in episodes if e["kind"] == "super" and not e["own"]]
+    counts = {
+        "events": conn.execute(q("forget_delete_events"), scope).rowcount,
+        "entities": conn.execute(q("forget_delete_entities"), scope).rowcount,
+        "lineage": conn.execute(q("forget_delete_lineage"), scope).rowcount,
+    }
+    deleted = conn.execute(q("forget_delete_episodes"), scope).rowcount
+    counts["episodes"] = deleted
+    counts["super_episodes"] = sum(1 for e in episodes if e["kind"] == "super")
+    counts["model_calls"] = conn.execute(q("forget_delete_model_calls"), scope).rowcount
+    if keep:
+        counts["transcripts"] = 0
+        counts["transcripts_kept"] = conn.execute(q("forget_keep_transcripts"), scope).rowcount
+    else:
+        counts["transcripts"] = conn.execute(q("forget_delete_transcripts"), scope).rowcount
+    counts["job_runs_scrubbed"] = _scrub_job_runs(conn, user_id)
+    counts["other_users_supers"] = len(report.rebuild)
+    report.counts = counts
+    row = conn.execute(q("insert_erasure"), {
+        "tenant_id": tenant_id, "user_hash": user_hash(conn, tenant_id, user_id), "counts": Jsonb(counts),
+        "kept_transcripts": keep,
+    }).fetchone()
+    report.erasure_id, report.requested_at = row["id"], row["requested_at"]
+
+
+def _scrub_job_runs(conn: psycopg.Connection, user_id: str) -> int:
+    """Blank job-run errors / counts that name the user (as a whole word, not inside another id)."""
+    word = re.compile(rf"(?<![\w-]){re.escape(user_id)}(?![\w-])")
+    scrubbed = 0
+    for row in conn.execute(privacy_query("forget_job_runs_mentioning"), {"needle": user_id}).fetchall():
+        scrub_error = bool(row["error"] and word.search(row["error"]))
+        scrub_counts = bool(word.search(row["counts"]))
+        if scrub_error or scrub_counts:
+            conn.execute(privacy_query("forget_scrub_job_run"),
+                         {"id": row["id"], "scrub_error": scrub_error, "scrub_counts": scrub_counts})
+            scrubbed += 1
+    return scrubbed
+
+
+def erasures_of(db: Database, tenant_id: str, user_id: str) -> list[dict[str, Any]]:
+    """The erasure records of one user ("did you erase X?"), found by recomputing the hash."""
+    with db.tenant(tenant_id) as conn:
+        digest = user_hash(conn, tenant_id, user_id)
+        return conn.execute(privacy_query("erasures_of"), {"tenant_id": tenant_id, "user_hash": digest}).fetchall()

@@ -1,0 +1,175 @@
+-- Named queries of forget and export (jobs/forget.py, jobs/export.py).
+-- Same format as sql/queries.sql: each block starts with "-- name: <name>".
+-- Every query runs inside Database.tenant(): row-level security already hides other tenants; the
+-- tenant_id conditions are there for the planner and for readers.
+
+-- name: privacy_salt
+SELECT value FROM episodes_settings WHERE key = 'erasure_salt'
+
+-- name: forget_lock_transcripts
+-- Lock the user's transcripts first: a summarize worker completes a transcript by updating this
+-- row, so it either committed before (and its episode is found below) or finds the row gone.
+SELECT id
+FROM transcripts
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+ORDER BY id
+FOR UPDATE
+
+-- name: forget_episodes
+-- The user's episodes (also any made from the user's transcripts under an older user id), and every
+-- super-summary whose lineage includes one of them, whoever it belongs to.
+WITH own AS (
+    SELECT id
+    FROM episodes
+    WHERE tenant_id = %(tenant_id)s
+      AND (user_id = %(user_id)s OR transcript_id = ANY (%(transcript_ids)s::bigint[]))
+),
+supers AS (
+    SELECT l.super_episode_id AS id
+    FROM episode_lineage l
+    WHERE l.source_episode_id IN (SELECT id FROM own)
+)
+SELECT e.id, e.kind, e.user_id, e.period_start, e.period_end, (e.user_id = %(user_id)s) AS own
+FROM episodes e
+WHERE e.id IN (SELECT id FROM own UNION SELECT id FROM supers)
+ORDER BY e.id
+FOR UPDATE
+
+-- name: forget_delete_events
+DELETE FROM episode_events
+WHERE tenant_id = %(tenant_id)s AND (user_id = %(user_id)s OR episode_id = ANY (%(episode_ids)s::bigint[]))
+
+-- name: forget_delete_entities
+DELETE FROM episode_entities
+WHERE tenant_id = %(tenant_id)s AND (user_id = %(user_id)s OR episode_id = ANY (%(episode_ids)s::bigint[]))
+
+-- name: forget_delete_lineage
+DELETE FROM episode_lineage
+WHERE tenant_id = %(tenant_id)s
+  AND (user_id = %(user_id)s OR super_episode_id = ANY (%(episode_ids)s::bigint[])
+       OR source_episode_id = ANY (%(episode_ids)s::bigint[]))
+
+-- name: forget_delete_episodes
+-- Other rows pointing here (superseded_by, compressed_into, resolved_by, source_event_id) are set
+-- to NULL by their foreign keys: the remaining sources of a removed super return to recall.
+DELETE FROM episodes
+WHERE tenant_id = %(tenant_id)s AND (user_id = %(user_id)s OR id = ANY (%(episode_ids)s::bigint[]))
+
+-- name: forget_delete_model_calls
+DELETE FROM model_calls
+WHERE tenant_id = %(tenant_id)s
+  AND (user_id = %(user_id)s OR transcript_id = ANY (%(transcript_ids)s::bigint[]))
+
+-- name: forget_delete_transcripts
+-- Batch items of these transcripts go with them (ON DELETE CASCADE).
+DELETE FROM transcripts
+WHERE tenant_id = %(tenant_id)s AND id = ANY (%(transcript_ids)s::bigint[])
+
+-- name: forget_keep_transcripts
+-- Kept transcripts are marked done, so no worker, retry or lease rescue summarises them again
+-- (that would re-create what was erased); a worker holding a claim loses it and writes nothing.
+UPDATE transcripts
+SET status = 'done', lease_owner = NULL, lease_until = NULL, last_error = NULL, next_attempt_at = now()
+WHERE tenant_id = %(tenant_id)s AND id = ANY (%(transcript_ids)s::bigint[])
+
+-- name: forget_job_runs_mentioning
+-- job_runs has no tenant column; its error text can quote a failing row or name a user
+-- (compress errors do). Candidates here, exact word match in Python.
+SELECT id, error, counts::text AS counts
+FROM job_runs
+WHERE strpos(coalesce(error, ''), %(needle)s) > 0 OR strpos(counts::text, %(needle)s) > 0
+FOR UPDATE
+
+-- name: forget_scrub_job_run
+UPDATE job_runs
+SET error = CASE WHEN %(scrub_error)s THEN 'error text removed by an erasure' ELSE error END,
+    counts = CASE WHEN %(scrub_counts)s THEN '{}'::jsonb ELSE counts END
+WHERE id = %(id)s
+
+-- name: insert_erasure
+INSERT INTO erasures (tenant_id, user_hash, counts, kept_transcripts)
+VALUES (%(tenant_id)s, %(user_hash)s, %(counts)s, %(kept_transcripts)s)
+RETURNING id, requested_at
+
+-- name: erasures_of
+SELECT id, requested_at, counts, kept_transcripts
+FROM erasures
+WHERE tenant_id = %(tenant_id)s AND user_hash = %(user_hash)s
+ORDER BY requested_at, id
+
+-- name: export_user
+-- Everything held about one user, as one JSON document built in one statement (one snapshot).
+WITH t AS (
+    SELECT * FROM transcripts WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+),
+e AS (
+    SELECT *
+    FROM episodes
+    WHERE tenant_id = %(tenant_id)s AND (user_id = %(user_id)s OR transcript_id IN (SELECT id FROM t))
+),
+ev AS (
+    SELECT episode_id,
+           jsonb_agg(jsonb_build_object(
+               'id', id, 'type', type, 'what', what, 'who', who, 'due', due, 'occurred_at', occurred_at,
+               'evidence', to_jsonb(evidence), 'evidence_quote', evidence_quote, 'status', status,
+               'resolved_by', resolved_by, 'resolved_at', resolved_at, 'source_event_id', source_event_id
+           ) ORDER BY ordinal) AS events
+    FROM episode_events
+    WHERE episode_id IN (SELECT id FROM e)
+    GROUP BY episode_id
+),
+en AS (
+    SELECT episode_id, jsonb_agg(jsonb_build_object('name', name, 'kind', kind) ORDER BY name, kind) AS entities
+    FROM episode_entities
+    WHERE episode_id IN (SELECT id FROM e)
+    GROUP BY episode_id
+),
+li AS (
+    SELECT super_episode_id, jsonb_agg(source_episode_id ORDER BY source_episode_id) AS sources
+    FROM episode_lineage
+    WHERE super_episode_id IN (SELECT id FROM e)
+    GROUP BY super_episode_id
+),
+docs AS (
+    SELECT e.kind, e.started_at, e.id,
+           jsonb_strip_nulls(jsonb_build_object(
+               'id', e.id, 'kind', e.kind, 'session_id', e.session_id, 'purpose', e.purpose,
+               'summary', e.summary, 'topic_tags', to_jsonb(e.topic_tags), 'importance', e.importance,
+               'started_at', e.started_at, 'ended_at', e.ended_at,
+               'period_start', e.period_start, 'period_end', e.period_end,
+               'status', e.status, 'superseded_by', e.superseded_by, 'compressed_into', e.compressed_into,
+               'replaces', li.sources, 'model', e.model, 'prompt_version', e.prompt_version,
+               'created_at', e.created_at,
+               'embedding', CASE WHEN %(with_embeddings)s THEN to_jsonb(e.embedding::real[]) END
+           )) || jsonb_build_object('events', coalesce(ev.events, '[]'::jsonb),
+                                    'entities', coalesce(en.entities, '[]'::jsonb)) AS doc
+    FROM e
+    LEFT JOIN ev ON ev.episode_id = e.id
+    LEFT JOIN en ON en.episode_id = e.id
+    LEFT JOIN li ON li.super_episode_id = e.id
+)
+SELECT jsonb_build_object(
+    'transcripts', coalesce((
+        SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+                   'session_id', t.session_id, 'agent_id', t.agent_id, 'purpose', t.purpose,
+                   'started_at', t.started_at, 'ended_at', t.ended_at, 'source', t.source,
+                   'created_at', t.created_at, 'updated_at', t.updated_at, 'status', t.status,
+                   'attempts', t.attempts, 'last_error', t.last_error
+               )) || jsonb_build_object('messages', t.messages) ORDER BY t.started_at NULLS LAST, t.id)
+        FROM t), '[]'::jsonb),
+    'episodes', coalesce((SELECT jsonb_agg(doc ORDER BY started_at, id) FROM docs WHERE kind = 'session'),
+                         '[]'::jsonb),
+    'super_summaries', coalesce((SELECT jsonb_agg(doc ORDER BY started_at, id) FROM docs WHERE kind = 'super'),
+                                '[]'::jsonb),
+    'model_calls', coalesce((
+        SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+                   'created_at', m.created_at, 'template', m.template, 'model', m.model, 'batch', m.batch,
+                   'session_id', (SELECT t.session_id FROM t WHERE t.id = m.transcript_id),
+                   'input_tokens', m.input_tokens, 'output_tokens', m.output_tokens,
+                   'cache_read_tokens', m.cache_read_tokens, 'cache_write_tokens', m.cache_write_tokens,
+                   'cost_usd', m.cost_usd, 'latency_ms', m.latency_ms, 'outcome', m.outcome, 'error', m.error
+               )) ORDER BY m.created_at, m.id)
+        FROM model_calls m
+        WHERE m.tenant_id = %(tenant_id)s
+          AND (m.user_id = %(user_id)s OR m.transcript_id IN (SELECT id FROM t))), '[]'::jsonb)
+) AS doc

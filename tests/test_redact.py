@@ -1,0 +1,195 @@
+"""PII redaction: precision and recall per type on a labelled corpus, placeholders, the switch.
+
+Print the figures with ``python tests/test_redact.py`` (or ``pytest tests/test_redact.py -s``).
+The held-out part of the corpus (``HELD_OUT``) was written after the detector was frozen; measured
+once before any change it gave precision 0.976 / recall 0.911 overall (misses: an apostrophe in an
+address, ``bob@localhost``, a lower-case IBAN, ``password=letmein``; one GTIN taken for a phone).
+The fixes that followed are general rules, and ``bob@localhost`` stays a known gap.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from jobs.errors import ConfigError
+from jobs.extract import Transcript
+from jobs.models import Message
+from jobs.redact import KINDS, find, redact, redact_messages, redact_transcript, redaction_enabled
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from redaction_corpus import CASES, HELD_OUT, NEGATIVE  # noqa: E402
+
+Scores = dict[str, Counter]
+
+
+def score(cases: list) -> Scores:
+    """tp / fp / fn per kind: a labelled value counts as found only if one detection of its kind
+    covers all of it; a detection that overlaps no labelled value of its kind is a false positive."""
+    tally: Scores = {kind: Counter() for kind in KINDS}
+    for text, expected in cases:
+        findings = find(text)
+        spans = []
+        for kind, value in expected:
+            start = text.find(value)
+            assert start >= 0, f"corpus error: {value!r} not in {text!r}"
+            spans.append((kind, start, start + len(value)))
+        for kind, start, end in spans:
+            hit = any(f.kind == kind and f.start <= start and f.end >= end for f in findings)
+            tally[kind]["tp" if hit else "fn"] += 1
+        for f in findings:
+            if not any(f.kind == kind and f.start < end and start < f.end for kind, start, end in spans):
+                tally[f.kind]["fp"] += 1
+    return tally
+
+
+def ratios(c: Counter) -> tuple[float, float]:
+    precision = c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else 1.0
+    recall = c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else 1.0
+    return precision, recall
+
+
+def table(tally: Scores) -> str:
+    lines = [f"{'type':8} {'tp':>4} {'fp':>4} {'fn':>4} {'precision':>10} {'recall':>8}"]
+    total: Counter = Counter()
+    for kind in KINDS:
+        c = tally[kind]
+        total.update(c)
+        p, r = ratios(c)
+        lines.append(f"{kind:8} {c['tp']:>4} {c['fp']:>4} {c['fn']:>4} {p:>10.3f} {r:>8.3f}")
+    p, r = ratios(total)
+    lines.append(f"{'all':8} {total['tp']:>4} {total['fp']:>4} {total['fn']:>4} {p:>10.3f} {r:>8.3f}")
+    return "\n".join(lines)
+
+
+def test_corpus_is_large_and_labelled_on_both_sides() -> None:
+    positives = Counter(kind for _, expected in CASES for kind, _ in expected)
+    assert len(CASES) >= 150
+    assert sum(1 for _, expected in CASES if not expected) >= 80
+    assert all(positives[kind] >= 15 for kind in KINDS), positives
+
+
+def test_precision_and_recall_per_type() -> None:
+    tally = score(CASES)
+    report = table(tally)
+    print(f"\nredaction on {len(CASES)} cases\n{report}")
+    total: Counter = Counter()
+    for kind in KINDS:
+        total.update(tally[kind])
+        precision, recall = ratios(tally[kind])
+        assert precision >= 0.9 and recall >= 0.9, f"{kind} below the floor\n{report}"
+    precision, recall = ratios(total)
+    assert precision >= 0.95 and recall >= 0.95, report
+
+
+def test_held_out_floor() -> None:
+    total: Counter = Counter()
+    for c in score(HELD_OUT).values():
+        total.update(c)
+    precision, recall = ratios(total)
+    assert precision >= 0.9 and recall >= 0.9
+
+
+def test_no_labelled_value_survives_redaction() -> None:
+    leaks = []
+    for text, expected in CASES:
+        out = redact(text, enabled=True).text
+        leaks += [(kind, value) for kind, value in expected if value in out]
+    assert len(leaks) <= 2, leaks  # bob@localhost is the known gap
+
+
+def test_negatives_come_back_unchanged() -> None:
+    changed = [(text, redact(text, enabled=True).text) for text, _ in NEGATIVE if redact(text, enabled=True).counts]
+    assert changed == []
+
+
+def test_typed_placeholders_and_counts() -> None:
+    text = ("Maria (maria@example.com, +44 20 7946 0958) paid with 4111 1111 1111 1111 from "
+            "GB29 NWBK 6016 1331 9268 19 at 203.0.113.7; key sk-ant-api03-Xk2vQ9pL7mN4rT8wY1zB5cD3f. "
+            "Order #4471 for $1,299.00 on 2024-03-15, version 1.2.3.4.")
+    result = redact(text, enabled=True)
+    assert result.text == (
+        "Maria ([EMAIL], [PHONE]) paid with [CARD] from [IBAN] at [IP]; key [SECRET]. "
+        "Order #4471 for $1,299.00 on 2024-03-15, version 1.2.3.4."
+    )
+    assert result.counts == {"EMAIL": 1, "PHONE": 1, "CARD": 1, "IBAN": 1, "IP": 1, "SECRET": 1}
+    assert result.total == 6
+
+
+def test_redaction_is_idempotent() -> None:
+    for text, _ in CASES:
+        once = redact(text, enabled=True)
+        twice = redact(once.text, enabled=True)
+        assert twice.text == once.text and twice.counts == {}, text
+
+
+def test_switch_is_read_at_call_time_and_the_flag_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "mail me at maria@example.com"
+    assert redaction_enabled() is True  # on by default
+    assert redact(text).text == "mail me at [EMAIL]"
+    monkeypatch.setenv("EPISODES_REDACT", "false")
+    assert redact(text).text == text and redact(text).counts == {}
+    assert redact(text, enabled=True).text == "mail me at [EMAIL]"
+    monkeypatch.setenv("EPISODES_REDACT", "TRUE")
+    assert redact(text).text == "mail me at [EMAIL]"
+    assert redact(text, enabled=False).text == text
+    monkeypatch.setenv("EPISODES_REDACT", "maybe")
+    with pytest.raises(ConfigError, match="EPISODES_REDACT='maybe'"):
+        redact(text)
+
+
+def test_redact_messages_and_transcript_keep_everything_but_the_pii() -> None:
+    ts = dt.datetime(2025, 3, 4, 9, 0, tzinfo=dt.UTC)
+    messages = [
+        Message(role="user", name="maria@example.com", content="Call me on +44 20 7946 0958.", ts=ts),
+        Message(role="assistant", content="Sure, noted."),
+    ]
+    redacted, counts = redact_messages(messages, enabled=True)
+    assert [m.content for m in redacted] == ["Call me on [PHONE].", "Sure, noted."]
+    assert redacted[0].name == "[EMAIL]" and redacted[0].ts == ts and redacted[0].role == "user"
+    assert redacted[1] is messages[1]  # untouched messages are not copied
+    assert counts == {"PHONE": 1, "EMAIL": 1}
+    assert messages[0].content == "Call me on +44 20 7946 0958."  # the input is not mutated
+
+    transcript = Transcript(id=7, tenant_id="acme", user_id="u1", session_id="s1", purpose="support",
+                            started_at=ts, ended_at=ts, messages=messages, content_hash="h1")
+    out, counts = redact_transcript(transcript, enabled=True)
+    assert (out.id, out.content_hash, out.session_id) == (7, "h1", "s1") and counts["PHONE"] == 1
+    assert out.messages[0].content == "Call me on [PHONE]."
+    same, none = redact_transcript(transcript, enabled=False)
+    assert same is transcript and none == {}
+
+
+WORST_CASES = {
+    "letters": "a" * 300_000,
+    "digit-runs": "1 " * 150_000,
+    "at-signs": "a@" * 150_000,
+    "dots": "1." * 150_000,
+    "colons": "a:" * 150_000,
+    "parens": "(1)" * 100_000,
+    "pem-begins": "-----BEGIN RSA PRIVATE KEY-----" * 10_000,
+    "dense-pii": "call me +44 20 7946 0958 maria@example.com 4111 1111 1111 1111 " * 5_000,
+}
+
+
+@pytest.mark.parametrize("name", WORST_CASES)
+def test_adversarial_input_stays_linear(name: str) -> None:
+    """300 KB of worst cases for the patterns: linear work takes about a second; a quadratic path
+    (backtracking, or an overlap check per finding) took minutes before it was removed."""
+    text = WORST_CASES[name]
+    started = time.perf_counter()
+    result = redact(text, enabled=True)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 12.0, f"{name}: {elapsed:.1f}s for {len(text):,} characters"
+    if name == "dense-pii":
+        assert result.counts == {"PHONE": 5_000, "EMAIL": 5_000, "CARD": 5_000}
+
+
+if __name__ == "__main__":
+    for label, cases in (("all cases", CASES), ("held-out cases", HELD_OUT)):
+        print(f"{label} ({len(cases)})\n{table(score(cases))}\n")
