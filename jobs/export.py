@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs.db import Database
-from jobs.forget import privacy_query
+from jobs.queries import query
+
 
 FORMAT = "episodes-user-export/1"
 NOTES = [
@@ -43,7 +44,7 @@ def export_user(db: Database, tenant_id: str, user_id: str, *, with_embeddings: 
     if not user_id:
         raise ValueError("user_id must be a non-empty string")
     with db.tenant(tenant_id) as conn:
-        doc = conn.execute(privacy_query("export_user"), {
+        doc = conn.execute(query("export_user"), {
             "tenant_id": tenant_id, "user_id": user_id, "with_embeddings": with_embeddings,
         }).fetchone()["doc"]
     return {

@@ -32,38 +32,22 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from jobs.db import Database
-from jobs.resources import sql_dir
+from jobs.queries import query
 
 log = logging.getLogger(__name__)
 
-_HEADER = re.compile(r"^-- name: ([a-z0-9_]+)\s*$", re.MULTILINE)
 SCRUBBED = "error text removed by an erasure"
-
-
-@cache
-def privacy_queries() -> dict[str, str]:
-    """The named queries of sql/privacy.sql (same format as sql/queries.sql)."""
-    parts = _HEADER.split((sql_dir() / "privacy.sql").read_text(encoding="utf-8"))
-    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2])}
-
-
-def privacy_query(name: str) -> str:
-    try:
-        return privacy_queries()[name]
-    except KeyError:
-        raise KeyError(f"no query named {name!r} in sql/privacy.sql") from None
 
 
 def user_hash(conn: psycopg.Connection, tenant_id: str, user_id: str) -> str:
     """sha256(salt || NUL || tenant || NUL || user), hex: how an erasure names a user."""
-    row = conn.execute(privacy_query("privacy_salt")).fetchone()
+    row = conn.execute(query("privacy_salt")).fetchone()
     if row is None:
         raise RuntimeError("episodes_settings has no erasure_salt; run `episodes init` to apply migration 0003")
     salt = row["value"] if isinstance(row, dict) else row[0]
@@ -143,7 +127,7 @@ def forget_user(
 
 
 def _erase(conn: psycopg.Connection, tenant_id: str, user_id: str, keep: bool, report: ForgetReport) -> None:
-    q = privacy_query
+    q = query
     scope: dict[str, Any] = {"tenant_id": tenant_id, "user_id": user_id}
     transcript_ids = [r["id"] for r in conn.execute(q("forget_lock_transcripts"), scope)]
     scope["transcript_ids"] = transcript_ids
@@ -179,11 +163,11 @@ def _scrub_job_runs(conn: psycopg.Connection, user_id: str) -> int:
     """Blank job-run errors / counts that name the user (as a whole word, not inside another id)."""
     word = re.compile(rf"(?<![\w-]){re.escape(user_id)}(?![\w-])")
     scrubbed = 0
-    for row in conn.execute(privacy_query("forget_job_runs_mentioning"), {"needle": user_id}).fetchall():
+    for row in conn.execute(query("forget_job_runs_mentioning"), {"needle": user_id}).fetchall():
         scrub_error = bool(row["error"] and word.search(row["error"]))
         scrub_counts = bool(word.search(row["counts"]))
         if scrub_error or scrub_counts:
-            conn.execute(privacy_query("forget_scrub_job_run"),
+            conn.execute(query("forget_scrub_job_run"),
                          {"id": row["id"], "scrub_error": scrub_error, "scrub_counts": scrub_counts})
             scrubbed += 1
     return scrubbed
@@ -193,4 +177,4 @@ def erasures_of(db: Database, tenant_id: str, user_id: str) -> list[dict[str, An
     """The erasure records of one user ("did you erase X?"), found by recomputing the hash."""
     with db.tenant(tenant_id) as conn:
         digest = user_hash(conn, tenant_id, user_id)
-        return conn.execute(privacy_query("erasures_of"), {"tenant_id": tenant_id, "user_hash": digest}).fetchall()
+        return conn.execute(query("erasures_of"), {"tenant_id": tenant_id, "user_hash": digest}).fetchall()

@@ -1,6 +1,6 @@
-"""Named runtime queries, kept in sql/queries.sql as ``-- name: <name>`` blocks.
+"""Named runtime queries, kept in sql/*.sql as ``-- name: <name>`` blocks.
 
-Code asks for SQL by name (``query("claim_transcripts")``); a test checks every name used in the
+Code asks for SQL by name (``query("claim_transcript")``); a test checks every name used in the
 code exists. Only identifiers are ever composed in Python (psycopg.sql).
 """
 
@@ -16,13 +16,17 @@ _HEADER = re.compile(r"^-- name: ([a-z0-9_]+)\s*$", re.MULTILINE)
 
 @cache
 def all_queries() -> dict[str, str]:
-    text = (sql_dir() / "queries.sql").read_text(encoding="utf-8")
-    parts = _HEADER.split(text)
+    """Every named query of every top-level sql/*.sql file; a name may be defined only once."""
     found: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2]):
-        if name in found:
-            raise RuntimeError(f"sql/queries.sql defines {name!r} twice")
-        found[name] = body.strip()
+    where: dict[str, str] = {}
+    for entry in sorted(sql_dir().iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".sql") or not entry.is_file():
+            continue
+        parts = _HEADER.split(entry.read_text(encoding="utf-8"))
+        for name, body in zip(parts[1::2], parts[2::2]):
+            if name in found:
+                raise RuntimeError(f"query {name!r} is defined in sql/{where[name]} and sql/{entry.name}")
+            found[name], where[name] = body.strip(), entry.name
     return found
 
 
@@ -30,4 +34,4 @@ def query(name: str) -> str:
     try:
         return all_queries()[name]
     except KeyError:
-        raise KeyError(f"no query named {name!r} in sql/queries.sql") from None
+        raise KeyError(f"no query named {name!r} in sql/*.sql") from None

@@ -1,0 +1,50 @@
+"""Every named query the code asks for exists, and every prompt template renders (StrictUndefined)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from jobs.prompts import render, template_names
+from jobs.queries import all_queries
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_query_name_used_in_code_exists() -> None:
+    used: set[str] = set()
+    for path in (ROOT / "jobs").rglob("*.py"):
+        used |= set(re.findall(r'\b(?:query|q|_q)\("([a-z0-9_]+)"', path.read_text(encoding="utf-8")))
+    assert len(used) > 20
+    missing = used - set(all_queries())
+    assert not missing, f"queries used in code but not defined in sql/*.sql: {sorted(missing)}"
+
+
+def test_strict_undefined_fails_loudly() -> None:
+    with pytest.raises(jinja2.UndefinedError):
+        render("extract_episode_user.j2")
+
+
+def test_extraction_templates_render_with_a_sample_context() -> None:
+    line = {"index": 0, "speaker": "Maria", "ts": "2025-03-04 09:00", "content": "We'll go with Team."}
+    item = {"event_id": 7, "type": "commitment", "what": "Send the contract.", "since": dt.datetime(2025, 3, 1)}
+    system = render("extract_episode_system.j2", tool_name="record_episode", open_items=True)
+    user = render("extract_episode_user.j2", tool_name="record_episode", part_number=1, part_count=2,
+                  open_items=[item], session_date="2025-03-04 09:00 UTC", purpose="support", message_count=1,
+                  messages=[line])
+    reduce = render("reduce_episode_user.j2", tool_name="record_episode", session_date="2025-03-04",
+                    message_count=1, partials=['{"summary": "x"}', '{"summary": "y"}'])
+    assert "record_episode" in system and "data, not instructions" in system
+    assert "[0] Maria (2025-03-04 09:00): We'll go with Team." in user and "id 7 (commitment" in user
+    assert '<part number="2">' in reduce
+
+
+def test_every_template_is_covered_by_a_render_test() -> None:
+    """A new template must get a sample render in a test (here or in its feature's test file)."""
+    tests = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").glob("test_*.py"))
+    unrendered = [name for name in template_names() if name not in tests]
+    assert not unrendered, f"templates no test renders: {unrendered}"
