@@ -297,8 +297,11 @@ def demo(ctx: click.Context) -> None:
 
 # Commands defined in their own modules, registered here.
 from jobs.cli_privacy import export_command, forget_command  # noqa: E402
+from jobs.cli_recall import eval_group, recall_command  # noqa: E402
 from jobs.cli_report import report_command  # noqa: E402
 
+cli.add_command(recall_command)
+cli.add_command(eval_group)
 cli.add_command(report_command)
 cli.add_command(forget_command)
 cli.add_command(export_command)

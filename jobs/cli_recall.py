@@ -1,0 +1,72 @@
+"""CLI commands `episodes recall` and `episodes eval locomo` (registered on the main group in jobs/cli.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from jobs.cli import Context
+
+
+@click.command("recall")
+@click.argument("opening_message")
+@click.option("--tenant", required=True, help="Tenant of the user.")
+@click.option("--user", "user_id", required=True, help="User whose earlier episodes are recalled.")
+@click.option("--purpose", help="Only episodes of this purpose and 'general' (see EPISODES_PURPOSE_MAP).")
+@click.option("--budget", type=click.IntRange(min=0), default=1500, show_default=True,
+              help="Token budget of the block (tokens estimated as characters / 4).")
+@click.option("--now", type=click.DateTime(), help="Recall as of this time (UTC); default: now.")
+@click.option("--json", "as_json", is_flag=True, help="Print the episodes, their scores and reasons as JSON.")
+@click.pass_obj
+def recall_command(obj: "Context", opening_message: str, tenant: str, user_id: str, purpose: str | None,
+                   budget: int, now: dt.datetime | None, as_json: bool) -> None:
+    """Print the <previous_episodes> block for a user's new session starting with OPENING_MESSAGE.
+
+    Recent episodes plus the ones most relevant to the opening message (exact hybrid search over
+    the user's episodes), still-open questions and commitments, within the token budget.
+    """
+    from jobs.recall import Recaller
+
+    result = Recaller(obj.database()).recall(
+        tenant, user_id, opening_message, purpose=purpose, budget_tokens=budget,
+        now=now.replace(tzinfo=dt.UTC) if now else None,
+    )
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        click.echo(result.render())
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Measure episodes on benchmark data (the data is read, never copied)."""
+
+
+@eval_group.command("locomo")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--extractor", type=click.Choice(["oracle", "offline", "anthropic"]), default="oracle",
+              show_default=True,
+              help="oracle: reference summaries and events stand in for episodes; offline / anthropic: "
+                   "ingest the sessions and run the summarize job with that extractor.")
+@click.option("--budget", type=click.IntRange(min=1), default=1500, show_default=True,
+              help="Token budget of each recall block.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.pass_obj
+def locomo_command(obj: "Context", paths: tuple[Path, ...], extractor: str, budget: int, as_json: bool) -> None:
+    """Recall LoCoMo questions (categories 1-4) and report evidence recall and block size.
+
+    PATHS are LoCoMo conversation files or directories of them. They are loaded into a scratch
+    database (episodes_eval_<pid>) on the configured server, which is dropped afterwards. Reports
+    all-evidence and any-evidence recall, mean and p95 block tokens, per category, and baselines.
+    """
+    from jobs.eval_locomo import format_report, run_eval
+
+    if extractor == "offline" and not as_json:
+        click.echo("Using the offline extractor: deterministic, lower quality than Claude.", err=True)
+    report = run_eval(obj.settings, list(paths), extractor=extractor, budget_tokens=budget)
+    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))

@@ -1,0 +1,343 @@
+"""`episodes eval locomo`: how well recall finds the sessions that answer LoCoMo questions.
+
+The conversations are loaded into a scratch database on the same server (``episodes_eval_<pid>``,
+migrated, dropped at the end), so the evaluated database is never touched. Episodes are built by:
+
+- ``oracle``: the reference ``session_N_summary`` is the summary and ``events_session_N`` the key
+  events (typed ``decision``: LoCoMo's life events fit none of our types better, and only
+  open questions / commitments change recall), importance 0.5, no tags or entities — a stand-in for
+  a good model's output, so recall is measured apart from extraction;
+- ``offline`` / ``anthropic``: the sessions are ingested as transcripts and the summarize job runs
+  with that extractor, end to end.
+
+Then every question of categories 1-4 is recalled with the question as the opening message, as of
+one minute after the conversation's last session, with the production defaults. A question counts
+for *all-evidence recall* when every session its evidence names has its episode in the block
+(rendered in full or compactly), for *any-evidence recall* when at least one has. Block tokens are
+characters / 4. Evidence ids are ``D<session>:<turn>``; malformed ones (``D:11:26``, ``D``...) are
+skipped and counted, and a question left with no usable evidence is left out and counted.
+Baselines: the last 8 episodes (no budget), the top 8 by vector (no budget; DESIGN.md's yardstick),
+and the vector ranking cut to the same token budget.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from jobs import migrate
+from jobs.config import Settings
+from jobs.db import Database
+from jobs.embeddings import Embedder, get_embedder
+from jobs.errors import EpisodesError
+from jobs.extract import estimate_tokens
+from jobs.ingest import parse_locomo_time
+from jobs.models import EpisodeExtraction, KeyEvent
+from jobs.recall import Recall, RecallConfig, Recaller
+from jobs.store import EpisodeRow, insert_episode, search_text
+
+TENANT = "locomo"
+CATEGORIES = (1, 2, 3, 4)
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+_SESSION = re.compile(r"^session_(\d+)$")
+_EVIDENCE = re.compile(r"^D(\d+):(\d+)$")
+_SESSION_ID = re.compile(r"-s(\d+)$")
+
+
+@dataclass(frozen=True)
+class Session:
+    number: int
+    when: dt.datetime
+    summary: str
+    events: list[tuple[str, str]]  # (speaker, event)
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    category: int
+    sessions: frozenset[int]
+
+
+@dataclass
+class Conversation:
+    path: Path
+    sessions: dict[int, Session]
+    questions: list[Question]
+    malformed_evidence: int = 0
+    unusable_questions: int = 0
+
+    @property
+    def user_id(self) -> str:
+        return f"locomo-{self.path.stem}"
+
+    @property
+    def now(self) -> dt.datetime:
+        return max(s.when for s in self.sessions.values()) + dt.timedelta(minutes=1)
+
+
+def load_conversation(path: Path) -> Conversation:
+    """Sessions with turns and a parseable time, and the questions of categories 1-4."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or "speaker_a" not in data or "qa" not in data:
+        raise EpisodesError(f"{path} is not a LoCoMo conversation file (no speaker_a / qa).")
+    sessions: dict[int, Session] = {}
+    for key in data:
+        match = _SESSION.match(key)
+        if not match or not data[key]:
+            continue
+        n = int(match.group(1))
+        try:
+            when = parse_locomo_time(str(data.get(f"session_{n}_date_time", "")))
+        except ValueError:
+            continue
+        raw_events = data.get(f"events_session_{n}") or {}
+        events = [(speaker, str(e)) for speaker, items in raw_events.items() if speaker != "date"
+                  for e in (items if isinstance(items, list) else []) if str(e).strip()]
+        summary = str(data.get(f"session_{n}_summary") or "").strip()
+        sessions[n] = Session(n, when, summary, events)
+    conv = Conversation(path, sessions, [])
+    for qa in data["qa"]:
+        if qa.get("category") not in CATEGORIES:
+            continue
+        found: set[int] = set()
+        # "D8:6; D9:17" holds two ids; "D:11:26" or "D10:" none that can be trusted.
+        for ev in (part for raw in qa.get("evidence") or [] for part in re.split(r"[;,\s]+", str(raw)) if part):
+            match = _EVIDENCE.match(ev)
+            if match is None or int(match.group(1)) not in sessions:
+                conv.malformed_evidence += 1
+                continue
+            found.add(int(match.group(1)))
+        if found:
+            conv.questions.append(Question(str(qa["question"]), int(qa["category"]), frozenset(found)))
+        else:
+            conv.unusable_questions += 1
+    return conv
+
+
+@contextmanager
+def scratch_database(settings: Settings, embedder: Embedder) -> Iterator[Database]:
+    """A fresh, migrated database beside the configured one; dropped on exit."""
+    base = Database(settings)
+    name = f"episodes_eval_{os.getpid()}"
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    try:
+        with base.connect(autocommit=True) as conn:
+            conn.execute(drop)
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        info = psycopg.conninfo.conninfo_to_dict(base.url)
+        info["dbname"] = name
+        db = Database(settings.with_(database_url=psycopg.conninfo.make_conninfo(**info)))  # type: ignore[arg-type]
+        try:
+            with db.connect() as conn:
+                migrate.migrate(conn, embedding_dim=embedder.dim, embedder=embedder.name)
+            yield db
+        finally:
+            db.close()
+            with base.connect(autocommit=True) as conn:
+                conn.execute(drop)
+    finally:
+        base.close()
+
+
+def build_oracle(db: Database, conversations: Sequence[Conversation], embedder: Embedder) -> int:
+    """Insert one episode per session from the reference summary and events; return the count."""
+    rows: list[EpisodeRow] = []
+    for conv in conversations:
+        for n in sorted(conv.sessions):
+            s = conv.sessions[n]
+            # model_construct: reference summaries run longer than the extraction schema allows;
+            # the database's own checks still apply.
+            episode = EpisodeExtraction.model_construct(
+                summary=s.summary or f"Session {n}.", topic_tags=[], entities=[], importance=0.5,
+                key_events=[KeyEvent.model_construct(type="decision", what=what, evidence=[0], who=who, due=None)
+                            for who, what in s.events],
+            )
+            rows.append(EpisodeRow(
+                tenant_id=TENANT, user_id=conv.user_id, kind="session", episode=episode, started_at=s.when,
+                ended_at=s.when, model="oracle", prompt_version="locomo-reference", embedding=None,
+                session_id=f"{conv.path.stem}-s{n}",
+            ))
+    vectors = embedder.embed([search_text(r.episode) for r in rows])
+    with db.tenant(TENANT) as conn:
+        for row, vector in zip(rows, vectors):
+            insert_episode(conn, replace(row, embedding=vector))
+    return len(rows)
+
+
+def build_extracted(db: Database, paths: Sequence[Path], extractor_name: str) -> int:
+    """Ingest the conversations as transcripts and summarise them with a real extractor.
+
+    Returns the number of episodes written. A session the job could not summarise has no episode
+    and counts as a miss (the report shows episodes next to sessions).
+    """
+    from jobs.ingest import ingest
+    from jobs.summarize import make_extractor, run_summarize
+
+    ingest(db, list(paths), fmt="locomo", tenant_id=TENANT)
+    extractor = make_extractor(db.settings, extractor_name)
+    try:  # one worker keeps the offline run deterministic (episode ids break score ties)
+        run = run_summarize(db, extractor=extractor, tenant=TENANT, concurrency=1 if extractor_name == "offline" else 4)
+    finally:
+        if hasattr(extractor, "close"):
+            extractor.close()
+    return run.done
+
+
+@dataclass
+class _Tally:
+    all_hits: int = 0
+    any_hits: int = 0
+    full_hits: int = 0
+    tokens: list[int] = field(default_factory=list)
+    episodes: list[int] = field(default_factory=list)
+
+    def add(self, q: Question, shown: set[int], full: set[int], tokens: int) -> None:
+        self.all_hits += q.sessions <= shown
+        self.any_hits += bool(q.sessions & shown)
+        self.full_hits += q.sessions <= full
+        self.tokens.append(tokens)
+        self.episodes.append(len(shown))
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.tokens)
+        return {
+            "questions": n,
+            "all_evidence_recall": round(self.all_hits / n, 4) if n else 0.0,
+            "any_evidence_recall": round(self.any_hits / n, 4) if n else 0.0,
+            "all_evidence_recall_full_text": round(self.full_hits / n, 4) if n else 0.0,
+            "mean_block_tokens": round(float(np.mean(self.tokens)), 1) if n else 0.0,
+            "p95_block_tokens": round(float(np.percentile(self.tokens, 95)), 1) if n else 0.0,
+            "mean_episodes": round(float(np.mean(self.episodes)), 2) if n else 0.0,
+        }
+
+
+def _sessions(episodes: Sequence[Any]) -> set[int]:
+    return {int(m.group(1)) for ep in episodes if ep.session_id and (m := _SESSION_ID.search(ep.session_id))}
+
+
+def _fit_prefix(result: Recall, budget: int) -> Recall:
+    """The longest prefix, in vector order, of ``result``'s episodes whose block fits ``budget``."""
+    ranked = sorted(result.episodes, key=lambda ep: ep.vector_rank or 1 << 30)
+    best = Recall(**{**result.__dict__, "episodes": [], "budget_tokens": budget})
+    for k in range(1, len(ranked) + 1):
+        trial = Recall(**{**best.__dict__, "episodes": sorted(ranked[:k], key=lambda ep: ep.ended_at)})
+        if not trial.render():
+            break
+        best = trial
+    return best
+
+
+BASELINES: dict[str, RecallConfig] = {
+    "last_8": RecallConfig(recent_n=8, recent_full=True, top_k=0, max_open_items=0, dedup_similarity=2.0),
+    "vector_top_8": RecallConfig(recent_n=0, top_k=8, w_text=0.0, decay_floor=1.0, w_importance=0.0,
+                                 max_open_items=0, dedup_similarity=2.0),
+    "vector_within_budget": RecallConfig(recent_n=0, top_k=40, w_text=0.0, decay_floor=1.0,
+                                         w_importance=0.0, max_open_items=0, dedup_similarity=2.0),
+}
+_UNBOUNDED = 1_000_000
+
+
+def evaluate(
+    db: Database, conversations: Sequence[Conversation], embedder: Embedder, *, budget_tokens: int = 1500,
+    config: RecallConfig | None = None,
+) -> dict[str, Any]:
+    """Recall every question with the production defaults (or ``config``) and the baselines."""
+    main = Recaller(db, embedder, config)
+    baselines = {name: Recaller(db, embedder, cfg) for name, cfg in BASELINES.items()}
+    tallies: dict[str, dict[int | str, _Tally]] = {"main": {}, **{name: {} for name in baselines}}
+    for conv in conversations:
+        vectors = embedder.embed([q.text for q in conv.questions])
+        for q, vec in zip(conv.questions, vectors):
+            results: dict[str, Recall] = {
+                "main": main.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens,
+                                           now=conv.now),
+            }
+            for name, recaller in baselines.items():
+                result = recaller.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=_UNBOUNDED,
+                                                now=conv.now)
+                results[name] = _fit_prefix(result, budget_tokens) if name == "vector_within_budget" else result
+            for name, result in results.items():
+                shown = _sessions(result.episodes)
+                full = _sessions([ep for ep in result.episodes if not ep.compact])
+                tokens = estimate_tokens(result.render())
+                for key in ("all", q.category):
+                    tallies[name].setdefault(key, _Tally()).add(q, shown, full, tokens)
+    overall = tallies["main"]["all"].summary()
+    return {
+        **overall,
+        "per_category": {str(c): {"name": CATEGORY_NAMES[c], **tallies["main"][c].summary()}
+                         for c in CATEGORIES if c in tallies["main"]},
+        "baselines": {name: {**tallies[name]["all"].summary(),
+                             "per_category": {str(c): tallies[name][c].summary()
+                                              for c in CATEGORIES if c in tallies[name]}}
+                      for name in baselines},
+        "budget_tokens": budget_tokens,
+        "conversations": len(conversations),
+        "malformed_evidence_ids": sum(c.malformed_evidence for c in conversations),
+        "questions_without_usable_evidence": sum(c.unusable_questions for c in conversations),
+    }
+
+
+def run_eval(
+    settings: Settings, paths: Sequence[Path], *, extractor: str = "oracle", budget_tokens: int = 1500,
+    config: RecallConfig | None = None,
+) -> dict[str, Any]:
+    """Load, build episodes, evaluate, drop the scratch database; return the report."""
+    started = time.perf_counter()
+    conversations = [load_conversation(p) for p in _files(paths)]
+    if not conversations:
+        raise EpisodesError("No LoCoMo files found; pass .json files or a directory holding them.")
+    embedder = get_embedder(settings.embedder)
+    with scratch_database(settings, embedder) as db:
+        if extractor == "oracle":
+            episodes = build_oracle(db, conversations, embedder)
+        else:
+            episodes = build_extracted(db, [c.path for c in conversations], extractor)
+        report = evaluate(db, conversations, embedder, budget_tokens=budget_tokens, config=config)
+    return {**report, "extractor": extractor, "episodes": episodes,
+            "sessions": sum(len(c.sessions) for c in conversations), "seconds": round(time.perf_counter() - started, 1)}
+
+
+def _files(paths: Sequence[Path]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        found.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    return found
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The human-readable table printed without --json."""
+    def row(label: str, r: dict[str, Any]) -> str:
+        return (f"{label:<24} {r['questions']:>5} {r['all_evidence_recall']:>8.3f} {r['any_evidence_recall']:>8.3f} "
+                f"{r['all_evidence_recall_full_text']:>9.3f} {r['mean_block_tokens']:>8.0f} "
+                f"{r['p95_block_tokens']:>8.0f} {r['mean_episodes']:>7.1f}")
+
+    lines = [
+        f"LoCoMo recall: {report['conversations']} conversations, {report['sessions']} sessions, "
+        f"{report['episodes']} episodes ({report['extractor']}), budget {report['budget_tokens']} tokens (chars/4)",
+        f"{'':<24} {'n':>5} {'all-ev':>8} {'any-ev':>8} {'all-full':>9} {'mean tok':>8} {'p95 tok':>8} {'eps':>7}",
+        row("recall (defaults)", report),
+    ]
+    for c, r in report["per_category"].items():
+        lines.append(row(f"  category {c} {r['name']}", r))
+    for name, r in report["baselines"].items():
+        lines.append(row(f"baseline {name}", r))
+    lines.append(
+        f"skipped {report['malformed_evidence_ids']} malformed evidence ids; "
+        f"{report['questions_without_usable_evidence']} questions without usable evidence left out; "
+        f"{report['seconds']}s"
+    )
+    return "\n".join(lines)

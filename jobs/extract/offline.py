@@ -1,0 +1,347 @@
+"""The offline extractor: an episode from rules plus local embeddings, with no network and no API key.
+
+It is the default when no Anthropic key is configured, so the system runs end to end anywhere. It is
+honestly lower quality than Claude: the summary is a lead ("who talked about what") plus a few salient
+sentences of the transcript turned into the third person (or quoted), tags are frequent key phrases,
+key events come from cue phrases ("we'll go with", "I'll send ... by Friday", a question nobody
+answered) and entities from capitalisation. Output is deterministic: the same transcript always yields
+the same episode, and every result is labelled ``model="offline"`` so nobody mistakes it for a model's.
+
+How sentences are scored: the lexically most promising ones are embedded once (all-MiniLM-L6-v2, within
+a word budget, in two length-sorted batches); a sentence's *centrality* is its cosine to the mean of
+those vectors, i.e. how much it is about what the session is about. Rule bonuses (names, numbers, a
+speaker stating a fact or plan) and penalties (greetings, praise, questions, fragments) are added; see
+:func:`offline_rules.lexical_score`. Summary, tags and event order all reuse these scores.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from jobs.embeddings import Embedder, get_embedder
+from jobs.extract import ExtractionResult, OpenItem, Transcript
+from jobs.extract import offline_rules as rules
+from jobs.models import Entity, EpisodeExtraction, KeyEvent, Message, Resolution
+
+# Work caps, so a 500-message transcript costs a bounded amount. Embedding is nearly all of the time
+# (0.3-0.5 ms per token on one busy CPU core), so only the lexically most promising sentences are
+# embedded, within a word budget. LoCoMo summary cosine by budget: 160 words 0.776, 320 words 0.790,
+# 400 words 0.795, every sentence 0.799 (at ~2.5x the CPU of 320).
+MAX_MESSAGE_CHARS = 6000
+MAX_SENTENCES_PER_MESSAGE = 30
+MAX_EMBEDDED = 48  # sentences embedded per transcript; the rest keep their lexical score only
+EMBED_WORDS = 24  # a sentence's first words are enough to place it
+EMBED_BUDGET = 320  # words embedded per transcript in all
+TFIDF_WEIGHT = 0.2  # cheap lexical centrality, used to choose what to embed
+SUMMARY_CHARS = 800
+EVENT_WEIGHT = {"decision": 0.5, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2}
+MAX_OPEN_ITEMS = 20
+# A later sentence this close to an open item (and saying it is done / not asking again) resolves it.
+RESOLVE_SIMILARITY = {"commitment": 0.6, "open_question": 0.65}
+_DONE = re.compile(r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"
+                   r"fixed|resolved|took care|here is|here's|went ahead|is now|are now|has been|have been)\b",
+                   re.IGNORECASE)
+_STILL_OPEN = re.compile(r"\b(?:still|wonder|not sure|don't know|no idea|haven't|hasn't|not yet|waiting)\b",
+                         re.IGNORECASE)
+
+
+@dataclass
+class Sentence:
+    text: str
+    message: int  # index of the message in the transcript
+    speaker: str  # for KeyEvent.who: the name, else the role
+    label: str  # how the speaker is written in prose: "Dana", "The user"
+    order: int  # global position
+    score: float = 0.0
+    centrality: float = 0.0
+    vector: np.ndarray | None = None
+
+
+class OfflineExtractor:
+    """Deterministic rule- and embedding-based extractor (see the module docstring for the method)."""
+
+    name = "offline"
+    prompt_version = "offline-1"
+
+    def __init__(self, embedder: Embedder | None = None, *, embed_budget: int = EMBED_BUDGET) -> None:
+        """``embed_budget``: words embedded per transcript, the speed/quality knob (see EMBED_BUDGET)."""
+        self._embedder = embedder
+        self.embed_budget = max(EMBED_WORDS, embed_budget)
+
+    @property
+    def embedder(self) -> Embedder:
+        """Loaded on first use: constructing an extractor must stay cheap (the CLI builds one eagerly)."""
+        if self._embedder is None:
+            self._embedder = get_embedder("minilm")
+        return self._embedder
+
+    def extract(self, transcript: Transcript, open_items: list[OpenItem] | None = None) -> ExtractionResult:
+        """Build one validated episode. Stateless, so one instance can serve many threads."""
+        messages = transcript.messages
+        conversational = [i for i, m in enumerate(messages) if m.role in ("user", "assistant") and m.content.strip()]
+        used = conversational or [i for i, m in enumerate(messages) if m.content.strip()]
+        sentences = _sentences(messages, used)
+        self._score(sentences)
+        events = _events(sentences, messages, conversational, transcript)
+        entities = _entities(sentences, messages)
+        names = [m.name for m in messages if m.name]
+        tags = rules.key_phrases([(s.text, s.centrality) for s in sentences], names)
+        extraction = EpisodeExtraction(
+            summary=_summary(sentences, messages, transcript, tags),
+            topic_tags=tags,
+            key_events=events,
+            entities=entities,
+            resolved_items=self._resolutions(open_items or [], sentences, messages),
+            importance=_importance(events, len(used), len(entities)),
+        )
+        extraction = EpisodeExtraction.model_validate(extraction.model_dump())
+        return ExtractionResult(extraction=extraction, model="offline", prompt_version=self.prompt_version, calls=[])
+
+    def _score(self, sentences: list[Sentence]) -> None:
+        """Centrality from embeddings plus rule bonuses; see the module docstring."""
+        if not sentences:
+            return
+        texts = [s.text for s in sentences]
+        lexical_central = rules.tfidf_centrality(texts)
+        prescore = [rules.lexical_score(s.text, s.speaker == "assistant") + TFIDF_WEIGHT * c
+                    for s, c in zip(sentences, lexical_central, strict=True)]
+        chosen: list[Sentence] = []
+        budget = self.embed_budget
+        for s in sorted(sentences, key=lambda s: (-prescore[s.order], s.order)):
+            n_words = min(len(s.text.split()), EMBED_WORDS)
+            if len(chosen) == MAX_EMBEDDED or (chosen and n_words > budget):
+                break
+            chosen.append(s)
+            budget -= n_words
+        chosen.sort(key=lambda s: s.order)
+        vectors = self._embed([" ".join(s.text.split()[:EMBED_WORDS]) for s in chosen])
+        centroid = vectors.mean(axis=0)
+        centroid /= max(float(np.linalg.norm(centroid)), 1e-9)
+        for s, v in zip(chosen, vectors, strict=True):
+            s.vector = v
+            s.centrality = round(float(v @ centroid), 5)  # rounded: float noise must not reorder ties
+        floor = min(s.centrality for s in chosen)
+        for s in sentences:
+            s.score = round((s.centrality if s.vector is not None else floor) + prescore[s.order], 5)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Embed in two calls, short texts and long ones: a batch is padded to its longest text, and
+        one mixed batch of chat sentences costs ~1.35x the CPU of two length-sorted ones."""
+        if len(texts) < 12:
+            return np.asarray(self.embedder.embed(texts), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
+        parts = [order[: len(order) // 2], order[len(order) // 2 :]]
+        chunks = [np.asarray(self.embedder.embed([texts[i] for i in part]), dtype=np.float32) for part in parts]
+        out = np.empty((len(texts), chunks[0].shape[1]), dtype=np.float32)
+        for part, chunk in zip(parts, chunks, strict=True):
+            out[part] = chunk
+        return out
+
+    def _resolutions(self, items: list[OpenItem], sentences: list[Sentence], messages: list[Message]
+                     ) -> list[Resolution]:
+        """Earlier open items this session settles, conservatively: a sentence close in meaning to the
+        item that reports it done (commitments) or states an answer without asking again (questions)."""
+        items = [i for i in items if i.type in RESOLVE_SIMILARITY][:MAX_OPEN_ITEMS]
+        candidates = [s for s in sentences if s.vector is not None and messages[s.message].role != "system"]
+        if not items or not candidates:
+            return []
+        matrix = np.stack([s.vector for s in candidates])  # type: ignore[misc]
+        names = {m.name for m in messages if m.name}
+        item_vectors = self.embedder.embed([_item_core(i.what, names) for i in items])
+        out = []
+        for item, vector in zip(items, item_vectors, strict=True):
+            sims = matrix @ vector
+            for k in np.argsort(-sims, kind="stable"):
+                text = rules.normalise(candidates[k].text)
+                if sims[k] < RESOLVE_SIMILARITY[item.type]:
+                    break
+                if text.rstrip().endswith("?") or _STILL_OPEN.search(text) or rules.HEDGE.search(text):
+                    continue
+                if item.type == "commitment" and not _DONE.search(text):
+                    continue
+                outcome = "fulfilled" if item.type == "commitment" else "answered"
+                out.append(Resolution(item_id=item.event_id, outcome=outcome, evidence=[candidates[k].message]))
+                break
+        return out
+
+
+def _item_core(what: str, names: set[str]) -> str:
+    """What an open item is about, without who or boilerplate: a shared name alone would otherwise
+    make "Thanks Dana, got it." look like the answer to anything Dana asked."""
+    quoted = re.search(r'"([^"]{3,})"', what)
+    core = quoted.group(1) if quoted else what
+    for name in sorted(names, key=len, reverse=True):
+        core = core.replace(name, " ")
+    core = re.sub(r"\b(?:the user|the assistant)\b|, which was left unanswered\.?", " ", core, flags=re.IGNORECASE)
+    return rules.clip(" ".join(core.split()) or what, 300)
+
+
+def _sentences(messages: list[Message], used: list[int]) -> list[Sentence]:
+    out: list[Sentence] = []
+    for i in used:
+        message = messages[i]
+        speaker = message.name or message.role
+        label = message.name or f"The {message.role}"
+        for text in rules.split_sentences(message.content[:MAX_MESSAGE_CHARS], MAX_SENTENCES_PER_MESSAGE):
+            out.append(Sentence(text, i, speaker, label, len(out)))
+    return out
+
+
+# -- summary -------------------------------------------------------------------------------------
+
+
+def _summary(sentences: list[Sentence], messages: list[Message], transcript: Transcript, tags: list[str]) -> str:
+    """Who talked about what, then 2-3 salient, non-redundant sentences in original order, third person."""
+    date = transcript.started_at or transcript.ended_at
+    prefix = f"On {date.day} {date:%B %Y}, " if date else ""
+    lead = _lead(sentences, tags)
+    ranked = sorted((s for s in sentences if s.vector is not None), key=lambda s: (-s.score, s.order))
+    want = 1 if len(ranked) < 3 else 2 if len(ranked) < 8 else 3
+    picked: list[Sentence] = []
+    covered: set[str] = set()
+    while ranked and len(picked) < want:  # best first, a small bonus for a speaker not yet heard from
+        best = max(ranked, key=lambda s: (s.score + (0.05 if s.speaker not in covered else 0.0), -s.order))
+        ranked.remove(best)
+        if any(float(best.vector @ p.vector) > 0.8 for p in picked):  # type: ignore[operator]
+            continue  # says the same as one already picked
+        picked.append(best)
+        covered.add(best.speaker)
+    parts = [lead] if lead else []
+    length = len(prefix) + len(lead)
+    for s in sorted(picked, key=lambda s: s.order):
+        part = rules.clip(rules.attribute(s.text, s.label), 300).rstrip(":;,- ")
+        part += "" if re.search(r"[.!?…\"]$", part) else "."
+        if parts and length + len(part) + 1 > SUMMARY_CHARS:
+            break
+        parts.append(part)
+        length += len(part) + 1
+    if not parts:
+        who = _join(list(dict.fromkeys(m.name or f"the {m.role}" for m in messages))) or "nobody"
+        parts = [f"A session of {len(messages)} message(s) from {who} with no substantive text."]
+    text = " ".join(parts)
+    if prefix and text.startswith(("The user", "The assistant", "The system", "The tool", "A session")):
+        text = text[0].lower() + text[1:]
+    return rules.clip(prefix + text, 1200)
+
+
+def _lead(sentences: list[Sentence], tags: list[str]) -> str:
+    """ "Dana and the assistant talked about a, b and c." Names the participants and the topics."""
+    labels = list(dict.fromkeys(s.label for s in sentences))
+    if not labels or not tags:
+        return ""
+    names = [labels[0]] + [lab[0].lower() + lab[1:] if lab.startswith("The ") else lab for lab in labels[1:4]]
+    return f"{_join(names)} talked about {_join(tags[:3])}."
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
+
+
+# -- key events ----------------------------------------------------------------------------------
+
+
+def _events(sentences: list[Sentence], messages: list[Message], conversational: list[int],
+            transcript: Transcript) -> list[KeyEvent]:
+    """Cue-phrase events, one per (type, message), most salient first, at most 20."""
+    best: dict[tuple[str, int], tuple[float, KeyEvent]] = {}
+    speakers_after = _next_other_speaker(messages, conversational)
+    names = {w for m in messages if m.name for w in m.name.split()}
+    for s in sentences:
+        message = messages[s.message]
+        if message.role not in ("user", "assistant"):
+            continue
+        found = rules.cue(s.text, names)
+        if found and found[0] in ("decision", "surprise") and message.role == "assistant":
+            found = None  # decisions and surprises are the user's; an assistant "switched" a setting
+        kind, due, evidence = (found[0] if found else None), None, [s.message]
+        if kind is None and _is_open_question(s, messages, conversational, speakers_after):
+            kind = "open_question"
+            reply = speakers_after.get(s.message)  # the "not sure" answer is evidence too
+            evidence = [s.message] if reply is None else [s.message, reply]
+        if kind is None:
+            continue
+        if kind == "open_question":
+            question = rules.clip(rules.normalise(s.text).replace('"', "'"), 300)
+            what = f'{s.label} asked "{question}", which was left unanswered.'
+        else:
+            what = _event_what(s, kind, found[1] if found else 0)
+            if kind == "commitment":
+                ref = message.ts or transcript.ended_at or transcript.started_at
+                due = rules.resolve_due(rules.normalise(s.text), ref.date()) if ref else None
+        salience = round(EVENT_WEIGHT[kind] + s.score + (0.15 if due else 0.0), 5)
+        event = KeyEvent(type=kind, what=what, evidence=evidence, who=s.speaker[:100], due=due)
+        key = (kind, s.message)
+        if key not in best or salience > best[key][0]:
+            best[key] = (salience, event)
+    ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[0][1], item[0][0]))
+    return [event for _, (_, event) in ranked[:20]]
+
+
+def _event_what(s: Sentence, kind: str, start: int) -> str:
+    """The event as a third-person sentence: the cue's own clause if it rewrites cleanly ("I joined a gym"
+    inside a longer sentence), else the whole sentence rewritten, else the sentence quoted."""
+    clause = rules.clause_from(s.text, start)
+    what = None
+    if len(clause.split()) >= 4 and re.match(r"I\b|I'", clause):
+        what = rules.third_person(clause, s.label)
+    if what is None:
+        verb = {"decision": "decided", "commitment": "committed", "surprise": "was surprised"}[kind]
+        what = rules.attribute(s.text, s.label, verb)
+    what = what.rstrip(":;,- ")
+    return rules.clip(what if re.search(r"[.!?…\"]$", what) else what + ".", 400)
+
+
+def _next_other_speaker(messages: list[Message], conversational: list[int]) -> dict[int, int | None]:
+    """For each message, the index of the next message by someone else (None if nobody spoke after)."""
+    out: dict[int, int | None] = {}
+    for pos, i in enumerate(conversational):
+        out[i] = next((j for j in conversational[pos + 1 :] if messages[j].speaker != messages[i].speaker), None)
+    return out
+
+
+def _is_open_question(s: Sentence, messages: list[Message], conversational: list[int],
+                      next_other: dict[int, int | None]) -> bool:
+    """A real question nobody answered: the session ended, or the reply admits not knowing. Conservative:
+    small talk ("how are you?") and short questions never count."""
+    text = rules.normalise(s.text).strip()
+    if not text.endswith("?") or len(rules.words(text)) < 4:
+        return False
+    if rules.SMALL_TALK_QUESTION.search(text) or rules.PLEASANTRY.search(text):
+        return False
+    reply = next_other.get(s.message)
+    if reply is None:  # nobody spoke after it; a one-speaker session of several messages is not a dialogue
+        return len({messages[i].speaker for i in conversational}) > 1 or len(conversational) == 1
+    return bool(rules.UNANSWERED.search(rules.normalise(messages[reply].content[:300])))
+
+
+# -- entities and importance ---------------------------------------------------------------------
+
+
+def _entities(sentences: list[Sentence], messages: list[Message]) -> list[Entity]:
+    """Speakers, then names found in the text. Each must occur in the transcript as written (the
+    pipeline drops any that don't), so a name found in normalised text is mapped back to its spelling."""
+    haystack = "\n".join(f"{m.name or ''}\n{m.content}" for m in messages)
+    speakers = list(dict.fromkeys(m.name for m in messages if m.name and m.name.strip()))
+    english = [s.text for s in sentences if rules.looks_english(s.text) and not rules.shouting(s.text)]
+    out: dict[str, Entity] = {}
+    for name in speakers:
+        out.setdefault(name.strip()[:120], Entity(name=name.strip()[:120], kind="person"))
+    for hit in rules.find_entities(english, speakers):
+        for spelling in (hit.name, hit.name.replace("'", "’")):
+            if spelling in haystack and spelling not in out and rules.normalise(spelling) not in out:
+                out[spelling] = Entity(name=spelling, kind=hit.kind)  # type: ignore[arg-type]
+                break
+    return list(out.values())[:30]
+
+
+def _importance(events: list[KeyEvent], n_messages: int, n_entities: int) -> float:
+    """More decisions and commitments, denser in the session, mean the episode matters more later."""
+    counts = Counter(e.type for e in events)
+    raw = (0.15 + 0.15 * min(counts["decision"], 3) + 0.12 * min(counts["commitment"], 3)
+           + 0.06 * min(counts["open_question"], 3) + 0.04 * min(counts["surprise"], 3)
+           + 0.1 * min(1.0, 2 * len(events) / max(n_messages, 1)) + 0.01 * min(n_entities, 5))
+    return round(min(0.95, max(0.1, raw)), 2)

@@ -1,0 +1,335 @@
+"""Recall: exact top K, reasons, budget, open items, super-summaries, purposes, isolation, rendering."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator, Sequence
+
+import click
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from jobs.cli import Context, _Group
+from jobs.cli_recall import recall_command
+from jobs.db import Database
+from jobs.embeddings import Embedder, get_embedder
+from jobs.errors import ConfigError
+from jobs.extract import estimate_tokens
+from jobs.models import EpisodeExtraction, KeyEvent
+from jobs.prompts import render
+from jobs.queries import query
+from jobs.recall import RecallConfig, RecalledEpisode, RecalledOpenItem, Recaller, purpose_filter, recall
+from jobs.store import EpisodeRow, insert_episode
+
+NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
+WORDS = ("budget invoice travel hotel python postgres garden piano marathon refund contract kitchen "
+         "museum adoption pottery visa deadline roadmap webinar salary").split()
+UNBOUNDED = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    emb = get_embedder("minilm")
+    emb.embed(["load the weights once for this module"])
+    return emb
+
+
+def episode_row(
+    summary: str, *, tenant: str = "acme", user: str = "u1", days_ago: float = 10.0,
+    vector: np.ndarray | None = None, embedder: Embedder | None = None, purpose: str = "general",
+    events: Sequence[tuple[str, str]] = (), importance: float = 0.5, kind: str = "session",
+    period: tuple[dt.date, dt.date] | None = None,
+) -> EpisodeRow:
+    ended = NOW - dt.timedelta(days=days_ago)
+    episode = EpisodeExtraction(
+        summary=summary, topic_tags=[], importance=importance,
+        key_events=[KeyEvent(type=t, what=w, evidence=[0], who="user") for t, w in events],
+    )
+    if vector is None and embedder is not None:
+        vector = embedder.embed([summary])[0]
+    return EpisodeRow(
+        tenant_id=tenant, user_id=user, kind=kind, episode=episode, started_at=ended, ended_at=ended,
+        model="test", prompt_version="t1", embedding=vector, purpose=purpose,
+        session_id=None if kind == "super" else f"{tenant}-{user}-{summary[:20]}-{days_ago}",
+        period_start=period[0] if period else None, period_end=period[1] if period else None,
+    )
+
+
+def add(db: Database, summary: str, **kwargs: object) -> int:
+    """Insert one episode through the store, as its tenant; return its id."""
+    row = episode_row(summary, **kwargs)  # type: ignore[arg-type]
+    with db.tenant(row.tenant_id) as conn:
+        return insert_episode(conn, row)
+
+
+def unit(rng: np.random.Generator) -> np.ndarray:
+    v = rng.standard_normal(384).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def words(rng: np.random.Generator, n: int = 8) -> str:
+    return " ".join(rng.choice(WORDS, n)).capitalize() + "."
+
+
+# ------------------------------------------------------------------------------------------------
+# Exactness
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def crowd(db: Database) -> Iterator[np.random.Generator]:
+    """300 episodes of acme/u1 plus neighbours (another user, another tenant with the same user id)."""
+    rng = np.random.default_rng(11)
+    with db.tenant("acme") as conn:
+        for _ in range(300):
+            insert_episode(conn, episode_row(words(rng), days_ago=float(rng.uniform(0, 900)), vector=unit(rng),
+                                             importance=float(rng.uniform(0, 1))))
+        for i in range(40):
+            insert_episode(conn, episode_row(words(rng), user="u2", days_ago=float(i), vector=unit(rng)))
+    with db.tenant("other") as conn:
+        for i in range(40):
+            insert_episode(conn, episode_row(words(rng), tenant="other", days_ago=float(i), vector=unit(rng)))
+    yield rng
+
+
+def _all_rows(db: Database, text: str) -> list[dict]:
+    """Brute force input: every candidate row of acme/u1, with PostgreSQL's own text score.
+
+    The text score is PostgreSQL's ts_rank (normalisation 1) of the message's lexemes OR-ed, built
+    the same way as in sql/recall.sql, so equal scores tie exactly as they do there.
+    """
+    with db.tenant("acme") as conn:
+        return conn.execute(
+            """SELECT id, embedding, ended_at, importance,
+                      CASE WHEN search_tsv @@ q THEN ts_rank(search_tsv, q, 1)::float8 END AS text_score
+               FROM episodes,
+                    (SELECT string_agg('''' || lex || '''', ' | ')::tsquery AS q
+                     FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS lex) tq
+               WHERE user_id = 'u1' AND status = 'current' AND compressed_into IS NULL""",
+            (text,),
+        ).fetchall()
+
+
+def _brute_force(rows: list[dict], query: np.ndarray, cfg: RecallConfig, k: int) -> list[int]:
+    """The fused score of sql/recall.sql, recomputed in Python over all rows."""
+    dist = {r["id"]: 1.0 - float(np.dot(r["embedding"].to_numpy(), query)) for r in rows}
+    by_vec = sorted(dist, key=lambda i: (dist[i], i))[:cfg.rank_depth]
+    matched = [r for r in rows if r["text_score"] is not None]
+    by_text = [r["id"] for r in sorted(matched, key=lambda r: (-r["text_score"], r["id"]))][:cfg.rank_depth]
+    vrank = {i: n + 1 for n, i in enumerate(by_vec)}
+    trank = {i: n + 1 for n, i in enumerate(by_text)}
+    score = {}
+    for r in rows:
+        if r["id"] not in vrank and r["id"] not in trank:
+            continue  # beyond both lists' depth: no score
+        age = max((NOW - r["ended_at"]).total_seconds(), 0) / 86400
+        fused = cfg.w_vector / (cfg.rrf_k + vrank[r["id"]]) if r["id"] in vrank else 0.0
+        fused += cfg.w_text / (cfg.rrf_k + trank[r["id"]]) if r["id"] in trank else 0.0
+        decay = cfg.decay_floor + (1 - cfg.decay_floor) * 0.5 ** (age / cfg.half_life_days)
+        score[r["id"]] = fused * decay * (1 + cfg.w_importance * (r["importance"] - 0.5))
+    return sorted(score, key=lambda i: (-score[i], i))[:k]
+
+
+def test_vector_top_k_is_exact(db: Database, crowd: np.random.Generator) -> None:
+    cfg = RecallConfig(recent_n=0, top_k=15, w_text=0.0, decay_floor=1.0, w_importance=0.0, max_open_items=0,
+                       dedup_similarity=2.0)
+    recaller = Recaller(db, config=cfg)
+    rows = _all_rows(db, "x")
+    matrix = np.stack([r["embedding"].to_numpy() for r in rows])
+    ids = np.array([r["id"] for r in rows])
+    for _ in range(5):
+        query = unit(crowd)
+        result = recaller.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW)
+        expected = ids[np.argsort(1.0 - matrix @ query, kind="stable")[:15]]
+        got = sorted(result.episodes, key=lambda ep: ep.relevance_rank or 0)
+        assert [ep.id for ep in got] == list(expected)
+        assert [ep.vector_rank for ep in got] == list(range(1, 16))
+        assert result.candidates == 300
+
+
+def test_hybrid_top_k_matches_brute_force(db: Database, crowd: np.random.Generator) -> None:
+    cfg = RecallConfig(recent_n=0, top_k=12, rank_depth=30, max_open_items=0, dedup_similarity=2.0)
+    recaller = Recaller(db, config=cfg)
+    for _ in range(8):
+        query, text = unit(crowd), words(crowd, 4)
+        result = recaller.recall_vector("acme", "u1", text, query, budget_tokens=UNBOUNDED, now=NOW)
+        got = [ep.id for ep in sorted(result.episodes, key=lambda ep: ep.relevance_rank or 0)]
+        assert got == _brute_force(_all_rows(db, text), query, cfg, 12)
+        assert any(ep.text_rank for ep in result.episodes), "the text query should match something"
+
+
+# ------------------------------------------------------------------------------------------------
+# Selection and the block
+# ------------------------------------------------------------------------------------------------
+
+HISTORY = [
+    (400, "The user planned a hiking trip to the Dolomites in September and asked about mountain huts."),
+    (300, "The user compared three accounting tools for her bakery and chose Xero for invoicing."),
+    (200, "The user asked how to repot a fiddle-leaf fig whose leaves were turning brown."),
+    (30, "The user debugged a failing Python unit test caused by timezone-naive datetimes."),
+    (20, "The user drafted a cover letter for a data analyst job at a logistics company."),
+    (10, "The user asked for a vegetarian lasagna recipe for eight guests."),
+    (5, "The user set up a weekly running plan to prepare for a half marathon in October."),
+]
+
+
+def test_recent_and_relevant_reasons(db: Database, embedder: Embedder) -> None:
+    ids = {days: add(db, text, days_ago=days, embedder=embedder) for days, text in HISTORY}
+    result = Recaller(db, embedder, RecallConfig(top_k=2, recent_n=2)).recall(
+        "acme", "u1", "Which huts should I book for my mountain hike in the Dolomites?", now=NOW)
+    reasons = {ep.id: ep.reasons for ep in result.episodes}
+    assert "relevant" in reasons[ids[400]]
+    assert "recent" in reasons[ids[5]] and "recent" in reasons[ids[10]]
+    assert ids[200] not in reasons  # neither recent nor among the 2 most relevant
+    best = min(result.episodes, key=lambda ep: ep.relevance_rank or 99)
+    assert best.id == ids[400] and best.vector_rank == 1 and best.text_rank == 1
+    assert [ep.ended_at for ep in result.episodes] == sorted(ep.ended_at for ep in result.episodes)
+    by_id = {ep.id: ep for ep in result.episodes}
+    assert not by_id[ids[400]].compact
+    assert by_id[ids[5]].compact or "relevant" in by_id[ids[5]].reasons
+
+
+def test_budget_is_respected(db: Database) -> None:
+    rng = np.random.default_rng(3)
+    for i in range(40):
+        add(db, " ".join([words(rng, 30)] * 3), days_ago=i, vector=unit(rng))
+    recaller = Recaller(db)
+    for budget in (60, 120, 300, 800, 1500, 4000):
+        result = recaller.recall_vector("acme", "u1", "budget travel", unit(rng), budget_tokens=budget, now=NOW)
+        block = result.render()
+        assert block and estimate_tokens(block) <= budget
+        assert result.tokens == estimate_tokens(block)
+    tiny = recaller.recall_vector("acme", "u1", "budget", unit(rng), budget_tokens=5, now=NOW)
+    assert tiny.episodes == [] and tiny.render() == ""
+    roomy = recaller.recall_vector("acme", "u1", "budget", unit(rng), budget_tokens=1500, now=NOW)
+    assert any(ep.compact for ep in roomy.episodes), "recent episodes are shown compactly"
+    assert any(not ep.compact for ep in roomy.episodes), "the most relevant ones in full"
+
+
+def test_open_items_are_surfaced(db: Database, embedder: Embedder) -> None:
+    holder = add(db, "The user asked whether the Pro plan includes SSO; the agent promised to check.", days_ago=90,
+                 embedder=embedder, events=[("open_question", "Does the Pro plan include SSO?"),
+                                            ("commitment", "The agent will send the SSO pricing sheet."),
+                                            ("decision", "The user chose annual billing.")])
+    done = add(db, "The user asked about export formats; CSV was promised.", days_ago=80, embedder=embedder,
+               events=[("commitment", "The agent will enable CSV export.")])
+    with db.tenant("acme") as conn:
+        conn.execute("UPDATE episode_events SET status = 'done' WHERE episode_id = %s", (done,))
+    for days, text in HISTORY:
+        add(db, text, days_ago=days, embedder=embedder)
+    result = Recaller(db, embedder).recall("acme", "u1", "Any good lasagna recipes?", now=NOW)
+    assert sorted(i.what for i in result.open_items) == [
+        "Does the Pro plan include SSO?", "The agent will send the SSO pricing sheet."]
+    block = result.render()
+    assert "Still open:" in block and "- open question (user), since 2025-03-03: Does the Pro plan" in block
+    assert "CSV export" not in block
+    assert "open item" in {ep.id: ep for ep in result.episodes}[holder].reasons
+
+
+def test_compressed_episodes_are_replaced_by_their_super_summary(db: Database, embedder: Embedder) -> None:
+    old = [add(db, f"In 2023 the user renovated the kitchen, step {i}: cabinets, tiles and lights.",
+               days_ago=600 + i, embedder=embedder) for i in range(3)]
+    super_id = add(db, "During 2023 the user renovated the whole kitchen (cabinets, tiles, lighting).", kind="super",
+                   days_ago=590, embedder=embedder, period=(dt.date(2023, 1, 1), dt.date(2023, 12, 31)))
+    with db.tenant("acme") as conn:
+        conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = ANY(%s)", (super_id, old))
+    result = Recaller(db, embedder).recall("acme", "u1", "What did we decide about the kitchen tiles?", now=NOW)
+    ids = [ep.id for ep in result.episodes]
+    assert super_id in ids and not set(old) & set(ids)
+    assert "2023-01-01 to 2023-12-31 (relevant, recent), summary of a compressed period:" in result.render()
+
+
+def test_purpose_filter(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    ids = {p: add(db, f"A {p} session about {words(rng, 3)}", purpose=p, vector=unit(rng))
+           for p in ("marketing", "support", "billing", "general")}
+    recaller = Recaller(db)
+
+    def seen(purpose: str | None) -> set[str]:
+        result = recaller.recall_vector("acme", "u1", "hello", unit(rng), purpose=purpose, now=NOW)
+        return {p for p, i in ids.items() if i in {ep.id for ep in result.episodes}}
+
+    assert seen(None) == {"marketing", "support", "billing", "general"}
+    assert seen("support") == {"support", "general"}
+    monkeypatch.setenv("EPISODES_PURPOSE_MAP", "support=support,billing; marketing=marketing,general")
+    assert seen("support") == {"support", "billing"}
+    assert seen("marketing") == {"marketing", "general"}
+    assert seen("sales") == {"general"}
+
+
+def test_purpose_map_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert purpose_filter(None) is None
+    assert purpose_filter("support") == ["general", "support"]
+    monkeypatch.setenv("EPISODES_PURPOSE_MAP", "support=Support Desk")
+    with pytest.raises(ConfigError, match="EPISODES_PURPOSE_MAP"):
+        purpose_filter("support")
+
+
+def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
+    rng = np.random.default_rng(9)
+    mine = {add(db, words(rng), tenant="alpha", user="u1", vector=unit(rng)) for _ in range(3)}
+    add(db, words(rng), tenant="alpha", user="u2", vector=unit(rng))
+    theirs = add(db, words(rng), tenant="beta", user="u1", vector=unit(rng), events=[("commitment", "Beta secret.")])
+    result = Recaller(db).recall_vector("alpha", "u1", "budget", unit(rng), now=NOW)
+    assert {ep.id for ep in result.episodes} == mine and result.open_items == []
+    # Not the WHERE clause: a connection scoped to alpha that asks for beta's rows gets nothing.
+    params = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "purposes": None, "query_vec": unit(rng),
+              "query_text": "budget", "top_k": 10, "recent_n": 10, "depth": 10, "extra_ids": [theirs],
+              "rrf_k": 10.0, "w_vector": 1.0, "w_text": 1.0, "decay_floor": 1.0, "half_life_days": 100.0,
+              "w_importance": 0.0}
+    with db.tenant("alpha") as conn:
+        assert conn.execute(query("recall_candidates"), params).fetchall() == []
+        assert conn.execute(query("recall_open_items"), {**params, "limit": 10}).fetchall() == []
+    with db.tenant("beta") as conn:
+        assert [r["id"] for r in conn.execute(query("recall_candidates"), params)] == [theirs]
+
+
+def test_render_through_the_template(db: Database, embedder: Embedder) -> None:
+    empty = recall("acme", "nobody", "hi", db=db, now=NOW)
+    assert empty.render() == ('<previous_episodes as_of="2025-06-01">\nNo earlier sessions with this user.\n'
+                              '</previous_episodes>')
+    add(db, "The user asked for a vegetarian lasagna recipe for eight guests.", days_ago=3, embedder=embedder,
+        purpose="support")
+    block = recall("acme", "u1", "lasagna", db=db, now=NOW).render()
+    lines = block.splitlines()
+    assert lines[0] == '<previous_episodes as_of="2025-06-01">' and lines[-1] == "</previous_episodes>"
+    assert "Episodes (oldest first):" in lines
+    assert ("- 2025-05-29 [support] (relevant, recent): The user asked for a vegetarian lasagna recipe for eight "
+            "guests.") in lines
+
+
+def test_recall_cli(db: Database, embedder: Embedder) -> None:
+    add(db, "The user asked for a vegetarian lasagna recipe for eight guests.", days_ago=3, embedder=embedder)
+
+    @click.group(cls=_Group)
+    @click.pass_context
+    def cli(ctx: click.Context) -> None:
+        ctx.obj = Context(False)
+
+    cli.add_command(recall_command)
+    runner = CliRunner()
+    text = runner.invoke(cli, ["recall", "--tenant", "acme", "--user", "u1", "lasagna?", "--budget", "300"])
+    assert text.exit_code == 0, text.output
+    assert text.output.startswith("<previous_episodes") and "lasagna" in text.output
+    out = runner.invoke(cli, ["recall", "--tenant", "acme", "--user", "u1", "lasagna?", "--json"])
+    data = json.loads(out.output)
+    assert data["episodes"][0]["reasons"] == ["relevant", "recent"] and data["tokens"] <= 1500
+
+
+def test_template_renders_a_sample_context() -> None:
+    """prompts/previous_episodes.j2 on its own: every field it shows, super-summaries and open items."""
+    when = dt.datetime(2025, 3, 4, 9, 0, tzinfo=dt.UTC)
+    full = RecalledEpisode(1, "session", "s1", "support", "The user chose annual billing.", ["billing", "plans"],
+                           0.8, when, when, None, None, 0.2, 0.1, 0.5, 1, 1, None, 1, ["relevant"])
+    period = RecalledEpisode(2, "super", None, "general", "All of 2024 in short.", [], 0.5, when, when,
+                             dt.date(2024, 1, 1), dt.date(2024, 12, 31), 0.1, 0.3, None, 2, None, 1, None,
+                             ["recent"], compact=True, compact_text="All of 2024...")
+    item = RecalledOpenItem(9, 1, "commitment", "Send the SSO pricing sheet.", "agent", dt.date(2025, 3, 10), when)
+    block = render("previous_episodes.j2", as_of="2025-06-01", episodes=[full, period], open_items=[item])
+    assert block.splitlines()[0] == '<previous_episodes as_of="2025-06-01">'
+    assert "- commitment (agent), due 2025-03-10, since 2025-03-04: Send the SSO pricing sheet." in block
+    assert "- 2025-03-04 [support] (relevant): The user chose annual billing. Topics: billing, plans." in block
+    assert "- 2024-01-01 to 2024-12-31 (recent), summary of a compressed period: All of 2024..." in block
+
