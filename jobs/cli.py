@@ -280,7 +280,8 @@ def status(obj: Context) -> None:
 @cli.command()
 @click.pass_context
 def demo(ctx: click.Context) -> None:
-    """Initialise the database, load the bundled example transcripts, summarise them, show the status."""
+    """Initialise the database, load the bundled example transcripts, summarise them, show the status
+    and what an agent would recall at its next session."""
     from jobs.resources import examples_dir
 
     ctx.invoke(init)
@@ -293,6 +294,10 @@ def demo(ctx: click.Context) -> None:
                f"{report.unchanged} unchanged, {len(report.rejected)} rejected.")
     ctx.invoke(run, limit=None, tenant=None, since=None, extractor=None, concurrency=4, batch=False)
     ctx.invoke(status)
+    question = "Can we look at our Snowflake costs again before the renewal?"
+    click.echo(f"\nWhat an agent would load for acme/u-maria opening with {question!r}:\n")
+    ctx.invoke(recall_command, opening_message=question, tenant="acme", user_id="u-maria", purpose=None,
+               budget=800, now=None, as_json=False)
 
 
 # Commands defined in their own modules, registered here.
