@@ -128,3 +128,58 @@ def episode_text(summary: str, topic_tags: Sequence[str], events: Sequence[str],
     if entities:
         parts.append("Mentions: " + ", ".join(entities) + ".")
     return "\n".join(parts)
+
+
+class BatchingEmbedder:
+    """Coalesces concurrent single-text calls from many worker threads into one model call.
+
+    Summarize workers each embed one episode; with 32 workers, 32 separate forward passes contend
+    for the CPU. One background thread takes whatever is waiting (up to ``max_batch``, after at
+    most ``max_wait`` seconds) and embeds it in one pass, which costs far less CPU per text.
+    """
+
+    def __init__(self, inner: Embedder, max_batch: int = 32, max_wait: float = 0.005) -> None:
+        import queue
+
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.max_batch = max_batch
+        self.max_wait = max_wait
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="embed-batcher", daemon=True)
+        self._thread.start()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        self._queue.put((list(texts), future))
+        return future.result()
+
+    def _run(self) -> None:
+        import queue
+        import time
+
+        while True:
+            batch = [self._queue.get()]
+            deadline = time.monotonic() + self.max_wait
+            while len(batch) < self.max_batch:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    batch.append(self._queue.get(timeout=remaining))
+                except queue.Empty:
+                    break
+            texts = [t for item, _ in batch for t in item]
+            try:
+                vectors = self.inner.embed(texts)
+            except Exception as exc:  # noqa: BLE001 - hand the error to every waiting caller
+                for _, future in batch:
+                    future.set_exception(exc)
+                continue
+            start = 0
+            for item, future in batch:
+                future.set_result(vectors[start:start + len(item)])
+                start += len(item)

@@ -30,6 +30,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from jobs.db import Database
+from jobs.embeddings import BatchingEmbedder, get_embedder
 from jobs.errors import ConfigError
 from jobs.extract import Extractor
 from jobs.queries import query
@@ -59,7 +60,9 @@ class Server:
         self.db = db
         self.options = options
         self.worker = worker_id()
-        self.summarizer = Summarizer(db, extractor, worker=self.worker)
+        embedder = get_embedder(db.settings.embedder)
+        self.summarizer = Summarizer(db, extractor, worker=self.worker,
+                                     embedder=BatchingEmbedder(embedder) if options.concurrency > 1 else embedder)
         self.compress_fn = compress
         self.stopping = threading.Event()
         self._wake = threading.Condition()

@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 
 from jobs.config import Settings
 from jobs.db import Database
-from jobs.embeddings import Embedder, get_embedder
+from jobs.embeddings import BatchingEmbedder, Embedder, get_embedder
 from jobs.errors import ConfigError, EpisodesError, TransientModelError
 from jobs.extract import ExtractionResult, Extractor, OpenItem, Transcript
 from jobs.faults import crash_point
@@ -279,6 +279,9 @@ def run_summarize(
     worker = worker_id()
     with db.admin() as conn:
         run_id = conn.execute(query("start_job_run"), {"job": job, "worker": worker}).fetchone()["id"]
+    embedder = embedder or get_embedder(db.settings.embedder)
+    if concurrency > 1:
+        embedder = BatchingEmbedder(embedder)
     summarizer = Summarizer(db, extractor, embedder=embedder, worker=worker, job_run_id=run_id)
     lock = threading.Lock()
     claimed = 0
