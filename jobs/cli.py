@@ -280,8 +280,8 @@ def status(obj: Context) -> None:
 @cli.command()
 @click.pass_context
 def demo(ctx: click.Context) -> None:
-    """Initialise the database, load the bundled example transcripts, summarise them, show the status
-    and what an agent would recall at its next session."""
+    """Initialise the database, load the bundled example transcripts, summarise them, compress the old
+    year, show the status and what an agent would recall at its next session."""
     from jobs.resources import examples_dir
 
     ctx.invoke(init)
@@ -293,6 +293,9 @@ def demo(ctx: click.Context) -> None:
     click.echo(f"Loaded example transcripts: {report.inserted} new, {report.updated} changed, "
                f"{report.unchanged} unchanged, {len(report.rejected)} rejected.")
     ctx.invoke(run, limit=None, tenant=None, since=None, extractor=None, concurrency=4, batch=False)
+    click.echo("Compressing years that ended more than 12 months ago into super-summaries:")
+    ctx.invoke(compress_command, older_than="12mo", period="year", tenant=None, user_id=None, dry_run=False,
+               extractor=None, purge_embeddings=False, concurrency=2, now=None)
     ctx.invoke(status)
     question = "Can we look at our Snowflake costs again before the renewal?"
     click.echo(f"\nWhat an agent would load for acme/u-maria opening with {question!r}:\n")
@@ -302,9 +305,11 @@ def demo(ctx: click.Context) -> None:
 
 # Commands defined in their own modules, registered here.
 from jobs.cli_privacy import export_command, forget_command  # noqa: E402
+from jobs.cli_compress import compress_command  # noqa: E402
 from jobs.cli_recall import eval_group, recall_command  # noqa: E402
 from jobs.cli_report import report_command  # noqa: E402
 
+cli.add_command(compress_command)
 cli.add_command(recall_command)
 cli.add_command(eval_group)
 cli.add_command(report_command)
