@@ -79,7 +79,7 @@ class Settings:
     max_output_tokens: int = 2048
     transcript_token_budget: int = 24_000
     max_attempts: int = 5
-    lease_seconds: int = 60
+    lease_seconds: int = 40
     embedder: str = "minilm"
     max_transcript_bytes: int = 4 * 1024 * 1024
     max_messages: int = 5_000
@@ -130,7 +130,7 @@ def load() -> Settings:
         max_output_tokens=_int("EPISODES_MAX_OUTPUT_TOKENS", 2048, minimum=256),
         transcript_token_budget=_int("EPISODES_TRANSCRIPT_TOKEN_BUDGET", 24_000, minimum=500),
         max_attempts=_int("EPISODES_MAX_ATTEMPTS", 5, minimum=1),
-        lease_seconds=_int("EPISODES_LEASE_SECONDS", 60, minimum=5),
+        lease_seconds=_int("EPISODES_LEASE_SECONDS", 40, minimum=5),
         embedder=(_str("EPISODES_EMBEDDER", "minilm") or "minilm").lower(),
         max_transcript_bytes=_int("EPISODES_MAX_TRANSCRIPT_BYTES", 4 * 1024 * 1024, minimum=1024),
         max_messages=_int("EPISODES_MAX_MESSAGES", 5_000, minimum=1),
