@@ -106,3 +106,35 @@ def db(settings: config.Settings) -> Iterator[Database]:
     database = Database(settings)
     yield database
     database.close()
+
+
+# --- the model, faked at the wire --------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def embedder():  # noqa: ANN201 - the real all-MiniLM-L6-v2, loaded once per test process
+    from jobs.embeddings import get_embedder
+
+    model = get_embedder("minilm")
+    model.embed(["warm up"])
+    return model
+
+
+@pytest.fixture
+def fake() -> Iterator[object]:
+    """The local fake Anthropic server, answering extraction requests like a model would."""
+    import fake_anthropic
+    from episode_responder import responder
+
+    with fake_anthropic.FakeAnthropic(responder=responder) as server:
+        yield server
+
+
+@pytest.fixture
+def llm_db(db: Database, fake: object) -> Iterator[Database]:
+    """The test database with the anthropic SDK pointed at the fake server (no SDK retries)."""
+    settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url,  # type: ignore[attr-defined]
+                                 max_retries=0, model_timeout_s=5.0, extractor="anthropic")
+    database = Database(settings, url=db.url)
+    yield database
+    database.close()

@@ -22,7 +22,6 @@ from jobs.compress import (
     period_floor, rebuild_period, run_compress,
 )
 from jobs.db import Database
-from jobs.embeddings import get_embedder
 from jobs.errors import ConfigError
 from jobs.extract import estimate_tokens
 from jobs.models import Entity, EpisodeExtraction, KeyEvent, Message
@@ -70,26 +69,12 @@ def compress_responder(body: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def embedder():  # noqa: ANN201
-    model = get_embedder("minilm")
-    model.embed(["warm up"])
-    return model
-
-
 @pytest.fixture
 def fake() -> Iterator[fa.FakeAnthropic]:
     with fa.FakeAnthropic(responder=compress_responder) as server:
         yield server
 
 
-@pytest.fixture
-def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
-    settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
-                                 model_timeout_s=5.0, extractor="anthropic")
-    database = Database(settings, url=db.url)
-    yield database
-    database.close()
 
 
 _counter = iter(range(10**6))

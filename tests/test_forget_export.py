@@ -13,7 +13,6 @@ import hashlib
 import json
 import re
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -22,12 +21,9 @@ from click.testing import CliRunner
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-import fake_anthropic as fa
-from episode_responder import responder
 from jobs.cli import Context
 from jobs.cli_privacy import export_command, forget_command
 from jobs.db import Database
-from jobs.embeddings import get_embedder
 from jobs.export import export_user
 from jobs.extract import ModelCall
 from jobs.extract.anthropic import AnthropicExtractor
@@ -43,26 +39,6 @@ BOB_WORDS = ["Reykjavik", "kohlrabi"]
 GLOBEX_WORDS = ["Patagonia", "axolotl"]  # Zoe's sessions in the other tenant
 
 
-@pytest.fixture(scope="module")
-def embedder():  # noqa: ANN201
-    model = get_embedder("minilm")
-    model.embed(["warm up"])
-    return model
-
-
-@pytest.fixture
-def fake() -> Iterator[fa.FakeAnthropic]:
-    with fa.FakeAnthropic(responder=responder) as server:
-        yield server
-
-
-@pytest.fixture
-def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
-    settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
-                                 model_timeout_s=5.0, extractor="anthropic")
-    database = Database(settings, url=db.url)
-    yield database
-    database.close()
 
 
 def record(tenant: str, user: str, session: str, day: str, lines: list[tuple[str, str]]) -> dict:

@@ -35,17 +35,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import fake_anthropic as fa
-from episode_responder import LINE, episode_for, responder
+from episode_responder import LINE, episode_for
 from jobs.config import Settings
 from jobs.db import Database
-from jobs.embeddings import get_embedder
 from jobs.extract import Transcript
 from jobs.extract.anthropic import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
@@ -57,26 +54,6 @@ DROP = "'; DROP TABLE episodes; --"
 VICTIM = "u-victim"
 
 
-@pytest.fixture(scope="module")
-def embedder():  # noqa: ANN201
-    model = get_embedder("minilm")
-    model.embed(["warm up"])
-    return model
-
-
-@pytest.fixture
-def fake() -> Iterator[fa.FakeAnthropic]:
-    with fa.FakeAnthropic(responder=responder) as server:
-        yield server
-
-
-@pytest.fixture
-def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
-    settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
-                                 model_timeout_s=5.0, extractor="anthropic")
-    database = Database(settings, url=db.url)
-    yield database
-    database.close()
 
 
 def rec(session: str, *contents: str, tenant: str = "acme", user: str = "u-mallory", **extra: Any) -> dict:

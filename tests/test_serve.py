@@ -15,19 +15,12 @@ import pytest
 from psycopg.types.json import Jsonb
 
 import fake_anthropic as fa
-from episode_responder import responder
 from jobs.db import Database
 from jobs.extract.anthropic import AnthropicExtractor
 from jobs.serve import MAINTENANCE_LOCK, Server, ServeOptions
 
 MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},
             {"role": "assistant", "content": "Done, I'll send the invoice by Friday."}]
-
-
-@pytest.fixture
-def fake() -> Iterator[fa.FakeAnthropic]:
-    with fa.FakeAnthropic(responder=responder) as server:
-        yield server
 
 
 @pytest.fixture

@@ -8,31 +8,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from psycopg.types.json import Jsonb
 
 import fake_anthropic as fa
-from episode_responder import hallucinating_responder, responder
-from jobs.config import Settings
+from episode_responder import hallucinating_responder
 from jobs.db import Database
-from jobs.embeddings import get_embedder
 from jobs.extract.anthropic import AnthropicExtractor
 from jobs.summarize import Summarizer, retry_dead, run_summarize
-
-
-@pytest.fixture(scope="module")
-def embedder():  # noqa: ANN201
-    model = get_embedder("minilm")
-    model.embed(["warm up"])
-    return model
-
-
-@pytest.fixture
-def fake() -> Iterator[fa.FakeAnthropic]:
-    with fa.FakeAnthropic(responder=responder) as server:
-        yield server
 
 
 @pytest.fixture
