@@ -18,9 +18,10 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-def _bool(name: str, default: bool) -> bool:
+def env_bool(name: str, default: bool) -> bool:
+    """A boolean environment variable read now; unset or empty means ``default``."""
     raw = os.environ.get(name)
-    if raw is None:
+    if raw is None or not raw.strip():
         return default
     value = raw.strip().lower()
     if value in _TRUE:

@@ -34,34 +34,21 @@ import bisect
 import dataclasses
 import ipaddress
 import math
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from jobs.errors import ConfigError
+from jobs.config import env_bool
 from jobs.extract import Transcript
 from jobs.models import Message
 
 KINDS = ("SECRET", "EMAIL", "IBAN", "CARD", "IP", "PHONE")  # also the priority when detections overlap
 PLACEHOLDER = {kind: f"[{kind}]" for kind in KINDS}
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
 def redaction_enabled() -> bool:
     """``EPISODES_REDACT`` (default true), read now."""
-    raw = os.environ.get("EPISODES_REDACT")
-    if raw is None or not raw.strip():
-        return True
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ConfigError(f"EPISODES_REDACT={raw!r} is not a boolean; use true or false.")
+    return env_bool("EPISODES_REDACT", True)
 
 
 @dataclass(frozen=True)
