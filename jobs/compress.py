@@ -35,6 +35,12 @@ source of theirs was erased, so no text derived from it survives), the new super
 entities, lineage, the source pointers and the model-call rows commit together. A failed group
 leaves no trace but its model-call rows; a re-run completes it. One run at a time: a session
 advisory lock; a second runner raises :class:`CompressBusy`.
+
+**Vectors.** A super's embedding is of its summary, tags, highlighted events (at most 5) and
+entities; its full-text index covers every carried event. ``purge_embeddings`` drops the vectors of
+compressed sources (about 1.5 KB each at 384 dimensions): they are out of recall anyway, but
+analysts lose vector search over them, a removed super's sources return to recall without vectors
+until re-embedded, and the offline compressor re-embeds them in memory when their period is rebuilt.
 """
 
 from __future__ import annotations
