@@ -144,12 +144,7 @@ class ToolCaller:
             raise TransientModelError(f"unreadable response from the model service: {exc}") from exc
         finally:
             call.latency_ms = int((time.perf_counter() - started) * 1000)
-        usage = response.usage
-        call.input_tokens = usage.input_tokens or 0
-        call.output_tokens = usage.output_tokens or 0
-        call.cache_read_tokens = getattr(usage, "cache_read_input_tokens", None) or 0
-        call.cache_write_tokens = getattr(usage, "cache_creation_input_tokens", None) or 0
-        call.cost_usd = cost_usd(self.settings, call)
+        _fill_usage(self.settings, call, response.usage)
         log.debug(
             "model call", extra={"action": "model_call", "template": prompt.template, "latency_ms": call.latency_ms,
                                  "stop_reason": response.stop_reason, "input_tokens": call.input_tokens},
@@ -212,15 +207,19 @@ def parse_tool_output(response: Any, tool_name: str, output: type[T]) -> T | tup
 def usage_call(settings: Settings, response: Any, *, template: str, prompt_hash: str, batch: bool = False,
                latency_ms: int = 0) -> ModelCall:
     """A ModelCall row from an answer's usage block, with its estimated cost."""
-    usage = response.usage
-    call = ModelCall(
-        template=template, prompt_hash=prompt_hash, model=response.model, batch=batch, latency_ms=latency_ms,
-        input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0,
-        cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
-        cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
-    )
-    call.cost_usd = cost_usd(settings, call)
+    call = ModelCall(template=template, prompt_hash=prompt_hash, model=response.model, batch=batch,
+                     latency_ms=latency_ms)
+    _fill_usage(settings, call, response.usage)
     return call
+
+
+def _fill_usage(settings: Settings, call: ModelCall, usage: Any) -> None:
+    """Copy token counts from an API usage block onto ``call`` and price it."""
+    call.input_tokens = usage.input_tokens or 0
+    call.output_tokens = usage.output_tokens or 0
+    call.cache_read_tokens = getattr(usage, "cache_read_input_tokens", None) or 0
+    call.cache_write_tokens = getattr(usage, "cache_creation_input_tokens", None) or 0
+    call.cost_usd = cost_usd(settings, call)
 
 
 def _validation_summary(exc: ValidationError) -> str:
