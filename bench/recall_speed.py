@@ -12,8 +12,12 @@ scattered over the table as in production. Loading is a binary COPY into an unlo
 then one INSERT ... SELECT that computes search_tsv, then VACUUM ANALYZE.
 
 Measured: ``Recaller.recall_vector`` (a precomputed query vector; everything else as in production:
-tenant-scoped transaction with row-level security, open items, exact per-user scoring, fitting,
-rendering) for typical and heavy users separately, and the embedding of an opening message alone.
+tenant-scoped transaction with row-level security, open items, the read of what changed since the
+process's copy of the user's scoring columns, exact scoring of every candidate, fitting, rendering)
+for typical and heavy users separately, and the embedding of an opening message alone. Three cases:
+a user's first recall in the process (a full read of the user's rows), a later recall with nothing
+new, and a later recall after one new episode of the user was committed (the usual case: the last
+session was summarised since the user's previous recall).
 
 The server is an embedded PostgreSQL in ``--home`` (default: a temporary directory, deleted at the
 end); ``--shared-buffers`` is applied with ALTER SYSTEM and a restart. With DATABASE_URL set, a
@@ -38,6 +42,8 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import peak_rss_mb  # noqa: E402
 
 from jobs import migrate  # noqa: E402
 from jobs.config import load  # noqa: E402
@@ -127,8 +133,9 @@ def percentiles(samples: list[float]) -> str:
 
 
 def measure(
-    recaller: Recaller, users: list[int], rng: np.random.Generator, repeat: int
+    recaller: Recaller, users: list[int], rng: np.random.Generator, repeat: int, write: psycopg.Connection | None = None
 ) -> tuple[list[float], list[int]]:
+    """Time recalls of ``users`` (``repeat`` rounds); with ``write``, one new episode per user before each."""
     times: list[float] = []
     sizes: list[int] = []
     now = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
@@ -137,6 +144,14 @@ def measure(
             vector = rng.standard_normal(DIM).astype(np.float32)
             vector /= np.linalg.norm(vector)
             message = sentence(rng, 10)
+            if write is not None:
+                write.execute(
+                    "INSERT INTO episodes (tenant_id, user_id, kind, session_id, summary, importance, started_at, "
+                    "ended_at, search_tsv, embedding, model, prompt_version) VALUES (%(t)s, %(u)s, 'session', "
+                    "%(s)s, %(m)s, 0.5, %(e)s, %(e)s, to_tsvector('english', %(m)s), %(v)s, 'bench', 'bench')",
+                    {"t": f"t{u % TENANTS}", "u": f"u{u}", "s": f"new-{u}-{rng.integers(1 << 62)}", "m": message,
+                     "e": now - dt.timedelta(hours=1), "v": vector})
+                write.commit()
             t = time.perf_counter()
             result = recaller.recall_vector(f"t{u % TENANTS}", f"u{u}", message, vector, now=now)
             times.append(time.perf_counter() - t)
@@ -155,10 +170,6 @@ def main() -> None:
     parser.add_argument("--home", type=Path, help="data directory of the embedded server (default: temporary)")
     parser.add_argument("--keep", action="store_true", help="keep the data (reused by the next run with --home)")
     parser.add_argument("--shared-buffers", default=None, help="e.g. 4GB (embedded server only; restarts it)")
-    parser.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE for one heavy user")
-    parser.add_argument("--inline-storage", action="store_true",
-                        help="proposed schema change: SET STORAGE MAIN on embedding and search_tsv, so the scan "
-                             "reads them from the row instead of the TOAST table; applies when the data is loaded")
     parser.add_argument("--cluster", action="store_true",
                         help="rewrite the table in (tenant, user, ended_at) order after loading (an operator's "
                              "periodic job: pg_repack --order-by): one user's rows become contiguous")
@@ -196,17 +207,10 @@ def main() -> None:
             migrate.migrate(conn, embedding_dim=DIM, embedder="bench-random")
             conn.autocommit = False
             register_vector(conn)
-            have = conn.execute("SELECT count(*) FROM episodes").fetchone()[0]
-            storage = conn.execute("SELECT attstorage FROM pg_attribute WHERE attrelid = 'episodes'::regclass "
-                                   "AND attname = 'embedding'").fetchone()[0]
-            if have != counts.sum() or (storage == "m") != args.inline_storage:
+            have = conn.execute("SELECT count(*) FROM episodes WHERE model = 'bench' AND session_id LIKE 'bench-%%'"
+                                ).fetchone()[0]
+            if have != counts.sum():
                 conn.execute("TRUNCATE episodes CASCADE")
-                if args.inline_storage:
-                    conn.execute("ALTER TABLE episodes ALTER COLUMN embedding SET STORAGE MAIN, "
-                                 "ALTER COLUMN search_tsv SET STORAGE MAIN")
-                else:
-                    conn.execute("ALTER TABLE episodes ALTER COLUMN embedding SET STORAGE EXTERNAL, "
-                                 "ALTER COLUMN search_tsv SET STORAGE EXTENDED")
                 conn.commit()
                 print(f"loading {counts.sum():,} episodes for {len(counts):,} users "
                       f"({args.heavy_users} with {counts[0]:,} each)...", file=sys.stderr)
@@ -225,8 +229,9 @@ def main() -> None:
                     conn.execute("INSERT INTO episodes OVERRIDING SYSTEM VALUE SELECT * FROM ep_copy")
                 conn.execute("VACUUM ANALYZE episodes")
                 conn.autocommit = False
-            print(f"embedding storage: {'MAIN (inline)' if args.inline_storage else 'EXTERNAL (schema default)'}; "
-                  f"TOAST table: {toast}; clustered by user: {args.cluster}")
+            conn.execute("DELETE FROM episodes WHERE model = 'bench' AND session_id LIKE 'new-%%'")  # earlier runs
+            conn.commit()
+            print(f"TOAST table: {toast}; clustered by user: {args.cluster}")
             print(f"episodes: {counts.sum():,} for {len(counts):,} users; heavy users: {args.heavy_users} x "
                   f"{counts[0]:,}; typical user: median {int(np.median(counts[args.heavy_users:]))}, "
                   f"p99 {int(np.percentile(counts[args.heavy_users:], 99))}; table with indexes: {size}")
@@ -234,12 +239,26 @@ def main() -> None:
         db = Database(settings.with_(database_url=url))
         recaller = Recaller(db)
         heavy = list(range(min(args.heavy_users, len(counts))))
-        typical = [int(u) for u in rng.choice(np.arange(len(heavy), len(counts)), size=args.queries)]
-        measure(recaller, heavy + typical[:50], rng, 1)  # warm-up: pool, prepared statements, cache
-        t_heavy, n_heavy = measure(recaller, heavy, rng, max(1, args.queries // max(len(heavy), 1)))
+        typical = [int(u) for u in rng.choice(np.arange(len(heavy), len(counts)), size=args.queries, replace=False)]
+        rss_before = peak_rss_mb()
+        t_cold_typ, n_typ = measure(recaller, typical, rng, 1)
+        t_cold_heavy, n_heavy = measure(recaller, heavy, rng, 1)
+        print(f"first recall of a user in this process (full read of the user's rows):")
+        print(f"  typical users (median {int(np.median(n_typ))} candidates): {percentiles(t_cold_typ)}")
+        print(f"  heavy users ({int(np.median(n_heavy)):,} candidates):   {percentiles(t_cold_heavy)}")
+        rounds = max(1, args.queries // max(len(heavy), 1))
         t_typ, n_typ = measure(recaller, typical, rng, 1)
-        print(f"recall, typical users (median {int(np.median(n_typ))} candidates): {percentiles(t_typ)}")
-        print(f"recall, heavy users ({int(np.median(n_heavy)):,} candidates):   {percentiles(t_heavy)}")
+        t_heavy, n_heavy = measure(recaller, heavy, rng, rounds)
+        print("later recall, nothing new since the user's previous recall:")
+        print(f"  typical users (median {int(np.median(n_typ))} candidates): {percentiles(t_typ)}")
+        print(f"  heavy users ({int(np.median(n_heavy)):,} candidates):   {percentiles(t_heavy)}")
+        with psycopg.connect(url) as write:
+            register_vector(write)
+            t_new_typ, _ = measure(recaller, typical, rng, 1, write)
+            t_new_heavy, _ = measure(recaller, heavy, rng, rounds, write)
+        print("later recall, one new episode of the user committed since its previous recall:")
+        print(f"  typical users: {percentiles(t_new_typ)}")
+        print(f"  heavy users:   {percentiles(t_new_heavy)}")
         sizes = np.array(n_typ + n_heavy)
         times = np.array(t_typ + t_heavy) * 1000
         for lo, hi in ((0, 100), (100, 300), (300, 1000), (1000, 5000), (5000, 10**9)):
@@ -249,25 +268,12 @@ def main() -> None:
                       f"p95 {np.percentile(times[pick], 95):6.2f} ms  (n={int(pick.sum())})")
         # One recall per session and one episode per session: requests come in proportion to episodes.
         heavy_eps = int(counts[:len(heavy)].sum())
-        mixed = t_typ + t_heavy[: max(1, len(t_typ) * heavy_eps // max(int(counts.sum()) - heavy_eps, 1))]
-        print(f"recall, all users (requests in proportion to episodes): {percentiles(mixed)}")
-        if args.explain:  # server-side execution time and pages touched: less sensitive to a busy machine
-            from jobs.queries import query
-            for label, group in (("heavy", heavy[:3]), ("typical", typical[:3])):
-                for u in group:
-                    vec = rng.standard_normal(DIM).astype(np.float32)
-                    with db.tenant(f"t{u % TENANTS}") as conn:
-                        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                                            + query("recall_candidates"), {
-                            "tenant_id": f"t{u % TENANTS}", "user_id": f"u{u}", "now": dt.datetime.now(dt.UTC),
-                            "purposes": None, "query_vec": vec / np.linalg.norm(vec), "query_text": sentence(rng, 10),
-                            "top_k": 12, "recent_n": 3, "depth": 50, "extra_ids": [], "rrf_k": 10.0, "w_vector": 1.0,
-                            "w_text": 1.5, "decay_floor": 0.85, "half_life_days": 180.0, "w_importance": 0.4,
-                        }).fetchone()["QUERY PLAN"][0]
-                    top = plan["Plan"]
-                    print(f"  explain {label} u{u}: execution {plan['Execution Time']:.1f} ms, pages touched "
-                          f"{top['Shared Hit Blocks'] + top['Shared Read Blocks']:,} "
-                          f"(read from outside shared_buffers: {top['Shared Read Blocks']:,})")
+        share = max(1, len(t_new_typ) * heavy_eps // max(int(counts.sum()) - heavy_eps, 1))
+        mixed = t_new_typ + t_new_heavy[:share]
+        print(f"recall, all users (requests in proportion to episodes, one new episode each): {percentiles(mixed)}")
+        print(f"in-process copies: {recaller.index._rows:,} rows of {len(recaller.index._users):,} users; "
+              f"full reads {recaller.index.full_reads:,}; peak RSS {peak_rss_mb():.0f} MB (before recalls "
+              f"{rss_before:.0f} MB)")
         db.close()
 
         embedder = get_embedder(settings.embedder)

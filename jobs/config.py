@@ -88,6 +88,7 @@ class Settings:
     log_level: str = "INFO"
     price_input_per_mtok: float = 1.0
     price_output_per_mtok: float = 5.0
+    recall_cache_rows: int = 300_000
 
     @property
     def embedded(self) -> bool:
@@ -139,4 +140,5 @@ def load() -> Settings:
         log_level=(_str("EPISODES_LOG_LEVEL", "INFO") or "INFO").upper(),
         price_input_per_mtok=_float("EPISODES_PRICE_INPUT_PER_MTOK", 1.0),
         price_output_per_mtok=_float("EPISODES_PRICE_OUTPUT_PER_MTOK", 5.0),
+        recall_cache_rows=_int("EPISODES_RECALL_CACHE_ROWS", 300_000, minimum=0),
     )

@@ -42,6 +42,7 @@ from jobs.errors import ConfigError
 from jobs.extract import estimate_tokens
 from jobs.prompts import environment, render
 from jobs.queries import query
+from jobs.recall_index import RecallIndex, Scores
 
 TEMPLATE = "previous_episodes.j2"
 _PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -195,6 +196,7 @@ class Recaller:
         self.db = db
         self.embedder = embedder or get_embedder(db.settings.embedder)
         self.config = config or RecallConfig()
+        self.index = RecallIndex(self.embedder.dim, db.settings.recall_cache_rows)
 
     def embed(self, opening_message: str) -> np.ndarray:
         """The query vector of an opening message (what :meth:`recall_vector` takes)."""
@@ -220,23 +222,75 @@ class Recaller:
         purposes = purpose_filter(purpose)
         cfg = self.config
         vector = np.asarray(query_vector, dtype=np.float32)
-        scope = {"tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes}
+        now_us = _epoch_us(now)
         with self.db.tenant(tenant_id) as conn:
-            open_rows = conn.execute(query("recall_open_items"), {**scope, "limit": cfg.max_open_items}).fetchall() \
-                if cfg.max_open_items > 0 else []
-            rows = conn.execute(query("recall_candidates"), binary=True, params={
-                **scope, "query_vec": vector, "query_text": opening_message, "top_k": cfg.top_k,
-                "recent_n": cfg.recent_n, "depth": max(cfg.rank_depth, cfg.top_k),
-                "extra_ids": sorted({r["episode_id"] for r in open_rows}),
-                "rrf_k": cfg.rrf_k, "w_vector": cfg.w_vector, "w_text": cfg.w_text,
-                "decay_floor": cfg.decay_floor, "half_life_days": cfg.half_life_days,
-                "w_importance": cfg.w_importance,
-            }).fetchall()  # binary: embeddings arrive as bytes, not 384 numbers in text
-        episodes, items = select(rows, [RecalledOpenItem(**r) for r in open_rows], cfg, budget_tokens,
+            open_rows = conn.execute(query("recall_open_items"), {
+                "tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes,
+                "limit": cfg.max_open_items}).fetchall() if cfg.max_open_items > 0 else []
+            with self.index.user(conn, tenant_id, user_id, opening_message) as (index, lexemes):
+                scores = index.scores(vector, lexemes, now_us, purposes)
+                picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})
+                vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
+            rows = conn.execute(query("recall_rows"), {
+                "tenant_id": tenant_id, "user_id": user_id, "now": now, "ids": sorted(picked)}).fetchall()
+        rows = sorted(({**row, **picked[row["id"]]} for row in rows), key=lambda r: (
+            r["relevance_rank"] or 1 << 62, r["recency_rank"] or 1 << 62, r["id"]))
+        episodes, items = select(rows, vectors, [RecalledOpenItem(**r) for r in open_rows], cfg, budget_tokens,
                                  opening_message, now)
         return Recall(tenant_id=tenant_id, user_id=user_id, opening_message=opening_message, purpose=purpose,
-                      purposes=purposes, budget_tokens=budget_tokens, now=now,
-                      candidates=int(rows[0]["candidates"]) if rows else 0, episodes=episodes, open_items=items)
+                      purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=len(scores.ids),
+                      episodes=episodes, open_items=items)
+
+
+def _epoch_us(when: dt.datetime) -> int:
+    """Microseconds since the epoch, exactly (as the index holds ended_at)."""
+    delta = when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict[int, dict[str, Any]]:
+    """Ranks and the fused score; returns the picked episodes (top_k, recent_n, extra_ids) by id.
+
+    vector_rank: by cosine distance (ties by id); text_rank: by ts_rank descending (ties by id), only
+    episodes with a lexeme of the message; each list cut at rank_depth. score: the sum of
+    w / (rrf_k + rank) over the lists an episode is in, times floor + (1 - floor) * 0.5 ^ (age_days /
+    half_life) and 1 + w_importance * (importance - 0.5); only episodes in a list have one.
+    """
+    depth = max(cfg.rank_depth, cfg.top_k)
+    n = len(s.ids)
+    vector_rank = np.zeros(n, np.int64)
+    text_rank = np.zeros(n, np.int64)
+    for ranks, key, present in ((vector_rank, s.distance, ~np.isnan(s.distance)),
+                                (text_rank, -s.text, ~np.isnan(s.text))):
+        idx = np.flatnonzero(present)
+        order = idx[np.lexsort((s.ids[idx], key[idx]))][:depth]
+        ranks[order] = np.arange(1, len(order) + 1)
+    ranked = np.flatnonzero((vector_rank > 0) | (text_rank > 0))
+    score = np.zeros(n)
+    vr, tr = vector_rank[ranked], text_rank[ranked]
+    fused = (np.where(vr > 0, cfg.w_vector / (cfg.rrf_k + np.maximum(vr, 1)), 0.0)
+             + np.where(tr > 0, cfg.w_text / (cfg.rrf_k + np.maximum(tr, 1)), 0.0))
+    age_s = np.maximum((now_us - s.ended_us[ranked]) / 1e6, 0.0)
+    decay = cfg.decay_floor + (1 - cfg.decay_floor) * np.power(0.5, age_s / 86400.0 / cfg.half_life_days)
+    score[ranked] = fused * decay * (1 + cfg.w_importance * (s.importance[ranked] - 0.5))
+    top = ranked[np.lexsort((s.ids[ranked], -score[ranked]))][: cfg.top_k]
+    recent = np.lexsort((-s.ids, -s.ended_us))[: cfg.recent_n]
+    extra = np.flatnonzero(np.isin(s.ids, np.fromiter(extra_ids, np.int64, len(extra_ids))))
+    picked: dict[int, dict[str, Any]] = {}
+    for p in (*top, *recent, *extra):
+        i = int(s.ids[p])
+        if i not in picked:
+            picked[i] = {
+                "distance": None if np.isnan(s.distance[p]) else float(s.distance[p]),
+                "text_score": None if np.isnan(s.text[p]) else float(s.text[p]),
+                "vector_rank": int(vector_rank[p]) or None, "text_rank": int(text_rank[p]) or None,
+                "score": float(score[p]), "relevance_rank": None, "recency_rank": None,
+            }
+    for number, p in enumerate(top, 1):
+        picked[int(s.ids[p])]["relevance_rank"] = number
+    for number, p in enumerate(recent, 1):
+        picked[int(s.ids[p])]["recency_rank"] = number
+    return picked
 
 
 def recall(
@@ -260,12 +314,14 @@ def recall(
 
 
 def select(
-    rows: Sequence[dict[str, Any]], open_items: Sequence[RecalledOpenItem], cfg: RecallConfig,
-    budget_tokens: int, opening_message: str, now: dt.datetime,
+    rows: Sequence[dict[str, Any]], vectors: dict[int, np.ndarray], open_items: Sequence[RecalledOpenItem],
+    cfg: RecallConfig, budget_tokens: int, opening_message: str, now: dt.datetime,
 ) -> tuple[list[RecalledEpisode], list[RecalledOpenItem]]:
-    """Deduplicate, prioritise and fit to the budget; return episodes oldest first and open items."""
-    episodes = [_episode(row) for row in rows]  # ordered by relevance_rank
-    vectors = {row["id"]: _unit(row["embedding"]) for row in rows}
+    """Deduplicate, prioritise and fit to the budget; return episodes oldest first and open items.
+
+    ``rows`` come ordered by relevance rank, then recency rank; ``vectors`` are unit embeddings by id.
+    """
+    episodes = [_episode(row) for row in rows]
     unique = _dedup(episodes, vectors, cfg.dedup_similarity)
     relevant = [ep for ep in unique if ep.relevance_rank is not None]
     recent = sorted((ep for ep in unique if ep.recency_rank is not None), key=lambda ep: ep.recency_rank or 0)
@@ -342,7 +398,7 @@ def _reasons(ep: RecalledEpisode, items: list[RecalledOpenItem]) -> list[str]:
                                        ("open item", any(item.episode_id == ep.id for item in items))) if yes]
 
 
-def _dedup(episodes: list[RecalledEpisode], vectors: dict[int, np.ndarray | None], threshold: float
+def _dedup(episodes: list[RecalledEpisode], vectors: dict[int, np.ndarray], threshold: float
            ) -> list[RecalledEpisode]:
     """Drop an episode that repeats a better-ranked one (same summary, or near-identical embedding)."""
     kept: list[RecalledEpisode] = []
@@ -363,12 +419,6 @@ def _dedup(episodes: list[RecalledEpisode], vectors: dict[int, np.ndarray | None
 
 def _episode(row: dict[str, Any]) -> RecalledEpisode:
     return RecalledEpisode(**{f.name: row[f.name] for f in fields(RecalledEpisode) if f.name in row})
-
-
-def _unit(value: Any) -> np.ndarray | None:
-    vec = None if value is None else np.asarray(value.to_numpy(), dtype=np.float32)
-    norm = 0.0 if vec is None else float(np.linalg.norm(vec))
-    return vec / norm if vec is not None and norm > 0 else None
 
 
 @cache

@@ -84,8 +84,22 @@ def term_contributions(tsv: TsVector) -> tuple[dict[str, float], float]:
     if not tsv:
         return {}, 0.0
     contrib = {lex: _contribution(tuple(w for _, w in positions) or (0,)) for lex, positions in tsv.items()}
-    length = sum(len(positions) or 1 for positions in tsv.values())
-    return contrib, math.log(float(length + 1)) / math.log(2.0)
+    return contrib, length_divisor(sum(len(positions) or 1 for positions in tsv.values()))
+
+
+@lru_cache(maxsize=1 << 16)
+def weights_contribution(weights: str) -> float:
+    """A lexeme's term from its positions' weights in stored order ('AAD'; '' = stored without positions).
+
+    What ``unnest(tsvector)`` gives as ``array_to_string(weights, '')``; used to read a user's
+    search vectors without parsing their text form (jobs/recall_index.py).
+    """
+    return _contribution(tuple(_WEIGHT_INDEX[w] for w in weights) or (0,))
+
+
+def length_divisor(length: int) -> float:
+    """Normalisation 1's divisor for a vector of ``length`` positions (0: an empty vector, ranked 0)."""
+    return math.log(float(length + 1)) / math.log(2.0) if length else 0.0
 
 
 def query_order(lexemes: Iterable[str]) -> list[str]:

@@ -155,9 +155,74 @@ def test_hybrid_top_k_matches_brute_force(db: Database, crowd: np.random.Generat
     for _ in range(8):
         query, text = unit(crowd), words(crowd, 4)
         result = recaller.recall_vector("acme", "u1", text, query, budget_tokens=UNBOUNDED, now=NOW)
+        rows = _all_rows(db, text)
         got = [ep.id for ep in sorted(result.episodes, key=lambda ep: ep.relevance_rank or 0)]
-        assert got == _brute_force(_all_rows(db, text), query, cfg, 12)
+        assert got == _brute_force(rows, query, cfg, 12)
         assert any(ep.text_rank for ep in result.episodes), "the text query should match something"
+        by_id = {r["id"]: r for r in rows}
+        for ep in result.episodes:  # the in-process scores are PostgreSQL's: ts_rank bit for bit
+            assert ep.text_score == by_id[ep.id]["text_score"]
+            assert ep.distance == pytest.approx(1.0 - float(np.dot(by_id[ep.id]["embedding"].to_numpy(), query)),
+                                                abs=1e-6)
+
+
+def _fresh(db: Database, cfg: RecallConfig, text: str, query: np.ndarray) -> list[tuple[int, int | None]]:
+    """What a recaller with nothing in memory returns: (id, relevance rank) pairs."""
+    result = Recaller(db, config=cfg).recall_vector("acme", "u1", text, query, budget_tokens=UNBOUNDED, now=NOW)
+    return [(ep.id, ep.relevance_rank) for ep in result.episodes]
+
+
+def test_the_in_memory_copy_follows_every_kind_of_change(db: Database, crowd: np.random.Generator) -> None:
+    """Insert, supersede, compress, redact-like update and delete: a warm recaller answers as a cold one."""
+    cfg = RecallConfig(recent_n=3, top_k=12, max_open_items=0, dedup_similarity=2.0)
+    warm = Recaller(db, config=cfg)
+    query, text = unit(crowd), "budget invoice hotel"
+
+    def check() -> list[tuple[int, int | None]]:
+        result = warm.recall_vector("acme", "u1", text, query, budget_tokens=UNBOUNDED, now=NOW)
+        got = [(ep.id, ep.relevance_rank) for ep in result.episodes]
+        assert got == _fresh(db, cfg, text, query)
+        return got
+
+    first = check()
+    best = next(i for i, r in first if r == 1)
+    new = add(db, "Budget invoice hotel budget invoice hotel.", days_ago=1.0, vector=query, importance=1.0)
+    assert (new, 1) in check()  # a new episode, closest in both lists
+    with db.tenant("acme") as conn:
+        conn.execute("UPDATE episodes SET status = 'superseded' WHERE id = %s", (new,))
+    assert new not in {i for i, _ in check()}
+    with db.tenant("acme") as conn:  # compressed into a super-summary (here: any other episode)
+        conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = %s", (new, best))
+    assert best not in {i for i, _ in check()}
+    with db.tenant("acme") as conn:  # rewritten in place (as redaction does): new text, new vector
+        target = conn.execute("SELECT id FROM episodes WHERE user_id = 'u1' AND status = 'current' "
+                              "AND compressed_into IS NULL ORDER BY id DESC LIMIT 1").fetchone()["id"]
+        conn.execute("UPDATE episodes SET search_tsv = to_tsvector('english', 'budget invoice hotel'), "
+                     "embedding = %s WHERE id = %s", (query, target))
+    assert (target, 1) in check()
+    reads = warm.index.full_reads
+    assert reads == 1, "every change so far was read incrementally"
+    with db.tenant("acme") as conn:
+        conn.execute("DELETE FROM episodes WHERE id = %s", (target,))
+    assert target not in {i for i, _ in check()}
+    assert warm.index.full_reads == reads + 1  # a deletion makes the next read a full one
+
+
+def test_a_change_committed_after_a_recall_started_is_not_missed(db: Database, crowd: np.random.Generator) -> None:
+    """A transaction that wrote before a recall's snapshot but committed after it is read next time."""
+    cfg = RecallConfig(recent_n=0, top_k=5, max_open_items=0, dedup_similarity=2.0)
+    warm = Recaller(db, config=cfg)
+    query = unit(crowd)
+    warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW)
+    with db.tenant("acme") as slow:  # still open while the next recall runs
+        row = episode_row("A late writer.", days_ago=2.0, vector=query)
+        late = insert_episode(slow, row)
+        # A younger transaction commits meanwhile and is seen: "the newest change seen" would skip `late`.
+        quick = add(db, "A quick writer.", days_ago=3.0, vector=query)
+        during = warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW)
+        assert quick in {ep.id for ep in during.episodes} and late not in {ep.id for ep in during.episodes}
+    after = warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW)
+    assert [ep.id for ep in after.episodes if ep.relevance_rank == 1] == [late]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -275,15 +340,16 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
     result = Recaller(db).recall_vector("alpha", "u1", "budget", unit(rng), now=NOW)
     assert {ep.id for ep in result.episodes} == mine and result.open_items == []
     # Not the WHERE clause: a connection scoped to alpha that asks for beta's rows gets nothing.
-    params = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "purposes": None, "query_vec": unit(rng),
-              "query_text": "budget", "top_k": 10, "recent_n": 10, "depth": 10, "extra_ids": [theirs],
-              "rrf_k": 10.0, "w_vector": 1.0, "w_text": 1.0, "decay_floor": 1.0, "half_life_days": 100.0,
-              "w_importance": 0.0}
+    changes = {"tenant_id": "beta", "user_id": "u1", "since": "0", "query_text": "budget"}
+    rows = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "ids": [theirs]}
+    items = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "purposes": None, "limit": 10}
     with db.tenant("alpha") as conn:
-        assert conn.execute(query("recall_candidates"), params).fetchall() == []
-        assert conn.execute(query("recall_open_items"), {**params, "limit": 10}).fetchall() == []
+        assert [r["id"] for r in conn.execute(query("recall_changes"), changes)] == [None]
+        assert conn.execute(query("recall_rows"), rows).fetchall() == []
+        assert conn.execute(query("recall_open_items"), items).fetchall() == []
     with db.tenant("beta") as conn:
-        assert [r["id"] for r in conn.execute(query("recall_candidates"), params)] == [theirs]
+        assert [r["id"] for r in conn.execute(query("recall_changes"), changes)] == [theirs]
+        assert [r["id"] for r in conn.execute(query("recall_rows"), rows)] == [theirs]
 
 
 def test_render_through_the_template(db: Database, embedder: Embedder) -> None:
