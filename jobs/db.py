@@ -130,8 +130,9 @@ class Database:
             raise ValueError("tenant_id must be a non-empty string")
         with self.pool.connection() as conn:
             with conn.transaction():
-                conn.execute(f"SET LOCAL ROLE {APP_ROLE}")
-                conn.execute("SELECT set_config('episodes.tenant_id', %s, true)", (tenant_id,))
+                # One round trip: set_config('role', ..., true) is SET LOCAL ROLE.
+                conn.execute("SELECT set_config('role', %s, true), set_config('episodes.tenant_id', %s, true)",
+                             (APP_ROLE, tenant_id))
                 yield conn
 
     def close(self) -> None:
