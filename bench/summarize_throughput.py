@@ -3,7 +3,10 @@
     python bench/summarize_throughput.py [--transcripts 640] [--latency 2.0] [--concurrency 32]
 
 Phase 1 (C=1, L=0): per-episode overhead outside the model call = wall time per episode minus
-the model call's own latency (claim, prompt rendering, validation, grounding, embedding, write).
+the model call, which is the HTTP request the SDK makes (timed in the HTTP transport: sending the
+request and reading the whole answer). The SDK's own work around it (building the request,
+parsing the answer) counts as overhead, as do claim, reads, rendering, validation, grounding,
+embedding and the write. A per-stage breakdown follows the other figures.
 Phase 2 (C, L): episodes/s and its ratio to the limit C/L. Also the offline extractor's rate.
 """
 
@@ -13,8 +16,11 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 
+import anthropic
+import httpx2
 from _common import ROOT, median, peak_rss_mb, percentile, scratch_home
 from ingest_rate import generate
 
@@ -23,7 +29,33 @@ from jobs.db import Database, start_embedded
 from jobs.embeddings import get_embedder
 from jobs.extract.anthropic import AnthropicExtractor
 from jobs.ingest import ingest
+from jobs.llm import ToolCaller
 from jobs.summarize import make_extractor, run_summarize
+
+class TimedTransport(httpx2.HTTPTransport):
+    """The SDK's HTTP transport, timing each request from sending it to reading the whole answer."""
+
+    def __init__(self) -> None:
+        super().__init__(limits=anthropic.DEFAULT_CONNECTION_LIMITS)
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        started = time.perf_counter()
+        response = super().handle_request(request)
+        response.read()
+        with self._lock:
+            self.seconds += time.perf_counter() - started
+        return response
+
+
+def timed_extractor(settings: config.Settings) -> tuple[AnthropicExtractor, TimedTransport]:
+    transport = TimedTransport()
+    client = anthropic.Anthropic(
+        api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url, max_retries=settings.max_retries,
+        timeout=settings.model_timeout_s, http_client=anthropic.DefaultHttpxClient(transport=transport),
+    )
+    return AnthropicExtractor(settings, ToolCaller(settings, client)), transport
 
 
 def fake_server(latency: float) -> tuple[subprocess.Popen, str]:
@@ -48,8 +80,11 @@ def phase(settings: config.Settings, n: int, concurrency: int, latency: float, d
             run_settings = settings.with_(anthropic_api_key="bench", anthropic_base_url=url, max_retries=0,
                                           pool_size=max(concurrency + 2, 8))
             with Database(run_settings, url=db.url) as run_db:
-                extractor = (AnthropicExtractor(run_settings) if extractor_name == "anthropic"
-                             else make_extractor(run_settings, "offline"))
+                transport = None
+                if extractor_name == "anthropic":
+                    extractor, transport = timed_extractor(run_settings)
+                else:
+                    extractor = make_extractor(run_settings, "offline")
                 t = time.perf_counter()
                 report = run_summarize(run_db, extractor=extractor, concurrency=concurrency)
                 wall = time.perf_counter() - t
@@ -64,7 +99,21 @@ def phase(settings: config.Settings, n: int, concurrency: int, latency: float, d
                 proc.terminate()
                 proc.wait()
     return {"done": report.counts["done"], "wall": wall, "rate": report.counts["done"] / wall,
-            "latency_ms": lat, "episodes": episodes["n"], "distinct": episodes["d"]}
+            "latency_ms": lat, "episodes": episodes["n"], "distinct": episodes["d"],
+            "http_s": transport.seconds if transport else 0.0, "stages": report.stage_seconds}
+
+
+def breakdown(result: dict) -> str:
+    """Milliseconds per episode by stage; extract is split into HTTP, the SDK around it, and the rest."""
+    n = result["done"]
+    ms = {stage: seconds / n * 1000 for stage, seconds in result["stages"].items()}  # in the order first timed
+    http = result["http_s"] / n * 1000
+    sdk = sum(result["latency_ms"]) / n  # model_calls.latency_ms: the SDK call, HTTP included
+    parts = [f"{stage} {ms[stage]:.1f}" if stage != "extract" else
+             f"extract {ms[stage]:.1f} (HTTP {http:.1f} + SDK around it {sdk - http:.1f} "
+             f"+ render/validate {ms[stage] - sdk:.1f})" for stage in ms]
+    parts += [f"other {result['wall'] / n * 1000 - sum(ms.values()):.1f}"]
+    return " · ".join(parts)
 
 
 def main() -> None:
@@ -86,9 +135,12 @@ def main() -> None:
 
         one = phase(settings, args.overhead_transcripts, 1, 0.0, small, "anthropic")
         per_episode_ms = one["wall"] / one["done"] * 1000
-        model_ms = sum(one["latency_ms"]) / len(one["latency_ms"])
+        http_ms = one["http_s"] / one["done"] * 1000
+        sdk_ms = sum(one["latency_ms"]) / one["done"]
         print(f"overhead outside the model call (C=1, L=0, {one['done']} episodes): "
-              f"{per_episode_ms - model_ms:.1f} ms/episode (wall {per_episode_ms:.1f} ms - model call {model_ms:.1f} ms)")
+              f"{per_episode_ms - http_ms:.1f} ms/episode (wall {per_episode_ms:.1f} ms - model call {http_ms:.1f} ms "
+              f"as HTTP request; {per_episode_ms - sdk_ms:.1f} ms if the SDK call as recorded, {sdk_ms:.1f} ms, "
+              f"counted as model call)")
 
         full = phase(settings, args.transcripts, args.concurrency, args.latency, big, "anthropic")
         limit = args.concurrency / args.latency
@@ -98,6 +150,8 @@ def main() -> None:
               f"model call p50 {median(lat):.0f} ms p95 {percentile(lat, 0.95):.0f} ms")
         print(f"exactly once: {full['episodes']} current episodes for {full['distinct']} sessions "
               f"of {args.transcripts} transcripts")
+
+        print(f"stages, ms/episode at C=1: {breakdown(one)}")
 
         off = phase(settings, args.overhead_transcripts, 2, 0.0, small, "offline")
         print(f"offline extractor (C=2): {off['rate']:.1f} episodes/s ({off['wall'] / off['done'] * 1000:.1f} ms/episode)")

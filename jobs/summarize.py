@@ -17,8 +17,9 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import psycopg
@@ -64,9 +65,30 @@ def make_extractor(settings: Settings, name: str | None = None) -> Extractor:
     raise ConfigError(f"unknown extractor {chosen!r}; use anthropic or offline")
 
 
+class StageClock:
+    """Wall seconds per stage of the summarize loop, summed over episodes and threads.
+
+    bench/summarize_throughput.py prints them per episode, so overhead is found by measurement."""
+
+    def __init__(self) -> None:
+        self.seconds: Counter = Counter()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - started
+            with self._lock:
+                self.seconds[stage] += elapsed
+
+
 @dataclass
 class RunReport:
     counts: Counter = field(default_factory=Counter)
+    stage_seconds: Counter = field(default_factory=Counter)
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -117,6 +139,7 @@ class Summarizer:
         self.worker = worker or worker_id()
         self.job_run_id = job_run_id
         self.stop = threading.Event()
+        self.clock = StageClock()
 
     def claim(self, tenant: str | None = None, since: dt.datetime | None = None) -> Transcript | None:
         with self.db.admin() as conn:
@@ -137,7 +160,9 @@ class Summarizer:
             # Claimed again and again without finishing: workers died on it. Dead-letter, don't loop.
             return self._fail(transcript, "abandoned by workers too many times (crashed or timed out)",
                               permanent=True)
-        if self._already_current(transcript):
+        with self.clock("check_current"):
+            current = self._already_current(transcript)
+        if current:
             with self.db.tenant(transcript.tenant_id) as conn:
                 conn.execute(query("complete_transcript"), {"id": transcript.id, "worker": self.worker,
                                                             "content_hash": transcript.content_hash})
@@ -145,12 +170,15 @@ class Summarizer:
         result: ExtractionResult | None = None
         crash_point("after_claim")
         try:
-            open_items = self._open_items(transcript)
-            with _Heartbeat(self, transcript):
+            with self.clock("open_items"):
+                open_items = self._open_items(transcript)
+            with _Heartbeat(self, transcript), self.clock("extract"):
                 result = self.extractor.extract(transcript, open_items)
             crash_point("after_model_call")
-            grounded = ground(result.extraction, transcript.messages, {i.event_id for i in open_items})
-            vector = self.embedder.embed([search_text(grounded.episode)])[0]
+            with self.clock("ground"):
+                grounded = ground(result.extraction, transcript.messages, {i.event_id for i in open_items})
+            with self.clock("embed"):
+                vector = self.embedder.embed([search_text(grounded.episode)])[0]
         except ConfigError:
             self._release(transcript)
             raise
@@ -169,7 +197,7 @@ class Summarizer:
             session_id=transcript.session_id, content_hash=transcript.content_hash, calls=result.calls,
             dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
         )
-        with self.db.tenant(transcript.tenant_id) as conn:
+        with self.clock("write"), self.db.tenant(transcript.tenant_id) as conn:
             episode_id = write_session_episode(conn, transcript, row, worker=self.worker, job_run_id=self.job_run_id)
             crash_point("during_commit")
             if episode_id is None:
@@ -294,7 +322,8 @@ def run_summarize(
                 if limit is not None and claimed >= limit:
                     return
                 claimed += 1
-            transcript = summarizer.claim(tenant, since)
+            with summarizer.clock("claim"):
+                transcript = summarizer.claim(tenant, since)
             if transcript is None:
                 return
             try:
@@ -318,6 +347,7 @@ def run_summarize(
                     future.result()
     finally:
         report.seconds = time.perf_counter() - started
+        report.stage_seconds = summarizer.clock.seconds
         with db.admin() as conn:
             totals = conn.execute(
                 "SELECT coalesce(sum(input_tokens), 0) AS i, coalesce(sum(output_tokens), 0) AS o, "
