@@ -9,7 +9,9 @@ Freshness is exact, not a TTL. Every insert or update of an episode stamps ``cha
 top-level transaction, migration 0006), and a copy remembers the xmin horizon of the snapshot it
 was read with: every transaction below that horizon had finished, so its effects were already in
 the copy, and the rows to read next time are exactly those with ``changed_xid >= horizon``. A
-deletion of any of the user's episodes (``episode_deletions``) makes the next read a full one.
+deletion of any episode of the tenant (``episode_deletions``, an append-only log kept for a week;
+deletions are rare: forget, purge, compression rebuilds) makes the next read a full one, and so
+does a copy's age past a day.
 Each recall reads the changes inside its own tenant-scoped transaction (row-level security
 applies), so a recall always sees what a plain SQL query would have seen at that moment.
 
@@ -23,7 +25,7 @@ and the rest of the chosen episodes are read fresh from the table. Memory is bou
 from __future__ import annotations
 
 import threading
-from array import array
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,7 +36,9 @@ import numpy as np
 import psycopg
 
 from jobs.queries import query
-from jobs.text_rank import length_divisor, query_order, rank, weights_contribution
+from jobs.text_rank import query_order, rank, tsvector_terms
+
+FULL_READ_EVERY_S = 86_400.0
 
 
 
@@ -56,6 +60,7 @@ class UserIndex:
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self.horizon = 0
+        self.read_at = time.monotonic()  # when it was read whole
         self.slot_of: dict[int, int] = {}
         self.size = 0  # slots used (live and dead)
         self.dead = 0
@@ -69,7 +74,7 @@ class UserIndex:
         self.norm = np.zeros(cap, np.float64)  # ts_rank's length normalisation divisor
         self.vectors = np.zeros((cap, dim), np.float32)  # unit length
         self.purposes: dict[str, int] = {}
-        self.postings: dict[str, tuple[array, array]] = {}  # lexeme -> (slots, contributions)
+        self.postings: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # lexeme -> chunks of (slots, terms)
 
     @property
     def live(self) -> int:
@@ -99,27 +104,48 @@ class UserIndex:
         start = self.size
         stop = start + len(live)
         self.size = stop
+        parsed = [tsvector_terms(row["tsv"]) for row in live]
         for slot, row in enumerate(live, start):
             self.slot_of[row["id"]] = slot
             self.purpose[slot] = self.purposes.setdefault(row["purpose"], len(self.purposes))
-            if row["embedding"] is not None:
-                self.vectors[slot] = row["embedding"].to_numpy()
-                self.has_vec[slot] = True
-            lengths = 0
-            for lexeme, weights in zip(row["doc_lexemes"] or (), row["doc_weights"] or (), strict=True):
-                slots, values = self.postings.setdefault(lexeme, (array("q"), array("d")))
-                slots.append(slot)
-                values.append(weights_contribution(weights))
-                lengths += len(weights) or 1
-            self.norm[slot] = length_divisor(lengths)
+        self.norm[start:stop] = [divisor for _, _, divisor in parsed]
+        self._add_postings(start, parsed)
         self.ids[start:stop] = [row["id"] for row in live]
         self.ended_us[start:stop] = [row["ended_us"] for row in live]
         self.importance[start:stop] = [row["importance"] for row in live]
         self.alive[start:stop] = True
-        lengths = np.linalg.norm(self.vectors[start:stop].astype(np.float64), axis=1)
-        usable = self.has_vec[start:stop] & (lengths > 0)
-        self.has_vec[start:stop] = usable
-        self.vectors[start:stop][usable] /= lengths[usable, None]
+        with_vec = np.array([row["embedding"] is not None for row in live], dtype=bool)
+        if with_vec.any():  # vector_send: a 4-byte header, then big-endian float4s
+            raw = np.frombuffer(b"".join(row["embedding"] for row in live if row["embedding"] is not None), ">f4")
+            vectors = raw.reshape(-1, self.dim + 1)[:, 1:].astype(np.float32)
+            lengths = np.linalg.norm(vectors.astype(np.float64), axis=1)
+            usable = lengths > 0
+            vectors[usable] = (vectors[usable] / lengths[usable, None]).astype(np.float32)
+            self.vectors[start:stop][with_vec] = vectors
+            self.has_vec[start:stop][with_vec] = usable
+
+    def _add_postings(self, start: int, parsed: Sequence[tuple[list[str], list[float], float]]) -> None:
+        """Append the new slots' lexemes to the postings: one chunk per lexeme, grouped with numpy."""
+        lexemes = [lexeme for lex, _, _ in parsed for lexeme in lex]
+        if not lexemes:
+            return
+        vocab: dict[str, int] = {}
+        codes = np.fromiter((vocab.setdefault(lex, len(vocab)) for lex in lexemes), np.int64, len(lexemes))
+        terms = np.fromiter((t for _, ts, _ in parsed for t in ts), np.float64, len(lexemes))
+        slots = np.repeat(np.arange(start, start + len(parsed)), [len(lex) for lex, _, _ in parsed])
+        order = np.argsort(codes, kind="stable")
+        groups = np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
+        for lexeme, group in zip(vocab, groups, strict=True):  # vocab keeps first-seen order = code order
+            self.postings.setdefault(lexeme, []).append((slots[group], terms[group]))
+
+    def _posting(self, lexeme: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """A lexeme's (slots, terms), its chunks merged on first use."""
+        chunks = self.postings.get(lexeme)
+        if not chunks:
+            return None
+        if len(chunks) > 1:
+            chunks[:] = [(np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks]))]
+        return chunks[0]
 
     def scores(self, query_vector: np.ndarray, lexemes: Sequence[str], now_us: int,
                purposes: Iterable[str] | None) -> Scores:
@@ -143,9 +169,9 @@ class UserIndex:
         if ordered and len(slots):
             columns = np.full((n, len(ordered)), np.nan)
             for k, lexeme in enumerate(ordered):
-                posting = self.postings.get(lexeme)
+                posting = self._posting(lexeme)
                 if posting is not None:
-                    columns[np.frombuffer(posting[0], np.int64), k] = np.frombuffer(posting[1], np.float64)
+                    columns[posting[0], k] = posting[1]
             columns = columns[slots]
             matched = ~np.isnan(columns).all(axis=1)
             if matched.any():
@@ -198,6 +224,8 @@ class RecallIndex:
 
     def _read(self, conn: psycopg.Connection, tenant_id: str, user_id: str, query_text: str,
               index: UserIndex | None) -> tuple[list[str], UserIndex]:
+        if index is not None and time.monotonic() - index.read_at > FULL_READ_EVERY_S:
+            index = None  # the deletion log keeps a week; a copy is read whole at least daily
         while True:
             since = index.horizon if index is not None else 0
             rows = conn.execute(query("recall_changes"), {
@@ -205,7 +233,7 @@ class RecallIndex:
             }, binary=True).fetchall()
             head = rows[0]
             if index is not None and head["deleted"]:
-                index = None  # an episode of the user was deleted since: read everything again
+                index = None  # an episode of the tenant was deleted since: read everything again
                 continue
             if index is None:
                 index = UserIndex(self.dim)

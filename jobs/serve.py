@@ -4,7 +4,8 @@
   trigger on ``transcripts`` notifies when a transcript becomes eligible (sub-second pickup), or by
   the interval poll (an APScheduler job; the fallback when a notification is missed).
 * Maintenance (APScheduler interval job, singleton by advisory lock): rescues claims whose lease
-  expired (dead workers), closes idle sessions (``--idle-close``), prunes old job runs.
+  expired (dead workers), closes idle sessions (``--idle-close``), prunes old job runs and the
+  week-old entries of the episode deletion log (migration 0006).
 * Compress (APScheduler cron job, yearly by default, singleton by advisory lock).
 
 Any number of ``serve`` processes on any number of machines can share one database: claims use
@@ -165,6 +166,7 @@ class Server:
                     query("idle_close"), {"idle_seconds": self.options.idle_close_seconds}).fetchall())
             counts["pruned_runs"] = len(conn.execute(
                 query("prune_job_runs"), {"days": self.options.job_run_retention_days}).fetchall())
+            counts["pruned_deletions"] = len(conn.execute(query("prune_episode_deletions")).fetchall())
             if counts["rescued"]:
                 log.warning("rescued %d expired claims", counts["rescued"], extra={"action": "lease_rescue"})
             return counts

@@ -87,19 +87,43 @@ def term_contributions(tsv: TsVector) -> tuple[dict[str, float], float]:
     return contrib, length_divisor(sum(len(positions) or 1 for positions in tsv.values()))
 
 
-@lru_cache(maxsize=1 << 16)
-def weights_contribution(weights: str) -> float:
-    """A lexeme's term from its positions' weights in stored order ('AAD'; '' = stored without positions).
-
-    What ``unnest(tsvector)`` gives as ``array_to_string(weights, '')``; used to read a user's
-    search vectors without parsing their text form (jobs/recall_index.py).
-    """
-    return _contribution(tuple(_WEIGHT_INDEX[w] for w in weights) or (0,))
-
-
 def length_divisor(length: int) -> float:
     """Normalisation 1's divisor for a vector of ``length`` positions (0: an empty vector, ranked 0)."""
     return math.log(float(length + 1)) / math.log(2.0) if length else 0.0
+
+
+_TERM = re.compile(r"'((?:[^'\\]|''|\\.)*)'(?::([0-9A-D,]+))?", re.DOTALL)
+
+
+@lru_cache(maxsize=1 << 16)
+def _positions_term(positions: str) -> tuple[float, int]:
+    """A lexeme's term and position count from its printed positions ('1A,5,9B'; '' = none)."""
+    if not positions:
+        return _contribution((0,)), 1
+    weights = tuple(_WEIGHT_INDEX[p[-1]] if p[-1] in "ABC" else 0 for p in positions.split(","))
+    return _contribution(weights), len(weights)
+
+
+def tsvector_terms(text: str) -> tuple[list[str], list[float], float]:
+    """Lexemes, their terms and the length divisor straight from tsvector output text.
+
+    The same values as :func:`term_contributions` of :func:`parse_tsvector`, several times faster
+    (one regex pass, terms cached by the printed positions): what a recall's full read of a user's
+    10,000 search vectors spends its time on. Assumes well-formed server output.
+    """
+    if not text:
+        return [], [], 0.0
+    tokens = text.split(" ")
+    if "''" in text or "\\" in text or text.count("'") != 2 * len(tokens):
+        pairs = _TERM.findall(text)  # escapes or a space inside a lexeme: the general pattern
+        lexemes = [_UNESCAPE.sub(lambda e: e.group(1) or "'", lex) for lex, _ in pairs]
+        positions = [pos for _, pos in pairs]
+    else:  # plain lexemes (nearly always): quotes only delimit, one token per lexeme
+        split = [token.partition("':") for token in tokens]
+        lexemes = [head[1:] if sep else head[1:-1] for head, sep, _ in split]
+        positions = [pos for _, _, pos in split]
+    terms, counts = zip(*map(_positions_term, positions), strict=True)
+    return lexemes, list(terms), length_divisor(sum(counts))
 
 
 def query_order(lexemes: Iterable[str]) -> list[str]:

@@ -200,6 +200,10 @@ RETURNING t.id
 -- name: prune_job_runs
 DELETE FROM job_runs WHERE finished_at < now() - make_interval(days => %(days)s) RETURNING id
 
+-- name: prune_episode_deletions
+-- Recall copies are read whole at least daily (jobs/recall_index.py), so a week of the log is plenty.
+DELETE FROM episode_deletions WHERE deleted_at < now() - interval '7 days' RETURNING id
+
 -- name: status_queue
 SELECT count(*) FILTER (WHERE status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now()) AS due,
        count(*) FILTER (WHERE status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at > now()) AS backing_off,

@@ -9,36 +9,42 @@
 --   horizon  the xmin of this statement's snapshot: every transaction below it had finished, so
 --            the next read needs only rows with changed_xid >= horizon
 --   lexemes  to_tsvector('english', message) as an array (what ts_rank's OR query is built from)
---   deleted  an episode of the user was deleted at or after %(since)s (the copy must be read anew)
+--   deleted  an episode of the tenant was deleted by a transaction at or after %(since)s (the copy
+--            must be read anew)
 -- With %(since)s = 0 (a first read) only current, uncompressed rows are returned; otherwise every
 -- changed row, so rows that stopped being candidates (superseded, compressed) are seen to leave.
--- ended_us: microseconds since the epoch, exact (extract returns numeric). doc_lexemes and
--- doc_weights: search_tsv's lexemes and, for each, its positions' weights in stored order as a
--- string ('AAD'; '' when stored without positions), all ts_rank needs.
+-- ended_us: microseconds since the epoch, exact (extract returns numeric). embedding: pgvector's
+-- binary form (int16 dim, int16 unused, dim big-endian float4), read in one numpy call for all rows;
+-- tsv: search_tsv's text form, what jobs/text_rank.tsvector_terms reads (faster than unnest per row).
 SELECT s.horizon, s.lexemes, s.deleted, c.*
 FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
              tsvector_to_array(to_tsvector('english', %(query_text)s::text)) AS lexemes,
-             coalesce((SELECT d.deleted_xid >= %(since)s::xid8 FROM episode_deletions d
-                       WHERE d.tenant_id = %(tenant_id)s AND d.user_id = %(user_id)s), false) AS deleted) s
+             EXISTS (SELECT FROM episode_deletions d
+                     WHERE d.tenant_id = %(tenant_id)s AND d.deleted_xid >= %(since)s::xid8) AS deleted) s
 LEFT JOIN (
     SELECT e.id, (e.status = 'current' AND e.compressed_into IS NULL) AS live,
            (extract(epoch FROM e.ended_at) * 1000000)::int8 AS ended_us, e.importance::float8 AS importance,
-           e.purpose, e.embedding, w.doc_lexemes, w.doc_weights
+           e.purpose, vector_send(e.embedding) AS embedding, e.search_tsv::text AS tsv
     FROM episodes e
-    CROSS JOIN LATERAL (SELECT array_agg(t.lexeme) AS doc_lexemes,
-                               array_agg(coalesce(array_to_string(t.weights, ''), '')) AS doc_weights
-                        FROM unnest(e.search_tsv) AS t) w
     WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.changed_xid >= %(since)s::xid8
       AND (%(since)s::xid8 <> '0'::xid8 OR (e.status = 'current' AND e.compressed_into IS NULL))
 ) c ON true
 
 -- name: recall_rows
 -- The chosen episodes (ids from the scoring in jobs/recall.py), read fresh; still candidates.
-SELECT e.id, e.kind, e.session_id, e.purpose, e.summary, e.topic_tags, e.importance, e.started_at, e.ended_at,
-       e.period_start, e.period_end
-FROM episodes e
-WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.id = ANY (%(ids)s::bigint[])
-  AND e.status = 'current' AND e.compressed_into IS NULL AND e.ended_at <= %(now)s::timestamptz
+-- Found by primary key first, then checked: with the user's conditions in the same WHERE, a generic
+-- plan (estimating a few rows per user) walks the user's index instead: 10,000 rows, 18 ms, for a
+-- heavy user, against 0.1 ms.
+WITH found AS MATERIALIZED (
+    SELECT e.id, e.tenant_id, e.user_id, e.status, e.compressed_into, e.kind, e.session_id, e.purpose, e.summary,
+           e.topic_tags, e.importance, e.started_at, e.ended_at, e.period_start, e.period_end
+    FROM episodes e
+    WHERE e.id = ANY (%(ids)s::bigint[])
+)
+SELECT id, kind, session_id, purpose, summary, topic_tags, importance, started_at, ended_at, period_start, period_end
+FROM found
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+  AND status = 'current' AND compressed_into IS NULL AND ended_at <= %(now)s::timestamptz
 
 -- name: recall_open_items
 -- Still-open questions and commitments of the user, from episodes that are recall candidates

@@ -86,10 +86,12 @@ def test_maintenance_rescues_expired_claims_and_closes_idle_sessions(llm_db: Dat
         conn.execute("UPDATE transcripts SET status = 'running', lease_owner = 'dead-worker', attempts = 1, "
                      "lease_until = now() - interval '1 second' WHERE session_id = 'held'")
         conn.execute("UPDATE transcripts SET updated_at = now() - interval '2 hours' WHERE session_id = 'idle'")
+        conn.execute("INSERT INTO episode_deletions (tenant_id, deleted_xid, deleted_at) VALUES "
+                     "('acme', '1', now() - interval '8 days'), ('acme', '2', now() - interval '6 days')")
     with AnthropicExtractor(llm_db.settings) as extractor:
         srv = Server(llm_db, extractor, ServeOptions(idle_close_seconds=3600))
         counts = srv.maintenance()
-    assert counts == {"rescued": 1, "idle_closed": 1, "pruned_runs": 0}
+    assert counts == {"rescued": 1, "idle_closed": 1, "pruned_runs": 0, "pruned_deletions": 1}
     with llm_db.admin() as conn:
         rows = {r["session_id"]: r for r in conn.execute("SELECT session_id, status, ended_at, lease_owner, attempts "
                                                          "FROM transcripts")}

@@ -18,12 +18,11 @@ from conftest import EXAMPLES, LOCOMO
 
 from jobs.text_rank import (
     contribution_matrix,
-    length_divisor,
     parse_tsvector,
     query_order,
     rank,
     term_contributions,
-    weights_contribution,
+    tsvector_terms,
 )
 
 # The OR tsquery recall ranks by, built as sql/recall.sql built it in SQL: the lexemes, quoted and OR-ed.
@@ -227,21 +226,18 @@ def test_query_order_is_servers(conn: psycopg.Connection) -> None:
     assert query_order(["b", "ab", "a", "abc", "a"]) == ["a", "ab", "abc", "b"]
 
 
-def test_unnest_form_gives_the_same_terms(conn: psycopg.Connection) -> None:
-    """What recall reads (unnest: lexemes and weight strings) yields the terms of the text form, exactly."""
+def test_the_fast_reader_gives_the_same_terms(conn: psycopg.Connection) -> None:
+    """tsvector_terms (what recall's full reads use) equals term_contributions(parse_tsvector(...)) exactly."""
     rng = random.Random(7)
     docs: list[tuple[str, Sequence[object]]] = [("%s::tsvector", [tsvector_input(random_doc(rng, ODD + WORDS))])
                                                 for _ in range(200)]
     docs += [("strip(%s::tsvector)", [tsvector_input(random_doc(rng, WORDS))]) for _ in range(20)]
     docs += [("''::tsvector", [])]
     add_docs(conn, docs)
-    rows = conn.execute(
-        """SELECT d.tsv::text, w.lexemes, w.weights FROM docs d CROSS JOIN LATERAL (
-               SELECT array_agg(t.lexeme) AS lexemes, array_agg(coalesce(array_to_string(t.weights, ''), '')) AS weights
-               FROM unnest(d.tsv) AS t) w ORDER BY d.i""").fetchall()
-    assert len(rows) == 221
-    for text, lexemes, weights in rows:
+    texts = [text for (text,) in conn.execute("SELECT tsv::text FROM docs ORDER BY i")]
+    assert len(texts) == 221
+    for text in texts:
         terms, divisor = term_contributions(parse_tsvector(text))
-        pairs = list(zip(lexemes or [], weights or [], strict=True))
-        assert {lex: weights_contribution(w) for lex, w in pairs} == terms
-        assert length_divisor(sum(len(w) or 1 for _, w in pairs)) == divisor
+        lexemes, values, fast_divisor = tsvector_terms(text)
+        assert dict(zip(lexemes, values, strict=True)) == terms and len(lexemes) == len(terms)
+        assert fast_divisor == divisor

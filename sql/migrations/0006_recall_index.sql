@@ -10,9 +10,13 @@
 --   trigger, so every writer is covered: summarize, supersede, compress, redact, lifecycle).
 --   A reader remembers the xmin horizon of the snapshot it read with; every transaction below that
 --   horizon had finished, so all rows it will ever need again are those with changed_xid >= horizon.
--- * episode_deletions: per (tenant, user), the last transaction that deleted any of the user's
---   episodes (forget, purge, compression rebuilds). A copy older than that is reloaded whole.
---   TRUNCATE is not tracked; it is an operator's action on a stopped system.
+-- * episode_deletions: an append-only log of the transactions that deleted episodes, per tenant
+--   (forget, purge, compression rebuilds: rare). A copy of any of the tenant's users taken before
+--   such a transaction finished is read anew. Per tenant, not per user, so an erased user's id does
+--   not outlive `episodes forget` here; append-only, so deleting transactions never wait on each
+--   other. Rows older than 7 days are pruned by `episodes serve` maintenance; copies are read whole
+--   at least once a day, so none can miss one. TRUNCATE is not tracked (an operator's action on a
+--   stopped system).
 --
 -- Also: toast_tuple_target = 8160 keeps rows up to ~8 kB uncompressed and in-row. With the default
 -- (~2 kB) the in-row embedding (1,536 bytes) pushes most rows over the threshold, so PostgreSQL
@@ -34,12 +38,14 @@ CREATE TRIGGER episodes_stamp_change BEFORE INSERT OR UPDATE ON episodes
     FOR EACH ROW EXECUTE FUNCTION episodes_stamp_change();
 
 CREATE TABLE episode_deletions (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     tenant_id   text NOT NULL,
-    user_id     text NOT NULL,
     deleted_xid xid8 NOT NULL,
-    PRIMARY KEY (tenant_id, user_id)
+    deleted_at  timestamptz NOT NULL DEFAULT now()
 );
-GRANT SELECT, INSERT, UPDATE ON episode_deletions TO episodes_app;
+CREATE INDEX episode_deletions_tenant_idx ON episode_deletions (tenant_id, deleted_xid);
+GRANT SELECT, INSERT ON episode_deletions TO episodes_app;
+GRANT USAGE ON SEQUENCE episode_deletions_id_seq TO episodes_app;
 ALTER TABLE episode_deletions ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON episode_deletions TO episodes_app
     USING (tenant_id = current_setting('episodes.tenant_id', true))
@@ -47,9 +53,8 @@ CREATE POLICY tenant_isolation ON episode_deletions TO episodes_app
 
 CREATE FUNCTION episodes_note_deletion() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO episode_deletions (tenant_id, user_id, deleted_xid)
-    SELECT DISTINCT tenant_id, user_id, pg_current_xact_id() FROM deleted_rows
-    ON CONFLICT (tenant_id, user_id) DO UPDATE SET deleted_xid = excluded.deleted_xid;
+    INSERT INTO episode_deletions (tenant_id, deleted_xid)
+    SELECT DISTINCT tenant_id, pg_current_xact_id() FROM deleted_rows;
     RETURN NULL;
 END
 $$;
