@@ -13,7 +13,7 @@ import logging
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import psycopg
@@ -117,19 +117,23 @@ class Database:
         return self._pool
 
     @contextmanager
-    def admin(self) -> Iterator[psycopg.Connection]:
-        """A pooled transaction as the owner, across tenants. Commits on success."""
+    def admin(self, *, pipeline: bool = False) -> Iterator[psycopg.Connection]:
+        """A pooled transaction as the owner, across tenants. Commits on success.
+
+        With ``pipeline``, statements go out without waiting for each other (psycopg pipeline
+        mode): there is a round trip only where a result is fetched, and one for the commit. An
+        error then surfaces at the next fetch or at the end, not at its own ``execute``."""
         with self.pool.connection() as conn:
-            with conn.transaction():
+            with _pipelined(conn, pipeline), conn.transaction():
                 yield conn
 
     @contextmanager
-    def tenant(self, tenant_id: str) -> Iterator[psycopg.Connection]:
-        """A pooled transaction that can see and write only ``tenant_id``'s rows."""
+    def tenant(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[psycopg.Connection]:
+        """A pooled transaction that can see and write only ``tenant_id``'s rows (``pipeline``: see admin)."""
         if not tenant_id:
             raise ValueError("tenant_id must be a non-empty string")
         with self.pool.connection() as conn:
-            with conn.transaction():
+            with _pipelined(conn, pipeline), conn.transaction():
                 # One round trip: set_config('role', ..., true) is SET LOCAL ROLE.
                 conn.execute("SELECT set_config('role', %s, true), set_config('episodes.tenant_id', %s, true)",
                              (APP_ROLE, tenant_id))
@@ -145,6 +149,10 @@ class Database:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _pipelined(conn: psycopg.Connection, on: bool) -> AbstractContextManager[object]:
+    return conn.pipeline() if on else nullcontext()
 
 
 def _redact_url(url: str) -> str:

@@ -124,16 +124,18 @@ def write_session_episode(
 
     Returns the new episode id, or None when this worker no longer holds the claim (its lease
     expired and another worker took over, or the transcript changed meanwhile): then nothing is
-    written and the caller must roll back.
+    written and the caller must roll back. Results are fetched only where needed, so in a pipelined
+    transaction (``Database.tenant(..., pipeline=True)``) the write takes three round trips.
     """
     done = conn.execute(query("complete_transcript"), {
         "id": transcript.id, "worker": worker, "content_hash": transcript.content_hash,
-    }).fetchone()
-    if done is None:
-        return None
-    old = conn.execute(query("current_session_episode"), {
+    })
+    current = conn.execute(query("current_session_episode"), {  # in pipeline mode, one round trip with the above
         "tenant_id": transcript.tenant_id, "session_id": transcript.session_id,
-    }).fetchone()
+    })
+    if done.fetchone() is None:
+        return None
+    old = current.fetchone()
     if old is not None:
         conn.execute(query("supersede_episode"), {"id": old["id"]})
         conn.execute(query("reopen_items_resolved_by"), {"episode_id": old["id"]})

@@ -142,7 +142,7 @@ class Summarizer:
         self.clock = StageClock()
 
     def claim(self, tenant: str | None = None, since: dt.datetime | None = None) -> Transcript | None:
-        with self.db.admin() as conn:
+        with self.db.admin(pipeline=True) as conn:
             row = conn.execute(query("claim_transcript"), {
                 "worker": self.worker, "lease_seconds": self.settings.lease_seconds,
                 "tenant": tenant, "since": since,
@@ -160,18 +160,13 @@ class Summarizer:
             # Claimed again and again without finishing: workers died on it. Dead-letter, don't loop.
             return self._fail(transcript, "abandoned by workers too many times (crashed or timed out)",
                               permanent=True)
-        with self.clock("check_current"):
-            current = self._already_current(transcript)
-        if current:
-            with self.db.tenant(transcript.tenant_id) as conn:
-                conn.execute(query("complete_transcript"), {"id": transcript.id, "worker": self.worker,
-                                                            "content_hash": transcript.content_hash})
+        with self.clock("prepare"):
+            open_items = self._prepare(transcript)
+        if open_items is None:
             return "skipped"
         result: ExtractionResult | None = None
         crash_point("after_claim")
         try:
-            with self.clock("open_items"):
-                open_items = self._open_items(transcript)
             with _Heartbeat(self, transcript), self.clock("extract"):
                 result = self.extractor.extract(transcript, open_items)
             crash_point("after_model_call")
@@ -197,7 +192,7 @@ class Summarizer:
             session_id=transcript.session_id, content_hash=transcript.content_hash, calls=result.calls,
             dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
         )
-        with self.clock("write"), self.db.tenant(transcript.tenant_id) as conn:
+        with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
             episode_id = write_session_episode(conn, transcript, row, worker=self.worker, job_run_id=self.job_run_id)
             crash_point("during_commit")
             if episode_id is None:
@@ -213,24 +208,26 @@ class Summarizer:
         })
         return "done"
 
-    def _open_items(self, transcript: Transcript) -> list[OpenItem]:
-        """The user's still-open questions and commitments from earlier sessions (bounded)."""
-        with self.db.tenant(transcript.tenant_id) as conn:
-            rows = conn.execute(query("open_items"), {
-                "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
-                "session_id": transcript.session_id, "before": transcript.ended_at, "limit": MAX_OPEN_ITEMS,
-            }).fetchall()
-        return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows]
-
-    def _already_current(self, transcript: Transcript) -> bool:
-        """Same content and same prompt version already summarised: nothing to do (no model call)."""
-        with self.db.tenant(transcript.tenant_id) as conn:
-            row = conn.execute(
+    def _prepare(self, transcript: Transcript) -> list[OpenItem] | None:
+        """What extraction needs, read in one round trip: the user's still-open questions and
+        commitments from earlier sessions (bounded). None when this content was already summarised
+        with this prompt version: then the claim is completed here, with no model call."""
+        with self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
+            current = conn.execute(
                 "SELECT 1 FROM episodes WHERE tenant_id = %s AND session_id = %s AND kind = 'session' "
                 "AND status = 'current' AND content_hash = %s AND prompt_version = %s",
                 (transcript.tenant_id, transcript.session_id, transcript.content_hash, self.extractor.prompt_version),
-            ).fetchone()
-        return row is not None
+            )
+            items = conn.execute(query("open_items"), {
+                "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
+                "session_id": transcript.session_id, "before": transcript.ended_at, "limit": MAX_OPEN_ITEMS,
+            })
+            if current.fetchone() is not None:
+                conn.execute(query("complete_transcript"), {"id": transcript.id, "worker": self.worker,
+                                                            "content_hash": transcript.content_hash})
+                return None
+            rows = items.fetchall()
+        return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows]
 
     def _fail(self, transcript: Transcript, error: str, *, permanent: bool = False, calls: list | None = None) -> str:
         with self.db.admin() as conn:
