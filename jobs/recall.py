@@ -248,6 +248,21 @@ def _epoch_us(when: dt.datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def _smallest(key: np.ndarray, tiebreak: np.ndarray, among: np.ndarray, k: int) -> np.ndarray:
+    """The positions in ``among`` of the k smallest (key, tiebreak), in order.
+
+    A partition finds the k-th key first, so only the few rows at or below it are sorted (every row
+    tied with the k-th comes along, so the order among ties is still decided by ``tiebreak``).
+    """
+    if k <= 0 or not len(among):
+        return among[:0]
+    keys = key[among]
+    if len(among) > k:
+        kth = np.partition(keys, k - 1)[k - 1]
+        among, keys = among[keys <= kth], keys[keys <= kth]
+    return among[np.lexsort((tiebreak[among], keys))][:k]
+
+
 def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict[int, dict[str, Any]]:
     """Ranks and the fused score; returns the picked episodes (top_k, recent_n, extra_ids) by id.
 
@@ -262,8 +277,7 @@ def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict
     text_rank = np.zeros(n, np.int64)
     for ranks, key, present in ((vector_rank, s.distance, ~np.isnan(s.distance)),
                                 (text_rank, -s.text, ~np.isnan(s.text))):
-        idx = np.flatnonzero(present)
-        order = idx[np.lexsort((s.ids[idx], key[idx]))][:depth]
+        order = _smallest(key, s.ids, np.flatnonzero(present), depth)
         ranks[order] = np.arange(1, len(order) + 1)
     ranked = np.flatnonzero((vector_rank > 0) | (text_rank > 0))
     score = np.zeros(n)
@@ -273,8 +287,8 @@ def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict
     age_s = np.maximum((now_us - s.ended_us[ranked]) / 1e6, 0.0)
     decay = cfg.decay_floor + (1 - cfg.decay_floor) * np.power(0.5, age_s / 86400.0 / cfg.half_life_days)
     score[ranked] = fused * decay * (1 + cfg.w_importance * (s.importance[ranked] - 0.5))
-    top = ranked[np.lexsort((s.ids[ranked], -score[ranked]))][: cfg.top_k]
-    recent = np.lexsort((-s.ids, -s.ended_us))[: cfg.recent_n]
+    top = _smallest(-score, s.ids, ranked, cfg.top_k)
+    recent = _smallest(-s.ended_us, -s.ids, np.arange(n), cfg.recent_n)
     extra = np.flatnonzero(np.isin(s.ids, np.fromiter(extra_ids, np.int64, len(extra_ids))))
     picked: dict[int, dict[str, Any]] = {}
     for p in (*top, *recent, *extra):
