@@ -280,10 +280,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--embed-budget", type=int, default=None,
                         help="words embedded per transcript (the extractor's speed/quality knob)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads per embed call (default: EPISODES_TORCH_THREADS, else 1)")
+                        help="ONNX Runtime CPU threads per embed call (default: EPISODES_EMBED_THREADS, else 1)")
     args = parser.parse_args(argv)
     if args.threads:  # read by the embedder when it is built, which happens in run()
-        os.environ["EPISODES_TORCH_THREADS"] = str(args.threads)
+        os.environ["EPISODES_EMBED_THREADS"] = str(args.threads)
     if not any(args.data.glob("*.json")):
         parser.error(f"no LoCoMo *.json files in {args.data}")
     result = run(args.data, args.limit, args.embed_budget)

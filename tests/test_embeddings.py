@@ -25,3 +25,16 @@ def test_episode_text_lists_summary_tags_events_and_entities() -> None:
     text = episode_text("Maria chose Team.", ["pricing"], ["Maria decided on Team."], ["Maria", "Acme"])
     assert text.splitlines() == ["Maria chose Team.", "Topics: pricing.", "Maria decided on Team.",
                                  "Mentions: Maria, Acme."]
+
+
+def test_onnx_runtime_vectors_equal_the_sentence_transformers_model() -> None:
+    """The ONNX export run by ONNX Runtime gives the vectors SentenceTransformer.encode gives."""
+    from jobs.embeddings import _sentence_transformer
+
+    texts = ["Maria decided on the Team plan.", "hi", "Über-große Rechnung für Café René: 1.234,56 €",
+             " ".join(["The user reviewed the quarterly budget and the travel plan."] * 60)]  # > 256 tokens: cut
+    ours = get_embedder("minilm").embed(texts)
+    reference = _sentence_transformer().encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    assert ours.shape == reference.shape == (4, 384)
+    assert np.abs(ours - reference).max() < 1e-5
+    assert (ours * reference).sum(axis=1).min() > 0.99999
