@@ -243,7 +243,7 @@ def main() -> None:
         rss_before = peak_rss_mb()
         t_cold_typ, n_typ = measure(recaller, typical, rng, 1)
         t_cold_heavy, n_heavy = measure(recaller, heavy, rng, 1)
-        print(f"first recall of a user in this process (full read of the user's rows):")
+        print("first recall of a user in this process (full read of the user's rows):")
         print(f"  typical users (median {int(np.median(n_typ))} candidates): {percentiles(t_cold_typ)}")
         print(f"  heavy users ({int(np.median(n_heavy)):,} candidates):   {percentiles(t_cold_heavy)}")
         rounds = max(1, args.queries // max(len(heavy), 1))

@@ -127,7 +127,7 @@ def _onnx_file(model) -> Path:  # noqa: ANN001 - a SentenceTransformer
     digest = hashlib.sha256()
     for name, tensor in sorted(model[0].auto_model.state_dict().items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().contiguous().numpy().tobytes()[:4096])  # enough to tell weights apart
+        digest.update(tensor.detach().flatten()[:1024].numpy().tobytes())  # enough to tell weights apart
         digest.update(str(tuple(tensor.shape)).encode())
     cache = Path(os.environ.get("EPISODES_CACHE_DIR") or platformdirs.user_cache_dir("episodes"))
     path = cache / f"all-MiniLM-L6-v2-{digest.hexdigest()[:16]}.onnx"

@@ -41,7 +41,6 @@ from jobs.text_rank import query_order, rank, tsvector_terms
 FULL_READ_EVERY_S = 86_400.0
 
 
-
 @dataclass
 class Scores:
     """Scores of a user's candidate episodes (those ended by ``now`` and of an allowed purpose)."""
@@ -51,7 +50,6 @@ class Scores:
     importance: np.ndarray  # float64
     distance: np.ndarray  # float64, NaN without an embedding
     text: np.ndarray  # float64, NaN when no lexeme of the message occurs
-    slots: np.ndarray  # positions in the user's arrays (for vectors)
 
 
 class UserIndex:
@@ -177,7 +175,7 @@ class UserIndex:
             if matched.any():
                 text[matched] = rank(columns[matched], self.norm[slots][matched], len(ordered))
         return Scores(ids=self.ids[slots], ended_us=self.ended_us[slots], importance=self.importance[slots],
-                      distance=distance, text=text, slots=slots)
+                      distance=distance, text=text)
 
     def vector(self, episode_id: int) -> np.ndarray | None:
         slot = self.slot_of.get(episode_id)

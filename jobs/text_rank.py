@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from functools import lru_cache
 
 import numpy as np
@@ -92,9 +92,6 @@ def length_divisor(length: int) -> float:
     return math.log(float(length + 1)) / math.log(2.0) if length else 0.0
 
 
-_TERM = re.compile(r"'((?:[^'\\]|''|\\.)*)'(?::([0-9A-D,]+))?", re.DOTALL)
-
-
 @lru_cache(maxsize=1 << 16)
 def _positions_term(positions: str) -> tuple[float, int]:
     """A lexeme's term and position count from its printed positions ('1A,5,9B'; '' = none)."""
@@ -108,38 +105,23 @@ def tsvector_terms(text: str) -> tuple[list[str], list[float], float]:
     """Lexemes, their terms and the length divisor straight from tsvector output text.
 
     The same values as :func:`term_contributions` of :func:`parse_tsvector`, several times faster
-    (one regex pass, terms cached by the printed positions): what a recall's full read of a user's
-    10,000 search vectors spends its time on. Assumes well-formed server output.
+    for plain lexemes (a split, terms cached by the printed positions): what a recall's full read of
+    a user's 10,000 search vectors spends its time on. Anything else goes through the general parser.
     """
     if not text:
         return [], [], 0.0
     tokens = text.split(" ")
     if "''" in text or "\\" in text or text.count("'") != 2 * len(tokens):
-        pairs = _TERM.findall(text)  # escapes or a space inside a lexeme: the general pattern
-        lexemes = [_UNESCAPE.sub(lambda e: e.group(1) or "'", lex) for lex, _ in pairs]
-        positions = [pos for _, pos in pairs]
-    else:  # plain lexemes (nearly always): quotes only delimit, one token per lexeme
-        split = [token.partition("':") for token in tokens]
-        lexemes = [head[1:] if sep else head[1:-1] for head, sep, _ in split]
-        positions = [pos for _, _, pos in split]
-    terms, counts = zip(*map(_positions_term, positions), strict=True)
-    return lexemes, list(terms), length_divisor(sum(counts))
+        terms, divisor = term_contributions(parse_tsvector(text))  # escapes, or a space inside a lexeme
+        return list(terms), list(terms.values()), divisor
+    split = [token.partition("':") for token in tokens]  # quotes only delimit: one token per lexeme
+    values, counts = zip(*(_positions_term(pos) for _, _, pos in split), strict=True)
+    return [head[1:] if sep else head[1:-1] for head, sep, _ in split], list(values), length_divisor(sum(counts))
 
 
 def query_order(lexemes: Iterable[str]) -> list[str]:
     """The unique lexemes in SortAndUniqItems order: UTF-8 bytes compared as by memcmp, shorter first."""
     return sorted(set(lexemes), key=lambda lex: lex.encode())
-
-
-def contribution_matrix(docs: Sequence[dict[str, float]], items: Sequence[str]) -> np.ndarray:
-    """``docs × items`` float64 matrix of :func:`term_contributions` values, NaN where a doc lacks an item."""
-    out = np.full((len(docs), len(items)), np.nan)
-    for i, contrib in enumerate(docs):
-        for k, item in enumerate(items):
-            value = contrib.get(item)
-            if value is not None:
-                out[i, k] = value
-    return out
 
 
 def rank(contrib: np.ndarray, norms: np.ndarray, size: int) -> np.ndarray:

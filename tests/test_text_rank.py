@@ -17,7 +17,6 @@ import pytest
 from conftest import EXAMPLES, LOCOMO
 
 from jobs.text_rank import (
-    contribution_matrix,
     parse_tsvector,
     query_order,
     rank,
@@ -56,6 +55,17 @@ def add_docs(conn: psycopg.Connection, expressions: Sequence[tuple[str, Sequence
     start = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
     for n, (expr, params) in enumerate(expressions):
         conn.execute(f"INSERT INTO docs VALUES ({start + n}, {expr})", params)
+
+
+def contribution_matrix(docs: Sequence[dict[str, float]], items: Sequence[str]) -> np.ndarray:
+    """``docs × items`` float64 matrix of :func:`term_contributions` values, NaN where a doc lacks an item."""
+    out = np.full((len(docs), len(items)), np.nan)
+    for i, contrib in enumerate(docs):
+        for k, item in enumerate(items):
+            value = contrib.get(item)
+            if value is not None:
+                out[i, k] = value
+    return out
 
 
 def compare(conn: psycopg.Connection, queries: Sequence[Sequence[str]], tsqueries: Sequence[str]) -> tuple[int, int]:
