@@ -209,6 +209,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, like the real API
+    disable_nagle_algorithm = True  # headers and body go out in separate writes: no 40 ms delayed-ACK stall
     server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
