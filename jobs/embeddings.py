@@ -49,10 +49,10 @@ class MiniLMEmbedder:
     within 1e-5 (tested). ``precision="int8"`` (the default) runs a copy whose MatMul weights are
     quantised to int8 per output channel, activations per call (ONNX Runtime dynamic quantisation):
     a forward pass takes about half the time on one core (an 18 ms episode embedding becomes
-    ~9 ms on this machine), and each vector keeps a cosine of ≥ 0.99 to the float one
-    (median 0.994 over LoCoMo texts; LoCoMo recall within 0.01 of the float model's, README). The activation
-    scale is computed over the whole input tensor, so int8 embeds one text per forward pass: a
-    text's vector then depends on the text alone, never on what else was in the batch.
+    ~9 ms on this machine), and each vector keeps a cosine of ≥ 0.99 to the float one (median
+    0.994 over LoCoMo texts; LoCoMo recall within 0.01 of the float model's, see the README). The
+    activation scale is computed over the whole input tensor, so int8 embeds one text per forward
+    pass: a text's vector then depends on the text alone, never on what else was in the batch.
     """
 
     name = "all-MiniLM-L6-v2"
