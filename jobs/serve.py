@@ -217,6 +217,7 @@ class Server:
         deadline = time.monotonic() + o.shutdown_deadline
         for t in threads[1:]:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.summarizer.close()  # no more lease extensions: what is left is released below
         with self._lock:
             left = list(self._in_flight)
         for transcript_id in left:  # give unfinished claims back now instead of waiting for the lease

@@ -139,10 +139,19 @@ class Summarizer:
         self.worker = worker or worker_id()
         self.job_run_id = job_run_id
         self.stop = threading.Event()
+        self.closed = threading.Event()
         self.clock = StageClock()
+        self.leases = _LeaseKeeper(self)
+
+    def close(self) -> None:
+        """Stop the lease keeper's thread (the summarizer is not used after this)."""
+        self.closed.set()
 
     def claim(self, tenant: str | None = None, since: dt.datetime | None = None) -> Transcript | None:
         with self.db.admin(pipeline=True) as conn:
+            # A claim lost in a server crash only returns the transcript to the queue (the write
+            # checks the lease), so it need not wait for its WAL flush; the episode's write does.
+            conn.execute("SET LOCAL synchronous_commit = off")
             row = conn.execute(query("claim_transcript"), {
                 "worker": self.worker, "lease_seconds": self.settings.lease_seconds,
                 "tenant": tenant, "since": since,
@@ -167,7 +176,7 @@ class Summarizer:
         result: ExtractionResult | None = None
         crash_point("after_claim")
         try:
-            with _Heartbeat(self, transcript), self.clock("extract"):
+            with self.leases.held(transcript), self.clock("extract"):
                 result = self.extractor.extract(transcript, open_items)
             crash_point("after_model_call")
             with self.clock("ground"):
@@ -257,32 +266,46 @@ def _calls_of(exc: BaseException, result: ExtractionResult | None) -> list:
     return list(getattr(exc, "calls", None) or (result.calls if result else []))
 
 
-class _Heartbeat:
-    """Extends the lease while a long extraction runs, so a live worker is never 'rescued'."""
+class _LeaseKeeper:
+    """Extends the leases of every transcript this summarizer is extracting, so a live worker is
+    never 'rescued'. One thread for all worker threads, started on first use, one UPDATE per tick;
+    a transcript is held only while its model call runs."""
 
-    def __init__(self, summarizer: Summarizer, transcript: Transcript) -> None:
+    def __init__(self, summarizer: Summarizer) -> None:
         self.summarizer = summarizer
-        self.transcript = transcript
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"heartbeat-{transcript.id}")
+        self._held: Counter = Counter()  # transcript id -> threads extracting it
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def held(self, transcript: Transcript) -> Iterator[None]:
+        with self._lock:
+            self._held[transcript.id] += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="lease-keeper")
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held[transcript.id] -= 1
+                if self._held[transcript.id] <= 0:
+                    del self._held[transcript.id]
 
     def _run(self) -> None:
-        interval = max(self.summarizer.settings.lease_seconds / 3, 1)
-        while not self._stop.wait(interval):
+        settings = self.summarizer.settings
+        interval = max(settings.lease_seconds / 3, 1)
+        while not self.summarizer.closed.wait(interval):
+            with self._lock:
+                ids = list(self._held)
+            if not ids:
+                continue
             try:
                 with self.summarizer.db.admin() as conn:
-                    conn.execute(query("extend_lease"), {"id": self.transcript.id, "worker": self.summarizer.worker,
-                                                         "lease_seconds": self.summarizer.settings.lease_seconds})
+                    conn.execute(query("extend_leases"), {"ids": ids, "worker": self.summarizer.worker,
+                                                          "lease_seconds": settings.lease_seconds})
             except Exception:  # noqa: BLE001 - a missed heartbeat only risks a rescue, never a duplicate
-                log.warning("heartbeat failed", extra={"action": "heartbeat_error"})
-
-    def __enter__(self) -> "_Heartbeat":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+                log.warning("heartbeat failed", extra={"action": "heartbeat_error", "transcripts": len(ids)})
 
 
 def run_summarize(
@@ -343,6 +366,7 @@ def run_summarize(
                 for future in [pool.submit(loop) for _ in range(workers)]:
                     future.result()
     finally:
+        summarizer.close()
         report.seconds = time.perf_counter() - started
         report.stage_seconds = summarizer.clock.seconds
         with db.admin() as conn:

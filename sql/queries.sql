@@ -89,11 +89,11 @@ WHERE ((status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now()
   AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
   AND (%(since)s::timestamptz IS NULL OR ended_at >= %(since)s::timestamptz)
 
--- name: extend_lease
+-- name: extend_leases
+-- The worker's heartbeat: extend the leases it still holds on the transcripts it is extracting.
 UPDATE transcripts
 SET lease_until = now() + make_interval(secs => %(lease_seconds)s)
-WHERE id = %(id)s AND lease_owner = %(worker)s AND status = 'running'
-RETURNING id
+WHERE id = ANY(%(ids)s) AND lease_owner = %(worker)s AND status = 'running'
 
 -- name: complete_transcript
 -- Only the lease holder completes, and only for the content it summarised.

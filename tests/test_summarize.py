@@ -7,6 +7,7 @@ transcript queued for retry or dead-lettered with its error. No invalid or dupli
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -280,3 +281,30 @@ def test_later_session_resolves_earlier_open_items(llm_db: Database, fake, embed
     assert item["status"] == "done" and item["resolved_in"] == "second"
     assert item["resolved_at"].isoformat() == "2025-03-10T09:20:00+00:00"
     assert second["dropped_events"] == 1  # the resolution of an item never offered
+
+
+def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(llm_db: Database, fake,
+                                                                                embedder) -> None:
+    """A 3 s lease and a 4.5 s model call: the lease keeper extends the lease every second, so a
+    second worker finds nothing to claim while the first is still extracting, and one episode results."""
+    settings = llm_db.settings.with_(lease_seconds=3, model_timeout_s=10.0)
+    add(llm_db, "s1")
+    fake.latency = 4.5
+    with Database(settings, url=llm_db.url) as db, AnthropicExtractor(settings) as extractor:
+        first = Summarizer(db, extractor, embedder=embedder, worker="w1")
+        transcript = first.claim()
+        outcome: list[str] = []
+        worker = threading.Thread(target=lambda: outcome.append(first.process(transcript)))
+        worker.start()
+        time.sleep(3.8)  # past the lease the claim started with
+        rescuer = Summarizer(db, extractor, embedder=embedder, worker="w2")
+        assert rescuer.claim() is None
+        with db.admin() as conn:
+            lease = conn.execute("SELECT lease_owner, lease_until > now() AS live FROM transcripts").fetchone()
+        assert lease == {"lease_owner": "w1", "live": True}
+        worker.join()
+        first.close()
+        rescuer.close()
+    assert outcome == ["done"]
+    assert state(llm_db)["episodes"] == 1
+    assert len(fake.calls()) == 1
