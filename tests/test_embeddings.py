@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -32,10 +34,11 @@ def test_fp32_onnx_runtime_vectors_equal_the_sentence_transformers_model() -> No
     from jobs.embeddings import _sentence_transformer
 
     texts = ["Maria decided on the Team plan.", "hi", "Über-große Rechnung für Café René: 1.234,56 €",
+             "東京の会議は 🎉 great\tsuccess,  really", "",
              " ".join(["The user reviewed the quarterly budget and the travel plan."] * 60)]  # > 256 tokens: cut
     ours = get_embedder("minilm-fp32").embed(texts)
     reference = _sentence_transformer().encode(texts, normalize_embeddings=True, convert_to_numpy=True)
-    assert ours.shape == reference.shape == (4, 384)
+    assert ours.shape == reference.shape == (6, 384)
     assert np.abs(ours - reference).max() < 1e-5
     assert (ours * reference).sum(axis=1).min() > 0.99999
 
@@ -71,3 +74,13 @@ def test_int8_vector_of_a_text_does_not_depend_on_its_batch() -> None:
     among = model.embed(["A much longer text about the quarterly budget, the travel plan and the hiring.",
                          text, "Über-große Rechnung: 1.234,56 €"])[1]
     assert np.array_equal(alone, among)
+
+
+def test_a_process_loads_the_cached_model_without_torch() -> None:
+    """Once the ONNX files are cached, a new process (a CLI call, a worker) embeds without importing
+    torch, transformers or sentence-transformers, which alone take seconds to import."""
+    get_embedder("minilm").embed(["make sure the cache is written"])
+    code = ("import sys; from jobs.embeddings import get_embedder; v = get_embedder('minilm').embed(['hello']); "
+            "print(v.shape, sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "(1, 384) []"
