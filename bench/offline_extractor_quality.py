@@ -44,7 +44,8 @@ Every figure is per session, then summarised as median and mean over sessions (m
   summary  R1rec   ROUGE-1 recall: share of the reference summary's words (lowercase word tokens, clipped
                    counts) that the extracted summary contains.
            RLf1    ROUGE-L F1: longest common word subsequence, harmonic mean of its precision and recall.
-           cos     MiniLM cosine between extracted and reference summary (all-MiniLM-L6-v2, normalised).
+           cos     MiniLM cosine between extracted and reference summary (all-MiniLM-L6-v2 in float32, the
+                   exact model, whatever precision the extractor runs with).
            lead3   the same three figures for a naive baseline: the session's first three sentences.
   events   rec@t   share of reference events (events_session_N, both speakers) whose best-matching
                    extracted key event (MiniLM cosine of `what` vs the event) has cosine >= t.
@@ -165,7 +166,8 @@ def event_scores(whats: list[str], refs: list[str], embedder) -> dict[str, float
 
 
 def run(data: Path, limit: int | None = None, embed_budget: int | None = None) -> dict:
-    embedder = get_embedder("minilm")
+    embedder = get_embedder("minilm")  # what the extractor runs on (the product's default)
+    judge = get_embedder("minilm-fp32")  # scores with the exact float model, whatever the default
     extractor = OfflineExtractor(embedder) if embed_budget is None else OfflineExtractor(embedder,
                                                                                          embed_budget=embed_budget)
     sessions = load_sessions(data)[:limit]
@@ -180,7 +182,7 @@ def run(data: Path, limit: int | None = None, embed_budget: int | None = None) -
         episode = result.extraction
         baseline = lead3(transcript)
         ref = s["reference_summary"]
-        vectors = embedder.embed([episode.summary, ref, baseline])
+        vectors = judge.embed([episode.summary, ref, baseline])
         cited = {i for e in episode.key_events for i in e.evidence}
         observed = set(s["observed_turns"])
         row = {
@@ -196,10 +198,10 @@ def run(data: Path, limit: int | None = None, embed_budget: int | None = None) -
             "obs": len(observed), "obs_hit": len(cited & observed), "cited": len(cited) / len(transcript.messages),
             "summary_chars": len(episode.summary), "tags": len(episode.topic_tags), "entities": len(episode.entities),
         }
-        row.update(event_scores([e.what for e in episode.key_events], s["reference_events"], embedder))
+        row.update(event_scores([e.what for e in episode.key_events], s["reference_events"], judge))
         rows.append(row)
     return {"extractor": f"{extractor.name}/{extractor.prompt_version}, embed budget {extractor.embed_budget} words",
-            "data": str(data), "sessions": rows, "threads": torch_threads(),
+            "data": str(data), "sessions": rows, "threads": embedder.threads,
             "load_average": load,
             "overall": summarise(rows), "by_conversation": {c: summarise([r for r in rows if r["conversation"] == c])
                                                             for c in sorted({r["conversation"] for r in rows})}}
@@ -228,14 +230,6 @@ def summarise(rows: list[dict]) -> dict:
     out["cpu_ms_median"] = statistics.median(r["cpu_ms"] for r in rows)
     out["event_types"] = dict(sum((Counter(r["types"]) for r in rows), Counter()))
     return out
-
-
-def torch_threads() -> int | None:
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - sentence-transformers always brings torch
-        return None
-    return torch.get_num_threads()
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -267,7 +261,7 @@ def report(result: dict) -> str:
     turns = statistics.fmean(r["turns"] for r in result["sessions"])
     lines.append(f"{'speed':>12} median {overall['ms_median']:.1f} ms, p95 {overall['ms_p95']:.1f} ms per session, "
                  f"{overall['sessions_per_s']:.1f} sessions/s, CPU median {overall['cpu_ms_median']:.1f} ms "
-                 f"(mean {turns:.1f} turns; {os.cpu_count()} CPUs, {result['threads']} torch threads, "
+                 f"(mean {turns:.1f} turns; {os.cpu_count()} CPUs, {result['threads']} embedding thread(s), "
                  f"load average {result['load_average']:.2f})")
     return "\n".join(lines)
 
