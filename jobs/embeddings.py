@@ -283,11 +283,12 @@ def episode_text(summary: str, topic_tags: Sequence[str], events: Sequence[str],
 
 
 class BatchingEmbedder:
-    """Coalesces concurrent single-text calls from many worker threads into one model call.
+    """Funnels concurrent calls from many worker threads through one embedding thread.
 
-    Summarize workers each embed one episode; with 32 workers, 32 separate forward passes contend
-    for the CPU. One background thread takes whatever is waiting (up to ``max_batch``, after at
-    most ``max_wait`` seconds) and embeds it in one pass, which costs far less CPU per text.
+    Summarize workers each embed one episode; with 32 workers, 32 forward passes at once would
+    contend for a few cores and each take many times longer. One background thread takes whatever
+    is waiting (up to ``max_batch``, after at most ``max_wait`` seconds) and embeds it with one
+    ``embed`` call: one pass for the float model, one pass per text for int8 (see MiniLMEmbedder).
     """
 
     def __init__(self, inner: Embedder, max_batch: int = 32, max_wait: float = 0.005) -> None:
