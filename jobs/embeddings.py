@@ -69,28 +69,38 @@ class MiniLMEmbedder:
         self.threads = threads or int(os.environ.get("EPISODES_EMBED_THREADS", "1"))
         self._session = None
         self._tokenizer = None
-        self._max_length = 256
         self._lock = threading.Lock()
 
     def _load(self):  # noqa: ANN202 - onnxruntime types are heavy to import
         with self._lock:
             if self._session is None:
-                import onnxruntime
-
-                folder = _model_dir()
-                self._max_length = _checked_layout(folder)
-                path = _onnx_file(folder)
-                if self.precision == "int8":
-                    path = _quantized(path)
-                options = onnxruntime.SessionOptions()
-                # One thread per call: workers parallelise across episodes, and a forward pass split
-                # over a core another thread is busy on waits for it at every layer (measured on 2
-                # cores with one busy: 2 threads 4x slower than 1).
-                options.intra_op_num_threads = self.threads
-                options.inter_op_num_threads = 1
-                self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-                self._tokenizer = _tokenizer(folder, self._max_length)
+                try:
+                    self._open()
+                except ConfigError:
+                    raise
+                except Exception as exc:  # an installation problem: every text would fail the same way
+                    raise ConfigError(
+                        f"The embedding model could not be loaded ({type(exc).__name__}: {exc}). Check that "
+                        "EPISODES_CACHE_DIR is writable and reinstall episodes (pip install -e .), or set "
+                        "EPISODES_EMBEDDER.") from exc
         return self._session
+
+    def _open(self) -> None:
+        import onnxruntime
+
+        folder = _model_dir()
+        max_length = _checked_layout(folder)
+        path = _onnx_file(folder)
+        if self.precision == "int8":
+            path = _quantized(path)
+        options = onnxruntime.SessionOptions()
+        # One thread per call: workers parallelise across episodes, and a forward pass split over a
+        # core another thread is busy on waits for it at every layer (measured on 2 cores with one
+        # busy: 2 threads 4x slower than 1).
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        self._tokenizer = _tokenizer(folder, max_length)
+        self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

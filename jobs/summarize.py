@@ -183,8 +183,8 @@ class Summarizer:
                 grounded = ground(result.extraction, transcript.messages, {i.event_id for i in open_items})
             with self.clock("embed"):
                 vector = self.embedder.embed([search_text(grounded.episode)])[0]
-        except ConfigError:
-            self._release(transcript)
+        except ConfigError as exc:
+            self._release(transcript, calls=_calls_of(exc, result))
             raise
         except PermanentExtractionError as exc:
             return self._fail(transcript, str(exc), permanent=True, calls=_calls_of(exc, result))
@@ -256,9 +256,12 @@ class Summarizer:
         })
         return outcome
 
-    def _release(self, transcript: Transcript) -> None:
+    def _release(self, transcript: Transcript, calls: list | None = None) -> None:
+        """Give the claim back untouched (a setting is wrong); model calls already made are kept."""
         with self.db.admin() as conn:
             conn.execute(query("release_transcript"), {"id": transcript.id, "worker": self.worker})
+            record_calls(conn, calls or [], tenant_id=transcript.tenant_id, user_id=transcript.user_id,
+                         transcript_id=transcript.id, job_run_id=self.job_run_id)
 
 
 def _calls_of(exc: BaseException, result: ExtractionResult | None) -> list:
