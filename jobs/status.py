@@ -7,6 +7,9 @@ from jobs.db import Database
 from jobs.queries import query
 
 
+EMBEDDER_NOTES = {"minilm": ": all-MiniLM-L6-v2, int8 weights", "minilm-fp32": ": all-MiniLM-L6-v2, float32"}
+
+
 def render_status(db: Database) -> str:
     settings = db.settings
     lines = [f"database     {db.location}"]
@@ -22,6 +25,7 @@ def render_status(db: Database) -> str:
         label = f"anthropic ({settings.model})" if extractor == "anthropic" else \
             "offline (no ANTHROPIC_API_KEY: deterministic, lower quality)"
         lines.append(f"extractor    {label}")
+        lines.append(f"embedder     {settings.embedder}{EMBEDDER_NOTES.get(settings.embedder, '')} (EPISODES_EMBEDDER)")
         states = {r["state"]: r["n"] for r in conn.execute(query("status_transcripts"))}
         order = ["open", "pending", "running", "done", "dead"]
         lines.append("transcripts  " + " · ".join(f"{s} {states.get(s, 0)}" for s in order))

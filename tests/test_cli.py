@@ -70,4 +70,5 @@ def test_init_status_and_ingest_exit_codes(blank_db_url: str, monkeypatch: pytes
     status = runner.invoke(cli, ["status"])
     assert status.exit_code == 0
     assert f"schema       version {migrate.code_version()} (code {migrate.code_version()})" in status.stdout
+    assert "embedder     minilm: all-MiniLM-L6-v2, int8 weights (EPISODES_EMBEDDER)" in status.stdout
     assert "pending 1" in status.stdout
