@@ -12,11 +12,11 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import click
 import pytest
 from click.testing import CliRunner
 
 import fake_anthropic as fa
+from jobs.cli import cli
 from jobs.compress import (
     RUN_LOCK_KEY, AnthropicCompressor, CompressBusy, OfflineCompressor, Period, cutoff_time, parse_age,
     period_floor, rebuild_period, run_compress,
@@ -441,11 +441,11 @@ def test_one_runner_at_a_time(db: Database, embedder) -> None:
         other.execute("SELECT pg_advisory_lock(%s)", (RUN_LOCK_KEY,))
         with pytest.raises(CompressBusy, match="Another compress run is in progress"):
             offline(db, embedder)
-        result = CliRunner().invoke(_root(), ["compress", "--extractor", "offline", "--now", "2026-11-21"])
+        result = CliRunner().invoke(cli, ["compress", "--extractor", "offline", "--now", "2026-11-21"])
         assert result.exit_code == 1
         assert result.stderr.strip().splitlines()[-1].startswith("episodes: Another compress run is in progress")
         assert supers(db) == []
-    cli_run = CliRunner().invoke(_root(), ["compress", "--extractor", "offline", "--now", "2026-11-21"])
+    cli_run = CliRunner().invoke(cli, ["compress", "--extractor", "offline", "--now", "2026-11-21"])
     assert cli_run.exit_code == 0, cli_run.output
     assert "created 1" in cli_run.stdout and len(supers(db)) == 1
 
@@ -464,29 +464,15 @@ def test_the_scheduler_job_returns_counts_and_steps_aside_for_a_running_compress
         assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone()["n"] == 0
 
 
-def _root() -> click.Group:
-    """The main group as jobs/cli.py builds it, with the compress command registered."""
-    from jobs.cli import Context, _Group
-    from jobs.cli_compress import compress_command
-
-    @click.group(cls=_Group)
-    @click.pass_context
-    def root(ctx: click.Context) -> None:
-        ctx.obj = Context(False)
-
-    root.add_command(compress_command)
-    return root
-
-
 def test_dry_run_cli_lists_the_plan_and_changes_nothing(db: Database, embedder) -> None:
     year_2024(db, embedder)
     year_2024(db, embedder, user="u2")
     before = snapshot(db)
-    result = CliRunner().invoke(_root(), ["compress", "--dry-run", "--now", "2026-11-21", "--user", "u2"])
+    result = CliRunner().invoke(cli, ["compress", "--dry-run", "--now", "2026-11-21", "--user", "u2"])
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0].split() == ["would", "create", "acme", "u2", "2024", "(3", "sessions)"]
     assert "would be created 1" in result.stdout and snapshot(db) == before
-    help_text = CliRunner().invoke(_root(), ["compress", "--help"]).stdout
+    help_text = CliRunner().invoke(cli, ["compress", "--help"]).stdout
     assert "--purge-embeddings" in help_text and "re-embed" in help_text
 
 

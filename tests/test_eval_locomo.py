@@ -5,30 +5,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
 import psycopg
 import pytest
 from click.testing import CliRunner
 
 from jobs import config
-from jobs.cli import Context, _Group
-from jobs.cli_recall import eval_group
+from jobs.cli import cli
 from jobs.eval_locomo import load_conversation
 
 from conftest import LOCOMO
 
 KEYS = {"all_evidence_recall", "any_evidence_recall", "mean_block_tokens", "p95_block_tokens", "per_category",
         "baselines"}
-
-
-def _cli() -> click.Group:
-    @click.group(cls=_Group)
-    @click.pass_context
-    def cli(ctx: click.Context) -> None:
-        ctx.obj = Context(False)
-
-    cli.add_command(eval_group)
-    return cli
 
 
 def test_malformed_evidence_is_skipped_and_counted(tmp_path: Path) -> None:
@@ -57,9 +45,9 @@ def test_malformed_evidence_is_skipped_and_counted(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not LOCOMO.is_dir(), reason="LoCoMo data not present in ../shared/data/locomo")
 def test_eval_locomo_oracle_json(settings: config.Settings, admin_url: str) -> None:
-    result = CliRunner().invoke(_cli(), ["eval", "locomo", str(LOCOMO / "30.json"), "--json"])
+    result = CliRunner().invoke(cli, ["eval", "locomo", str(LOCOMO / "30.json"), "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)  # logs go to stderr
     assert KEYS <= set(report)
     for key in ("all_evidence_recall", "any_evidence_recall"):
         assert 0.0 <= report[key] <= 1.0
