@@ -222,7 +222,10 @@ def _quantized(exported: Path) -> Path:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     partial = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
-    quiet = _DropRecords("pre-processing before quantization")  # advice for static quantisation
+
+    def quiet(record: logging.LogRecord) -> bool:  # drops the advice meant for static quantisation
+        return "pre-processing before quantization" not in record.getMessage()
+
     logging.getLogger().addFilter(quiet)
     try:
         quantize_dynamic(exported, partial, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
@@ -231,15 +234,6 @@ def _quantized(exported: Path) -> Path:
         logging.getLogger().removeFilter(quiet)
     os.replace(partial, path)
     return path
-
-
-class _DropRecords(logging.Filter):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return self.text not in record.getMessage()
 
 
 class VoyageEmbedder:
