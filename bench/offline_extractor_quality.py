@@ -31,9 +31,11 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout, without instal
     sys.path.insert(0, str(ROOT))
 
 from jobs.embeddings import get_embedder  # noqa: E402
-from jobs.extract import Transcript  # noqa: E402
 from jobs.extract.offline import OfflineExtractor  # noqa: E402
-from jobs.models import Message  # noqa: E402
+from jobs.models import (
+    Message,  # noqa: E402
+    Transcript,  # noqa: E402
+)
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo"
 THRESHOLDS = (0.5, 0.6)

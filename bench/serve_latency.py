@@ -16,9 +16,8 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from _common import ROOT, median, percentile, scratch_home
+from _common import median, percentile, scratch_home
 from psycopg.types.json import Jsonb
 from summarize_throughput import fake_server
 

@@ -27,10 +27,12 @@ from ingest_rate import generate
 from jobs import config, migrate
 from jobs.db import Database, start_embedded
 from jobs.embeddings import get_embedder
-from jobs.extract.anthropic import AnthropicExtractor
+from jobs.extract import make_extractor
+from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest
 from jobs.llm import ToolCaller
-from jobs.summarize import make_extractor, run_summarize
+from jobs.summarize import run_summarize
+
 
 class TimedTransport(httpx2.HTTPTransport):
     """The SDK's HTTP transport, timing each request from sending it to reading the whole answer."""

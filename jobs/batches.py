@@ -26,13 +26,14 @@ from psycopg.types.json import Jsonb
 
 from jobs.db import Database
 from jobs.embeddings import Embedder, get_embedder
-from jobs.extract.anthropic import AnthropicExtractor
-from jobs.grounding import ground
+from jobs.extract.claude import AnthropicExtractor
+from jobs.extract.grounding import ground
 from jobs.llm import parse_tool_output, usage_call
-from jobs.models import EpisodeExtraction
-from jobs.queries import query
-from jobs.store import EpisodeRow, record_calls, search_text, write_session_episode
-from jobs.summarize import _transcript, worker_id
+from jobs.models import EpisodeExtraction, search_text
+from jobs.runs import worker_id
+from jobs.sql import query
+from jobs.store import EpisodeRow, record_calls, write_session_episode
+from jobs.summarize import _transcript
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class BatchRunner:
                 if row is None:
                     break
                 report.counts["claimed"] += 1
-                transcript = _transcript(row)
+                transcript = _transcript(row, redact=self.settings.redact)
                 prompts = self.extractor.prompts_for(transcript)
                 if len(prompts) != 1:
                     report.counts["too_long"] += 1
@@ -174,7 +175,7 @@ class BatchRunner:
             row = conn.execute(query("batch_item"), {"batch_id": batch_id, "custom_id": result.custom_id}).fetchone()
         if row is None or row["lease_owner"] != owner:
             return "stale"  # transcript changed, was erased or was re-claimed meanwhile
-        transcript = _transcript(row)
+        transcript = _transcript(row, redact=self.settings.redact)
         outcome = result.result.type
         if outcome != "succeeded":
             return self._fail(transcript, owner, f"batch request {outcome}", [])

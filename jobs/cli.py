@@ -163,13 +163,14 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: object, extr
 
     from tqdm import tqdm
 
-    from jobs.summarize import count_eligible, make_extractor, run_summarize
+    from jobs.extract import make_extractor
+    from jobs.summarize import count_eligible, run_summarize
 
     db = obj.database()
     since_utc = since.replace(tzinfo=dt.UTC) if isinstance(since, dt.datetime) else None
     if batch:
         from jobs.batches import BatchRunner
-        from jobs.extract.anthropic import AnthropicExtractor
+        from jobs.extract.claude import AnthropicExtractor
 
         with AnthropicExtractor(obj.settings) as claude:
             report = BatchRunner(db, claude).run(limit=limit, tenant=tenant, since=since_utc, wait=not no_wait,
@@ -232,8 +233,8 @@ class Duration(click.ParamType):
 def serve(obj: Context, concurrency: int, poll: float, maintenance: float, compress_cron: str,
           idle_close: float | None, shutdown_deadline: float, extractor: str | None) -> None:
     """Run the scheduler: summarize on NOTIFY (and poll), maintenance, yearly compression."""
-    from jobs.serve import Server, ServeOptions
-    from jobs.summarize import make_extractor
+    from jobs.extract import make_extractor
+    from jobs.serve import ServeOptions, Server
 
     db = obj.database()
     chosen = make_extractor(obj.settings, extractor)
@@ -304,8 +305,8 @@ def demo(ctx: click.Context) -> None:
 
 
 # Commands defined in their own modules, registered here.
-from jobs.cli_privacy import export_command, forget_command  # noqa: E402
 from jobs.cli_compress import compress_command  # noqa: E402
+from jobs.cli_privacy import export_command, forget_command  # noqa: E402
 from jobs.cli_recall import eval_group, recall_command  # noqa: E402
 from jobs.cli_report import report_command  # noqa: E402
 

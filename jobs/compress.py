@@ -67,16 +67,23 @@ from pydantic import BaseModel, Field, field_validator
 
 from jobs.config import Settings
 from jobs.db import Database
-from jobs.embeddings import Embedder, episode_text, get_embedder
+from jobs.embeddings import Embedder, get_embedder
 from jobs.errors import ConfigError, EpisodesError
-from jobs.extract import ModelCall, estimate_tokens
 from jobs.llm import ToolCaller, ToolPrompt
-from jobs.models import Entity, EpisodeExtraction, KeyEvent, tool_input_schema
+from jobs.models import (
+    Entity,
+    EpisodeExtraction,
+    KeyEvent,
+    ModelCall,
+    episode_text,
+    estimate_tokens,
+    tool_input_schema,
+)
 from jobs.prompts import environment, fingerprint, render, source
-from jobs.queries import query
 from jobs.resources import sql_dir
+from jobs.runs import worker_id
+from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode, record_calls
-from jobs.summarize import worker_id
 
 log = logging.getLogger(__name__)
 

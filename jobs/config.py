@@ -7,8 +7,12 @@ process elsewhere by setting variables before calling :func:`load`.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import platformdirs
 
@@ -57,6 +61,50 @@ def _float(name: str, default: float, minimum: float = 0.0) -> float:
     return value
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+_PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """``90s``, ``15m``, ``2h``, ``1d`` or plain seconds -> seconds."""
+    match = _DURATION.match(str(text).lower())
+    if not match:
+        raise ConfigError(f"{what}={text!r} is not a duration; use e.g. 90s, 15m, 2h or 1d.")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def _duration(name: str, default: float | None, minimum: float = 0.0) -> float | None:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = parse_duration(raw, name)
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum:g} seconds.")
+    return value
+
+
+def parse_purpose_map(raw: str, what: str = "EPISODES_PURPOSE_MAP") -> Mapping[str, tuple[str, ...]]:
+    """``marketing=marketing,general;support=support,billing,general`` -> which purposes each may see."""
+    mapping: dict[str, tuple[str, ...]] = {}
+    for entry in filter(None, (part.strip() for part in raw.split(";"))):
+        key, sep, values = entry.partition("=")
+        names = tuple(v.strip() for v in values.split(",") if v.strip())
+        if not sep or not _PURPOSE.match(key.strip()) or not names or not all(_PURPOSE.match(n) for n in names):
+            raise ConfigError(
+                f"{what} entry {entry!r} is invalid; use purpose=allowed,allowed;other=... e.g. marketing=marketing,general"
+            )
+        mapping[key.strip()] = names
+    return MappingProxyType(mapping)
+
+
+def _cron(name: str, default: str) -> str:
+    value = _str(name, default) or default
+    if len(value.split()) != 5:
+        raise ConfigError(f"{name}={value!r} is not a crontab line of five fields, e.g. '0 3 1 1 *'.")
+    return value
+
+
 def _str(name: str, default: str | None) -> str | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -89,6 +137,17 @@ class Settings:
     price_input_per_mtok: float = 1.0
     price_output_per_mtok: float = 5.0
     recall_cache_rows: int = 300_000
+    redact: bool = True
+    purpose_map: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    embed_threads: int = 1
+    cache_dir: Path = field(default_factory=lambda: Path(platformdirs.user_cache_dir("episodes")))
+    serve_concurrency: int = 4
+    poll_seconds: float = 10.0
+    maintenance_seconds: float = 30.0
+    compress_cron: str = "0 3 1 1 *"  # 03:00 UTC on 1 January
+    idle_close_seconds: float | None = None
+    shutdown_deadline_seconds: float = 30.0
+    crash_at: str | None = None  # crash tests only: kill -9 at this named point (jobs.faults)
 
     @property
     def embedded(self) -> bool:
@@ -106,8 +165,8 @@ class Settings:
             return "anthropic" if self.anthropic_api_key else "offline"
         return self.extractor
 
-    def with_(self, **changes: object) -> "Settings":
-        return replace(self, **changes)  # type: ignore[arg-type]
+    def with_(self, **changes: Any) -> "Settings":
+        return replace(self, **changes)
 
 
 def load() -> Settings:
@@ -119,6 +178,7 @@ def load() -> Settings:
     if log_format not in {"text", "json"}:
         raise ConfigError(f"EPISODES_LOG_FORMAT={log_format!r}; use text or json.")
     home = _str("EPISODES_HOME", None)
+    cache_dir = _str("EPISODES_CACHE_DIR", None)
     return Settings(
         database_url=_str("DATABASE_URL", None),
         home=Path(home).expanduser() if home else Path(platformdirs.user_data_dir("episodes")),
@@ -141,4 +201,15 @@ def load() -> Settings:
         price_input_per_mtok=_float("EPISODES_PRICE_INPUT_PER_MTOK", 1.0),
         price_output_per_mtok=_float("EPISODES_PRICE_OUTPUT_PER_MTOK", 5.0),
         recall_cache_rows=_int("EPISODES_RECALL_CACHE_ROWS", 300_000, minimum=0),
+        redact=env_bool("EPISODES_REDACT", True),
+        purpose_map=parse_purpose_map(os.environ.get("EPISODES_PURPOSE_MAP", "")),
+        embed_threads=_int("EPISODES_EMBED_THREADS", 1, minimum=1),
+        cache_dir=Path(cache_dir).expanduser() if cache_dir else Path(platformdirs.user_cache_dir("episodes")),
+        serve_concurrency=_int("EPISODES_SERVE_CONCURRENCY", 4, minimum=1),
+        poll_seconds=_duration("EPISODES_POLL_INTERVAL", 10.0, minimum=0.05) or 10.0,
+        maintenance_seconds=_duration("EPISODES_MAINTENANCE_INTERVAL", 30.0, minimum=0.05) or 30.0,
+        compress_cron=_cron("EPISODES_COMPRESS_CRON", "0 3 1 1 *"),
+        idle_close_seconds=_duration("EPISODES_IDLE_CLOSE", None, minimum=1.0),
+        shutdown_deadline_seconds=_duration("EPISODES_SHUTDOWN_DEADLINE", 30.0) or 0.0,
+        crash_at=_str("EPISODES_CRASH_AT", None),
     )

@@ -5,6 +5,12 @@ Each class docstring is its default message, so ``raise SchemaTooNew()`` already
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobs.models import ModelCall
+
 
 class EpisodesError(Exception):
     """Something went wrong in episodes."""
@@ -37,9 +43,26 @@ class IngestError(EpisodesError):
     """Some records were rejected; the others were loaded."""
 
 
-class ExtractionError(EpisodesError):
+class CompressBusy(EpisodesError):
+    """Another compress run is in progress (it holds the compress lock); nothing was done. Try again when it is done."""
+
+
+class ModelError(EpisodesError):
+    """A model call failed. ``calls`` holds every model call made before the failure, failed ones
+    included, so the caller records them (tokens spent on a failure are still spent)."""
+
+    def __init__(self, message: str | None = None, *, calls: Sequence[ModelCall] = ()) -> None:
+        super().__init__(message)
+        self.calls: list[ModelCall] = list(calls)
+
+
+class ExtractionError(ModelError):
     """The model's output could not be turned into a valid episode."""
 
 
-class TransientModelError(EpisodesError):
+class PermanentExtractionError(ExtractionError):
+    """The model refused; retrying the same transcript will not help."""
+
+
+class TransientModelError(ModelError):
     """The model service failed in a way that may succeed later (rate limit, overload, 5xx, timeout)."""

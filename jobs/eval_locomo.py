@@ -42,11 +42,10 @@ from jobs.config import Settings
 from jobs.db import Database
 from jobs.embeddings import Embedder, get_embedder
 from jobs.errors import EpisodesError
-from jobs.extract import estimate_tokens
 from jobs.ingest import parse_locomo_time
-from jobs.models import EpisodeExtraction, KeyEvent
+from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens, search_text
 from jobs.recall import Recall, RecallConfig, Recaller
-from jobs.store import EpisodeRow, insert_episode, search_text
+from jobs.store import EpisodeRow, insert_episode
 
 TENANT = "locomo"
 CATEGORIES = (1, 2, 3, 4)
@@ -183,8 +182,9 @@ def build_extracted(db: Database, paths: Sequence[Path], extractor_name: str) ->
     Returns the number of episodes written. A session the job could not summarise has no episode
     and counts as a miss (the report shows episodes next to sessions).
     """
+    from jobs.extract import make_extractor
     from jobs.ingest import ingest
-    from jobs.summarize import make_extractor, run_summarize
+    from jobs.summarize import run_summarize
 
     ingest(db, list(paths), fmt="locomo", tenant_id=TENANT)
     extractor = make_extractor(db.settings, extractor_name)

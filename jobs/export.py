@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.db import Database
-from jobs.queries import query
-
+from jobs.sql import query
 
 FORMAT = "episodes-user-export/1"
 NOTES = [

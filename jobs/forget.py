@@ -38,7 +38,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from jobs.db import Database
-from jobs.queries import query
+from jobs.sql import query
 
 log = logging.getLogger(__name__)
 

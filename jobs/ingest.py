@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.models import TranscriptIn
-from jobs.queries import query
+from jobs.sql import query
 
 log = logging.getLogger(__name__)
 

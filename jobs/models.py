@@ -1,4 +1,5 @@
-"""Pydantic models: the transcript input, and the episode the model must emit.
+"""The types every layer shares: the transcript input, the episode the model must emit, and the
+domain records passed between jobs (a claimed transcript, an open item, a model call, an extraction).
 
 The episode models double as the forced tool's input schema (``tool_input_schema()``): their field
 descriptions are the extraction instructions the model reads, so edit them as prompt text.
@@ -10,6 +11,8 @@ import datetime as dt
 import hashlib
 import json
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -23,6 +26,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _TENANT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 _PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
+MAX_OPEN_ITEMS = 20  # earlier open questions and commitments offered to an extractor per session
 # Timestamps more than this far in the future are impossible for a finished session.
 FUTURE_SKEW = dt.timedelta(days=1)
 EARLIEST = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
@@ -261,3 +265,105 @@ def tool_input_schema(model: type[BaseModel] = EpisodeExtraction) -> dict[str, A
         return node
 
     return inline(schema)
+
+
+# ------------------------------------------------------------------------------------------------
+# Domain records passed between the jobs.
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A claimed transcript, as the extractors see it. Message indexes are list positions."""
+
+    id: int
+    tenant_id: str
+    user_id: str
+    session_id: str
+    purpose: str
+    started_at: dt.datetime | None
+    ended_at: dt.datetime
+    messages: list[Message]
+    content_hash: str = ""
+    agent_id: str | None = None
+    attempts: int = 0
+
+
+@dataclass(frozen=True)
+class OpenItem:
+    """A still-open question or commitment from an earlier episode of the same user."""
+
+    event_id: int
+    type: str
+    what: str
+    since: dt.datetime
+
+
+@dataclass
+class ModelCall:
+    """One call to the model, as recorded in model_calls."""
+
+    template: str
+    prompt_hash: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    latency_ms: int = 0
+    outcome: str = "ok"
+    error: str | None = None
+    cost_usd: float = 0.0
+    batch: bool = False
+
+
+@dataclass
+class ExtractionResult:
+    extraction: EpisodeExtraction
+    model: str
+    prompt_version: str
+    calls: list[ModelCall] = field(default_factory=list)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(c.input_tokens for c in self.calls)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(c.output_tokens for c in self.calls)
+
+    @property
+    def cache_read_tokens(self) -> int:
+        return sum(c.cache_read_tokens for c in self.calls)
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return sum(c.cache_write_tokens for c in self.calls)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(c.cost_usd for c in self.calls)
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough token count used for budgets everywhere: characters / 4 (English prose ~ 4 chars a token)."""
+    return (len(text) + 3) // 4
+
+
+def episode_text(summary: str, topic_tags: Sequence[str], events: Sequence[str], entities: Sequence[str]) -> str:
+    """The text embedded (and full-text indexed) for an episode: the summary, then the topic tags,
+    then each key event's sentence, then entity names."""
+    parts = [summary.strip()]
+    if topic_tags:
+        parts.append("Topics: " + ", ".join(topic_tags) + ".")
+    parts.extend(e.strip() for e in events if e.strip())
+    if entities:
+        parts.append("Mentions: " + ", ".join(entities) + ".")
+    return "\n".join(parts)
+
+
+def search_text(episode: EpisodeExtraction) -> str:
+    """The text embedded and full-text indexed for an extracted episode."""
+    return episode_text(
+        episode.summary, episode.topic_tags, [e.what for e in episode.key_events], [e.name for e in episode.entities]
+    )

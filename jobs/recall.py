@@ -18,7 +18,7 @@ Tokens are estimated as characters / 4 (:func:`jobs.extract.estimate_tokens`), t
 for every budget in episodes; the whole rendered block counts, so ``estimate_tokens(block) <= budget``.
 
 Purposes: with ``purpose=None`` every purpose is recalled. A requested purpose sees its own
-episodes and ``general`` ones, unless ``EPISODES_PURPOSE_MAP`` (read at every call) says otherwise,
+episodes and ``general`` ones, unless ``EPISODES_PURPOSE_MAP`` (Settings.purpose_map) says otherwise,
 e.g. ``marketing=marketing,general;support=support,billing,general``.
 """
 
@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from typing import Any
@@ -39,10 +38,10 @@ from jobs import config as config_module
 from jobs.db import Database
 from jobs.embeddings import Embedder, get_embedder
 from jobs.errors import ConfigError
-from jobs.extract import estimate_tokens
+from jobs.models import estimate_tokens
 from jobs.prompts import environment, render
-from jobs.queries import query
 from jobs.recall_index import RecallIndex, Scores
+from jobs.sql import query
 
 TEMPLATE = "previous_episodes.j2"
 _PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -169,24 +168,14 @@ class Recall:
         }
 
 
-def purpose_filter(purpose: str | None) -> list[str] | None:
-    """Purposes a recall for ``purpose`` may see (None: all). Reads EPISODES_PURPOSE_MAP now."""
+def purpose_filter(purpose: str | None, purpose_map: Mapping[str, Sequence[str]] | None = None) -> list[str] | None:
+    """Purposes a recall for ``purpose`` may see (None: all): its own and ``general``, unless
+    ``purpose_map`` (Settings.purpose_map, from EPISODES_PURPOSE_MAP) says otherwise."""
     if purpose is None:
         return None
     if not _PURPOSE.match(purpose):
         raise ConfigError(f"purpose {purpose!r} is invalid; use 1-64 lowercase letters, digits, _ and -.")
-    mapping: dict[str, list[str]] = {}
-    raw = os.environ.get("EPISODES_PURPOSE_MAP", "").strip()
-    for entry in filter(None, (part.strip() for part in raw.split(";"))):
-        key, sep, values = entry.partition("=")
-        names = [v.strip() for v in values.split(",") if v.strip()]
-        if not sep or not _PURPOSE.match(key.strip()) or not names or not all(_PURPOSE.match(n) for n in names):
-            raise ConfigError(
-                f"EPISODES_PURPOSE_MAP entry {entry!r} is invalid; "
-                "use purpose=allowed,allowed;other=... e.g. marketing=marketing,general"
-            )
-        mapping[key.strip()] = names
-    return sorted(set(mapping.get(purpose, [purpose, "general"])))
+    return sorted(set((purpose_map or {}).get(purpose, [purpose, "general"])))
 
 
 class Recaller:
@@ -219,7 +208,7 @@ class Recaller:
             raise ValueError("budget_tokens must be >= 0")
         now = now or dt.datetime.now(dt.UTC)
         now = now if now.tzinfo else now.replace(tzinfo=dt.UTC)  # naive means UTC, as everywhere
-        purposes = purpose_filter(purpose)
+        purposes = purpose_filter(purpose, self.db.settings.purpose_map)
         cfg = self.config
         vector = np.asarray(query_vector, dtype=np.float32)
         now_us = _epoch_us(now)

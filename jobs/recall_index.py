@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from jobs.queries import query
+from jobs.sql import query
 from jobs.text_rank import query_order, rank, tsvector_terms
 
 FULL_READ_EVERY_S = 86_400.0

@@ -40,17 +40,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from jobs.config import env_bool
-from jobs.extract import Transcript
-from jobs.models import Message
+from jobs.models import Message, Transcript
 
 KINDS = ("SECRET", "EMAIL", "IBAN", "CARD", "IP", "PHONE")  # also the priority when detections overlap
 PLACEHOLDER = {kind: f"[{kind}]" for kind in KINDS}
-
-def redaction_enabled() -> bool:
-    """``EPISODES_REDACT`` (default true), read now."""
-    return env_bool("EPISODES_REDACT", True)
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -563,9 +556,9 @@ def _merge_same_kind(found: list[Finding]) -> list[Finding]:
     return merged
 
 
-def redact(text: str, *, enabled: bool | None = None) -> Redacted:
-    """Replace PII in ``text`` by typed placeholders; ``enabled=None`` reads ``EPISODES_REDACT``."""
-    if not (redaction_enabled() if enabled is None else enabled) or not text:
+def redact(text: str, *, enabled: bool = True) -> Redacted:
+    """Replace PII in ``text`` by typed placeholders (``enabled``: Settings.redact, EPISODES_REDACT)."""
+    if not enabled or not text:
         return Redacted(text, {})
     findings = find(text)
     if not findings:
@@ -581,10 +574,10 @@ def redact(text: str, *, enabled: bool | None = None) -> Redacted:
 
 
 def redact_messages(
-    messages: Sequence[Message], *, enabled: bool | None = None
+    messages: Sequence[Message], *, enabled: bool = True
 ) -> tuple[list[Message], dict[str, int]]:
     """Redact every message's content and name; return the new messages and the summed counts."""
-    if not (redaction_enabled() if enabled is None else enabled):
+    if not enabled:
         return list(messages), {}
     total: Counter[str] = Counter()
     out: list[Message] = []
@@ -600,7 +593,7 @@ def redact_messages(
     return out, dict(total)
 
 
-def redact_transcript(transcript: Transcript, *, enabled: bool | None = None) -> tuple[Transcript, dict[str, int]]:
+def redact_transcript(transcript: Transcript, *, enabled: bool = True) -> tuple[Transcript, dict[str, int]]:
     """The transcript with redacted messages (ids, hash and times unchanged), and the counts.
 
     The content hash stays that of the stored transcript, so idempotency is unaffected: the same

@@ -34,8 +34,9 @@ from jobs.db import Database
 from jobs.embeddings import BatchingEmbedder, get_embedder
 from jobs.errors import ConfigError
 from jobs.extract import Extractor
-from jobs.queries import query
-from jobs.summarize import Summarizer, worker_id
+from jobs.runs import worker_id
+from jobs.sql import query
+from jobs.summarize import Summarizer
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from jobs import migrate
 from jobs.db import Database
-from jobs.queries import query
-
+from jobs.sql import query
 
 EMBEDDER_NOTES = {"minilm": ": all-MiniLM-L6-v2, int8 weights", "minilm-fp32": ": all-MiniLM-L6-v2, float32"}
 

@@ -14,10 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import psycopg
 
-from jobs.embeddings import episode_text
-from jobs.extract import ModelCall, Transcript
-from jobs.models import EpisodeExtraction
-from jobs.queries import query
+from jobs.models import EpisodeExtraction, ModelCall, Transcript, search_text
+from jobs.sql import query
 
 QUOTE_CHARS = 280
 
@@ -44,13 +42,6 @@ class EpisodeRow:
     calls: Sequence[ModelCall] = ()
     dropped_events: int = 0
     dropped_entities: int = 0
-
-
-def search_text(episode: EpisodeExtraction) -> str:
-    """The text embedded and full-text indexed for an episode."""
-    return episode_text(
-        episode.summary, episode.topic_tags, [e.what for e in episode.key_events], [e.name for e in episode.entities]
-    )
 
 
 def insert_episode(

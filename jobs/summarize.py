@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,25 +25,32 @@ from psycopg.types.json import Jsonb
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.embeddings import BatchingEmbedder, Embedder, get_embedder
-from jobs.errors import ConfigError, EpisodesError, TransientModelError
-from jobs.extract import ExtractionResult, Extractor, OpenItem, Transcript
+from jobs.errors import (
+    ConfigError,
+    EpisodesError,
+    PermanentExtractionError,
+    TransientModelError,
+)
+from jobs.extract import Extractor
+from jobs.extract.grounding import ground
 from jobs.faults import crash_point
-from jobs.grounding import ground
-from jobs.llm import PermanentExtractionError
-from jobs.models import Message
-from jobs.queries import query
-from jobs.redact import redact_messages, redaction_enabled
-from jobs.store import EpisodeRow, record_calls, search_text, write_session_episode
+from jobs.models import (
+    MAX_OPEN_ITEMS,
+    ExtractionResult,
+    Message,
+    OpenItem,
+    Transcript,
+    search_text,
+)
+from jobs.redact import redact_messages
+from jobs.runs import worker_id
+from jobs.sql import query
+from jobs.store import EpisodeRow, record_calls, write_session_episode
 
 log = logging.getLogger(__name__)
 
 RETRY_BASE_SECONDS = 30
 RETRY_MAX_SECONDS = 3600
-MAX_OPEN_ITEMS = 20  # earlier open items offered to the model per session
-
-
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 def make_extractor(settings: Settings, name: str | None = None) -> Extractor:
@@ -55,7 +59,7 @@ def make_extractor(settings: Settings, name: str | None = None) -> Extractor:
     if chosen == "auto":
         chosen = settings.resolved_extractor
     if chosen == "anthropic":
-        from jobs.extract.anthropic import AnthropicExtractor
+        from jobs.extract.claude import AnthropicExtractor
 
         return AnthropicExtractor(settings)
     if chosen == "offline":
@@ -109,11 +113,11 @@ class RunReport:
         )
 
 
-def _transcript(row: dict) -> Transcript:
+def _transcript(row: dict, *, redact: bool) -> Transcript:
     """A claimed row as the extractors see it. Its messages are redacted (jobs.redact, unless
-    EPISODES_REDACT=false), so PII reaches neither the model nor the episode, its events, evidence
+    EPISODES_REDACT=false, Settings.redact), so PII reaches neither the model nor the episode, its events, evidence
     quotes, entities or embedding. The stored transcript is left as the host sent it."""
-    messages, counts = redact_messages([Message.model_validate(m) for m in row["messages"]])
+    messages, counts = redact_messages([Message.model_validate(m) for m in row["messages"]], enabled=redact)
     if counts:
         log.debug("redacted", extra={"action": "redact", "transcript_id": row["id"],
                                      **{f"redacted_{k.lower()}": n for k, n in counts.items()}})
@@ -160,7 +164,7 @@ class Summarizer:
             return None
         log.debug("claimed", extra={"action": "claim_transcript", "transcript_id": row["id"],
                                     "tenant": row["tenant_id"], "attempt": row["attempts"]})
-        return _transcript(row)
+        return _transcript(row, redact=self.settings.redact)
 
     def process(self, transcript: Transcript) -> str:
         """Summarise one claimed transcript; return done | skipped | failed | dead | lost."""
@@ -174,11 +178,11 @@ class Summarizer:
         if open_items is None:
             return "skipped"
         result: ExtractionResult | None = None
-        crash_point("after_claim")
+        crash_point(self.settings, "after_claim")
         try:
             with self.leases.held(transcript), self.clock("extract"):
                 result = self.extractor.extract(transcript, open_items)
-            crash_point("after_model_call")
+            crash_point(self.settings, "after_model_call")
             with self.clock("ground"):
                 grounded = ground(result.extraction, transcript.messages, {i.event_id for i in open_items})
             with self.clock("embed"):
@@ -203,7 +207,7 @@ class Summarizer:
         )
         with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
             episode_id = write_session_episode(conn, transcript, row, worker=self.worker, job_run_id=self.job_run_id)
-            crash_point("during_commit")
+            crash_point(self.settings, "during_commit")
             if episode_id is None:
                 raise psycopg.Rollback()  # nothing of this attempt may persist
         if episode_id is None:
@@ -324,7 +328,6 @@ def run_summarize(
     job: str = "summarize",
 ) -> RunReport:
     """Process eligible transcripts until none is left (or ``limit`` were claimed)."""
-    redaction_enabled()  # an invalid EPISODES_REDACT fails here, before anything is claimed
     report = RunReport()
     started = time.perf_counter()
     worker = worker_id()

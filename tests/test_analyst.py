@@ -22,18 +22,18 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import fake_anthropic as fa
 import numpy as np
 import psycopg
 import pytest
-
-import fake_anthropic as fa
 from episode_responder import resolving_responder
+
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.models import EpisodeExtraction, KeyEvent
-from jobs.queries import query
 from jobs.report import analyst_connection
 from jobs.resources import sql_dir
+from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ def examples_template(admin_url: str, template_db: str) -> str:
 
 
 def _summarise_examples(settings: Settings) -> None:
-    from jobs.extract.anthropic import AnthropicExtractor
+    from jobs.extract.claude import AnthropicExtractor
     from jobs.extract.offline import OfflineExtractor
     from jobs.ingest import ingest
     from jobs.summarize import run_summarize

@@ -5,17 +5,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import fake_anthropic as fa
 import pytest
+from episode_responder import responder
 from psycopg.types.json import Jsonb
 
-import fake_anthropic as fa
-from episode_responder import responder
 from jobs.batches import BatchRunner
 from jobs.db import Database
 from jobs.embeddings import get_embedder
-from jobs.extract import ModelCall
-from jobs.extract.anthropic import AnthropicExtractor
+from jobs.extract.claude import AnthropicExtractor
 from jobs.llm import cost_usd
+from jobs.models import ModelCall
 
 MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},
             {"role": "assistant", "content": "Done, I'll send the invoice by Friday."}]

@@ -12,21 +12,35 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import fake_anthropic as fa
 import pytest
 from click.testing import CliRunner
 
-import fake_anthropic as fa
 from jobs.cli import cli
 from jobs.compress import (
-    RUN_LOCK_KEY, AnthropicCompressor, CompressBusy, OfflineCompressor, Period, cutoff_time, parse_age,
-    period_floor, rebuild_period, run_compress,
+    RUN_LOCK_KEY,
+    AnthropicCompressor,
+    CompressBusy,
+    OfflineCompressor,
+    Period,
+    cutoff_time,
+    parse_age,
+    period_floor,
+    rebuild_period,
+    run_compress,
 )
 from jobs.db import Database
 from jobs.errors import ConfigError
-from jobs.extract import estimate_tokens
-from jobs.models import Entity, EpisodeExtraction, KeyEvent, Message
+from jobs.models import (
+    Entity,
+    EpisodeExtraction,
+    KeyEvent,
+    Message,
+    estimate_tokens,
+    search_text,
+)
 from jobs.prompts import render
-from jobs.store import EpisodeRow, insert_episode, search_text
+from jobs.store import EpisodeRow, insert_episode
 
 NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
 YEAR_2024 = (dt.date(2024, 1, 1), dt.date(2024, 12, 31))
@@ -513,7 +527,7 @@ def test_months_then_a_year_coarsens_and_months_again_leave_the_year_alone(db: D
 
 
 def test_recall_shows_the_super_summary_for_a_compressed_year_within_budget(db: Database, embedder) -> None:
-    recall = pytest.importorskip("jobs.recall", reason="jobs.recall (another engineer's) is not there yet")
+    from jobs import recall
     sources = year_2024(db, embedder)
     recent = [add(db, "2026-10-01T10:00", "Maria asked about the API rate limits.", embedder=embedder),
               add(db, "2026-11-01T10:00", "Maria set up webhooks.", embedder=embedder)]

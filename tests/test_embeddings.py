@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from jobs.embeddings import BatchingEmbedder, episode_text, get_embedder
+from jobs.embeddings import BatchingEmbedder, get_embedder
+from jobs.models import episode_text
 
 
 def test_batching_embedder_returns_each_caller_its_own_vectors() -> None:

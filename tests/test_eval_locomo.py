@@ -8,12 +8,11 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner
+from conftest import LOCOMO
 
 from jobs import config
 from jobs.cli import cli
 from jobs.eval_locomo import load_conversation
-
-from conftest import LOCOMO
 
 KEYS = {"all_evidence_recall", "any_evidence_recall", "mean_block_tokens", "p95_block_tokens", "per_category",
         "baselines"}

@@ -25,12 +25,11 @@ from jobs.cli import Context
 from jobs.cli_privacy import export_command, forget_command
 from jobs.db import Database
 from jobs.export import export_user
-from jobs.extract import ModelCall
-from jobs.extract.anthropic import AnthropicExtractor
+from jobs.extract.claude import AnthropicExtractor
 from jobs.forget import erasures_of, forget_user
 from jobs.ingest import ingest
-from jobs.models import Entity, EpisodeExtraction, KeyEvent
-from jobs.store import EpisodeRow, insert_episode, record_calls, search_text
+from jobs.models import Entity, EpisodeExtraction, KeyEvent, ModelCall, search_text
+from jobs.store import EpisodeRow, insert_episode, record_calls
 from jobs.summarize import run_summarize
 
 ZOE, BOB = "u-zoe-7731", "u-bob-1204"
@@ -250,7 +249,7 @@ def test_forget_is_all_or_nothing_and_dry_run_changes_nothing(llm_db: Database, 
 
 
 def test_forget_removes_super_summaries_made_by_compress(llm_db: Database, tmp_path: Path, embedder) -> None:
-    compress = pytest.importorskip("jobs.compress")
+    from jobs import compress
     path = tmp_path / "sessions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     ingest(llm_db, [path])

@@ -39,15 +39,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from episode_responder import LINE, episode_for
+
 from jobs.config import Settings
 from jobs.db import Database
-from jobs.extract import Transcript
-from jobs.extract.anthropic import AnthropicExtractor
+from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
 from jobs.ingest import ingest
-from jobs.models import Message
+from jobs.models import Message, Transcript
 from jobs.summarize import run_summarize
 
 DROP = "'; DROP TABLE episodes; --"
@@ -255,16 +254,18 @@ def test_pii_never_reaches_the_model_nor_an_episode(llm_db: Database, fake, embe
     assert [p for p in pii if p in derived] == [] and "[PHONE]" in derived
     assert [m["content"] for m in stored] == contents  # the transcript itself is kept as the host sent it
 
-    monkeypatch.setenv("EPISODES_REDACT", "false")  # the switch is read at call time
-    with llm_db.admin() as conn:
+    unredacted = Database(llm_db.settings.with_(redact=False), url=llm_db.url)  # EPISODES_REDACT=false
+    with unredacted.admin() as conn:
         conn.execute("UPDATE transcripts SET status = 'pending', content_hash = 'changed'")
-    with AnthropicExtractor(llm_db.settings) as extractor:
-        run_summarize(llm_db, extractor=extractor, embedder=embedder)
+    with AnthropicExtractor(unredacted.settings) as extractor:
+        run_summarize(unredacted, extractor=extractor, embedder=embedder)
+    unredacted.close()
     assert pii[0] in json.dumps(fake.calls()[-1].body)
 
 
 def test_support_episode_is_not_recalled_for_marketing(db: Database, tmp_path: Path, embedder) -> None:
-    recall = pytest.importorskip("jobs.recall")
+    from jobs import recall
+
     records = [
         {**rec("sup", "My Acme router keeps rebooting every night; the firmware update failed.",
                "Let's reset the router and reinstall the firmware.", user="u-ann"), "purpose": "support"},

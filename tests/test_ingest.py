@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import LOCOMO
 
 from jobs.db import Database
 from jobs.ingest import ingest
-
-from conftest import LOCOMO
 
 
 def transcript(session: str = "s1", **overrides: object) -> dict:

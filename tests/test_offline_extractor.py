@@ -11,10 +11,14 @@ import datetime as dt
 import pytest
 
 from jobs.embeddings import get_embedder
-from jobs.extract import OpenItem, Transcript
 from jobs.extract import offline_rules as rules
-from jobs.extract.offline import EMBED_BUDGET, EMBED_WORDS, MAX_EMBEDDED, OfflineExtractor
-from jobs.models import EpisodeExtraction, Message
+from jobs.extract.offline import (
+    EMBED_BUDGET,
+    EMBED_WORDS,
+    MAX_EMBEDDED,
+    OfflineExtractor,
+)
+from jobs.models import EpisodeExtraction, Message, OpenItem, Transcript
 
 TUESDAY = dt.datetime(2025, 3, 4, 15, 0, tzinfo=dt.UTC)
 

@@ -13,14 +13,21 @@ from click.testing import CliRunner
 
 from jobs.cli import Context, _Group
 from jobs.cli_recall import recall_command
+from jobs import config
 from jobs.db import Database
 from jobs.embeddings import Embedder, get_embedder
 from jobs.errors import ConfigError
-from jobs.extract import estimate_tokens
-from jobs.models import EpisodeExtraction, KeyEvent
+from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens
 from jobs.prompts import render
-from jobs.queries import query
-from jobs.recall import RecallConfig, RecalledEpisode, RecalledOpenItem, Recaller, purpose_filter, recall
+from jobs.recall import (
+    RecallConfig,
+    RecalledEpisode,
+    RecalledOpenItem,
+    Recaller,
+    purpose_filter,
+    recall,
+)
+from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode
 
 NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -318,7 +325,8 @@ def test_purpose_filter(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
 
     assert seen(None) == {"marketing", "support", "billing", "general"}
     assert seen("support") == {"support", "general"}
-    monkeypatch.setenv("EPISODES_PURPOSE_MAP", "support=support,billing; marketing=marketing,general")
+    mapping = config.parse_purpose_map("support=support,billing; marketing=marketing,general")
+    recaller = Recaller(Database(db.settings.with_(purpose_map=mapping), url=db.url))
     assert seen("support") == {"support", "billing"}
     assert seen("marketing") == {"marketing", "general"}
     assert seen("sales") == {"general"}
@@ -327,9 +335,10 @@ def test_purpose_filter(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_purpose_map_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
     assert purpose_filter(None) is None
     assert purpose_filter("support") == ["general", "support"]
+    assert purpose_filter("support", {"support": ("support", "billing")}) == ["billing", "support"]
     monkeypatch.setenv("EPISODES_PURPOSE_MAP", "support=Support Desk")
     with pytest.raises(ConfigError, match="EPISODES_PURPOSE_MAP"):
-        purpose_filter("support")
+        config.load()
 
 
 def test_isolation_is_enforced_by_the_policy(db: Database) -> None:

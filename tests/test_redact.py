@@ -17,10 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from jobs import config
 from jobs.errors import ConfigError
-from jobs.extract import Transcript
-from jobs.models import Message
-from jobs.redact import KINDS, find, redact, redact_messages, redact_transcript, redaction_enabled
+from jobs.models import Message, Transcript
+from jobs.redact import (
+    KINDS,
+    find,
+    redact,
+    redact_messages,
+    redact_transcript,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redaction_corpus import CASES, HELD_OUT, NEGATIVE  # noqa: E402
@@ -128,19 +134,19 @@ def test_redaction_is_idempotent() -> None:
         assert twice.text == once.text and twice.counts == {}, text
 
 
-def test_switch_is_read_at_call_time_and_the_flag_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_switch_comes_from_settings_and_an_invalid_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     text = "mail me at maria@example.com"
-    assert redaction_enabled() is True  # on by default
+    assert config.load().redact is True  # on by default
     assert redact(text).text == "mail me at [EMAIL]"
     monkeypatch.setenv("EPISODES_REDACT", "false")
-    assert redact(text).text == text and redact(text).counts == {}
-    assert redact(text, enabled=True).text == "mail me at [EMAIL]"
+    assert config.load().redact is False
+    assert redact(text, enabled=config.load().redact).text == text
     monkeypatch.setenv("EPISODES_REDACT", "TRUE")
-    assert redact(text).text == "mail me at [EMAIL]"
-    assert redact(text, enabled=False).text == text
+    assert config.load().redact is True
+    assert redact(text, enabled=False).text == text and redact(text, enabled=False).counts == {}
     monkeypatch.setenv("EPISODES_REDACT", "maybe")
     with pytest.raises(ConfigError, match="EPISODES_REDACT='maybe'"):
-        redact(text)
+        config.load()
 
 
 def test_redact_messages_and_transcript_keep_everything_but_the_pii() -> None:

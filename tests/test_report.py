@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_analyst import edb, owner, ro_db  # noqa: F401 - shared fixtures and helper
 
 from jobs.db import Database
 from jobs.report import build_report, render_html, write_report
-from test_analyst import edb, owner, ro_db  # noqa: F401 - shared fixtures and helper
 
 CHROMIUM = "/usr/bin/chromium"
 

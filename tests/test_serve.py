@@ -10,14 +10,14 @@ import threading
 import time
 from collections.abc import Iterator
 
+import fake_anthropic as fa
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-import fake_anthropic as fa
 from jobs.db import Database
-from jobs.extract.anthropic import AnthropicExtractor
-from jobs.serve import MAINTENANCE_LOCK, Server, ServeOptions
+from jobs.extract.claude import AnthropicExtractor
+from jobs.serve import MAINTENANCE_LOCK, ServeOptions, Server
 
 MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},
             {"role": "assistant", "content": "Done, I'll send the invoice by Friday."}]

@@ -10,7 +10,7 @@ import jinja2
 import pytest
 
 from jobs.prompts import render, template_names
-from jobs.queries import all_queries
+from jobs.sql import all_queries
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,15 +10,15 @@ import threading
 import time
 from collections.abc import Iterator
 
+import fake_anthropic as fa
 import pytest
+from episode_responder import hallucinating_responder
 from psycopg.types.json import Jsonb
 
-import fake_anthropic as fa
-from episode_responder import hallucinating_responder
 from jobs.db import Database
 from jobs.embeddings import MiniLMEmbedder
 from jobs.errors import ConfigError
-from jobs.extract.anthropic import AnthropicExtractor
+from jobs.extract.claude import AnthropicExtractor
 from jobs.summarize import Summarizer, retry_dead, run_summarize
 
 

@@ -23,9 +23,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from jobs.embeddings import Embedder, get_embedder
-from jobs.extract import ExtractionResult, OpenItem, Transcript
 from jobs.extract import offline_rules as rules
-from jobs.models import Entity, EpisodeExtraction, KeyEvent, Message, Resolution
+from jobs.models import (
+    MAX_OPEN_ITEMS,
+    Entity,
+    EpisodeExtraction,
+    ExtractionResult,
+    KeyEvent,
+    Message,
+    OpenItem,
+    Resolution,
+    Transcript,
+)
 
 # Work caps, so a 500-message transcript costs a bounded amount. Embedding is nearly all of the time
 # (0.3-0.5 ms per token on one busy CPU core), so only the lexically most promising sentences are
@@ -39,7 +48,6 @@ EMBED_BUDGET = 320  # words embedded per transcript in all
 TFIDF_WEIGHT = 0.2  # cheap lexical centrality, used to choose what to embed
 SUMMARY_CHARS = 800
 EVENT_WEIGHT = {"decision": 0.5, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2}
-MAX_OPEN_ITEMS = 20
 # A later sentence this close to an open item (and saying it is done / not asking again) resolves it.
 RESOLVE_SIMILARITY = {"commitment": 0.6, "open_question": 0.65}
 _DONE = re.compile(r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"

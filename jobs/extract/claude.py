@@ -14,10 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.config import Settings
-from jobs.errors import EpisodesError
-from jobs.extract import ExtractionResult, ModelCall, OpenItem, Transcript, estimate_tokens
-from jobs.llm import ToolCaller, ToolPrompt
-from jobs.models import EpisodeExtraction, Message, tool_input_schema
+from jobs.llm import ToolCaller, ToolPrompt, reduce_levels
+from jobs.models import (
+    MAX_OPEN_ITEMS,
+    EpisodeExtraction,
+    ExtractionResult,
+    Message,
+    ModelCall,
+    OpenItem,
+    Transcript,
+    estimate_tokens,
+    tool_input_schema,
+)
 from jobs.prompts import fingerprint, render, source
 
 TOOL_NAME = "record_episode"
@@ -25,7 +33,6 @@ TOOL_DESCRIPTION = "Record the session as one structured episode."
 SYSTEM_TEMPLATE = "extract_episode_system.j2"
 USER_TEMPLATE = "extract_episode_user.j2"
 REDUCE_TEMPLATE = "reduce_episode_user.j2"
-MAX_OPEN_ITEMS = 20
 
 
 def prompt_version() -> str:
@@ -142,46 +149,29 @@ class AnthropicExtractor:
     def extract(self, transcript: Transcript, open_items: list[OpenItem] | None = None) -> ExtractionResult:
         calls: list[ModelCall] = []
         prompts = self.prompts_for(transcript, open_items)
-        try:
-            partials = [self.caller.call(p, EpisodeExtraction, calls) for p in prompts]
-            episode = self.reduce(transcript, partials, prompts[0].system, calls) if len(partials) > 1 else partials[0]
-        except EpisodesError as exc:
-            exc.calls = calls  # type: ignore[attr-defined]  # failed calls are recorded too
-            raise
+        # A failure raises a ModelError that carries every call made so far (jobs.llm.tools).
+        partials = [self.caller.call(p, EpisodeExtraction, calls) for p in prompts]
+        episode = self.reduce(transcript, partials, prompts[0].system, calls) if len(partials) > 1 else partials[0]
         return ExtractionResult(episode, model=self.name, prompt_version=self.prompt_version, calls=calls)
 
     def reduce(
         self, transcript: Transcript, partials: list[EpisodeExtraction], system: str, calls: list[ModelCall]
     ) -> EpisodeExtraction:
-        """Merge part episodes; in groups that fit the budget, repeatedly, until one remains."""
-        budget = self.settings.transcript_token_budget
+        """Merge part episodes in groups that fit the budget, level by level, until one remains."""
         session_date = (transcript.started_at or transcript.ended_at).strftime("%Y-%m-%d")
-        while len(partials) > 1:
-            texts = [p.model_dump_json(exclude_none=True) for p in partials]
-            groups: list[list[str]] = [[]]
-            used = 0
-            for text in texts:
-                if groups[-1] and used + estimate_tokens(text) > budget:
-                    groups.append([])
-                    used = 0
-                groups[-1].append(text)
-                used += estimate_tokens(text)
-            if len(groups) == len(texts):  # every partial alone fills the budget: pair them up
-                groups = [texts[i:i + 2] for i in range(0, len(texts), 2)]
-            merged = []
-            for group in groups:
-                if len(group) == 1:
-                    merged.append(EpisodeExtraction.model_validate_json(group[0]))
-                    continue
-                prompt = ToolPrompt(
-                    template=REDUCE_TEMPLATE, system=system,
-                    user=render(REDUCE_TEMPLATE, tool_name=TOOL_NAME, session_date=session_date,
-                                message_count=len(transcript.messages), partials=group),
-                    tool_name=TOOL_NAME, tool_description=TOOL_DESCRIPTION, schema=self._schema,
-                )
-                merged.append(self.caller.call(prompt, EpisodeExtraction, calls))
-            partials = merged
-        return partials[0]
+
+        def merge(group: list[str]) -> str:
+            prompt = ToolPrompt(
+                template=REDUCE_TEMPLATE, system=system,
+                user=render(REDUCE_TEMPLATE, tool_name=TOOL_NAME, session_date=session_date,
+                            message_count=len(transcript.messages), partials=group),
+                tool_name=TOOL_NAME, tool_description=TOOL_DESCRIPTION, schema=self._schema,
+            )
+            return self.caller.call(prompt, EpisodeExtraction, calls).model_dump_json(exclude_none=True)
+
+        texts = [p.model_dump_json(exclude_none=True) for p in partials]
+        merged = reduce_levels(texts, estimate_tokens, self.settings.transcript_token_budget, merge)
+        return EpisodeExtraction.model_validate_json(merged)
 
 
 def batch_params(extractor: AnthropicExtractor, transcript: Transcript) -> dict[str, Any] | None:

@@ -4,7 +4,8 @@ One code path for every model call (extraction, reduction, compression): the fix
 prompt (tool schema + system text) is marked for prompt caching; the output must arrive as the
 forced tool's input and validate against the pydantic model. On invalid input or a truncated
 answer (``max_tokens``) one repair request is made, quoting the validation errors; then it fails.
-A refusal fails at once. Transient failures (429, 529, 5xx, timeouts, connection errors) are
+A refusal fails at once. Every failure raises a :class:`~jobs.errors.ModelError` whose ``calls``
+hold the calls made so far, failed ones included. Transient failures (429, 529, 5xx, timeouts, connection errors) are
 retried by the SDK itself (``max_retries``, honouring ``retry-after``) and then surface as
 :class:`TransientModelError`, which the job retries later with backoff.
 """
@@ -21,45 +22,19 @@ import anthropic
 from pydantic import BaseModel, ValidationError
 
 from jobs.config import Settings
-from jobs.errors import ConfigError, ExtractionError, TransientModelError
-from jobs.extract import ModelCall
+from jobs.errors import (
+    ConfigError,
+    ExtractionError,
+    PermanentExtractionError,
+    TransientModelError,
+)
+from jobs.llm.client import fill_usage, make_client
+from jobs.models import ModelCall
 from jobs.prompts import fingerprint
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
-
-CACHE_WRITE_FACTOR = 1.25  # cache writes cost 1.25x base input
-CACHE_READ_FACTOR = 0.10  # cache reads cost 0.1x base input
-BATCH_DISCOUNT = 0.5  # Message Batches cost half
-
-
-class PermanentExtractionError(ExtractionError):
-    """The model refused; retrying the same transcript will not help."""
-
-
-def make_client(settings: Settings) -> anthropic.Anthropic:
-    if not settings.anthropic_api_key:
-        raise ConfigError("The anthropic extractor needs ANTHROPIC_API_KEY (or use --extractor offline).")
-    return anthropic.Anthropic(
-        api_key=settings.anthropic_api_key,
-        base_url=settings.anthropic_base_url,
-        max_retries=settings.max_retries,
-        timeout=settings.model_timeout_s,
-    )
-
-
-def cost_usd(settings: Settings, call: ModelCall) -> float:
-    per_in = settings.price_input_per_mtok / 1e6
-    per_out = settings.price_output_per_mtok / 1e6
-    cost = (
-        call.input_tokens * per_in
-        + call.cache_write_tokens * per_in * CACHE_WRITE_FACTOR
-        + call.cache_read_tokens * per_in * CACHE_READ_FACTOR
-        + call.output_tokens * per_out
-    )
-    return round(cost * (BATCH_DISCOUNT if call.batch else 1.0), 6)
-
 
 @dataclass(frozen=True)
 class ToolPrompt:
@@ -116,8 +91,8 @@ class ToolCaller:
             return second
         calls[-1].outcome, calls[-1].error = second
         if second[0] == "refusal":
-            raise PermanentExtractionError(f"the model refused after a repair request: {second[1]}")
-        raise ExtractionError(f"invalid model output after one repair request: {second[1]}")
+            raise PermanentExtractionError(f"the model refused after a repair request: {second[1]}", calls=calls)
+        raise ExtractionError(f"invalid model output after one repair request: {second[1]}", calls=calls)
 
     # -------------------------------------------------------------------------------------------
 
@@ -132,19 +107,20 @@ class ToolCaller:
             raise ConfigError(f"The model API rejected the credentials: {_short(exc)}. Check ANTHROPIC_API_KEY.") from exc
         except (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError) as exc:
             call.outcome, call.error = "transient", _short(exc)
-            raise TransientModelError(f"model service unavailable after retries: {_short(exc)}") from exc
+            raise TransientModelError(f"model service unavailable after retries: {_short(exc)}", calls=calls) from exc
         except anthropic.APIStatusError as exc:
             transient = exc.status_code >= 500 or exc.status_code in (408, 409, 429)
             call.outcome, call.error = ("transient" if transient else "error"), _short(exc)
             if transient:
-                raise TransientModelError(f"model service error {exc.status_code}: {_short(exc)}") from exc
-            raise ExtractionError(f"the model API rejected the request ({exc.status_code}): {_short(exc)}") from exc
+                raise TransientModelError(f"model service error {exc.status_code}: {_short(exc)}", calls=calls) from exc
+            raise ExtractionError(f"the model API rejected the request ({exc.status_code}): {_short(exc)}",
+                                  calls=calls) from exc
         except ValueError as exc:  # an unparseable response body
             call.outcome, call.error = "transient", f"unreadable response: {exc}"
-            raise TransientModelError(f"unreadable response from the model service: {exc}") from exc
+            raise TransientModelError(f"unreadable response from the model service: {exc}", calls=calls) from exc
         finally:
             call.latency_ms = int((time.perf_counter() - started) * 1000)
-        _fill_usage(self.settings, call, response.usage)
+        fill_usage(self.settings, call, response.usage)
         log.debug(
             "model call", extra={"action": "model_call", "template": prompt.template, "latency_ms": call.latency_ms,
                                  "stop_reason": response.stop_reason, "input_tokens": call.input_tokens},
@@ -202,24 +178,6 @@ def parse_tool_output(response: Any, tool_name: str, output: type[T]) -> T | tup
         return output.model_validate(block.input)
     except ValidationError as exc:
         return "invalid", _validation_summary(exc)
-
-
-def usage_call(settings: Settings, response: Any, *, template: str, prompt_hash: str, batch: bool = False,
-               latency_ms: int = 0) -> ModelCall:
-    """A ModelCall row from an answer's usage block, with its estimated cost."""
-    call = ModelCall(template=template, prompt_hash=prompt_hash, model=response.model, batch=batch,
-                     latency_ms=latency_ms)
-    _fill_usage(settings, call, response.usage)
-    return call
-
-
-def _fill_usage(settings: Settings, call: ModelCall, usage: Any) -> None:
-    """Copy token counts from an API usage block onto ``call`` and price it."""
-    call.input_tokens = usage.input_tokens or 0
-    call.output_tokens = usage.output_tokens or 0
-    call.cache_read_tokens = getattr(usage, "cache_read_input_tokens", None) or 0
-    call.cache_write_tokens = getattr(usage, "cache_creation_input_tokens", None) or 0
-    call.cost_usd = cost_usd(settings, call)
 
 
 def _validation_summary(exc: ValidationError) -> str:

@@ -1,0 +1,60 @@
+"""The Anthropic client and what a model call costs.
+
+The official SDK retries rate limits, overloads and 5xx itself (``max_retries``, honouring
+``retry-after``); its base URL is configurable, so tests and benchmarks point it at a local fake.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+
+from jobs.config import Settings
+from jobs.errors import ConfigError
+from jobs.models import ModelCall
+
+CACHE_WRITE_FACTOR = 1.25  # cache writes cost 1.25x base input
+CACHE_READ_FACTOR = 0.10  # cache reads cost 0.1x base input
+BATCH_DISCOUNT = 0.5  # Message Batches cost half
+
+
+def make_client(settings: Settings) -> anthropic.Anthropic:
+    if not settings.anthropic_api_key:
+        raise ConfigError("The anthropic extractor needs ANTHROPIC_API_KEY (or use --extractor offline).")
+    return anthropic.Anthropic(
+        api_key=settings.anthropic_api_key,
+        base_url=settings.anthropic_base_url,
+        max_retries=settings.max_retries,
+        timeout=settings.model_timeout_s,
+    )
+
+
+def cost_usd(settings: Settings, call: ModelCall) -> float:
+    per_in = settings.price_input_per_mtok / 1e6
+    per_out = settings.price_output_per_mtok / 1e6
+    cost = (
+        call.input_tokens * per_in
+        + call.cache_write_tokens * per_in * CACHE_WRITE_FACTOR
+        + call.cache_read_tokens * per_in * CACHE_READ_FACTOR
+        + call.output_tokens * per_out
+    )
+    return round(cost * (BATCH_DISCOUNT if call.batch else 1.0), 6)
+
+
+def usage_call(settings: Settings, response: Any, *, template: str, prompt_hash: str, batch: bool = False,
+               latency_ms: int = 0) -> ModelCall:
+    """A ModelCall row from an answer's usage block, with its estimated cost."""
+    call = ModelCall(template=template, prompt_hash=prompt_hash, model=response.model, batch=batch,
+                     latency_ms=latency_ms)
+    fill_usage(settings, call, response.usage)
+    return call
+
+
+def fill_usage(settings: Settings, call: ModelCall, usage: Any) -> None:
+    """Copy token counts from an API usage block onto ``call`` and price it."""
+    call.input_tokens = usage.input_tokens or 0
+    call.output_tokens = usage.output_tokens or 0
+    call.cache_read_tokens = getattr(usage, "cache_read_input_tokens", None) or 0
+    call.cache_write_tokens = getattr(usage, "cache_creation_input_tokens", None) or 0
+    call.cost_usd = cost_usd(settings, call)

@@ -1,0 +1,42 @@
+"""Job-run bookkeeping: one ``job_runs`` row per run of a job (started, finished, counts, error),
+and the identity a worker process writes into claims, leases and runs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from jobs.db import Database
+from jobs.sql import query
+
+
+def worker_id() -> str:
+    """host:pid:random — unique per worker object, readable in `episodes status` and the claims."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def start_run(target: Database | psycopg.Connection, job: str, worker: str) -> int:
+    """Record that ``job`` started; return the run id for :func:`finish_run` and model-call rows."""
+    params = {"job": job, "worker": worker}
+    if isinstance(target, Database):
+        with target.admin() as conn:
+            return int(conn.execute(query("start_job_run"), params).fetchone()["id"])
+    return int(target.execute(query("start_job_run"), params).fetchone()["id"])  # type: ignore[index]
+
+
+def finish_run(target: Database | psycopg.Connection, run_id: int, *, counts: Mapping[str, int],
+               error: BaseException | str | None = None, failed: bool | None = None) -> None:
+    """Record how a run ended: ``failed`` defaults to whether an error is given."""
+    params = {"id": run_id, "status": "failed" if (error is not None if failed is None else failed) else "ok",
+              "counts": Jsonb({k: v for k, v in counts.items() if v}),
+              "error": str(error)[:2000] if error else None}
+    if isinstance(target, Database):
+        with target.admin() as conn:
+            conn.execute(query("finish_job_run"), params)
+    else:
+        target.execute(query("finish_job_run"), params)
