@@ -15,16 +15,20 @@ import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from typing import Any, TypeAlias
 
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from jobs.config import Settings
 from jobs.errors import DatabaseError
 
 log = logging.getLogger(__name__)
+
+Conn: TypeAlias = psycopg.Connection[DictRow]  # every connection here returns rows as dicts
+Row: TypeAlias = DictRow
 
 EMBEDDED_DB_NAME = "episodes"
 APP_ROLE = "episodes_app"
@@ -57,7 +61,16 @@ def start_embedded(pgdata: Path) -> str:
     return server.get_uri(database=EMBEDDED_DB_NAME)
 
 
-def _configure(conn: psycopg.Connection) -> None:
+def one(cursor: psycopg.Cursor[DictRow]) -> DictRow:
+    """The row a statement always returns (``INSERT ... RETURNING``, an aggregate, a lookup that
+    the caller has just ensured); a missing row is a bug, raised as such, never a silent None."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("the statement returned no row where one is always expected")
+    return row
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
     """Called for every new pooled connection: register the pgvector adapter."""
     try:
         register_vector(conn)
@@ -73,7 +86,7 @@ class Database:
     def __init__(self, settings: Settings, url: str | None = None) -> None:
         self.settings = settings
         self._url = url or settings.database_url
-        self._pool: ConnectionPool | None = None
+        self._pool: ConnectionPool[Conn] | None = None
 
     @property
     def url(self) -> str:
@@ -88,20 +101,21 @@ class Database:
             return f"embedded PostgreSQL in {self.settings.pgdata}"
         return _redact_url(self.url)
 
-    def connect(self, **kwargs: object) -> psycopg.Connection:
+    def connect(self, *, autocommit: bool = False) -> Conn:
         """A plain connection as the owner (operator work: migrations, claims, status)."""
         try:
-            conn = psycopg.connect(self.url, row_factory=dict_row, **kwargs)  # type: ignore[arg-type]
+            conn = psycopg.connect(self.url, row_factory=dict_row, autocommit=autocommit)
         except psycopg.OperationalError as exc:
             raise DatabaseError(f"Could not connect to {self.location}: {exc}".strip()) from exc
         _configure(conn)
         return conn
 
     @property
-    def pool(self) -> ConnectionPool:
+    def pool(self) -> ConnectionPool[Conn]:
         if self._pool is None:
-            pool = ConnectionPool(
+            pool: ConnectionPool[Conn] = ConnectionPool(
                 self.url,
+                connection_class=psycopg.Connection[DictRow],
                 min_size=1,
                 max_size=self.settings.pool_size,
                 kwargs={"row_factory": dict_row},
@@ -117,7 +131,7 @@ class Database:
         return self._pool
 
     @contextmanager
-    def admin(self, *, pipeline: bool = False) -> Iterator[psycopg.Connection]:
+    def admin(self, *, pipeline: bool = False) -> Iterator[Conn]:
         """A pooled transaction as the owner, across tenants. Commits on success.
 
         With ``pipeline``, statements go out without waiting for each other (psycopg pipeline
@@ -128,7 +142,7 @@ class Database:
                 yield conn
 
     @contextmanager
-    def tenant(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[psycopg.Connection]:
+    def tenant(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[Conn]:
         """A pooled transaction that can see and write only ``tenant_id``'s rows (``pipeline``: see admin)."""
         if not tenant_id:
             raise ValueError("tenant_id must be a non-empty string")
@@ -151,7 +165,7 @@ class Database:
         self.close()
 
 
-def _pipelined(conn: psycopg.Connection, on: bool) -> AbstractContextManager[object]:
+def _pipelined(conn: Conn, on: bool) -> AbstractContextManager[object]:
     return conn.pipeline() if on else nullcontext()
 
 
@@ -160,4 +174,4 @@ def _redact_url(url: str) -> str:
     info = psycopg.conninfo.conninfo_to_dict(url)
     if info.get("password"):
         info["password"] = "***"
-    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
+    return psycopg.conninfo.make_conninfo("", **info)

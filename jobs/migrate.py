@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 
@@ -105,10 +106,12 @@ def check_embedding_dim(conn: psycopg.Connection, embedding_dim: int) -> None:
         )
 
 
-def _first(row: object) -> object:
+def _first(row: object) -> Any:
     """First column of a row from either a tuple or a dict row factory."""
     if row is None:
         return None
     if isinstance(row, dict):
         return next(iter(row.values()))
-    return row[0]  # type: ignore[index]
+    if isinstance(row, tuple):
+        return row[0]
+    raise TypeError(f"unexpected row type {type(row).__name__}")

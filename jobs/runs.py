@@ -8,10 +8,9 @@ import socket
 import uuid
 from collections.abc import Mapping
 
-import psycopg
 from psycopg.types.json import Jsonb
 
-from jobs.db import Database
+from jobs.db import Conn, Database, one
 from jobs.sql import query
 
 
@@ -20,16 +19,16 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-def start_run(target: Database | psycopg.Connection, job: str, worker: str) -> int:
+def start_run(target: Database | Conn, job: str, worker: str) -> int:
     """Record that ``job`` started; return the run id for :func:`finish_run` and model-call rows."""
     params = {"job": job, "worker": worker}
     if isinstance(target, Database):
         with target.admin() as conn:
-            return int(conn.execute(query("start_job_run"), params).fetchone()["id"])
-    return int(target.execute(query("start_job_run"), params).fetchone()["id"])  # type: ignore[index]
+            return int(one(conn.execute(query("start_job_run"), params))["id"])
+    return int(one(target.execute(query("start_job_run"), params))["id"])
 
 
-def finish_run(target: Database | psycopg.Connection, run_id: int, *, counts: Mapping[str, int],
+def finish_run(target: Database | Conn, run_id: int, *, counts: Mapping[str, int],
                error: BaseException | str | None = None, failed: bool | None = None) -> None:
     """Record how a run ended: ``failed`` defaults to whether an error is given."""
     params = {"id": run_id, "status": "failed" if (error is not None if failed is None else failed) else "ok",
