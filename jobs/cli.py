@@ -169,7 +169,7 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: object, extr
     db = obj.database()
     since_utc = since.replace(tzinfo=dt.UTC) if isinstance(since, dt.datetime) else None
     if batch:
-        from jobs.batches import BatchRunner
+        from jobs.summarize import BatchRunner
         from jobs.extract.claude import AnthropicExtractor
 
         with AnthropicExtractor(obj.settings) as claude:

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import psycopg
 
-from jobs.models import EpisodeExtraction, ModelCall, Transcript, search_text
+from jobs.db import Conn, one
+from jobs.models import EpisodeExtraction, Message, ModelCall, Transcript, search_text
 from jobs.sql import query
 
 QUOTE_CHARS = 280
@@ -45,15 +45,15 @@ class EpisodeRow:
 
 
 def insert_episode(
-    conn: psycopg.Connection,
+    conn: Conn,
     row: EpisodeRow,
     *,
-    messages: Sequence[object] = (),
+    messages: Sequence[Message] = (),
     source_event_ids: Sequence[int | None] | None = None,
 ) -> int:
     """Insert the episode with its events and entities; return its id."""
     ep = row.episode
-    episode_id = conn.execute(query("insert_episode"), {
+    episode_id: int = one(conn.execute(query("insert_episode"), {
         "tenant_id": row.tenant_id, "user_id": row.user_id, "kind": row.kind, "transcript_id": row.transcript_id,
         "session_id": row.session_id, "purpose": row.purpose, "summary": ep.summary, "topic_tags": ep.topic_tags,
         "importance": ep.importance, "started_at": row.started_at, "ended_at": row.ended_at,
@@ -66,17 +66,17 @@ def insert_episode(
         "cache_write_tokens": sum(c.cache_write_tokens for c in row.calls),
         "cost_usd": round(sum(c.cost_usd for c in row.calls), 6),
         "dropped_events": row.dropped_events, "dropped_entities": row.dropped_entities,
-    }).fetchone()["id"]
+    }))["id"]
     events = []
     for ordinal, event in enumerate(ep.key_events):
         first = event.evidence[0]
         msg = messages[first] if first < len(messages) else None
-        when = getattr(msg, "ts", None) or row.ended_at
+        when = (msg.ts if msg else None) or row.ended_at
         events.append({
             "tenant_id": row.tenant_id, "user_id": row.user_id, "episode_id": episode_id, "ordinal": ordinal,
             "type": event.type, "what": event.what, "who": event.who, "due": event.due, "occurred_at": when,
             "evidence": event.evidence,
-            "evidence_quote": (getattr(msg, "content", "") or "")[:QUOTE_CHARS] or None,
+            "evidence_quote": (msg.content if msg else "")[:QUOTE_CHARS] or None,
             "status": "open" if event.type in ("open_question", "commitment") else "n/a",
             "source_event_id": source_event_ids[ordinal] if source_event_ids else None,
         })
@@ -92,7 +92,7 @@ def insert_episode(
 
 
 def record_calls(
-    conn: psycopg.Connection, calls: Sequence[ModelCall], *, tenant_id: str, user_id: str | None,
+    conn: Conn, calls: Sequence[ModelCall], *, tenant_id: str, user_id: str | None,
     transcript_id: int | None, job_run_id: int | None,
 ) -> None:
     if not calls:
@@ -109,7 +109,7 @@ def record_calls(
 
 
 def write_session_episode(
-    conn: psycopg.Connection, transcript: Transcript, row: EpisodeRow, *, worker: str, job_run_id: int | None
+    conn: Conn, transcript: Transcript, row: EpisodeRow, *, worker: str, job_run_id: int | None
 ) -> int | None:
     """Replace the session's current episode and complete the transcript, atomically.
 

@@ -222,8 +222,10 @@ SELECT (SELECT count(*) FROM episodes WHERE created_at > now() - interval '1 hou
 INSERT INTO model_batches (id, requests, worker) VALUES (%(id)s, %(requests)s, %(worker)s)
 
 -- name: insert_batch_item
-INSERT INTO model_batch_items (batch_id, custom_id, tenant_id, transcript_id, content_hash, prompt_hash)
-VALUES (%(batch_id)s, %(custom_id)s, %(tenant_id)s, %(transcript_id)s, %(content_hash)s, %(prompt_hash)s)
+INSERT INTO model_batch_items (batch_id, custom_id, tenant_id, transcript_id, content_hash, prompt_hash,
+                               offered_items)
+VALUES (%(batch_id)s, %(custom_id)s, %(tenant_id)s, %(transcript_id)s, %(content_hash)s, %(prompt_hash)s,
+        %(offered_items)s)
 
 -- name: mark_batch_submitted
 UPDATE model_batches SET remote_id = %(remote_id)s, status = 'submitted' WHERE id = %(id)s
@@ -237,7 +239,7 @@ SELECT id, remote_id, status, requests, created_at FROM model_batches
 WHERE status IN ('submitting', 'submitted') ORDER BY created_at
 
 -- name: batch_item
-SELECT i.transcript_id, i.prompt_hash, t.id, t.tenant_id, t.user_id, t.session_id, t.agent_id, t.purpose,
+SELECT i.transcript_id, i.prompt_hash, i.offered_items, t.id, t.tenant_id, t.user_id, t.session_id, t.agent_id, t.purpose,
        t.started_at, t.ended_at, t.messages, t.content_hash AS content_hash, t.attempts, t.lease_owner
 FROM model_batch_items i JOIN transcripts t ON t.id = i.transcript_id
 WHERE i.batch_id = %(batch_id)s AND i.custom_id = %(custom_id)s
@@ -277,3 +279,25 @@ RETURNING id
 -- A superseded episode's resolutions no longer stand; its replacement may resolve them again.
 UPDATE episode_events SET status = 'open', resolved_by = NULL, resolved_at = NULL
 WHERE resolved_by = %(episode_id)s
+
+-- name: current_episode_for_content
+-- Is this content already summarised with this prompt version? Then a claim completes with no model call.
+SELECT 1 AS found FROM episodes
+WHERE tenant_id = %(tenant_id)s AND session_id = %(session_id)s AND kind = 'session'
+  AND status = 'current' AND content_hash = %(content_hash)s AND prompt_version = %(prompt_version)s
+
+-- name: transcript_attempts
+SELECT attempts FROM transcripts WHERE id = %(id)s
+
+-- name: give_back_transcript
+-- A batch gives back a claimed transcript it will not send (too long, or the batch is full): the
+-- attempt does not count; an error, when given, says why it is left for a live run.
+UPDATE transcripts
+SET status = 'pending', lease_owner = NULL, lease_until = NULL, attempts = greatest(attempts - 1, 0),
+    last_error = coalesce(%(error)s, last_error)
+WHERE id = %(id)s AND lease_owner = %(owner)s
+
+-- name: job_run_model_totals
+SELECT coalesce(sum(input_tokens), 0) AS i, coalesce(sum(output_tokens), 0) AS o,
+       coalesce(sum(cache_read_tokens), 0) AS c, coalesce(sum(cost_usd), 0) AS usd
+FROM model_calls WHERE job_run_id = %(job_run_id)s

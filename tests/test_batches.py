@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 
@@ -10,7 +11,7 @@ import pytest
 from episode_responder import responder
 from psycopg.types.json import Jsonb
 
-from jobs.batches import BatchRunner
+from jobs.summarize import BatchRunner
 from jobs.db import Database
 from jobs.embeddings import get_embedder
 from jobs.extract.claude import AnthropicExtractor
@@ -89,3 +90,63 @@ def test_failed_submission_returns_transcripts_to_the_queue(llm_db: Database, fa
         batch = conn.execute("SELECT status FROM model_batches").fetchone()
     assert row["status"] == "pending" and row["lease_owner"] is None and "submission failed" in row["last_error"]
     assert batch["status"] == "failed"
+
+
+def _resolution_after_first_session(database: Database, fake: fa.FakeAnthropic, second: str, *, batch: bool) -> dict:
+    """Summarise a first session live (it leaves an open commitment), then a second session that
+    fulfils it, live or through a Message Batch; return how the commitment ended and what was sent."""
+    from episode_responder import resolving_responder
+
+    from jobs.summarize import run_summarize
+
+    with database.tenant("acme") as conn:
+        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, "
+                     "content_hash) VALUES ('acme', 'u1', 'first', '2025-03-04 09:00Z', '2025-03-04 09:30Z', %s, 'h1')",
+                     (Jsonb(MESSAGES),))
+    embedder = get_embedder("minilm")
+    with AnthropicExtractor(database.settings) as claude:
+        run_summarize(database, extractor=claude, embedder=embedder)
+    with database.tenant("acme") as conn:
+        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, "
+                     "content_hash) VALUES ('acme', 'u1', %s, '2025-03-10 09:00Z', '2025-03-10 09:20Z', %s, 'h2')",
+                     (second, Jsonb([{"role": "assistant", "content": "Here is the invoice I promised."}])))
+    fake.responder = resolving_responder
+    with AnthropicExtractor(database.settings) as claude:
+        if batch:
+            report = BatchRunner(database, claude, embedder).run(poll_seconds=0.1)
+            assert report.counts["done"] == 1
+        else:
+            assert run_summarize(database, extractor=claude, embedder=embedder).counts["done"] == 1
+    with database.admin() as conn:
+        item = conn.execute("SELECT e.what, e.status, e.resolved_at, ep.session_id AS resolved_in "
+                            "FROM episode_events e LEFT JOIN episodes ep ON ep.id = e.resolved_by "
+                            "WHERE e.type = 'commitment'").fetchone()
+        episode = conn.execute("SELECT dropped_events FROM episodes WHERE session_id = %s", (second,)).fetchone()
+    return {**item, "dropped_events": episode["dropped_events"]}
+
+
+def _open_items_block(prompt: str) -> str:
+    """The <open_items> section of an extraction prompt, with the item ids masked."""
+    return re.sub(r"id \d+", "id N", prompt.split("<open_items>")[1].split("</open_items>")[0])
+
+
+def test_a_batch_episode_resolves_an_earlier_open_item_like_a_live_one(llm_db: Database,
+                                                                         fake: fa.FakeAnthropic) -> None:
+    live = _resolution_after_first_session(llm_db, fake, "second", batch=False)
+    sent_live = fake.calls()[-1].body["messages"][0]["content"]
+    with llm_db.admin() as conn:  # start over in the same database: the same first session, then a batch
+        conn.execute("TRUNCATE transcripts, episodes, model_calls, model_batches CASCADE")
+    fake.responder = responder
+    batched = _resolution_after_first_session(llm_db, fake, "second", batch=True)
+    submitted = [r for r in fake.requests if r.path == "/v1/messages/batches" and r.method == "POST"]
+    sent_batch = submitted[-1].body["requests"][0]["params"]["messages"][0]["content"]
+    # The batch request offered the open commitment exactly as the live request did ...
+    assert "(commitment since 2025-03-04)" in sent_batch
+    assert _open_items_block(sent_batch) == _open_items_block(sent_live)
+    # ... and its answer resolved it the same way: fulfilled by the second session, at its end; the
+    # resolution of an item that was never offered is dropped in both paths.
+    assert live["status"] == batched["status"] == "done"
+    assert live["resolved_in"] == batched["resolved_in"] == "second"
+    assert live["resolved_at"] == batched["resolved_at"]
+    assert live["resolved_at"].isoformat() == "2025-03-10T09:20:00+00:00"
+    assert live["dropped_events"] == batched["dropped_events"] == 1

@@ -3,8 +3,10 @@
 ``episodes run --batch`` claims eligible transcripts with a long lease owned by the batch
 (``lease_owner = 'batch:<id>'``), records the batch and its items *before* submitting, submits
 (splitting at the API's limits: 100,000 requests or 256 MB per batch), then polls. When a batch
-has ended its results are validated, grounded, embedded and written exactly like live results,
-with model-call rows marked ``batch`` and costed at half price. The table survives restarts: the
+has ended its results are validated and then finished by the same path as live results
+(:class:`jobs.summarize.finish.Finisher`: the user's open items are offered in the request and may
+be resolved by the answer, grounding, embedding, the write), with model-call rows marked ``batch``
+and costed at half price. The table survives restarts: the
 next ``run --batch`` resumes polling whatever is still open. Transcripts too long for one request,
 invalid answers and errored requests go back to the queue for a live run.
 
@@ -15,31 +17,45 @@ batch's results are never collected; its transcripts return to the queue when th
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any, cast
 
+from anthropic.types.messages.batch_create_params import Request
 from psycopg.types.json import Jsonb
 
 from jobs.db import Database
-from jobs.embeddings import Embedder, get_embedder
-from jobs.extract.claude import AnthropicExtractor
-from jobs.extract.grounding import ground
-from jobs.llm import parse_tool_output, usage_call
-from jobs.models import EpisodeExtraction, search_text
+from jobs.embeddings import Embedder
+from jobs.errors import ConfigError
+from jobs.extract.claude import TOOL_NAME, USER_TEMPLATE, AnthropicExtractor
+from jobs.llm import ToolPrompt, parse_tool_output, usage_call
+from jobs.models import EpisodeExtraction, ExtractionResult, Transcript
 from jobs.runs import worker_id
 from jobs.sql import query
-from jobs.store import EpisodeRow, record_calls, write_session_episode
-from jobs.summarize import _transcript
+from jobs.summarize.claim import claim, to_transcript
+from jobs.summarize.finish import Finisher
+from jobs.summarize.run import embedder_for
 
 log = logging.getLogger(__name__)
 
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256 * 1024 * 1024 - 1024 * 1024  # keep a megabyte of headroom for the envelope
 BATCH_LEASE_SECONDS = 25 * 3600  # batches expire after 24 h
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One transcript in a batch being assembled: its request entry and the open items it offers."""
+
+    transcript: Transcript
+    prompt: ToolPrompt
+    entry: dict[str, Any]
+    offered: list[int]
 
 
 @dataclass
@@ -60,28 +76,30 @@ class BatchRunner:
         self.settings = db.settings
         self.extractor = extractor
         self.client = extractor.caller.client
-        self.embedder = embedder or get_embedder(self.settings.embedder)
+        self.finisher = Finisher(db, embedder or embedder_for(self.settings))
         self.worker = worker_id()
 
     # --- submit -----------------------------------------------------------------------------
 
-    def submit(self, *, limit: int | None = None, tenant: str | None = None, since: object = None,
+    def submit(self, *, limit: int | None = None, tenant: str | None = None, since: dt.datetime | None = None,
                report: BatchReport | None = None) -> BatchReport:
         report = report or BatchReport()
         while limit is None or len(report.submitted) * MAX_REQUESTS < limit:
             batch_id = uuid.uuid4().hex[:16]
             owner = f"batch:{batch_id}"
-            items, size = [], 0
+            items: list[_Item] = []
+            size = 0
             while len(items) < MAX_REQUESTS and (limit is None or report.counts["claimed"] < limit):
-                with self.db.admin() as conn:
-                    row = conn.execute(query("claim_transcript"), {
-                        "worker": owner, "lease_seconds": BATCH_LEASE_SECONDS, "tenant": tenant, "since": since,
-                    }).fetchone()
-                if row is None:
+                transcript = claim(self.db, owner=owner, lease_seconds=BATCH_LEASE_SECONDS, tenant=tenant,
+                                   since=since)
+                if transcript is None:
                     break
                 report.counts["claimed"] += 1
-                transcript = _transcript(row, redact=self.settings.redact)
-                prompts = self.extractor.prompts_for(transcript)
+                open_items = self.finisher.prepare(transcript, self.extractor.prompt_version, owner=owner)
+                if open_items is None:  # this content is already summarised with this prompt: completed
+                    report.counts["skipped"] += 1
+                    continue
+                prompts = self.extractor.prompts_for(transcript, open_items)
                 if len(prompts) != 1:
                     report.counts["too_long"] += 1
                     self._give_back(transcript.id, owner, "too long for one batch request; needs a live run")
@@ -93,27 +111,31 @@ class BatchRunner:
                     self._give_back(transcript.id, owner, None)  # goes into the next batch
                     report.counts["claimed"] -= 1
                     break
-                items.append((transcript, prompts[0].prompt_hash, entry))
+                items.append(_Item(transcript, prompts[0], entry, [i.event_id for i in open_items]))
                 size += entry_size
             if not items:
                 break
             self._submit_one(batch_id, owner, items, report)
         return report
 
-    def _submit_one(self, batch_id: str, owner: str, items: list, report: BatchReport) -> None:
+    def _submit_one(self, batch_id: str, owner: str, items: list[_Item], report: BatchReport) -> None:
         with self.db.admin() as conn:
             conn.execute(query("insert_batch"), {"id": batch_id, "requests": len(items), "worker": self.worker})
-        by_tenant: dict[str, list] = {}
-        for transcript, prompt_hash, entry in items:
-            by_tenant.setdefault(transcript.tenant_id, []).append({
-                "batch_id": batch_id, "custom_id": entry["custom_id"], "tenant_id": transcript.tenant_id,
-                "transcript_id": transcript.id, "content_hash": transcript.content_hash, "prompt_hash": prompt_hash,
+        by_tenant: dict[str, list[dict[str, Any]]] = {}
+        for item in items:
+            t = item.transcript
+            by_tenant.setdefault(t.tenant_id, []).append({
+                "batch_id": batch_id, "custom_id": item.entry["custom_id"], "tenant_id": t.tenant_id,
+                "transcript_id": t.id, "content_hash": t.content_hash, "prompt_hash": item.prompt.prompt_hash,
+                "offered_items": item.offered,
             })
         for tenant_id, rows in by_tenant.items():
             with self.db.tenant(tenant_id) as conn, conn.cursor() as cur:
                 cur.executemany(query("insert_batch_item"), rows)
         try:
-            batch = self.client.messages.batches.create(requests=[entry for _, _, entry in items])
+            # Each entry's params are ToolPrompt.request(): exactly the keyword arguments of messages.create.
+            requests = [cast(Request, item.entry) for item in items]
+            batch = self.client.messages.batches.create(requests=requests)
         except Exception as exc:
             self._abandon(batch_id, owner, f"batch submission failed: {exc}")
             raise
@@ -125,10 +147,7 @@ class BatchRunner:
 
     def _give_back(self, transcript_id: int, owner: str, error: str | None) -> None:
         with self.db.admin() as conn:
-            conn.execute(
-                "UPDATE transcripts SET status = 'pending', lease_owner = NULL, lease_until = NULL, "
-                "attempts = greatest(attempts - 1, 0), last_error = coalesce(%s, last_error) "
-                "WHERE id = %s AND lease_owner = %s", (error, transcript_id, owner))
+            conn.execute(query("give_back_transcript"), {"id": transcript_id, "owner": owner, "error": error})
 
     def _abandon(self, batch_id: str, owner: str, error: str) -> None:
         with self.db.admin() as conn:
@@ -170,47 +189,36 @@ class BatchRunner:
         report.counts["batches_ingested"] += 1
         log.info("ingested batch", extra={"action": "batch_ingest", "batch": batch_id, **dict(counts)})
 
-    def _ingest_one(self, batch_id: str, owner: str, result: object) -> str:
+    def _ingest_one(self, batch_id: str, owner: str, result: Any) -> str:
         with self.db.admin() as conn:
             row = conn.execute(query("batch_item"), {"batch_id": batch_id, "custom_id": result.custom_id}).fetchone()
         if row is None or row["lease_owner"] != owner:
             return "stale"  # transcript changed, was erased or was re-claimed meanwhile
-        transcript = _transcript(row, redact=self.settings.redact)
+        transcript = to_transcript(row, redact=self.settings.redact)
+        end = self.finisher
         outcome = result.result.type
         if outcome != "succeeded":
-            return self._fail(transcript, owner, f"batch request {outcome}", [])
+            return end.fail(transcript, f"batch request {outcome}", owner=owner, backoff=False)
         message = result.result.message
-        call = usage_call(self.settings, message, template="extract_episode_user.j2", prompt_hash=row["prompt_hash"],
-                          batch=True)
-        parsed = parse_tool_output(message, "record_episode", EpisodeExtraction)
+        call = usage_call(self.settings, message, template=USER_TEMPLATE, prompt_hash=row["prompt_hash"], batch=True)
+        parsed = parse_tool_output(message, TOOL_NAME, EpisodeExtraction)
         if not isinstance(parsed, EpisodeExtraction):
             call.outcome, call.error = parsed
-            return self._fail(transcript, owner, f"batch answer unusable ({parsed[0]}): {parsed[1]}", [call])
-        grounded = ground(parsed, transcript.messages)
-        vector = self.embedder.embed([search_text(grounded.episode)])[0]
-        episode = EpisodeRow(
-            tenant_id=transcript.tenant_id, user_id=transcript.user_id, kind="session", episode=grounded.episode,
-            started_at=transcript.started_at or transcript.ended_at, ended_at=transcript.ended_at,
-            model=message.model, prompt_version=self.extractor.prompt_version, embedding=vector,
-            purpose=transcript.purpose, transcript_id=transcript.id, session_id=transcript.session_id,
-            content_hash=transcript.content_hash, calls=[call], dropped_events=grounded.dropped_events,
-            dropped_entities=grounded.dropped_entities,
-        )
-        with self.db.tenant(transcript.tenant_id) as conn:
-            written = write_session_episode(conn, transcript, episode, worker=owner, job_run_id=None)
-        return "done" if written else "stale"
+            return end.fail(transcript, f"batch answer unusable ({parsed[0]}): {parsed[1]}", owner=owner,
+                            calls=[call], backoff=False)
+        extraction = ExtractionResult(parsed, model=message.model, prompt_version=self.extractor.prompt_version,
+                                      calls=[call])
+        try:
+            written = end.finish(transcript, extraction, row["offered_items"], owner=owner)
+        except ConfigError:
+            end.release(transcript, owner=owner, calls=[call])
+            raise
+        except Exception as exc:  # noqa: BLE001 - one bad result never stops the batch
+            log.exception("batch result failed", extra={"action": "batch_item_error", "transcript_id": transcript.id})
+            return end.fail(transcript, f"{type(exc).__name__}: {exc}", owner=owner, calls=[call], backoff=False)
+        return "done" if written == "done" else "stale"
 
-    def _fail(self, transcript: object, owner: str, error: str, calls: list) -> str:
-        with self.db.admin() as conn:
-            conn.execute(query("fail_transcript"), {
-                "id": transcript.id, "worker": owner, "permanent": False,
-                "max_attempts": self.settings.max_attempts, "backoff_seconds": 0, "error": error[:2000],
-            })
-            record_calls(conn, calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
-                         transcript_id=transcript.id, job_run_id=None)
-        return "failed"
-
-    def run(self, *, limit: int | None = None, tenant: str | None = None, since: object = None,
+    def run(self, *, limit: int | None = None, tenant: str | None = None, since: dt.datetime | None = None,
             wait: bool = True, poll_seconds: float = 30.0) -> BatchReport:
         """Resume open batches, submit new ones, and (with ``wait``) poll until all are ingested."""
         report, _ = self.poll()

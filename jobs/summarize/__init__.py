@@ -1,0 +1,22 @@
+"""The summarize job: closed transcripts become episodes, once each.
+
+- :mod:`~jobs.summarize.claim`: claims and leases (``FOR UPDATE SKIP LOCKED``, a lease keeper).
+- :mod:`~jobs.summarize.finish`: the one path from an extraction to a stored episode, shared by
+  live runs and Message Batches: offered open items, grounding, embedding, the write, failures.
+- :mod:`~jobs.summarize.run`: the live job (threads of claim, extract, finish).
+- :mod:`~jobs.summarize.batches`: backfills through the Message Batches API at half price.
+"""
+
+from jobs.summarize.batches import BatchReport, BatchRunner
+from jobs.summarize.finish import Finisher
+from jobs.summarize.report import RunReport, StageClock
+from jobs.summarize.run import (
+           Summarizer,
+           count_eligible,
+           embedder_for,
+           retry_dead,
+           run_summarize,
+)
+
+__all__ = ["BatchReport", "BatchRunner", "Finisher", "RunReport", "StageClock", "Summarizer", "count_eligible",
+           "embedder_for", "retry_dead", "run_summarize"]

@@ -1,0 +1,101 @@
+"""Claims and leases: who is working on which transcript, for how long.
+
+Workers claim with ``FOR UPDATE SKIP LOCKED`` and a lease (``claim_transcript``). While a model
+call runs, one lease keeper per summarizer extends every held lease in one UPDATE, so a live
+worker is never "rescued"; a dead worker's lease expires and its transcript is claimed again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from jobs.config import Settings
+from jobs.db import Database, Row
+from jobs.models import Message, Transcript
+from jobs.redact import redact_messages
+from jobs.sql import query
+
+log = logging.getLogger(__name__)
+
+
+def to_transcript(row: Row, *, redact: bool) -> Transcript:
+    """A claimed row as the extractors see it. Its messages are redacted (jobs.privacy, unless
+    Settings.redact is off: EPISODES_REDACT=false), so PII reaches neither the model nor the
+    episode, its events, evidence quotes, entities or embedding. The stored transcript is left as
+    the host sent it."""
+    messages, counts = redact_messages([Message.model_validate(m) for m in row["messages"]], enabled=redact)
+    if counts:
+        log.debug("redacted", extra={"action": "redact", "transcript_id": row["id"],
+                                     **{f"redacted_{k.lower()}": n for k, n in counts.items()}})
+    return Transcript(
+        id=row["id"], tenant_id=row["tenant_id"], user_id=row["user_id"], session_id=row["session_id"],
+        purpose=row["purpose"], started_at=row["started_at"], ended_at=row["ended_at"],
+        messages=messages, content_hash=row["content_hash"],
+        agent_id=row["agent_id"], attempts=row["attempts"],
+    )
+
+
+def claim(db: Database, *, owner: str, lease_seconds: int, tenant: str | None = None,
+          since: dt.datetime | None = None) -> Transcript | None:
+    """Claim the next eligible transcript for ``owner``; None when there is none."""
+    with db.admin(pipeline=True) as conn:
+        # A claim lost in a server crash only returns the transcript to the queue (the write
+        # checks the lease), so it need not wait for its WAL flush; the episode's write does.
+        conn.execute("SET LOCAL synchronous_commit = off")
+        row = conn.execute(query("claim_transcript"), {
+            "worker": owner, "lease_seconds": lease_seconds, "tenant": tenant, "since": since,
+        }).fetchone()
+    if row is None:
+        return None
+    log.debug("claimed", extra={"action": "claim_transcript", "transcript_id": row["id"],
+                                "tenant": row["tenant_id"], "attempt": row["attempts"]})
+    return to_transcript(row, redact=db.settings.redact)
+
+
+class LeaseKeeper:
+    """Extends the leases of every transcript a summarizer is extracting. One thread for all
+    worker threads, started on first use, one UPDATE per tick; a transcript is held only while its
+    model call runs. ``closed`` stops the thread."""
+
+    def __init__(self, db: Database, owner: str, settings: Settings, closed: threading.Event) -> None:
+        self.db = db
+        self.owner = owner
+        self.lease_seconds = settings.lease_seconds
+        self.closed = closed
+        self._held: Counter[int] = Counter()  # transcript id -> threads extracting it
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def held(self, transcript: Transcript) -> Iterator[None]:
+        with self._lock:
+            self._held[transcript.id] += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="lease-keeper")
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held[transcript.id] -= 1
+                if self._held[transcript.id] <= 0:
+                    del self._held[transcript.id]
+
+    def _run(self) -> None:
+        interval = max(self.lease_seconds / 3, 1)
+        while not self.closed.wait(interval):
+            with self._lock:
+                ids = list(self._held)
+            if not ids:
+                continue
+            try:
+                with self.db.admin() as conn:
+                    conn.execute(query("extend_leases"), {"ids": ids, "worker": self.owner,
+                                                          "lease_seconds": self.lease_seconds})
+            except Exception:  # noqa: BLE001 - a missed heartbeat only risks a rescue, never a duplicate
+                log.warning("heartbeat failed", extra={"action": "heartbeat_error", "transcripts": len(ids)})

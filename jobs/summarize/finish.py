@@ -1,0 +1,134 @@
+"""The one path from an extraction to a stored session episode, for live runs and Message
+Batches alike.
+
+:meth:`Finisher.prepare` decides what an extractor is offered (the user's still-open questions
+and commitments from earlier sessions) or completes the claim at once when this content was
+already summarised with this prompt version. :meth:`Finisher.finish` grounds the extraction in the
+transcript and in the items that were offered (a resolution must name one of them), embeds it,
+and writes the episode, its events and entities, the model-call rows and the transcript's state
+change in one tenant-scoped transaction that commits only while the caller still holds the claim.
+:meth:`Finisher.fail` and :meth:`Finisher.release` are the two ways a claim ends without an episode.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+import psycopg
+
+from jobs.db import Database
+from jobs.embeddings import Embedder
+from jobs.extract.grounding import ground
+from jobs.faults import crash_point
+from jobs.models import (
+    MAX_OPEN_ITEMS,
+    ExtractionResult,
+    ModelCall,
+    OpenItem,
+    Transcript,
+    search_text,
+)
+from jobs.sql import query
+from jobs.store import EpisodeRow, record_calls, write_session_episode
+from jobs.summarize.report import StageClock
+
+log = logging.getLogger(__name__)
+
+RETRY_BASE_SECONDS = 30
+RETRY_MAX_SECONDS = 3600
+
+
+@dataclass
+class Finisher:
+    """Everything the end of a claim needs: the database, the embedder, the run the rows belong to."""
+
+    db: Database
+    embedder: Embedder
+    job_run_id: int | None = None
+    clock: StageClock = field(default_factory=StageClock)
+
+    def prepare(self, transcript: Transcript, prompt_version: str, *, owner: str) -> list[OpenItem] | None:
+        """The open items to offer, read in one round trip; None when this content was already
+        summarised with ``prompt_version``: then the claim is completed here, with no model call."""
+        with self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
+            current = conn.execute(query("current_episode_for_content"), {
+                "tenant_id": transcript.tenant_id, "session_id": transcript.session_id,
+                "content_hash": transcript.content_hash, "prompt_version": prompt_version,
+            })
+            items = conn.execute(query("open_items"), {
+                "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
+                "session_id": transcript.session_id, "before": transcript.ended_at, "limit": MAX_OPEN_ITEMS,
+            })
+            if current.fetchone() is not None:
+                conn.execute(query("complete_transcript"), {"id": transcript.id, "worker": owner,
+                                                            "content_hash": transcript.content_hash})
+                return None
+            rows = items.fetchall()
+        return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows]
+
+    def finish(self, transcript: Transcript, result: ExtractionResult, offered: Collection[int], *,
+               owner: str) -> str:
+        """Ground, embed and write the episode; ``done``, or ``lost`` when ``owner`` no longer holds
+        the claim (nothing is written then). ``offered``: ids of the open items the model was shown."""
+        started = time.perf_counter()
+        with self.clock("ground"):
+            grounded = ground(result.extraction, transcript.messages, set(offered))
+        with self.clock("embed"):
+            vector = self.embedder.embed([search_text(grounded.episode)])[0]
+        row = EpisodeRow(
+            tenant_id=transcript.tenant_id, user_id=transcript.user_id, kind="session",
+            episode=grounded.episode, started_at=transcript.started_at or transcript.ended_at,
+            ended_at=transcript.ended_at, model=result.model, prompt_version=result.prompt_version,
+            embedding=vector, purpose=transcript.purpose, transcript_id=transcript.id,
+            session_id=transcript.session_id, content_hash=transcript.content_hash, calls=result.calls,
+            dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
+        )
+        with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
+            episode_id = write_session_episode(conn, transcript, row, worker=owner, job_run_id=self.job_run_id)
+            crash_point(self.db.settings, "during_commit")
+            if episode_id is None:
+                raise psycopg.Rollback()  # nothing of this attempt may persist
+        if episode_id is None:
+            log.warning("lost the claim before writing; discarded", extra={"action": "claim_lost",
+                                                                          "transcript_id": transcript.id})
+            return "lost"
+        log.debug("episode stored", extra={
+            "action": "episode_stored", "tenant": transcript.tenant_id, "session": transcript.session_id,
+            "episode_id": episode_id, "events": len(grounded.episode.key_events),
+            "resolved": len(grounded.episode.resolved_items), "dropped_events": grounded.dropped_events,
+            "ms": int((time.perf_counter() - started) * 1000),
+        })
+        return "done"
+
+    def fail(self, transcript: Transcript, error: str, *, owner: str, permanent: bool = False,
+             calls: Sequence[ModelCall] = (), backoff: bool = True) -> str:
+        """Back to the queue (after an exponential backoff unless ``backoff`` is off), or to the
+        dead letters when ``permanent`` or out of attempts; the calls made are recorded either way.
+        Returns ``failed``, ``dead``, or ``lost`` when ``owner`` no longer held the claim."""
+        settings = self.db.settings
+        with self.db.admin() as conn:
+            attempts = conn.execute(query("transcript_attempts"), {"id": transcript.id}).fetchone()
+            n = attempts["attempts"] if attempts else 1
+            wait = min(RETRY_BASE_SECONDS * 2 ** max(n - 1, 0), RETRY_MAX_SECONDS) if backoff else 0
+            row = conn.execute(query("fail_transcript"), {
+                "id": transcript.id, "worker": owner, "permanent": permanent,
+                "max_attempts": settings.max_attempts, "backoff_seconds": wait, "error": error[:2000],
+            }).fetchone()
+            record_calls(conn, calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
+                         transcript_id=transcript.id, job_run_id=self.job_run_id)
+        outcome = "lost" if row is None else ("dead" if row["status"] == "dead" else "failed")
+        log.warning("summarize failed: %s", error, extra={
+            "action": "summarize_dead" if outcome == "dead" else "summarize_retry",
+            "tenant": transcript.tenant_id, "session": transcript.session_id,
+        })
+        return outcome
+
+    def release(self, transcript: Transcript, *, owner: str, calls: Sequence[ModelCall] = ()) -> None:
+        """Give the claim back untouched (a setting is wrong); model calls already made are kept."""
+        with self.db.admin() as conn:
+            conn.execute(query("release_transcript"), {"id": transcript.id, "worker": owner})
+            record_calls(conn, calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
+                         transcript_id=transcript.id, job_run_id=self.job_run_id)

@@ -1,0 +1,54 @@
+"""What a summarize run reports: counts, tokens, cost, and the wall time spent per stage."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+
+class StageClock:
+    """Wall seconds per stage of the summarize loop, summed over episodes and threads.
+
+    bench/summarize_throughput.py prints them per episode, so overhead is found by measurement."""
+
+    def __init__(self) -> None:
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - started
+            with self._lock:
+                self.seconds[stage] += elapsed
+
+
+@dataclass
+class RunReport:
+    counts: Counter[str] = field(default_factory=Counter)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> int:
+        return self.counts["done"]
+
+    def line(self) -> str:
+        c = self.counts
+        return (
+            f"done {c['done']} · failed {c['failed']} (will retry) · dead {c['dead']} · skipped {c['skipped']} · "
+            f"tokens {self.input_tokens:,} in / {self.output_tokens:,} out ({self.cache_read_tokens:,} cached) · "
+            f"est. cost ${self.cost_usd:.4f} · {self.seconds:.1f}s"
+        )
