@@ -267,7 +267,7 @@ def ingest(
     *,
     fmt: str = "auto",
     tenant_id: str | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> IngestReport:
     """Validate and upsert every record in ``paths``; return what happened to each."""
     settings = db.settings

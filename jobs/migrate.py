@@ -44,7 +44,7 @@ def code_version() -> int:
     return migrations[-1].version if migrations else 0
 
 
-def current_version(conn: psycopg.Connection) -> int | None:
+def current_version(conn: psycopg.Connection[Any]) -> int | None:
     """The schema version of the database, or None when it was never initialised."""
     row = conn.execute("SELECT to_regclass('public.schema_migrations') IS NOT NULL AS present").fetchone()
     if not _first(row):
@@ -53,7 +53,7 @@ def current_version(conn: psycopg.Connection) -> int | None:
     return int(_first(row))
 
 
-def migrate(conn: psycopg.Connection, *, embedding_dim: int, embedder: str) -> list[Migration]:
+def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str) -> list[Migration]:
     """Bring the schema up to date; return the migrations applied (empty when already current)."""
     conn.autocommit = True
     conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
@@ -96,7 +96,7 @@ def migrate(conn: psycopg.Connection, *, embedding_dim: int, embedder: str) -> l
         conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
 
 
-def check_embedding_dim(conn: psycopg.Connection, embedding_dim: int) -> None:
+def check_embedding_dim(conn: psycopg.Connection[Any], embedding_dim: int) -> None:
     row = conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedding_dim'").fetchone()
     stored = int(_first(row))
     if stored != embedding_dim:

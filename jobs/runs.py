@@ -32,7 +32,7 @@ def finish_run(target: Database | Conn, run_id: int, *, counts: Mapping[str, int
                error: BaseException | str | None = None, failed: bool | None = None) -> None:
     """Record how a run ended: ``failed`` defaults to whether an error is given."""
     params = {"id": run_id, "status": "failed" if (error is not None if failed is None else failed) else "ok",
-              "counts": Jsonb({k: v for k, v in counts.items() if v}),
+              "counts": Jsonb(dict(counts)),
               "error": str(error)[:2000] if error else None}
     if isinstance(target, Database):
         with target.admin() as conn:

@@ -22,21 +22,22 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
-from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
-from jobs.db import Database
-from jobs.embeddings import BatchingEmbedder, get_embedder
+from jobs.compress import scheduled_compress
+from jobs.config import Settings
+from jobs.db import Conn, Database, one
+from jobs.embeddings import BatchingEmbedder
 from jobs.errors import ConfigError
 from jobs.extract import Extractor
-from jobs.runs import worker_id
+from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
-from jobs.summarize import Summarizer
+from jobs.summarize import Summarizer, embedder_for
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +56,27 @@ class ServeOptions:
     shutdown_deadline: float = 30.0
     job_run_retention_days: int = 30
 
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> ServeOptions:
+        """The options from Settings (the EPISODES_SERVE_*, EPISODES_POLL_INTERVAL, ... variables),
+        with each override that is not None (a command-line flag) taking precedence."""
+        chosen: dict[str, Any] = {
+            "concurrency": settings.serve_concurrency, "poll_seconds": settings.poll_seconds,
+            "maintenance_seconds": settings.maintenance_seconds, "compress_cron": settings.compress_cron,
+            "idle_close_seconds": settings.idle_close_seconds,
+            "shutdown_deadline": settings.shutdown_deadline_seconds,
+        }
+        chosen.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**chosen)
+
 
 class Server:
     def __init__(self, db: Database, extractor: Extractor, options: ServeOptions,
-                 compress: Callable[[Database], dict] | None = None) -> None:
+                 compress: Callable[[Database], dict[str, int]] = scheduled_compress) -> None:
         self.db = db
         self.options = options
         self.worker = worker_id()
-        embedder = get_embedder(db.settings.embedder)
+        embedder = embedder_for(db.settings)
         self.summarizer = Summarizer(db, extractor, worker=self.worker,
                                      embedder=BatchingEmbedder(embedder) if options.concurrency > 1 else embedder)
         self.compress_fn = compress
@@ -139,28 +153,26 @@ class Server:
 
     # --- singleton jobs ---------------------------------------------------------------------
 
-    def _singleton(self, key: int, job: str, fn: Callable[[psycopg.Connection], dict]) -> dict | None:
+    def _singleton(self, key: int, job: str, fn: Callable[[Conn], dict[str, int]]) -> dict[str, int] | None:
         """Run ``fn`` if no other process runs this job now (session advisory lock); record the run."""
-        with psycopg.connect(self.db.url, autocommit=True, row_factory=dict_row) as conn:
-            if not conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (key,)).fetchone()["ok"]:
+        with self.db.connect(autocommit=True) as conn:
+            if not one(conn.execute(query("try_advisory_lock"), {"key": key}))["ok"]:
                 log.debug("another process runs %s", job, extra={"action": "singleton_skip", "job": job})
                 return None
-            run_id = conn.execute(query("start_job_run"), {"job": job, "worker": self.worker}).fetchone()["id"]
+            run_id = start_run(conn, job, self.worker)
             try:
                 counts = fn(conn)
             except Exception as exc:
-                conn.execute(query("finish_job_run"), {"id": run_id, "status": "failed", "counts": Jsonb({}),
-                                                       "error": str(exc)[:2000]})
+                finish_run(conn, run_id, counts={}, error=exc)
                 log.exception("%s failed", job, extra={"action": f"{job}_error"})
                 return None
             finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-            conn.execute(query("finish_job_run"), {"id": run_id, "status": "ok", "counts": Jsonb(counts),
-                                                   "error": None})
+                conn.execute(query("advisory_unlock"), {"key": key})
+            finish_run(conn, run_id, counts=counts)
             return counts
 
-    def maintenance(self) -> dict | None:
-        def work(conn: psycopg.Connection) -> dict:
+    def maintenance(self) -> dict[str, int] | None:
+        def work(conn: Conn) -> dict[str, int]:
             counts = {"rescued": len(conn.execute(query("rescue_expired_leases")).fetchall())}
             if self.options.idle_close_seconds:
                 counts["idle_closed"] = len(conn.execute(
@@ -174,10 +186,7 @@ class Server:
 
         return self._singleton(MAINTENANCE_LOCK, "maintenance", work)
 
-    def compress(self) -> dict | None:
-        if self.compress_fn is None:
-            log.warning("compression is not available in this version", extra={"action": "compress_skip"})
-            return None
+    def compress(self) -> dict[str, int] | None:
         return self._singleton(COMPRESS_LOCK, "compress", lambda conn: self.compress_fn(self.db))
 
     # --- lifecycle --------------------------------------------------------------------------

@@ -301,3 +301,10 @@ WHERE id = %(id)s AND lease_owner = %(owner)s
 SELECT coalesce(sum(input_tokens), 0) AS i, coalesce(sum(output_tokens), 0) AS o,
        coalesce(sum(cache_read_tokens), 0) AS c, coalesce(sum(cost_usd), 0) AS usd
 FROM model_calls WHERE job_run_id = %(job_run_id)s
+
+-- name: try_advisory_lock
+-- Singleton jobs of `serve` (maintenance, compress): only one process runs each at a time.
+SELECT pg_try_advisory_lock(%(key)s) AS ok
+
+-- name: advisory_unlock
+SELECT pg_advisory_unlock(%(key)s) AS released

@@ -22,7 +22,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from jobs.cli import Context
-from jobs.cli_privacy import export_command, forget_command
+from jobs.cli.privacy import export_command, forget_command
 from jobs.db import Database
 from jobs.export import export_user
 from jobs.extract.claude import AnthropicExtractor

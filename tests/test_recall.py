@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from jobs.cli import Context, _Group
-from jobs.cli_recall import recall_command
+from jobs.cli.base import Context, _Group
+from jobs.cli.recall import recall_command
 from jobs import config
 from jobs.db import Database
 from jobs.embeddings import Embedder, get_embedder

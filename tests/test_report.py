@@ -148,7 +148,7 @@ def test_page_is_self_contained_and_escapes_what_it_shows(edb: Database) -> None
 
 def test_cli_report_writes_one_file(edb: Database, tmp_path: Path) -> None:
     from jobs.cli import Context
-    from jobs.cli_report import report_command
+    from jobs.cli.report import report_command
 
     ctx = Context(verbose=False)
     try:

@@ -105,7 +105,7 @@ def run_summarize(
     tenant: str | None = None,
     since: dt.datetime | None = None,
     concurrency: int = 1,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
     embedder: Embedder | None = None,
     job: str = "summarize",
 ) -> RunReport:

@@ -1,14 +1,12 @@
-"""CLI commands `episodes forget` and `episodes export` (registered on the main group in jobs/cli.py)."""
+"""CLI commands `episodes forget` and `episodes export` (registered on the group in jobs/cli/__init__.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from jobs.cli import Context
+from jobs.cli.base import Context
 
 
 @click.command("forget")
@@ -18,7 +16,7 @@ if TYPE_CHECKING:
               help="Keep the user's transcripts (marked done, never summarised again); erase everything else.")
 @click.option("--dry-run", is_flag=True, help="Show what would be erased; change nothing.")
 @click.pass_obj
-def forget_command(obj: "Context", tenant: str, user_id: str, keep_transcripts: bool, dry_run: bool) -> None:
+def forget_command(obj: Context, tenant: str, user_id: str, keep_transcripts: bool, dry_run: bool) -> None:
     """Erase everything held about a user in one tenant, in one transaction.
 
     Removes the user's episodes (with events, entities, embeddings and any super-summary that
@@ -40,7 +38,7 @@ def forget_command(obj: "Context", tenant: str, user_id: str, keep_transcripts: 
               help="Write the JSON here (mode 600) instead of to standard output.")
 @click.option("--with-embeddings", is_flag=True, help="Include each episode's embedding vector.")
 @click.pass_obj
-def export_command(obj: "Context", tenant: str, user_id: str, out: Path | None, with_embeddings: bool) -> None:
+def export_command(obj: Context, tenant: str, user_id: str, out: Path | None, with_embeddings: bool) -> None:
     """Print everything held about a user as JSON: transcripts, episodes with events and entities,
     super-summaries and model-call metadata ("what do you remember about me?")."""
     from jobs.export import dumps, export_user, write_export

@@ -1,16 +1,14 @@
-"""CLI commands `episodes recall` and `episodes eval locomo` (registered on the main group in jobs/cli.py)."""
+"""CLI commands `episodes recall` and `episodes eval locomo` (registered on the group in jobs/cli/__init__.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from jobs.cli import Context
+from jobs.cli.base import Context
 
 
 @click.command("recall")
@@ -23,7 +21,7 @@ if TYPE_CHECKING:
 @click.option("--now", type=click.DateTime(), help="Recall as of this time (UTC); default: now.")
 @click.option("--json", "as_json", is_flag=True, help="Print the episodes, their scores and reasons as JSON.")
 @click.pass_obj
-def recall_command(obj: "Context", opening_message: str, tenant: str, user_id: str, purpose: str | None,
+def recall_command(obj: Context, opening_message: str, tenant: str, user_id: str, purpose: str | None,
                    budget: int, now: dt.datetime | None, as_json: bool) -> None:
     """Print the <previous_episodes> block for a user's new session starting with OPENING_MESSAGE.
 
@@ -57,7 +55,7 @@ def eval_group() -> None:
               help="Token budget of each recall block.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.pass_obj
-def locomo_command(obj: "Context", paths: tuple[Path, ...], extractor: str, budget: int, as_json: bool) -> None:
+def locomo_command(obj: Context, paths: tuple[Path, ...], extractor: str, budget: int, as_json: bool) -> None:
     """Recall LoCoMo questions (categories 1-4) and report evidence recall and block size.
 
     PATHS are LoCoMo conversation files or directories of them. They are loaded into a scratch

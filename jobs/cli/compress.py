@@ -1,15 +1,13 @@
-"""CLI command `episodes compress` (registered on the main group in jobs/cli.py)."""
+"""CLI command `episodes compress` (registered on the group in jobs/cli/__init__.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import sys
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from jobs.cli import Context
+from jobs.cli.base import Context
 
 
 @click.command("compress")
@@ -32,7 +30,7 @@ if TYPE_CHECKING:
               help="Periods compressed at once (threads).")
 @click.option("--now", type=click.DateTime(), help="Compress as of this time (UTC); default: now.")
 @click.pass_obj
-def compress_command(obj: "Context", older_than: str, period: str, tenant: str | None, user_id: str | None,
+def compress_command(obj: Context, older_than: str, period: str, tenant: str | None, user_id: str | None,
                      dry_run: bool, extractor: str | None, purge_embeddings: bool, concurrency: int,
                      now: dt.datetime | None) -> None:
     """Merge old session episodes into one super-summary per user and period.
@@ -68,7 +66,7 @@ def compress_command(obj: "Context", older_than: str, period: str, tenant: str |
                                   compressor=compressor, now=when, purge_embeddings=purge_embeddings,
                                   concurrency=concurrency, progress=bar.update)
     finally:
-        if hasattr(compressor, "close"):
+        if hasattr(compressor, "close"):  # until the Compressor protocol declares close()
             compressor.close()
     for error in report.errors:
         click.echo(f"failed {error}", err=True)

@@ -1,15 +1,13 @@
-"""CLI command `episodes report` (registered on the main group in jobs/cli.py)."""
+"""CLI command `episodes report` (registered on the group in jobs/cli/__init__.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from jobs.cli import Context
+from jobs.cli.base import Context
 
 
 @click.command("report")
@@ -20,7 +18,7 @@ if TYPE_CHECKING:
 @click.option("--out", "out_dir", metavar="DIR", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory to write the HTML file into (created if missing).")
 @click.pass_obj
-def report_command(obj: "Context", tenant: str | None, since: dt.datetime | None, out_dir: Path) -> None:
+def report_command(obj: Context, tenant: str | None, since: dt.datetime | None, out_dir: Path) -> None:
     """Write an HTML report of episodes, events, costs and failures.
 
     One self-contained file (inline CSS and SVG charts, no scripts or external requests): episodes

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobs import migrate
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.sql import query
 
 EMBEDDER_NOTES = {"minilm": ": all-MiniLM-L6-v2, int8 weights", "minilm-fp32": ": all-MiniLM-L6-v2, float32"}
@@ -17,8 +17,8 @@ def render_status(db: Database) -> str:
         if not have:
             lines.append("schema       not initialised (run `episodes init`)")
             return "\n".join(lines)
-        dim = conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedding_dim'").fetchone()["value"]
-        name = conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedder'").fetchone()["value"]
+        dim = one(conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedding_dim'"))["value"]
+        name = one(conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedder'"))["value"]
         lines.append(f"schema       version {have} (code {migrate.code_version()}), embeddings {dim}-d ({name})")
         extractor = settings.resolved_extractor
         label = f"anthropic ({settings.model})" if extractor == "anthropic" else \
@@ -28,13 +28,13 @@ def render_status(db: Database) -> str:
         states = {r["state"]: r["n"] for r in conn.execute(query("status_transcripts"))}
         order = ["open", "pending", "running", "done", "dead"]
         lines.append("transcripts  " + " · ".join(f"{s} {states.get(s, 0)}" for s in order))
-        q = conn.execute(query("status_queue")).fetchone()
+        q = one(conn.execute(query("status_queue")))
         oldest = q["oldest_pending_seconds"]
         lines.append(
             f"queue        {q['due']} due · {q['backing_off']} backing off after failures · "
             f"oldest pending {_age(oldest)} · {q['expired_leases']} expired claims"
         )
-        hour = conn.execute(query("status_last_hour")).fetchone()
+        hour = one(conn.execute(query("status_last_hour")))
         lines.append(f"last hour    {hour['episodes']} episodes · {hour['model_calls']} model calls "
                      f"({hour['failed_calls']} failed)")
         rows = conn.execute(query("status_episodes")).fetchall()

@@ -1,0 +1,40 @@
+"""`episodes ingest`: load transcripts from files."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from jobs.cli.base import Context
+from jobs.ingest import ingest as run_ingest
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["auto", "locomo"]), default="auto", show_default=True,
+              help="auto: our JSON / JSONL transcript format; locomo: LoCoMo conversation files.")
+@click.option("--tenant", help="Tenant for records that name none (LoCoMo default: locomo).")
+@click.pass_obj
+def ingest(obj: Context, paths: tuple[Path, ...], fmt: str, tenant: str | None) -> None:
+    """Load transcripts from JSON / JSONL files or directories.
+
+    Bad records are reported as FILE:LINE: REASON and skipped; the others load. The exit status
+    is 1 when anything was rejected.
+    """
+    db = obj.database()
+    started = time.perf_counter()
+    with tqdm(desc="ingest", unit="rec", file=sys.stderr, disable=None) as bar:
+        report = run_ingest(db, list(paths), fmt=fmt, tenant_id=tenant, progress=bar.update)
+    elapsed = time.perf_counter() - started
+    for rejection in report.rejected:
+        click.echo(f"rejected {rejection}", err=True)
+    click.echo(
+        f"ingested {report.loaded} transcripts ({report.inserted} new, {report.updated} changed, "
+        f"{report.unchanged} unchanged), rejected {len(report.rejected)} in {elapsed:.1f}s"
+    )
+    if report.rejected:
+        sys.exit(1)

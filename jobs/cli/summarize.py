@@ -1,0 +1,113 @@
+"""`episodes run`, `episodes serve` and `episodes retry`: the summarize job, once or scheduled.
+
+The jobs are imported inside the commands: `episodes --help` and the other commands do not pay
+for the model SDK and the scheduler.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+
+import click
+from tqdm import tqdm
+
+from jobs.cli.base import EXTRACTOR_HELP, Context, Duration, utc
+
+
+@click.command()
+@click.option("--limit", type=click.IntRange(min=1), help="Process at most this many transcripts.")
+@click.option("--tenant", help="Only this tenant's transcripts.")
+@click.option("--since", type=click.DateTime(), help="Only sessions that ended at or after this time (UTC).")
+@click.option("--extractor", type=click.Choice(["auto", "anthropic", "offline"]), default=None, help=EXTRACTOR_HELP)
+@click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="Transcripts processed at once (threads).")
+@click.option("--batch", is_flag=True,
+              help="Backfill through the Message Batches API (half price, results within 24 h). Resumes open "
+                   "batches left by an earlier run.")
+@click.option("--no-wait", is_flag=True, help="With --batch: submit and return; a later --batch run collects.")
+@click.option("--batch-poll", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="With --batch: seconds between status checks.")
+@click.pass_obj
+def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime | None, extractor: str | None,
+        concurrency: int, batch: bool = False, no_wait: bool = False, batch_poll: float = 30.0) -> None:
+    """Summarise every eligible (closed, not yet summarised) transcript once."""
+    from jobs.extract import make_extractor
+    from jobs.extract.claude import AnthropicExtractor
+    from jobs.summarize import BatchRunner, count_eligible, run_summarize
+
+    db = obj.database()
+    since_utc = utc(since)
+    if batch:
+        with AnthropicExtractor(obj.settings) as claude:
+            batches = BatchRunner(db, claude).run(limit=limit, tenant=tenant, since=since_utc, wait=not no_wait,
+                                                  poll_seconds=batch_poll)
+        click.echo(batches.line())
+        return
+    chosen = make_extractor(obj.settings, extractor)
+    if chosen.name == "offline":
+        click.echo("Using the offline extractor (no ANTHROPIC_API_KEY): deterministic, lower quality than Claude.",
+                   err=True)
+    total = count_eligible(db, tenant, since_utc)
+    if limit is not None:
+        total = min(total, limit)
+    try:
+        with tqdm(total=total, desc="summarize", unit="ep", file=sys.stderr, disable=None) as bar:
+            report = run_summarize(db, extractor=chosen, limit=limit, tenant=tenant, since=since_utc,
+                                   concurrency=concurrency, progress=bar.update)
+    finally:
+        chosen.close()
+    click.echo(report.line())
+
+
+@click.command()
+@click.option("--concurrency", type=click.IntRange(1, 256), default=None,
+              help="Summarize worker threads. [env EPISODES_SERVE_CONCURRENCY; default: 4]")
+@click.option("--poll", "poll", type=Duration(), default=None,
+              help="Fallback poll interval (LISTEN/NOTIFY wakes workers at once). [env EPISODES_POLL_INTERVAL; "
+                   "default: 10s]")
+@click.option("--maintenance", "maintenance", type=Duration(), default=None,
+              help="How often expired claims are rescued and idle sessions closed. "
+                   "[env EPISODES_MAINTENANCE_INTERVAL; default: 30s]")
+@click.option("--compress-cron", default=None,
+              help="Crontab (UTC) for the compress job. [env EPISODES_COMPRESS_CRON; default: '0 3 1 1 *', "
+                   "yearly on 1 January]")
+@click.option("--idle-close", type=Duration(), default=None,
+              help="Treat an open session with no new message for this long as closed, e.g. 30m. "
+                   "[env EPISODES_IDLE_CLOSE; default: off]")
+@click.option("--shutdown-deadline", type=Duration(), default=None,
+              help="On SIGTERM/SIGINT, how long in-flight work may take before its claims are released. "
+                   "[env EPISODES_SHUTDOWN_DEADLINE; default: 30s]")
+@click.option("--extractor", type=click.Choice(["auto", "anthropic", "offline"]), default=None, help=EXTRACTOR_HELP)
+@click.pass_obj
+def serve(obj: Context, concurrency: int | None, poll: float | None, maintenance: float | None,
+          compress_cron: str | None, idle_close: float | None, shutdown_deadline: float | None,
+          extractor: str | None) -> None:
+    """Run the scheduler: summarize on NOTIFY (and poll), maintenance, yearly compression.
+
+    Every option falls back to its environment variable, then to its default.
+    """
+    from jobs.extract import make_extractor
+    from jobs.serve import ServeOptions, Server
+
+    db = obj.database()
+    options = ServeOptions.from_settings(obj.settings, concurrency=concurrency, poll_seconds=poll,
+                                         maintenance_seconds=maintenance, compress_cron=compress_cron,
+                                         idle_close_seconds=idle_close, shutdown_deadline=shutdown_deadline)
+    chosen = make_extractor(obj.settings, extractor)
+    try:
+        counts = Server(db, chosen, options).run()
+    finally:
+        chosen.close()
+    click.echo("stopped: " + " · ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+@click.command()
+@click.option("--tenant", help="Only this tenant's dead letters.")
+@click.pass_obj
+def retry(obj: Context, tenant: str | None) -> None:
+    """Requeue dead-lettered transcripts (after fixing the cause); `episodes run` picks them up."""
+    from jobs.summarize import retry_dead
+
+    n = retry_dead(obj.database(), tenant)
+    click.echo(f"requeued {n} dead-lettered transcripts")
