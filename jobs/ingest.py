@@ -299,7 +299,7 @@ def ingest(
 
 
 def _write(
-    db: Database, batch: list[tuple[str, TranscriptIn]], report: IngestReport, progress: Callable[[int], None] | None
+    db: Database, batch: list[tuple[str, TranscriptIn]], report: IngestReport, progress: Callable[[int], object] | None
 ) -> None:
     by_tenant: dict[str, list[tuple[str, TranscriptIn]]] = {}
     for where, record in batch:

@@ -12,7 +12,7 @@ from conftest import LOCOMO
 
 from jobs import config
 from jobs.cli import cli
-from jobs.eval_locomo import load_conversation
+from jobs.eval.locomo import load_conversation
 
 KEYS = {"all_evidence_recall", "any_evidence_recall", "mean_block_tokens", "p95_block_tokens", "per_category",
         "baselines"}

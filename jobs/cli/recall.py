@@ -62,7 +62,7 @@ def locomo_command(obj: Context, paths: tuple[Path, ...], extractor: str, budget
     database (episodes_eval_<pid>) on the configured server, which is dropped afterwards. Reports
     all-evidence and any-evidence recall, mean and p95 block tokens, per category, and baselines.
     """
-    from jobs.eval_locomo import format_report, run_eval
+    from jobs.eval.locomo import format_report, run_eval
 
     if extractor == "offline" and not as_json:
         click.echo("Using the offline extractor: deterministic, lower quality than Claude.", err=True)

@@ -138,7 +138,7 @@ def scratch_database(settings: Settings, embedder: Embedder) -> Iterator[Databas
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         info = psycopg.conninfo.conninfo_to_dict(base.url)
         info["dbname"] = name
-        db = Database(settings.with_(database_url=psycopg.conninfo.make_conninfo(**info)))  # type: ignore[arg-type]
+        db = Database(settings.with_(database_url=psycopg.conninfo.make_conninfo("", **info)))
         try:
             with db.connect() as conn:
                 migrate.migrate(conn, embedding_dim=embedder.dim, embedder=embedder.name)

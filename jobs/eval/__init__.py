@@ -1,0 +1,1 @@
+"""Evaluation on benchmark data: LoCoMo (jobs.eval.locomo). The data is read, never copied."""
