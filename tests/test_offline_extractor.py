@@ -11,13 +11,16 @@ import datetime as dt
 import pytest
 
 from jobs.embeddings import get_embedder
-from jobs.extract import offline_rules as rules
 from jobs.extract.offline import (
     EMBED_BUDGET,
     EMBED_WORDS,
     MAX_EMBEDDED,
     OfflineExtractor,
 )
+from jobs.extract.rules.cues import cue
+from jobs.extract.rules.dates import resolve_due
+from jobs.extract.rules.entities import find_entities
+from jobs.extract.rules.voice import attribute, third_person
 from jobs.models import EpisodeExtraction, Message, OpenItem, Transcript
 
 TUESDAY = dt.datetime(2025, 3, 4, 15, 0, tzinfo=dt.UTC)
@@ -310,7 +313,7 @@ def test_long_transcripts_cost_bounded_embedding_work(embedder) -> None:  # noqa
     ("So far, so good, I'm seeing more sales.", "So far, so good, Mel is seeing more sales."),
 ])
 def test_third_person_rewrites(sentence: str, expected: str) -> None:
-    assert rules.third_person(sentence, "Mel") == expected
+    assert third_person(sentence, "Mel") == expected
 
 
 @pytest.mark.parametrize("sentence", [
@@ -321,12 +324,12 @@ def test_third_person_rewrites(sentence: str, expected: str) -> None:
     "My girlfriend and I had a lovely wedding.",  # compound subject: "Mel's girlfriend and they had"
 ])
 def test_third_person_declines_when_unsure(sentence: str) -> None:
-    assert rules.third_person(sentence, "Mel") is None
-    assert rules.attribute(sentence, "Mel").startswith('Mel said: "')
+    assert third_person(sentence, "Mel") is None
+    assert attribute(sentence, "Mel").startswith('Mel said: "')
 
 
 def test_role_label_is_lowercased_inside_a_sentence() -> None:
-    rewritten = rules.third_person("By the way, I went to a reading.", "The user")
+    rewritten = third_person("By the way, I went to a reading.", "The user")
     assert rewritten == "By the way, the user went to a reading."
 
 
@@ -343,7 +346,7 @@ def test_role_label_is_lowercased_inside_a_sentence() -> None:
     ("I'll do it soon.", None),
 ])
 def test_due_dates(text: str, expected: dt.date | None) -> None:
-    assert rules.resolve_due(text, TUESDAY.date()) == expected
+    assert resolve_due(text, TUESDAY.date()) == expected
 
 
 @pytest.mark.parametrize(("sentence", "kind"), [
@@ -360,14 +363,14 @@ def test_due_dates(text: str, expected: dt.date | None) -> None:
     ("Will you send it by Friday?", None),  # questions are handled separately
 ])
 def test_cues(sentence: str, kind: str | None) -> None:
-    found = rules.cue(sentence)
+    found = cue(sentence)
     assert (found[0] if found else None) == kind
 
 
 def test_entities_need_more_than_a_capital_letter() -> None:
     sentences = ["Settings are under the gear icon.", "Open the settings page.", "Ask Nadia about the budget.",
                  "Nadia said the budget is fine.", "We moved everything to Snowflake last year."]
-    found = {h.name: h.kind for h in rules.find_entities(sentences, [])}
+    found = {h.name: h.kind for h in find_entities(sentences, [])}
     assert found == {"Nadia": "person", "Snowflake": "other"}
 
 

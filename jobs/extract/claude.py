@@ -4,6 +4,10 @@ A transcript whose rendered size exceeds ``EPISODES_TRANSCRIPT_TOKEN_BUDGET`` is
 boundaries (a single message larger than the budget is split into labelled pieces), each part is
 extracted with global message indexes, and the part episodes are reduced into one by another
 forced tool call, hierarchically if they do not fit one request. Nothing is truncated.
+
+The Message Batches path (:mod:`jobs.batches`) builds its requests with
+:meth:`AnthropicExtractor.batch_request` and reads the answers with :meth:`AnthropicExtractor.parse` and
+:meth:`AnthropicExtractor.batch_call`, so the tool name, templates and open items live only here.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.config import Settings
-from jobs.llm import ToolCaller, ToolPrompt, reduce_levels
+from jobs.llm import ToolCaller, ToolPrompt, parse_tool_output, reduce_levels, usage_call
 from jobs.models import (
     MAX_OPEN_ITEMS,
     EpisodeExtraction,
@@ -105,6 +109,15 @@ def split_lines(lines: list[Line], budget_tokens: int) -> list[list[Line]]:
     return parts
 
 
+@dataclass(frozen=True)
+class BatchRequest:
+    """One Message Batches request for a transcript, built exactly like a live extraction request."""
+
+    params: dict[str, Any]  # the request entry's ``params`` (model, system, tool, forced tool choice, user text)
+    prompt_hash: str  # store it with the batch item; the model-call row of the answer carries it
+    offered_items: frozenset[int]  # event ids of the open items offered: pass them to ground() with the answer
+
+
 class AnthropicExtractor:
     """Extract an episode with Claude (model from EPISODES_MODEL)."""
 
@@ -146,6 +159,27 @@ class AnthropicExtractor:
             for n, part in enumerate(parts, start=1)
         ]
 
+    def batch_request(self, transcript: Transcript, open_items: list[OpenItem] | None = None) -> BatchRequest | None:
+        """The Message Batches request for a transcript, offering the same open items (at most
+        MAX_OPEN_ITEMS) a live run would; None when the transcript needs more than one request (a batch
+        cannot split and reduce, so it is left for a live run)."""
+        items = (open_items or [])[:MAX_OPEN_ITEMS]
+        prompts = self.prompts_for(transcript, items)
+        if len(prompts) != 1:
+            return None
+        params = prompts[0].request(self.settings.model, self.settings.max_output_tokens)
+        return BatchRequest(params, prompts[0].prompt_hash, frozenset(i.event_id for i in items))
+
+    def parse(self, message: Any) -> EpisodeExtraction | tuple[str, str]:
+        """The episode in a Messages API answer to a request from :meth:`batch_request`, or
+        (outcome, reason) when it is unusable (outcome: refusal, max_tokens or invalid)."""
+        return parse_tool_output(message, TOOL_NAME, EpisodeExtraction)
+
+    def batch_call(self, message: Any, prompt_hash: str) -> ModelCall:
+        """The model-call row for a batch answer (template, usage, half-price cost, ``batch`` set);
+        on an unusable answer set its ``outcome`` and ``error`` from :meth:`parse`."""
+        return usage_call(self.settings, message, template=USER_TEMPLATE, prompt_hash=prompt_hash, batch=True)
+
     def extract(self, transcript: Transcript, open_items: list[OpenItem] | None = None) -> ExtractionResult:
         calls: list[ModelCall] = []
         prompts = self.prompts_for(transcript, open_items)
@@ -172,11 +206,3 @@ class AnthropicExtractor:
         texts = [p.model_dump_json(exclude_none=True) for p in partials]
         merged = reduce_levels(texts, estimate_tokens, self.settings.transcript_token_budget, merge)
         return EpisodeExtraction.model_validate_json(merged)
-
-
-def batch_params(extractor: AnthropicExtractor, transcript: Transcript) -> dict[str, Any] | None:
-    """Message Batches params for a transcript that fits one request (None when it must be split)."""
-    prompts = extractor.prompts_for(transcript)
-    if len(prompts) != 1:
-        return None
-    return prompts[0].request(extractor.settings.model, extractor.settings.max_output_tokens)

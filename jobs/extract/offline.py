@@ -11,7 +11,7 @@ How sentences are scored: the lexically most promising ones are embedded once (a
 a word budget, in two length-sorted batches); a sentence's *centrality* is its cosine to the mean of
 those vectors, i.e. how much it is about what the session is about. Rule bonuses (names, numbers, a
 speaker stating a fact or plan) and penalties (greetings, praise, questions, fragments) are added; see
-:func:`offline_rules.lexical_score`. Summary, tags and event order all reuse these scores.
+:func:`jobs.extract.rules.salience.lexical_score`. Summary, tags and event order all reuse these scores.
 """
 
 from __future__ import annotations
@@ -23,11 +23,32 @@ from dataclasses import dataclass
 import numpy as np
 
 from jobs.embeddings import Embedder, get_embedder
-from jobs.extract import offline_rules as rules
+from jobs.extract.rules.cues import (
+    HEDGE,
+    PLEASANTRY,
+    SMALL_TALK_QUESTION,
+    UNANSWERED,
+    CueType,
+    clause_from,
+    cue,
+)
+from jobs.extract.rules.dates import resolve_due
+from jobs.extract.rules.entities import find_entities
+from jobs.extract.rules.salience import key_phrases, lexical_score, tfidf_centrality
+from jobs.extract.rules.text import (
+    clip,
+    looks_english,
+    normalise,
+    shouting,
+    split_sentences,
+    words,
+)
+from jobs.extract.rules.voice import attribute, third_person
 from jobs.models import (
     MAX_OPEN_ITEMS,
     Entity,
     EpisodeExtraction,
+    EventType,
     ExtractionResult,
     KeyEvent,
     Message,
@@ -65,8 +86,16 @@ class Sentence:
     label: str  # how the speaker is written in prose: "Dana", "The user"
     order: int  # global position
     score: float = 0.0
-    centrality: float = 0.0
-    vector: np.ndarray | None = None
+    centrality: float = 0.0  # cosine to the session's centroid; 0.0 unless the sentence was embedded
+
+
+@dataclass(frozen=True, eq=False)
+class Embedded:
+    """A sentence that was embedded, with its unit vector. Only these can enter the summary or settle
+    an open item; the rest were ranked out before embedding and keep their lexical score."""
+
+    sentence: Sentence
+    vector: np.ndarray
 
 
 class OfflineExtractor:
@@ -93,29 +122,33 @@ class OfflineExtractor:
         conversational = [i for i, m in enumerate(messages) if m.role in ("user", "assistant") and m.content.strip()]
         used = conversational or [i for i, m in enumerate(messages) if m.content.strip()]
         sentences = _sentences(messages, used)
-        self._score(sentences)
+        embedded = self._score(sentences)
         events = _events(sentences, messages, conversational, transcript)
         entities = _entities(sentences, messages)
         names = [m.name for m in messages if m.name]
-        tags = rules.key_phrases([(s.text, s.centrality) for s in sentences], names)
+        tags = key_phrases([(s.text, s.centrality) for s in sentences], names)
         extraction = EpisodeExtraction(
-            summary=_summary(sentences, messages, transcript, tags),
+            summary=_summary(sentences, embedded, messages, transcript, tags),
             topic_tags=tags,
             key_events=events,
             entities=entities,
-            resolved_items=self._resolutions(open_items or [], sentences, messages),
+            resolved_items=self._resolutions(open_items or [], embedded, messages),
             importance=_importance(events, len(used), len(entities)),
         )
         extraction = EpisodeExtraction.model_validate(extraction.model_dump())
         return ExtractionResult(extraction=extraction, model="offline", prompt_version=self.prompt_version, calls=[])
 
-    def _score(self, sentences: list[Sentence]) -> None:
-        """Centrality from embeddings plus rule bonuses; see the module docstring."""
+    def close(self) -> None:
+        """Nothing to release: the extractor holds no connection, and the embedder is shared."""
+
+    def _score(self, sentences: list[Sentence]) -> list[Embedded]:
+        """Set each sentence's centrality and score (embeddings plus rule bonuses; see the module
+        docstring) and return the sentences that were embedded, in transcript order."""
         if not sentences:
-            return
+            return []
         texts = [s.text for s in sentences]
-        lexical_central = rules.tfidf_centrality(texts)
-        prescore = [rules.lexical_score(s.text, s.speaker == "assistant") + TFIDF_WEIGHT * c
+        lexical_central = tfidf_centrality(texts)
+        prescore = [lexical_score(s.text, s.speaker == "assistant") + TFIDF_WEIGHT * c
                     for s, c in zip(sentences, lexical_central, strict=True)]
         chosen: list[Sentence] = []
         budget = self.embed_budget
@@ -129,12 +162,14 @@ class OfflineExtractor:
         vectors = self._embed([" ".join(s.text.split()[:EMBED_WORDS]) for s in chosen])
         centroid = vectors.mean(axis=0)
         centroid /= max(float(np.linalg.norm(centroid)), 1e-9)
-        for s, v in zip(chosen, vectors, strict=True):
-            s.vector = v
-            s.centrality = round(float(v @ centroid), 5)  # rounded: float noise must not reorder ties
+        embedded = [Embedded(s, v) for s, v in zip(chosen, vectors, strict=True)]
+        for e in embedded:
+            e.sentence.centrality = round(float(e.vector @ centroid), 5)  # rounded: float noise must not reorder ties
         floor = min(s.centrality for s in chosen)
+        was_embedded = {s.order for s in chosen}
         for s in sentences:
-            s.score = round((s.centrality if s.vector is not None else floor) + prescore[s.order], 5)
+            s.score = round((s.centrality if s.order in was_embedded else floor) + prescore[s.order], 5)
+        return embedded
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Embed in two calls, short texts and long ones: a batch is padded to its longest text, and
@@ -149,30 +184,32 @@ class OfflineExtractor:
             out[part] = chunk
         return out
 
-    def _resolutions(self, items: list[OpenItem], sentences: list[Sentence], messages: list[Message]
+    def _resolutions(self, items: list[OpenItem], embedded: list[Embedded], messages: list[Message]
                      ) -> list[Resolution]:
         """Earlier open items this session settles, conservatively: a sentence close in meaning to the
         item that reports it done (commitments) or states an answer without asking again (questions)."""
         items = [i for i in items if i.type in RESOLVE_SIMILARITY][:MAX_OPEN_ITEMS]
-        candidates = [s for s in sentences if s.vector is not None and messages[s.message].role != "system"]
+        candidates = [e for e in embedded if messages[e.sentence.message].role != "system"]
         if not items or not candidates:
             return []
-        matrix = np.stack([s.vector for s in candidates])  # type: ignore[misc]
+        matrix = np.stack([e.vector for e in candidates])
         names = {m.name for m in messages if m.name}
         item_vectors = self.embedder.embed([_item_core(i.what, names) for i in items])
         out = []
         for item, vector in zip(items, item_vectors, strict=True):
             sims = matrix @ vector
             for k in np.argsort(-sims, kind="stable"):
-                text = rules.normalise(candidates[k].text)
+                sentence = candidates[k].sentence
+                text = normalise(sentence.text)
                 if sims[k] < RESOLVE_SIMILARITY[item.type]:
                     break
-                if text.rstrip().endswith("?") or _STILL_OPEN.search(text) or rules.HEDGE.search(text):
+                if text.rstrip().endswith("?") or _STILL_OPEN.search(text) or HEDGE.search(text):
                     continue
                 if item.type == "commitment" and not _DONE.search(text):
                     continue
-                outcome = "fulfilled" if item.type == "commitment" else "answered"
-                out.append(Resolution(item_id=item.event_id, outcome=outcome, evidence=[candidates[k].message]))
+                out.append(Resolution(item_id=item.event_id,
+                                      outcome="fulfilled" if item.type == "commitment" else "answered",
+                                      evidence=[sentence.message]))
                 break
         return out
 
@@ -185,7 +222,7 @@ def _item_core(what: str, names: set[str]) -> str:
     for name in sorted(names, key=len, reverse=True):
         core = core.replace(name, " ")
     core = re.sub(r"\b(?:the user|the assistant)\b|, which was left unanswered\.?", " ", core, flags=re.IGNORECASE)
-    return rules.clip(" ".join(core.split()) or what, 300)
+    return clip(" ".join(core.split()) or what, 300)
 
 
 def _sentences(messages: list[Message], used: list[int]) -> list[Sentence]:
@@ -194,7 +231,7 @@ def _sentences(messages: list[Message], used: list[int]) -> list[Sentence]:
         message = messages[i]
         speaker = message.name or message.role
         label = message.name or f"The {message.role}"
-        for text in rules.split_sentences(message.content[:MAX_MESSAGE_CHARS], MAX_SENTENCES_PER_MESSAGE):
+        for text in split_sentences(message.content[:MAX_MESSAGE_CHARS], MAX_SENTENCES_PER_MESSAGE):
             out.append(Sentence(text, i, speaker, label, len(out)))
     return out
 
@@ -202,26 +239,28 @@ def _sentences(messages: list[Message], used: list[int]) -> list[Sentence]:
 # -- summary -------------------------------------------------------------------------------------
 
 
-def _summary(sentences: list[Sentence], messages: list[Message], transcript: Transcript, tags: list[str]) -> str:
+def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list[Message], transcript: Transcript,
+             tags: list[str]) -> str:
     """Who talked about what, then 2-3 salient, non-redundant sentences in original order, third person."""
     date = transcript.started_at or transcript.ended_at
     prefix = f"On {date.day} {date:%B %Y}, " if date else ""
     lead = _lead(sentences, tags)
-    ranked = sorted((s for s in sentences if s.vector is not None), key=lambda s: (-s.score, s.order))
+    ranked = sorted(embedded, key=lambda e: (-e.sentence.score, e.sentence.order))
     want = 1 if len(ranked) < 3 else 2 if len(ranked) < 8 else 3
-    picked: list[Sentence] = []
+    picked: list[Embedded] = []
     covered: set[str] = set()
     while ranked and len(picked) < want:  # best first, a small bonus for a speaker not yet heard from
-        best = max(ranked, key=lambda s: (s.score + (0.05 if s.speaker not in covered else 0.0), -s.order))
+        best = max(ranked, key=lambda e: (e.sentence.score + (0.05 if e.sentence.speaker not in covered else 0.0),
+                                          -e.sentence.order))
         ranked.remove(best)
-        if any(float(best.vector @ p.vector) > 0.8 for p in picked):  # type: ignore[operator]
+        if any(float(best.vector @ p.vector) > 0.8 for p in picked):
             continue  # says the same as one already picked
         picked.append(best)
-        covered.add(best.speaker)
+        covered.add(best.sentence.speaker)
     parts = [lead] if lead else []
     length = len(prefix) + len(lead)
-    for s in sorted(picked, key=lambda s: s.order):
-        part = rules.clip(rules.attribute(s.text, s.label), 300).rstrip(":;,- ")
+    for s in sorted((e.sentence for e in picked), key=lambda s: s.order):
+        part = clip(attribute(s.text, s.label), 300).rstrip(":;,- ")
         part += "" if re.search(r"[.!?…\"]$", part) else "."
         if parts and length + len(part) + 1 > SUMMARY_CHARS:
             break
@@ -233,7 +272,7 @@ def _summary(sentences: list[Sentence], messages: list[Message], transcript: Tra
     text = " ".join(parts)
     if prefix and text.startswith(("The user", "The assistant", "The system", "The tool", "A session")):
         text = text[0].lower() + text[1:]
-    return rules.clip(prefix + text, 1200)
+    return clip(prefix + text, 1200)
 
 
 def _lead(sentences: list[Sentence], tags: list[str]) -> str:
@@ -262,10 +301,11 @@ def _events(sentences: list[Sentence], messages: list[Message], conversational: 
         message = messages[s.message]
         if message.role not in ("user", "assistant"):
             continue
-        found = rules.cue(s.text, names)
+        found = cue(s.text, names)
         if found and found[0] in ("decision", "surprise") and message.role == "assistant":
             found = None  # decisions and surprises are the user's; an assistant "switched" a setting
-        kind, due, evidence = (found[0] if found else None), None, [s.message]
+        kind: EventType | None = found[0] if found else None
+        due, evidence = None, [s.message]
         if kind is None and _is_open_question(s, messages, conversational, speakers_after):
             kind = "open_question"
             reply = speakers_after.get(s.message)  # the "not sure" answer is evidence too
@@ -273,13 +313,13 @@ def _events(sentences: list[Sentence], messages: list[Message], conversational: 
         if kind is None:
             continue
         if kind == "open_question":
-            question = rules.clip(rules.normalise(s.text).replace('"', "'"), 300)
+            question = clip(normalise(s.text).replace('"', "'"), 300)
             what = f'{s.label} asked "{question}", which was left unanswered.'
         else:
             what = _event_what(s, kind, found[1] if found else 0)
             if kind == "commitment":
                 ref = message.ts or transcript.ended_at or transcript.started_at
-                due = rules.resolve_due(rules.normalise(s.text), ref.date()) if ref else None
+                due = resolve_due(normalise(s.text), ref.date()) if ref else None
         salience = round(EVENT_WEIGHT[kind] + s.score + (0.15 if due else 0.0), 5)
         event = KeyEvent(type=kind, what=what, evidence=evidence, who=s.speaker[:100], due=due)
         key = (kind, s.message)
@@ -289,18 +329,18 @@ def _events(sentences: list[Sentence], messages: list[Message], conversational: 
     return [event for _, (_, event) in ranked[:20]]
 
 
-def _event_what(s: Sentence, kind: str, start: int) -> str:
+def _event_what(s: Sentence, kind: CueType, start: int) -> str:
     """The event as a third-person sentence: the cue's own clause if it rewrites cleanly ("I joined a gym"
     inside a longer sentence), else the whole sentence rewritten, else the sentence quoted."""
-    clause = rules.clause_from(s.text, start)
+    clause = clause_from(s.text, start)
     what = None
     if len(clause.split()) >= 4 and re.match(r"I\b|I'", clause):
-        what = rules.third_person(clause, s.label)
+        what = third_person(clause, s.label)
     if what is None:
         verb = {"decision": "decided", "commitment": "committed", "surprise": "was surprised"}[kind]
-        what = rules.attribute(s.text, s.label, verb)
+        what = attribute(s.text, s.label, verb)
     what = what.rstrip(":;,- ")
-    return rules.clip(what if re.search(r"[.!?…\"]$", what) else what + ".", 400)
+    return clip(what if re.search(r"[.!?…\"]$", what) else what + ".", 400)
 
 
 def _next_other_speaker(messages: list[Message], conversational: list[int]) -> dict[int, int | None]:
@@ -315,15 +355,15 @@ def _is_open_question(s: Sentence, messages: list[Message], conversational: list
                       next_other: dict[int, int | None]) -> bool:
     """A real question nobody answered: the session ended, or the reply admits not knowing. Conservative:
     small talk ("how are you?") and short questions never count."""
-    text = rules.normalise(s.text).strip()
-    if not text.endswith("?") or len(rules.words(text)) < 4:
+    text = normalise(s.text).strip()
+    if not text.endswith("?") or len(words(text)) < 4:
         return False
-    if rules.SMALL_TALK_QUESTION.search(text) or rules.PLEASANTRY.search(text):
+    if SMALL_TALK_QUESTION.search(text) or PLEASANTRY.search(text):
         return False
     reply = next_other.get(s.message)
     if reply is None:  # nobody spoke after it; a one-speaker session of several messages is not a dialogue
         return len({messages[i].speaker for i in conversational}) > 1 or len(conversational) == 1
-    return bool(rules.UNANSWERED.search(rules.normalise(messages[reply].content[:300])))
+    return bool(UNANSWERED.search(normalise(messages[reply].content[:300])))
 
 
 # -- entities and importance ---------------------------------------------------------------------
@@ -334,14 +374,14 @@ def _entities(sentences: list[Sentence], messages: list[Message]) -> list[Entity
     pipeline drops any that don't), so a name found in normalised text is mapped back to its spelling."""
     haystack = "\n".join(f"{m.name or ''}\n{m.content}" for m in messages)
     speakers = list(dict.fromkeys(m.name for m in messages if m.name and m.name.strip()))
-    english = [s.text for s in sentences if rules.looks_english(s.text) and not rules.shouting(s.text)]
+    english = [s.text for s in sentences if looks_english(s.text) and not shouting(s.text)]
     out: dict[str, Entity] = {}
     for name in speakers:
         out.setdefault(name.strip()[:120], Entity(name=name.strip()[:120], kind="person"))
-    for hit in rules.find_entities(english, speakers):
+    for hit in find_entities(english, speakers):
         for spelling in (hit.name, hit.name.replace("'", "’")):
-            if spelling in haystack and spelling not in out and rules.normalise(spelling) not in out:
-                out[spelling] = Entity(name=spelling, kind=hit.kind)  # type: ignore[arg-type]
+            if spelling in haystack and spelling not in out and normalise(spelling) not in out:
+                out[spelling] = Entity(name=spelling, kind=hit.kind)
                 break
     return list(out.values())[:30]
 

@@ -1,0 +1,126 @@
+"""Event cues: the phrases that make a sentence a decision, a commitment or a surprise, and the chat
+patterns (pleasantries, small talk, praise, hedges, "not sure" replies) that make it none."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+from typing import Literal
+
+from jobs.extract.rules.dates import resolve_due
+from jobs.extract.rules.text import content_words, normalise
+
+# The event types a cue can suggest; an open question is found from the dialogue, not from a cue.
+CueType = Literal["decision", "commitment", "surprise"]
+
+PLEASANTRY = re.compile(
+    r"^\W*(?:hey|hi|hello|thanks|thank you|bye|good ?bye|see you|talk (?:to you )?soon|take care|"
+    r"good to see|nice to|glad to|have a (?:great|good|nice)|you're welcome|no problem|sounds good|"
+    r"same here|me too|of course|congrat)",
+    re.IGNORECASE,
+)
+
+DECISION_LABEL = re.compile(r"^\W*decision(?: then| made)?\s*[:—–-]\s*(.{3,})", re.IGNORECASE)
+_ADV = r"(?: (?:just|also|finally|already|really|definitely|probably|actually|officially|recently|now))?+"
+STRONG_DECISION = re.compile(
+    r"\b(?:(?:we|i)(?:'ll| will|'re going to| are going to|'m going to| am going to)? go(?:ing)? with|"
+    r"(?:i|we)(?:'ve| have)?" + _ADV + r" (?:decided|chosen|chose|picked|opted|settled on|committed to)|"
+    r"decided to|we(?:'ve| have)?" + _ADV + r" agreed|agreed to|settled on|opted for|made up my mind|"
+    r"(?:i|we)(?:'ll| will) take the|(?:i|we)(?:'m|'re| am| are) switching to|"
+    r"(?:i|we)(?:'ve| have)?" + _ADV + r" (?:signed up|registered|enrolled|subscribed|joined|applied|adopted|"
+    r"booked|started|bought|purchased|quit|upgraded|downgraded|switched|submitted|accepted|moved|"
+    r"cancel(?:l)?ed|reserved|ordered)|"
+    r"(?:we|i)(?:'ll| will) (?:keep (?:using|polling|the)|stick with|stay (?:with|on)))\b"
+    r"|^\W*decision(?: then| made)?\s*[:—–-]",
+    re.IGNORECASE,
+)
+WEAK_DECISION = re.compile(
+    r"\b(?:let's (?:go with|try|use|book|schedule|switch|meet|plan|start|pick|choose|move|set up|do|get|"
+    r"order|buy|sign|call|skip|cancel|stick with|keep the)\b"
+    r"(?! (?:it|this|that|with|by|to work|together|going|better|more|so|our|some|a look)\b)|"
+    r"(?:i|we)(?:'m|'re| am| are)" + _ADV + r" (?:going to|gonna|planning to|planning on|about to)"
+    r"(?! (?:keep|continue|stay|be|have to|need)\b)|(?:i|we) plan to|my plan is|the plan is)\b",
+    re.IGNORECASE,
+)
+COMMITMENT = re.compile(
+    r"\b(?:i(?:'ll| will| shall)" + _ADV + r"(?! (?:be|never|always|try|miss|bet|admit|say|see|think|keep going|"
+    r"have to|keep that|keep it up|let you know if|make it|get there|do my best|keep (?:pushing|working|going)|"
+    r"cherish|remember|treasure|love|enjoy|hope|wait)\b)|i promise|"
+    r"we(?:'ll| will) (?:send|email|call|get back|follow up|deliver|ship|schedule|book|refund|credit|fix|check)|"
+    r"(?:i|we)(?:'m| am|'re| are) going to (?:send|call|email|finish|deliver|pay|book|submit|share|forward|"
+    r"follow|get back)|will send|will get back|will follow up|"
+    r"(?<![\w ])remind me to|(?:please|can you|could you) remind me to|"
+    r"let me (?:send|check|get back|follow up|look into|find out))\b",
+    re.IGNORECASE,
+)
+SURPRISE = re.compile(
+    r"\b(?:(?:didn't|did not|wasn't|was not|never) expect(?:ed|ing)?|(?<!not )(?<!n't )(?<!not even )"
+    r"(?:surprised|surprising|surprisingly)|what a surprise|to my surprise|unexpected(?:ly)?|turns out|"
+    r"(?<!how )it turned out|turned out that|(?:didn't|did not|never) reali[sz]e|had no idea|can't believe|"
+    r"couldn't believe|shocked|who knew|blown away|out of nowhere)\b",
+    re.IGNORECASE,
+)
+ACTION_VERBS = re.compile(
+    r"\b(?:send|email|call|finish|deliver|pay|book|submit|share|forward|sign|ship|review|fix|look into|"
+    r"check(?! (?:it|them|that|this) out)|follow up|get back|schedule|confirm|update|refund|prepare|upload|"
+    r"install|invite)\b",
+    re.IGNORECASE,
+)
+WOW = re.compile(r"\b(?:wow|whoa)\b", re.IGNORECASE)
+HEDGE = re.compile(r"\b(?:not sure|maybe|might|hopefully|if i|if we|if you|if it|if they|in case|unless)\b",
+                   re.IGNORECASE)
+UNANSWERED = re.compile(
+    r"\b(?:not sure|don't know|do not know|no idea|i'll check|let me check|i'll find out|get back to you|"
+    r"can't say|no clue|i'll look into|need to check|unsure|hard to say|not certain|i'll ask|have to check|"
+    r"couldn't tell you|can't tell you|don't have that information)\b",
+    re.IGNORECASE,
+)
+SMALL_TALK_QUESTION = re.compile(
+    r"\b(?:how are you|how're you|how have you been|how's it going|how is it going|what's up|whats up|"
+    r"what about you|and you|how about you|anything new|anything else|help you with|right\?|isn't it|"
+    r"don't you think|you know\?|how's everything|how was your|how've you been|what's new|sound good|"
+    r"make sense|does that help|how are things|hbu|wyd)\b",
+    re.IGNORECASE,
+)
+GENERIC_PRAISE = re.compile(
+    r"\b(?:so cool|awesome|amazing|so great|that's great|love (?:that|it|this)|proud of you|keep it up|"
+    r"you got this|go for it|hang in there|so happy for you|sounds (?:great|fun|awesome)|good luck|"
+    r"well done|way to go|you deserve|keep going|keep (?:pushing|at it)|you can do it|that's awesome)\b",
+    re.IGNORECASE,
+)
+SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours)\b", re.IGNORECASE)
+
+
+def cue(sentence: str, names: Iterable[str] = ()) -> tuple[CueType, int] | None:
+    """The event type a sentence's cue words suggest and where the cue starts (questions are separate).
+
+    Cues need some substance around them: "I'll keep you posted" or "let's do this!" are chat, not events.
+    """
+    text = normalise(sentence)
+    if text.rstrip().endswith("?"):
+        return None
+    substance = len(content_words(text, exclude=names))  # "Jon, I'm gonna make it!" has none
+    if m := STRONG_DECISION.search(text):
+        return "decision", m.start()
+    if (m := COMMITMENT.search(text)) and not HEDGE.search(text):
+        if substance >= 2 or ACTION_VERBS.search(text[m.start():]):
+            return "commitment", m.start()
+    if (m := WEAK_DECISION.search(text)) and substance >= 2:
+        due_like = resolve_due(text, dt.date(2000, 1, 3)) is not None
+        return ("commitment" if due_like and ACTION_VERBS.search(text) else "decision"), m.start()
+    if (m := SURPRISE.search(text)) and substance >= 2:
+        return "surprise", m.start()
+    if (m := WOW.search(text)) and substance >= 5 and not GENERIC_PRAISE.search(text) \
+            and not SECOND_PERSON.search(text):  # "wow, you ..." is praise for the other speaker
+        return "surprise", m.start()
+    return None
+
+
+def clause_from(sentence: str, start: int) -> str:
+    """The clause a cue starts: from the cue to the next clause break. "Maria, I'm so excited to tell you
+    I joined a gym - it's great!" -> "I joined a gym". Used only when it reads as a sentence on its own."""
+    rest = normalise(sentence)[start:]
+    cut = re.search(r"\s[-–—]\s|[;:!?]|\.(?:\s|$)|,\s(?:but|so|and then|which|because)\b", rest)
+    return rest[: cut.start()].strip() if cut else rest.strip()
+

@@ -1,0 +1,181 @@
+"""First person to third person: "I'll send it by Friday" becomes "Dana will send it by Friday".
+
+Only a speaker's own I/me/my is rewritten; anything ambiguous (we, you, a compound subject, a verb
+with no safe conjugation) declines, and :func:`attribute` quotes the speaker instead.
+"""
+
+from __future__ import annotations
+
+import re
+
+from jobs.extract.rules.cues import DECISION_LABEL
+from jobs.extract.rules.text import normalise, shouting
+
+# Openers dropped before rewriting or quoting: "Yeah I ..." needs no comma; "so", "well", "thanks"
+# and the like only count when punctuated ("So far, so good" keeps its "So"); a greeting may carry
+# a vocative ("Hey Jon, my store ..." -> "my store ...").
+INTERJECTION = re.compile(
+    r"^(?:(?:(?:yeah|yes|yep|no(?! way)|nope|oh|ooh|wow|hey|hi|hello|haha|lol|ok|okay|omg|um|uh|ah|aw|yay)\b"
+    r"(?:[\s,]+(?:(?-i:[A-Z][\w'-]*)|there|all|guys|everyone)(?=\s*[,!.]))?[\s,!.;:-]*)"
+    r"|(?:(?:so|well|sure|great|cool|thanks|thank you|totally|absolutely|honestly|actually|anyway|anyways|"
+    r"right|alright|awesome|nice|sweet|congrats)(?:[\s,]+(?-i:[A-Z][\w'-]*))?\s*[,!.;:-]+\s*))+",
+    re.IGNORECASE,
+)
+
+_OTHER_PRONOUNS = re.compile(r"\b(?:we|we're|we've|we'll|we'd|us|our|ours|ourselves|you|you're|you've|you'll|you'd|"
+                             r"your|yours|yourself|y'all|ya)\b", re.IGNORECASE)
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|me|my|mine|myself)\b", re.IGNORECASE)
+_ADVERBS = frozenset(
+    "really just also still always never actually finally totally already even recently definitely probably "
+    "usually often sometimes only truly honestly absolutely personally now then once seriously".split()
+)
+_KEEP_VERB = frozenset(  # past tenses, modals and ambiguous forms: identical in the third person
+    "was did had could would should might must may can will shall can't couldn't wouldn't shouldn't won't "
+    "didn't wasn't hadn't mustn't went got made took saw found felt thought said told knew came gave bought "
+    "began became brought built ran wrote left lost met paid sent spent kept heard won chose drew drove "
+    "fell flew forgot grew held hung led lent meant rode rose sang sat slept sold spoke stood stole swam "
+    "taught threw understood woke wore read put cut set hit let quit used ate".split()
+)
+_PRESENT_ED = frozenset("need feed bleed breed speed proceed succeed exceed heed seed shed embed".split())
+_NOT_VERB = frozenset("and or but too the a an to in on at of for with as if so than that this it".split())
+_SPECIAL_3RD = {"have": "has", "do": "does", "go": "goes", "don't": "doesn't", "haven't": "hasn't", "am": "is",
+                "be": "is", "say": "says"}
+
+
+def _third_singular(verb: str) -> str | None:
+    low = verb.lower()
+    if low in _KEEP_VERB or (low.endswith("ed") and low not in _PRESENT_ED):
+        return verb
+    if low in _SPECIAL_3RD:
+        return _SPECIAL_3RD[low]
+    if not low.isalpha() or low in _NOT_VERB or low in {"wanna", "gotta", "gonna", "dunno"}:
+        return None
+    if re.search(r"(?:s|sh|ch|x|z|o)$", low):
+        return verb + "es"
+    if re.search(r"[^aeiou]y$", low):
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _agree(verb: str, singular: bool) -> str | None:
+    """The verb after "I", made to agree with a name (singular) or with "they" (plural)."""
+    low = verb.lower()
+    if not singular:
+        return {"am": "are", "was": "were", "wasn't": "weren't"}.get(low, verb)
+    return "is" if low == "am" else _third_singular(verb)
+
+
+_COMPOUND_SUBJECT = re.compile(r"(?:^|[,;:-]\s*)(?:my|his|her|their|the|a|an|[A-Z]\w+)(?:\s+[\w'-]+){0,2}\s+(?:and|&) I\b"
+                               r"|\bI (?:and|&) ")
+
+
+def third_person(sentence: str, label: str) -> str | None:
+    """Rewrite a first-person sentence by ``label`` into the third person, or ``None`` if unsure.
+
+    Only I/me/my/mine/myself are rewritten; any we/you/our makes the referent ambiguous, so the
+    caller quotes instead. The first subject becomes the name, later ones become "they".
+    """
+    text = INTERJECTION.sub("", normalise(sentence)).strip()
+    if not text or _OTHER_PRONOUNS.search(text) or not _FIRST_PERSON.search(text) or shouting(text):
+        return None
+    if _COMPOUND_SUBJECT.search(text):  # "My girlfriend and I had ...": the verb is plural
+        return None
+    tokens = re.findall(r"[A-Za-z]+(?:'[A-Za-z]+)?|[^A-Za-z\s]+|\s+", text)
+    out: list[str] = []
+    named = False
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        low = tok.lower()
+        if tok in ("I", "I'm", "I've", "I'll", "I'd"):
+            singular = not named  # the first subject is the name, later ones "they"
+            subject = label if singular else "they"
+            named = True
+            if tok == "I'm":
+                out.append(f"{subject} {'is' if singular else 'are'}")
+            elif tok == "I've":
+                out.append(f"{subject} {'has' if singular else 'have'}")
+            elif tok == "I'll":
+                out.append(f"{subject} will")
+            elif tok == "I'd":
+                nxt = _next_word(tokens, i)
+                if nxt == "been":
+                    out.append(f"{subject} had")
+                elif nxt in {"love", "like", "say", "rather", "recommend", "suggest", "prefer", "be", "want", "need",
+                             "guess", "imagine", "think", "appreciate", "go", "do", "have"}:
+                    out.append(f"{subject} would")
+                else:
+                    return None
+            else:  # bare I: find the verb (skipping adverbs) and make it agree with the new subject
+                j, verb = _verb_after(tokens, i)
+                new = None if verb is None else _agree(verb, singular)
+                if new is None:
+                    return None
+                out.append(subject)
+                out.extend(tokens[i + 1 : j])
+                out.append(new)
+                i = j + 1
+                continue
+            i += 1
+            continue
+        if low == "me":
+            out.append("them" if named else label)
+            named = True
+        elif low == "my":
+            out.append("their" if named else f"{label}'s")
+            named = True
+        elif low == "mine":
+            out.append("theirs" if named else f"{label}'s")
+            named = True
+        elif low == "myself":
+            out.append("themselves")
+        else:
+            out.append(tok)
+        i += 1
+    result = "".join(out).strip()
+    if label not in result:
+        return None
+    if label.startswith("The "):  # "By the way, the user went ..." mid-sentence
+        result = result.replace(label, label.lower())
+    return result[0].upper() + result[1:]
+
+
+def _next_word(tokens: list[str], i: int) -> str | None:
+    for tok in tokens[i + 1 :]:
+        if tok.isspace():
+            continue
+        return tok.lower() if tok[0].isalpha() else None
+    return None
+
+
+def _verb_after(tokens: list[str], i: int) -> tuple[int, str | None]:
+    """Index and text of the first non-adverb word after token ``i`` (None if punctuation comes first)."""
+    j = i + 1
+    while j < len(tokens):
+        tok = tokens[j]
+        if tok.isspace():
+            j += 1
+            continue
+        if not tok[0].isalpha():
+            return j, None
+        low = tok.lower()
+        if low in _ADVERBS or (low.endswith("ly") and len(low) > 4):
+            j += 1
+            continue
+        return j, tok
+    return j, None
+
+
+def attribute(sentence: str, label: str, verb: str = "said") -> str:
+    """A third-person rendering of ``sentence``: rewritten when safe, else quoted with the speaker."""
+    if m := DECISION_LABEL.match(normalise(sentence)):  # "Decision: we ship on Tuesday."
+        return f'{label} decided: "{m.group(1).strip().replace(chr(34), chr(39))}"'
+    rewritten = third_person(sentence, label)
+    if rewritten:
+        return rewritten
+    original = normalise(sentence).strip()
+    body = INTERJECTION.sub("", original).strip() or original
+    if body != original and body[:1].islower():  # "yeah, the docs ..." -> "The docs ..."
+        body = body[0].upper() + body[1:]
+    return f'{label} {verb}: "{body.replace(chr(34), chr(39))}"'
+
