@@ -42,7 +42,7 @@ from jobs.models import (
     Transcript,
     search_text,
 )
-from jobs.redact import redact_messages
+from jobs.privacy import redact_messages
 from jobs.runs import worker_id
 from jobs.sql import query
 from jobs.store import EpisodeRow, record_calls, write_session_episode
