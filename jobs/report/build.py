@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import pandas as pd
+from pandas.api.typing import NaTType, NAType
+from pandas.api.typing.aliases import Scalar
 
 from jobs.db import Database
 from jobs.report.charts import (
@@ -33,6 +35,8 @@ from jobs.report.data import (
 DECISION_ROWS = 200
 FAILURE_ROWS = 50
 DAY_ROWS = 14
+
+Cell: TypeAlias = Scalar | NaTType | NAType | None  # one value of a frame's row
 
 
 @dataclass
@@ -60,7 +64,6 @@ def build_report(db: Database, *, tenant: str | None = None, since: dt.date | No
     weekly, monthly, topics = episodes_per_week(ep), events_by_month(ep), top_topics(ep)
     entities, aging, daily = top_entities(f["entities"]), question_aging(oq), cost_per_day(cost)
     ended = utc(ep["ended_at"]) if not ep.empty else None
-    resolved_days = oq.loc[oq["status"] == "resolved", "days_open"] if not oq.empty else pd.Series([], dtype=int)
     summary = {
         "episodes": len(ep),
         "tenants": int(ep["tenant_id"].nunique()) if not ep.empty else 0,
@@ -71,7 +74,7 @@ def build_report(db: Database, *, tenant: str | None = None, since: dt.date | No
         "decisions": len(dec),
         "open_questions": _count(oq, "status", "open"),
         "resolved_questions": _count(oq, "status", "resolved"),
-        "median_days_to_resolve": float(resolved_days.median()) if len(resolved_days) else None,
+        "median_days_to_resolve": _median_days_to_resolve(oq),
         "commitments_open": _count(cm, "status", "open"),
         "commitments_overdue": _count(cm, "status", "overdue"),
         "commitments_done": _count(cm, "status", "done"),
@@ -91,20 +94,26 @@ def build_report(db: Database, *, tenant: str | None = None, since: dt.date | No
         "episodes_per_week": [{"week": f"{w:%Y-%m-%d}", "episodes": int(n)}
                               for w, n in zip(weekly["week"], weekly["episodes"])],
         "events_by_month": [{"month": str(r["month"]), **{c: int(r[c]) for c, _, _ in EVENT_TYPES}}
-                            for r in monthly.to_dict("records")],
-        "top_topics": [{"topic": r["topic"], "episodes": int(r["episodes"])} for r in topics.to_dict("records")],
+                            for r in _records(monthly)],
+        "top_topics": [{"topic": r["topic"], "episodes": int(r["episodes"])} for r in _records(topics)],
         "top_entities": [{"entity": r["entity"], "kind": r["kind"], "episodes": int(r["episodes"]),
-                          "users": int(r["users"])} for r in entities.to_dict("records")],
-        "open_question_aging": [{"bucket": r["bucket"], "open": int(r["open"])} for r in aging.to_dict("records")],
+                          "users": int(r["users"])} for r in _records(entities)],
+        "open_question_aging": [{"bucket": r["bucket"], "open": int(r["open"])} for r in _records(aging)],
         "cost_per_day": [{"day": f"{r['day']:%Y-%m-%d}", **{k: (round(float(v), 6) if "cost" in k else int(v))
                                                             for k, v in r.items() if k != "day"}}
-                         for r in daily.to_dict("records")],
+                         for r in _records(daily)],
         "failures": {"dead_letter": summary["dead_letters"], "retrying": summary["retrying"],
                      "model_call": summary["failed_model_calls"]},
     }
     charts = _charts(weekly, monthly, topics, aging, daily)
     tables = _tables(dec, oq, cm, fail, entities, daily, tenant)
     return Report(tenant, since, now or dt.datetime.now(dt.UTC), data, charts, tables)
+
+
+def _median_days_to_resolve(oq: pd.DataFrame) -> float | None:
+    """Median days from raising a question to its resolution, over the resolved ones (None if none)."""
+    days = oq.loc[oq["status"] == "resolved", "days_open"].astype(float) if not oq.empty else None
+    return float(days.median()) if days is not None and len(days) else None
 
 
 def _count(df: pd.DataFrame, column: str, value: str) -> int:
@@ -155,33 +164,39 @@ def _tables(dec: pd.DataFrame, oq: pd.DataFrame, cm: pd.DataFrame, fail: pd.Data
 
     decisions = [{"date": r["decided_at"].date().isoformat(), "user": who(r), "what": r["what"],
                   "topics": ", ".join(r["topic_tags"] or []), "session": r["session_id"]}
-                 for r in dec.head(DECISION_ROWS).to_dict("records")]
+                 for r in _records(dec.head(DECISION_ROWS))]
     still_open = oq[oq["status"] == "open"].sort_values("days_open", ascending=False) if not oq.empty else oq
     questions = [{"raised": r["raised_at"].date().isoformat(), "user": who(r), "question": r["question"],
-                  "days": int(r["days_open"])} for r in still_open.head(10).to_dict("records")]
+                  "days": int(r["days_open"])} for r in _records(still_open.head(10))]
     overdue = cm[cm["status"] == "overdue"].sort_values("days_overdue", ascending=False) if not cm.empty else cm
     commitments = [{"due": r["due"].isoformat(), "user": who(r), "what": r["what"], "days": int(r["days_overdue"])}
-                   for r in overdue.head(10).to_dict("records")]
+                   for r in _records(overdue.head(10))]
     failures = [{"when": r["failed_at"].strftime("%Y-%m-%d %H:%M") if pd.notna(r["failed_at"]) else "",
                  "source": r["source"].replace("_", " "), "user": who(r), "session": _text(r["session_id"]),
                  "detail": _text(r["outcome"]) or _attempts(r["attempts"]),
                  "error": _text(r["error"])[:240]}
-                for r in fail.head(FAILURE_ROWS).to_dict("records")]
+                for r in _records(fail.head(FAILURE_ROWS))]
     days = [{"day": f"{r['day']:%Y-%m-%d}", "calls": int(r["calls"]), "failed": int(r["failed_calls"]),
              "input": int(r["input_tokens"]), "output": int(r["output_tokens"]),
              "cached": int(r["cache_read_tokens"]), "cost": float(r["cost_usd"])}
-            for r in daily.sort_values("day", ascending=False).head(DAY_ROWS).to_dict("records")]
+            for r in _records(daily.sort_values("day", ascending=False).head(DAY_ROWS))]
     return {"decisions": decisions, "questions": questions, "overdue": commitments, "failures": failures,
-            "entities": entities.to_dict("records"), "days": days}
+            "entities": _records(entities), "days": days}
 
 
-def _attempts(value: object) -> str:
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The frame's rows as dicts. The stubs type the keys as Hashable; every column here is named by
+    report.sql or by the aggregations in jobs.report.data, so every key is a str."""
+    return cast(list[dict[str, Any]], frame.to_dict("records"))
+
+
+def _attempts(value: Cell) -> str:
     if _text(value) == "":
         return ""
     n = int(float(str(value)))
     return f"{n} attempt{'s' if n != 1 else ''}"
 
 
-def _text(value: object) -> str:
-    """A cell as text: missing values (None, NaN, NaT) become empty."""
-    return "" if value is None or (not isinstance(value, (list, tuple)) and pd.isna(value)) else str(value)
+def _text(value: Cell) -> str:
+    """A cell as text: missing values (None, NaN, NaT, NA) become empty."""
+    return "" if pd.isna(value) else str(value)

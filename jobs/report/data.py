@@ -113,7 +113,7 @@ def top_entities(en: pd.DataFrame, n: int = 12) -> pd.DataFrame:
         "entity": grouped["entity"].agg(lambda s: s.value_counts().index[0]),
         "kind": grouped["kind"].agg(lambda s: s.value_counts().index[0]),
         "episodes": grouped["episode_id"].nunique(),
-        "users": grouped.apply(lambda g: len(set(zip(g["tenant_id"], g["user_id"]))), include_groups=False),
+        "users": en.drop_duplicates(["entity_key", "tenant_id", "user_id"]).groupby("entity_key").size(),
     })
     return out.sort_values(["episodes", "entity"], ascending=[False, True]).head(n).reset_index(drop=True)
 
