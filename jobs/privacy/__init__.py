@@ -1,6 +1,6 @@
 """Privacy: what is held about a user, and how little of it reaches a model.
 
-- :mod:`jobs.privacy.redact`: PII replaced by typed placeholders (``[EMAIL]``, ``[CARD]``, ...)
+- :mod:`jobs.privacy.redaction`: PII replaced by typed placeholders (``[EMAIL]``, ``[CARD]``, ...)
   before a transcript is summarised.
 - :mod:`jobs.privacy.forget`: erase a user in one transaction, with an audit row that names them
   by a salted hash only.
@@ -15,7 +15,7 @@ from jobs.privacy.forget import (
     forget_user,
     user_hash,
 )
-from jobs.privacy.redact import (
+from jobs.privacy.redaction import (
     KINDS,
     PLACEHOLDER,
     Finding,
