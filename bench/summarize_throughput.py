@@ -90,8 +90,7 @@ def phase(settings: config.Settings, n: int, concurrency: int, latency: float, d
                 t = time.perf_counter()
                 report = run_summarize(run_db, extractor=extractor, concurrency=concurrency)
                 wall = time.perf_counter() - t
-                if hasattr(extractor, "close"):
-                    extractor.close()
+                extractor.close()
                 with run_db.admin() as conn:
                     lat = [r["latency_ms"] for r in conn.execute("SELECT latency_ms FROM model_calls")]
                     episodes = conn.execute("SELECT count(*) AS n, count(DISTINCT session_id) AS d FROM episodes "

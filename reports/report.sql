@@ -1,4 +1,4 @@
--- Queries behind `episodes report`, asked for by name (jobs/report.py). They read only the
+-- Queries behind `episodes report`, asked for by name (jobs/report/data.py). They read only the
 -- analyst views, as episodes_analyst scoped to one tenant or as episodes_operator (all tenants),
 -- so the report can never show more than an analyst could query. Aggregation happens in pandas.
 -- %(since)s is a timestamptz or NULL (no lower bound).

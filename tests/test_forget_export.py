@@ -24,11 +24,10 @@ from psycopg.types.json import Jsonb
 from jobs.cli import Context
 from jobs.cli.privacy import export_command, forget_command
 from jobs.db import Database
-from jobs.export import export_user
 from jobs.extract.claude import AnthropicExtractor
-from jobs.forget import erasures_of, forget_user
 from jobs.ingest import ingest
 from jobs.models import Entity, EpisodeExtraction, KeyEvent, ModelCall, search_text
+from jobs.privacy import erasures_of, export_user, forget_user
 from jobs.store import EpisodeRow, insert_episode, record_calls
 from jobs.summarize import run_summarize
 

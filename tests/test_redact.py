@@ -20,7 +20,7 @@ import pytest
 from jobs import config
 from jobs.errors import ConfigError
 from jobs.models import Message, Transcript
-from jobs.redact import (
+from jobs.privacy import (
     KINDS,
     find,
     redact,

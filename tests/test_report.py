@@ -12,13 +12,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import test_analyst
 from click.testing import CliRunner
-from test_analyst import edb, owner, ro_db  # noqa: F401 - shared fixtures and helper
+from test_analyst import owner
 
 from jobs.db import Database
 from jobs.report import build_report, render_html, write_report
 
 CHROMIUM = "/usr/bin/chromium"
+
+# test_analyst's fixtures, bound here so that pytest finds them for this module's tests.
+edb = test_analyst.edb
+ro_db = test_analyst.ro_db
 
 
 def page_data(html: str) -> dict:

@@ -23,7 +23,7 @@ def forget_command(obj: Context, tenant: str, user_id: str, keep_transcripts: bo
     included them), model-call records and transcripts (unless --keep-transcripts), and records
     the erasure in the audit table `erasures` without the user id (a salted hash stands in).
     """
-    from jobs.forget import forget_user
+    from jobs.privacy import forget_user
 
     report = forget_user(obj.database(), tenant, user_id, keep_transcripts=keep_transcripts, dry_run=dry_run)
     if not report.found:
@@ -41,7 +41,7 @@ def forget_command(obj: Context, tenant: str, user_id: str, keep_transcripts: bo
 def export_command(obj: Context, tenant: str, user_id: str, out: Path | None, with_embeddings: bool) -> None:
     """Print everything held about a user as JSON: transcripts, episodes with events and entities,
     super-summaries and model-call metadata ("what do you remember about me?")."""
-    from jobs.export import dumps, export_user, write_export
+    from jobs.privacy import dumps, export_user, write_export
 
     document = export_user(obj.database(), tenant, user_id, with_embeddings=with_embeddings)
     counts = document["counts"]

@@ -191,8 +191,7 @@ def build_extracted(db: Database, paths: Sequence[Path], extractor_name: str) ->
     try:  # one worker keeps the offline run deterministic (episode ids break score ties)
         run = run_summarize(db, extractor=extractor, tenant=TENANT, concurrency=1 if extractor_name == "offline" else 4)
     finally:
-        if hasattr(extractor, "close"):
-            extractor.close()
+        extractor.close()
     return run.done
 
 

@@ -32,8 +32,7 @@ from psycopg.types.json import Jsonb
 from jobs.db import Database
 from jobs.embeddings import Embedder
 from jobs.errors import ConfigError
-from jobs.extract.claude import TOOL_NAME, USER_TEMPLATE, AnthropicExtractor
-from jobs.llm import ToolPrompt, parse_tool_output, usage_call
+from jobs.extract.claude import AnthropicExtractor, BatchRequest
 from jobs.models import EpisodeExtraction, ExtractionResult, Transcript
 from jobs.runs import worker_id
 from jobs.sql import query
@@ -53,9 +52,8 @@ class _Item:
     """One transcript in a batch being assembled: its request entry and the open items it offers."""
 
     transcript: Transcript
-    prompt: ToolPrompt
+    request: BatchRequest
     entry: dict[str, Any]
-    offered: list[int]
 
 
 @dataclass
@@ -99,19 +97,18 @@ class BatchRunner:
                 if open_items is None:  # this content is already summarised with this prompt: completed
                     report.counts["skipped"] += 1
                     continue
-                prompts = self.extractor.prompts_for(transcript, open_items)
-                if len(prompts) != 1:
+                request = self.extractor.batch_request(transcript, open_items)
+                if request is None:
                     report.counts["too_long"] += 1
                     self._give_back(transcript.id, owner, "too long for one batch request; needs a live run")
                     continue
-                params = prompts[0].request(self.settings.model, self.settings.max_output_tokens)
-                entry = {"custom_id": f"t{transcript.id}", "params": params}
+                entry = {"custom_id": f"t{transcript.id}", "params": request.params}
                 entry_size = len(json.dumps(entry))
                 if size + entry_size > MAX_BYTES and items:
                     self._give_back(transcript.id, owner, None)  # goes into the next batch
                     report.counts["claimed"] -= 1
                     break
-                items.append(_Item(transcript, prompts[0], entry, [i.event_id for i in open_items]))
+                items.append(_Item(transcript, request, entry))
                 size += entry_size
             if not items:
                 break
@@ -126,8 +123,8 @@ class BatchRunner:
             t = item.transcript
             by_tenant.setdefault(t.tenant_id, []).append({
                 "batch_id": batch_id, "custom_id": item.entry["custom_id"], "tenant_id": t.tenant_id,
-                "transcript_id": t.id, "content_hash": t.content_hash, "prompt_hash": item.prompt.prompt_hash,
-                "offered_items": item.offered,
+                "transcript_id": t.id, "content_hash": t.content_hash, "prompt_hash": item.request.prompt_hash,
+                "offered_items": sorted(item.request.offered_items),
             })
         for tenant_id, rows in by_tenant.items():
             with self.db.tenant(tenant_id) as conn, conn.cursor() as cur:
@@ -200,8 +197,8 @@ class BatchRunner:
         if outcome != "succeeded":
             return end.fail(transcript, f"batch request {outcome}", owner=owner, backoff=False)
         message = result.result.message
-        call = usage_call(self.settings, message, template=USER_TEMPLATE, prompt_hash=row["prompt_hash"], batch=True)
-        parsed = parse_tool_output(message, TOOL_NAME, EpisodeExtraction)
+        call = self.extractor.batch_call(message, row["prompt_hash"])
+        parsed = self.extractor.parse(message)
         if not isinstance(parsed, EpisodeExtraction):
             call.outcome, call.error = parsed
             return end.fail(transcript, f"batch answer unusable ({parsed[0]}): {parsed[1]}", owner=owner,

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from jobs.config import Settings
 from jobs.db import Database, Row
 from jobs.models import Message, Transcript
-from jobs.redact import redact_messages
+from jobs.privacy import redact_messages
 from jobs.sql import query
 
 log = logging.getLogger(__name__)

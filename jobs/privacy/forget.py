@@ -34,10 +34,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
-from jobs.db import Database
+from jobs.db import Conn, Database, one
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
@@ -45,12 +44,12 @@ log = logging.getLogger(__name__)
 SCRUBBED = "error text removed by an erasure"
 
 
-def user_hash(conn: psycopg.Connection, tenant_id: str, user_id: str) -> str:
+def user_hash(conn: Conn, tenant_id: str, user_id: str) -> str:
     """sha256(salt || NUL || tenant || NUL || user), hex: how an erasure names a user."""
     row = conn.execute(query("privacy_salt")).fetchone()
     if row is None:
         raise RuntimeError("episodes_settings has no erasure_salt; run `episodes init` to apply migration 0003")
-    salt = row["value"] if isinstance(row, dict) else row[0]
+    salt = row["value"]
     return hashlib.sha256(f"{salt}\0{tenant_id}\0{user_id}".encode()).hexdigest()
 
 
@@ -126,7 +125,7 @@ def forget_user(
     return report
 
 
-def _erase(conn: psycopg.Connection, tenant_id: str, user_id: str, keep: bool, report: ForgetReport) -> None:
+def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetReport) -> None:
     q = query
     scope: dict[str, Any] = {"tenant_id": tenant_id, "user_id": user_id}
     transcript_ids = [r["id"] for r in conn.execute(q("forget_lock_transcripts"), scope)]
@@ -152,14 +151,14 @@ def _erase(conn: psycopg.Connection, tenant_id: str, user_id: str, keep: bool, r
     counts["job_runs_scrubbed"] = _scrub_job_runs(conn, user_id)
     counts["other_users_supers"] = len(report.rebuild)
     report.counts = counts
-    row = conn.execute(q("insert_erasure"), {
+    row = one(conn.execute(q("insert_erasure"), {
         "tenant_id": tenant_id, "user_hash": user_hash(conn, tenant_id, user_id), "counts": Jsonb(counts),
         "kept_transcripts": keep,
-    }).fetchone()
+    }))
     report.erasure_id, report.requested_at = row["id"], row["requested_at"]
 
 
-def _scrub_job_runs(conn: psycopg.Connection, user_id: str) -> int:
+def _scrub_job_runs(conn: Conn, user_id: str) -> int:
     """Blank job-run errors / counts that name the user (as a whole word, not inside another id)."""
     word = re.compile(rf"(?<![\w-]){re.escape(user_id)}(?![\w-])")
     scrubbed = 0

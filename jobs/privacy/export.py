@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.sql import query
 
 FORMAT = "episodes-user-export/1"
@@ -43,9 +43,9 @@ def export_user(db: Database, tenant_id: str, user_id: str, *, with_embeddings: 
     if not user_id:
         raise ValueError("user_id must be a non-empty string")
     with db.tenant(tenant_id) as conn:
-        doc = conn.execute(query("export_user"), {
+        doc = one(conn.execute(query("export_user"), {
             "tenant_id": tenant_id, "user_id": user_id, "with_embeddings": with_embeddings,
-        }).fetchone()["doc"]
+        }))["doc"]
     return {
         "format": FORMAT,
         "tenant_id": tenant_id,
@@ -59,6 +59,7 @@ def export_user(db: Database, tenant_id: str, user_id: str, *, with_embeddings: 
 
 
 def dumps(document: dict[str, Any]) -> str:
+    """The document as indented JSON (non-ASCII kept as is; dates and other values as text)."""
     return json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n"
 
 

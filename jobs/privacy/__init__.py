@@ -1,0 +1,32 @@
+"""Privacy: what is held about a user, and how little of it reaches a model.
+
+- :mod:`jobs.privacy.redaction`: PII replaced by typed placeholders (``[EMAIL]``, ``[CARD]``, ...)
+  before a transcript is summarised.
+- :mod:`jobs.privacy.forget`: erase a user in one transaction, with an audit row that names them
+  by a salted hash only.
+- :mod:`jobs.privacy.export`: everything held about a user, as one JSON document.
+"""
+
+from jobs.privacy.export import dumps, export_user, write_export
+from jobs.privacy.forget import (
+    ForgetReport,
+    Period,
+    erasures_of,
+    forget_user,
+    user_hash,
+)
+from jobs.privacy.redaction import (
+    KINDS,
+    PLACEHOLDER,
+    Finding,
+    Redacted,
+    find,
+    redact,
+    redact_messages,
+    redact_transcript,
+)
+
+__all__ = [
+    "KINDS", "PLACEHOLDER", "Finding", "ForgetReport", "Period", "Redacted", "dumps", "erasures_of", "export_user",
+    "find", "forget_user", "redact", "redact_messages", "redact_transcript", "user_hash", "write_export",
+]
