@@ -271,7 +271,7 @@ def main() -> None:
         share = max(1, len(t_new_typ) * heavy_eps // max(int(counts.sum()) - heavy_eps, 1))
         mixed = t_new_typ + t_new_heavy[:share]
         print(f"recall, all users (requests in proportion to episodes, one new episode each): {percentiles(mixed)}")
-        print(f"in-process copies: {recaller.index._rows:,} rows of {len(recaller.index._users):,} users; "
+        print(f"in-process copies: {recaller.index.rows:,} rows of {recaller.index.users:,} users; "
               f"full reads {recaller.index.full_reads:,}; peak RSS {peak_rss_mb():.0f} MB (before recalls "
               f"{rss_before:.0f} MB)")
         db.close()
