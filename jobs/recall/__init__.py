@@ -9,7 +9,8 @@ in-process copy of the user's scoring columns that each recall brings up to date
 
 The modules, top down:
 
-* :mod:`~jobs.recall.recaller`: :class:`Recaller`, one recall from start to end, and :func:`recall`;
+* :mod:`~jobs.recall.shared`: :func:`recall` and the process-wide recallers it reuses;
+* :mod:`~jobs.recall.recaller`: :class:`Recaller`, one recall from start to end;
 * :mod:`~jobs.recall.fitting`: deduplication and fitting the block to the budget;
 * :mod:`~jobs.recall.scoring`: ranks, reciprocal rank fusion, decay and importance;
 * :mod:`~jobs.recall.index`: the per-user in-process copy, refreshed by what changed;
@@ -21,9 +22,11 @@ The modules, top down:
 
 from jobs.recall.config import RecallConfig
 from jobs.recall.purposes import purpose_filter
-from jobs.recall.recaller import Recaller, recall
+from jobs.recall.recaller import Recaller
 from jobs.recall.result import Recall, RecalledEpisode, RecalledOpenItem
+from jobs.recall.shared import close_recallers, recall, shared_recaller
 
 __all__ = [
-    "Recall", "RecallConfig", "RecalledEpisode", "RecalledOpenItem", "Recaller", "purpose_filter", "recall",
+    "Recall", "RecallConfig", "RecalledEpisode", "RecalledOpenItem", "Recaller", "close_recallers",
+    "purpose_filter", "recall", "shared_recaller",
 ]

@@ -183,7 +183,10 @@ class UserIndex:
 
 
 class RecallIndex:
-    """The per-process set of UserIndex copies, least recently used dropped past ``max_rows``."""
+    """One database's UserIndex copies, least recently used dropped past ``max_rows`` (thread-safe).
+
+    recall() keeps one per database for the whole process (:mod:`jobs.recall.shared`).
+    """
 
     def __init__(self, dim: int, max_rows: int = 300_000) -> None:
         self.dim = dim

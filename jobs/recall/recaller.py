@@ -14,7 +14,8 @@ Selection runs in one tenant-scoped transaction (row-level security applies), wi
    and rendered (:mod:`jobs.recall.result`).
 
 A Recaller holds the database, the embedder (loaded once per process) and the per-user copies, so
-a user's second recall reads only what changed since the first.
+a user's second recall reads only what changed since the first. :func:`jobs.recall.recall` keeps
+one per database for the whole process (:mod:`jobs.recall.shared`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jobs import config as config_module
 from jobs.db import Database
 from jobs.embeddings import Embedder, get_embedder
 from jobs.recall.config import RecallConfig
@@ -95,18 +95,3 @@ class Recaller:
         return Recall(tenant_id=tenant_id, user_id=user_id, opening_message=opening_message, purpose=purpose,
                       purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=len(scores.ids),
                       episodes=episodes, open_items=items)
-
-
-def recall(
-    tenant_id: str, user_id: str, opening_message: str, *, purpose: str | None = None, budget_tokens: int = 1500,
-    now: dt.datetime | None = None, db: Database | None = None,
-) -> Recall:
-    """Convenience wrapper: one recall; with ``db`` None, a Database from the environment (closed after)."""
-    own = db is None
-    database = db or Database(config_module.load())
-    try:
-        return Recaller(database).recall(tenant_id, user_id, opening_message, purpose=purpose,
-                                         budget_tokens=budget_tokens, now=now)
-    finally:
-        if own:
-            database.close()
