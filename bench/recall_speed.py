@@ -17,7 +17,9 @@ process's copy of the user's scoring columns, exact scoring of every candidate, 
 for typical and heavy users separately, and the embedding of an opening message alone. Three cases:
 a user's first recall in the process (a full read of the user's rows), a later recall with nothing
 new, and a later recall after one new episode of the user was committed (the usual case: the last
-session was summarised since the user's previous recall).
+session was summarised since the user's previous recall). Then ``recall()``, the documented
+function (embedding included): a user's first call in the process and the same user's next call,
+which finds the user's copy that the first one left in the process-wide recaller.
 
 The server is an embedded PostgreSQL in ``--home`` (default: a temporary directory, deleted at the
 end); ``--shared-buffers`` is applied with ALTER SYSTEM and a restart. With DATABASE_URL set, a
@@ -49,7 +51,7 @@ from jobs import migrate  # noqa: E402
 from jobs.config import load  # noqa: E402
 from jobs.db import Database  # noqa: E402
 from jobs.embeddings import get_embedder  # noqa: E402
-from jobs.recall import Recaller  # noqa: E402
+from jobs.recall import Recaller, close_recallers, recall  # noqa: E402
 
 DIM = 384
 DB_NAME = "episodes_bench"
@@ -157,6 +159,17 @@ def measure(
             times.append(time.perf_counter() - t)
             sizes.append(result.candidates)
     return times, sizes
+
+
+def measure_recall(db: Database, users: list[int], rng: np.random.Generator) -> list[float]:
+    """Time one ``recall()`` per user: the documented function, which embeds the message itself."""
+    times: list[float] = []
+    now = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
+    for u in users:
+        t = time.perf_counter()
+        recall(f"t{u % TENANTS}", f"u{u}", sentence(rng, 10), now=now, db=db)
+        times.append(time.perf_counter() - t)
+    return times
 
 
 def main() -> None:
@@ -271,9 +284,16 @@ def main() -> None:
         share = max(1, len(t_new_typ) * heavy_eps // max(int(counts.sum()) - heavy_eps, 1))
         mixed = t_new_typ + t_new_heavy[:share]
         print(f"recall, all users (requests in proportion to episodes, one new episode each): {percentiles(mixed)}")
-        print(f"in-process copies: {recaller.index._rows:,} rows of {len(recaller.index._users):,} users; "
+        print(f"in-process copies: {recaller.index.rows:,} rows of {recaller.index.users:,} users; "
               f"full reads {recaller.index.full_reads:,}; peak RSS {peak_rss_mb():.0f} MB (before recalls "
               f"{rss_before:.0f} MB)")
+        recaller.embed("warm up")
+        print("recall(), the documented function (embedding included):")
+        for label, group in (("typical users", typical[:100]), ("heavy users", heavy)):
+            first, later = measure_recall(db, group, rng), measure_recall(db, group, rng)
+            print(f"  {label}, first call in the process: {percentiles(first)}")
+            print(f"  {label}, the same user's next call: {percentiles(later)}")
+        close_recallers()
         db.close()
 
         embedder = get_embedder(settings.embedder)

@@ -10,6 +10,7 @@ row-level policies then hide and refuse every other tenant's rows.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -87,6 +88,7 @@ class Database:
         self.settings = settings
         self._url = url or settings.database_url
         self._pool: ConnectionPool[Conn] | None = None
+        self._opening = threading.Lock()  # threads sharing a Database open one pool between them
 
     @property
     def url(self) -> str:
@@ -112,7 +114,11 @@ class Database:
 
     @property
     def pool(self) -> ConnectionPool[Conn]:
-        if self._pool is None:
+        if self._pool is not None:
+            return self._pool
+        with self._opening:
+            if self._pool is not None:
+                return self._pool
             pool: ConnectionPool[Conn] = ConnectionPool(
                 self.url,
                 connection_class=psycopg.Connection[DictRow],

@@ -1,10 +1,10 @@
--- Named queries of recall (jobs/recall.py, jobs/recall_index.py). Same format as sql/queries.sql:
+-- Named queries of recall (jobs/recall/recaller.py, jobs/recall/index.py). Same format as sql/queries.sql:
 -- each block starts with "-- name: <name>". Every query runs inside Database.tenant(): row-level
 -- security already hides other tenants; the tenant_id / user_id conditions select the user's rows
 -- through episodes_user_changed_idx (tenant_id, user_id, changed_xid) and the primary key.
 
 -- name: recall_changes
--- What changed in one user's candidate episodes since a horizon (jobs/recall_index.py), plus the
+-- What changed in one user's candidate episodes since a horizon (jobs/recall/index.py), plus the
 -- opening message's lexemes, in one round trip. The first row always exists (LEFT JOIN) and carries:
 --   horizon  the xmin of this statement's snapshot: every transaction below it had finished, so
 --            the next read needs only rows with changed_xid >= horizon
@@ -15,7 +15,7 @@
 -- changed row, so rows that stopped being candidates (superseded, compressed) are seen to leave.
 -- ended_us: microseconds since the epoch, exact (extract returns numeric). embedding: pgvector's
 -- binary form (int16 dim, int16 unused, dim big-endian float4), read in one numpy call for all rows;
--- tsv: search_tsv's text form, what jobs/text_rank.tsvector_terms reads (faster than unnest per row).
+-- tsv: search_tsv's text form, what jobs.recall.text_rank.tsvector_terms reads (faster than unnest per row).
 SELECT s.horizon, s.lexemes, s.deleted, c.*
 FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
              tsvector_to_array(to_tsvector('english', %(query_text)s::text)) AS lexemes,
@@ -31,7 +31,7 @@ LEFT JOIN (
 ) c ON true
 
 -- name: recall_rows
--- The chosen episodes (ids from the scoring in jobs/recall.py), read fresh; still candidates.
+-- The chosen episodes (ids from the scoring in jobs/recall/scoring.py), read fresh; still candidates.
 -- Found by primary key first, then checked: with the user's conditions in the same WHERE, a generic
 -- plan (estimating a few rows per user) walks the user's index instead: 10,000 rows, 18 ms, for a
 -- heavy user, against 0.1 ms.

@@ -1,31 +1,38 @@
-"""Recall: exact top K, reasons, budget, open items, super-summaries, purposes, isolation, rendering."""
+"""Recall: exact top K, reasons, budget, open items, super-summaries, purposes, isolation, rendering,
+and the copies recall() shares across a process."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import threading
 from collections.abc import Iterator, Sequence
 
 import click
 import numpy as np
+import psycopg
 import pytest
 from click.testing import CliRunner
 
+from jobs import config
 from jobs.cli.base import Context, _Group
 from jobs.cli.recall import recall_command
-from jobs import config
 from jobs.db import Database
 from jobs.embeddings import Embedder, get_embedder
 from jobs.errors import ConfigError
 from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens
 from jobs.prompts import render
 from jobs.recall import (
+    Recall,
     RecallConfig,
     RecalledEpisode,
     RecalledOpenItem,
     Recaller,
+    close_recallers,
     purpose_filter,
     recall,
+    shared_recaller,
 )
 from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode
@@ -361,7 +368,7 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
         assert [r["id"] for r in conn.execute(query("recall_rows"), rows)] == [theirs]
 
 
-def test_render_through_the_template(db: Database, embedder: Embedder) -> None:
+def test_render_through_the_template(db: Database, embedder: Embedder, shared: None) -> None:
     empty = recall("acme", "nobody", "hi", db=db, now=NOW)
     assert empty.render() == ('<previous_episodes as_of="2025-06-01">\nNo earlier sessions with this user.\n'
                               '</previous_episodes>')
@@ -408,3 +415,100 @@ def test_template_renders_a_sample_context() -> None:
     assert "- 2025-03-04 [support] (relevant): The user chose annual billing. Topics: billing, plans." in block
     assert "- 2024-01-01 to 2024-12-31 (recent), summary of a compressed period: All of 2024..." in block
 
+
+# ------------------------------------------------------------------------------------------------
+# recall(): one warm copy per database for the whole process
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def shared(settings: config.Settings) -> Iterator[None]:
+    """No shared recaller left by another test; the pools recall() opened close before the drop."""
+    close_recallers()
+    yield
+    close_recallers()
+
+
+@pytest.fixture
+def other_db(admin_url: str, template_db: str, settings: config.Settings) -> Iterator[Database]:
+    """A second migrated database on the same server: another URL."""
+    name = f"recall_other_{os.getpid()}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    info = psycopg.conninfo.conninfo_to_dict(admin_url)
+    info["dbname"] = name
+    database = Database(settings.with_(database_url=psycopg.conninfo.make_conninfo("", **info)))
+    yield database
+    database.close()
+    close_recallers()  # recall() may have opened a pool on it
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_recall_keeps_one_warm_copy_per_database(db: Database, embedder: Embedder, shared: None,
+                                                 other_db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    for days, text in HISTORY:
+        add(db, text, days_ago=days, embedder=embedder)
+    message = "Which huts should I book for my mountain hike in the Dolomites?"
+    first = recall("acme", "u1", message, now=NOW)  # no db: the environment's DATABASE_URL
+    recaller = shared_recaller()
+    assert shared_recaller() is recaller and recaller.db is not db
+    assert (recaller.index.full_reads, recaller.index.users, recaller.index.rows) == (1, 1, len(HISTORY))
+    again = recall("acme", "u1", message, now=NOW)
+    through_db = recall("acme", "u1", message, now=NOW, db=db)  # the caller's Database: the same copies
+    assert shared_recaller(db).index is recaller.index and shared_recaller(db).db is db
+    assert recaller.index.full_reads == 1, "the later recalls read only what changed"
+    assert first == again == through_db == Recaller(db).recall("acme", "u1", message, now=NOW)
+
+    new = add(db, "The user booked the Lagazuoi hut for the Dolomites hike.", days_ago=1, embedder=embedder)
+    later = recall("acme", "u1", message, now=NOW)
+    assert new in {ep.id for ep in later.episodes}
+    assert later == Recaller(db).recall("acme", "u1", message, now=NOW)
+    assert (recaller.index.full_reads, recaller.index.rows) == (1, len(HISTORY) + 1)
+
+    # Another database has its own copies, whether reached through a Database or the environment.
+    assert recall("acme", "u1", message, now=NOW, db=other_db).episodes == []
+    assert shared_recaller(other_db).index is not recaller.index
+    monkeypatch.setenv("DATABASE_URL", other_db.url)
+    elsewhere = shared_recaller()
+    assert elsewhere is not recaller and elsewhere.index is shared_recaller(other_db).index
+
+    pool = recaller.db.pool
+    close_recallers()  # closes the pools recall() opened and forgets every copy
+    assert pool.closed
+    monkeypatch.setenv("DATABASE_URL", db.url)
+    assert shared_recaller() is not recaller and shared_recaller().index.full_reads == 0
+
+
+def test_concurrent_recalls_share_the_copies_safely(db: Database, embedder: Embedder, shared: None) -> None:
+    users = ("u1", "u2", "u3")
+    for user in users:
+        for days, text in HISTORY:
+            add(db, text, user=user, days_ago=days, embedder=embedder)
+    messages = ("Which huts should I book in the Dolomites?", "Any lasagna tips?", "How is my marathon plan?")
+    expected = {(u, m): Recaller(db).recall("acme", u, m, now=NOW) for u in users for m in messages}
+    results: list[tuple[tuple[str, str], Recall]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def worker(k: int) -> None:
+        start.wait()
+        try:
+            for i in range(9):  # every user and message, half through the environment, half through db
+                user, message = users[(k + i) % 3], messages[(k + 2 * i) % 3]
+                via = db if (k + i) % 2 else None
+                results.append(((user, message), recall("acme", user, message, now=NOW, db=via)))
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(results) == 54
+    for key, result in results:
+        assert result == expected[key], key
+    index = shared_recaller(db).index
+    assert index is shared_recaller().index
+    assert (index.full_reads, index.users, index.rows) == (3, 3, 3 * len(HISTORY)), "each user read whole once"

@@ -1,4 +1,4 @@
-"""jobs.text_rank against the real server: rank() equals ts_rank(tsv, query, 1) bit for bit (float32).
+"""jobs.recall.text_rank against the real server: rank() equals ts_rank(tsv, query, 1) bit for bit (float32).
 
 Every check compares all documents of a temporary table with all queries, server side with
 ``ts_rank(tsv, tsq, 1)`` and in-process from the tsvector's *output text* (parse_tsvector ->
@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from conftest import EXAMPLES, LOCOMO
 
-from jobs.text_rank import (
+from jobs.recall.text_rank import (
     parse_tsvector,
     query_order,
     rank,

@@ -16,7 +16,7 @@ Each recall reads the changes inside its own tenant-scoped transaction (row-leve
 applies), so a recall always sees what a plain SQL query would have seen at that moment.
 
 What is held per episode: id, ended_at (microseconds), importance, purpose, the unit-normalised
-embedding and the per-lexeme ts_rank contributions of ``search_tsv`` (jobs.text_rank). Summaries
+embedding and the per-lexeme ts_rank contributions of ``search_tsv`` (jobs.recall.text_rank). Summaries
 and the rest of the chosen episodes are read fresh from the table. Memory is bounded by
 ``EPISODES_RECALL_CACHE_ROWS`` (least recently used users are dropped; default 300,000 rows,
 ~0.6 GB with 384-dimension embeddings).
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import psycopg
 
+from jobs.db import Conn
+from jobs.recall.text_rank import query_order, rank, tsvector_terms
 from jobs.sql import query
-from jobs.text_rank import query_order, rank, tsvector_terms
 
 FULL_READ_EVERY_S = 86_400.0
 
@@ -183,7 +183,10 @@ class UserIndex:
 
 
 class RecallIndex:
-    """The per-process set of UserIndex copies, least recently used dropped past ``max_rows``."""
+    """One database's UserIndex copies, least recently used dropped past ``max_rows`` (thread-safe).
+
+    recall() keeps one per database for the whole process (:mod:`jobs.recall.shared`).
+    """
 
     def __init__(self, dim: int, max_rows: int = 300_000) -> None:
         self.dim = dim
@@ -195,8 +198,20 @@ class RecallIndex:
         self._lock = threading.Lock()
         self.full_reads = 0  # refreshes that read a user's rows whole (first use, after a deletion)
 
+    @property
+    def users(self) -> int:
+        """Users whose copy is held."""
+        with self._lock:
+            return len(self._users)
+
+    @property
+    def rows(self) -> int:
+        """Slots held over all users' copies (live rows and replaced versions not yet compacted)."""
+        with self._lock:
+            return self._rows
+
     @contextmanager
-    def user(self, conn: psycopg.Connection, tenant_id: str, user_id: str, query_text: str
+    def user(self, conn: Conn, tenant_id: str, user_id: str, query_text: str
              ) -> Iterator[tuple[UserIndex, list[str]]]:
         """The user's copy, brought up to date in ``conn``'s tenant transaction, and the message's lexemes.
 
@@ -220,7 +235,7 @@ class RecallIndex:
                     self._counted[key] = index.size
                     self._evict()
 
-    def _read(self, conn: psycopg.Connection, tenant_id: str, user_id: str, query_text: str,
+    def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str,
               index: UserIndex | None) -> tuple[list[str], UserIndex]:
         if index is not None and time.monotonic() - index.read_at > FULL_READ_EVERY_S:
             index = None  # the deletion log keeps a week; a copy is read whole at least daily
@@ -235,7 +250,8 @@ class RecallIndex:
                 continue
             if index is None:
                 index = UserIndex(self.dim)
-                self.full_reads += 1
+                with self._lock:  # recalls of different users read in parallel
+                    self.full_reads += 1
             index.apply([row for row in rows if row["id"] is not None])
             index.horizon = int(head["horizon"])
             if index.dead > max(1024, index.live):  # mostly replaced versions: compact by reading anew

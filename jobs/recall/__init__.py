@@ -1,0 +1,32 @@
+"""Recall at session start: a user's recent and relevant episodes, as a prompt block within a token budget.
+
+``recall(tenant, user, opening_message, purpose=None, budget_tokens=1500)`` returns the last N
+episodes plus the top K most relevant to the opening message, deduplicated, with a soft time decay,
+super-summaries standing in for compressed periods, and the user's still-open questions and
+commitments, rendered through ``prompts/previous_episodes.j2`` so that the whole block fits
+``budget_tokens``. The top K is exact within the user's rows: every candidate is scored, from an
+in-process copy of the user's scoring columns that each recall brings up to date exactly.
+
+The modules, top down:
+
+* :mod:`~jobs.recall.shared`: :func:`recall` and the process-wide recallers it reuses;
+* :mod:`~jobs.recall.recaller`: :class:`Recaller`, one recall from start to end;
+* :mod:`~jobs.recall.fitting`: deduplication and fitting the block to the budget;
+* :mod:`~jobs.recall.scoring`: ranks, reciprocal rank fusion, decay and importance;
+* :mod:`~jobs.recall.index`: the per-user in-process copy, refreshed by what changed;
+* :mod:`~jobs.recall.text_rank`: PostgreSQL's ``ts_rank`` in numpy, bit for bit;
+* :mod:`~jobs.recall.result`: what a recall returns and its rendering;
+* :mod:`~jobs.recall.purposes` and :mod:`~jobs.recall.config`: which purposes a recall sees, and
+  the selection knobs.
+"""
+
+from jobs.recall.config import RecallConfig
+from jobs.recall.purposes import purpose_filter
+from jobs.recall.recaller import Recaller
+from jobs.recall.result import Recall, RecalledEpisode, RecalledOpenItem
+from jobs.recall.shared import close_recallers, recall, shared_recaller
+
+__all__ = [
+    "Recall", "RecallConfig", "RecalledEpisode", "RecalledOpenItem", "Recaller", "close_recallers",
+    "purpose_filter", "recall", "shared_recaller",
+]

@@ -1,0 +1,30 @@
+"""RecallConfig: the knobs of selection (scoring) and of fitting the block to its budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Selection knobs. The defaults are the production defaults (and what `eval locomo` measures).
+
+    rrf_k, w_text and the decay were chosen coarsely on the five LoCoMo conversations, the only data
+    there is; with no held-out set, treat the eval's figures as somewhat optimistic.
+    """
+
+    recent_n: int = 3  # the last N episodes are always offered ("recent"), compactly
+    recent_full: bool = False  # render recent episodes in full instead of compactly
+    top_k: int = 12  # relevant episodes offered, best first (exact within the user's rows)
+    rank_depth: int = 50  # RRF fuses each list's first rank_depth ranks (at least top_k)
+    compact_tail: bool = True  # a relevant episode that no longer fits in full is shown compactly
+    rrf_k: float = 10.0  # reciprocal rank fusion: w / (rrf_k + rank); small k as per-user lists are short
+    w_vector: float = 1.0
+    w_text: float = 1.5  # exact word matches (names, places) beat paraphrase similarity more often than not
+    half_life_days: float = 180.0  # soft decay: the decaying part halves every half-life
+    decay_floor: float = 0.85  # ... and never below this factor, so old but relevant episodes survive
+    w_importance: float = 0.4  # score factor 1 + w * (importance - 0.5): 0.8 .. 1.2
+    dedup_similarity: float = 0.97
+    max_open_items: int = 8
+    open_items_share: float = 0.25  # at most this share of the budget for open items
+    compact_chars: int = 200  # length of a compact line's text

@@ -1,0 +1,180 @@
+"""Fitting the chosen episodes and open items into the block's token budget.
+
+Near-duplicates are dropped first (same summary, or stored embeddings with cosine similarity >=
+``dedup_similarity``). Room for the recent episodes, shown compactly (one query-biased sentence),
+is reserved; relevant episodes are placed best first, in full while they fit, then compactly; the
+rest of the reserved recent ones and the open items' episodes follow.
+
+Tokens are estimated as characters / 4 (:func:`jobs.models.estimate_tokens`), the estimator used
+for every budget in episodes; the whole rendered block counts, so ``estimate_tokens(block) <= budget``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from jobs.models import estimate_tokens
+from jobs.recall.config import RecallConfig
+from jobs.recall.result import (
+    RecalledEpisode,
+    RecalledOpenItem,
+    line_macros,
+    render_block,
+    skeleton_chars,
+)
+
+
+def select(
+    rows: Sequence[dict[str, Any]], vectors: dict[int, np.ndarray], open_items: Sequence[RecalledOpenItem],
+    cfg: RecallConfig, budget_tokens: int, opening_message: str, now: dt.datetime,
+) -> tuple[list[RecalledEpisode], list[RecalledOpenItem]]:
+    """Deduplicate, prioritise and fit to the budget; return episodes oldest first and open items.
+
+    ``rows`` come ordered by relevance rank, then recency rank; ``vectors`` are unit embeddings by id.
+    """
+    episodes = [_episode(row) for row in rows]
+    unique = _dedup(episodes, vectors, cfg.dedup_similarity)
+    relevant = [ep for ep in unique if ep.relevance_rank is not None]
+    recent = sorted((ep for ep in unique if ep.recency_rank is not None), key=lambda ep: ep.recency_rank or 0)
+
+    macros = line_macros()
+    weights = _term_weights(_terms(opening_message), unique)
+    budget = 4 * budget_tokens  # estimate_tokens(text) <= budget_tokens  <=>  len(text) <= 4 * budget_tokens
+    used = skeleton_chars()
+    items: list[RecalledOpenItem] = []
+    for item in open_items:  # at most open_items_share of the budget
+        cost = len(macros.open_item_line(item)) + 1
+        if used + cost <= min(budget, skeleton_chars() + cfg.open_items_share * budget):
+            items.append(item)
+            used += cost
+    holders = {item.episode_id for item in items}
+
+    snippets: dict[int, str] = {}
+    costs: dict[tuple[int, bool], int] = {}
+
+    def cost_of(ep: RecalledEpisode, compact: bool) -> int:
+        """Characters the episode's line adds to the block (and sets how it will be shown)."""
+        ep.reasons = _reasons(ep, items)
+        ep.compact = compact
+        if compact and ep.id not in snippets:
+            snippets[ep.id] = _snippet(ep, weights, cfg.compact_chars)
+        ep.compact_text = snippets[ep.id] if compact else ""
+        if (ep.id, compact) not in costs:
+            costs[ep.id, compact] = len(macros.episode_line(ep)) + 1
+        return costs[ep.id, compact]
+
+    chosen: dict[int, RecalledEpisode] = {}
+    # Recent episodes are shown compactly; their room is reserved before relevant ones are placed.
+    recent_mode = {ep.id: not cfg.recent_full for ep in recent}
+    reserved = {ep.id: cost_of(ep, recent_mode[ep.id]) for ep in recent}
+    for ep in relevant:
+        if ep.id in reserved:  # recent and relevant: shown in full when it fits
+            full = cost_of(ep, False)
+            if used + sum(reserved.values()) - reserved[ep.id] + full <= budget:
+                del reserved[ep.id]
+                chosen[ep.id] = ep
+                used += full
+            continue
+        for compact in (False, True) if cfg.compact_tail else (False,):
+            cost = cost_of(ep, compact)
+            if used + sum(reserved.values()) + cost <= budget:
+                chosen[ep.id] = ep
+                used += cost
+                break
+    tail = [ep for ep in recent if ep.id in reserved] + [ep for ep in unique if ep.id in holders]
+    for ep in tail:
+        if ep.id in chosen:
+            continue
+        cost = cost_of(ep, recent_mode.get(ep.id, True))
+        reserved.pop(ep.id, None)
+        if used + sum(reserved.values()) + cost <= budget:
+            chosen[ep.id] = ep
+            used += cost
+    picked = sorted(chosen.values(), key=lambda ep: (ep.ended_at, ep.id))
+    # The arithmetic above is exact up to the skeleton; re-render to be sure and trim if ever needed.
+    while picked or items:
+        if estimate_tokens(render_block(now, picked, items)) <= budget_tokens:
+            break
+        if picked:
+            picked.remove(min(picked, key=lambda ep: (not ep.compact, -(ep.relevance_rank or 1 << 30))))
+        else:
+            items.pop()
+    return picked, items
+
+
+def _reasons(ep: RecalledEpisode, items: list[RecalledOpenItem]) -> list[str]:
+    return [reason for reason, yes in (("relevant", ep.relevance_rank is not None),
+                                       ("recent", ep.recency_rank is not None),
+                                       ("open item", any(item.episode_id == ep.id for item in items))) if yes]
+
+
+def _dedup(episodes: list[RecalledEpisode], vectors: dict[int, np.ndarray], threshold: float
+           ) -> list[RecalledEpisode]:
+    """Drop an episode that repeats a better-ranked one (same summary, or near-identical embedding)."""
+    kept: list[RecalledEpisode] = []
+    seen_text: set[str] = set()
+    for ep in episodes:
+        text = " ".join(ep.summary.lower().split())
+        vec = vectors.get(ep.id)
+        if text in seen_text:
+            continue
+        if vec is not None and any(
+            (other := vectors.get(k.id)) is not None and float(vec @ other) >= threshold for k in kept
+        ):
+            continue
+        kept.append(ep)
+        seen_text.add(text)
+    return kept
+
+
+def _episode(row: dict[str, Any]) -> RecalledEpisode:
+    return RecalledEpisode(**{f.name: row[f.name] for f in fields(RecalledEpisode) if f.name in row})
+
+
+# Compact lines show the summary's sentence that best matches the opening message.
+_NON_WORD = re.compile(r"[\W_]+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _terms(text: str) -> set[str]:
+    """Words of 3+ letters cut to 6 (a crude stem); common words are discounted by _term_weights."""
+    return {w[:6] for w in _words(text).split() if len(w) >= 3}
+
+
+def _term_weights(terms: set[str], episodes: Sequence[RecalledEpisode]) -> dict[str, float]:
+    """Inverse document frequency of the query's words among the offered episodes.
+
+    A word in every summary (the user's own name, say) should not decide which sentence is shown.
+    """
+    texts = [_words(ep.summary) for ep in episodes]
+    return {t: math.log(1 + len(texts) / (1 + sum(" " + t in text for text in texts))) for t in terms}
+
+
+def _words(text: str) -> str:
+    """' word word ... ': lets `" " + stem in _words(text)` test for a word starting with stem."""
+    return " " + _NON_WORD.sub(" ", text.lower()) + " "
+
+
+def _snippet(ep: RecalledEpisode, weights: dict[str, float], limit: int) -> str:
+    """A compact line: the summary's sentence that best matches the opening message's rarer words."""
+    sentences = [s.strip() for s in _SENTENCE.split(ep.summary.strip()) if s.strip()] or [ep.summary.strip()]
+    best, best_score = 0, 0.0
+    if weights and len(sentences) > 1:
+        for i, sentence in enumerate(sentences):
+            words = _words(sentence)
+            score = sum(w for t, w in weights.items() if " " + t in words)
+            if score > best_score:
+                best, best_score = i, score
+    text = sentences[best]
+    if ep.topic_tags:
+        text = f"{', '.join(ep.topic_tags[:3])}: {text}"
+    if len(text) > limit:
+        text = text[: limit - 3].rsplit(" ", 1)[0].rstrip(" ,;:") + "..."
+    return text

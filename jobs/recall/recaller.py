@@ -1,0 +1,97 @@
+"""Recaller: one recall from start to end, with what is worth keeping between recalls.
+
+Selection runs in one tenant-scoped transaction (row-level security applies), with the queries of
+``sql/recall.sql``:
+
+1. **Candidates** are the user's episodes with ``status = 'current' AND compressed_into IS NULL``
+   (so a super-summary stands in for the sessions it compressed), ended by ``now``, of an allowed
+   purpose (:mod:`jobs.recall.purposes`). The user's in-process copy of the scoring columns
+   (:mod:`jobs.recall.index`) is brought up to date with what changed, and every candidate is
+   scored exactly (:mod:`jobs.recall.scoring`); the top K, the last ``recent_n`` and the episodes
+   of open items are picked.
+2. **Open items**: the user's still-open questions and commitments from candidate episodes.
+3. The picked episodes are read fresh, then **fitted** to the budget (:mod:`jobs.recall.fitting`)
+   and rendered (:mod:`jobs.recall.result`).
+
+A Recaller holds the database, the embedder (loaded once per process) and the per-user copies, so
+a user's second recall reads only what changed since the first. :func:`jobs.recall.recall` keeps
+one per database for the whole process (:mod:`jobs.recall.shared`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+import numpy as np
+
+from jobs.db import Database
+from jobs.embeddings import Embedder, get_embedder
+from jobs.recall.config import RecallConfig
+from jobs.recall.fitting import select
+from jobs.recall.index import RecallIndex
+from jobs.recall.purposes import purpose_filter
+from jobs.recall.result import Recall, RecalledOpenItem
+from jobs.recall.scoring import epoch_us, fuse
+from jobs.sql import query
+
+
+class Recaller:
+    """Holds the database, the embedder and the per-user copies (``index``) for repeated recalls.
+
+    ``index`` may be shared by Recallers of the same database (it is thread-safe, and every recall
+    checks its freshness inside its own transaction); by default each Recaller has its own.
+    """
+
+    def __init__(self, db: Database, embedder: Embedder | None = None, config: RecallConfig | None = None,
+                 index: RecallIndex | None = None) -> None:
+        self.db = db
+        self.embedder = embedder or get_embedder(db.settings.embedder)
+        self.config = config or RecallConfig()
+        self.index = index or RecallIndex(self.embedder.dim, db.settings.recall_cache_rows)
+        if self.index.dim != self.embedder.dim:
+            raise ValueError(f"the index holds {self.index.dim}-dimension vectors; "
+                             f"the embedder {self.embedder.name} makes {self.embedder.dim}")
+
+    def embed(self, opening_message: str) -> np.ndarray:
+        """The query vector of an opening message (what :meth:`recall_vector` takes)."""
+        return self.embedder.embed([opening_message])[0]
+
+    def recall(
+        self, tenant_id: str, user_id: str, opening_message: str, *, purpose: str | None = None,
+        budget_tokens: int = 1500, now: dt.datetime | None = None,
+    ) -> Recall:
+        """Recent and relevant episodes of one user, fitted to ``budget_tokens``."""
+        return self.recall_vector(tenant_id, user_id, opening_message, self.embed(opening_message),
+                                  purpose=purpose, budget_tokens=budget_tokens, now=now)
+
+    def recall_vector(
+        self, tenant_id: str, user_id: str, opening_message: str, query_vector: np.ndarray | Sequence[float], *,
+        purpose: str | None = None, budget_tokens: int = 1500, now: dt.datetime | None = None,
+    ) -> Recall:
+        """Like :meth:`recall` with a precomputed query vector (benchmarks, batch callers)."""
+        if budget_tokens < 0:
+            raise ValueError("budget_tokens must be >= 0")
+        now = now or dt.datetime.now(dt.UTC)
+        now = now if now.tzinfo else now.replace(tzinfo=dt.UTC)  # naive means UTC, as everywhere
+        purposes = purpose_filter(purpose, self.db.settings.purpose_map)
+        cfg = self.config
+        vector = np.asarray(query_vector, dtype=np.float32)
+        now_us = epoch_us(now)
+        with self.db.tenant(tenant_id) as conn:
+            open_rows = conn.execute(query("recall_open_items"), {
+                "tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes,
+                "limit": cfg.max_open_items}).fetchall() if cfg.max_open_items > 0 else []
+            with self.index.user(conn, tenant_id, user_id, opening_message) as (index, lexemes):
+                scores = index.scores(vector, lexemes, now_us, purposes)
+                picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})
+                vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
+            rows = conn.execute(query("recall_rows"), {
+                "tenant_id": tenant_id, "user_id": user_id, "now": now, "ids": sorted(picked)}).fetchall()
+        rows = sorted(({**row, **picked[row["id"]]} for row in rows), key=lambda r: (
+            r["relevance_rank"] or 1 << 62, r["recency_rank"] or 1 << 62, r["id"]))
+        episodes, items = select(rows, vectors, [RecalledOpenItem(**r) for r in open_rows], cfg, budget_tokens,
+                                 opening_message, now)
+        return Recall(tenant_id=tenant_id, user_id=user_id, opening_message=opening_message, purpose=purpose,
+                      purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=len(scores.ids),
+                      episodes=episodes, open_items=items)

@@ -1,0 +1,138 @@
+"""What a recall returns (Recall, RecalledEpisode, RecalledOpenItem) and how it is rendered.
+
+The block is ``prompts/previous_episodes.j2``. Fitting measures each line with the template's own
+macros (:func:`line_macros`) and the block's fixed part once (:func:`skeleton_chars`), so the
+arithmetic of :func:`jobs.recall.fitting.select` counts exactly what :meth:`Recall.render` prints.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from typing import Any
+
+from jobs.models import estimate_tokens
+from jobs.prompts import environment, render
+
+TEMPLATE = "previous_episodes.j2"
+
+
+@dataclass
+class RecalledEpisode:
+    """One chosen episode, with every score that put it there and why it was chosen."""
+
+    id: int
+    kind: str
+    session_id: str | None
+    purpose: str
+    summary: str
+    topic_tags: list[str]
+    importance: float
+    started_at: dt.datetime
+    ended_at: dt.datetime
+    period_start: dt.date | None
+    period_end: dt.date | None
+    score: float
+    distance: float | None
+    text_score: float | None
+    vector_rank: int | None
+    text_rank: int | None
+    recency_rank: int | None  # 1 = the latest; None when not among the last recent_n
+    relevance_rank: int | None  # 1 = the best fused score; None when not in the top_k
+    reasons: list[str] = field(default_factory=list)
+    compact: bool = False
+    compact_text: str = ""
+
+    @property
+    def when(self) -> str:
+        if self.kind == "super" and self.period_start and self.period_end:
+            return f"{self.period_start.isoformat()} to {self.period_end.isoformat()}"
+        return self.ended_at.date().isoformat()
+
+    @property
+    def similarity(self) -> float | None:
+        return None if self.distance is None else 1.0 - self.distance
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "when": self.when, "similarity": self.similarity}
+
+
+@dataclass(frozen=True)
+class RecalledOpenItem:
+    """A still-open question or commitment, shown in the block's "Still open" section."""
+
+    id: int
+    episode_id: int
+    type: str
+    what: str
+    who: str | None
+    due: dt.date | None
+    occurred_at: dt.datetime
+
+    @property
+    def since(self) -> str:
+        return self.occurred_at.date().isoformat()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Recall:
+    """The result of a recall: chosen episodes (oldest first), open items, and the block."""
+
+    tenant_id: str
+    user_id: str
+    opening_message: str
+    purpose: str | None
+    purposes: list[str] | None
+    budget_tokens: int
+    now: dt.datetime
+    candidates: int
+    episodes: list[RecalledEpisode]
+    open_items: list[RecalledOpenItem]
+
+    def render(self) -> str:
+        """The ``<previous_episodes>`` block; "" if the budget cannot hold even an empty block."""
+        block = render_block(self.now, self.episodes, self.open_items)
+        return block if estimate_tokens(block) <= self.budget_tokens else ""
+
+    @property
+    def tokens(self) -> int:
+        return estimate_tokens(self.render())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tenant_id": self.tenant_id, "user_id": self.user_id, "opening_message": self.opening_message,
+            "purpose": self.purpose, "purposes": self.purposes, "budget_tokens": self.budget_tokens,
+            "now": self.now.isoformat(), "candidates": self.candidates, "tokens": self.tokens,
+            "episodes": [ep.to_dict() for ep in self.episodes],
+            "open_items": [item.to_dict() for item in self.open_items],
+            "block": self.render(),
+        }
+
+
+def render_block(now: dt.datetime, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem]
+                 ) -> str:
+    """The ``<previous_episodes>`` block as of ``now``, whatever its size."""
+    return render(TEMPLATE, as_of=now.date().isoformat(), episodes=episodes, open_items=open_items)
+
+
+@cache
+def line_macros() -> Any:
+    """The template's line macros, to measure each line exactly as the block will show it."""
+    return environment().get_template(TEMPLATE).make_module({"as_of": "", "episodes": [], "open_items": []})
+
+
+@cache
+def skeleton_chars() -> int:
+    """Characters of the block's skeleton (both sections present), measured with one dummy line each."""
+    when = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+    ep = RecalledEpisode(0, "session", "s", "general", "x", [], 0.5, when, when, None, None, 0.0, None, None,
+                         None, None, 1, None, ["recent"])
+    item = RecalledOpenItem(0, 0, "commitment", "x", None, None, when)
+    macros = line_macros()
+    block = render_block(when, [ep], [item])
+    return len(block) - len(macros.episode_line(ep)) - len(macros.open_item_line(item)) - 2
