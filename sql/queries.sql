@@ -201,7 +201,7 @@ RETURNING t.id
 DELETE FROM job_runs WHERE finished_at < now() - make_interval(days => %(days)s) RETURNING id
 
 -- name: prune_episode_deletions
--- Recall copies are read whole at least daily (jobs/recall_index.py), so a week of the log is plenty.
+-- Recall copies are read whole at least daily (jobs/recall/index.py), so a week of the log is plenty.
 DELETE FROM episode_deletions WHERE deleted_at < now() - interval '7 days' RETURNING id
 
 -- name: status_queue
