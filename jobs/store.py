@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import psycopg
 
+from jobs.db import Conn, one
 from jobs.models import EpisodeExtraction, ModelCall, Transcript, search_text
 from jobs.sql import query
 
@@ -45,7 +45,7 @@ class EpisodeRow:
 
 
 def insert_episode(
-    conn: psycopg.Connection,
+    conn: Conn,
     row: EpisodeRow,
     *,
     messages: Sequence[object] = (),
@@ -53,7 +53,7 @@ def insert_episode(
 ) -> int:
     """Insert the episode with its events and entities; return its id."""
     ep = row.episode
-    episode_id = conn.execute(query("insert_episode"), {
+    episode_id: int = one(conn.execute(query("insert_episode"), {
         "tenant_id": row.tenant_id, "user_id": row.user_id, "kind": row.kind, "transcript_id": row.transcript_id,
         "session_id": row.session_id, "purpose": row.purpose, "summary": ep.summary, "topic_tags": ep.topic_tags,
         "importance": ep.importance, "started_at": row.started_at, "ended_at": row.ended_at,
@@ -66,7 +66,7 @@ def insert_episode(
         "cache_write_tokens": sum(c.cache_write_tokens for c in row.calls),
         "cost_usd": round(sum(c.cost_usd for c in row.calls), 6),
         "dropped_events": row.dropped_events, "dropped_entities": row.dropped_entities,
-    }).fetchone()["id"]
+    }))["id"]
     events = []
     for ordinal, event in enumerate(ep.key_events):
         first = event.evidence[0]
@@ -92,7 +92,7 @@ def insert_episode(
 
 
 def record_calls(
-    conn: psycopg.Connection, calls: Sequence[ModelCall], *, tenant_id: str, user_id: str | None,
+    conn: Conn, calls: Sequence[ModelCall], *, tenant_id: str, user_id: str | None,
     transcript_id: int | None, job_run_id: int | None,
 ) -> None:
     if not calls:
@@ -109,7 +109,7 @@ def record_calls(
 
 
 def write_session_episode(
-    conn: psycopg.Connection, transcript: Transcript, row: EpisodeRow, *, worker: str, job_run_id: int | None
+    conn: Conn, transcript: Transcript, row: EpisodeRow, *, worker: str, job_run_id: int | None
 ) -> int | None:
     """Replace the session's current episode and complete the transcript, atomically.
 
