@@ -1,4 +1,4 @@
--- Named queries of the compress job (jobs/compress.py). Same format as sql/queries.sql: each block
+-- Named queries of the compress job (jobs/compress/). Same format as sql/queries.sql: each block
 -- starts with "-- name: <name>". Periods are calendar periods in UTC: a session episode belongs to
 -- the period that contains its ended_at; period_end is the period's last day (inclusive).
 -- compress_plan runs as the owner (it spans tenants, like a claim); every other query runs inside

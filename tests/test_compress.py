@@ -20,7 +20,6 @@ from jobs.cli import cli
 from jobs.compress import (
     RUN_LOCK_KEY,
     AnthropicCompressor,
-    CompressBusy,
     OfflineCompressor,
     Period,
     cutoff_time,
@@ -30,7 +29,7 @@ from jobs.compress import (
     run_compress,
 )
 from jobs.db import Database
-from jobs.errors import ConfigError
+from jobs.errors import CompressBusy, ConfigError
 from jobs.models import (
     Entity,
     EpisodeExtraction,
@@ -544,7 +543,7 @@ def test_recall_shows_the_super_summary_for_a_compressed_year_within_budget(db: 
 
 
 def test_compress_templates_render_with_a_sample_context() -> None:
-    from jobs.compress import _Block, _EventView
+    from jobs.compress.claude import _Block, _EventView
 
     block = _Block(summary="Maria chose a plan.", topic_tags=["pricing"], entities=["Maria (person)"], id=7,
                    date="2024-01-02", purpose="support", importance=0.5, first="2024-01-02", last="2024-02-03",

@@ -66,8 +66,7 @@ def compress_command(obj: Context, older_than: str, period: str, tenant: str | N
                                   compressor=compressor, now=when, purge_embeddings=purge_embeddings,
                                   concurrency=concurrency, progress=bar.update)
     finally:
-        if hasattr(compressor, "close"):  # until the Compressor protocol declares close()
-            compressor.close()
+        compressor.close()
     for error in report.errors:
         click.echo(f"failed {error}", err=True)
     click.echo(report.line())

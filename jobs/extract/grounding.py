@@ -3,13 +3,17 @@
 Every key event must cite message indexes that exist; indexes that do not are removed, and an
 event left with none is dropped. Every entity must occur in the transcript (case-insensitive);
 the others are dropped. The counts are stored on the episode and shown by `episodes status`.
+
+:func:`ground_entities` is the entity rule on its own; the compress job grounds a period
+summary's entities in its request text with it (its events follow a rule of their own).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from jobs.models import EpisodeExtraction, Message
+from jobs.models import Entity, EpisodeExtraction, Message
 
 
 @dataclass(frozen=True)
@@ -27,17 +31,8 @@ def ground(episode: EpisodeExtraction, messages: list[Message], offered_items: s
         evidence = sorted({i for i in event.evidence if 0 <= i < count})
         if evidence:
             kept_events.append(event.model_copy(update={"evidence": evidence}))
-    haystack = "\n".join(f"{m.name or ''}\n{m.content}" for m in messages).casefold()
-    kept_entities = []
-    ungrounded = 0
-    seen: set[tuple[str, str]] = set()
-    for entity in episode.entities:
-        key = (entity.name.strip().casefold(), entity.kind)
-        if not key[0] or key[0] not in haystack:
-            ungrounded += 1
-        elif key not in seen:  # duplicates are merged, not counted as dropped
-            seen.add(key)
-            kept_entities.append(entity.model_copy(update={"name": entity.name.strip()}))
+    kept_entities, ungrounded = ground_entities(
+        episode.entities, "\n".join(f"{m.name or ''}\n{m.content}" for m in messages))
     resolutions = []
     for res in episode.resolved_items:
         evidence = sorted({i for i in res.evidence if 0 <= i < count})
@@ -47,3 +42,20 @@ def ground(episode: EpisodeExtraction, messages: list[Message], offered_items: s
     cleaned = episode.model_copy(update={"key_events": kept_events, "entities": kept_entities,
                                          "resolved_items": resolutions})
     return Grounded(cleaned, dropped_events=dropped, dropped_entities=ungrounded)
+
+
+def ground_entities(entities: Iterable[Entity], text: str) -> tuple[list[Entity], int]:
+    """The entities whose name occurs in ``text`` (case-insensitive), names stripped, each (name,
+    kind) once; and how many were dropped for not occurring (duplicates are merged, not counted)."""
+    haystack = text.casefold()
+    kept: list[Entity] = []
+    ungrounded = 0
+    seen: set[tuple[str, str]] = set()
+    for entity in entities:
+        key = (entity.name.strip().casefold(), entity.kind)
+        if not key[0] or key[0] not in haystack:
+            ungrounded += 1
+        elif key not in seen:
+            seen.add(key)
+            kept.append(entity.model_copy(update={"name": entity.name.strip()}))
+    return kept, ungrounded
