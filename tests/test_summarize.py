@@ -313,14 +313,13 @@ def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(ll
 
 
 def test_an_embedder_that_cannot_load_stops_the_run_and_gives_the_claim_back(
-        llm_db: Database, fake, tmp_path, monkeypatch) -> None:
+        llm_db: Database, fake, tmp_path) -> None:
     """A model that cannot load would fail every transcript the same way: the run stops with a
     ConfigError that says what to do, the claim goes back untouched, and the model call is kept."""
     (tmp_path / "file").write_text("")
-    monkeypatch.setenv("EPISODES_CACHE_DIR", str(tmp_path / "file" / "cache"))  # cannot be created
     add(llm_db, "s1")
     with pytest.raises(ConfigError, match="embedding model could not be loaded.*EPISODES_CACHE_DIR"):
-        run(llm_db, MiniLMEmbedder())
+        run(llm_db, MiniLMEmbedder(cache_dir=tmp_path / "file" / "cache"))  # a folder that cannot be created
     after = state(llm_db)
     assert after["transcripts"] == {"s1": ("pending", 0)}
     assert after["episodes"] == 0

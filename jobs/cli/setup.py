@@ -7,7 +7,7 @@ import click
 from jobs import migrate
 from jobs.cli.base import Context
 from jobs.cli.status_view import render_status
-from jobs.embeddings import get_embedder
+from jobs.embeddings import embedder_for
 
 
 @click.command()
@@ -15,7 +15,7 @@ from jobs.embeddings import get_embedder
 def init(obj: Context) -> None:
     """Create the schema, or upgrade it to this version (safe to run again)."""
     db = obj.database(require_schema=False)
-    embedder = get_embedder(obj.settings.embedder)
+    embedder = embedder_for(obj.settings)
     with db.connect() as conn:
         applied = migrate.migrate(conn, embedding_dim=embedder.dim, embedder=embedder.name)
     if applied:

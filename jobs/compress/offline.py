@@ -11,7 +11,7 @@ from jobs.compress.compressor import Compression, SourceEpisode
 from jobs.compress.periods import Period
 from jobs.compress.schema import tag_list
 from jobs.config import Settings
-from jobs.embeddings import Embedder, get_embedder
+from jobs.embeddings import Embedder, embedder_for, get_embedder
 from jobs.models import Entity
 
 OFFLINE_VERSION = "compress-offline-1"
@@ -32,7 +32,7 @@ class OfflineCompressor:
 
     def __init__(self, embedder: Embedder | None = None, settings: Settings | None = None) -> None:
         self._embedder = embedder
-        self._embedder_name = settings.embedder if settings else "minilm"
+        self._settings = settings
 
     def close(self) -> None:
         """Nothing to release (the embedder is shared)."""
@@ -85,7 +85,7 @@ class OfflineCompressor:
         missing = [i for i, s in enumerate(sources) if s.embedding is None]
         fresh: dict[int, np.ndarray] = {}
         if missing:
-            embedder = self._embedder or get_embedder(self._embedder_name)
+            embedder = self._embedder or (embedder_for(self._settings) if self._settings else get_embedder())
             fresh = dict(zip(missing, embedder.embed([sources[i].text() for i in missing])))
         return np.stack([np.asarray(fresh[i] if i in fresh else s.embedding, dtype=np.float32)
                          for i, s in enumerate(sources)])

@@ -43,7 +43,7 @@ from jobs.compress.plan import PlannedGroup, plan
 from jobs.compress.state import damaged_history, delete_supers, group_scope, lock_user
 from jobs.config import Settings
 from jobs.db import Database, one
-from jobs.embeddings import Embedder, get_embedder
+from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import CompressBusy, ConfigError
 from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
@@ -142,7 +142,7 @@ class _Lazy:
     def embedder(self) -> Embedder:
         with self._lock:
             if self._embedder is None:
-                self._embedder = get_embedder(self.settings.embedder)
+                self._embedder = embedder_for(self.settings)
             return self._embedder
 
     def close(self) -> None:

@@ -40,7 +40,7 @@ from psycopg import sql
 from jobs import migrate
 from jobs.config import Settings
 from jobs.db import Database
-from jobs.embeddings import Embedder, get_embedder
+from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import EpisodesError
 from jobs.ingest import parse_locomo_time
 from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens, search_text
@@ -299,7 +299,7 @@ def run_eval(
     conversations = [load_conversation(p) for p in _files(paths)]
     if not conversations:
         raise EpisodesError("No LoCoMo files found; pass .json files or a directory holding them.")
-    embedder = get_embedder(settings.embedder)
+    embedder = embedder_for(settings)
     with scratch_database(settings, embedder) as db:
         if extractor == "oracle":
             episodes = build_oracle(db, conversations, embedder)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from jobs.config import Settings
-from jobs.embeddings import get_embedder
+from jobs.embeddings import embedder_for
 from jobs.errors import ConfigError
 from jobs.models import ExtractionResult, OpenItem, Transcript
 
@@ -40,7 +40,7 @@ def make_extractor(settings: Settings, name: str | None = None) -> Extractor:
     if chosen == "offline":
         from jobs.extract.offline import OfflineExtractor
 
-        return OfflineExtractor(get_embedder(settings.embedder))
+        return OfflineExtractor(embedder_for(settings))
     raise ConfigError(f"unknown extractor {chosen!r}; use anthropic or offline")
 
 

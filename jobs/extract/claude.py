@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.config import Settings
-from jobs.llm import ToolCaller, ToolPrompt, parse_tool_output, reduce_levels, usage_call
+from jobs.llm import (
+    ToolCaller,
+    ToolPrompt,
+    parse_tool_output,
+    reduce_levels,
+    usage_call,
+)
 from jobs.models import (
     MAX_OPEN_ITEMS,
     EpisodeExtraction,

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from jobs.db import Database
-from jobs.embeddings import Embedder, get_embedder
+from jobs.embeddings import Embedder, embedder_for
 from jobs.recall.config import RecallConfig
 from jobs.recall.fitting import select
 from jobs.recall.index import RecallIndex
@@ -46,7 +46,7 @@ class Recaller:
     def __init__(self, db: Database, embedder: Embedder | None = None, config: RecallConfig | None = None,
                  index: RecallIndex | None = None) -> None:
         self.db = db
-        self.embedder = embedder or get_embedder(db.settings.embedder)
+        self.embedder = embedder or embedder_for(db.settings)
         self.config = config or RecallConfig()
         self.index = index or RecallIndex(self.embedder.dim, db.settings.recall_cache_rows)
         if self.index.dim != self.embedder.dim:

@@ -29,7 +29,7 @@ import threading
 
 from jobs import config as config_module
 from jobs.db import Database
-from jobs.embeddings import get_embedder
+from jobs.embeddings import embedder_for
 from jobs.recall.index import RecallIndex
 from jobs.recall.recaller import Recaller
 from jobs.recall.result import Recall
@@ -77,7 +77,7 @@ class _Registry:
         """The index of this database (the caller holds the lock)."""
         key = (url, settings.embedder, settings.recall_cache_rows)
         if key not in self._indexes:
-            dim = get_embedder(settings.embedder).dim  # cached per process; the weights load lazily
+            dim = embedder_for(settings).dim  # cached per process; the weights load lazily
             self._indexes[key] = RecallIndex(dim, settings.recall_cache_rows)
         return self._indexes[key]
 

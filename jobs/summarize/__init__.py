@@ -13,10 +13,9 @@ from jobs.summarize.report import RunReport, StageClock
 from jobs.summarize.run import (
            Summarizer,
            count_eligible,
-           embedder_for,
            retry_dead,
            run_summarize,
 )
 
 __all__ = ["BatchReport", "BatchRunner", "Finisher", "RunReport", "StageClock", "Summarizer", "count_eligible",
-           "embedder_for", "retry_dead", "run_summarize"]
+           "retry_dead", "run_summarize"]

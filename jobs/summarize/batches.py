@@ -30,7 +30,7 @@ from anthropic.types.messages.batch_create_params import Request
 from psycopg.types.json import Jsonb
 
 from jobs.db import Database
-from jobs.embeddings import Embedder
+from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import ConfigError
 from jobs.extract.claude import AnthropicExtractor, BatchRequest
 from jobs.models import EpisodeExtraction, ExtractionResult, Transcript
@@ -38,7 +38,6 @@ from jobs.runs import worker_id
 from jobs.sql import query
 from jobs.summarize.claim import claim, to_transcript
 from jobs.summarize.finish import Finisher
-from jobs.summarize.run import embedder_for
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from jobs.config import Settings
 from jobs.db import Database, one
-from jobs.embeddings import BatchingEmbedder, Embedder, get_embedder
+from jobs.embeddings import BatchingEmbedder, Embedder, embedder_for
 from jobs.errors import ConfigError, EpisodesError, ModelError, PermanentExtractionError
 from jobs.extract import Extractor
 from jobs.faults import crash_point
@@ -90,11 +90,6 @@ class Summarizer:
             log.exception("unexpected failure", extra={"action": "summarize_error", "transcript_id": transcript.id})
             return end.fail(transcript, f"{type(exc).__name__}: {exc}", owner=self.worker,
                             calls=result.calls if result else ())
-
-
-def embedder_for(settings: Settings) -> Embedder:
-    """The configured embedder (loaded once per process)."""
-    return get_embedder(settings.embedder)
 
 
 def run_summarize(

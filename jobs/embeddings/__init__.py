@@ -1,0 +1,60 @@
+"""Embedders: a small interface, the local default, and a hosted option.
+
+The default is all-MiniLM-L6-v2 (384 dimensions) from its packaged files, verified by digest
+(:mod:`jobs.embeddings.model_files`), run with ONNX Runtime from an ONNX graph built straight from those
+weights (no PyTorch at install or run time), its matrix weights quantised to int8 (``minilm``;
+``minilm-fp32`` runs the float graph). :func:`get_embedder` returns one embedder per process and
+arguments, loaded at its first call.
+
+What is embedded for an episode: :func:`jobs.models.episode_text`. Queries embed the opening message as it is.
+Vectors are L2-normalised, so cosine distance and inner product rank identically.
+
+Nothing here reads the environment: the caller passes the thread count and the cache folder.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from jobs.config import Settings
+from jobs.embeddings.batching import BatchingEmbedder
+from jobs.embeddings.minilm import MiniLMEmbedder
+from jobs.embeddings.model_cache import default_cache_dir
+from jobs.embeddings.protocol import Embedder, Vectors
+from jobs.embeddings.voyage import VoyageEmbedder
+from jobs.errors import ConfigError
+
+__all__ = ["BatchingEmbedder", "Embedder", "MiniLMEmbedder", "Vectors", "VoyageEmbedder", "embedder_for", "embedding_dim",
+           "get_embedder"]
+
+
+def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | None = None) -> Embedder:
+    """The embedder called ``name``: ``minilm`` (int8), ``minilm-fp32`` or ``voyage[:model]``.
+
+    One instance per process and arguments, so the model loads once. ``threads`` and ``cache_dir``
+    (None: the per-user cache folder) apply to MiniLM only.
+    """
+    return _embedder(name, threads, cache_dir or default_cache_dir())
+
+
+@cache
+def _embedder(name: str, threads: int, cache_dir: Path) -> Embedder:
+    if name in ("minilm", "all-minilm-l6-v2"):
+        return MiniLMEmbedder("int8", threads=threads, cache_dir=cache_dir)
+    if name == "minilm-fp32":
+        return MiniLMEmbedder("fp32", threads=threads, cache_dir=cache_dir)
+    if name.startswith("voyage"):
+        model = name.split(":", 1)[1] if ":" in name else "voyage-3-lite"
+        return VoyageEmbedder(model)
+    raise ConfigError(f"EPISODES_EMBEDDER={name!r} is unknown; use minilm, minilm-fp32 or voyage[:model].")
+
+
+def embedding_dim(name: str) -> int:
+    """Dimension of an embedder without loading its weights."""
+    return get_embedder(name).dim
+
+
+def embedder_for(settings: Settings) -> Embedder:
+    """The configured embedder (EPISODES_EMBEDDER, EPISODES_EMBED_THREADS, EPISODES_CACHE_DIR), one per process."""
+    return get_embedder(settings.embedder, threads=settings.embed_threads, cache_dir=settings.cache_dir)
