@@ -85,11 +85,14 @@ def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str)
                     "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                     (migration.version, migration.name),
                 )
-            log.info(
+            log.debug(
                 "applied migration %04d_%s", migration.version, migration.name,
-                extra={"action": "migrate", "version": migration.version},
+                extra={"action": "migrate_step", "version": migration.version},
             )
             applied.append(migration)
+        if applied:  # one line for the run; `episodes init` prints the names on stdout
+            log.info("schema migrated from version %d to %d", have, applied[-1].version,
+                     extra={"action": "migrate", "applied": len(applied)})
         check_embedding_dim(conn, embedding_dim)
         return applied
     finally:
