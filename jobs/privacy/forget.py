@@ -37,6 +37,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from jobs.db import Conn, Database, one
+from jobs.errors import SchemaNotInitialised
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def user_hash(conn: Conn, tenant_id: str, user_id: str) -> str:
     """sha256(salt || NUL || tenant || NUL || user), hex: how an erasure names a user."""
     row = conn.execute(query("privacy_salt")).fetchone()
     if row is None:
-        raise RuntimeError("episodes_settings has no erasure_salt; run `episodes init` to apply migration 0003")
+        raise SchemaNotInitialised("episodes_settings has no erasure_salt; run `episodes init` to apply migration 0003.")
     salt = row["value"]
     return hashlib.sha256(f"{salt}\0{tenant_id}\0{user_id}".encode()).hexdigest()
 
