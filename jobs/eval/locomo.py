@@ -286,12 +286,13 @@ def _fit_prefix(result: Recall, budget: int) -> Recall:
     return best
 
 
-BASELINES: dict[str, RecallConfig] = {
+BASELINES: dict[str, RecallConfig] = {  # without the relevance floor (relevant_similarity=-1), as before it
     "last_8": RecallConfig(recent_n=8, recent_full=True, top_k=0, max_open_items=0, dedup_similarity=2.0),
     "vector_top_8": RecallConfig(recent_n=0, top_k=8, w_text=0.0, decay_floor=1.0, w_importance=0.0,
-                                 max_open_items=0, dedup_similarity=2.0),
+                                 max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0),
     "vector_within_budget": RecallConfig(recent_n=0, top_k=40, w_text=0.0, decay_floor=1.0,
-                                         w_importance=0.0, max_open_items=0, dedup_similarity=2.0),
+                                         w_importance=0.0, max_open_items=0, dedup_similarity=2.0,
+                                         relevant_similarity=-1.0),
 }
 _UNBOUNDED = 1_000_000
 
