@@ -1,4 +1,4 @@
-"""`episodes eval locomo`: evidence parsing, and an oracle run on one LoCoMo conversation."""
+"""`episodes eval locomo`: evidence parsing, the figures on a synthetic pair, an oracle run on LoCoMo."""
 
 from __future__ import annotations
 
@@ -12,10 +12,15 @@ from conftest import LOCOMO
 
 from jobs import config
 from jobs.cli import cli
-from jobs.eval.locomo import load_conversation
+from jobs.db import Database
+from jobs.embeddings import Embedder
+from jobs.eval.answers import content_words, covers
+from jobs.eval.locomo import build_oracle, evaluate, format_report, load_conversation
+from jobs.recall import RecallConfig
 
 KEYS = {"all_evidence_recall", "any_evidence_recall", "mean_block_tokens", "p95_block_tokens", "per_category",
-        "baselines"}
+        "baselines", "all_evidence_recall_full_text", "all_evidence_recall_strict", "answer_coverage",
+        "foreign_questions", "foreign_relevant_share", "foreign_mean_relevant_tokens"}
 
 
 def test_malformed_evidence_is_skipped_and_counted(tmp_path: Path) -> None:
@@ -40,6 +45,69 @@ def test_malformed_evidence_is_skipped_and_counted(tmp_path: Path) -> None:
     assert [(q.text, sorted(q.sessions)) for q in conv.questions] == [("q1", [1, 2]), ("q3", [1, 2])]
     assert conv.malformed_evidence == 4  # three malformed, one naming a session that does not exist
     assert conv.unusable_questions == 2
+
+
+def _conversation(path: Path, speaker: str, summaries: list[str], qa: list[dict[str, object]]) -> Path:
+    """A LoCoMo-shaped file: one session a day from 1 May 2023, each with a reference summary."""
+    data: dict[str, object] = {"speaker_a": speaker, "speaker_b": "Agent", "qa": qa}
+    for n, summary in enumerate(summaries, 1):
+        data[f"session_{n}"] = [{"speaker": speaker, "dia_id": f"D{n}:1", "text": summary}]
+        data[f"session_{n}_date_time"] = f"1:00 pm on {n} May, 2023"
+        data[f"session_{n}_summary"] = summary
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> list[Path]:
+    """Two users with nothing in common: a cook and a cyclist."""
+    cook = _conversation(tmp_path / "cook.json", "Ana", [
+        "Ana baked a vegetarian lasagna with spinach and ricotta for her sister's birthday dinner.",
+        "Ana tried a sourdough starter and fed it rye flour every morning.",
+        "Ana planned a Sicilian menu with caponata and cannoli for a dinner party.",
+    ], [
+        {"question": "What lasagna did Ana bake for her sister?", "answer": "a vegetarian lasagna with spinach",
+         "evidence": ["D1:1"], "category": 4},
+        {"question": "What flour does Ana feed her sourdough starter?", "answer": "rye flour",
+         "evidence": ["D2:1"], "category": 4},
+    ])
+    cyclist = _conversation(tmp_path / "cyclist.json", "Bo", [
+        "Bo replaced the chain and cassette of his gravel bike before the Alpine tour.",
+        "Bo rode the Stelvio pass and logged 2,700 metres of climbing.",
+    ], [
+        {"question": "Which pass did Bo ride on his bike?", "answer": "the Stelvio pass", "evidence": ["D2:1"],
+         "category": 4},
+    ])
+    return [cook, cyclist]
+
+
+def test_answer_coverage_words() -> None:
+    assert content_words("By dancing, of course!") == {"dancing", "course"}
+    assert covers("<b>Ana danced, of course.</b>", content_words("by dancing")) is False
+    assert covers("they went dancing (of course)", content_words("By dancing, of course!")) is True
+    assert covers("anything", content_words("to the")) is False  # no content word: never covered
+
+
+def test_foreign_questions_and_strict_recall(db: Database, embedder: Embedder, pair: list[Path]) -> None:
+    conversations = [load_conversation(p) for p in pair]
+    assert build_oracle(db, conversations, embedder) == 5
+    report = evaluate(db, conversations, embedder, budget_tokens=1500)
+    assert report["questions"] == 3 and report["foreign_questions"] == 3  # 2 asked of Bo, 1 of Ana
+    # A tiny history fits in full: every evidence session is shown in full, and every answer's words are there.
+    assert report["all_evidence_recall"] == report["all_evidence_recall_strict"] == 1.0
+    assert report["all_evidence_recall_strict"] == report["all_evidence_recall_full_text"]
+    assert report["answer_coverage"] == 1.0
+    # A budget too small for full summaries: the evidence is there as compact lines only, not strictly.
+    tight = evaluate(db, conversations, embedder, budget_tokens=110)
+    assert tight["all_evidence_recall"] > tight["all_evidence_recall_strict"]
+    # Nothing may be labelled relevant (top_k=0): every foreign block is silent and spends nothing on it.
+    silent = evaluate(db, conversations, embedder, config=RecallConfig(top_k=0))
+    assert silent["foreign_relevant_share"] == 0.0 and silent["foreign_mean_relevant_tokens"] == 0.0
+    assert silent["foreign_mean_block_tokens"] > 0  # recent lines are still shown
+    noisy = evaluate(db, conversations, embedder, config=RecallConfig(relevant_similarity=-1.0))  # no floor
+    assert noisy["foreign_relevant_share"] == 1.0 and noisy["foreign_mean_relevant_tokens"] > 0
+    table = format_report({**report, "extractor": "oracle", "episodes": 5, "sessions": 5, "seconds": 0.0})
+    assert "strict" in table and "foreign questions 3" in table
 
 
 @pytest.mark.skipif(not LOCOMO.is_dir(), reason="LoCoMo data not present in ../shared/data/locomo")

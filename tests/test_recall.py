@@ -41,6 +41,7 @@ NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
 WORDS = ("budget invoice travel hotel python postgres garden piano marathon refund contract kitchen "
          "museum adoption pottery visa deadline roadmap webinar salary").split()
 UNBOUNDED = 1_000_000
+NO_FLOOR = RecallConfig(relevant_similarity=-1.0)  # for random vectors, which clear no floor
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +149,7 @@ def _brute_force(rows: list[dict], query: np.ndarray, cfg: RecallConfig, k: int)
 
 def test_vector_top_k_is_exact(db: Database, crowd: np.random.Generator) -> None:
     cfg = RecallConfig(recent_n=0, top_k=15, w_text=0.0, decay_floor=1.0, w_importance=0.0, max_open_items=0,
-                       dedup_similarity=2.0)
+                       dedup_similarity=2.0, relevant_similarity=-1.0)
     recaller = Recaller(db, config=cfg)
     rows = _all_rows(db, "x")
     matrix = np.stack([r["embedding"].to_numpy() for r in rows])
@@ -164,7 +165,7 @@ def test_vector_top_k_is_exact(db: Database, crowd: np.random.Generator) -> None
 
 
 def test_hybrid_top_k_matches_brute_force(db: Database, crowd: np.random.Generator) -> None:
-    cfg = RecallConfig(recent_n=0, top_k=12, rank_depth=30, max_open_items=0, dedup_similarity=2.0)
+    cfg = RecallConfig(recent_n=0, top_k=12, rank_depth=30, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0)
     recaller = Recaller(db, config=cfg)
     for _ in range(8):
         query, text = unit(crowd), words(crowd, 4)
@@ -188,7 +189,7 @@ def _fresh(db: Database, cfg: RecallConfig, text: str, query: np.ndarray) -> lis
 
 def test_the_in_memory_copy_follows_every_kind_of_change(db: Database, crowd: np.random.Generator) -> None:
     """Insert, supersede, compress, redact-like update and delete: a warm recaller answers as a cold one."""
-    cfg = RecallConfig(recent_n=3, top_k=12, max_open_items=0, dedup_similarity=2.0)
+    cfg = RecallConfig(recent_n=3, top_k=12, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0)
     warm = Recaller(db, config=cfg)
     query, text = unit(crowd), "budget invoice hotel"
 
@@ -224,7 +225,7 @@ def test_the_in_memory_copy_follows_every_kind_of_change(db: Database, crowd: np
 
 def test_a_change_committed_after_a_recall_started_is_not_missed(db: Database, crowd: np.random.Generator) -> None:
     """A transaction that wrote before a recall's snapshot but committed after it is read next time."""
-    cfg = RecallConfig(recent_n=0, top_k=5, max_open_items=0, dedup_similarity=2.0)
+    cfg = RecallConfig(recent_n=0, top_k=5, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0)
     warm = Recaller(db, config=cfg)
     query = unit(crowd)
     warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW)
@@ -270,11 +271,30 @@ def test_recent_and_relevant_reasons(db: Database, embedder: Embedder) -> None:
     assert by_id[ids[5]].compact or "relevant" in by_id[ids[5]].reasons
 
 
+
+def test_an_unrelated_message_finds_nothing_relevant_and_does_not_pad(db: Database, embedder: Embedder) -> None:
+    for days, text in HISTORY:
+        if "lasagna" not in text:
+            add(db, text, days_ago=days, embedder=embedder)
+    recaller = Recaller(db, embedder)
+    silent = recaller.recall("acme", "u1", "Can you recommend a good dentist in Lisbon?", now=NOW)
+    assert silent.nothing_relevant and silent.episodes
+    assert all(ep.reasons == ["recent"] and ep.compact for ep in silent.episodes)  # only the recent lines
+    assert len(silent.episodes) == recaller.config.recent_n and silent.tokens < 200  # not padded to 1,500
+    block = silent.render()
+    assert "Nothing in this user's history looks related to the opening message." in block
+    related = recaller.recall("acme", "u1", "Which mountain huts should I book for my Dolomites hike?", now=NOW)
+    assert not related.nothing_relevant and "Nothing in this user" not in related.render()
+    assert [ep.summary for ep in related.episodes if "relevant" in ep.reasons] == [HISTORY[0][1]]
+    for budget in (60, 90, 120):  # the line is counted when fitting
+        assert estimate_tokens(recaller.recall("acme", "u1", "dentist in Lisbon?", budget_tokens=budget,
+                                               now=NOW).render()) <= budget
+
 def test_budget_is_respected(db: Database) -> None:
     rng = np.random.default_rng(3)
     for i in range(40):
         add(db, " ".join([words(rng, 30)] * 3), days_ago=i, vector=unit(rng))
-    recaller = Recaller(db)
+    recaller = Recaller(db, config=NO_FLOOR)  # random vectors: nothing would clear the floor
     for budget in (60, 120, 300, 800, 1500, 4000):
         result = recaller.recall_vector("acme", "u1", "budget travel", unit(rng), budget_tokens=budget, now=NOW)
         block = result.render()
@@ -324,7 +344,7 @@ def test_purpose_filter(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(5)
     ids = {p: add(db, f"A {p} session about {words(rng, 3)}", purpose=p, vector=unit(rng))
            for p in ("marketing", "support", "billing", "general")}
-    recaller = Recaller(db)
+    recaller = Recaller(db, config=NO_FLOOR)
 
     def seen(purpose: str | None) -> set[str]:
         result = recaller.recall_vector("acme", "u1", "hello", unit(rng), purpose=purpose, now=NOW)
@@ -333,7 +353,7 @@ def test_purpose_filter(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     assert seen(None) == {"marketing", "support", "billing", "general"}
     assert seen("support") == {"support", "general"}
     mapping = config.parse_purpose_map("support=support,billing; marketing=marketing,general")
-    recaller = Recaller(Database(db.settings.with_(purpose_map=mapping), url=db.url))
+    recaller = Recaller(Database(db.settings.with_(purpose_map=mapping), url=db.url), config=NO_FLOOR)
     assert seen("support") == {"support", "billing"}
     assert seen("marketing") == {"marketing", "general"}
     assert seen("sales") == {"general"}
@@ -409,7 +429,8 @@ def test_template_renders_a_sample_context() -> None:
                              dt.date(2024, 1, 1), dt.date(2024, 12, 31), 0.1, 0.3, None, 2, None, 1, None,
                              ["recent"], compact=True, compact_text="All of 2024...")
     item = RecalledOpenItem(9, 1, "commitment", "Send the SSO pricing sheet.", "agent", dt.date(2025, 3, 10), when)
-    block = render("previous_episodes.j2", as_of="2025-06-01", episodes=[full, period], open_items=[item])
+    block = render("previous_episodes.j2", as_of="2025-06-01", episodes=[full, period], open_items=[item],
+                   nothing_relevant=False)
     assert block.splitlines()[0] == '<previous_episodes as_of="2025-06-01">'
     assert "- commitment (agent), due 2025-03-10, since 2025-03-04: Send the SSO pricing sheet." in block
     assert "- 2025-03-04 [support] (relevant): The user chose annual billing. Topics: billing, plans." in block

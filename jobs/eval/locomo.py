@@ -13,7 +13,14 @@ migrated, dropped at the end), so the evaluated database is never touched. Episo
 Then every question of categories 1-4 is recalled with the question as the opening message, as of
 one minute after the conversation's last session, with the production defaults. A question counts
 for *all-evidence recall* when every session its evidence names has its episode in the block
-(rendered in full or compactly), for *any-evidence recall* when at least one has. Block tokens are
+(rendered in full or compactly), for *strict* all-evidence recall when each is shown in full (not
+only as a compact line; the same figure as ``all_evidence_recall_full_text``), for *any-evidence
+recall* when at least one has, and for *answer coverage* when every content word of its reference
+answer is a word of the block (:mod:`jobs.eval.answers`; questions whose answer has none are left
+out of that share). *Foreign questions* measure silence: each user is also asked every question of
+the other conversations, whose evidence is by construction nowhere in this user's history; the
+report gives the share of those blocks with any episode labelled relevant and the mean tokens spent
+on relevant episodes in them. Block tokens are
 characters / 4. Evidence ids are ``D<session>:<turn>``; malformed ones (``D:11:26``, ``D``...) are
 skipped and counted, and a question left with no usable evidence is left out and counted.
 Baselines: the last 8 episodes (no budget), the top 8 by vector (no budget; DESIGN.md's yardstick),
@@ -42,9 +49,11 @@ from jobs.config import Settings
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import EpisodesError
+from jobs.eval.answers import content_words, covers
 from jobs.ingest import parse_locomo_time
 from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens, search_text
 from jobs.recall import Recall, RecallConfig, Recaller
+from jobs.recall.result import RecalledEpisode, line_macros
 from jobs.store import EpisodeRow, insert_episode
 
 TENANT = "locomo"
@@ -68,6 +77,7 @@ class Question:
     text: str
     category: int
     sessions: frozenset[int]
+    answer_words: frozenset[str] = frozenset()  # the reference answer's content words (jobs.eval.answers)
 
 
 @dataclass
@@ -120,7 +130,8 @@ def load_conversation(path: Path) -> Conversation:
                 continue
             found.add(int(match.group(1)))
         if found:
-            conv.questions.append(Question(str(qa["question"]), int(qa["category"]), frozenset(found)))
+            conv.questions.append(Question(str(qa["question"]), int(qa["category"]), frozenset(found),
+                                           content_words(str(qa.get("answer", "")))))
         else:
             conv.unusable_questions += 1
     return conv
@@ -200,14 +211,18 @@ class _Tally:
     all_hits: int = 0
     any_hits: int = 0
     full_hits: int = 0
+    covered: int = 0
+    coverable: int = 0
     tokens: list[int] = field(default_factory=list)
     episodes: list[int] = field(default_factory=list)
 
-    def add(self, q: Question, shown: set[int], full: set[int], tokens: int) -> None:
+    def add(self, q: Question, shown: set[int], full: set[int], block: str) -> None:
         self.all_hits += q.sessions <= shown
         self.any_hits += bool(q.sessions & shown)
         self.full_hits += q.sessions <= full
-        self.tokens.append(tokens)
+        self.coverable += bool(q.answer_words)
+        self.covered += covers(block, q.answer_words)
+        self.tokens.append(estimate_tokens(block))
         self.episodes.append(len(shown))
 
     def summary(self) -> dict[str, Any]:
@@ -217,10 +232,42 @@ class _Tally:
             "all_evidence_recall": round(self.all_hits / n, 4) if n else 0.0,
             "any_evidence_recall": round(self.any_hits / n, 4) if n else 0.0,
             "all_evidence_recall_full_text": round(self.full_hits / n, 4) if n else 0.0,
+            # the same figure under its issue-16 name: evidence sessions shown in full, not as a compact line
+            "all_evidence_recall_strict": round(self.full_hits / n, 4) if n else 0.0,
+            "answer_coverage": round(self.covered / self.coverable, 4) if self.coverable else 0.0,
             "mean_block_tokens": round(float(np.mean(self.tokens)), 1) if n else 0.0,
             "p95_block_tokens": round(float(np.percentile(self.tokens, 95)), 1) if n else 0.0,
             "mean_episodes": round(float(np.mean(self.episodes)), 2) if n else 0.0,
         }
+
+
+@dataclass
+class _ForeignTally:
+    """Questions of the other conversations asked of a user: the right answer is silence."""
+
+    blocks_with_relevant: int = 0
+    relevant_tokens: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+
+    def add(self, result: Recall) -> None:
+        relevant = [ep for ep in result.episodes if "relevant" in ep.reasons]
+        self.blocks_with_relevant += bool(relevant)
+        self.relevant_tokens.append(sum(_line_tokens(ep) for ep in relevant))
+        self.tokens.append(estimate_tokens(result.render()))
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.tokens)
+        return {
+            "foreign_questions": n,
+            "foreign_relevant_share": round(self.blocks_with_relevant / n, 4) if n else 0.0,
+            "foreign_mean_relevant_tokens": round(float(np.mean(self.relevant_tokens)), 1) if n else 0.0,
+            "foreign_mean_block_tokens": round(float(np.mean(self.tokens)), 1) if n else 0.0,
+        }
+
+
+def _line_tokens(ep: RecalledEpisode) -> float:
+    """Tokens (characters / 4) of the episode's line in the block, its newline included."""
+    return (len(line_macros().episode_line(ep)) + 1) / 4
 
 
 def _sessions(episodes: Sequence[Any]) -> set[int]:
@@ -239,12 +286,13 @@ def _fit_prefix(result: Recall, budget: int) -> Recall:
     return best
 
 
-BASELINES: dict[str, RecallConfig] = {
+BASELINES: dict[str, RecallConfig] = {  # without the relevance floor (relevant_similarity=-1), as before it
     "last_8": RecallConfig(recent_n=8, recent_full=True, top_k=0, max_open_items=0, dedup_similarity=2.0),
     "vector_top_8": RecallConfig(recent_n=0, top_k=8, w_text=0.0, decay_floor=1.0, w_importance=0.0,
-                                 max_open_items=0, dedup_similarity=2.0),
+                                 max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0),
     "vector_within_budget": RecallConfig(recent_n=0, top_k=40, w_text=0.0, decay_floor=1.0,
-                                         w_importance=0.0, max_open_items=0, dedup_similarity=2.0),
+                                         w_importance=0.0, max_open_items=0, dedup_similarity=2.0,
+                                         relevant_similarity=-1.0),
 }
 _UNBOUNDED = 1_000_000
 
@@ -257,9 +305,16 @@ def evaluate(
     main = Recaller(db, embedder, config)
     baselines = {name: Recaller(db, embedder, cfg) for name, cfg in BASELINES.items()}
     tallies: dict[str, dict[int | str, _Tally]] = {"main": {}, **{name: {} for name in baselines}}
+    foreign = _ForeignTally()
+    vectors = {id(conv): embedder.embed([q.text for q in conv.questions]) for conv in conversations}
     for conv in conversations:
-        vectors = embedder.embed([q.text for q in conv.questions])
-        for q, vec in zip(conv.questions, vectors):
+        for other in conversations:  # every question of the other conversations, asked of this user
+            if other is conv:
+                continue
+            for q, vec in zip(other.questions, vectors[id(other)]):
+                foreign.add(main.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens,
+                                               now=conv.now))
+        for q, vec in zip(conv.questions, vectors[id(conv)]):
             results: dict[str, Recall] = {
                 "main": main.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens,
                                            now=conv.now),
@@ -271,12 +326,13 @@ def evaluate(
             for name, result in results.items():
                 shown = _sessions(result.episodes)
                 full = _sessions([ep for ep in result.episodes if not ep.compact])
-                tokens = estimate_tokens(result.render())
+                block = result.render()
                 for key in ("all", q.category):
-                    tallies[name].setdefault(key, _Tally()).add(q, shown, full, tokens)
+                    tallies[name].setdefault(key, _Tally()).add(q, shown, full, block)
     overall = tallies["main"]["all"].summary()
     return {
         **overall,
+        **foreign.summary(),
         "per_category": {str(c): {"name": CATEGORY_NAMES[c], **tallies["main"][c].summary()}
                          for c in CATEGORIES if c in tallies["main"]},
         "baselines": {name: {**tallies[name]["all"].summary(),
@@ -321,19 +377,25 @@ def format_report(report: dict[str, Any]) -> str:
     """The human-readable table printed without --json."""
     def row(label: str, r: dict[str, Any]) -> str:
         return (f"{label:<24} {r['questions']:>5} {r['all_evidence_recall']:>8.3f} {r['any_evidence_recall']:>8.3f} "
-                f"{r['all_evidence_recall_full_text']:>9.3f} {r['mean_block_tokens']:>8.0f} "
+                f"{r['all_evidence_recall_strict']:>8.3f} {r['answer_coverage']:>8.3f} {r['mean_block_tokens']:>8.0f} "
                 f"{r['p95_block_tokens']:>8.0f} {r['mean_episodes']:>7.1f}")
 
     lines = [
         f"LoCoMo recall: {report['conversations']} conversations, {report['sessions']} sessions, "
         f"{report['episodes']} episodes ({report['extractor']}), budget {report['budget_tokens']} tokens (chars/4)",
-        f"{'':<24} {'n':>5} {'all-ev':>8} {'any-ev':>8} {'all-full':>9} {'mean tok':>8} {'p95 tok':>8} {'eps':>7}",
+        f"{'':<24} {'n':>5} {'all-ev':>8} {'any-ev':>8} {'strict':>8} {'answer':>8} {'mean tok':>8} {'p95 tok':>8} "
+        f"{'eps':>7}",
         row("recall (defaults)", report),
     ]
     for c, r in report["per_category"].items():
         lines.append(row(f"  category {c} {r['name']}", r))
     for name, r in report["baselines"].items():
         lines.append(row(f"baseline {name}", r))
+    lines.append(
+        f"foreign questions {report['foreign_questions']}: {report['foreign_relevant_share']:.3f} of blocks label an "
+        f"episode relevant, {report['foreign_mean_relevant_tokens']:.0f} tokens on relevant episodes on average "
+        f"(block {report['foreign_mean_block_tokens']:.0f})"
+    )
     lines.append(
         f"skipped {report['malformed_evidence_ids']} malformed evidence ids; "
         f"{report['questions_without_usable_evidence']} questions without usable evidence left out; "

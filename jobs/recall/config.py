@@ -18,6 +18,19 @@ class RecallConfig:
     top_k: int = 12  # relevant episodes offered, best first (exact within the user's rows)
     rank_depth: int = 50  # RRF fuses each list's first rank_depth ranks (at least top_k)
     compact_tail: bool = True  # a relevant episode that no longer fits in full is shown compactly
+    # The relevance floor: an episode is "relevant" (and offered as such) only when its cosine similarity
+    # to the opening message is >= relevant_similarity, or >= relevant_similarity_with_text while its
+    # text match (ts_rank(search_tsv, q, 1)) is >= relevant_text. Below it the block keeps its recent
+    # lines and open items, says nothing looks related, and does not pad to the budget. Chosen on
+    # LoCoMo (reference summaries, MiniLM): grid-searched on conversations 26, 30, 41 for the highest
+    # all-evidence recall with <= 10 % of *foreign* questions (those of the other conversations)
+    # labelling anything relevant, then checked on 42 and 43 (README "Recall at session start").
+    # Similarity alone separates own from foreign questions worse (0.40: 81 % of own questions' evidence
+    # clears it against 85 % here, with more foreign blocks labelled). A text match needs some
+    # similarity too: ts_rank has no idea how common a word is. Set relevant_similarity=-1 for no floor.
+    relevant_similarity: float = 0.5
+    relevant_similarity_with_text: float = 0.35
+    relevant_text: float = 0.004
     rrf_k: float = 10.0  # reciprocal rank fusion: w / (rrf_k + rank); small k as per-user lists are short
     w_vector: float = 1.0
     w_text: float = 1.5  # exact word matches (names, places) beat paraphrase similarity more often than not

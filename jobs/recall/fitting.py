@@ -2,7 +2,8 @@
 
 Near-duplicates are dropped first (same summary, or stored embeddings with cosine similarity >=
 ``dedup_similarity``). Room for the recent episodes, shown compactly (one query-biased sentence),
-is reserved; relevant episodes are placed best first, in full while they fit, then compactly; the
+is reserved; relevant episodes (those above the relevance floor; when there are none the block says so
+in one line and is not padded) are placed best first, in full while they fit, then compactly; the
 rest of the reserved recent ones and the open items' episodes follow.
 
 Tokens are estimated as characters / 4 (:func:`jobs.models.estimate_tokens`), the estimator used
@@ -26,6 +27,7 @@ from jobs.recall.result import (
     RecalledEpisode,
     RecalledOpenItem,
     line_macros,
+    nothing_relevant_chars,
     render_block,
     skeleton_chars,
 )
@@ -47,7 +49,7 @@ def select(
     macros = line_macros()
     weights = _term_weights(_terms(opening_message), unique)
     budget = 4 * budget_tokens  # estimate_tokens(text) <= budget_tokens  <=>  len(text) <= 4 * budget_tokens
-    used = skeleton_chars()
+    used = skeleton_chars() + (0 if relevant else nothing_relevant_chars())
     items: list[RecalledOpenItem] = []
     for item in open_items:  # at most open_items_share of the budget
         cost = len(macros.open_item_line(item)) + 1
@@ -100,7 +102,7 @@ def select(
     picked = sorted(chosen.values(), key=lambda ep: (ep.ended_at, ep.id))
     # The arithmetic above is exact up to the skeleton; re-render to be sure and trim if ever needed.
     while picked or items:
-        if estimate_tokens(render_block(now, picked, items)) <= budget_tokens:
+        if estimate_tokens(render_block(now, picked, items, not relevant)) <= budget_tokens:
             break
         if picked:
             picked.remove(min(picked, key=lambda ep: (not ep.compact, -(ep.relevance_rank or 1 << 30))))

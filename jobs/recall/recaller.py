@@ -94,4 +94,5 @@ class Recaller:
                                  opening_message, now)
         return Recall(tenant_id=tenant_id, user_id=user_id, opening_message=opening_message, purpose=purpose,
                       purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=len(scores.ids),
-                      episodes=episodes, open_items=items)
+                      episodes=episodes, open_items=items,
+                      nothing_relevant=not any(row["relevance_rank"] for row in rows))

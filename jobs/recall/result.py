@@ -93,10 +93,11 @@ class Recall:
     candidates: int
     episodes: list[RecalledEpisode]
     open_items: list[RecalledOpenItem]
+    nothing_relevant: bool = False  # no episode cleared the relevance floor; the block says so
 
     def render(self) -> str:
         """The ``<previous_episodes>`` block; "" if the budget cannot hold even an empty block."""
-        block = render_block(self.now, self.episodes, self.open_items)
+        block = render_block(self.now, self.episodes, self.open_items, self.nothing_relevant)
         return block if estimate_tokens(block) <= self.budget_tokens else ""
 
     @property
@@ -108,22 +109,33 @@ class Recall:
             "tenant_id": self.tenant_id, "user_id": self.user_id, "opening_message": self.opening_message,
             "purpose": self.purpose, "purposes": self.purposes, "budget_tokens": self.budget_tokens,
             "now": self.now.isoformat(), "candidates": self.candidates, "tokens": self.tokens,
+            "nothing_relevant": self.nothing_relevant,
             "episodes": [ep.to_dict() for ep in self.episodes],
             "open_items": [item.to_dict() for item in self.open_items],
             "block": self.render(),
         }
 
 
-def render_block(now: dt.datetime, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem]
-                 ) -> str:
+def render_block(now: dt.datetime, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem],
+                 nothing_relevant: bool = False) -> str:
     """The ``<previous_episodes>`` block as of ``now``, whatever its size."""
-    return render(TEMPLATE, as_of=now.date().isoformat(), episodes=episodes, open_items=open_items)
+    return render(TEMPLATE, as_of=now.date().isoformat(), episodes=episodes, open_items=open_items,
+                  nothing_relevant=nothing_relevant)
 
 
 @cache
 def line_macros() -> Any:
     """The template's line macros, to measure each line exactly as the block will show it."""
-    return environment().get_template(TEMPLATE).make_module({"as_of": "", "episodes": [], "open_items": []})
+    return environment().get_template(TEMPLATE).make_module(
+        {"as_of": "", "episodes": [], "open_items": [], "nothing_relevant": False})
+
+
+@cache
+def nothing_relevant_chars() -> int:
+    """Characters the "nothing looks related" line adds to a block that has episodes or open items."""
+    when = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+    item = RecalledOpenItem(0, 0, "commitment", "x", None, None, when)
+    return len(render_block(when, [], [item], True)) - len(render_block(when, [], [item]))
 
 
 @cache

@@ -4,7 +4,9 @@ Every candidate is scored exactly (no approximate index), so the top K is exact 
 rows: a rank by cosine distance to the opening message and a rank by full text (PostgreSQL's
 ``ts_rank`` of the message's lexemes OR-ed over ``search_tsv``, reproduced bit for bit by
 :mod:`jobs.recall.text_rank`), fused by reciprocal rank fusion, times a soft time decay and an
-importance factor. The last ``recent_n`` come along, and so do the episodes that hold open items.
+importance factor. Only episodes above the relevance floor (:class:`RecallConfig`) can be among the
+top K, so an opening message unrelated to the user's history gets no "relevant" episode at all.
+The last ``recent_n`` come along, and so do the episodes that hold open items.
 The arrays come from the user's in-process copy (:mod:`jobs.recall.index`).
 """
 
@@ -51,7 +53,8 @@ def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict
     vector_rank: by cosine distance (ties by id); text_rank: by ts_rank descending (ties by id), only
     episodes with a lexeme of the message; each list cut at rank_depth. score: the sum of
     w / (rrf_k + rank) over the lists an episode is in, times :func:`decay` of its age and
-    1 + w_importance * (importance - 0.5); only episodes in a list have one.
+    1 + w_importance * (importance - 0.5); only episodes in a list have one. The top K are the best
+    scores among the episodes that clear the relevance floor.
     """
     depth = max(cfg.rank_depth, cfg.top_k)
     n = len(s.ids)
@@ -68,7 +71,11 @@ def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict
              + np.where(tr > 0, cfg.w_text / (cfg.rrf_k + np.maximum(tr, 1)), 0.0))
     age_s = np.maximum((now_us - s.ended_us[ranked]) / 1e6, 0.0)
     score[ranked] = fused * decay(age_s, cfg) * (1 + cfg.w_importance * (s.importance[ranked] - 0.5))
-    top = _smallest(-score, s.ids, ranked, cfg.top_k)
+    similarity = 1.0 - s.distance[ranked]
+    with np.errstate(invalid="ignore"):  # NaN (no embedding, no text match) compares False
+        floor = (similarity >= cfg.relevant_similarity) | (
+            (similarity >= cfg.relevant_similarity_with_text) & (s.text[ranked] >= cfg.relevant_text))
+    top = _smallest(-score, s.ids, ranked[floor], cfg.top_k)
     recent = _smallest(-s.ended_us, -s.ids, np.arange(n), cfg.recent_n)
     extra = np.flatnonzero(np.isin(s.ids, np.fromiter(extra_ids, np.int64, len(extra_ids))))
     picked: dict[int, dict[str, Any]] = {}
