@@ -6,7 +6,8 @@ sentences of the transcript turned into the third person (or quoted), tags are f
 key events come from cue phrases ("we'll go with", "I prefer", "I'll send ... by Friday", a question
 nobody answered) and entities from capitalisation. A new decision or preference replaces an offered
 earlier one only with a change cue and a close meaning (:mod:`jobs.extract.replacements`). Output
-is deterministic: the same transcript always yields the same episode, and every result is labelled ``model="offline"`` so nobody mistakes it for a model's.
+is deterministic: the same transcript always yields the same episode, and every result is labelled
+``model="offline"`` so nobody mistakes it for a model's.
 
 How sentences are scored: the lexically most promising ones are embedded once (all-MiniLM-L6-v2, within
 a word budget, in two length-sorted batches); a sentence's *centrality* is its cosine to the mean of
