@@ -17,9 +17,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-EVENT_TYPES = ("decision", "open_question", "commitment", "surprise")
+EVENT_TYPES = ("decision", "open_question", "commitment", "surprise", "preference")
 ENTITY_KINDS = ("person", "org", "product", "project", "place", "other")
-EventType = Literal["decision", "open_question", "commitment", "surprise"]
+EventType = Literal["decision", "open_question", "commitment", "surprise", "preference"]
+OPEN_ITEM_TYPES = ("open_question", "commitment")  # stay open until a later episode resolves them
+STANDING_TYPES = ("decision", "preference")  # stand until a later episode replaces them (later wins)
 EntityKind = Literal["person", "org", "product", "project", "place", "other"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -27,6 +29,7 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _TENANT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 _PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
 MAX_OPEN_ITEMS = 20  # earlier open questions and commitments offered to an extractor per session
+MAX_CURRENT_DECISIONS = 20  # earlier current decisions and preferences offered to an extractor per session
 # Timestamps more than this far in the future are impossible for a finished session.
 FUTURE_SKEW = dt.timedelta(days=1)
 EARLIEST = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
@@ -148,7 +151,8 @@ class KeyEvent(BaseModel):
             "decision: something the user decided or agreed to (a choice between options, a plan adopted). "
             "open_question: a question raised in the session and NOT answered by its end. "
             "commitment: something someone promised to do later (who must be named), often with a due date. "
-            "surprise: something unexpected the user noticed or reacted to."
+            "surprise: something unexpected the user noticed or reacted to. "
+            "preference: a lasting like, dislike or way the user wants things done (\"I prefer metric units\")."
         )
     )
     what: str = Field(
@@ -172,6 +176,15 @@ class KeyEvent(BaseModel):
     due: dt.date | None = Field(
         default=None,
         description="Commitments only: the due date as YYYY-MM-DD, resolved against the session date; else null.",
+    )
+    replaces: int | None = Field(
+        default=None,
+        description=(
+            "Decisions and preferences only: the id of the item in <current_decisions> that this one replaces, "
+            "when the user clearly changed that earlier decision or preference in this session (the later one "
+            "wins); the evidence must show the change, and `what` says what changed (\"switched from X to Y\"). "
+            "Only ids listed there; else null."
+        ),
     )
 
 
@@ -291,12 +304,26 @@ class Transcript:
 
 @dataclass(frozen=True)
 class OpenItem:
-    """A still-open question or commitment from an earlier episode of the same user."""
+    """An earlier item of the same user offered to an extractor: a still-open question or
+    commitment (``type`` in OPEN_ITEM_TYPES), or a current decision or preference (STANDING_TYPES)."""
 
     event_id: int
     type: str
     what: str
     since: dt.datetime
+
+    @property
+    def standing(self) -> bool:
+        """A decision or preference: a later one may replace it; it is never resolved."""
+        return self.type in STANDING_TYPES
+
+
+def split_offered(items: Sequence[OpenItem] | None) -> tuple[list[OpenItem], list[OpenItem]]:
+    """The open items (at most MAX_OPEN_ITEMS) and the current decisions and preferences (at most
+    MAX_CURRENT_DECISIONS) among ``items``, each in the given order."""
+    items = items or []
+    return ([i for i in items if not i.standing][:MAX_OPEN_ITEMS],
+            [i for i in items if i.standing][:MAX_CURRENT_DECISIONS])
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 The database enforces idempotency: a partial unique index allows one current session episode per
 (tenant, session). A changed transcript or a new prompt version supersedes the old episode (kept
-for audit, out of recall) instead of adding a second one.
+for audit, out of recall) instead of adding a second one; what the old episode resolved is reopened
+and what it replaced stands again, for the new one to resolve or replace again.
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ def write_session_episode(
     if old is not None:
         conn.execute(query("supersede_episode"), {"id": old["id"]})
         conn.execute(query("reopen_items_resolved_by"), {"episode_id": old["id"]})
+        conn.execute(query("restore_items_replaced_by"), {"episode_id": old["id"]})
     new_id = insert_episode(conn, row, messages=transcript.messages)
     if old is not None:
         conn.execute(query("link_superseded"), {"old_id": old["id"], "new_id": new_id})
@@ -138,6 +140,12 @@ def write_session_episode(
             "event_id": res.item_id, "episode_id": new_id, "resolved_at": transcript.ended_at,
             "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
         })
+    for ordinal, event in enumerate(row.episode.key_events):
+        if event.replaces is not None:  # later wins: the offered earlier decision no longer stands
+            conn.execute(query("replace_item"), {
+                "event_id": event.replaces, "episode_id": new_id, "ordinal": ordinal,
+                "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
+            })
     record_calls(conn, row.calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
                  transcript_id=transcript.id, job_run_id=job_run_id)
     return new_id

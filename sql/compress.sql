@@ -73,11 +73,12 @@ ORDER BY id
 FOR UPDATE
 
 -- name: compress_source_events
--- The events a super-summary carries: decisions, and questions and commitments still open.
+-- The events a super-summary carries: decisions that still stand (not replaced by a later one),
+-- and questions and commitments still open.
 SELECT id, episode_id, ordinal, type, what, who, due, occurred_at, evidence
 FROM episode_events
 WHERE episode_id = ANY (%(ids)s::bigint[])
-  AND (type = 'decision' OR (type IN ('open_question', 'commitment') AND status = 'open'))
+  AND ((type = 'decision' AND superseded_by IS NULL) OR (type IN ('open_question', 'commitment') AND status = 'open'))
 ORDER BY occurred_at, episode_id, ordinal
 
 -- name: compress_source_entities

@@ -223,9 +223,9 @@ INSERT INTO model_batches (id, requests, worker) VALUES (%(id)s, %(requests)s, %
 
 -- name: insert_batch_item
 INSERT INTO model_batch_items (batch_id, custom_id, tenant_id, transcript_id, content_hash, prompt_hash,
-                               offered_items)
+                               offered_items, offered_decisions)
 VALUES (%(batch_id)s, %(custom_id)s, %(tenant_id)s, %(transcript_id)s, %(content_hash)s, %(prompt_hash)s,
-        %(offered_items)s)
+        %(offered_items)s, %(offered_decisions)s)
 
 -- name: mark_batch_submitted
 UPDATE model_batches SET remote_id = %(remote_id)s, status = 'submitted' WHERE id = %(id)s
@@ -239,7 +239,7 @@ SELECT id, remote_id, status, requests, created_at FROM model_batches
 WHERE status IN ('submitting', 'submitted') ORDER BY created_at
 
 -- name: batch_item
-SELECT i.transcript_id, i.prompt_hash, i.offered_items, t.id, t.tenant_id, t.user_id, t.session_id, t.agent_id, t.purpose,
+SELECT i.transcript_id, i.prompt_hash, i.offered_items, i.offered_decisions, t.id, t.tenant_id, t.user_id, t.session_id, t.agent_id, t.purpose,
        t.started_at, t.ended_at, t.messages, t.content_hash AS content_hash, t.attempts, t.lease_owner
 FROM model_batch_items i JOIN transcripts t ON t.id = i.transcript_id
 WHERE i.batch_id = %(batch_id)s AND i.custom_id = %(custom_id)s
@@ -279,6 +279,40 @@ RETURNING id
 -- A superseded episode's resolutions no longer stand; its replacement may resolve them again.
 UPDATE episode_events SET status = 'open', resolved_by = NULL, resolved_at = NULL
 WHERE resolved_by = %(episode_id)s
+
+-- name: current_decisions
+-- The user's decisions and preferences that still stand (newest first, bounded), offered to the
+-- model so a later session can replace them. Those of this same session's earlier episode are left out;
+-- one replaced by this same session's earlier episode counts as standing (a re-run may replace it again:
+-- when it is written, the earlier episode is superseded and its replacements undone first).
+SELECT e.id AS event_id, e.type, e.what, e.occurred_at AS since
+FROM episode_events e
+JOIN episodes ep ON ep.id = e.episode_id
+LEFT JOIN episode_events nx ON nx.id = e.superseded_by
+LEFT JOIN episodes nxe ON nxe.id = nx.episode_id
+WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
+  AND e.type IN ('decision', 'preference')
+  AND (e.superseded_by IS NULL OR (nxe.tenant_id = %(tenant_id)s AND nxe.session_id = %(session_id)s))
+  AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
+  AND e.occurred_at <= %(before)s
+ORDER BY e.occurred_at DESC, e.id DESC
+LIMIT %(limit)s
+
+-- name: replace_item
+-- Later wins: the offered decision or preference, and its copies in super-summaries
+-- (source_event_id), are superseded by the new episode's event at ``ordinal``.
+UPDATE episode_events
+SET superseded_by = (SELECT id FROM episode_events WHERE episode_id = %(episode_id)s AND ordinal = %(ordinal)s)
+WHERE (id = %(event_id)s OR source_event_id = %(event_id)s)
+  AND type IN ('decision', 'preference') AND superseded_by IS NULL
+  AND tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+RETURNING id
+
+-- name: restore_items_replaced_by
+-- A superseded episode's replacements no longer stand: what its events replaced is current again,
+-- and the episode's re-run may replace it again.
+UPDATE episode_events SET superseded_by = NULL
+WHERE superseded_by IN (SELECT id FROM episode_events WHERE episode_id = %(episode_id)s)
 
 -- name: current_episode_for_content
 -- Is this content already summarised with this prompt version? Then a claim completes with no model call.

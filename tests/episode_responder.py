@@ -70,3 +70,21 @@ def responder(body: dict[str, Any]) -> dict[str, Any]:
 
 def hallucinating_responder(body: dict[str, Any]) -> dict[str, Any]:
     return episode_for(body, hallucinate=True)
+
+
+CURRENT_DECISION = re.compile(r"^- id (\d+) \((decision|preference) since [0-9-]+\): (.*)$", re.MULTILINE)
+
+
+def replacing_responder(body: dict[str, Any]) -> dict[str, Any]:
+    """Like ``responder``, and each decision of this session replaces one offered in
+    <current_decisions> (the newest first); one more event replaces an id never offered."""
+    episode = episode_for(body)
+    content = body["messages"][0]["content"]
+    offered = [int(item_id) for item_id, _, _ in CURRENT_DECISION.findall(content)]
+    decisions = [e for e in episode["key_events"] if e["type"] == "decision"]
+    for event, item_id in zip(decisions, offered):
+        event["replaces"] = item_id
+    first = transcript_lines(body)[0]
+    episode["key_events"].append({"type": "preference", "what": f"{first[1]} prefers: {first[2][:120]}",
+                                  "evidence": [first[0]], "who": first[1], "replaces": 999999})  # never offered
+    return episode

@@ -38,7 +38,7 @@ from jobs.store import EpisodeRow, insert_episode
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-VIEWS = ("decisions", "open_questions", "commitments", "episode_timeline", "entity_mentions", "model_cost_daily",
+VIEWS = ("decisions", "preferences", "open_questions", "commitments", "episode_timeline", "entity_mentions", "model_cost_daily",
          "failures", "event_types")
 TENANT_VIEWS = tuple(v for v in VIEWS if v != "event_types")
 BASE_TABLES = ("episodes", "episode_events", "episode_entities", "transcripts", "model_calls", "job_runs")

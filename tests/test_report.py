@@ -68,7 +68,7 @@ def expected(db: Database, tenant: str | None = None, since: dt.date | None = No
     weeks = owner(db, f"SELECT date_trunc('week', e.ended_at AT TIME ZONE 'UTC')::date AS week, count(*) AS n "
                       f"{SESSION_EPISODES.format(scope=scope)} GROUP BY 1", p)
     months = owner(db, f"SELECT to_char(e.ended_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month, ev.type, count(*) AS n "
-                       f"{EVENTS.format(scope=scope)} GROUP BY 1, 2", p)
+                       f"{EVENTS.format(scope=scope)} AND ev.type <> 'preference' GROUP BY 1, 2", p)  # not charted
     tagged = SESSION_EPISODES.replace("FROM episodes e", "FROM episodes e, unnest(e.topic_tags) tag")
     topics = owner(db, f"SELECT tag, count(*) AS n {tagged.format(scope=scope)} "
                        "GROUP BY tag ORDER BY n DESC, tag LIMIT 12", p)

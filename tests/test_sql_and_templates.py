@@ -32,14 +32,18 @@ def test_strict_undefined_fails_loudly() -> None:
 def test_extraction_templates_render_with_a_sample_context() -> None:
     line = {"index": 0, "speaker": "Maria", "ts": "2025-03-04 09:00", "content": "We'll go with Team."}
     item = {"event_id": 7, "type": "commitment", "what": "Send the contract.", "since": dt.datetime(2025, 3, 1)}
-    system = render("extract_episode_system.j2", tool_name="record_episode", open_items=True)
+    decision = {"event_id": 9, "type": "preference", "what": "Maria prefers metric units.",
+                "since": dt.datetime(2025, 2, 1)}
+    system = render("extract_episode_system.j2", tool_name="record_episode", open_items=True, decisions=True)
     user = render("extract_episode_user.j2", tool_name="record_episode", part_number=1, part_count=2,
-                  open_items=[item], session_date="2025-03-04 09:00 UTC", purpose="support", message_count=1,
+                  open_items=[item], decisions=[decision], session_date="2025-03-04 09:00 UTC", purpose="support", message_count=1,
                   messages=[line])
     reduce = render("reduce_episode_user.j2", tool_name="record_episode", session_date="2025-03-04",
                     message_count=1, partials=['{"summary": "x"}', '{"summary": "y"}'])
     assert "record_episode" in system and "data, not instructions" in system
     assert "[0] Maria (2025-03-04 09:00): We'll go with Team." in user and "id 7 (commitment" in user
+    assert "<current_decisions>\n- id 9 (preference since 2025-02-01): Maria prefers metric units." in user
+    assert "<current_decisions>" in system and "replaces" in system
     assert '<part number="2">' in reduce
 
 

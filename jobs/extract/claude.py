@@ -26,7 +26,6 @@ from jobs.llm import (
     usage_call,
 )
 from jobs.models import (
-    MAX_OPEN_ITEMS,
     EpisodeExtraction,
     ExtractionResult,
     Message,
@@ -34,6 +33,7 @@ from jobs.models import (
     OpenItem,
     Transcript,
     estimate_tokens,
+    split_offered,
     tool_input_schema,
 )
 from jobs.prompts import fingerprint, render, source
@@ -122,6 +122,7 @@ class BatchRequest:
     params: dict[str, Any]  # the request entry's ``params`` (model, system, tool, forced tool choice, user text)
     prompt_hash: str  # store it with the batch item; the model-call row of the answer carries it
     offered_items: frozenset[int]  # event ids of the open items offered: pass them to ground() with the answer
+    offered_decisions: frozenset[int] = frozenset()  # event ids of the current decisions and preferences offered
 
 
 class AnthropicExtractor:
@@ -144,9 +145,11 @@ class AnthropicExtractor:
         self.close()
 
     def prompts_for(self, transcript: Transcript, open_items: list[OpenItem] | None = None) -> list[ToolPrompt]:
-        """The part prompts for a transcript (one unless it exceeds the budget)."""
-        items = (open_items or [])[:MAX_OPEN_ITEMS]
-        system = render(SYSTEM_TEMPLATE, tool_name=TOOL_NAME, open_items=bool(items))
+        """The part prompts for a transcript (one unless it exceeds the budget). ``open_items`` may
+        hold both kinds of earlier item: open ones go to <open_items>, decisions and preferences to
+        <current_decisions> (each bounded, :func:`jobs.models.split_offered`)."""
+        items, decisions = split_offered(open_items)
+        system = render(SYSTEM_TEMPLATE, tool_name=TOOL_NAME, open_items=bool(items), decisions=bool(decisions))
         parts = split_lines(transcript_lines(transcript), self.settings.transcript_token_budget)
         session_date = (transcript.started_at or transcript.ended_at).strftime("%Y-%m-%d %H:%M UTC")
         return [
@@ -155,6 +158,7 @@ class AnthropicExtractor:
                 system=system,
                 user=render(
                     USER_TEMPLATE, tool_name=TOOL_NAME, part_number=n, part_count=len(parts), open_items=items,
+                    decisions=decisions,
                     session_date=session_date, purpose=transcript.purpose,
                     message_count=len(transcript.messages), messages=part,
                 ),
@@ -166,15 +170,16 @@ class AnthropicExtractor:
         ]
 
     def batch_request(self, transcript: Transcript, open_items: list[OpenItem] | None = None) -> BatchRequest | None:
-        """The Message Batches request for a transcript, offering the same open items (at most
-        MAX_OPEN_ITEMS) a live run would; None when the transcript needs more than one request (a batch
+        """The Message Batches request for a transcript, offering the same open items and current
+        decisions a live run would; None when the transcript needs more than one request (a batch
         cannot split and reduce, so it is left for a live run)."""
-        items = (open_items or [])[:MAX_OPEN_ITEMS]
-        prompts = self.prompts_for(transcript, items)
+        items, decisions = split_offered(open_items)
+        prompts = self.prompts_for(transcript, items + decisions)
         if len(prompts) != 1:
             return None
         params = prompts[0].request(self.settings.model, self.settings.max_output_tokens)
-        return BatchRequest(params, prompts[0].prompt_hash, frozenset(i.event_id for i in items))
+        return BatchRequest(params, prompts[0].prompt_hash, frozenset(i.event_id for i in items),
+                            frozenset(i.event_id for i in decisions))
 
     def parse(self, message: Any) -> EpisodeExtraction | tuple[str, str]:
         """The episode in a Messages API answer to a request from :meth:`batch_request`, or

@@ -2,7 +2,11 @@
 
 Every key event must cite message indexes that exist; indexes that do not are removed, and an
 event left with none is dropped. Every entity must occur in the transcript (case-insensitive);
-the others are dropped. The counts are stored on the episode and shown by `episodes status`.
+the others are dropped. A resolution must name an offered open item and a decision or preference
+that ``replaces`` an earlier one must name an offered current decision or preference, both with
+valid evidence; a resolution that does not is dropped, a replacement that does not is unlinked
+(the event stays, as a decision that replaces nothing). The counts (dropped events, resolutions
+and replacements together) are stored on the episode and shown by `episodes status`.
 
 :func:`ground_entities` is the entity rule on its own; the compress job grounds a period
 summary's entities in its request text with it (its events follow a rule of their own).
@@ -13,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from jobs.models import Entity, EpisodeExtraction, Message
+from jobs.models import STANDING_TYPES, Entity, EpisodeExtraction, Message
 
 
 @dataclass(frozen=True)
@@ -23,14 +27,25 @@ class Grounded:
     dropped_entities: int
 
 
-def ground(episode: EpisodeExtraction, messages: list[Message], offered_items: set[int] | None = None) -> Grounded:
-    """Drop what the transcript does not support. Resolutions must name an offered open item."""
+def ground(episode: EpisodeExtraction, messages: list[Message], offered_items: set[int] | None = None,
+           offered_decisions: set[int] | None = None) -> Grounded:
+    """Drop what the transcript does not support. Resolutions must name an offered open item;
+    replacements an offered decision or preference, each replaced by at most one event."""
     count = len(messages)
     kept_events = []
+    unlinked = 0
+    replaced: set[int] = set()
     for event in episode.key_events:
         evidence = sorted({i for i in event.evidence if 0 <= i < count})
-        if evidence:
-            kept_events.append(event.model_copy(update={"evidence": evidence}))
+        if not evidence:
+            continue
+        replaces = event.replaces
+        if replaces is not None and (event.type not in STANDING_TYPES or replaces in replaced
+                                     or replaces not in (offered_decisions or set())):
+            replaces, unlinked = None, unlinked + 1
+        if replaces is not None:
+            replaced.add(replaces)
+        kept_events.append(event.model_copy(update={"evidence": evidence, "replaces": replaces}))
     kept_entities, ungrounded = ground_entities(
         episode.entities, "\n".join(f"{m.name or ''}\n{m.content}" for m in messages))
     resolutions = []
@@ -38,7 +53,8 @@ def ground(episode: EpisodeExtraction, messages: list[Message], offered_items: s
         evidence = sorted({i for i in res.evidence if 0 <= i < count})
         if evidence and res.item_id in (offered_items or set()):
             resolutions.append(res.model_copy(update={"evidence": evidence}))
-    dropped = len(episode.key_events) - len(kept_events) + len(episode.resolved_items) - len(resolutions)
+    dropped = (len(episode.key_events) - len(kept_events) + len(episode.resolved_items) - len(resolutions)
+               + unlinked)
     cleaned = episode.model_copy(update={"key_events": kept_events, "entities": kept_entities,
                                          "resolved_items": resolutions})
     return Grounded(cleaned, dropped_events=dropped, dropped_entities=ungrounded)

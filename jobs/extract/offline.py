@@ -3,9 +3,11 @@
 It is the default when no Anthropic key is configured, so the system runs end to end anywhere. It is
 honestly lower quality than Claude: the summary is a lead ("who talked about what") plus a few salient
 sentences of the transcript turned into the third person (or quoted), tags are frequent key phrases,
-key events come from cue phrases ("we'll go with", "I'll send ... by Friday", a question nobody
-answered) and entities from capitalisation. Output is deterministic: the same transcript always yields
-the same episode, and every result is labelled ``model="offline"`` so nobody mistakes it for a model's.
+key events come from cue phrases ("we'll go with", "I prefer", "I'll send ... by Friday", a question
+nobody answered) and entities from capitalisation. A new decision or preference replaces an offered
+earlier one only with a change cue and a close meaning (:mod:`jobs.extract.replacements`). Output
+is deterministic: the same transcript always yields the same episode, and every result is labelled
+``model="offline"`` so nobody mistakes it for a model's.
 
 How sentences are scored: the lexically most promising ones are embedded once (all-MiniLM-L6-v2, within
 a word budget, in two length-sorted batches); a sentence's *centrality* is its cosine to the mean of
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jobs.embeddings import Embedder, get_embedder
+from jobs.extract.replacements import link_replacements
 from jobs.extract.rules.cues import (
     HEDGE,
     PLEASANTRY,
@@ -68,7 +71,7 @@ EMBED_WORDS = 24  # a sentence's first words are enough to place it
 EMBED_BUDGET = 320  # words embedded per transcript in all
 TFIDF_WEIGHT = 0.2  # cheap lexical centrality, used to choose what to embed
 SUMMARY_CHARS = 800
-EVENT_WEIGHT = {"decision": 0.5, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2}
+EVENT_WEIGHT = {"decision": 0.5, "preference": 0.45, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2}
 # A later sentence this close to an open item (and saying it is done / not asking again) resolves it.
 RESOLVE_SIMILARITY = {"commitment": 0.6, "open_question": 0.65}
 _DONE = re.compile(r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"
@@ -102,7 +105,7 @@ class OfflineExtractor:
     """Deterministic rule- and embedding-based extractor (see the module docstring for the method)."""
 
     name = "offline"
-    prompt_version = "offline-1"
+    prompt_version = "offline-2"  # 2: preferences, and later decisions replace earlier ones
 
     def __init__(self, embedder: Embedder | None = None, *, embed_budget: int = EMBED_BUDGET) -> None:
         """``embed_budget``: words embedded per transcript, the speed/quality knob (see EMBED_BUDGET)."""
@@ -130,7 +133,7 @@ class OfflineExtractor:
         extraction = EpisodeExtraction(
             summary=_summary(sentences, embedded, messages, transcript, tags),
             topic_tags=tags,
-            key_events=events,
+            key_events=link_replacements(events, open_items or [], messages, self.embedder),
             entities=entities,
             resolved_items=self._resolutions(open_items or [], embedded, messages),
             importance=_importance(events, len(used), len(entities)),
@@ -302,7 +305,7 @@ def _events(sentences: list[Sentence], messages: list[Message], conversational: 
         if message.role not in ("user", "assistant"):
             continue
         found = cue(s.text, names)
-        if found and found[0] in ("decision", "surprise") and message.role == "assistant":
+        if found and found[0] in ("decision", "preference", "surprise") and message.role == "assistant":
             found = None  # decisions and surprises are the user's; an assistant "switched" a setting
         kind: EventType | None = found[0] if found else None
         due, evidence = None, [s.message]
@@ -315,8 +318,8 @@ def _events(sentences: list[Sentence], messages: list[Message], conversational: 
         if kind == "open_question":
             question = clip(normalise(s.text).replace('"', "'"), 300)
             what = f'{s.label} asked "{question}", which was left unanswered.'
-        else:
-            what = _event_what(s, kind, found[1] if found else 0)
+        elif found is not None:
+            what = _event_what(s, found[0], found[1])
             if kind == "commitment":
                 ref = message.ts or transcript.ended_at or transcript.started_at
                 due = resolve_due(normalise(s.text), ref.date()) if ref else None
@@ -337,7 +340,7 @@ def _event_what(s: Sentence, kind: CueType, start: int) -> str:
     if len(clause.split()) >= 4 and re.match(r"I\b|I'", clause):
         what = third_person(clause, s.label)
     if what is None:
-        verb = {"decision": "decided", "commitment": "committed", "surprise": "was surprised"}[kind]
+        verb = {"decision": "decided", "preference": "said", "commitment": "committed", "surprise": "was surprised"}[kind]
         what = attribute(s.text, s.label, verb)
     what = what.rstrip(":;,- ")
     return clip(what if re.search(r"[.!?…\"]$", what) else what + ".", 400)

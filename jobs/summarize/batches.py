@@ -4,9 +4,9 @@
 (``lease_owner = 'batch:<id>'``), records the batch and its items *before* submitting, submits
 (splitting at the API's limits: 100,000 requests or 256 MB per batch), then polls. When a batch
 has ended its results are validated and then finished by the same path as live results
-(:class:`jobs.summarize.finish.Finisher`: the user's open items are offered in the request and may
-be resolved by the answer, grounding, embedding, the write), with model-call rows marked ``batch``
-and costed at half price. The table survives restarts: the
+(:class:`jobs.summarize.finish.Finisher`: the user's open items and current decisions are offered in
+the request and may be resolved or replaced by the answer, grounding, embedding, the write), with
+model-call rows marked ``batch`` and costed at half price. The table survives restarts: the
 next ``run --batch`` resumes polling whatever is still open. Transcripts too long for one request,
 invalid answers and errored requests go back to the queue for a live run.
 
@@ -124,6 +124,7 @@ class BatchRunner:
                 "batch_id": batch_id, "custom_id": item.entry["custom_id"], "tenant_id": t.tenant_id,
                 "transcript_id": t.id, "content_hash": t.content_hash, "prompt_hash": item.request.prompt_hash,
                 "offered_items": sorted(item.request.offered_items),
+                "offered_decisions": sorted(item.request.offered_decisions),
             })
         for tenant_id, rows in by_tenant.items():
             with self.db.tenant(tenant_id) as conn, conn.cursor() as cur:
@@ -205,7 +206,8 @@ class BatchRunner:
         extraction = ExtractionResult(parsed, model=message.model, prompt_version=self.extractor.prompt_version,
                                       calls=[call])
         try:
-            written = end.finish(transcript, extraction, row["offered_items"], owner=owner)
+            written = end.finish(transcript, extraction, row["offered_items"], owner=owner,
+                                 offered_decisions=row["offered_decisions"])
         except ConfigError:
             end.release(transcript, owner=owner, calls=[call])
             raise

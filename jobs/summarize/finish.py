@@ -2,9 +2,10 @@
 Batches alike.
 
 :meth:`Finisher.prepare` decides what an extractor is offered (the user's still-open questions
-and commitments from earlier sessions) or completes the claim at once when this content was
-already summarised with this prompt version. :meth:`Finisher.finish` grounds the extraction in the
-transcript and in the items that were offered (a resolution must name one of them), embeds it,
+and commitments, and the decisions and preferences that still stand, from earlier sessions) or
+completes the claim at once when this content was already summarised with this prompt version.
+:meth:`Finisher.finish` grounds the extraction in the transcript and in the items that were offered
+(a resolution must name an offered open item, a replacement an offered decision), embeds it,
 and writes the episode, its events and entities, the model-call rows and the transcript's state
 change in one tenant-scoped transaction that commits only while the caller still holds the claim.
 :meth:`Finisher.fail` and :meth:`Finisher.release` are the two ways a claim ends without an episode.
@@ -24,6 +25,7 @@ from jobs.embeddings import Embedder
 from jobs.extract.grounding import ground
 from jobs.faults import crash_point
 from jobs.models import (
+    MAX_CURRENT_DECISIONS,
     MAX_OPEN_ITEMS,
     ExtractionResult,
     ModelCall,
@@ -51,31 +53,33 @@ class Finisher:
     clock: StageClock = field(default_factory=StageClock)
 
     def prepare(self, transcript: Transcript, prompt_version: str, *, owner: str) -> list[OpenItem] | None:
-        """The open items to offer, read in one round trip; None when this content was already
-        summarised with ``prompt_version``: then the claim is completed here, with no model call."""
+        """The items to offer, read in one round trip: the open items, then the current decisions and
+        preferences (``OpenItem.standing``); None when this content was already summarised with
+        ``prompt_version``: then the claim is completed here, with no model call."""
         with self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
             current = conn.execute(query("current_episode_for_content"), {
                 "tenant_id": transcript.tenant_id, "session_id": transcript.session_id,
                 "content_hash": transcript.content_hash, "prompt_version": prompt_version,
             })
-            items = conn.execute(query("open_items"), {
-                "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
-                "session_id": transcript.session_id, "before": transcript.ended_at, "limit": MAX_OPEN_ITEMS,
-            })
+            scope = {"tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
+                     "session_id": transcript.session_id, "before": transcript.ended_at}
+            items = conn.execute(query("open_items"), {**scope, "limit": MAX_OPEN_ITEMS})
+            decisions = conn.execute(query("current_decisions"), {**scope, "limit": MAX_CURRENT_DECISIONS})
             if current.fetchone() is not None:
                 conn.execute(query("complete_transcript"), {"id": transcript.id, "worker": owner,
                                                             "content_hash": transcript.content_hash})
                 return None
-            rows = items.fetchall()
+            rows = items.fetchall() + decisions.fetchall()
         return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows]
 
     def finish(self, transcript: Transcript, result: ExtractionResult, offered: Collection[int], *,
-               owner: str) -> str:
+               owner: str, offered_decisions: Collection[int] = ()) -> str:
         """Ground, embed and write the episode; ``done``, or ``lost`` when ``owner`` no longer holds
-        the claim (nothing is written then). ``offered``: ids of the open items the model was shown."""
+        the claim (nothing is written then). ``offered``: ids of the open items the model was shown;
+        ``offered_decisions``: ids of the current decisions and preferences it was shown."""
         started = time.perf_counter()
         with self.clock("ground"):
-            grounded = ground(result.extraction, transcript.messages, set(offered))
+            grounded = ground(result.extraction, transcript.messages, set(offered), set(offered_decisions))
         with self.clock("embed"):
             vector = self.embedder.embed([search_text(grounded.episode)])[0]
         row = EpisodeRow(
@@ -98,7 +102,9 @@ class Finisher:
         log.debug("episode stored", extra={
             "action": "episode_stored", "tenant": transcript.tenant_id, "session": transcript.session_id,
             "episode_id": episode_id, "events": len(grounded.episode.key_events),
-            "resolved": len(grounded.episode.resolved_items), "dropped_events": grounded.dropped_events,
+            "resolved": len(grounded.episode.resolved_items),
+            "replaced": sum(e.replaces is not None for e in grounded.episode.key_events),
+            "dropped_events": grounded.dropped_events,
             "ms": int((time.perf_counter() - started) * 1000),
         })
         return "done"

@@ -23,7 +23,7 @@ from jobs.embeddings import BatchingEmbedder, Embedder, embedder_for
 from jobs.errors import ConfigError, EpisodesError, ModelError, PermanentExtractionError
 from jobs.extract import Extractor
 from jobs.faults import crash_point
-from jobs.models import ExtractionResult, Transcript
+from jobs.models import ExtractionResult, Transcript, split_offered
 from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
 from jobs.summarize.claim import LeaseKeeper, claim
@@ -77,7 +77,9 @@ class Summarizer:
             with self.leases.held(transcript), self.clock("extract"):
                 result = self.extractor.extract(transcript, open_items)
             crash_point(self.settings, "after_model_call")
-            return end.finish(transcript, result, [i.event_id for i in open_items], owner=self.worker)
+            items, decisions = split_offered(open_items)
+            return end.finish(transcript, result, [i.event_id for i in items], owner=self.worker,
+                              offered_decisions=[i.event_id for i in decisions])
         except ConfigError:
             end.release(transcript, owner=self.worker, calls=result.calls if result else ())
             raise

@@ -1,4 +1,4 @@
-"""Event cues: the phrases that make a sentence a decision, a commitment or a surprise, and the chat
+"""Event cues: the phrases that make a sentence a decision, a preference, a commitment or a surprise, and the chat
 patterns (pleasantries, small talk, praise, hedges, "not sure" replies) that make it none."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from jobs.extract.rules.dates import resolve_due
 from jobs.extract.rules.text import content_words, normalise
 
 # The event types a cue can suggest; an open question is found from the dialogue, not from a cue.
-CueType = Literal["decision", "commitment", "surprise"]
+CueType = Literal["decision", "preference", "commitment", "surprise"]
 
 PLEASANTRY = re.compile(
     r"^\W*(?:hey|hi|hello|thanks|thank you|bye|good ?bye|see you|talk (?:to you )?soon|take care|"
@@ -41,6 +41,12 @@ WEAK_DECISION = re.compile(
     r"(?! (?:it|this|that|with|by|to work|together|going|better|more|so|our|some|a look)\b)|"
     r"(?:i|we)(?:'m|'re| am| are)" + _ADV + r" (?:going to|gonna|planning to|planning on|about to)"
     r"(?! (?:keep|continue|stay|be|have to|need)\b)|(?:i|we) plan to|my plan is|the plan is)\b",
+    re.IGNORECASE,
+)
+# "I prefer metric units", "I'd rather not shrink the deal": the speaker's own lasting preference.
+PREFERENCE = re.compile(
+    r"\b(?:(?:i|we)(?: really| much| still| generally| always)? prefer(?! (?:not to say|to wait and see)\b)|"
+    r"(?:i|we)(?:'d| would)(?: much| really)? (?:rather|prefer)|my preference is)\b",
     re.IGNORECASE,
 )
 COMMITMENT = re.compile(
@@ -103,6 +109,8 @@ def cue(sentence: str, names: Iterable[str] = ()) -> tuple[CueType, int] | None:
     substance = len(content_words(text, exclude=names))  # "Jon, I'm gonna make it!" has none
     if m := STRONG_DECISION.search(text):
         return "decision", m.start()
+    if (m := PREFERENCE.search(text)) and substance >= 2:
+        return "preference", m.start()
     if (m := COMMITMENT.search(text)) and not HEDGE.search(text):
         if substance >= 2 or ACTION_VERBS.search(text[m.start():]):
             return "commitment", m.start()
