@@ -147,6 +147,8 @@ class Settings:
     compress_cron: str = "0 3 1 1 *"  # 03:00 UTC on 1 January
     idle_close_seconds: float | None = None
     shutdown_deadline_seconds: float = 30.0
+    stale_grace_seconds: float = 30 * 86400.0  # open items overdue by more than this are stale
+    stale_age_seconds: float = 180 * 86400.0  # ... and items without a due date older than this
     crash_at: str | None = None  # crash tests only: kill -9 at this named point (jobs.faults)
 
     @property
@@ -211,5 +213,7 @@ def load() -> Settings:
         compress_cron=_cron("EPISODES_COMPRESS_CRON", "0 3 1 1 *"),
         idle_close_seconds=_duration("EPISODES_IDLE_CLOSE", None, minimum=1.0),
         shutdown_deadline_seconds=_duration("EPISODES_SHUTDOWN_DEADLINE", 30.0) or 0.0,
+        stale_grace_seconds=_duration("EPISODES_STALE_GRACE", 30 * 86400.0) or 0.0,
+        stale_age_seconds=_duration("EPISODES_STALE_AGE", 180 * 86400.0) or 0.0,
         crash_at=_str("EPISODES_CRASH_AT", None),
     )

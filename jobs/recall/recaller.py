@@ -9,7 +9,8 @@ Selection runs in one tenant-scoped transaction (row-level security applies), wi
    (:mod:`jobs.recall.index`) is brought up to date with what changed, and every candidate is
    scored exactly (:mod:`jobs.recall.scoring`); the top K, the last ``recent_n`` and the episodes
    of open items are picked.
-2. **Open items**: the user's still-open questions and commitments from candidate episodes.
+2. **Open items**: the user's still-open questions and commitments from candidate episodes; a
+   stale one (long overdue, or old without a due date) only when related to the opening message.
 3. The picked episodes are read fresh, then **fitted** to the budget (:mod:`jobs.recall.fitting`)
    and rendered (:mod:`jobs.recall.result`).
 
@@ -81,7 +82,9 @@ class Recaller:
         with self.db.tenant(tenant_id) as conn:
             open_rows = conn.execute(query("recall_open_items"), {
                 "tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes,
-                "limit": cfg.max_open_items}).fetchall() if cfg.max_open_items > 0 else []
+                "limit": cfg.max_open_items, "query_text": opening_message,
+                "grace_seconds": self.db.settings.stale_grace_seconds,
+                "age_seconds": self.db.settings.stale_age_seconds}).fetchall() if cfg.max_open_items > 0 else []
             with self.index.user(conn, tenant_id, user_id, opening_message) as (index, lexemes):
                 scores = index.scores(vector, lexemes, now_us, purposes)
                 picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})

@@ -70,6 +70,7 @@ class RecalledOpenItem:
     who: str | None
     due: dt.date | None
     occurred_at: dt.datetime
+    stale: bool = False  # long overdue or old (migration 0008): listed only as related to the message
 
     @property
     def since(self) -> str:
