@@ -73,3 +73,21 @@ FROM items i, message m
 WHERE NOT i.stale OR tsvector_to_array(to_tsvector('english', i.what)) && m.stems
 ORDER BY i.stale, i.occurred_at DESC, i.id DESC
 LIMIT %(limit)s
+
+-- name: recall_unsummarised
+-- The user's sessions not yet summarised: still open (ended_at IS NULL, so pending) or closed and
+-- waiting for or in summarize (pending, running). Dead-lettered and done ones are left out (a done
+-- session has its episode). Only sessions that had started by %(now)s (started_at, else when the row
+-- was inserted), of an allowed purpose; the latest first, with their last three user messages
+-- (oldest first). jobs/recall/unsummarised.py redacts them before they reach the block.
+SELECT t.session_id, t.purpose, t.status, t.started_at, t.ended_at,
+       coalesce((SELECT jsonb_agg(u.m ORDER BY u.i)
+                 FROM (SELECT a.m, a.i FROM jsonb_array_elements(t.messages) WITH ORDINALITY a(m, i)
+                       WHERE a.m ->> 'role' = 'user' ORDER BY a.i DESC LIMIT 3) u), '[]'::jsonb) AS messages
+FROM transcripts t
+WHERE t.tenant_id = %(tenant_id)s AND t.user_id = %(user_id)s
+  AND t.status IN ('pending', 'running')
+  AND coalesce(t.started_at, t.created_at) <= %(now)s::timestamptz
+  AND (%(purposes)s::text[] IS NULL OR t.purpose = ANY (%(purposes)s::text[]))
+ORDER BY coalesce(t.ended_at, 'infinity'::timestamptz) DESC, coalesce(t.started_at, t.created_at) DESC, t.id DESC
+LIMIT %(limit)s

@@ -80,6 +80,26 @@ class RecalledOpenItem:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class RecalledSession:
+    """A session of the user not yet summarised (still open, or waiting for summarize), as one line."""
+
+    session_id: str
+    purpose: str
+    status: str  # pending or running
+    started_at: dt.datetime | None
+    ended_at: dt.datetime | None  # None: still open
+    text: str  # its last user messages, redacted and shortened (jobs.recall.unsummarised)
+
+    @property
+    def when(self) -> str:
+        moment = self.ended_at or self.started_at
+        return moment.date().isoformat() if moment else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "when": self.when}
+
+
 @dataclass
 class Recall:
     """The result of a recall: chosen episodes (oldest first), open items, and the block."""
@@ -94,10 +114,11 @@ class Recall:
     candidates: int
     episodes: list[RecalledEpisode]
     open_items: list[RecalledOpenItem]
+    sessions: list[RecalledSession] = field(default_factory=list)  # not yet summarised, newest first
 
     def render(self) -> str:
         """The ``<previous_episodes>`` block; "" if the budget cannot hold even an empty block."""
-        block = render_block(self.now, self.episodes, self.open_items)
+        block = render_block(self.now, self.episodes, self.open_items, self.sessions)
         return block if estimate_tokens(block) <= self.budget_tokens else ""
 
     @property
@@ -111,20 +132,23 @@ class Recall:
             "now": self.now.isoformat(), "candidates": self.candidates, "tokens": self.tokens,
             "episodes": [ep.to_dict() for ep in self.episodes],
             "open_items": [item.to_dict() for item in self.open_items],
+            "sessions": [session.to_dict() for session in self.sessions],
             "block": self.render(),
         }
 
 
-def render_block(now: dt.datetime, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem]
-                 ) -> str:
+def render_block(now: dt.datetime, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem],
+                 sessions: Sequence[RecalledSession] = ()) -> str:
     """The ``<previous_episodes>`` block as of ``now``, whatever its size."""
-    return render(TEMPLATE, as_of=now.date().isoformat(), episodes=episodes, open_items=open_items)
+    return render(TEMPLATE, as_of=now.date().isoformat(), episodes=episodes, open_items=open_items,
+                  sessions=sessions)
 
 
 @cache
 def line_macros() -> Any:
     """The template's line macros, to measure each line exactly as the block will show it."""
-    return environment().get_template(TEMPLATE).make_module({"as_of": "", "episodes": [], "open_items": []})
+    return environment().get_template(TEMPLATE).make_module({"as_of": "", "episodes": [], "open_items": [],
+                                                                 "sessions": []})
 
 
 @cache

@@ -1,4 +1,5 @@
--- 0008: stale open questions and commitments (README, "Lifecycle of open questions and commitments").
+-- 0008: stale open questions and commitments (README, "Lifecycle of open questions and commitments"),
+-- and an index for the sessions recall lists as not yet summarised.
 --
 -- An open question or commitment is stale when it is past its due date by more than a grace
 -- (EPISODES_STALE_GRACE, 30 days), or, without a due date, older than an age (EPISODES_STALE_AGE,
@@ -100,3 +101,8 @@ COMMENT ON COLUMN analyst.commitments.stale IS
 
 REVOKE ALL ON FUNCTION analyst.stale_grace(), analyst.stale_age() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION analyst.stale_grace(), analyst.stale_age() TO episodes_analyst;
+
+-- Recall lists the user's sessions not yet summarised (jobs/recall/unsummarised.py): few rows per
+-- user, found without walking the user's finished transcripts.
+CREATE INDEX transcripts_unsummarised_idx ON transcripts (tenant_id, user_id)
+    WHERE status IN ('pending', 'running');
