@@ -84,6 +84,14 @@ def _duration(name: str, default: float | None, minimum: float = 0.0) -> float |
     return value
 
 
+def _idle_close(name: str, default: float) -> float | None:
+    """A duration of at least a second, or ``off`` / ``0`` (None: never)."""
+    raw = os.environ.get(name)
+    if raw is not None and raw.strip().lower() in {"off", "0", "none"}:
+        return None
+    return _duration(name, default, minimum=1.0)
+
+
 def parse_purpose_map(raw: str, what: str = "EPISODES_PURPOSE_MAP") -> Mapping[str, tuple[str, ...]]:
     """``marketing=marketing,general;support=support,billing,general`` -> which purposes each may see."""
     mapping: dict[str, tuple[str, ...]] = {}
@@ -145,8 +153,10 @@ class Settings:
     poll_seconds: float = 10.0
     maintenance_seconds: float = 30.0
     compress_cron: str = "0 3 1 1 *"  # 03:00 UTC on 1 January
-    idle_close_seconds: float | None = None
+    idle_close_seconds: float | None = 1800.0  # None: never close idle sessions
     shutdown_deadline_seconds: float = 30.0
+    stale_grace_seconds: float = 30 * 86400.0  # open items overdue by more than this are stale
+    stale_age_seconds: float = 180 * 86400.0  # ... and items without a due date older than this
     crash_at: str | None = None  # crash tests only: kill -9 at this named point (jobs.faults)
 
     @property
@@ -209,7 +219,9 @@ def load() -> Settings:
         poll_seconds=_duration("EPISODES_POLL_INTERVAL", 10.0, minimum=0.05) or 10.0,
         maintenance_seconds=_duration("EPISODES_MAINTENANCE_INTERVAL", 30.0, minimum=0.05) or 30.0,
         compress_cron=_cron("EPISODES_COMPRESS_CRON", "0 3 1 1 *"),
-        idle_close_seconds=_duration("EPISODES_IDLE_CLOSE", None, minimum=1.0),
+        idle_close_seconds=_idle_close("EPISODES_IDLE_CLOSE", 1800.0),
         shutdown_deadline_seconds=_duration("EPISODES_SHUTDOWN_DEADLINE", 30.0) or 0.0,
+        stale_grace_seconds=_duration("EPISODES_STALE_GRACE", 30 * 86400.0) or 0.0,
+        stale_age_seconds=_duration("EPISODES_STALE_AGE", 180 * 86400.0) or 0.0,
         crash_at=_str("EPISODES_CRASH_AT", None),
     )

@@ -48,14 +48,46 @@ WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
 
 -- name: recall_open_items
 -- Still-open questions and commitments of the user, from episodes that are recall candidates
--- (an item of a compressed episode lives on in its super-summary's events). Newest first.
-SELECT ev.id, ev.episode_id, ev.type, ev.what, ev.who, ev.due, ev.occurred_at
-FROM episode_events ev
-JOIN episodes e ON e.id = ev.episode_id
-WHERE ev.tenant_id = %(tenant_id)s AND ev.user_id = %(user_id)s
-  AND ev.type IN ('open_question', 'commitment') AND ev.status = 'open'
-  AND e.status = 'current' AND e.compressed_into IS NULL
-  AND e.ended_at <= %(now)s::timestamptz
-  AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-ORDER BY ev.occurred_at DESC, ev.id DESC
+-- (an item of a compressed episode lives on in its super-summary's events). A stale item (past its
+-- due date by more than %(grace_seconds)s, or without one older than %(age_seconds)s, as of
+-- %(now)s: episodes_item_stale, migration 0009) is kept only when it is related to the opening
+-- message: its text and the message share a word stem (to_tsvector('english'): stop words dropped,
+-- only stems of 3+ letters). Fresh items first, newest first; then related stale ones.
+WITH message AS (
+    SELECT ARRAY(SELECT l FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) l
+                 WHERE l ~ '^[[:alpha:]]{3,}$') AS stems
+), items AS (
+    SELECT ev.id, ev.episode_id, ev.type, ev.what, ev.who, ev.due, ev.occurred_at,
+           episodes_item_stale(ev.due, ev.occurred_at, %(now)s::timestamptz,
+                               make_interval(secs => %(grace_seconds)s), make_interval(secs => %(age_seconds)s)) AS stale
+    FROM episode_events ev
+    JOIN episodes e ON e.id = ev.episode_id
+    WHERE ev.tenant_id = %(tenant_id)s AND ev.user_id = %(user_id)s
+      AND ev.type IN ('open_question', 'commitment') AND ev.status = 'open'
+      AND e.status = 'current' AND e.compressed_into IS NULL
+      AND e.ended_at <= %(now)s::timestamptz
+      AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
+)
+SELECT i.id, i.episode_id, i.type, i.what, i.who, i.due, i.occurred_at, i.stale
+FROM items i, message m
+WHERE NOT i.stale OR tsvector_to_array(to_tsvector('english', i.what)) && m.stems
+ORDER BY i.stale, i.occurred_at DESC, i.id DESC
+LIMIT %(limit)s
+
+-- name: recall_unsummarised
+-- The user's sessions not yet summarised: still open (ended_at IS NULL, so pending) or closed and
+-- waiting for or in summarize (pending, running). Dead-lettered and done ones are left out (a done
+-- session has its episode). Only sessions that had started by %(now)s (started_at, else when the row
+-- was inserted), of an allowed purpose; the latest first, with their last three user messages
+-- (oldest first). jobs/recall/unsummarised.py redacts them before they reach the block.
+SELECT t.session_id, t.purpose, t.status, t.started_at, t.ended_at,
+       coalesce((SELECT jsonb_agg(u.m ORDER BY u.i)
+                 FROM (SELECT a.m, a.i FROM jsonb_array_elements(t.messages) WITH ORDINALITY a(m, i)
+                       WHERE a.m ->> 'role' = 'user' ORDER BY a.i DESC LIMIT 3) u), '[]'::jsonb) AS messages
+FROM transcripts t
+WHERE t.tenant_id = %(tenant_id)s AND t.user_id = %(user_id)s
+  AND t.status IN ('pending', 'running')
+  AND coalesce(t.started_at, t.created_at) <= %(now)s::timestamptz
+  AND (%(purposes)s::text[] IS NULL OR t.purpose = ANY (%(purposes)s::text[]))
+ORDER BY coalesce(t.ended_at, 'infinity'::timestamptz) DESC, coalesce(t.started_at, t.created_at) DESC, t.id DESC
 LIMIT %(limit)s

@@ -532,14 +532,16 @@ def test_recall_shows_the_super_summary_for_a_compressed_year_within_budget(db: 
               add(db, "2026-11-01T10:00", "Maria set up webhooks.", embedder=embedder)]
     offline(db, embedder)
     (sup,) = supers(db)
-    result = recall.Recaller(db, embedder).recall("acme", "u1", "What did we decide about the Acme pricing plan?",
-                                                  budget_tokens=400, now=NOW)
+    # The 2024 items are stale by 2026: the message mentions annual billing, so the question about it is listed.
+    result = recall.Recaller(db, embedder).recall(
+        "acme", "u1", "What did we decide about the Acme pricing plan and annual billing?", budget_tokens=400, now=NOW)
     ids = [ep.id for ep in result.episodes]
     assert sup["id"] in ids and not set(sources) & set(ids) and set(recent) <= set(ids)
     assert next(ep for ep in result.episodes if ep.id == sup["id"]).kind == "super"
     block = result.render()
     assert "2024-01-01 to 2024-12-31" in block and estimate_tokens(block) <= 400
     assert {item.episode_id for item in result.open_items} == {sup["id"]}  # open items live on in the super
+    assert [item.what for item in result.open_items] == ["Maria asked whether annual billing has a discount."]
 
 
 def test_compress_templates_render_with_a_sample_context() -> None:

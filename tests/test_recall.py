@@ -28,6 +28,7 @@ from jobs.recall import (
     RecallConfig,
     RecalledEpisode,
     RecalledOpenItem,
+    RecalledSession,
     Recaller,
     close_recallers,
     purpose_filter,
@@ -378,7 +379,8 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
     # Not the WHERE clause: a connection scoped to alpha that asks for beta's rows gets nothing.
     changes = {"tenant_id": "beta", "user_id": "u1", "since": "0", "query_text": "budget"}
     rows = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "ids": [theirs]}
-    items = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "purposes": None, "limit": 10}
+    items = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "purposes": None, "limit": 10, "query_text": "beta",
+             "grace_seconds": 0, "age_seconds": 0}
     with db.tenant("alpha") as conn:
         assert [r["id"] for r in conn.execute(query("recall_changes"), changes)] == [None]
         assert conn.execute(query("recall_rows"), rows).fetchall() == []
@@ -429,12 +431,16 @@ def test_template_renders_a_sample_context() -> None:
                              dt.date(2024, 1, 1), dt.date(2024, 12, 31), 0.1, 0.3, None, 2, None, 1, None,
                              ["recent"], compact=True, compact_text="All of 2024...")
     item = RecalledOpenItem(9, 1, "commitment", "Send the SSO pricing sheet.", "agent", dt.date(2025, 3, 10), when)
-    block = render("previous_episodes.j2", as_of="2025-06-01", episodes=[full, period], open_items=[item],
-                   nothing_relevant=False)
+    stale = RecalledOpenItem(8, 1, "open_question", "Is SSO extra?", "user", None, when, stale=True)
+    session = RecalledSession("s9", "general", "pending", when, None, "Is the invoice ready?")
+    block = render("previous_episodes.j2", as_of="2025-06-01", episodes=[full, period], open_items=[item, stale],
+                   nothing_relevant=False, sessions=[session])
     assert block.splitlines()[0] == '<previous_episodes as_of="2025-06-01">'
     assert "- commitment (agent), due 2025-03-10, since 2025-03-04: Send the SSO pricing sheet." in block
     assert "- 2025-03-04 [support] (relevant): The user chose annual billing. Topics: billing, plans." in block
     assert "- 2024-01-01 to 2024-12-31 (recent), summary of a compressed period: All of 2024..." in block
+    assert "- open question (user), since 2025-03-04 (stale, related to the opening message): Is SSO extra?" in block
+    assert "Not yet summarised (newest first):\n- 2025-03-04 (still open), the user's last words: Is the invoice" in block
 
 
 # ------------------------------------------------------------------------------------------------

@@ -103,9 +103,14 @@ class Duration(click.ParamType):
 
     name = "duration"
 
+    def __init__(self, allow_off: bool = False) -> None:
+        self.allow_off = allow_off  # "off" (or 0) means 0.0: the feature is disabled
+
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, (int, float)):
             return float(value)
+        if self.allow_off and str(value).strip().lower() == "off":
+            return 0.0
         try:
             return config.parse_duration(str(value))
         except EpisodesError:

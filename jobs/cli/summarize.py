@@ -72,9 +72,9 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime 
 @click.option("--compress-cron", default=None,
               help="Crontab (UTC) for the compress job. [env EPISODES_COMPRESS_CRON; default: '0 3 1 1 *', "
                    "yearly on 1 January]")
-@click.option("--idle-close", type=Duration(), default=None,
-              help="Treat an open session with no new message for this long as closed, e.g. 30m. "
-                   "[env EPISODES_IDLE_CLOSE; default: off]")
+@click.option("--idle-close", type=Duration(allow_off=True), default=None,
+              help="Treat an open session with no new message for this long as closed; off or 0 never does. "
+                   "[env EPISODES_IDLE_CLOSE; default: 30m]")
 @click.option("--shutdown-deadline", type=Duration(), default=None,
               help="On SIGTERM/SIGINT, how long in-flight work may take before its claims are released. "
                    "[env EPISODES_SHUTDOWN_DEADLINE; default: 30s]")

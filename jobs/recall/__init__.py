@@ -15,6 +15,7 @@ The modules, top down:
 * :mod:`~jobs.recall.scoring`: ranks, reciprocal rank fusion, decay and importance;
 * :mod:`~jobs.recall.index`: the per-user in-process copy, refreshed by what changed;
 * :mod:`~jobs.recall.text_rank`: PostgreSQL's ``ts_rank`` in numpy, bit for bit;
+* :mod:`~jobs.recall.unsummarised`: sessions not yet summarised, one redacted line each;
 * :mod:`~jobs.recall.result`: what a recall returns and its rendering;
 * :mod:`~jobs.recall.purposes` and :mod:`~jobs.recall.config`: which purposes a recall sees, and
   the selection knobs.
@@ -23,10 +24,10 @@ The modules, top down:
 from jobs.recall.config import RecallConfig
 from jobs.recall.purposes import purpose_filter
 from jobs.recall.recaller import Recaller
-from jobs.recall.result import Recall, RecalledEpisode, RecalledOpenItem
+from jobs.recall.result import Recall, RecalledEpisode, RecalledOpenItem, RecalledSession
 from jobs.recall.shared import close_recallers, recall, shared_recaller
 
 __all__ = [
-    "Recall", "RecallConfig", "RecalledEpisode", "RecalledOpenItem", "Recaller", "close_recallers",
+    "Recall", "RecallConfig", "RecalledEpisode", "RecalledOpenItem", "RecalledSession", "Recaller", "close_recallers",
     "purpose_filter", "recall", "shared_recaller",
 ]

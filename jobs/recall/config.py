@@ -41,3 +41,4 @@ class RecallConfig:
     max_open_items: int = 8
     open_items_share: float = 0.25  # at most this share of the budget for open items
     compact_chars: int = 200  # length of a compact line's text
+    max_unsummarised: int = 2  # sessions not yet summarised, one line each of their last user messages

@@ -9,8 +9,12 @@ Selection runs in one tenant-scoped transaction (row-level security applies), wi
    (:mod:`jobs.recall.index`) is brought up to date with what changed, and every candidate is
    scored exactly (:mod:`jobs.recall.scoring`); the top K, the last ``recent_n`` and the episodes
    of open items are picked.
-2. **Open items**: the user's still-open questions and commitments from candidate episodes.
-3. The picked episodes are read fresh, then **fitted** to the budget (:mod:`jobs.recall.fitting`)
+2. **Open items**: the user's still-open questions and commitments from candidate episodes; a
+   stale one (long overdue, or old without a due date) only when related to the opening message.
+3. **Sessions not yet summarised** (open, or waiting for summarize) of the user: one line each
+   from their last user messages, redacted (:mod:`jobs.recall.unsummarised`), their share of the
+   budget taken first.
+4. The picked episodes are read fresh, then **fitted** to the budget (:mod:`jobs.recall.fitting`)
    and rendered (:mod:`jobs.recall.result`).
 
 A Recaller holds the database, the embedder (loaded once per process) and the per-user copies, so
@@ -33,6 +37,7 @@ from jobs.recall.index import RecallIndex
 from jobs.recall.purposes import purpose_filter
 from jobs.recall.result import Recall, RecalledOpenItem
 from jobs.recall.scoring import epoch_us, fuse
+from jobs.recall.unsummarised import fit_sessions, unsummarised_sessions
 from jobs.sql import query
 
 
@@ -81,18 +86,23 @@ class Recaller:
         with self.db.tenant(tenant_id) as conn:
             open_rows = conn.execute(query("recall_open_items"), {
                 "tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes,
-                "limit": cfg.max_open_items}).fetchall() if cfg.max_open_items > 0 else []
+                "limit": cfg.max_open_items, "query_text": opening_message,
+                "grace_seconds": self.db.settings.stale_grace_seconds,
+                "age_seconds": self.db.settings.stale_age_seconds}).fetchall() if cfg.max_open_items > 0 else []
             with self.index.user(conn, tenant_id, user_id, opening_message) as (index, lexemes):
                 scores = index.scores(vector, lexemes, now_us, purposes)
                 picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})
                 vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
             rows = conn.execute(query("recall_rows"), {
                 "tenant_id": tenant_id, "user_id": user_id, "now": now, "ids": sorted(picked)}).fetchall()
+            sessions = unsummarised_sessions(conn, tenant_id, user_id, now, purposes, limit=cfg.max_unsummarised,
+                                             chars=cfg.compact_chars, redact=self.db.settings.redact)
+        sessions, session_tokens = fit_sessions(sessions, cfg.open_items_share, budget_tokens)
         rows = sorted(({**row, **picked[row["id"]]} for row in rows), key=lambda r: (
             r["relevance_rank"] or 1 << 62, r["recency_rank"] or 1 << 62, r["id"]))
-        episodes, items = select(rows, vectors, [RecalledOpenItem(**r) for r in open_rows], cfg, budget_tokens,
-                                 opening_message, now)
+        episodes, items = select(rows, vectors, [RecalledOpenItem(**r) for r in open_rows], cfg,
+                                 budget_tokens - session_tokens, opening_message, now)
         return Recall(tenant_id=tenant_id, user_id=user_id, opening_message=opening_message, purpose=purpose,
                       purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=len(scores.ids),
-                      episodes=episodes, open_items=items,
+                      episodes=episodes, open_items=items, sessions=sessions,
                       nothing_relevant=not any(row["relevance_rank"] for row in rows))

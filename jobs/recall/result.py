@@ -70,6 +70,7 @@ class RecalledOpenItem:
     who: str | None
     due: dt.date | None
     occurred_at: dt.datetime
+    stale: bool = False  # long overdue or old (migration 0009): listed only as related to the message
 
     @property
     def since(self) -> str:
@@ -77,6 +78,26 @@ class RecalledOpenItem:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class RecalledSession:
+    """A session of the user not yet summarised (still open, or waiting for summarize), as one line."""
+
+    session_id: str
+    purpose: str
+    status: str  # pending or running
+    started_at: dt.datetime | None
+    ended_at: dt.datetime | None  # None: still open
+    text: str  # its last user messages, redacted and shortened (jobs.recall.unsummarised)
+
+    @property
+    def when(self) -> str:
+        moment = self.ended_at or self.started_at
+        return moment.date().isoformat() if moment else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "when": self.when}
 
 
 @dataclass
@@ -94,10 +115,11 @@ class Recall:
     episodes: list[RecalledEpisode]
     open_items: list[RecalledOpenItem]
     nothing_relevant: bool = False  # no episode cleared the relevance floor; the block says so
+    sessions: list[RecalledSession] = field(default_factory=list)  # not yet summarised, newest first
 
     def render(self) -> str:
         """The ``<previous_episodes>`` block; "" if the budget cannot hold even an empty block."""
-        block = render_block(self.now, self.episodes, self.open_items, self.nothing_relevant)
+        block = render_block(self.now, self.episodes, self.open_items, self.nothing_relevant, self.sessions)
         return block if estimate_tokens(block) <= self.budget_tokens else ""
 
     @property
@@ -112,22 +134,23 @@ class Recall:
             "nothing_relevant": self.nothing_relevant,
             "episodes": [ep.to_dict() for ep in self.episodes],
             "open_items": [item.to_dict() for item in self.open_items],
+            "sessions": [session.to_dict() for session in self.sessions],
             "block": self.render(),
         }
 
 
 def render_block(now: dt.datetime, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem],
-                 nothing_relevant: bool = False) -> str:
+                 nothing_relevant: bool = False, sessions: Sequence[RecalledSession] = ()) -> str:
     """The ``<previous_episodes>`` block as of ``now``, whatever its size."""
     return render(TEMPLATE, as_of=now.date().isoformat(), episodes=episodes, open_items=open_items,
-                  nothing_relevant=nothing_relevant)
+                  nothing_relevant=nothing_relevant, sessions=sessions)
 
 
 @cache
 def line_macros() -> Any:
     """The template's line macros, to measure each line exactly as the block will show it."""
     return environment().get_template(TEMPLATE).make_module(
-        {"as_of": "", "episodes": [], "open_items": [], "nothing_relevant": False})
+        {"as_of": "", "episodes": [], "open_items": [], "nothing_relevant": False, "sessions": []})
 
 
 @cache

@@ -41,6 +41,9 @@ def analyst_connection(db: Database, tenant: str | None) -> Iterator[Conn]:
         with conn.transaction():
             conn.execute("SET TRANSACTION READ ONLY")
             conn.execute("SET LOCAL TIME ZONE 'UTC'")
+            # The views' `stale` columns use these (migration 0009); unset they default to 30 / 180 days.
+            conn.execute("SELECT set_config('episodes.stale_grace', %s, true), set_config('episodes.stale_age', %s, true)",
+                         (f"{db.settings.stale_grace_seconds} seconds", f"{db.settings.stale_age_seconds} seconds"))
             if tenant is None:
                 conn.execute(f"SET LOCAL ROLE {OPERATOR_ROLE}")
             else:

@@ -1,0 +1,77 @@
+"""Sessions of the user not yet summarised: one short line each, so a user who comes straight back
+is not forgotten while summarize has not caught up (or the session is still open).
+
+A line is built from the session's last user messages (``recall_unsummarised`` in ``sql/recall.sql``
+hands over at most three), redacted with :func:`jobs.privacy.redact_messages` (unless
+``EPISODES_REDACT=false``, as for everything else), whitespace collapsed, newest kept first: the
+messages that fit ``limit`` characters together are shown oldest first, and a newest message longer
+than the limit on its own is cut, ending with "...". Once the session is summarised its transcript
+is ``done`` and its episode takes the line's place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from jobs.db import Conn
+from jobs.models import Message
+from jobs.privacy import redact_messages
+from jobs.recall.result import RecalledSession, line_macros, skeleton_chars
+from jobs.sql import query
+
+SEPARATOR = " / "
+HEADER = "Not yet summarised (newest first):\n"  # as prompts/previous_episodes.j2 prints it
+
+
+def unsummarised_sessions(conn: Conn, tenant_id: str, user_id: str, now: dt.datetime, purposes: list[str] | None,
+                          *, limit: int, chars: int, redact: bool) -> list[RecalledSession]:
+    """The user's latest sessions that are open or waiting for summarize, newest first."""
+    if limit <= 0:
+        return []
+    rows = conn.execute(query("recall_unsummarised"), {
+        "tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes, "limit": limit}).fetchall()
+    sessions = []
+    for row in rows:
+        text = last_words(row["messages"], chars, redact)
+        if text:
+            sessions.append(RecalledSession(session_id=row["session_id"], purpose=row["purpose"],
+                                            status=row["status"], started_at=row["started_at"],
+                                            ended_at=row["ended_at"], text=text))
+    return sessions
+
+
+def last_words(raw: Sequence[dict[str, Any]], limit: int, redact: bool) -> str:
+    """The last user messages, redacted, within ``limit`` characters (see the module docstring)."""
+    messages, _ = redact_messages([Message.model_validate(m) for m in raw], enabled=redact)
+    texts = [" ".join(m.content.split()) for m in messages]
+    kept: list[str] = []
+    for text in reversed([t for t in texts if t]):
+        if len(SEPARATOR.join([text, *kept])) > limit:
+            break
+        kept.insert(0, text)
+    if not kept and texts and texts[-1]:
+        newest = texts[-1]
+        kept = [newest[: limit - 3].rsplit(" ", 1)[0].rstrip(" ,;:") + "..."]
+    return SEPARATOR.join(kept)
+
+
+def fit_sessions(sessions: Sequence[RecalledSession], share: float, budget_tokens: int
+                 ) -> tuple[list[RecalledSession], int]:
+    """The sessions whose lines fit ``share`` of the budget (newest first), and the tokens they take.
+
+    The tokens are taken off the budget the episodes and open items are fitted to, so the whole block
+    still fits: the section is printed in addition to whatever they make of the rest.
+    """
+    budget = 4 * budget_tokens
+    macros = line_macros()
+    kept: list[RecalledSession] = []
+    used = len(HEADER)
+    for session in sessions:
+        cost = len(macros.session_line(session)) + 1
+        if skeleton_chars() + used + cost > budget or used + cost > share * budget:
+            break
+        kept.append(session)
+        used += cost
+    return kept, (used + 3) // 4 if kept else 0

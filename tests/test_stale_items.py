@@ -1,0 +1,129 @@
+"""Stale open questions and commitments (issue 16 A): long overdue (due + EPISODES_STALE_GRACE) or old
+without a due date (EPISODES_STALE_AGE) step back from recall unless related to the opening message,
+and the analyst views show them as stale."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from jobs import config
+from jobs.db import Database
+from jobs.embeddings import Embedder
+from jobs.errors import ConfigError
+from jobs.models import EpisodeExtraction, KeyEvent
+from jobs.recall import Recall, Recaller
+from jobs.report import analyst_connection
+from jobs.store import EpisodeRow, insert_episode
+
+NOW = dt.datetime(2026, 11, 20, 12, 0, tzinfo=dt.UTC)
+
+
+def add(db: Database, embedder: Embedder, summary: str, *, days_ago: float, type_: str, what: str,
+        due: dt.date | None = None, user: str = "u1") -> int:
+    """One episode of acme/user ended ``days_ago`` before NOW, holding one open item."""
+    ended = NOW - dt.timedelta(days=days_ago)
+    episode = EpisodeExtraction(summary=summary, topic_tags=[], importance=0.5, key_events=[
+        KeyEvent(type=type_, what=what, evidence=[0], who="user", due=due)])
+    row = EpisodeRow(tenant_id="acme", user_id=user, kind="session", episode=episode, started_at=ended,
+                     ended_at=ended, model="test", prompt_version="t1", embedding=embedder.embed([summary])[0],
+                     purpose="general", session_id=f"s-{user}-{days_ago}-{what[:10]}")
+    with db.tenant("acme") as conn:
+        return insert_episode(conn, row)
+
+
+def recall(db: Database, embedder: Embedder, message: str, now: dt.datetime = NOW) -> Recall:
+    return Recaller(db, embedder).recall("acme", "u1", message, now=now)
+
+
+def listed(result: Recall) -> dict[str, bool]:
+    """The open items a recall lists: text -> stale."""
+    return {item.what: item.stale for item in result.open_items}
+
+
+def test_past_due_by_more_than_the_grace_is_stale(db: Database, embedder: Embedder) -> None:
+    today = NOW.date()
+    add(db, embedder, "Quarterly planning call.", days_ago=60, type_="commitment",
+        what="The user will send the signed order form.", due=today - dt.timedelta(days=31))
+    add(db, embedder, "Onboarding call.", days_ago=40, type_="commitment",
+        what="The agent will enable the audit log.", due=today - dt.timedelta(days=29))
+    result = recall(db, embedder, "Where do I change my avatar picture?")
+    assert listed(result) == {"The agent will enable the audit log.": False}
+    # Recall uses the `now` it is given: a month earlier the order form was only just overdue.
+    earlier = recall(db, embedder, "Where do I change my avatar picture?", now=NOW - dt.timedelta(days=30))
+    assert listed(earlier) == {"The agent will enable the audit log.": False,
+                               "The user will send the signed order form.": False}
+    assert "stale" not in earlier.render()
+
+
+def test_without_a_due_date_older_than_the_age_is_stale(db: Database, embedder: Embedder) -> None:
+    add(db, embedder, "Spring call.", days_ago=181, type_="open_question", what="Does the Pro plan include SSO?")
+    add(db, embedder, "Summer call.", days_ago=179, type_="open_question", what="Can invoices be sent monthly?")
+    assert listed(recall(db, embedder, "Where do I change my avatar picture?")) == {
+        "Can invoices be sent monthly?": False}
+
+
+def test_a_stale_item_related_to_the_opening_message_is_still_shown(db: Database, embedder: Embedder) -> None:
+    add(db, embedder, "Spring call.", days_ago=300, type_="open_question", what="Does the Pro plan include SSO?")
+    add(db, embedder, "Renewal call.", days_ago=400, type_="commitment",
+        what="Jordan will send the renewal order form.", due=(NOW - dt.timedelta(days=390)).date())
+    add(db, embedder, "Recent call.", days_ago=5, type_="commitment", what="The agent will fix the export.")
+    result = recall(db, embedder, "Can we talk about renewing our plan?")
+    # "renewing" and "renewal" share the stem "renew"; "plan" is shared with the SSO question.
+    assert listed(result) == {"The agent will fix the export.": False,
+                              "Does the Pro plan include SSO?": True,
+                              "Jordan will send the renewal order form.": True}
+    assert [item.stale for item in result.open_items] == [False, True, True], "fresh items lead"
+    assert ", since 2025-10-16 (stale, related to the opening message): Jordan will send the renewal" in result.render()
+    assert result.to_dict()["open_items"][2]["stale"] is True
+
+
+def test_a_stale_item_unrelated_to_the_opening_message_is_left_out(db: Database, embedder: Embedder) -> None:
+    holder = add(db, embedder, "Renewal call.", days_ago=400, type_="commitment",
+                 what="Jordan will send the renewal order form.", due=(NOW - dt.timedelta(days=390)).date())
+    result = recall(db, embedder, "Can we look at our Snowflake costs again?")
+    assert result.open_items == []
+    assert "Still open:" not in result.render()
+    assert all("open item" not in ep.reasons for ep in result.episodes if ep.id == holder)
+
+
+def test_the_analyst_views_show_stale_items(db: Database, embedder: Embedder) -> None:
+    today = dt.datetime.now(dt.UTC).date()  # the views compute stale against now()
+    stale_due = add(db, embedder, "Call one today.", days_ago=0, type_="commitment", what="Stale by due.",
+                    due=today - dt.timedelta(days=45))
+    add(db, embedder, "Call two today.", days_ago=0, type_="commitment", what="Overdue, within the grace.",
+                  due=today - dt.timedelta(days=3))
+    old_q = add(db, embedder, "Call three today.", days_ago=0, type_="open_question", what="Old question.")
+    add(db, embedder, "Call four today.", days_ago=0, type_="open_question", what="New question.")
+    with db.admin() as conn:  # the views measure age against now(): the old question was raised 200 days ago
+        conn.execute("UPDATE episode_events SET occurred_at = CASE WHEN episode_id = %s "
+                     "THEN now() - interval '200 days' ELSE now() END", (old_q,))
+    with analyst_connection(db, "acme") as conn:
+        commitments = {r["what"]: (r["status"], r["stale"]) for r in conn.execute(
+            "SELECT what, status, stale FROM analyst.commitments")}
+        questions = {r["question"]: (r["status"], r["stale"]) for r in conn.execute(
+            "SELECT question, status, stale FROM analyst.open_questions")}
+    assert commitments == {"Stale by due.": ("overdue", True), "Overdue, within the grace.": ("overdue", False)}
+    assert questions == {"Old question.": ("open", True), "New question.": ("open", False)}
+    # The grace comes from Settings: with 60 days nothing is stale by its due date.
+    with Database(db.settings.with_(stale_grace_seconds=60 * 86400.0)) as lenient, \
+            analyst_connection(lenient, "acme") as conn:
+        assert {r["what"]: r["stale"] for r in conn.execute("SELECT what, stale FROM analyst.commitments")} == {
+            "Stale by due.": False, "Overdue, within the grace.": False}
+    # Once done, a commitment is not stale.
+    with db.admin() as conn:
+        conn.execute("UPDATE episode_events SET status = 'done' WHERE episode_id = %s", (stale_due,))
+    with analyst_connection(db, "acme") as conn:
+        row = conn.execute("SELECT status, stale FROM analyst.commitments WHERE episode_id = %s", (stale_due,)).fetchone()
+    assert row == {"status": "done", "stale": False}
+
+
+def test_grace_and_age_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (config.load().stale_grace_seconds, config.load().stale_age_seconds) == (30 * 86400, 180 * 86400)
+    monkeypatch.setenv("EPISODES_STALE_GRACE", "7d")
+    monkeypatch.setenv("EPISODES_STALE_AGE", "90d")
+    assert (config.load().stale_grace_seconds, config.load().stale_age_seconds) == (7 * 86400, 90 * 86400)
+    monkeypatch.setenv("EPISODES_STALE_AGE", "half a year")
+    with pytest.raises(ConfigError, match="EPISODES_STALE_AGE"):
+        config.load()
