@@ -253,12 +253,16 @@ RETURNING id
 
 -- name: open_items
 -- The user's still-open questions and commitments (newest first, bounded), offered to the model
--- so a later session can resolve them. Items of this same session's earlier episode are left out.
+-- so a later session can resolve them. Items of this same session's earlier episode are left out;
+-- one resolved by this same session's earlier episode counts as open (a re-run may resolve it again:
+-- when it is written, the earlier episode is superseded and its resolutions reopened first).
 SELECT e.id AS event_id, e.type, e.what, e.occurred_at AS since
 FROM episode_events e
 JOIN episodes ep ON ep.id = e.episode_id
+LEFT JOIN episodes rb ON rb.id = e.resolved_by
 WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-  AND e.type IN ('open_question', 'commitment') AND e.status = 'open'
+  AND e.type IN ('open_question', 'commitment')
+  AND (e.status = 'open' OR (rb.tenant_id = %(tenant_id)s AND rb.session_id = %(session_id)s))
   AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
   AND e.occurred_at <= %(before)s
 ORDER BY e.occurred_at DESC

@@ -285,6 +285,34 @@ def test_later_session_resolves_earlier_open_items(llm_db: Database, fake, embed
     assert second["dropped_events"] == 1  # the resolution of an item never offered
 
 
+def test_a_re_summarised_session_may_resolve_its_items_again(llm_db: Database, fake, embedder) -> None:
+    """The session that resolved an earlier item changes and is summarised again: the item is
+    offered again (its resolution by the old episode is undone when the new one is written) and the
+    new episode resolves it."""
+    from episode_responder import resolving_responder
+
+    add(llm_db, "first")  # leaves an open commitment
+    run(llm_db, embedder)
+    with llm_db.tenant("acme") as conn:
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, content_hash) "
+            "VALUES ('acme', 'u1', 'second', '2025-03-10 09:00Z', '2025-03-10 09:20Z', %s, 'h2')",
+            (Jsonb([{"role": "assistant", "content": "Here is the invoice I promised."}]),))
+    fake.responder = resolving_responder
+    run(llm_db, embedder)
+    with llm_db.tenant("acme") as conn:  # the second session changes: a new episode for it is due
+        conn.execute("UPDATE transcripts SET content_hash = 'h2b', status = 'pending', "
+                     "messages = messages || %s WHERE session_id = 'second'",
+                     (Jsonb([{"role": "user", "content": "Thanks, received."}]),))
+    run(llm_db, embedder)
+    prompt = fake.calls()[-1].body["messages"][0]["content"]
+    assert "(commitment since 2025-03-04)" in prompt  # offered again to the re-run
+    with llm_db.admin() as conn:
+        item = conn.execute("SELECT e.status, ep.session_id, ep.status AS episode_status FROM episode_events e "
+                            "JOIN episodes ep ON ep.id = e.resolved_by WHERE e.type = 'commitment'").fetchone()
+    assert item == {"status": "done", "session_id": "second", "episode_status": "current"}
+
+
 def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(llm_db: Database, fake,
                                                                                 embedder) -> None:
     """A 3 s lease and a 4.5 s model call: the lease keeper extends the lease every second, so a
