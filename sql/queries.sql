@@ -324,9 +324,6 @@ SELECT 1 AS found FROM episodes
 WHERE tenant_id = %(tenant_id)s AND session_id = %(session_id)s AND kind = 'session'
   AND status = 'current' AND content_hash = %(content_hash)s AND prompt_version = %(prompt_version)s
 
--- name: transcript_attempts
-SELECT attempts FROM transcripts WHERE id = %(id)s
-
 -- name: give_back_transcript
 -- A batch gives back a claimed transcript it will not send (too long, or the batch is full): the
 -- attempt does not count; an error, when given, says why it is left for a live run.

@@ -25,7 +25,7 @@ from jobs.embeddings.protocol import Embedder, Vectors
 from jobs.embeddings.voyage import VoyageEmbedder
 from jobs.errors import ConfigError
 
-__all__ = ["BatchingEmbedder", "Embedder", "MiniLMEmbedder", "Vectors", "VoyageEmbedder", "embedder_for", "embedding_dim",
+__all__ = ["BatchingEmbedder", "Embedder", "MiniLMEmbedder", "Vectors", "VoyageEmbedder", "embedder_for",
            "get_embedder"]
 
 
@@ -48,11 +48,6 @@ def _embedder(name: str, threads: int, cache_dir: Path) -> Embedder:
         model = name.split(":", 1)[1] if ":" in name else "voyage-3-lite"
         return VoyageEmbedder(model)
     raise ConfigError(f"EPISODES_EMBEDDER={name!r} is unknown; use minilm, minilm-fp32 or voyage[:model].")
-
-
-def embedding_dim(name: str) -> int:
-    """Dimension of an embedder without loading its weights."""
-    return get_embedder(name).dim
 
 
 def embedder_for(settings: Settings) -> Embedder:

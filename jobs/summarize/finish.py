@@ -115,10 +115,9 @@ class Finisher:
         dead letters when ``permanent`` or out of attempts; the calls made are recorded either way.
         Returns ``failed``, ``dead``, or ``lost`` when ``owner`` no longer held the claim."""
         settings = self.db.settings
+        # The claim returned the attempt count it set (claim_transcript); no need to read it back.
+        wait = min(RETRY_BASE_SECONDS * 2 ** max(transcript.attempts - 1, 0), RETRY_MAX_SECONDS) if backoff else 0
         with self.db.admin() as conn:
-            attempts = conn.execute(query("transcript_attempts"), {"id": transcript.id}).fetchone()
-            n = attempts["attempts"] if attempts else 1
-            wait = min(RETRY_BASE_SECONDS * 2 ** max(n - 1, 0), RETRY_MAX_SECONDS) if backoff else 0
             row = conn.execute(query("fail_transcript"), {
                 "id": transcript.id, "worker": owner, "permanent": permanent,
                 "max_attempts": settings.max_attempts, "backoff_seconds": wait, "error": error[:2000],
