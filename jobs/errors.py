@@ -66,3 +66,20 @@ class PermanentExtractionError(ExtractionError):
 
 class TransientModelError(ModelError):
     """The model service failed in a way that may succeed later (rate limit, overload, 5xx, timeout)."""
+
+
+class EpisodeNotFound(EpisodesError):
+    """No such episode in this tenant. Check the id (`episodes export --tenant T --user U` lists a user's episodes)."""
+
+
+class CorrectionInvalid(EpisodesError):
+    """A correction is invalid; ``field`` names the part of the request at fault."""
+
+    def __init__(self, message: str | None = None, *, field: str = "") -> None:
+        super().__init__(f"{field}: {message}" if field and message else message)
+        self.field = field
+
+
+class SuperSummaryNotErasable(EpisodesError):
+    """A super-summary is not erased by itself (the next compress run would write it again from its sources).
+    Forget the session episodes it was made from; it is rebuilt without them."""

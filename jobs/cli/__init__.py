@@ -11,14 +11,14 @@ from jobs.cli.base import Context, cli
 from jobs.cli.compress import compress_command
 from jobs.cli.demo import demo
 from jobs.cli.ingest import ingest
-from jobs.cli.privacy import export_command, forget_command
+from jobs.cli.privacy import correct_command, export_command, forget_command
 from jobs.cli.recall import eval_group, recall_command
 from jobs.cli.report import report_command
 from jobs.cli.setup import init, status
 from jobs.cli.summarize import retry, run, serve
 
 for command in (init, ingest, run, serve, retry, status, demo, compress_command, recall_command, eval_group,
-                report_command, forget_command, export_command):
+                report_command, forget_command, correct_command, export_command):
     cli.add_command(command)
 
 

@@ -1,4 +1,4 @@
-"""CLI commands `episodes forget` and `episodes export` (registered on the group in jobs/cli/__init__.py)."""
+"""CLI commands `episodes forget`, `episodes correct` and `episodes export` (registered on the group in jobs/cli/__init__.py)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,72 @@ from jobs.cli.base import Context
 
 
 @click.command("forget")
-@click.option("--tenant", required=True, help="Tenant of the user.")
-@click.option("--user", "user_id", required=True, help="User to erase.")
+@click.option("--tenant", required=True, help="Tenant of the user or episode.")
+@click.option("--user", "user_id", help="User to erase (everything held about them).")
+@click.option("--episode", "episode_id", type=int,
+              help="One session episode to erase instead (the user's \"forget this\"); its transcript is kept, "
+                   "never summarised again.")
 @click.option("--keep-transcripts", is_flag=True,
-              help="Keep the user's transcripts (marked done, never summarised again); erase everything else.")
+              help="With --user: keep the user's transcripts (marked done, never summarised again); erase everything "
+                   "else.")
 @click.option("--dry-run", is_flag=True, help="Show what would be erased; change nothing.")
 @click.pass_obj
-def forget_command(obj: Context, tenant: str, user_id: str, keep_transcripts: bool, dry_run: bool) -> None:
-    """Erase everything held about a user in one tenant, in one transaction.
+def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: int | None, keep_transcripts: bool,
+                   dry_run: bool) -> None:
+    """Erase a user, or one episode, in one transaction, and record it in `erasures` without the user id.
 
-    Removes the user's episodes (with events, entities, embeddings and any super-summary that
-    included them), model-call records and transcripts (unless --keep-transcripts), and records
-    the erasure in the audit table `erasures` without the user id (a salted hash stands in).
+    --user removes the user's episodes (with events, entities, embeddings and any super-summary that
+    included them), model-call records and transcripts (unless --keep-transcripts); a salted hash
+    stands in for the user id in the audit. --episode removes one session episode, the earlier
+    versions of its session and every super-summary that included it (rebuilt from the remaining
+    sources), reopens what it resolved, and keeps its transcript marked never to be summarised again.
     """
-    from jobs.privacy import forget_user
+    from jobs.privacy import forget_episode, forget_user
 
+    if (user_id is None) == (episode_id is None):
+        raise click.UsageError("give exactly one of --user and --episode")
+    if user_id is None:
+        if keep_transcripts:
+            raise click.UsageError("--keep-transcripts goes with --user (an erased episode's transcript is kept)")
+        click.echo(forget_episode(obj.database(), tenant, episode_id or 0, dry_run=dry_run).line())
+        return
     report = forget_user(obj.database(), tenant, user_id, keep_transcripts=keep_transcripts, dry_run=dry_run)
     if not report.found:
         click.echo(f"nothing held about user {user_id!r} in tenant {tenant!r}", err=True)
     click.echo(report.line())
+
+
+@click.command("correct")
+@click.option("--tenant", required=True, help="Tenant of the episode.")
+@click.option("--episode", "episode_id", type=int, required=True, help="The episode to correct.")
+@click.option("--summary", help="The corrected summary (10-1,200 characters).")
+@click.option("--drop-event", "drop_events", type=int, multiple=True, metavar="ID",
+              help="Remove this event of the episode (repeatable).")
+@click.option("--event-text", "event_texts", type=(int, str), multiple=True, metavar="ID TEXT",
+              help="Replace the text of this event (repeatable).")
+@click.option("--event-status", "event_statuses", type=(int, click.Choice(["open", "done"])), multiple=True,
+              metavar="ID open|done", help="Mark an open question or commitment done, or open again (repeatable).")
+@click.option("--actor", default="operator:cli", show_default=True, help="Who asked for it, kept in the audit.")
+@click.option("--dry-run", is_flag=True, help="Check and show the correction; change nothing.")
+@click.pass_obj
+def correct_command(obj: Context, tenant: str, episode_id: int, summary: str | None, drop_events: tuple[int, ...],
+                    event_texts: tuple[tuple[int, str], ...], event_statuses: tuple[tuple[int, str], ...],
+                    actor: str, dry_run: bool) -> None:
+    """Correct one episode: its summary, an event's text or status, or drop an event.
+
+    The episode is re-embedded (recall follows the corrected words), every changed field is recorded
+    in the audit table `episode_corrections` with its old and new value, and the correction is
+    re-applied when the session is summarised again.
+    """
+    from jobs.privacy import correct_episode, correction_from
+
+    events: dict[int, dict[str, str]] = {}
+    for event_id, text in event_texts:
+        events.setdefault(event_id, {})["text"] = text
+    for event_id, status in event_statuses:
+        events.setdefault(event_id, {})["status"] = status
+    change = correction_from({"summary": summary, "drop_events": list(drop_events), "events": events})
+    click.echo(correct_episode(obj.database(), tenant, episode_id, change, actor=actor, dry_run=dry_run).line())
 
 
 @click.command("export")

@@ -257,6 +257,7 @@ def scheduled_compress(db: Database) -> dict[str, int]:
 def rebuild_period(
     db: Database, tenant_id: str, user_id: str, period_start: dt.date, period_end: dt.date, *,
     compressor: Compressor | None = None, embedder: Embedder | None = None, force: bool = False,
+    recreate: bool = False,
 ) -> str:
     """Bring one compressed period up to date after its sources changed (e.g. one was erased).
 
@@ -266,13 +267,15 @@ def rebuild_period(
     source is back in recall), ``unchanged``, ``uncompressed`` (the period has no super: nothing to
     rebuild), ``changed`` (a concurrent writer got there first; call again) or ``failed``.
     Superseded supers of the period that held a deleted source are deleted in any case. ``force``
-    rebuilds an up-to-date super too. The model is only called when a super is rebuilt.
+    rebuilds an up-to-date super too. ``recreate`` compresses the period even when it has no super
+    left (``forget_episode`` deletes the super in its own transaction, so no erased text outlives a
+    failed rebuild); the outcome is then ``created``. The model is only called when a super is written.
     """
     period = Period(period_start, period_end)
     lazy = _Lazy(db.settings, compressor, embedder)
     try:
         result = process_group(db, tenant_id, user_id, period, compressor=lazy.compressor, embedder=lazy.embedder,
-                               force=force, only_compressed=True)
+                               force=force, only_compressed=not recreate)
     finally:
         lazy.close()
     scope = group_scope(tenant_id, user_id, period)

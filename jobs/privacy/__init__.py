@@ -5,8 +5,25 @@
 - :mod:`jobs.privacy.forget`: erase a user in one transaction, with an audit row that names them
   by a salted hash only.
 - :mod:`jobs.privacy.export`: everything held about a user, as one JSON document.
+- :mod:`jobs.privacy.correct`: the user corrects one episode (audited; it survives re-summarisation
+  through :mod:`jobs.privacy.standing`); :mod:`jobs.privacy.reindex` re-embeds what changed.
+- :mod:`jobs.privacy.erase_episode`: the user forgets one episode.
 """
 
+from jobs.privacy.correct import (
+    CorrectionReport,
+    EpisodeCorrection,
+    EventChange,
+    correct_episode,
+    correction_from,
+    corrections_of,
+)
+from jobs.privacy.erase_episode import (
+    EpisodeErasure,
+    ErasedEpisodes,
+    erase_episodes,
+    forget_episode,
+)
 from jobs.privacy.export import dumps, export_user, write_export
 from jobs.privacy.forget import (
     ForgetReport,
@@ -27,6 +44,8 @@ from jobs.privacy.redaction import (
 )
 
 __all__ = [
+    "CorrectionReport", "EpisodeCorrection", "EpisodeErasure", "ErasedEpisodes", "EventChange", "correct_episode",
+    "correction_from", "corrections_of", "erase_episodes", "forget_episode",
     "KINDS", "PLACEHOLDER", "Finding", "ForgetReport", "Period", "Redacted", "dumps", "erasures_of", "export_user",
     "find", "forget_user", "redact", "redact_messages", "redact_transcript", "user_hash", "write_export",
 ]

@@ -10,6 +10,8 @@ applies: nothing outside the tenant can be touched):
 - the user's model-call rows (``model_calls`` holds metadata only: template, hash, tokens, error);
 - the user's transcripts, with their batch items, unless ``keep_transcripts``: then they stay but
   are marked done, so nothing summarises them again;
+- the contents of the user's correction audit (``episode_corrections``: it keeps only that a
+  correction of an episode's field happened, and when);
 - job-run error texts and counts that name the user (``job_runs`` has no tenant column; a compress
   failure, for one, names the user it failed for).
 
@@ -144,6 +146,7 @@ def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetR
     counts["episodes"] = deleted
     counts["super_episodes"] = sum(1 for e in episodes if e["kind"] == "super")
     counts["model_calls"] = conn.execute(q("forget_delete_model_calls"), scope).rowcount
+    counts["corrections_scrubbed"] = conn.execute(q("forget_scrub_corrections"), scope).rowcount
     if keep:
         counts["transcripts"] = 0
         counts["transcripts_kept"] = conn.execute(q("forget_keep_transcripts"), scope).rowcount

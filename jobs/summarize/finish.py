@@ -33,6 +33,12 @@ from jobs.models import (
     Transcript,
     search_text,
 )
+from jobs.privacy.standing import (
+    Correction,
+    apply_corrections,
+    set_statuses,
+    standing_corrections,
+)
 from jobs.sql import query
 from jobs.store import EpisodeRow, record_calls, write_session_episode
 from jobs.summarize.report import StageClock
@@ -41,6 +47,7 @@ log = logging.getLogger(__name__)
 
 RETRY_BASE_SECONDS = 30
 RETRY_MAX_SECONDS = 3600
+CORRECTION_ATTEMPTS = 3  # writes before a session whose corrections keep changing is retried later
 
 
 @dataclass
@@ -80,28 +87,45 @@ class Finisher:
         started = time.perf_counter()
         with self.clock("ground"):
             grounded = ground(result.extraction, transcript.messages, set(offered), set(offered_decisions))
-        with self.clock("embed"):
-            vector = self.embedder.embed([search_text(grounded.episode)])[0]
-        row = EpisodeRow(
-            tenant_id=transcript.tenant_id, user_id=transcript.user_id, kind="session",
-            episode=grounded.episode, started_at=transcript.started_at or transcript.ended_at,
-            ended_at=transcript.ended_at, model=result.model, prompt_version=result.prompt_version,
-            embedding=vector, purpose=transcript.purpose, transcript_id=transcript.id,
-            session_id=transcript.session_id, content_hash=transcript.content_hash, calls=result.calls,
-            dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
-        )
-        with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
-            episode_id = write_session_episode(conn, transcript, row, worker=owner, job_run_id=self.job_run_id)
-            crash_point(self.db.settings, "during_commit")
+        # The user's corrections of this session stand (jobs/privacy/standing.py). None is assumed
+        # first, which costs one query in the write; if the write finds some, it is done again with them.
+        standing: tuple[Correction, ...] = ()
+        for _ in range(CORRECTION_ATTEMPTS):
+            corrected = apply_corrections(grounded.episode, standing)
+            with self.clock("embed"):
+                vector = self.embedder.embed([search_text(corrected.episode)])[0]
+            row = EpisodeRow(
+                tenant_id=transcript.tenant_id, user_id=transcript.user_id, kind="session",
+                episode=corrected.episode, started_at=transcript.started_at or transcript.ended_at,
+                ended_at=transcript.ended_at, model=result.model, prompt_version=result.prompt_version,
+                embedding=vector, purpose=transcript.purpose, transcript_id=transcript.id,
+                session_id=transcript.session_id, content_hash=transcript.content_hash, calls=result.calls,
+                dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
+            )
+            with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
+                episode_id = write_session_episode(conn, transcript, row, worker=owner, job_run_id=self.job_run_id)
+                crash_point(self.db.settings, "during_commit")
+                if episode_id is None:
+                    raise psycopg.Rollback()  # nothing of this attempt may persist
+                # The old episode is locked now, and a correction locks it too: this list is complete.
+                found = standing_corrections(conn, transcript.tenant_id, transcript.session_id)
+                if found != standing:
+                    raise psycopg.Rollback()  # a correction arrived: write again with it
+                set_statuses(conn, transcript.tenant_id, episode_id, corrected.statuses)
             if episode_id is None:
-                raise psycopg.Rollback()  # nothing of this attempt may persist
-        if episode_id is None:
-            log.warning("lost the claim before writing; discarded", extra={"action": "claim_lost",
-                                                                          "transcript_id": transcript.id})
-            return "lost"
+                log.warning("lost the claim before writing; discarded", extra={"action": "claim_lost",
+                                                                              "transcript_id": transcript.id})
+                return "lost"
+            if found == standing:
+                break
+            standing = found
+        else:
+            return self.fail(transcript, "the session's corrections kept changing while its episode was written",
+                             owner=owner, calls=result.calls)
         log.debug("episode stored", extra={
             "action": "episode_stored", "tenant": transcript.tenant_id, "session": transcript.session_id,
-            "episode_id": episode_id, "events": len(grounded.episode.key_events),
+            "episode_id": episode_id, "events": len(corrected.episode.key_events),
+            "corrections": len(corrected.applied),
             "resolved": len(grounded.episode.resolved_items),
             "replaced": sum(e.replaces is not None for e in grounded.episode.key_events),
             "dropped_events": grounded.dropped_events,
