@@ -42,3 +42,14 @@ def load(db: Database, tmp_path: Path, records: list[dict[str, Any]], embedder: 
 def rows(db: Database, sql: str, *params: object) -> list[dict[str, Any]]:
     with db.admin() as conn:
         return conn.execute(sql, params).fetchall()
+
+
+class RenamedExtractor(OfflineExtractor):
+    """The offline extractor under a new prompt version (what a prompt change looks like)."""
+
+    prompt_version = "offline-next"
+
+    def extract(self, transcript, open_items):  # noqa: ANN001, ANN201
+        result = super().extract(transcript, open_items)
+        result.prompt_version = self.prompt_version
+        return result

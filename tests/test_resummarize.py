@@ -6,7 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 from click.testing import CliRunner
-from lifecycle_helpers import load, rows, session
+from lifecycle_helpers import RenamedExtractor, load, rows, session
 
 from jobs.cli import cli
 from jobs.compress import OfflineCompressor, run_compress
@@ -75,31 +75,11 @@ def test_a_compressed_period_is_rebuilt_from_the_new_episodes(db: Database, tmp_
     compressor = OfflineCompressor(embedder)
     assert run_compress(db, now=now, compressor=compressor, embedder=embedder).counts["created"] == 1
     assert resummarize(db, Selection(), "offline-next").requeued == 3
-    run_summarize(db, extractor=_Renamed(embedder), embedder=embedder)
+    run_summarize(db, extractor=RenamedExtractor(embedder), embedder=embedder)
     assert run_compress(db, now=now, compressor=compressor, embedder=embedder).counts["rebuilt"] == 1
     sources = rows(db, "SELECT e.prompt_version, s.status FROM episodes e JOIN episodes s ON s.id = e.compressed_into "
                        "WHERE e.status = 'current'")
     assert [(r["prompt_version"], r["status"]) for r in sources] == [("offline-next", "current")] * 3
-
-
-class _Renamed:
-    """The offline extractor under a new prompt version (what a prompt change looks like)."""
-
-    prompt_version = "offline-next"
-    name = "offline"
-
-    def __init__(self, embedder) -> None:  # noqa: ANN001
-        from jobs.extract.offline import OfflineExtractor
-
-        self.inner = OfflineExtractor(embedder)
-
-    def extract(self, transcript, open_items):  # noqa: ANN001, ANN201
-        result = self.inner.extract(transcript, open_items)
-        result.prompt_version = self.prompt_version
-        return result
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def test_cli_dry_run_and_help(db: Database, tmp_path: Path, embedder) -> None:
