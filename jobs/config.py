@@ -92,6 +92,14 @@ def _idle_close(name: str, default: float) -> float | None:
     return _duration(name, default, minimum=1.0)
 
 
+def _retention(name: str) -> float | None:
+    """A duration of at least a day, or ``keep`` (the default: None, transcripts are kept)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip().lower() in {"", "keep", "off", "never"}:
+        return None
+    return _duration(name, None, minimum=86400.0)
+
+
 def parse_purpose_map(raw: str, what: str = "EPISODES_PURPOSE_MAP") -> Mapping[str, tuple[str, ...]]:
     """``marketing=marketing,general;support=support,billing,general`` -> which purposes each may see."""
     mapping: dict[str, tuple[str, ...]] = {}
@@ -157,6 +165,8 @@ class Settings:
     shutdown_deadline_seconds: float = 30.0
     stale_grace_seconds: float = 30 * 86400.0  # open items overdue by more than this are stale
     stale_age_seconds: float = 180 * 86400.0  # ... and items without a due date older than this
+    transcript_retention_seconds: float | None = None  # None: keep message bodies forever
+    store_redacted: bool = False  # ingest stores transcripts already redacted
     crash_at: str | None = None  # crash tests only: kill -9 at this named point (jobs.faults)
 
     @property
@@ -223,5 +233,7 @@ def load() -> Settings:
         shutdown_deadline_seconds=_duration("EPISODES_SHUTDOWN_DEADLINE", 30.0) or 0.0,
         stale_grace_seconds=_duration("EPISODES_STALE_GRACE", 30 * 86400.0) or 0.0,
         stale_age_seconds=_duration("EPISODES_STALE_AGE", 180 * 86400.0) or 0.0,
+        transcript_retention_seconds=_retention("EPISODES_TRANSCRIPT_RETENTION"),
+        store_redacted=env_bool("EPISODES_STORE_REDACTED", False),
         crash_at=_str("EPISODES_CRASH_AT", None),
     )

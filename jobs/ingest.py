@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.models import TranscriptIn
+from jobs.privacy.redaction import redact_messages
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
@@ -309,7 +310,7 @@ def _write(
         try:
             # Fast path: one pipelined round of upserts for the chunk, in one transaction.
             with db.tenant(tenant) as conn, conn.cursor() as cur:
-                cur.executemany(sql, [_params(r, w) for w, r in records], returning=True)
+                cur.executemany(sql, [_params(r, w, db.settings) for w, r in records], returning=True)
                 outcomes = []
                 while True:
                     outcomes.append(cur.fetchone())
@@ -324,7 +325,7 @@ def _write(
                 for where, record in records:
                     try:
                         with conn.transaction():
-                            row = conn.execute(sql, _params(record, where)).fetchone()
+                            row = conn.execute(sql, _params(record, where, db.settings)).fetchone()
                     except psycopg.Error as exc:
                         reason = (exc.diag.message_primary or str(exc)).strip()
                         report.rejected.append(Rejection(where, f"database refused the record: {reason}"))
@@ -343,7 +344,10 @@ def _count(report: IngestReport, row: dict | None) -> None:
         report.updated += 1
 
 
-def _params(record: TranscriptIn, where: str) -> dict:
+def _params(record: TranscriptIn, where: str, settings: Settings) -> dict:
+    """The upsert's parameters. With EPISODES_STORE_REDACTED the messages are stored redacted; the
+    content hash is still that of the record as sent, so re-ingesting it stays a no-op."""
+    messages, _ = redact_messages(record.messages, enabled=settings.store_redacted)
     return {
         "tenant_id": record.tenant_id,
         "user_id": record.user_id,
@@ -352,7 +356,7 @@ def _params(record: TranscriptIn, where: str) -> dict:
         "purpose": record.purpose,
         "started_at": record.started_at,
         "ended_at": record.ended_at,
-        "messages": Jsonb([m.model_dump(mode="json", exclude_none=True) for m in record.messages]),
+        "messages": Jsonb([m.model_dump(mode="json", exclude_none=True) for m in messages]),
         "content_hash": record.content_hash(),
         "source": where,
     }

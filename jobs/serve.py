@@ -5,7 +5,8 @@
   the interval poll (an APScheduler job; the fallback when a notification is missed).
 * Maintenance (APScheduler interval job, singleton by advisory lock): rescues claims whose lease
   expired (dead workers), closes idle sessions (``--idle-close``), prunes old job runs and the
-  week-old entries of the episode deletion log (migration 0006).
+  week-old entries of the episode deletion log (migration 0006), and removes the message bodies of
+  summarised transcripts past ``EPISODES_TRANSCRIPT_RETENTION`` (:mod:`jobs.lifecycle.retention`).
 * Compress (APScheduler cron job, yearly by default, singleton by advisory lock).
 
 Any number of ``serve`` processes on any number of machines can share one database: claims use
@@ -35,6 +36,7 @@ from jobs.db import Conn, Database, one
 from jobs.embeddings import BatchingEmbedder, embedder_for
 from jobs.errors import ConfigError
 from jobs.extract import Extractor
+from jobs.lifecycle.retention import prune_transcripts
 from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
 from jobs.summarize import Summarizer
@@ -180,6 +182,9 @@ class Server:
             counts["pruned_runs"] = len(conn.execute(
                 query("prune_job_runs"), {"days": self.options.job_run_retention_days}).fetchall())
             counts["pruned_deletions"] = len(conn.execute(query("prune_episode_deletions")).fetchall())
+            if self.db.settings.transcript_retention_seconds:  # EPISODES_TRANSCRIPT_RETENTION
+                counts["pruned_transcripts"] = prune_transcripts(
+                    self.db, self.db.settings.transcript_retention_seconds).transcripts
             if counts["rescued"]:
                 log.warning("rescued %d expired claims", counts["rescued"], extra={"action": "lease_rescue"})
             return counts

@@ -27,6 +27,7 @@ WITH src AS (
            date_trunc(%(unit)s, ended_at AT TIME ZONE 'UTC')::date AS period_start
     FROM episodes
     WHERE kind = 'session' AND status = 'current' AND ended_at < %(boundary)s::timestamptz
+      AND pinned_at IS NULL  -- pinned episodes stay in recall as themselves (migration 0012)
       AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
       AND (%(user)s::text IS NULL OR user_id = %(user)s::text)
 ),
@@ -56,10 +57,11 @@ FULL JOIN supers s USING (tenant_id, user_id, period_start)
 ORDER BY tenant_id, user_id, period_start
 
 -- name: compress_group_sources
--- The period's current session episodes of one user, oldest first.
+-- The period's current session episodes of one user that are not pinned, oldest first.
 SELECT id, purpose, summary, topic_tags, importance, started_at, ended_at, embedding, compressed_into
 FROM episodes
 WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND kind = 'session' AND status = 'current'
+  AND pinned_at IS NULL
   AND ended_at >= %(start)s::timestamptz AND ended_at < %(end)s::timestamptz
 ORDER BY ended_at, id
 
@@ -68,6 +70,7 @@ ORDER BY ended_at, id
 SELECT id, compressed_into
 FROM episodes
 WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND kind = 'session' AND status = 'current'
+  AND pinned_at IS NULL
   AND ended_at >= %(start)s::timestamptz AND ended_at < %(end)s::timestamptz
 ORDER BY id
 FOR UPDATE

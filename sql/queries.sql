@@ -15,6 +15,7 @@ ON CONFLICT (tenant_id, session_id) DO UPDATE SET
     started_at = EXCLUDED.started_at,
     ended_at = EXCLUDED.ended_at,
     messages = EXCLUDED.messages,
+    messages_pruned_at = NULL,
     content_hash = EXCLUDED.content_hash,
     source = EXCLUDED.source,
     updated_at = now(),
@@ -135,7 +136,9 @@ FOR UPDATE
 UPDATE episodes SET status = 'superseded' WHERE id = %(id)s
 
 -- name: link_superseded
-UPDATE episodes SET superseded_by = %(new_id)s WHERE id = %(old_id)s
+-- The re-run's episode inherits the pin (migration 0012): pinning keeps the session, not one version.
+WITH old AS (UPDATE episodes SET superseded_by = %(new_id)s WHERE id = %(old_id)s RETURNING pinned_at)
+UPDATE episodes SET pinned_at = old.pinned_at FROM old WHERE id = %(new_id)s AND old.pinned_at IS NOT NULL
 
 -- name: insert_episode
 INSERT INTO episodes (tenant_id, user_id, kind, transcript_id, session_id, purpose, summary, topic_tags,

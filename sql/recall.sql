@@ -24,7 +24,8 @@ FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
 LEFT JOIN (
     SELECT e.id, (e.status = 'current' AND e.compressed_into IS NULL) AS live,
            (extract(epoch FROM e.ended_at) * 1000000)::int8 AS ended_us, e.importance::float8 AS importance,
-           e.purpose, vector_send(e.embedding) AS embedding, e.search_tsv::text AS tsv
+           e.purpose, vector_send(e.embedding) AS embedding, e.search_tsv::text AS tsv,
+           e.pinned_at IS NOT NULL AS pinned
     FROM episodes e
     WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.changed_xid >= %(since)s::xid8
       AND (%(since)s::xid8 <> '0'::xid8 OR (e.status = 'current' AND e.compressed_into IS NULL))

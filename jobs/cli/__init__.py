@@ -11,6 +11,12 @@ from jobs.cli.base import Context, cli
 from jobs.cli.compress import compress_command
 from jobs.cli.demo import demo
 from jobs.cli.ingest import ingest
+from jobs.cli.lifecycle import (
+    pin_command,
+    prune_command,
+    resummarize_command,
+    unpin_command,
+)
 from jobs.cli.privacy import correct_command, export_command, forget_command
 from jobs.cli.recall import eval_group, recall_command
 from jobs.cli.report import report_command
@@ -18,7 +24,8 @@ from jobs.cli.setup import init, status
 from jobs.cli.summarize import retry, run, serve
 
 for command in (init, ingest, run, serve, retry, status, demo, compress_command, recall_command, eval_group,
-                report_command, forget_command, correct_command, export_command):
+                report_command, forget_command, correct_command, export_command, resummarize_command,
+                prune_command, pin_command, unpin_command):
     cli.add_command(command)
 
 

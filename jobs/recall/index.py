@@ -15,7 +15,7 @@ does a copy's age past a day.
 Each recall reads the changes inside its own tenant-scoped transaction (row-level security
 applies), so a recall always sees what a plain SQL query would have seen at that moment.
 
-What is held per episode: id, ended_at (microseconds), importance, purpose, the unit-normalised
+What is held per episode: id, ended_at (microseconds), importance, pinned, purpose, the unit-normalised
 embedding and the per-lexeme ts_rank contributions of ``search_tsv`` (jobs.recall.text_rank). Summaries
 and the rest of the chosen episodes are read fresh from the table. Memory is bounded by
 ``EPISODES_RECALL_CACHE_ROWS`` (least recently used users are dropped; default 300,000 rows,
@@ -50,6 +50,7 @@ class Scores:
     importance: np.ndarray  # float64
     distance: np.ndarray  # float64, NaN without an embedding
     text: np.ndarray  # float64, NaN when no lexeme of the message occurs
+    pinned: np.ndarray  # bool: pinned episodes do not decay (jobs.lifecycle.pins)
 
 
 class UserIndex:
@@ -66,6 +67,7 @@ class UserIndex:
         self.ids = np.zeros(cap, np.int64)
         self.ended_us = np.zeros(cap, np.int64)
         self.importance = np.zeros(cap, np.float64)
+        self.pinned = np.zeros(cap, bool)
         self.purpose = np.zeros(cap, np.int32)
         self.alive = np.zeros(cap, bool)
         self.has_vec = np.zeros(cap, bool)
@@ -80,7 +82,7 @@ class UserIndex:
 
     def _grow(self) -> None:
         cap = 2 * len(self.ids)
-        for name in ("ids", "ended_us", "importance", "purpose", "alive", "has_vec", "norm"):
+        for name in ("ids", "ended_us", "importance", "pinned", "purpose", "alive", "has_vec", "norm"):
             old = getattr(self, name)
             new = np.zeros(cap, old.dtype)
             new[: self.size] = old[: self.size]
@@ -111,6 +113,7 @@ class UserIndex:
         self.ids[start:stop] = [row["id"] for row in live]
         self.ended_us[start:stop] = [row["ended_us"] for row in live]
         self.importance[start:stop] = [row["importance"] for row in live]
+        self.pinned[start:stop] = [row["pinned"] for row in live]
         self.alive[start:stop] = True
         with_vec = np.array([row["embedding"] is not None for row in live], dtype=bool)
         if with_vec.any():  # vector_send: a 4-byte header, then big-endian float4s
@@ -175,7 +178,7 @@ class UserIndex:
             if matched.any():
                 text[matched] = rank(columns[matched], self.norm[slots][matched], len(ordered))
         return Scores(ids=self.ids[slots], ended_us=self.ended_us[slots], importance=self.importance[slots],
-                      distance=distance, text=text)
+                      distance=distance, text=text, pinned=self.pinned[slots])
 
     def vector(self, episode_id: int) -> np.ndarray | None:
         slot = self.slot_of.get(episode_id)

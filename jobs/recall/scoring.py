@@ -70,7 +70,8 @@ def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict
     fused = (np.where(vr > 0, cfg.w_vector / (cfg.rrf_k + np.maximum(vr, 1)), 0.0)
              + np.where(tr > 0, cfg.w_text / (cfg.rrf_k + np.maximum(tr, 1)), 0.0))
     age_s = np.maximum((now_us - s.ended_us[ranked]) / 1e6, 0.0)
-    score[ranked] = fused * decay(age_s, cfg) * (1 + cfg.w_importance * (s.importance[ranked] - 0.5))
+    decayed = np.where(s.pinned[ranked], 1.0, decay(age_s, cfg))  # a pinned episode does not decay
+    score[ranked] = fused * decayed * (1 + cfg.w_importance * (s.importance[ranked] - 0.5))
     similarity = 1.0 - s.distance[ranked]
     with np.errstate(invalid="ignore"):  # NaN (no embedding, no text match) compares False
         floor = (similarity >= cfg.relevant_similarity) | (

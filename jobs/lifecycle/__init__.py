@@ -1,0 +1,19 @@
+"""Memory over years: re-summarising on purpose, transcript retention and pinned episodes.
+
+- :mod:`~jobs.lifecycle.resummarize`: requeue chosen sessions for a new episode under the current prompt.
+- :mod:`~jobs.lifecycle.retention`: remove the message bodies of old summarised transcripts.
+- :mod:`~jobs.lifecycle.pins`: pin and unpin an episode (no decay, never compressed, never pruned).
+"""
+
+from jobs.lifecycle.pins import EpisodeNotFound, PinChange, pin, unpin
+from jobs.lifecycle.resummarize import (
+    ResummarizePlan,
+    Selection,
+    current_prompt_version,
+    plan_resummarize,
+    resummarize,
+)
+from jobs.lifecycle.retention import PruneReport, prune_transcripts
+
+__all__ = ["EpisodeNotFound", "PinChange", "PruneReport", "ResummarizePlan", "Selection", "current_prompt_version",
+           "pin", "plan_resummarize", "prune_transcripts", "resummarize", "unpin"]
