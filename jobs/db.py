@@ -126,6 +126,10 @@ class Database:
                 max_size=self.settings.pool_size,
                 kwargs={"row_factory": dict_row},
                 configure=_configure,
+                # A connection is checked as it leaves the pool, so after a database restart the
+                # dead ones are replaced instead of failing a request each.
+                check=ConnectionPool.check_connection,
+                timeout=self.settings.pool_timeout_seconds,
                 open=False,
                 name="episodes",
             )

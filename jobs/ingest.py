@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -45,7 +46,7 @@ class Outcome:
     """What happened to one record: ``accepted`` (new or changed), ``unchanged`` or ``rejected`` (with why)."""
 
     location: str
-    result: str
+    result: Literal["accepted", "unchanged", "rejected"]
     reason: str | None = None
 
 

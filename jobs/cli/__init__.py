@@ -7,10 +7,12 @@ base <- commands <- demo <- here.
 
 from __future__ import annotations
 
+from jobs.cli.api import api_command
 from jobs.cli.base import Context, cli
 from jobs.cli.compress import compress_command
 from jobs.cli.demo import demo
 from jobs.cli.ingest import ingest
+from jobs.cli.keys import keys_group
 from jobs.cli.privacy import export_command, forget_command
 from jobs.cli.recall import eval_group, recall_command
 from jobs.cli.report import report_command
@@ -18,7 +20,7 @@ from jobs.cli.setup import init, status
 from jobs.cli.summarize import retry, run, serve
 
 for command in (init, ingest, run, serve, retry, status, demo, compress_command, recall_command, eval_group,
-                report_command, forget_command, export_command):
+                report_command, forget_command, export_command, api_command, keys_group):
     cli.add_command(command)
 
 
