@@ -134,8 +134,9 @@ class Database:
                 name="episodes",
             )
             try:
-                pool.open(wait=True, timeout=15)
-            except psycopg.OperationalError as exc:  # pragma: no cover - depends on the server
+                pool.open(wait=True, timeout=self.settings.pool_timeout_seconds)
+            except psycopg.OperationalError as exc:
+                pool.close()  # stop its connecting threads; the next call tries again
                 raise DatabaseError(f"Could not connect to {self.location}: {exc}") from exc
             self._pool = pool
         return self._pool
