@@ -12,13 +12,13 @@ from jobs.service import reads
 from jobs.service.auth import scope
 from jobs.service.errors import ApiError
 from jobs.service.keys import ApiKey
-from jobs.service.schemas import EpisodePage
+from jobs.service.schemas import NO_NUL, EpisodePage
 
 router = APIRouter(tags=["episodes"])
 
-UserId = Path(min_length=1, max_length=256)
+UserId = Path(min_length=1, max_length=256, pattern=NO_NUL)
 Limit = Query(50, ge=1, le=500)
-Cursor = Query(None, max_length=200, description="next_cursor of the previous page")
+Cursor = Query(None, max_length=200, pattern=NO_NUL, description="next_cursor of the previous page")
 
 
 def _page(request: Request, key: ApiKey, read: Any, **params: Any) -> EpisodePage:
@@ -56,8 +56,8 @@ def get_episode(request: Request, episode_id: int = Path(ge=1, le=2**63 - 1),
 @router.get("/v1/events", response_model=EpisodePage)
 def search_events(request: Request,
                   type: str | None = Query(None, pattern=r"^[a-z_]{1,32}$", description="decision, open_question, …"),
-                  user_id: str | None = Query(None, min_length=1, max_length=256),
-                  q: str | None = Query(None, max_length=500, description="full text, web-search syntax"),
+                  user_id: str | None = Query(None, min_length=1, max_length=256, pattern=NO_NUL),
+                  q: str | None = Query(None, max_length=500, pattern=NO_NUL, description="full text, web-search syntax"),
                   since: AwareDatetime | None = None,
                   status: Literal["open", "resolved", "stale", "superseded"] | None = None,
                   limit: int = Limit, cursor: str | None = Cursor,

@@ -13,11 +13,11 @@ from jobs.service import reads
 from jobs.service.auth import scope
 from jobs.service.errors import ApiError
 from jobs.service.keys import ApiKey
-from jobs.service.schemas import ForgetResponse
+from jobs.service.schemas import NO_NUL, ForgetResponse
 
 router = APIRouter(tags=["users"])
 
-UserId = Path(min_length=1, max_length=256)
+UserId = Path(min_length=1, max_length=256, pattern=NO_NUL)
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "nothing held about this user in this tenant"}}
 
 
