@@ -222,6 +222,7 @@ def test_request_id_is_echoed_and_health_and_metrics_answer(api: Api) -> None:
     r = httpx.get(f"{api.url}/healthz", headers={"X-Request-Id": "abc-123"})
     assert r.json() == {"status": "ok", "schema_version": None} and r.headers["x-request-id"] == "abc-123"
     assert httpx.get(f"{api.url}/readyz").json()["schema_version"] >= 10
+    assert httpx.get(f"{api.url}/v1/episodes/123456").status_code == 401  # counted under its template
     text = httpx.get(f"{api.url}/metrics").text
     assert 'route="/v1/episodes/{episode_id}"' in text and "episodes_queue_depth" in text
     assert "episodes_recall_cache_rows" in text

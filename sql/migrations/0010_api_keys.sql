@@ -19,3 +19,9 @@ CREATE TABLE api_keys (
 );
 REVOKE ALL ON api_keys FROM PUBLIC;
 REVOKE ALL ON api_keys FROM episodes_app;
+-- Defence in depth, like every table with a tenant_id: should a grant ever be added by mistake,
+-- the app role would still see only its own tenant's keys. The owner (who verifies keys) bypasses it.
+ALTER TABLE api_keys ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON api_keys TO episodes_app
+    USING (tenant_id = current_setting('episodes.tenant_id', true))
+    WITH CHECK (tenant_id = current_setting('episodes.tenant_id', true));
