@@ -167,6 +167,10 @@ class Settings:
     stale_age_seconds: float = 180 * 86400.0  # ... and items without a due date older than this
     transcript_retention_seconds: float | None = None  # None: keep message bodies forever
     store_redacted: bool = False  # ingest stores transcripts already redacted
+    pool_timeout_seconds: float = 10.0  # wait for a pooled connection before giving up (the API answers 503)
+    api_max_body: int = 5 * 1024 * 1024  # largest request body `episodes api` reads (413 above)
+    api_key_cache_seconds: float = 5.0  # how long a verified key is trusted without a lookup (revocation bound)
+    api_rate_limit: float | None = None  # requests per second per key when the key sets none; None: unlimited
     crash_at: str | None = None  # crash tests only: kill -9 at this named point (jobs.faults)
 
     @property
@@ -235,5 +239,33 @@ def load() -> Settings:
         stale_age_seconds=_duration("EPISODES_STALE_AGE", 180 * 86400.0) or 0.0,
         transcript_retention_seconds=_retention("EPISODES_TRANSCRIPT_RETENTION"),
         store_redacted=env_bool("EPISODES_STORE_REDACTED", False),
+        pool_timeout_seconds=_duration("EPISODES_POOL_TIMEOUT", 10.0, minimum=0.1) or 10.0,
+        api_max_body=_int("EPISODES_API_MAX_BODY", 5 * 1024 * 1024, minimum=1024),
+        api_key_cache_seconds=_duration("EPISODES_API_KEY_CACHE", 5.0) or 0.0,
+        api_rate_limit=_rate("EPISODES_API_RATE_LIMIT"),
         crash_at=_str("EPISODES_CRASH_AT", None),
     )
+
+
+def _rate(name: str) -> float | None:
+    """Requests per second (a positive number), or unset / ``off`` for no limit."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip().lower() in {"", "off", "none"}:
+        return None
+    value = _float(name, 0.0)
+    if value <= 0:
+        raise ConfigError(f"{name}={raw!r} must be a positive number of requests per second, or off.")
+    return value
+
+
+def share_metrics_dir(path: Path) -> None:
+    """Tell prometheus-client (and the API's worker processes, which inherit it) where the
+    multiprocess metrics live. The one write to the environment; it is prometheus-client's own
+    variable, read when the first metric is made, so it is set before any worker starts."""
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+
+
+def metrics_dir() -> Path | None:
+    """The multiprocess metrics directory set by :func:`share_metrics_dir` (None: one process)."""
+    raw = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    return Path(raw) if raw else None

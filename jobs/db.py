@@ -126,12 +126,17 @@ class Database:
                 max_size=self.settings.pool_size,
                 kwargs={"row_factory": dict_row},
                 configure=_configure,
+                # A connection is checked as it leaves the pool, so after a database restart the
+                # dead ones are replaced instead of failing a request each.
+                check=ConnectionPool.check_connection,
+                timeout=self.settings.pool_timeout_seconds,
                 open=False,
                 name="episodes",
             )
             try:
-                pool.open(wait=True, timeout=15)
-            except psycopg.OperationalError as exc:  # pragma: no cover - depends on the server
+                pool.open(wait=True, timeout=self.settings.pool_timeout_seconds)
+            except psycopg.OperationalError as exc:
+                pool.close()  # stop its connecting threads; the next call tries again
                 raise DatabaseError(f"Could not connect to {self.location}: {exc}") from exc
             self._pool = pool
         return self._pool

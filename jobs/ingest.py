@@ -1,6 +1,7 @@
 """Load transcripts from files: our JSON / JSONL format, and LoCoMo conversation files.
 
-Every record is validated on its own. A bad record is reported as ``file:line: reason`` and
+Every record is validated on its own, and files and the HTTP API's records go through one path
+(:func:`ingest_records`). A bad record is reported as ``file:line: reason`` and
 skipped; the good records of the same file still load. Each record is written in its own
 savepoint, so nothing is half-written. Upsert is by (tenant, session): identical content is a
 no-op; changed content replaces the transcript and queues it for re-summarisation.
@@ -15,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -40,12 +42,22 @@ class Rejection:
         return f"{self.location}: {self.reason}"
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one record: ``accepted`` (new or changed), ``unchanged`` or ``rejected`` (with why)."""
+
+    location: str
+    result: Literal["accepted", "unchanged", "rejected"]
+    reason: str | None = None
+
+
 @dataclass
 class IngestReport:
     inserted: int = 0
     updated: int = 0
     unchanged: int = 0
     rejected: list[Rejection] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)  # one per record; a failed chunk's records in retry order
 
     @property
     def loaded(self) -> int:
@@ -237,6 +249,18 @@ def read_records(path: Path, settings: Settings, fmt: str = "auto", tenant_id: s
         yield from _read_json(path, settings.max_transcript_bytes)
 
 
+def from_objects(objects: Iterable[object], limit: int) -> Iterator[Raw]:
+    """Records already parsed (an HTTP request's list), located by their index, with the file limits."""
+    for index, obj in enumerate(objects):
+        where = str(index)
+        size = len(json.dumps(obj, ensure_ascii=False).encode("utf-8", errors="surrogatepass"))
+        if size > limit:
+            yield where, Rejection(where, f"record is {size:,} bytes, over the limit of {limit:,} "
+                                          "(EPISODES_MAX_TRANSCRIPT_BYTES)")
+        else:
+            yield where, obj if isinstance(obj, dict) else Rejection(where, "record is not a JSON object")
+
+
 def validate(where: str, raw: dict, settings: Settings, tenant_id: str | None) -> TranscriptIn | Rejection:
     if tenant_id is not None and "tenant_id" not in raw:
         raw = {**raw, "tenant_id": tenant_id}
@@ -271,31 +295,56 @@ def ingest(
     progress: Callable[[int], object] | None = None,
 ) -> IngestReport:
     """Validate and upsert every record in ``paths``; return what happened to each."""
-    settings = db.settings
     report = IngestReport()
     for path in discover(paths):
-        seen: dict[tuple[str, str], str] = {}
-        pending: list[tuple[str, TranscriptIn]] = []
-        for where, raw in read_records(path, settings, fmt, tenant_id):
-            item = raw if isinstance(raw, Rejection) else validate(where, raw, settings, tenant_id)
-            if isinstance(item, TranscriptIn):
-                key = (item.tenant_id, item.session_id)
-                if key in seen:
-                    item = Rejection(where, f"duplicate session_id {item.session_id!r} (first at {seen[key]})")
-                else:
-                    seen[key] = where
-            if isinstance(item, Rejection):
-                report.rejected.append(item)
-                log.warning("rejected %s", item, extra={"action": "ingest_reject", "location": where})
-                if progress:
-                    progress(1)
-                continue
-            pending.append((where, item))
-            if len(pending) >= _CHUNK:
-                _write(db, pending, report, progress)
-                pending = []
-        if pending:
+        ingest_records(db, read_records(path, db.settings, fmt, tenant_id), tenant_id=tenant_id,
+                       report=report, progress=progress)
+    return report
+
+
+def ingest_records(
+    db: Database,
+    records: Iterable[Raw],
+    *,
+    tenant_id: str | None = None,
+    only_tenant: bool = False,
+    report: IngestReport | None = None,
+    progress: Callable[[int], object] | None = None,
+) -> IngestReport:
+    """The one write path of transcripts, for files and the HTTP API: validate, deduplicate and upsert.
+
+    ``records`` are (location, parsed object or Rejection) pairs; a duplicate session id within
+    them is rejected naming the first. ``tenant_id`` fills in records that name no tenant; with
+    ``only_tenant`` (an API key's tenant) a record naming another tenant is rejected, never written.
+    Every record gets one :class:`Outcome` in ``report.outcomes``, named by its location (the
+    rejected ones as they are read, the written ones as their chunk commits).
+    """
+    settings = db.settings
+    report = report if report is not None else IngestReport()
+    seen: dict[tuple[str, str], str] = {}
+    pending: list[tuple[str, TranscriptIn]] = []
+    for where, raw in records:
+        item = raw if isinstance(raw, Rejection) else validate(where, raw, settings, tenant_id)
+        if isinstance(item, TranscriptIn) and only_tenant and item.tenant_id != tenant_id:
+            item = Rejection(where, f"tenant_id {item.tenant_id!r} is not the tenant of this key")
+        if isinstance(item, TranscriptIn):
+            key = (item.tenant_id, item.session_id)
+            if key in seen:
+                item = Rejection(where, f"duplicate session_id {item.session_id!r} (first at {seen[key]})")
+            else:
+                seen[key] = where
+        if isinstance(item, Rejection):
+            _reject(report, item)
+            log.warning("rejected %s", item, extra={"action": "ingest_reject", "location": where})
+            if progress:
+                progress(1)
+            continue
+        pending.append((where, item))
+        if len(pending) >= _CHUNK:
             _write(db, pending, report, progress)
+            pending = []
+    if pending:
+        _write(db, pending, report, progress)
     return report
 
 
@@ -316,8 +365,8 @@ def _write(
                     outcomes.append(cur.fetchone())
                     if not cur.nextset():
                         break
-            for row in outcomes:
-                _count(report, row)
+            for (where, _), row in zip(records, outcomes, strict=True):
+                _count(report, where, row)
         except psycopg.Error:
             # Something in the chunk was refused: redo it record by record, each in a savepoint,
             # so only the bad records are lost and each gets its reason.
@@ -328,20 +377,26 @@ def _write(
                             row = conn.execute(sql, _params(record, where, db.settings)).fetchone()
                     except psycopg.Error as exc:
                         reason = (exc.diag.message_primary or str(exc)).strip()
-                        report.rejected.append(Rejection(where, f"database refused the record: {reason}"))
+                        _reject(report, Rejection(where, f"database refused the record: {reason}"))
                     else:
-                        _count(report, row)
+                        _count(report, where, row)
         if progress:
             progress(len(records))
 
 
-def _count(report: IngestReport, row: dict | None) -> None:
+def _reject(report: IngestReport, rejection: Rejection) -> None:
+    report.rejected.append(rejection)
+    report.outcomes.append(Outcome(rejection.location, "rejected", rejection.reason))
+
+
+def _count(report: IngestReport, where: str, row: dict | None) -> None:
     if row is None:
         report.unchanged += 1
     elif row["inserted"]:
         report.inserted += 1
     else:
         report.updated += 1
+    report.outcomes.append(Outcome(where, "unchanged" if row is None else "accepted"))
 
 
 def _params(record: TranscriptIn, where: str, settings: Settings) -> dict:

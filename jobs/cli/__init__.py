@@ -7,10 +7,12 @@ base <- commands <- demo <- here.
 
 from __future__ import annotations
 
+from jobs.cli.api import api_command
 from jobs.cli.base import Context, cli
 from jobs.cli.compress import compress_command
 from jobs.cli.demo import demo
 from jobs.cli.ingest import ingest
+from jobs.cli.keys import keys_group
 from jobs.cli.lifecycle import (
     pin_command,
     prune_command,
@@ -25,7 +27,7 @@ from jobs.cli.summarize import retry, run, serve
 
 for command in (init, ingest, run, serve, retry, status, demo, compress_command, recall_command, eval_group,
                 report_command, forget_command, correct_command, export_command, resummarize_command,
-                prune_command, pin_command, unpin_command):
+                prune_command, pin_command, unpin_command, api_command, keys_group):
     cli.add_command(command)
 
 

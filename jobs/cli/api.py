@@ -1,0 +1,42 @@
+"""`episodes api`: the HTTP memory service (FastAPI on uvicorn)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import click
+
+from jobs import config
+from jobs.cli.base import Context
+
+
+@click.command("api")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0: all).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="TCP port.")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Worker processes; /metrics then aggregates all of them.")
+@click.pass_obj
+def api_command(obj: Context, host: str, port: int, workers: int) -> None:
+    """Serve recall, transcripts, episodes, events and users over HTTP with per-tenant API keys.
+
+    Create a key first with `episodes keys create`. SIGTERM (or Ctrl-C) stops taking connections
+    and lets requests in flight finish (up to EPISODES_SHUTDOWN_DEADLINE). OpenAPI at /openapi.json.
+    """
+    import uvicorn
+
+    obj.database()  # fail now, with one line, if the database is unreachable or its schema is not current
+    obj.close()
+    metrics = Path(tempfile.mkdtemp(prefix="episodes-metrics-")) if workers > 1 else None
+    if metrics is not None:
+        config.share_metrics_dir(metrics)  # before the workers start: they inherit it
+    click.echo(f"episodes api listening on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})",
+               err=True)
+    try:
+        uvicorn.run("jobs.service.app:from_environment", factory=True, host=host, port=port, workers=workers,
+                    access_log=False, log_config=None, server_header=False,
+                    timeout_graceful_shutdown=int(obj.settings.shutdown_deadline_seconds) or None)
+    finally:
+        if metrics is not None:
+            shutil.rmtree(metrics, ignore_errors=True)

@@ -1,0 +1,70 @@
+"""`episodes keys create | list | revoke`: the API keys of `episodes api`."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+
+from jobs.cli.base import Context
+from jobs.service.keys import SCOPES, create_key, list_keys, parse_scopes, revoke_key
+
+
+@click.group("keys")
+def keys_group() -> None:
+    """Create, list and revoke API keys (each belongs to one tenant and holds scopes)."""
+
+
+def _scopes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    try:
+        return parse_scopes(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@keys_group.command("create")
+@click.option("--tenant", required=True, help="The tenant the key reads and writes (its only one).")
+@click.option("--scopes", required=True, callback=_scopes,
+              help=f"Comma-separated: {', '.join(SCOPES)} (recall: recall, reads, search, export; "
+                   "write: transcripts; admin: erase a user).")
+@click.option("--name", help="A label for listings, e.g. the application that holds the key.")
+@click.option("--rate-limit", type=click.FloatRange(min=0.001, min_open=False),
+              help="Requests per second allowed to this key (per worker; default EPISODES_API_RATE_LIMIT).")
+@click.pass_obj
+def create(obj: Context, tenant: str, scopes: tuple[str, ...], name: str | None, rate_limit: float | None) -> None:
+    """Create a key and print it once: only its hash is stored, so it cannot be shown again."""
+    key, secret = create_key(obj.database(), tenant, scopes, name=name, rate_limit=rate_limit)
+    click.echo(secret)
+    click.echo(f"key {key.id} ({key.prefix}…) for tenant {key.tenant_id}, scopes {','.join(key.scopes)}. "
+               "Store it now: it is shown only once (only its hash is kept).", err=True)
+
+
+@keys_group.command("list")
+@click.pass_obj
+def list_command(obj: Context) -> None:
+    """Every key: id, prefix, tenant, name, scopes, created, last used, revoked (never the key)."""
+    rows = list_keys(obj.database())
+    if not rows:
+        click.echo("no keys; create one with `episodes keys create --tenant T --scopes recall`")
+        return
+    click.echo(f"{'id':>4}  {'prefix':<12} {'tenant':<16} {'name':<16} {'scopes':<20} {'created':<20} "
+               f"{'last used':<20} revoked")
+    for key in rows:
+        click.echo(f"{key.id:>4}  {key.prefix:<12} {key.tenant_id:<16} {key.name or '-':<16} "
+                   f"{','.join(key.scopes):<20} {_when(key.created_at):<20} {_when(key.last_used_at):<20} "
+                   f"{_when(key.revoked_at)}")
+
+
+@keys_group.command("revoke")
+@click.argument("id_or_prefix")
+@click.pass_obj
+def revoke(obj: Context, id_or_prefix: str) -> None:
+    """Revoke a key by its id or prefix; running services refuse it within EPISODES_API_KEY_CACHE (5 s)."""
+    key = revoke_key(obj.database(), id_or_prefix)
+    if key is None:
+        raise click.ClickException(f"no key with id or prefix {id_or_prefix!r}; see `episodes keys list`")
+    click.echo(f"revoked key {key.id} ({key.prefix}…) of tenant {key.tenant_id}")
+
+
+def _when(moment: dt.datetime | None) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "-"

@@ -1,0 +1,74 @@
+"""The ASGI application of `episodes api`: FastAPI on uvicorn.
+
+Why FastAPI: its request validation, its 422 errors with field paths and its OpenAPI document
+(``/openapi.json``) all come from the same pydantic models the rest of the code validates with,
+so the document cannot drift from what the service accepts; schemathesis fuzzes that document in
+the tests. Endpoints are plain ``def``: the database layer is sync psycopg with a pool, and
+Starlette runs each in its thread pool.
+
+Routes live in :mod:`jobs.service.routes`, one module per resource, each exporting ``router``;
+adding one is one line in :data:`ROUTERS`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from jobs import config, logs, migrate
+from jobs.db import Database, one
+from jobs.embeddings import embedder_for
+from jobs.recall import shared_recaller
+from jobs.service import errors
+from jobs.service.auth import RateLimiter
+from jobs.service.keys import KeyVerifier
+from jobs.service.metrics import Metrics, mark_dead
+from jobs.service.middleware import RequestMiddleware
+from jobs.service.routes import episodes, health, recall, transcripts, users
+from jobs.sql import query
+
+log = logging.getLogger("jobs.service")
+
+ROUTERS = [health.router, recall.router, transcripts.router, episodes.router, users.router]
+
+
+def from_environment() -> FastAPI:
+    """The app of `episodes api`, built in each worker process from the environment's settings."""
+    settings = config.load()
+    logs.setup(settings.log_format, settings.log_level)
+    return create_app(Database(settings), close_db=True)
+
+
+def create_app(db: Database, *, close_db: bool = False) -> FastAPI:
+    """The service over ``db``, whose pool every request shares (closed at shutdown with ``close_db``)."""
+    settings = db.settings
+
+    def queue_depth() -> int:
+        with db.admin() as conn:
+            return int(one(conn.execute(query("service_queue_depth")))["n"])
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        embedder_for(settings).embed(["warm up"])  # load the weights before the first recall, not during it
+        log.info("memory service ready", extra={"action": "api_ready", "schema": migrate.code_version()})
+        yield
+        mark_dead()
+        if close_db:
+            db.close()
+
+    app = FastAPI(title="episodes memory service", version="1", lifespan=lifespan,
+                  description="Long-term episodic memory for AI agents: recall, transcripts, episodes, events.")
+    app.state.db = db
+    app.state.settings = settings
+    app.state.verifier = KeyVerifier(db, settings.api_key_cache_seconds)
+    app.state.limiter = RateLimiter(settings.api_rate_limit)
+    app.state.recaller = shared_recaller(db)
+    app.state.metrics = metrics = Metrics(queue_depth)
+    errors.install(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_middleware(RequestMiddleware, max_body=settings.api_max_body, metrics=metrics)
+    return app

@@ -1,0 +1,78 @@
+"""Who is asking: the bearer key, its scopes, and its rate limit.
+
+A route declares its scope with ``Depends(scope("recall"))`` and gets the verified
+:class:`~jobs.service.keys.ApiKey`; everything it reads or writes then goes through
+``db.tenant(key.tenant_id)``. Missing, malformed, unknown or revoked key: 401 with
+``WWW-Authenticate: Bearer``. A key without the scope: 403. Over the key's rate: 429 with ``Retry-After``.
+
+The rate limit is a token bucket per key and per worker process (requests per second, a burst of
+one second's worth): with ``--workers N`` a key may get up to N times its rate in total.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from jobs.service.errors import ApiError
+from jobs.service.keys import ApiKey, KeyVerifier
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from `episodes keys create`.")
+
+
+class RateLimiter:
+    """Token buckets keyed by API key id."""
+
+    def __init__(self, default_rate: float | None) -> None:
+        self.default_rate = default_rate
+        self._buckets: dict[int, tuple[float, float]] = {}  # key id -> (tokens, last refill)
+        self._lock = threading.Lock()
+
+    def wait_for(self, key: ApiKey) -> float:
+        """0 when the request may go ahead (and takes a token), else the seconds until it may."""
+        rate = key.rate_limit or self.default_rate
+        if rate is None:
+            return 0.0
+        burst = max(1.0, rate)
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(key.id, (burst, now))
+            tokens = min(burst, tokens + (now - last) * rate)
+            if tokens >= 1.0:
+                self._buckets[key.id] = (tokens - 1.0, now)
+                return 0.0
+            self._buckets[key.id] = (tokens, now)
+            return (1.0 - tokens) / rate
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
+
+
+def scope(needed: str) -> Callable[..., ApiKey]:
+    """A dependency: the request's verified key, which must hold the scope ``needed``."""
+
+    def authorize(request: Request,
+                  credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> ApiKey:
+        if credentials is None or credentials.scheme.lower() != "bearer":
+            raise _unauthorized("missing API key; send Authorization: Bearer <key>")
+        verifier: KeyVerifier = request.app.state.verifier
+        key = verifier.verify(credentials.credentials)
+        if key is None:
+            raise _unauthorized("unknown or revoked API key")
+        request.state.tenant_id = key.tenant_id
+        if needed not in key.scopes:
+            raise ApiError(403, "forbidden", f"this key lacks the {needed!r} scope (it has: {', '.join(key.scopes)})")
+        limiter: RateLimiter = request.app.state.limiter
+        wait = limiter.wait_for(key)
+        if wait > 0:
+            raise ApiError(429, "rate_limited", "too many requests for this key; retry after the time in Retry-After",
+                           headers={"Retry-After": str(max(1, math.ceil(wait)))})
+        return key
+
+    return authorize

@@ -1,0 +1,81 @@
+"""Every error the service answers, as one JSON shape: ``{"error": {"code", "message", "field"?, "request_id"}}``.
+
+Database outages (a refused connection, a pool that cannot hand out a connection in
+``EPISODES_POOL_TIMEOUT``) answer 503 with ``Retry-After``, never 500: the pool checks each
+connection as it is handed out, so the service recovers by itself once the database is back.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from jobs.errors import DatabaseError
+
+log = logging.getLogger("jobs.service")
+
+RETRY_AFTER_OUTAGE = 5  # seconds a client waits after a 503
+
+
+class ApiError(Exception):
+    """An answer other than success, raised anywhere below a route."""
+
+    def __init__(self, status: int, code: str, message: str, *, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field, self.headers = status, code, message, field, headers
+
+
+def request_id(request: Request) -> str:
+    return str(getattr(request.state, "request_id", ""))
+
+
+def error_response(request: Request, status: int, code: str, message: str, *, field: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    body: dict[str, object] = {"code": code, "message": message}
+    if field is not None:
+        body["field"] = field
+    body["request_id"] = request_id(request)
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+_HTTP_CODES = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn exceptions into the one error shape."""
+
+    @app.exception_handler(ApiError)
+    def _api(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(request, exc.status, exc.code, exc.message, field=exc.field, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        field = ".".join(str(part) for part in first.get("loc", ()))
+        message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+        if len(errors) > 1:
+            message += f" (+{len(errors) - 1} more)"
+        return error_response(request, 422, "invalid_request", message, field=field or None)
+
+    @app.exception_handler(StarletteHTTPException)
+    def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(request, exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"),
+                              str(exc.detail), headers=dict(exc.headers) if exc.headers else None)
+
+    def _outage(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable: %s", " ".join(str(exc).split())[:300],
+                    extra={"action": "api_db_unavailable", "request_id": request_id(request)})
+        return error_response(request, 503, "database_unavailable",
+                              "the database is unavailable; retry after the time in Retry-After",
+                              headers={"Retry-After": str(RETRY_AFTER_OUTAGE)})
+
+    for kind in (psycopg.OperationalError, PoolTimeout, DatabaseError):
+        app.add_exception_handler(kind, _outage)

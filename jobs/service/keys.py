@@ -1,0 +1,122 @@
+"""API keys: 256 random bits shown once, stored as their SHA-256, scoped to one tenant.
+
+Why SHA-256 and no slow KDF (bcrypt, scrypt, argon2): a slow hash protects low-entropy secrets
+that can be guessed (passwords). A key is 32 bytes from :func:`secrets.token_bytes`; nobody can
+enumerate 2^256 candidates however fast each check is, so a stolen table of hashes yields no key,
+and verification stays one hash and one indexed lookup.
+
+The table ``api_keys`` (migration 0010) is read and written only as the owner (``Database.admin``);
+the role requests run as (episodes_app) has no privilege on it.
+
+:class:`KeyVerifier` caches each verification for ``EPISODES_API_KEY_CACHE`` seconds (5 by default,
+per process): a revoked key stops working within that bound, and a busy key costs one lookup (which
+also records ``last_used_at``) per bound instead of one per request.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import secrets
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jobs.db import Database, Row, one
+from jobs.sql import query
+
+SCOPES = ("recall", "write", "admin")
+PREFIX = "ep_"
+_PREFIX_LEN = len(PREFIX) + 8  # shown in listings and accepted by revoke; never enough to use the key
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A key as stored (never the key itself)."""
+
+    id: int
+    prefix: str
+    tenant_id: str
+    name: str | None
+    scopes: tuple[str, ...]
+    rate_limit: float | None
+    created_at: dt.datetime | None = None
+    last_used_at: dt.datetime | None = None
+    revoked_at: dt.datetime | None = None
+
+    @classmethod
+    def from_row(cls, row: Row) -> "ApiKey":
+        return cls(id=row["id"], prefix=row["prefix"], tenant_id=row["tenant_id"], name=row["name"],
+                   scopes=tuple(row["scopes"]), rate_limit=row["rate_limit"], created_at=row.get("created_at"),
+                   last_used_at=row.get("last_used_at"), revoked_at=row.get("revoked_at"))
+
+
+def key_hash(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+def parse_scopes(text: str) -> tuple[str, ...]:
+    """``recall,write`` -> ('recall', 'write'); an unknown scope raises ValueError naming it."""
+    scopes = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown or not scopes:
+        raise ValueError(f"unknown scope {', '.join(unknown) or '(none)'}; use a comma-separated list of "
+                         f"{', '.join(SCOPES)}")
+    return scopes
+
+
+def create_key(db: Database, tenant_id: str, scopes: Sequence[str], *, name: str | None = None,
+               rate_limit: float | None = None) -> tuple[ApiKey, str]:
+    """Store a new key; return it and the secret (the only time the secret exists outside its holder)."""
+    secret = PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii").rstrip("=")
+    with db.admin() as conn:
+        row = one(conn.execute(query("api_key_insert"), {
+            "prefix": secret[:_PREFIX_LEN], "key_hash": key_hash(secret), "tenant_id": tenant_id,
+            "name": name, "scopes": list(scopes), "rate_limit": rate_limit,
+        }))
+    return ApiKey.from_row(row), secret
+
+
+def list_keys(db: Database) -> list[ApiKey]:
+    with db.admin() as conn:
+        return [ApiKey.from_row(row) for row in conn.execute(query("api_key_list")).fetchall()]
+
+
+def revoke_key(db: Database, id_or_prefix: str) -> ApiKey | None:
+    """Revoke by id or prefix; None when no key matches."""
+    with db.admin() as conn:
+        row = conn.execute(query("api_key_revoke"), {"ref": id_or_prefix.strip()}).fetchone()
+    return None if row is None else ApiKey.from_row(row)
+
+
+class KeyVerifier:
+    """Verifies bearer secrets, trusting each answer (yes or no) for ``ttl`` seconds."""
+
+    MAX_ENTRIES = 10_000  # bad keys are cached too; past this the cache starts over
+
+    def __init__(self, db: Database, ttl: float) -> None:
+        self.db = db
+        self.ttl = ttl
+        self._cache: dict[bytes, tuple[float, ApiKey | None]] = {}
+        self._lock = threading.Lock()
+
+    def verify(self, secret: str) -> ApiKey | None:
+        """The live key for ``secret``, or None (unknown, malformed or revoked)."""
+        if not secret.startswith(PREFIX) or len(secret) > 100:
+            return None
+        digest = key_hash(secret)
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(digest)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        with self.db.admin() as conn:
+            row = conn.execute(query("api_key_verify"), {"key_hash": digest}).fetchone()
+        key = None if row is None else ApiKey.from_row(row)
+        with self._lock:
+            if len(self._cache) >= self.MAX_ENTRIES:
+                self._cache.clear()
+            self._cache[digest] = (now + self.ttl, key)
+        return key

@@ -1,0 +1,81 @@
+"""Prometheus metrics of the memory service (prometheus-client), served at ``/metrics``.
+
+- ``episodes_http_requests_total{method, route, status}`` and ``episodes_http_request_seconds{method, route}``:
+  by route *template* (``/v1/episodes/{episode_id}``), never the raw path, so ids do not explode the series;
+- ``episodes_recall_cache_rows``: episodes held in memory by the recall copies (summed over workers);
+- ``episodes_queue_depth``: closed transcripts waiting to be summarised, read from the database at scrape time.
+
+With ``--workers N`` > 1 the CLI gives every worker one private multiprocess directory
+(prometheus-client's multiprocess mode, :func:`jobs.config.share_metrics_dir`), and a scrape of any
+worker aggregates all of them: the figures are the whole service's, not one worker's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from jobs.config import metrics_dir
+
+_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class _QueueDepth(Collector):
+    """Asks the database at scrape time; a scrape during an outage leaves the gauge out."""
+
+    def __init__(self, read: Callable[[], int]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        try:
+            value = self.read()
+        except Exception:  # noqa: BLE001 - the outage is reported by /readyz; metrics stay up
+            return []
+        return [GaugeMetricFamily("episodes_queue_depth", "Closed transcripts waiting to be summarised",
+                                  value=value)]
+
+
+class Metrics:
+    """The service's metrics, in a registry of their own (several apps in one process stay apart)."""
+
+    def __init__(self, queue_depth: Callable[[], int]) -> None:
+        self.multiprocess = metrics_dir() is not None
+        self.registry = CollectorRegistry(auto_describe=True)
+        # In multiprocess mode values live in files; the registry used to scrape only aggregates them.
+        own = None if self.multiprocess else self.registry
+        self.requests = Counter("episodes_http_requests", "HTTP requests", ["method", "route", "status"],
+                                registry=own)
+        self.latency = Histogram("episodes_http_request_seconds", "HTTP request latency", ["method", "route"],
+                                 buckets=_BUCKETS, registry=own)
+        self.cache_rows = Gauge("episodes_recall_cache_rows", "Episodes held by the in-memory recall copies",
+                                registry=own, multiprocess_mode="livesum")
+        if self.multiprocess:
+            MultiProcessCollector(self.registry)
+        self.registry.register(_QueueDepth(queue_depth))
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def mark_dead(pid: int | None = None) -> None:
+    """Drop a finished worker's live gauges (multiprocess mode), as prometheus-client asks."""
+    from prometheus_client import multiprocess
+
+    if metrics_dir() is not None:
+        multiprocess.mark_process_dead(pid or os.getpid())

@@ -1,0 +1,97 @@
+"""One pure ASGI middleware around every request: its id, the body limit, metrics, the access log,
+and the last line of defence against an unexpected exception.
+
+- ``X-Request-Id``: taken from the request when it is a sane token, made up otherwise, echoed on
+  the response and put in every error body and log line.
+- The body limit (``EPISODES_API_MAX_BODY``) is enforced on the bytes as they stream in, so a
+  request that lies about (or omits) Content-Length is stopped too: 413, nothing read further.
+- An exception no handler took becomes a 500 JSON body naming the request id, logged with its
+  traceback; the worker carries on with the next request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from jobs.service.metrics import Metrics
+
+log = logging.getLogger("jobs.service.access")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class RequestMiddleware:
+    def __init__(self, app: ASGIApp, *, max_body: int, metrics: Metrics) -> None:
+        self.app, self.max_body, self.metrics = app, max_body, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = _header(scope, b"x-request-id")
+        rid = given if given and _REQUEST_ID.match(given) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = rid
+        started = time.perf_counter()
+        status = 500
+        sent_start = False
+        seen = 0
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, sent_start
+            if message["type"] == "http.response.start":
+                status, sent_start = message["status"], True
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
+            await send(message)
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body:
+                    raise HTTPException(413, f"request body over the limit of {self.max_body:,} bytes "
+                                             "(EPISODES_API_MAX_BODY)")
+            return message
+
+        try:
+            declared = _header(scope, b"content-length")
+            if declared and declared.isdigit() and int(declared) > self.max_body:
+                await _json(send_with_id, 413, "body_too_large",
+                            f"request body over the limit of {self.max_body:,} bytes (EPISODES_API_MAX_BODY)", rid)
+            else:
+                await self.app(scope, limited_receive, send_with_id)
+        except Exception:
+            log.exception("unexpected error", extra={"action": "api_error", "request_id": rid,
+                                                     "path": scope.get("path")})
+            if not sent_start:
+                await _json(send_with_id, 500, "internal_error",
+                            f"unexpected error; quote request id {rid} when reporting it", rid)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.metrics.observe(scope["method"], route, status, elapsed)
+            log.info("%s %s %d", scope["method"], route, status, extra={
+                "action": "api_request", "request_id": rid, "method": scope["method"], "route": route,
+                "status": status, "ms": round(elapsed * 1000, 1), "tenant": scope["state"].get("tenant_id"),
+            })
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+async def _json(send: Send, status: int, code: str, message: str, rid: str) -> None:
+    body = json.dumps({"error": {"code": code, "message": message, "request_id": rid}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,38 @@
+"""Liveness, readiness and metrics: unauthenticated, for load balancers and Prometheus."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from jobs import migrate
+from jobs.service.errors import ApiError
+from jobs.service.schemas import Health
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=Health)
+def healthz() -> Health:
+    """The process answers (it does not touch the database)."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Health, responses={503: {"description": "database unreachable or schema not current"}})
+def readyz(request: Request) -> Health:
+    """The database answers and its schema is the one this code needs."""
+    with request.app.state.db.admin() as conn:
+        have = migrate.current_version(conn)
+    if have != migrate.code_version():
+        raise ApiError(503, "schema_not_current",
+                       f"the database schema is at version {have}; this code needs {migrate.code_version()} "
+                       "(run `episodes init`)", headers={"Retry-After": "30"})
+    return Health(status="ok", schema_version=have)
+
+
+@router.get("/metrics", response_class=Response)
+def metrics(request: Request) -> Response:
+    """Prometheus text format."""
+    metrics = request.app.state.metrics
+    metrics.cache_rows.set(request.app.state.recaller.index.rows)
+    body, content_type = metrics.render()
+    return Response(body, media_type=content_type)

@@ -1,0 +1,32 @@
+"""``POST /v1/transcripts``: load transcripts through the same path as `episodes ingest`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+from jobs.ingest import from_objects, ingest_records
+from jobs.service.auth import scope
+from jobs.service.keys import ApiKey
+from jobs.service.schemas import (
+    TranscriptResult,
+    TranscriptsRequest,
+    TranscriptsResponse,
+)
+
+router = APIRouter(tags=["transcripts"])
+
+
+@router.post("/v1/transcripts", response_model=TranscriptsResponse)
+def post_transcripts(body: TranscriptsRequest, request: Request,
+                     key: ApiKey = Depends(scope("write"))) -> TranscriptsResponse:
+    """Validate and upsert each transcript on its own (the limits and idempotency of `episodes ingest`).
+
+    A record without ``tenant_id`` gets the key's; a record naming another tenant is rejected. A
+    closed session (``ended_at`` set) is summarised by `episodes serve` as usual."""
+    db = request.app.state.db
+    report = ingest_records(db, from_objects(body.transcripts, db.settings.max_transcript_bytes),
+                            tenant_id=key.tenant_id, only_tenant=True)
+    results = sorted((TranscriptResult(index=int(o.location), result=o.result, reason=o.reason)
+                      for o in report.outcomes), key=lambda r: r.index)
+    return TranscriptsResponse(accepted=report.inserted + report.updated, unchanged=report.unchanged,
+                               rejected=len(report.rejected), results=results)

@@ -1,0 +1,76 @@
+"""The request and response bodies of the HTTP API (pydantic). Requests forbid unknown fields, so
+a typo answers 422 naming the field instead of being ignored; these models are also the OpenAPI
+document that clients and the schema fuzz test read."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL; refuse it as a 422, not a database error
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RecallRequest(Strict):
+    user_id: str = Field(min_length=1, max_length=256, pattern=NO_NUL)
+    message: str = Field(max_length=20_000, pattern=NO_NUL, description="The opening message of the new session.")
+    purpose: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
+    budget_tokens: int = Field(default=1500, ge=50, le=100_000)
+    now: AwareDatetime | None = Field(default=None, description="Recall as of this moment (default: now).")
+
+
+class RecallResponse(BaseModel):
+    block: str = Field(description="The <previous_episodes> block for the system prompt ('' if none fits).")
+    tenant_id: str
+    user_id: str
+    purpose: str | None
+    budget_tokens: int
+    tokens: int
+    now: dt.datetime
+    candidates: int
+    nothing_relevant: bool
+    episodes: list[dict[str, Any]] = Field(description="Chosen episodes, oldest first, with reasons and scores.")
+    open_items: list[dict[str, Any]]
+    sessions: list[dict[str, Any]] = Field(description="Sessions not yet summarised, newest first.")
+
+
+class TranscriptsRequest(Strict):
+    transcripts: list[dict[str, Any]] = Field(
+        min_length=1, max_length=1000,
+        description="Transcripts in the ingest format (README, 'Transcript format'); each is validated on its own.")
+
+
+class TranscriptResult(BaseModel):
+    index: int
+    result: Literal["accepted", "unchanged", "rejected"]
+    reason: str | None = None
+
+
+class TranscriptsResponse(BaseModel):
+    accepted: int
+    unchanged: int
+    rejected: int
+    results: list[TranscriptResult]
+
+
+class EpisodePage(BaseModel):
+    items: list[dict[str, Any]]
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null on the last.")
+
+
+class ForgetResponse(BaseModel):
+    user_id: str
+    erased: bool
+    dry_run: bool
+    counts: dict[str, int]
+    erasure_id: int | None
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    schema_version: int | None = None

@@ -1,0 +1,91 @@
+-- Queries of the memory service (jobs/service): API keys (as the owner) and the tenant-scoped reads
+-- (as episodes_app under row-level security, so another tenant's rows are never found).
+
+-- name: api_key_insert
+INSERT INTO api_keys (prefix, key_hash, tenant_id, name, scopes, rate_limit)
+VALUES (%(prefix)s, %(key_hash)s, %(tenant_id)s, %(name)s, %(scopes)s, %(rate_limit)s)
+RETURNING id, prefix, tenant_id, name, scopes, rate_limit, created_at, last_used_at, revoked_at
+
+-- name: api_key_list
+SELECT id, prefix, tenant_id, name, scopes, rate_limit, created_at, last_used_at, revoked_at
+FROM api_keys ORDER BY id
+
+-- name: api_key_revoke
+-- By id or prefix; revoking twice keeps the first time.
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+WHERE id::text = %(ref)s OR prefix = %(ref)s
+RETURNING id, prefix, tenant_id, name, scopes, rate_limit, created_at, last_used_at, revoked_at
+
+-- name: api_key_verify
+-- A live key by its hash, marking it used; no row for an unknown or revoked key.
+UPDATE api_keys SET last_used_at = now()
+WHERE key_hash = %(key_hash)s AND revoked_at IS NULL
+RETURNING id, prefix, tenant_id, name, scopes, rate_limit
+
+-- name: service_list_episodes
+-- A user's episodes, newest first, keyset-paginated on (ended_at, id).
+SELECT id, kind, session_id, purpose, summary, topic_tags, importance, started_at, ended_at,
+       period_start, period_end, status, model, compressed_into, created_at
+FROM episodes
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+  AND (%(since)s::timestamptz IS NULL OR ended_at >= %(since)s)
+  AND (%(until)s::timestamptz IS NULL OR ended_at < %(until)s)
+  AND (%(include_superseded)s OR status = 'current')
+  AND (%(after_ended)s::timestamptz IS NULL OR (ended_at, id) < (%(after_ended)s, %(after_id)s::bigint))
+ORDER BY ended_at DESC, id DESC
+LIMIT %(limit)s
+
+-- name: service_get_episode
+SELECT e.id, e.user_id, e.kind, e.session_id, e.purpose, e.summary, e.topic_tags, e.importance,
+       e.started_at, e.ended_at, e.period_start, e.period_end, e.status, e.model, e.prompt_version,
+       e.superseded_by, e.compressed_into, e.created_at,
+       coalesce((SELECT jsonb_agg(jsonb_build_object(
+                    'id', ev.id, 'type', ev.type, 'what', ev.what, 'who', ev.who, 'due', ev.due,
+                    'occurred_at', ev.occurred_at, 'evidence', to_jsonb(ev.evidence),
+                    'evidence_quote', ev.evidence_quote, 'status', ev.status,
+                    'resolved_by', ev.resolved_by, 'superseded_by', ev.superseded_by) ORDER BY ev.ordinal)
+                 FROM episode_events ev WHERE ev.episode_id = e.id), '[]'::jsonb) AS events,
+       coalesce((SELECT jsonb_agg(jsonb_build_object('name', en.name, 'kind', en.kind) ORDER BY en.name)
+                 FROM episode_entities en WHERE en.episode_id = e.id), '[]'::jsonb) AS entities,
+       coalesce((SELECT array_agg(l.source_episode_id ORDER BY l.source_episode_id)
+                 FROM episode_lineage l WHERE l.super_episode_id = e.id), '{}') AS replaces
+FROM episodes e
+WHERE e.tenant_id = %(tenant_id)s AND e.id = %(id)s
+
+-- name: service_search_events
+-- Typed events by full text over the event's own words (what, who, evidence quote), newest first,
+-- with a status derived as of now: superseded (a later decision replaced it, or its episode was),
+-- resolved (resolved or done), stale (open and stale, migration 0009), open otherwise.
+SELECT * FROM (
+    SELECT ev.id, ev.episode_id, ev.user_id, ev.type, ev.what, ev.who, ev.due, ev.occurred_at,
+           ev.evidence, ev.evidence_quote, e.session_id, e.purpose,
+           CASE WHEN ev.superseded_by IS NOT NULL OR e.status = 'superseded' THEN 'superseded'
+                WHEN ev.status IN ('resolved', 'done') THEN 'resolved'
+                WHEN ev.type IN ('open_question', 'commitment')
+                     AND episodes_item_stale(ev.due, ev.occurred_at, now(), %(grace)s::interval, %(age)s::interval)
+                     THEN 'stale'
+                ELSE 'open' END AS status
+    FROM episode_events ev
+    JOIN episodes e ON e.id = ev.episode_id
+    WHERE ev.tenant_id = %(tenant_id)s AND e.kind = 'session'
+      AND (%(user_id)s::text IS NULL OR ev.user_id = %(user_id)s)
+      AND (%(type)s::text IS NULL OR ev.type = %(type)s)
+      AND (%(since)s::timestamptz IS NULL OR ev.occurred_at >= %(since)s)
+      AND (%(q)s::text IS NULL
+           OR to_tsvector('english', concat_ws(' ', ev.what, ev.who, ev.evidence_quote))
+              @@ websearch_to_tsquery('english', %(q)s))
+) found
+WHERE (%(status)s::text IS NULL OR found.status = %(status)s)
+  AND (%(after_occurred)s::timestamptz IS NULL OR (occurred_at, id) < (%(after_occurred)s, %(after_id)s::bigint))
+ORDER BY occurred_at DESC, id DESC
+LIMIT %(limit)s
+
+-- name: service_queue_depth
+-- Transcripts waiting to be summarised (closed, pending or running), across tenants.
+SELECT count(*) AS n FROM transcripts WHERE ended_at IS NOT NULL AND status IN ('pending', 'running')
+
+-- name: service_user_known
+-- Whether the tenant holds anything about the user (a transcript or an episode).
+SELECT EXISTS (SELECT 1 FROM transcripts WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s)
+    OR EXISTS (SELECT 1 FROM episodes WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s) AS known

@@ -1,0 +1,92 @@
+"""The service under faults, through real sockets: the database unreachable (503 with Retry-After),
+its connections killed as by a restart (recovered without restarting the service), an unexpected
+error (500 with a request id, the worker carries on), and `episodes api --workers 2` metrics."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import psycopg
+from api_server import serve
+
+from jobs.config import Settings
+from jobs.db import Database
+from jobs.service.keys import create_key
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_unreachable_database_answers_503_with_retry_after(settings: Settings) -> None:
+    down = settings.with_(database_url=f"postgresql://nobody@127.0.0.1:{_closed_port()}/none", pool_timeout_seconds=0.5)
+    with Database(down) as db, serve(db) as url:
+        r = httpx.post(f"{url}/v1/recall", json={"user_id": "u", "message": "m"},
+                       headers={"Authorization": "Bearer ep_" + "A" * 43}, timeout=30)
+        assert r.status_code == 503 and r.headers["retry-after"] == "5"
+        assert r.json()["error"]["code"] == "database_unavailable"
+        assert httpx.get(f"{url}/readyz", timeout=30).status_code == 503
+        assert httpx.get(f"{url}/healthz").status_code == 200
+
+
+def test_killed_connections_are_replaced_without_restarting(db: Database, admin_url: str) -> None:
+    secret = create_key(db, "acme", ("recall",))[1]
+    auth = {"Authorization": f"Bearer {secret}"}
+    with serve(db) as url:
+        assert httpx.get(f"{url}/v1/users/u/episodes", headers=auth).status_code == 200
+        dbname = psycopg.conninfo.conninfo_to_dict(db.url)["dbname"]
+        with psycopg.connect(admin_url, autocommit=True) as conn:  # what a server restart does to the pool
+            killed = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                  "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)).fetchone()
+        assert killed and killed[0] >= 1
+        statuses = [httpx.get(f"{url}/v1/users/u/episodes", headers=auth).status_code for _ in range(5)]
+        assert statuses == [200] * 5
+
+
+def test_an_unexpected_error_is_a_500_with_a_request_id_and_the_service_carries_on(db: Database) -> None:
+    secret = create_key(db, "acme", ("recall",))[1]
+    with db.admin() as conn:
+        conn.execute("DROP TABLE episode_entities CASCADE")  # a fault the code does not expect
+    with serve(db) as url:
+        r = httpx.get(f"{url}/v1/episodes/1", headers={"Authorization": f"Bearer {secret}", "X-Request-Id": "req-7"})
+        assert r.status_code == 500
+        assert r.json()["error"] == {"code": "internal_error", "request_id": "req-7",
+                                     "message": "unexpected error; quote request id req-7 when reporting it"}
+        assert httpx.get(f"{url}/healthz").status_code == 200
+
+
+def test_two_workers_report_metrics_for_the_whole_service(settings: Settings) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "DATABASE_URL": settings.database_url or ""}
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port), "--workers", "2"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.2)
+        for _ in range(20):  # new connections, spread over both workers by the kernel
+            httpx.get(f"{url}/healthz")
+        lines = {line for line in httpx.get(f"{url}/metrics").text.splitlines()
+                if line.startswith('episodes_http_requests_total{method="GET",route="/healthz"')}
+        total = sum(float(line.rsplit(" ", 1)[1]) for line in lines)
+        assert total >= 21  # every answered /healthz, whichever worker answered it and whichever is scraped
+    finally:
+        proc.terminate()  # SIGTERM: uvicorn drains and stops its workers
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err.decode()
