@@ -80,6 +80,11 @@ class CorrectionInvalid(EpisodesError):
         self.field = field
 
 
+class EpisodeNotPinnable(EpisodesError):
+    """Only a current session episode can be pinned: not a super-summary (pin its sources), not a
+    superseded episode (pin the episode that replaced it)."""
+
+
 class SuperSummaryNotErasable(EpisodesError):
     """A super-summary is not erased by itself (the next compress run would write it again from its sources).
     Forget the session episodes it was made from; it is rebuilt without them."""

@@ -233,3 +233,74 @@ def test_the_app_role_cannot_read_the_keys(api: Api) -> None:
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         with api.db.tenant("acme") as conn:
             conn.execute("SELECT * FROM api_keys")
+
+
+def _maria_episode(api: Api, session_id: str) -> dict:
+    with api.client("acme") as c:
+        items = c.get("/v1/users/u-maria/episodes").json()["items"]
+    return next(e for e in items if e["session_id"] == session_id)
+
+
+def test_patch_corrects_an_episode_audited_and_seen_by_recall(api: Api) -> None:
+    episode = _maria_episode(api, "m2")
+    summary = "Maria set the query budget alarm (Cost Guard) to 7 credits per query, sent to the finance channel."
+    with api.client("acme") as c, api.client("acme_read") as reader, api.client("globex") as globex:
+        assert reader.patch(f"/v1/episodes/{episode['id']}", json={"summary": summary}).status_code == 403
+        assert globex.patch(f"/v1/episodes/{episode['id']}", json={"summary": summary}).status_code == 404
+        bad = c.patch(f"/v1/episodes/{episode['id']}", json={"summary": "short"})
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "body.summary"
+        unknown = c.patch(f"/v1/episodes/{episode['id']}", json={"drop_events": [2**62]})
+        assert unknown.status_code == 422 and "drop_events" in unknown.json()["error"]["field"]
+        dry = c.patch(f"/v1/episodes/{episode['id']}", params={"dry_run": True}, json={"summary": summary}).json()
+        assert dry["dry_run"] and dry["changes"] and dry["correction_ids"] == []
+        assert c.get(f"/v1/episodes/{episode['id']}").json()["summary"] == episode["summary"]
+        r = c.patch(f"/v1/episodes/{episode['id']}", json={"summary": summary})
+        assert r.status_code == 200 and r.json()["correction_ids"], r.text
+        assert c.get(f"/v1/episodes/{episode['id']}").json()["summary"] == summary
+        block = c.post("/v1/recall", json={"user_id": "u-maria", "message": "the finance channel alarm"}).json()
+        assert "finance channel" in block["block"]
+    with api.db.admin() as conn:
+        audit = conn.execute("SELECT actor, new_value FROM episode_corrections WHERE episode_id = %s",
+                             (episode["id"],)).fetchall()
+    assert [a["new_value"] for a in audit] == [summary] and audit[0]["actor"].startswith("api-key:ep_")
+
+
+def test_pin_and_unpin_through_the_api(api: Api) -> None:
+    episode = _maria_episode(api, "m1")
+    with api.client("acme") as c, api.client("globex") as globex:
+        assert globex.put(f"/v1/episodes/{episode['id']}/pin").status_code == 404
+        r = c.put(f"/v1/episodes/{episode['id']}/pin")
+        assert r.status_code == 200 and r.json()["pinned"] and r.json()["changed"]
+        assert c.put(f"/v1/episodes/{episode['id']}/pin").json()["changed"] is False
+        assert c.delete(f"/v1/episodes/{episode['id']}/pin").json() == {
+            "episode_id": episode["id"], "user_id": "u-maria", "pinned": False, "changed": True,
+            "super_summary_rebuilt": None}
+
+
+def test_delete_erases_one_episode_and_recall_forgets_it(api: Api) -> None:
+    record = {"user_id": "u-maria", "session_id": "m-forget", "ended_at": "2025-07-01T10:00:00Z",
+              "messages": [{"role": "user", "content": "We decided the Zanzibar offsite budget is 40k euros."}]}
+    with api.client("acme") as c:
+        c.post("/v1/transcripts", json={"transcripts": [record]})
+    from jobs.embeddings import embedder_for
+    from jobs.extract.offline import OfflineExtractor
+    from jobs.summarize import run_summarize
+    embedder = embedder_for(api.db.settings)
+    run_summarize(api.db, extractor=OfflineExtractor(embedder), embedder=embedder)
+    episode = _maria_episode(api, "m-forget")
+    with api.client("acme") as c, api.client("acme_read") as reader, api.client("globex") as globex:
+        before = c.post("/v1/recall", json={"user_id": "u-maria", "message": "Zanzibar offsite budget"}).json()
+        assert "Zanzibar" in before["block"]
+        assert reader.delete(f"/v1/episodes/{episode['id']}").status_code == 403
+        assert globex.delete(f"/v1/episodes/{episode['id']}").status_code == 404
+        dry = c.delete(f"/v1/episodes/{episode['id']}", params={"dry_run": True}).json()
+        assert dry["dry_run"] and dry["erased_ids"] == [episode["id"]] and dry["erasure_ids"] == []
+        r = c.delete(f"/v1/episodes/{episode['id']}")
+        assert r.status_code == 200 and r.json()["erasure_ids"], r.text
+        assert c.get(f"/v1/episodes/{episode['id']}").status_code == 404
+        assert c.delete(f"/v1/episodes/{episode['id']}").status_code == 404
+        after = c.post("/v1/recall", json={"user_id": "u-maria", "message": "Zanzibar offsite budget"}).json()
+        assert "Zanzibar" not in after["block"] and episode["id"] not in [e["id"] for e in after["episodes"]]
+    with api.db.admin() as conn:
+        left = conn.execute("SELECT count(*) AS n FROM episode_events WHERE episode_id = %s", (episode["id"],)).fetchone()
+    assert left == {"n": 0}

@@ -12,8 +12,8 @@ from lifecycle_helpers import RenamedExtractor, load, rows, session
 from jobs.cli import cli
 from jobs.compress import OfflineCompressor, run_compress
 from jobs.db import Database
-from jobs.errors import EpisodesError
-from jobs.lifecycle import EpisodeNotFound, Selection, pin, resummarize, unpin
+from jobs.errors import EpisodeNotFound, EpisodesError
+from jobs.lifecycle import Selection, pin, resummarize, unpin
 from jobs.recall import Recaller
 from jobs.recall.config import RecallConfig
 from jobs.recall.scoring import decay

@@ -5,7 +5,7 @@
 - :mod:`~jobs.lifecycle.pins`: pin and unpin an episode (no decay, never compressed, never pruned).
 """
 
-from jobs.lifecycle.pins import EpisodeNotFound, PinChange, pin, unpin
+from jobs.lifecycle.pins import PinChange, pin, unpin
 from jobs.lifecycle.resummarize import (
     ResummarizePlan,
     Selection,
@@ -15,5 +15,5 @@ from jobs.lifecycle.resummarize import (
 )
 from jobs.lifecycle.retention import PruneReport, prune_transcripts
 
-__all__ = ["EpisodeNotFound", "PinChange", "PruneReport", "ResummarizePlan", "Selection", "current_prompt_version",
+__all__ = ["PinChange", "PruneReport", "ResummarizePlan", "Selection", "current_prompt_version",
            "pin", "plan_resummarize", "prune_transcripts", "resummarize", "unpin"]

@@ -23,12 +23,8 @@ from typing import NoReturn
 
 from jobs.compress import rebuild_period
 from jobs.db import Conn, Database
-from jobs.errors import EpisodesError
+from jobs.errors import EpisodeNotFound, EpisodeNotPinnable
 from jobs.sql import query
-
-
-class EpisodeNotFound(EpisodesError):
-    """No such episode in this tenant."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +47,7 @@ class PinChange:
 
 def pin(db: Database, tenant_id: str, episode_id: int) -> PinChange:
     """Pin a current session episode of ``tenant_id``; raises :class:`EpisodeNotFound` for an unknown
-    id (another tenant's id is unknown here: row-level security hides it) and EpisodesError for a
+    id (another tenant's id is unknown here: row-level security hides it) and EpisodeNotPinnable for a
     super-summary or a superseded episode. A compressed episode returns to recall at once and its
     period's super-summary is rebuilt from the other sessions (the model is called for that, or the
     offline compressor without an API key); if that rebuild fails the next compress run completes it."""
@@ -82,7 +78,7 @@ def _refuse(conn: Conn, tenant_id: str, episode_id: int) -> NoReturn:
         raise EpisodeNotFound(f"No episode {episode_id} in tenant {tenant_id!r}; "
                               "see analyst.episode_timeline for the tenant's episode ids.")
     if found["kind"] == "super":
-        raise EpisodesError(f"Episode {episode_id} is a super-summary; pin the session episodes it compressed "
+        raise EpisodeNotPinnable(f"Episode {episode_id} is a super-summary; pin the session episodes it compressed "
                             f"(analyst.episode_timeline where compressed_into = {episode_id}).")
-    raise EpisodesError(f"Episode {episode_id} was superseded by a re-run of its session"
+    raise EpisodeNotPinnable(f"Episode {episode_id} was superseded by a re-run of its session"
                         + (f"; pin episode {found['superseded_by']} instead." if found["superseded_by"] else "."))

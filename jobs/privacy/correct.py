@@ -54,6 +54,8 @@ from jobs.sql import query
 log = logging.getLogger(__name__)
 
 ITEM_TYPES = ("open_question", "commitment")
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL: refused as invalid, not left to fail in the database
+EventId = Annotated[int, Field(ge=1, le=2**63 - 1)]  # a bigint id; larger numbers are refused, not sent
 
 
 class EventChange(BaseModel):
@@ -61,7 +63,7 @@ class EventChange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=400)] | None = Field(
+    text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=400, pattern=NO_NUL)] | None = Field(
         default=None,
         description="The event's corrected sentence (3-400 characters), replacing what the episode recorded.",
     )
@@ -85,15 +87,15 @@ class EpisodeCorrection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, max_length=1200)] | None = Field(
+    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, max_length=1200, pattern=NO_NUL)] | None = Field(
         default=None,
         description="The corrected summary (10-1,200 characters), replacing the episode's summary.",
     )
-    drop_events: list[int] = Field(
+    drop_events: list[EventId] = Field(
         default_factory=list, max_length=50,
         description="Ids of events of this episode to remove (a wrong decision, a question never asked).",
     )
-    events: dict[int, EventChange] = Field(
+    events: dict[EventId, EventChange] = Field(
         default_factory=dict, max_length=50,
         description="Changes to events of this episode, by event id: a corrected text and/or a status.",
     )

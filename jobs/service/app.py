@@ -27,12 +27,12 @@ from jobs.service.auth import RateLimiter
 from jobs.service.keys import KeyVerifier
 from jobs.service.metrics import Metrics, mark_dead
 from jobs.service.middleware import RequestMiddleware
-from jobs.service.routes import episodes, health, recall, transcripts, users
+from jobs.service.routes import control, episodes, health, recall, transcripts, users
 from jobs.sql import query
 
 log = logging.getLogger("jobs.service")
 
-ROUTERS = [health.router, recall.router, transcripts.router, episodes.router, users.router]
+ROUTERS = [health.router, recall.router, transcripts.router, episodes.router, control.router, users.router]
 
 
 def from_environment() -> FastAPI:

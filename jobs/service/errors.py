@@ -16,7 +16,13 @@ from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from jobs.errors import DatabaseError
+from jobs.errors import (
+    CorrectionInvalid,
+    DatabaseError,
+    EpisodeNotFound,
+    EpisodeNotPinnable,
+    SuperSummaryNotErasable,
+)
 
 log = logging.getLogger("jobs.service")
 
@@ -76,6 +82,21 @@ def install(app: FastAPI) -> None:
         return error_response(request, 503, "database_unavailable",
                               "the database is unavailable; retry after the time in Retry-After",
                               headers={"Retry-After": str(RETRY_AFTER_OUTAGE)})
+
+    # The domain's refusals, raised by the functions the routes share with the CLI and the MCP tools.
+    @app.exception_handler(EpisodeNotFound)
+    def _not_found(request: Request, exc: EpisodeNotFound) -> JSONResponse:
+        return error_response(request, 404, "not_found", str(exc))
+
+    @app.exception_handler(CorrectionInvalid)
+    def _bad_correction(request: Request, exc: CorrectionInvalid) -> JSONResponse:
+        return error_response(request, 422, "invalid_request", str(exc), field=f"body.{exc.field}" if exc.field else None)
+
+    def _conflict(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request, 409, "conflict", str(exc))
+
+    for refusal in (SuperSummaryNotErasable, EpisodeNotPinnable):
+        app.add_exception_handler(refusal, _conflict)
 
     for kind in (psycopg.OperationalError, PoolTimeout, DatabaseError):
         app.add_exception_handler(kind, _outage)

@@ -74,3 +74,36 @@ class ForgetResponse(BaseModel):
 class Health(BaseModel):
     status: Literal["ok"]
     schema_version: int | None = None
+
+
+class CorrectionResponse(BaseModel):
+    episode_id: int
+    dry_run: bool
+    changes: list[str] = Field(description="What changed, in words; empty when the episode already said so.")
+    correction_ids: list[int] = Field(description="The audit rows written (none in a dry run).")
+    reindexed: list[int] = Field(description="Episodes re-embedded and re-indexed: this one and any super-summary "
+                                             "holding a copy of a changed event.")
+
+
+class SuperRebuild(BaseModel):
+    id: int = Field(description="The removed super-summary.")
+    period: str
+    outcome: str = Field(description="created, single, uncompressed, failed, changed; 'not run' in a dry run.")
+
+
+class EpisodeErasureResponse(BaseModel):
+    episode_id: int
+    dry_run: bool
+    erased_ids: list[int] = Field(description="This episode and the earlier versions of its session.")
+    counts: dict[str, int]
+    erasure_ids: list[int]
+    super_summaries: list[SuperRebuild]
+
+
+class PinResponse(BaseModel):
+    episode_id: int
+    user_id: str
+    pinned: bool
+    changed: bool = Field(description="False when the episode already was as asked.")
+    super_summary_rebuilt: str | None = Field(description="Pinning a compressed episode rebuilds its period's "
+                                                          "super-summary without it: the outcome.")
