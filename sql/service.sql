@@ -23,7 +23,8 @@ WHERE key_hash = %(key_hash)s AND revoked_at IS NULL
 RETURNING id, prefix, tenant_id, name, scopes, rate_limit
 
 -- name: service_list_episodes
--- A user's episodes, newest first, keyset-paginated on (ended_at, id).
+-- A user's episodes, newest first, keyset-paginated on (ended_at, id); q: full text over what
+-- search_tsv indexes (summary, tags, events, entities; web-search syntax), null for all.
 SELECT id, kind, session_id, purpose, summary, topic_tags, importance, started_at, ended_at,
        period_start, period_end, status, model, compressed_into, created_at
 FROM episodes
@@ -32,6 +33,7 @@ WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
   AND (%(since)s::timestamptz IS NULL OR ended_at >= %(since)s)
   AND (%(until)s::timestamptz IS NULL OR ended_at < %(until)s)
   AND (%(include_superseded)s OR status = 'current')
+  AND (%(q)s::text IS NULL OR search_tsv @@ websearch_to_tsquery('english', %(q)s))
   AND (%(after_ended)s::timestamptz IS NULL OR (ended_at, id) < (%(after_ended)s, %(after_id)s::bigint))
 ORDER BY ended_at DESC, id DESC
 LIMIT %(limit)s

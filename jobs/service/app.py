@@ -22,7 +22,7 @@ from jobs import config, logs, migrate
 from jobs.db import Database, one
 from jobs.embeddings import embedder_for
 from jobs.recall import shared_recaller
-from jobs.service import errors
+from jobs.service import errors, mcp_http
 from jobs.service.auth import RateLimiter
 from jobs.service.keys import KeyVerifier
 from jobs.service.metrics import Metrics, mark_dead
@@ -54,7 +54,8 @@ def create_app(db: Database, *, close_db: bool = False) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         embedder_for(settings).embed(["warm up"])  # load the weights before the first recall, not during it
         log.info("memory service ready", extra={"action": "api_ready", "schema": migrate.code_version()})
-        yield
+        async with app.state.mcp.run():  # the MCP transport's task group (jobs/service/mcp_http.py)
+            yield
         mark_dead()
         if close_db:
             db.close()
@@ -67,6 +68,7 @@ def create_app(db: Database, *, close_db: bool = False) -> FastAPI:
     app.state.limiter = RateLimiter(settings.api_rate_limit)
     app.state.recaller = shared_recaller(db)
     app.state.metrics = metrics = Metrics(queue_depth)
+    app.state.mcp = mcp_http.mount(app, db, app.state.recaller, settings.api_max_body)
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)

@@ -54,25 +54,38 @@ def _unauthorized(message: str) -> ApiError:
     return ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
 
 
+def authenticate(request: Request, secret: str | None) -> ApiKey:
+    """The live key for the bearer ``secret`` (401 if missing, unknown or revoked), its tenant noted
+    on the request for the access log."""
+    if not secret:
+        raise _unauthorized("missing API key; send Authorization: Bearer <key>")
+    verifier: KeyVerifier = request.app.state.verifier
+    key = verifier.verify(secret)
+    if key is None:
+        raise _unauthorized("unknown or revoked API key")
+    request.state.tenant_id = key.tenant_id
+    return key
+
+
+def throttle(request: Request, key: ApiKey) -> None:
+    """Take one of the key's tokens, or answer 429 with ``Retry-After``."""
+    limiter: RateLimiter = request.app.state.limiter
+    wait = limiter.wait_for(key)
+    if wait > 0:
+        raise ApiError(429, "rate_limited", "too many requests for this key; retry after the time in Retry-After",
+                       headers={"Retry-After": str(max(1, math.ceil(wait)))})
+
+
 def scope(needed: str) -> Callable[..., ApiKey]:
     """A dependency: the request's verified key, which must hold the scope ``needed``."""
 
     def authorize(request: Request,
                   credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> ApiKey:
-        if credentials is None or credentials.scheme.lower() != "bearer":
-            raise _unauthorized("missing API key; send Authorization: Bearer <key>")
-        verifier: KeyVerifier = request.app.state.verifier
-        key = verifier.verify(credentials.credentials)
-        if key is None:
-            raise _unauthorized("unknown or revoked API key")
-        request.state.tenant_id = key.tenant_id
+        bearer = credentials is not None and credentials.scheme.lower() == "bearer"
+        key = authenticate(request, credentials.credentials if bearer and credentials else None)
         if needed not in key.scopes:
             raise ApiError(403, "forbidden", f"this key lacks the {needed!r} scope (it has: {', '.join(key.scopes)})")
-        limiter: RateLimiter = request.app.state.limiter
-        wait = limiter.wait_for(key)
-        if wait > 0:
-            raise ApiError(429, "rate_limited", "too many requests for this key; retry after the time in Retry-After",
-                           headers={"Retry-After": str(max(1, math.ceil(wait)))})
+        throttle(request, key)
         return key
 
     return authorize

@@ -60,12 +60,15 @@ def _page(rows: list[Any], limit: int, time_key: str) -> Page:
 
 def list_episodes(conn: Conn, tenant_id: str, user_id: str, *, kind: str | None = None,
                   since: dt.datetime | None = None, until: dt.datetime | None = None,
-                  include_superseded: bool = False, limit: int = 50, cursor: str | None = None) -> Page:
-    """A user's episodes, newest first (by end time), ``limit`` to a page."""
+                  include_superseded: bool = False, q: str | None = None, limit: int = 50,
+                  cursor: str | None = None) -> Page:
+    """A user's episodes, newest first (by end time), ``limit`` to a page; ``q`` keeps those whose
+    summary, tags, events or entities match it (full text, web-search syntax: every word, unless
+    joined by ``or``)."""
     after_ended, after_id = decode_cursor(cursor)
     rows = conn.execute(query("service_list_episodes"), {
         "tenant_id": tenant_id, "user_id": user_id, "kind": kind, "since": since, "until": until,
-        "include_superseded": include_superseded, "after_ended": after_ended, "after_id": after_id,
+        "include_superseded": include_superseded, "q": q or None, "after_ended": after_ended, "after_id": after_id,
         "limit": limit + 1,
     }).fetchall()
     return _page(rows, limit, "ended_at")
