@@ -47,6 +47,12 @@ SELECT DISTINCT tenant_id, pg_current_xact_id() FROM episodes
 -- name: reembed_end
 DELETE FROM reembed_state
 
+-- name: hold_episodes_schema
+-- Taken by a reader before it asks which embedder the vectors are of: the switch's ALTER TABLE then
+-- waits for the reader's transaction, so every statement in it sees the same embedding column
+-- (read committed gives each statement its own snapshot; the lock keeps them on one side of the switch).
+LOCK TABLE episodes IN ACCESS SHARE MODE
+
 -- name: recorded_embedder
 SELECT max(value) FILTER (WHERE key = 'embedder') AS embedder,
        max(value) FILTER (WHERE key = 'embedding_dim')::int AS dim

@@ -27,7 +27,11 @@ class Recorded:
 
 
 def recorded_embedder(conn: Conn) -> Recorded:
-    """The embedder and dimension the database's vectors are of (one primary-key read)."""
+    """The embedder and dimension the database's vectors are of, for the rest of the caller's transaction.
+
+    First takes the lock every reader of ``episodes`` takes anyway (ACCESS SHARE), so a switch cannot
+    commit between this read and the caller's next statements."""
+    conn.execute(query("hold_episodes_schema"))
     row = one(conn.execute(query("recorded_embedder")))
     return Recorded(str(row["embedder"]), int(row["dim"]))
 
