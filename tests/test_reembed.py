@@ -87,8 +87,7 @@ def test_a_kill_9_mid_run_resumes_without_redoing_finished_batches(db: Database,
         from jobs.config import load
         from jobs.db import Database
         from jobs.embeddings import get_embedder
-        from jobs.models import episode_text
-from jobs.lifecycle.reembed import reembed
+        from jobs.lifecycle.reembed import reembed
         batches = []
         def progress(n):
             batches.append(n)
