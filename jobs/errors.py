@@ -39,6 +39,15 @@ class EmbeddingDimensionMismatch(EpisodesError):
     """The configured embedder's dimension differs from the database's. Re-embed, or configure the original embedder."""
 
 
+class EmbedderChanged(EmbeddingDimensionMismatch):
+    """`episodes reembed` switched the database to another embedder than this process's. Restart it with
+    EPISODES_EMBEDDER set to the database's embedder (`episodes status` shows it)."""
+
+
+class ReembedInProgress(EpisodesError):
+    """Another re-embed is in progress. Resume it with its --embedder, or drop it with `episodes reembed --abort`."""
+
+
 class IngestError(EpisodesError):
     """Some records were rejected; the others were loaded."""
 

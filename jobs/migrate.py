@@ -93,19 +93,22 @@ def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str)
         if applied:  # one line for the run; `episodes init` prints the names on stdout
             log.info("schema migrated from version %d to %d", have, applied[-1].version,
                      extra={"action": "migrate", "applied": len(applied)})
-        check_embedding_dim(conn, embedding_dim)
+        check_embedding_dim(conn, embedding_dim, embedder)
         return applied
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
 
 
-def check_embedding_dim(conn: psycopg.Connection[Any], embedding_dim: int) -> None:
+def check_embedding_dim(conn: psycopg.Connection[Any], embedding_dim: int, embedder: str = "NAME") -> None:
+    """Refuse a configured embedder whose dimension differs from the database's, saying how to switch."""
     row = conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedding_dim'").fetchone()
     stored = int(_first(row))
     if stored != embedding_dim:
+        name = _first(conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedder'").fetchone())
         raise EmbeddingDimensionMismatch(
-            f"The database stores {stored}-dimensional embeddings but the configured embedder makes "
-            f"{embedding_dim}. Configure the embedder the database was initialised with, or re-embed."
+            f"The database stores {stored}-dimensional embeddings ({name}) but the configured embedder makes "
+            f"{embedding_dim}. Run `episodes reembed --embedder {embedder}` to switch the database to it "
+            f"(recall keeps answering meanwhile), or set EPISODES_EMBEDDER={name}."
         )
 
 

@@ -34,7 +34,8 @@ from jobs.compress import scheduled_compress
 from jobs.config import Settings
 from jobs.db import Conn, Database, one
 from jobs.embeddings import BatchingEmbedder, embedder_for
-from jobs.errors import ConfigError
+from jobs.embeddings.recorded import check_recorded
+from jobs.errors import ConfigError, EmbedderChanged, EpisodesError
 from jobs.extract import Extractor
 from jobs.lifecycle.retention import prune_transcripts
 from jobs.runs import finish_run, start_run, worker_id
@@ -89,6 +90,7 @@ class Server:
         self._in_flight: dict[int, float] = {}
         self._lock = threading.Lock()
         self.scheduler = BackgroundScheduler(timezone="UTC")
+        self.fatal: EpisodesError | None = None  # why serving stopped on its own (raised by run)
 
     # --- waking -----------------------------------------------------------------------------
 
@@ -191,6 +193,17 @@ class Server:
 
         return self._singleton(MAINTENANCE_LOCK, "maintenance", work)
 
+    def check_embedder(self) -> None:
+        """Stop serving, clearly, once `episodes reembed` switched the database to another embedder:
+        vectors of this process's embedder no longer belong there (jobs.embeddings.recorded)."""
+        try:
+            with self.db.admin() as conn:
+                check_recorded(conn, self.summarizer.embedder, self.db.settings.embedder)
+        except EmbedderChanged as exc:
+            log.error("%s", exc, extra={"action": "embedder_changed"})
+            self.fatal = exc
+            self.stop()
+
     def compress(self) -> dict[str, int] | None:
         return self._singleton(COMPRESS_LOCK, "compress", lambda conn: self.compress_fn(self.db))
 
@@ -210,6 +223,11 @@ class Server:
             signal.signal(signal.SIGINT, self.stop)
         o = self.options
         self.scheduler.add_job(self.wake, IntervalTrigger(seconds=o.poll_seconds), id="poll",
+                               max_instances=1, coalesce=True)
+        self.check_embedder()
+        if self.fatal:
+            raise self.fatal
+        self.scheduler.add_job(self.check_embedder, IntervalTrigger(seconds=o.poll_seconds), id="embedder",
                                max_instances=1, coalesce=True)
         self.scheduler.add_job(self.maintenance, IntervalTrigger(seconds=o.maintenance_seconds), id="maintenance",
                                max_instances=1, coalesce=True)
@@ -239,4 +257,6 @@ class Server:
             with self.db.admin() as conn:
                 conn.execute(query("release_transcript"), {"id": transcript_id, "worker": self.worker})
         log.info("stopped", extra={"action": "serve_stop", "released": len(left), **dict(self.counts)})
+        if self.fatal:
+            raise self.fatal
         return self.counts

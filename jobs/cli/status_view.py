@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jobs import migrate
 from jobs.db import Database, one
+from jobs.lifecycle.reembed import reembed_progress
 from jobs.sql import query
 
 EMBEDDER_NOTES = {"minilm": ": all-MiniLM-L6-v2, int8 weights", "minilm-fp32": ": all-MiniLM-L6-v2, float32"}
@@ -20,6 +21,8 @@ def render_status(db: Database) -> str:
         dim = one(conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedding_dim'"))["value"]
         name = one(conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedder'"))["value"]
         lines.append(f"schema       version {have} (code {migrate.code_version()}), embeddings {dim}-d ({name})")
+        if have >= 14 and (progress := reembed_progress(conn)) is not None:  # migration 0014
+            lines.append(f"reembed      {progress.line()} (`episodes reembed --embedder {progress.embedder}` resumes)")
         extractor = settings.resolved_extractor
         label = f"anthropic ({settings.model})" if extractor == "anthropic" else \
             "offline (no ANTHROPIC_API_KEY: deterministic, lower quality)"

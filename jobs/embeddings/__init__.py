@@ -19,18 +19,22 @@ from pathlib import Path
 
 from jobs.config import Settings
 from jobs.embeddings.batching import BatchingEmbedder
+from jobs.embeddings.hashing import HashingEmbedder
 from jobs.embeddings.minilm import MiniLMEmbedder
 from jobs.embeddings.model_cache import default_cache_dir
 from jobs.embeddings.protocol import Embedder, Vectors
 from jobs.embeddings.voyage import VoyageEmbedder
 from jobs.errors import ConfigError
 
-__all__ = ["BatchingEmbedder", "Embedder", "MiniLMEmbedder", "Vectors", "VoyageEmbedder", "embedder_for",
+__all__ = ["BatchingEmbedder", "Embedder", "HashingEmbedder", "MiniLMEmbedder", "Vectors", "VoyageEmbedder", "embedder_for",
            "get_embedder"]
 
 
 def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | None = None) -> Embedder:
-    """The embedder called ``name``: ``minilm`` (int8), ``minilm-fp32`` or ``voyage[:model]``.
+    """The embedder called ``name``: ``minilm`` (int8), ``minilm-fp32``, ``voyage[:model]`` or ``hashing[:dim]``.
+
+    ``hashing`` is for tests and offline use (:mod:`jobs.embeddings.hashing`). The name recorded by
+    ``episodes init`` for MiniLM (``all-MiniLM-L6-v2``) is accepted too, in any case.
 
     One instance per process and arguments, so the model loads once. ``threads`` and ``cache_dir``
     (None: the per-user cache folder) apply to MiniLM only.
@@ -40,14 +44,20 @@ def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | No
 
 @cache
 def _embedder(name: str, threads: int, cache_dir: Path) -> Embedder:
-    if name in ("minilm", "all-minilm-l6-v2"):
+    if name in ("minilm", "all-minilm-l6-v2", "all-MiniLM-L6-v2"):
         return MiniLMEmbedder("int8", threads=threads, cache_dir=cache_dir)
     if name == "minilm-fp32":
         return MiniLMEmbedder("fp32", threads=threads, cache_dir=cache_dir)
     if name.startswith("voyage"):
         model = name.split(":", 1)[1] if ":" in name else "voyage-3-lite"
         return VoyageEmbedder(model)
-    raise ConfigError(f"EPISODES_EMBEDDER={name!r} is unknown; use minilm, minilm-fp32 or voyage[:model].")
+    if name == "hashing" or name.startswith("hashing:"):
+        dim = name.partition(":")[2] or "256"
+        if not dim.isdigit() or not 8 <= int(dim) <= 4096:
+            raise ConfigError(f"embedder {name!r}: hashing takes a dimension between 8 and 4096, e.g. hashing:64.")
+        return HashingEmbedder(int(dim))
+    raise ConfigError(f"EPISODES_EMBEDDER={name!r} is unknown; use minilm, minilm-fp32, voyage[:model] "
+                      "or hashing[:dim] (tests and offline use).")
 
 
 def embedder_for(settings: Settings) -> Embedder:

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jobs.db import Database
-from jobs.embeddings import Embedder, embedder_for
+from jobs.db import Conn, Database
+from jobs.embeddings import Embedder, embedder_for, get_embedder
+from jobs.embeddings.recorded import Recorded, recorded_embedder
 from jobs.recall.config import RecallConfig
 from jobs.recall.fitting import select
 from jobs.recall.index import RecallIndex
@@ -54,9 +55,23 @@ class Recaller:
         self.embedder = embedder or embedder_for(db.settings)
         self.config = config or RecallConfig()
         self.index = index or RecallIndex(self.embedder.dim, db.settings.recall_cache_rows)
+        self._recorded: Recorded | None = None  # the database's embedder as first seen (jobs.embeddings.recorded)
         if self.index.dim != self.embedder.dim:
             raise ValueError(f"the index holds {self.index.dim}-dimension vectors; "
                              f"the embedder {self.embedder.name} makes {self.embedder.dim}")
+
+    def _follow_recorded_embedder(self, conn: Conn) -> bool:
+        """Switch to the embedder the database records if it is another one (after `episodes reembed`).
+
+        The per-user copies hold the old vectors, so they go too. Returns whether it switched."""
+        recorded = recorded_embedder(conn)
+        seen, self._recorded = self._recorded or recorded, recorded
+        if recorded == seen and recorded.dim == self.embedder.dim:
+            return False
+        s = self.db.settings
+        self.embedder = get_embedder(recorded.name, threads=s.embed_threads, cache_dir=s.cache_dir)
+        self.index = RecallIndex(self.embedder.dim, s.recall_cache_rows)
+        return True
 
     def embed(self, opening_message: str) -> np.ndarray:
         """The query vector of an opening message (what :meth:`recall_vector` takes)."""
@@ -84,6 +99,8 @@ class Recaller:
         vector = np.asarray(query_vector, dtype=np.float32)
         now_us = epoch_us(now)
         with self.db.tenant(tenant_id) as conn:
+            if self._follow_recorded_embedder(conn):  # `episodes reembed` switched: embed the query anew
+                vector = self.embed(opening_message)
             open_rows = conn.execute(query("recall_open_items"), {
                 "tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes,
                 "limit": cfg.max_open_items, "query_text": opening_message,

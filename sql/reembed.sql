@@ -1,0 +1,63 @@
+-- Named queries of `episodes reembed` (jobs/lifecycle/reembed.py). Same format as sql/queries.sql.
+-- The job runs as the owner across tenants; the identifiers it composes (the column's dimension)
+-- are in Python, through psycopg.sql.
+
+-- name: reembed_state
+SELECT embedder, dim, started_at FROM reembed_state
+
+-- name: reembed_begin
+INSERT INTO reembed_state (embedder, dim) VALUES (%(embedder)s, %(dim)s)
+
+-- name: reembed_progress
+-- Episodes with a vector (purged sources of compressed periods have none and keep none), and of
+-- those the ones whose new vector is written.
+SELECT count(*) FILTER (WHERE embedding IS NOT NULL) AS total,
+       count(*) FILTER (WHERE embedding IS NOT NULL AND embedding_next IS NOT NULL) AS done
+FROM episodes
+
+-- name: reembed_batch
+-- The next episodes without a new vector, in id order after %(after)s, with what their text is made of
+-- (jobs.models.episode_text; a super-summary's vector takes its first five events, as compress writes it).
+SELECT e.id, e.kind, e.changed_xid, e.summary, e.topic_tags,
+       ARRAY(SELECT ev.what FROM episode_events ev WHERE ev.episode_id = e.id ORDER BY ev.ordinal) AS events,
+       ARRAY(SELECT en.name FROM episode_entities en WHERE en.episode_id = e.id ORDER BY en.id) AS entities
+FROM episodes e
+WHERE e.embedding IS NOT NULL AND e.embedding_next IS NULL AND e.id > %(after)s
+ORDER BY e.id
+LIMIT %(limit)s
+
+-- name: reembed_write
+-- Only rows unchanged since they were read (same changed_xid): a row corrected meanwhile is left
+-- for a later pass. Run with episodes.reembed_write set, so changed_xid is not stamped.
+UPDATE episodes e SET embedding_next = v.vec::vector
+FROM unnest(%(ids)s::bigint[], %(xids)s::xid8[], %(vecs)s::text[]) AS v(id, xid, vec)
+WHERE e.id = v.id AND e.changed_xid = v.xid AND e.embedding IS NOT NULL
+
+-- name: reembed_finish_settings
+-- The switch: the recorded embedder and dimension become the new ones.
+UPDATE episodes_settings SET value = CASE key WHEN 'embedder' THEN %(embedder)s ELSE %(dim)s::text END
+WHERE key IN ('embedder', 'embedding_dim')
+
+-- name: reembed_invalidate_copies
+-- Every warm per-user recall copy holds vectors of the old embedder: one row per tenant in the
+-- deletion log (migration 0006) makes each copy taken before the switch read its user anew.
+INSERT INTO episode_deletions (tenant_id, deleted_xid)
+SELECT DISTINCT tenant_id, pg_current_xact_id() FROM episodes
+
+-- name: reembed_end
+DELETE FROM reembed_state
+
+-- name: hold_episodes_schema
+-- Taken by a reader before it asks which embedder the vectors are of: the switch's ALTER TABLE then
+-- waits for the reader's transaction, so every statement in it sees the same embedding column
+-- (read committed gives each statement its own snapshot; the lock keeps them on one side of the switch).
+LOCK TABLE episodes IN ACCESS SHARE MODE
+
+-- name: recorded_embedder
+SELECT max(value) FILTER (WHERE key = 'embedder') AS embedder,
+       max(value) FILTER (WHERE key = 'embedding_dim')::int AS dim
+FROM episodes_settings
+
+-- name: reembed_count
+-- Episodes with a vector: what a re-embed would do (purged sources of compressed periods have none).
+SELECT count(*) AS n FROM episodes WHERE embedding IS NOT NULL
