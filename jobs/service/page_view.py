@@ -70,6 +70,7 @@ def page_content(conn: Conn, link: MemoryLink) -> dict[str, Any]:
     for item in items:
         item["date"] = day(item["occurred_at"])
         item["due_text"] = day(item["due"]) if item["due"] else None
+        item["who_text"] = {"user": "you", "assistant": "the assistant"}.get(item["who"] or "", item["who"])
     return {"episodes": episodes[:MAX_EPISODES], "more_episodes": len(episodes) > MAX_EPISODES,
             "items": items[:MAX_ITEMS], "more_items": len(items) > MAX_ITEMS}
 
