@@ -266,6 +266,9 @@ def test_tokens_are_bound_to_their_secret_user_tenant_and_time() -> None:
         verify(b"k" * 32, token, now + LIFETIME)
     with pytest.raises(LinkRefused):
         verify(b"x" * 32, token, now)
+    for variant in (token + "!", token.replace(".", ".!", 1), token + "=", " " + token):
+        with pytest.raises(LinkRefused):
+            verify(b"k" * 32, variant, now)
     assert not issubclass(LinkRefused, LinkExpired)
 
 

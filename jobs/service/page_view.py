@@ -65,8 +65,8 @@ def page_content(conn: Conn, link: MemoryLink) -> dict[str, Any]:
     episodes = [dict(r) for r in conn.execute(query("page_episodes"), {**scope, "limit": MAX_EPISODES + 1})]
     items = [dict(r) for r in conn.execute(query("page_open_items"), {**scope, "limit": MAX_ITEMS + 1})]
     for episode in episodes:
-        episode["title"] = describe(episode)
-        episode["title"] = episode["title"][0].upper() + episode["title"][1:]
+        title = describe(episode)
+        episode["title"] = title[0].upper() + title[1:]
     for item in items:
         item["date"] = day(item["occurred_at"])
         item["due_text"] = day(item["due"]) if item["due"] else None
