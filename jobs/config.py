@@ -171,6 +171,7 @@ class Settings:
     api_max_body: int = 5 * 1024 * 1024  # largest request body `episodes api` reads (413 above)
     api_key_cache_seconds: float = 5.0  # how long a verified key is trusted without a lookup (revocation bound)
     api_rate_limit: float | None = None  # requests per second per key when the key sets none; None: unlimited
+    link_secret: str | None = None  # signs memory-page links; None: one generated and kept in the database
     crash_at: str | None = None  # crash tests only: kill -9 at this named point (jobs.faults)
 
     @property
@@ -243,6 +244,7 @@ def load() -> Settings:
         api_max_body=_int("EPISODES_API_MAX_BODY", 5 * 1024 * 1024, minimum=1024),
         api_key_cache_seconds=_duration("EPISODES_API_KEY_CACHE", 5.0) or 0.0,
         api_rate_limit=_rate("EPISODES_API_RATE_LIMIT"),
+        link_secret=_secret("EPISODES_LINK_SECRET"),
         crash_at=_str("EPISODES_CRASH_AT", None),
     )
 
@@ -255,6 +257,15 @@ def _rate(name: str) -> float | None:
     value = _float(name, 0.0)
     if value <= 0:
         raise ConfigError(f"{name}={raw!r} must be a positive number of requests per second, or off.")
+    return value
+
+
+def _secret(name: str) -> str | None:
+    """A signing secret: unset, or at least 32 characters (guessable secrets make forgeable links)."""
+    value = _str(name, None)
+    if value is not None and len(value) < 32:
+        raise ConfigError(f"{name} is {len(value)} characters; use at least 32 random characters "
+                          "(e.g. `openssl rand -hex 32`), or unset it to let the database keep one.")
     return value
 
 

@@ -22,7 +22,7 @@ from jobs import config, logs, migrate
 from jobs.db import Database, one
 from jobs.embeddings import embedder_for
 from jobs.recall import shared_recaller
-from jobs.service import errors, mcp_http
+from jobs.service import errors, mcp_http, page_routes
 from jobs.service.auth import RateLimiter
 from jobs.service.keys import KeyVerifier
 from jobs.service.metrics import Metrics, mark_dead
@@ -32,7 +32,8 @@ from jobs.sql import query
 
 log = logging.getLogger("jobs.service")
 
-ROUTERS = [health.router, recall.router, transcripts.router, episodes.router, control.router, users.router]
+ROUTERS = [health.router, recall.router, transcripts.router, episodes.router, control.router, users.router,
+           page_routes.router]
 
 
 def from_environment() -> FastAPI:

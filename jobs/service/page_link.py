@@ -1,0 +1,97 @@
+"""The signed link to a user's memory page: who it is for, until when, and whether it is genuine.
+
+A token is ``<payload>.<mac>``, both unpadded base64url: the payload is the JSON list
+``[tenant_id, user_id, expires_unix]`` and the mac is HMAC-SHA256 of the payload's text under the
+link secret. Nothing is stored per link: any worker holding the secret can check one, and a link
+is refused when its mac does not match (compared in constant time with :func:`hmac.compare_digest`),
+when it has expired, or when its payload is not the shape above. The tenant and the user come from
+the verified payload only, so a link cannot be pointed at another user or tenant.
+
+The secret is ``EPISODES_LINK_SECRET`` when set; otherwise 32 random bytes generated on first use
+and kept in ``episodes_settings`` (key ``memory_link_secret``, written once with
+``ON CONFLICT DO NOTHING``), so every worker and every restart of the service agrees on it.
+Rotating it (set the variable, or delete the row) invalidates every link handed out.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import hashlib
+import hmac
+import json
+import secrets
+from dataclasses import dataclass
+
+from jobs.db import Database, one
+from jobs.sql import query
+
+LIFETIME = dt.timedelta(minutes=15)
+
+
+class LinkRefused(Exception):
+    """A link that is not genuine: altered, truncated, or signed with another secret."""
+
+
+class LinkExpired(LinkRefused):
+    """A genuine link past its expiry."""
+
+
+@dataclass(frozen=True)
+class MemoryLink:
+    """What a verified token grants: the page of one user of one tenant, until ``expires_at``."""
+
+    tenant_id: str
+    user_id: str
+    expires_at: dt.datetime
+
+
+def link_secret(db: Database) -> bytes:
+    """The signing secret: the setting, else the one kept in the database (made on first use)."""
+    if db.settings.link_secret is not None:
+        return db.settings.link_secret.encode("utf-8")
+    with db.admin() as conn:
+        conn.execute(query("page_link_secret_init"), {"candidate": secrets.token_hex(32)})
+        row = one(conn.execute(query("page_link_secret")))  # a new statement: sees a concurrent first write
+    return str(row["value"]).encode("utf-8")
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    """Strict: a character outside the alphabet is an error, not skipped (one token, one spelling)."""
+    return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+
+
+def _mac(secret: bytes, payload: str) -> bytes:
+    return hmac.new(secret, payload.encode("ascii"), hashlib.sha256).digest()
+
+
+def sign(secret: bytes, tenant_id: str, user_id: str, now: dt.datetime) -> tuple[str, MemoryLink]:
+    """A token for ``user_id`` of ``tenant_id`` valid for :data:`LIFETIME` from ``now``."""
+    expires = int((now + LIFETIME).timestamp())
+    payload = _b64(json.dumps([tenant_id, user_id, expires], separators=(",", ":")).encode("utf-8"))
+    token = f"{payload}.{_b64(_mac(secret, payload))}"
+    return token, MemoryLink(tenant_id, user_id, dt.datetime.fromtimestamp(expires, dt.timezone.utc))
+
+
+def verify(secret: bytes, token: str, now: dt.datetime) -> MemoryLink:
+    """The link ``token`` grants; :class:`LinkRefused` if it is not genuine, :class:`LinkExpired` if it was."""
+    payload, dot, mac = token.partition(".")
+    if not dot or len(token) > 2000 or not token.isascii():
+        raise LinkRefused("not a memory link")
+    if not hmac.compare_digest(_b64(_mac(secret, payload)), mac):  # the one spelling this service writes
+        raise LinkRefused("the link was altered or is not one this service made")
+    try:
+        tenant_id, user_id, expires = json.loads(_unb64(payload))
+    except (binascii.Error, ValueError, TypeError):
+        raise LinkRefused("not a memory link") from None
+    if not (isinstance(tenant_id, str) and isinstance(user_id, str) and isinstance(expires, int)):
+        raise LinkRefused("not a memory link")
+    expires_at = dt.datetime.fromtimestamp(expires, dt.timezone.utc)
+    if now >= expires_at:
+        raise LinkExpired(f"the link expired at {expires_at:%H:%M} UTC")
+    return MemoryLink(tenant_id, user_id, expires_at)

@@ -1,0 +1,114 @@
+"""What the user's memory page shows, and its HTML (``reports/memory_page.html.j2``).
+
+Jinja2 with autoescape and StrictUndefined. The page is self-contained: inline CSS allowed by a
+per-response nonce in the Content-Security-Policy (:func:`security_headers`), no script, no image,
+no font, nothing fetched from anywhere; forms post back to the page's own endpoints.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jinja2
+
+from jobs.db import Conn
+from jobs.resources import reports_dir
+from jobs.service.page_link import MemoryLink
+from jobs.sql import query
+
+TEMPLATE = "memory_page.html.j2"
+MAX_EPISODES = 500  # the page lists this many, newest first, and says so when there are more
+MAX_ITEMS = 200
+
+
+@dataclass(frozen=True)
+class Notice:
+    """What happened after an action, in plain words; ``ok`` False shows it as a problem."""
+
+    text: str
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class Urls:
+    """The page's own endpoints (paths, so the page works behind a reverse proxy's prefix)."""
+
+    show: str
+    forget: str
+    correct: str
+    item: str
+
+
+def day(moment: dt.datetime | dt.date | None) -> str:
+    """3 June 2025 (UTC): how the page writes dates."""
+    if moment is None:
+        return "an unknown date"
+    if isinstance(moment, dt.datetime):
+        moment = moment.astimezone(dt.timezone.utc).date()
+    return f"{moment.day} {moment:%B %Y}"
+
+
+def describe(episode: dict[str, Any]) -> str:
+    """"the conversation of 3 June 2025", "the summary of 1 January 2025 to 31 March 2025"."""
+    if episode["kind"] == "super":
+        return f"the summary of {day(episode['period_start'])} to {day(episode['period_end'])}"
+    return f"the conversation of {day(episode['ended_at'] or episode['started_at'])}"
+
+
+def page_content(conn: Conn, link: MemoryLink) -> dict[str, Any]:
+    """The user's current episodes (newest first) and open items, ready for the template."""
+    scope = {"tenant_id": link.tenant_id, "user_id": link.user_id}
+    episodes = [dict(r) for r in conn.execute(query("page_episodes"), {**scope, "limit": MAX_EPISODES + 1})]
+    items = [dict(r) for r in conn.execute(query("page_open_items"), {**scope, "limit": MAX_ITEMS + 1})]
+    for episode in episodes:
+        title = describe(episode)
+        episode["title"] = title[0].upper() + title[1:]
+    for item in items:
+        item["date"] = day(item["occurred_at"])
+        item["due_text"] = day(item["due"]) if item["due"] else None
+        item["who_text"] = {"user": "you", "assistant": "the assistant"}.get(item["who"] or "", item["who"])
+    return {"episodes": episodes[:MAX_EPISODES], "more_episodes": len(episodes) > MAX_EPISODES,
+            "items": items[:MAX_ITEMS], "more_items": len(items) > MAX_ITEMS}
+
+
+@cache
+def environment() -> jinja2.Environment:
+    def load(name: str) -> str:
+        path = reports_dir() / name
+        if not path.is_file():
+            raise jinja2.TemplateNotFound(name)
+        return path.read_text(encoding="utf-8")
+
+    return jinja2.Environment(loader=jinja2.FunctionLoader(load), undefined=jinja2.StrictUndefined,
+                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def render(*, nonce: str, refused: str | None = None, link: MemoryLink | None = None, token: str = "",
+           urls: Urls | None = None, content: dict[str, Any] | None = None, notice: Notice | None = None) -> str:
+    """The page (``link``, ``content``) or, with ``refused``, the plain page that says why the link
+    does not work and to ask for a new one."""
+    return environment().get_template(TEMPLATE).render(
+        nonce=nonce, refused=refused, link=link, token=token, urls=urls, notice=notice,
+        expires=f"{link.expires_at:%H:%M} UTC" if link else "", **(content or {
+            "episodes": [], "more_episodes": False, "items": [], "more_items": False}))
+
+
+def new_nonce() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def security_headers(nonce: str) -> dict[str, str]:
+    """Nothing but this response's own inline style may load; forms go only to this origin; the page
+    is never framed, cached or named in a Referer (its address holds the link's token)."""
+    return {
+        "Content-Security-Policy": (f"default-src 'none'; style-src 'nonce-{nonce}'; form-action 'self'; "
+                                    "base-uri 'none'; frame-ancestors 'none'"),
+        "Cache-Control": "no-store",
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+    }

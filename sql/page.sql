@@ -1,0 +1,41 @@
+-- Named queries of the user's memory page (jobs/service/page_*.py).
+-- The reads run inside Database.tenant(): row-level security already hides other tenants.
+
+-- name: page_link_secret_init
+-- The memory-link signing secret when EPISODES_LINK_SECRET is unset: the first worker to ask writes
+-- one; every later ask (any worker, any restart) keeps it. Owner role only (episodes_app may only read).
+INSERT INTO episodes_settings (key, value) VALUES ('memory_link_secret', %(candidate)s)
+ON CONFLICT (key) DO NOTHING
+
+-- name: page_link_secret
+SELECT value FROM episodes_settings WHERE key = 'memory_link_secret'
+
+-- name: page_episodes
+-- What the page lists: the user's current episodes, newest first (a compressed session is still
+-- listed: it can be corrected and forgotten; its super-summary is listed as well).
+SELECT id, kind, purpose, summary, started_at, ended_at, period_start, period_end, compressed_into
+FROM episodes
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND status = 'current'
+ORDER BY ended_at DESC, id DESC
+LIMIT %(limit)s
+
+-- name: page_open_items
+-- The user's open questions and commitments, as recall would offer them, newest first.
+SELECT ev.id, ev.episode_id, ev.type, ev.what, ev.who, ev.due, ev.occurred_at
+FROM episode_events ev
+JOIN episodes e ON e.id = ev.episode_id
+WHERE ev.tenant_id = %(tenant_id)s AND ev.user_id = %(user_id)s
+  AND ev.type IN ('open_question', 'commitment') AND ev.status = 'open'
+  AND e.kind = 'session' AND e.status = 'current'
+ORDER BY ev.occurred_at DESC, ev.id DESC
+LIMIT %(limit)s
+
+-- name: page_episode_owner
+-- Whose an episode is (the page acts only on its own user's episodes).
+SELECT user_id, kind, started_at, ended_at, period_start, period_end
+FROM episodes WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND status = 'current'
+
+-- name: page_event_owner
+SELECT ev.user_id, ev.episode_id, ev.type, ev.what
+FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id
+WHERE ev.tenant_id = %(tenant_id)s AND ev.id = %(id)s AND e.kind = 'session' AND e.status = 'current'
