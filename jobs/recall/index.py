@@ -1,7 +1,7 @@
 """In-process copies of each user's scoring columns, refreshed from PostgreSQL by what changed.
 
 Recall scores every candidate episode of a user exactly: cosine distance to the opening message
-and PostgreSQL's ``ts_rank`` of its lexemes. Inside PostgreSQL that costs ~2.5 us a row on a
+and BM25 of its lexemes over the user's own episodes (:mod:`jobs.recall.bm25`). Inside PostgreSQL that costs ~2.5 us a row on a
 2-core machine (45 ms for a user with 10,000 episodes); with the scoring columns held here as numpy
 arrays it is one matrix-vector product and a few array operations.
 
@@ -16,8 +16,13 @@ Each recall reads the changes inside its own tenant-scoped transaction (row-leve
 applies), so a recall always sees what a plain SQL query would have seen at that moment.
 
 What is held per episode: id, ended_at (microseconds), importance, purpose, the unit-normalised
-embedding and the per-lexeme ts_rank contributions of ``search_tsv`` (jobs.recall.text_rank). Summaries
-and the rest of the chosen episodes are read fresh from the table. Memory is bounded by
+embedding, the number of positions of ``search_tsv`` and per lexeme the episodes holding it with
+its term frequency. Summaries and the rest of the chosen episodes are read fresh from the table.
+
+A read, whole or of what changed, is one statement returning one row: each column (ids, times,
+vectors, lexemes, term frequencies of every changed row) is one bytea that one numpy call converts,
+so a user's first recall in a process parses no row on its own in Python (``recall_changes``,
+migration 0012, :mod:`jobs.recall.postings`). Memory is bounded by
 ``EPISODES_RECALL_CACHE_ROWS`` (least recently used users are dropped; default 300,000 rows,
 ~0.6 GB with 384-dimension embeddings).
 """
