@@ -140,9 +140,11 @@ class UserIndex:
         if vectors is None:
             return
         raw = np.frombuffer(vectors, ">f4").reshape(-1, self.dim + 1)[:, 1:].astype(np.float32)
-        lengths = np.linalg.norm(raw.astype(np.float64), axis=1)
+        # Lengths in float32 and the division in place: a float64 copy of every vector cost a heavy
+        # user's first recall ~20 ms; float32 rounding of a length moves a cosine by < 1e-6.
+        lengths = np.sqrt(np.einsum("ij,ij->i", raw, raw))
         usable = lengths > 0
-        raw[usable] = (raw[usable] / lengths[usable, None]).astype(np.float32)
+        np.divide(raw, lengths[:, None], out=raw, where=usable[:, None])
         slots = start + np.flatnonzero(with_vec)
         self.vectors[slots] = raw
         self.has_vec[slots] = usable
