@@ -84,7 +84,7 @@ def main() -> None:
                 lexemes = [x.encode() for x in row["query_lexemes"] or []]
                 t = time.perf_counter()
                 s = index.scores(vector, lexemes, epoch_us(now), None)
-                steps["scores (cosine + BM25)"].append(time.perf_counter() - t)
+                steps["scores (cosine + ts_rank)"].append(time.perf_counter() - t)
                 t = time.perf_counter()
                 picked = fuse(s, recaller.config, epoch_us(now), set())
                 steps["fuse"].append(time.perf_counter() - t)

@@ -20,7 +20,7 @@
 -- importance (float8), purposes (text[]), has_vec (one byte), vectors (vector_send of those with an
 -- embedding: int16 dim, int16 unused, dim float4), lexeme_counts (int4: lexemes of search_tsv),
 -- lexemes (tsvectorsend(strip(search_tsv)) without its 4-byte count: each lexeme then three NULs),
--- tf (search_tf, migration 0012: one byte per lexeme, its number of positions).
+-- tf (search_tf, migration 0012: one byte per lexeme, its number of positions minus one).
 SELECT s.horizon, s.lexemes AS query_lexemes, s.deleted, c.*
 FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
              tsvector_to_array(to_tsvector('english', %(query_text)s::text)) AS lexemes,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -112,33 +111,21 @@ def crowd(db: Database) -> Iterator[np.random.Generator]:
 
 
 def _all_rows(db: Database, text: str) -> list[dict]:
-    """Brute force input: every candidate row of acme/u1, with a BM25 text score computed here from scratch.
+    """Brute force input: every candidate row of acme/u1, with PostgreSQL's own text score.
 
-    From unnest(search_tsv) (lexemes and their positions) and the message's lexemes, in plain Python:
-    an independent implementation of jobs/recall/bm25.py's formula, over the user's live rows only.
+    The text score is PostgreSQL's ts_rank (normalisation 1) of the message's lexemes OR-ed, built
+    the same way as in sql/recall.sql, so equal scores tie exactly as they do there.
     """
     with db.tenant("acme") as conn:
-        rows = conn.execute(
+        return conn.execute(
             """SELECT id, embedding, ended_at, importance,
-                      (SELECT coalesce(jsonb_object_agg(u.lexeme, coalesce(cardinality(u.positions), 1)), '{}')
-                       FROM unnest(search_tsv) u) AS tf
-               FROM episodes
-               WHERE user_id = 'u1' AND status = 'current' AND compressed_into IS NULL""").fetchall()
-        lexemes = set(conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s)) AS l",
-                                   (text,)).fetchone()["l"])
-    n = len(rows)
-    avglen = sum(sum(r["tf"].values()) for r in rows) / n
-
-    def idf(df: int) -> float:
-        return math.log(1 + (n - df + 0.5) / (df + 0.5))
-
-    df = {lex: sum(lex in r["tf"] for r in rows) for lex in lexemes}
-    for r in rows:
-        length = sum(r["tf"].values())
-        terms = [idf(df[lex]) / idf(1) * tf * (1.2 + 1.0) / (tf + 1.2 * (0.25 + 0.75 * length / avglen))
-                 for lex in sorted(lexemes) if (tf := r["tf"].get(lex))]
-        r["text_score"] = sum(terms) if terms else None
-    return rows
+                      CASE WHEN search_tsv @@ q THEN ts_rank(search_tsv, q, 1)::float8 END AS text_score
+               FROM episodes,
+                    (SELECT string_agg('''' || lex || '''', ' | ')::tsquery AS q
+                     FROM unnest(tsvector_to_array(to_tsvector('english', %s))) AS lex) tq
+               WHERE user_id = 'u1' AND status = 'current' AND compressed_into IS NULL""",
+            (text,),
+        ).fetchall()
 
 
 def _brute_force(rows: list[dict], query: np.ndarray, cfg: RecallConfig, k: int) -> list[int]:
@@ -189,9 +176,8 @@ def test_hybrid_top_k_matches_brute_force(db: Database, crowd: np.random.Generat
         assert got == _brute_force(rows, query, cfg, 12)
         assert any(ep.text_rank for ep in result.episodes), "the text query should match something"
         by_id = {r["id"]: r for r in rows}
-        for ep in result.episodes:  # the in-process scores are BM25's
-            expected = by_id[ep.id]["text_score"]
-            assert ep.text_score == (None if expected is None else pytest.approx(expected, rel=1e-12))
+        for ep in result.episodes:  # the in-process scores are PostgreSQL's: ts_rank bit for bit
+            assert ep.text_score == by_id[ep.id]["text_score"]
             assert ep.distance == pytest.approx(1.0 - float(np.dot(by_id[ep.id]["embedding"].to_numpy(), query)),
                                                 abs=1e-6)
 

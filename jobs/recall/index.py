@@ -1,7 +1,7 @@
 """In-process copies of each user's scoring columns, refreshed from PostgreSQL by what changed.
 
 Recall scores every candidate episode of a user exactly: cosine distance to the opening message
-and BM25 of its lexemes over the user's own episodes (:mod:`jobs.recall.bm25`). Inside PostgreSQL that costs ~2.5 us a row on a
+and PostgreSQL's ``ts_rank`` of its lexemes, reproduced bit for bit (:mod:`jobs.recall.text_rank`). Inside PostgreSQL that costs ~2.5 us a row on a
 2-core machine (45 ms for a user with 10,000 episodes); with the scoring columns held here as numpy
 arrays it is one matrix-vector product and a few array operations.
 
@@ -17,10 +17,10 @@ applies), so a recall always sees what a plain SQL query would have seen at that
 
 What is held per episode: id, ended_at (microseconds), importance, purpose, the unit-normalised
 embedding, the number of positions of ``search_tsv`` and per lexeme the episodes holding it with
-its term frequency. Summaries and the rest of the chosen episodes are read fresh from the table.
+its number of positions there. Summaries and the rest of the chosen episodes are read fresh from the table.
 
 A read, whole or of what changed, is one statement returning one row: each column (ids, times,
-vectors, lexemes, term frequencies of every changed row) is one bytea that one numpy call converts,
+vectors, lexemes, position counts of every changed row) is one bytea that one numpy call converts,
 so a user's first recall in a process parses no row on its own in Python (``recall_changes``,
 migration 0012, :mod:`jobs.recall.postings`). Memory is bounded by
 ``EPISODES_RECALL_CACHE_ROWS`` (least recently used users are dropped; default 300,000 rows,
@@ -41,9 +41,8 @@ from typing import Any
 import numpy as np
 
 from jobs.db import Conn, one
-from jobs.recall import bm25
-from jobs.recall.bm25 import Posting
-from jobs.recall.postings import Postings
+from jobs.recall.postings import Posting, Postings
+from jobs.recall.text_rank import TERMS, length_divisors, query_order, rank
 from jobs.sql import query
 
 FULL_READ_EVERY_S = 86_400.0
@@ -57,7 +56,7 @@ class Scores:
     ended_us: np.ndarray  # int64, microseconds since the epoch
     importance: np.ndarray  # float64
     distance: np.ndarray  # float64, NaN without an embedding
-    text: np.ndarray  # float64, BM25; NaN when no lexeme of the message occurs
+    text: np.ndarray  # float64, ts_rank(search_tsv, q, 1) (a float32 value); NaN when no lexeme of the message occurs
 
 
 class UserIndex:
@@ -77,10 +76,10 @@ class UserIndex:
         self.purpose = np.zeros(cap, np.int32)
         self.alive = np.zeros(cap, bool)
         self.has_vec = np.zeros(cap, bool)
-        self.length = np.zeros(cap, np.int64)  # positions of search_tsv (BM25's document length)
+        self.norm = np.zeros(cap, np.float64)  # ts_rank's length divisor of search_tsv's positions
         self.vectors = np.zeros((cap, dim), np.float32)  # unit length
         self.purposes: dict[str, int] = {}
-        self.postings: dict[bytes, list[Posting]] = {}  # lexeme -> chunks of (slots, tf)
+        self.postings: dict[bytes, list[Posting]] = {}  # lexeme -> chunks of (slots, positions - 1)
         self.first_read: Postings | None = None  # the first read's postings, moved to `postings` as asked for
 
     @property
@@ -93,7 +92,7 @@ class UserIndex:
             cap *= 2
         if cap == len(self.ids):
             return
-        for name in ("ids", "ended_us", "importance", "purpose", "alive", "has_vec", "length"):
+        for name in ("ids", "ended_us", "importance", "purpose", "alive", "has_vec", "norm"):
             old = getattr(self, name)
             new = np.zeros(cap, old.dtype)
             new[: self.size] = old[: self.size]
@@ -128,7 +127,7 @@ class UserIndex:
         self._add_vectors(start, np.frombuffer(row["has_vec"], bool), row["vectors"])
         counts = np.frombuffer(row["lexeme_counts"], ">i4").astype(np.int64)
         postings = Postings.read(start, counts, row["lexemes"] or b"", row["tf"] or b"")
-        self.length[start:stop] = postings.lengths
+        self.norm[start:stop] = length_divisors(postings.lengths)
         if start == 0 and self.first_read is None:
             self.first_read = postings  # the whole user at once: no Python object per lexeme until asked for
         else:
@@ -150,7 +149,7 @@ class UserIndex:
         self.has_vec[slots] = usable
 
     def _posting(self, lexeme: bytes) -> Posting | None:
-        """A lexeme's (slots, tf), its chunks merged on first use."""
+        """A lexeme's (slots, positions - 1), its chunks merged on first use."""
         if self.first_read is not None and (chunk := self.first_read.pop(lexeme)) is not None:
             self.postings.setdefault(lexeme, []).insert(0, chunk)
         chunks = self.postings.get(lexeme)
@@ -162,7 +161,7 @@ class UserIndex:
 
     def scores(self, query_vector: np.ndarray, lexemes: Iterable[bytes], now_us: int,
                purposes: Iterable[str] | None) -> Scores:
-        """Exact scores of every candidate: cosine distance and BM25 (:mod:`jobs.recall.bm25`)."""
+        """Exact scores of every candidate: cosine distance and ts_rank(search_tsv, q, 1)."""
         n = self.size
         mask = self.alive[:n] & (self.ended_us[:n] <= now_us)
         if purposes is not None:
@@ -178,9 +177,17 @@ class UserIndex:
             dots = np.einsum("ij,j->i", self.vectors[:n], q / q_len)
             distance = np.where(self.has_vec[slots], 1.0 - dots[slots].astype(np.float64), np.nan)
         text = np.full(len(slots), np.nan)
-        found = [p for lexeme in sorted(set(lexemes)) if (p := self._posting(lexeme)) is not None]
-        if found and len(slots):
-            text = bm25.scores(found, self.alive[:n], self.length[:n])[slots]
+        ordered = query_order(lexemes)
+        if ordered and len(slots):
+            columns = np.full((n, len(ordered)), np.nan)
+            for k, lexeme in enumerate(ordered):
+                posting = self._posting(lexeme)
+                if posting is not None:
+                    columns[posting[0], k] = TERMS[posting[1]]
+            columns = columns[slots]
+            matched = ~np.isnan(columns).all(axis=1)
+            if matched.any():
+                text[matched] = rank(columns[matched], self.norm[slots][matched], len(ordered))
         return Scores(ids=self.ids[slots], ended_us=self.ended_us[slots], importance=self.importance[slots],
                       distance=distance, text=text)
 

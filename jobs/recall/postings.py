@@ -1,8 +1,8 @@
 """The text postings of many episodes at once, built from ``recall_changes``' columns as a whole.
 
 A user's first recall in a process reads all the user's episodes (10,000 and ~180,000 lexemes for a
-heavy user of the benchmark). The lexemes arrive NUL-separated in one bytea, their term frequencies
-as one byte each (``search_tf``, migration 0012), so the work per lexeme is a few C-level steps (a
+heavy user of the benchmark). The lexemes arrive NUL-separated in one bytea, their numbers of
+positions as one byte each (``search_tf``, migration 0012: positions minus one), so the work per lexeme is a few C-level steps (a
 split, a dict lookup through ``map``) and the rest is numpy: the postings are grouped by sorting
 lexeme codes, and no Python object is made per lexeme until a message asks for it.
 
@@ -16,7 +16,7 @@ from itertools import count
 
 import numpy as np
 
-from jobs.recall.bm25 import Posting
+Posting = tuple[np.ndarray, np.ndarray]  # (slots, positions - 1 as uint8) of one lexeme
 
 
 def split_lexemes(lexeme_bytes: bytes) -> list[bytes]:
@@ -25,10 +25,11 @@ def split_lexemes(lexeme_bytes: bytes) -> list[bytes]:
 
 
 class Postings:
-    """Per lexeme, the slots it occurs in and its term frequency there, for a run of consecutive slots.
+    """Per lexeme, the slots it occurs in and its number of positions there, for a run of consecutive slots.
 
-    Held as one array of slots and one of frequencies sorted by lexeme, with where each lexeme's
-    run starts (``bounds``). ``lengths`` is each slot's number of positions (BM25's length).
+    Held as one array of slots and one of counts (minus one, as stored) sorted by lexeme, with where
+    each lexeme's run starts (``bounds``). ``lengths`` is each slot's number of positions (ts_rank's
+    document length).
     """
 
     def __init__(self, codes: dict[bytes, int], bounds: np.ndarray, slots: np.ndarray, tf: np.ndarray,
@@ -47,10 +48,10 @@ class Postings:
         lexemes = split_lexemes(lexeme_bytes)
         freq = np.frombuffer(tf, np.uint8)
         if len(lexemes) != total or len(freq) != total:
-            raise RuntimeError(f"recall_changes gave {len(lexemes)} lexemes and {len(freq)} term frequencies "
+            raise RuntimeError(f"recall_changes gave {len(lexemes)} lexemes and {len(freq)} position counts "
                                f"for {total} lexemes of search_tsv")
         slots = np.repeat(np.arange(start, start + n), lexeme_counts)
-        lengths = np.bincount(slots - start, weights=freq, minlength=n).astype(np.int64)
+        lengths = np.bincount(slots - start, weights=freq.astype(np.int64) + 1, minlength=n).astype(np.int64)
         # Each lexeme's code: the number of distinct lexemes seen before its first occurrence.
         first_seen: dict[bytes, int] = {}
         first = np.fromiter(map(first_seen.setdefault, lexemes, count()), np.int64, total)
@@ -61,7 +62,7 @@ class Postings:
         return cls(dict(zip(first_seen, range(len(first_seen)))), bounds, slots[order], freq[order], lengths)
 
     def pop(self, lexeme: bytes) -> Posting | None:
-        """The lexeme's (slots, tf), removed from here; None when it occurs nowhere here."""
+        """The lexeme's (slots, positions - 1), removed from here; None when it occurs nowhere here."""
         code = self.codes.pop(lexeme, None)
         if code is None:
             return None
@@ -69,7 +70,7 @@ class Postings:
         return self.slots[lo:hi], self.tf[lo:hi]
 
     def items(self) -> Iterator[tuple[bytes, Posting]]:
-        """Every lexeme with its (slots, tf)."""
+        """Every lexeme with its (slots, positions - 1)."""
         bounds = self.bounds.tolist()
         for lexeme, code in self.codes.items():
             lo, hi = bounds[code], bounds[code + 1]

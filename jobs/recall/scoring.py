@@ -1,8 +1,9 @@
 """Ranks and the fused score of a user's candidate episodes; which of them are offered to fitting.
 
 Every candidate is scored exactly (no approximate index), so the top K is exact within the user's
-rows: a rank by cosine distance to the opening message and a rank by full text (BM25 of the
-message's lexemes over the user's own episodes, :mod:`jobs.recall.bm25`), fused by reciprocal rank fusion, times a soft time decay and an
+rows: a rank by cosine distance to the opening message and a rank by full text (PostgreSQL's
+``ts_rank`` of the message's lexemes OR-ed over ``search_tsv``, reproduced bit for bit by
+:mod:`jobs.recall.text_rank`), fused by reciprocal rank fusion, times a soft time decay and an
 importance factor. Only episodes above the relevance floor (:class:`RecallConfig`) can be among the
 top K, so an opening message unrelated to the user's history gets no "relevant" episode at all.
 The last ``recent_n`` come along, and so do the episodes that hold open items.
@@ -49,7 +50,7 @@ def decay(age_s: np.ndarray, cfg: RecallConfig) -> np.ndarray:
 def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict[int, dict[str, Any]]:
     """Ranks and the fused score; returns the picked episodes (top_k, recent_n, extra_ids) by id.
 
-    vector_rank: by cosine distance (ties by id); text_rank: by BM25 descending (ties by id), only
+    vector_rank: by cosine distance (ties by id); text_rank: by ts_rank descending (ties by id), only
     episodes with a lexeme of the message; each list cut at rank_depth. score: the sum of
     w / (rrf_k + rank) over the lists an episode is in, times :func:`decay` of its age and
     1 + w_importance * (importance - 0.5); only episodes in a list have one. The top K are the best
