@@ -5,31 +5,49 @@
 
 -- name: recall_changes
 -- What changed in one user's candidate episodes since a horizon (jobs/recall/index.py), plus the
--- opening message's lexemes, in one round trip. The first row always exists (LEFT JOIN) and carries:
+-- opening message's lexemes, in one round trip and one row. Its first columns:
 --   horizon  the xmin of this statement's snapshot: every transaction below it had finished, so
 --            the next read needs only rows with changed_xid >= horizon
---   lexemes  to_tsvector('english', message) as an array (what ts_rank's OR query is built from)
+--   lexemes  to_tsvector('english', message) as an array (the terms the text score looks up)
 --   deleted  an episode of the tenant was deleted by a transaction at or after %(since)s (the copy
 --            must be read anew)
--- With %(since)s = 0 (a first read) only current, uncompressed rows are returned; otherwise every
+-- With %(since)s = 0 (a first read) only current, uncompressed rows are read; otherwise every
 -- changed row, so rows that stopped being candidates (superseded, compressed) are seen to leave.
--- ended_us: microseconds since the epoch, exact (extract returns numeric). embedding: pgvector's
--- binary form (int16 dim, int16 unused, dim big-endian float4), read in one numpy call for all rows;
--- tsv: search_tsv's text form, what jobs.recall.text_rank.tsvector_terms reads (faster than unnest per row).
-SELECT s.horizon, s.lexemes, s.deleted, c.*
+-- The rows come as columns, each one bytea of fixed-size big-endian values (or NUL-ended lexemes),
+-- so the reader converts each with one numpy call and parses no row on its own. Every aggregate
+-- sees the rows in the same order. For all changed rows: ids (int8), live (one byte: still a
+-- candidate). For the live ones only: ended_us (int8, microseconds since the epoch, exact),
+-- importance (float8), purposes (text[]), has_vec (one byte), vectors (vector_send of those with an
+-- embedding: int16 dim, int16 unused, dim float4), lexeme_counts (int4: lexemes of search_tsv),
+-- lexemes (tsvectorsend(strip(search_tsv)) without its 4-byte count: each lexeme then three NULs),
+-- tf (search_tf, migration 0013: one byte per lexeme, its number of positions minus one).
+SELECT s.horizon, s.lexemes AS query_lexemes, s.deleted, c.*
 FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
              tsvector_to_array(to_tsvector('english', %(query_text)s::text)) AS lexemes,
              EXISTS (SELECT FROM episode_deletions d
                      WHERE d.tenant_id = %(tenant_id)s AND d.deleted_xid >= %(since)s::xid8) AS deleted) s
-LEFT JOIN (
-    SELECT e.id, (e.status = 'current' AND e.compressed_into IS NULL) AS live,
-           (extract(epoch FROM e.ended_at) * 1000000)::int8 AS ended_us, e.importance::float8 AS importance,
-           e.purpose, vector_send(e.embedding) AS embedding, e.search_tsv::text AS tsv,
-           e.pinned_at IS NOT NULL AS pinned
-    FROM episodes e
-    WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.changed_xid >= %(since)s::xid8
-      AND (%(since)s::xid8 <> '0'::xid8 OR (e.status = 'current' AND e.compressed_into IS NULL))
-) c ON true
+CROSS JOIN (
+    SELECT count(*) AS changed,
+           string_agg(int8send(e.id), ''::bytea) AS ids,
+           string_agg(CASE WHEN e.live THEN '\x01'::bytea ELSE '\x00'::bytea END, ''::bytea) AS live,
+           string_agg(int8send((extract(epoch FROM e.ended_at) * 1000000)::int8), ''::bytea)
+               FILTER (WHERE e.live) AS ended_us,
+           string_agg(float8send(e.importance::float8), ''::bytea) FILTER (WHERE e.live) AS importance,
+           string_agg(CASE WHEN e.pinned_at IS NULL THEN '\x00'::bytea ELSE '\x01'::bytea END, ''::bytea)
+               FILTER (WHERE e.live) AS pinned,
+           array_agg(e.purpose) FILTER (WHERE e.live) AS purposes,
+           string_agg(CASE WHEN e.embedding IS NULL THEN '\x00'::bytea ELSE '\x01'::bytea END, ''::bytea)
+               FILTER (WHERE e.live) AS has_vec,
+           string_agg(vector_send(e.embedding), ''::bytea) FILTER (WHERE e.live) AS vectors,
+           string_agg(int4send(length(e.search_tsv)), ''::bytea) FILTER (WHERE e.live) AS lexeme_counts,
+           string_agg(substring(tsvectorsend(strip(e.search_tsv)) FROM 5), ''::bytea) FILTER (WHERE e.live) AS lexemes,
+           string_agg(coalesce(e.search_tf, episodes_search_tf(e.search_tsv)), ''::bytea)
+               FILTER (WHERE e.live) AS tf
+    FROM (SELECT e.*, (e.status = 'current' AND e.compressed_into IS NULL) AS live
+          FROM episodes e
+          WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.changed_xid >= %(since)s::xid8
+            AND (%(since)s::xid8 <> '0'::xid8 OR (e.status = 'current' AND e.compressed_into IS NULL))) e
+) c
 
 -- name: recall_rows
 -- The chosen episodes (ids from the scoring in jobs/recall/scoring.py), read fresh; still candidates.

@@ -382,11 +382,12 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
     items = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "purposes": None, "limit": 10, "query_text": "beta",
              "grace_seconds": 0, "age_seconds": 0}
     with db.tenant("alpha") as conn:
-        assert [r["id"] for r in conn.execute(query("recall_changes"), changes)] == [None]
+        assert [r["changed"] for r in conn.execute(query("recall_changes"), changes)] == [0]
         assert conn.execute(query("recall_rows"), rows).fetchall() == []
         assert conn.execute(query("recall_open_items"), items).fetchall() == []
     with db.tenant("beta") as conn:
-        assert [r["id"] for r in conn.execute(query("recall_changes"), changes)] == [theirs]
+        found = [np.frombuffer(r["ids"], ">i8").tolist() for r in conn.execute(query("recall_changes"), changes)]
+        assert found == [[theirs]]
         assert [r["id"] for r in conn.execute(query("recall_rows"), rows)] == [theirs]
 
 

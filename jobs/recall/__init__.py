@@ -14,7 +14,8 @@ The modules, top down:
 * :mod:`~jobs.recall.fitting`: deduplication and fitting the block to the budget;
 * :mod:`~jobs.recall.scoring`: ranks, reciprocal rank fusion, decay and importance;
 * :mod:`~jobs.recall.index`: the per-user in-process copy, refreshed by what changed;
-* :mod:`~jobs.recall.text_rank`: PostgreSQL's ``ts_rank`` in numpy, bit for bit;
+* :mod:`~jobs.recall.text_rank` and :mod:`~jobs.recall.postings`: the text score (PostgreSQL's
+  ``ts_rank``, bit for bit) and the postings it reads;
 * :mod:`~jobs.recall.unsummarised`: sessions not yet summarised, one redacted line each;
 * :mod:`~jobs.recall.result`: what a recall returns and its rendering;
 * :mod:`~jobs.recall.purposes` and :mod:`~jobs.recall.config`: which purposes a recall sees, and

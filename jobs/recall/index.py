@@ -1,7 +1,7 @@
 """In-process copies of each user's scoring columns, refreshed from PostgreSQL by what changed.
 
 Recall scores every candidate episode of a user exactly: cosine distance to the opening message
-and PostgreSQL's ``ts_rank`` of its lexemes. Inside PostgreSQL that costs ~2.5 us a row on a
+and PostgreSQL's ``ts_rank`` of its lexemes, reproduced bit for bit (:mod:`jobs.recall.text_rank`). Inside PostgreSQL that costs ~2.5 us a row on a
 2-core machine (45 ms for a user with 10,000 episodes); with the scoring columns held here as numpy
 arrays it is one matrix-vector product and a few array operations.
 
@@ -16,8 +16,13 @@ Each recall reads the changes inside its own tenant-scoped transaction (row-leve
 applies), so a recall always sees what a plain SQL query would have seen at that moment.
 
 What is held per episode: id, ended_at (microseconds), importance, pinned, purpose, the unit-normalised
-embedding and the per-lexeme ts_rank contributions of ``search_tsv`` (jobs.recall.text_rank). Summaries
-and the rest of the chosen episodes are read fresh from the table. Memory is bounded by
+embedding, the number of positions of ``search_tsv`` and per lexeme the episodes holding it with
+its number of positions there. Summaries and the rest of the chosen episodes are read fresh from the table.
+
+A read, whole or of what changed, is one statement returning one row: each column (ids, times,
+vectors, lexemes, position counts of every changed row) is one bytea that one numpy call converts,
+so a user's first recall in a process parses no row on its own in Python (``recall_changes``,
+migration 0013, :mod:`jobs.recall.postings`). Memory is bounded by
 ``EPISODES_RECALL_CACHE_ROWS`` (least recently used users are dropped; default 300,000 rows,
 ~0.6 GB with 384-dimension embeddings).
 """
@@ -27,15 +32,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
-from jobs.db import Conn
-from jobs.recall.text_rank import query_order, rank, tsvector_terms
+from jobs.db import Conn, one
+from jobs.recall.postings import Posting, Postings
+from jobs.recall.text_rank import TERMS, length_divisors, query_order, rank
 from jobs.sql import query
 
 FULL_READ_EVERY_S = 86_400.0
@@ -49,7 +56,7 @@ class Scores:
     ended_us: np.ndarray  # int64, microseconds since the epoch
     importance: np.ndarray  # float64
     distance: np.ndarray  # float64, NaN without an embedding
-    text: np.ndarray  # float64, NaN when no lexeme of the message occurs
+    text: np.ndarray  # float64, ts_rank(search_tsv, q, 1) (a float32 value); NaN when no lexeme of the message occurs
     pinned: np.ndarray  # bool: pinned episodes do not decay (jobs.lifecycle.pins)
 
 
@@ -71,17 +78,22 @@ class UserIndex:
         self.purpose = np.zeros(cap, np.int32)
         self.alive = np.zeros(cap, bool)
         self.has_vec = np.zeros(cap, bool)
-        self.norm = np.zeros(cap, np.float64)  # ts_rank's length normalisation divisor
+        self.norm = np.zeros(cap, np.float64)  # ts_rank's length divisor of search_tsv's positions
         self.vectors = np.zeros((cap, dim), np.float32)  # unit length
         self.purposes: dict[str, int] = {}
-        self.postings: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}  # lexeme -> chunks of (slots, terms)
+        self.postings: dict[bytes, list[Posting]] = {}  # lexeme -> chunks of (slots, positions - 1)
+        self.first_read: Postings | None = None  # the first read's postings, moved to `postings` as asked for
 
     @property
     def live(self) -> int:
         return self.size - self.dead
 
-    def _grow(self) -> None:
-        cap = 2 * len(self.ids)
+    def _reserve(self, slots: int) -> None:
+        cap = len(self.ids)
+        while cap < slots:
+            cap *= 2
+        if cap == len(self.ids):
+            return
         for name in ("ids", "ended_us", "importance", "pinned", "purpose", "alive", "has_vec", "norm"):
             old = getattr(self, name)
             new = np.zeros(cap, old.dtype)
@@ -91,56 +103,58 @@ class UserIndex:
         vectors[: self.size] = self.vectors[: self.size]
         self.vectors = vectors
 
-    def apply(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Take changed rows: drop any older version of each; keep those still candidates."""
-        for row in rows:
-            old = self.slot_of.pop(row["id"], None)
-            if old is not None:
-                self.alive[old] = False
-                self.dead += 1
-        live = [row for row in rows if row["live"]]
-        while self.size + len(live) > len(self.ids):
-            self._grow()
-        start = self.size
-        stop = start + len(live)
-        self.size = stop
-        parsed = [tsvector_terms(row["tsv"]) for row in live]
-        for slot, row in enumerate(live, start):
-            self.slot_of[row["id"]] = slot
-            self.purpose[slot] = self.purposes.setdefault(row["purpose"], len(self.purposes))
-        self.norm[start:stop] = [divisor for _, _, divisor in parsed]
-        self._add_postings(start, parsed)
-        self.ids[start:stop] = [row["id"] for row in live]
-        self.ended_us[start:stop] = [row["ended_us"] for row in live]
-        self.importance[start:stop] = [row["importance"] for row in live]
-        self.pinned[start:stop] = [row["pinned"] for row in live]
-        self.alive[start:stop] = True
-        with_vec = np.array([row["embedding"] is not None for row in live], dtype=bool)
-        if with_vec.any():  # vector_send: a 4-byte header, then big-endian float4s
-            raw = np.frombuffer(b"".join(row["embedding"] for row in live if row["embedding"] is not None), ">f4")
-            vectors = raw.reshape(-1, self.dim + 1)[:, 1:].astype(np.float32)
-            lengths = np.linalg.norm(vectors.astype(np.float64), axis=1)
-            usable = lengths > 0
-            vectors[usable] = (vectors[usable] / lengths[usable, None]).astype(np.float32)
-            self.vectors[start:stop][with_vec] = vectors
-            self.has_vec[start:stop][with_vec] = usable
-
-    def _add_postings(self, start: int, parsed: Sequence[tuple[list[str], list[float], float]]) -> None:
-        """Append the new slots' lexemes to the postings: one chunk per lexeme, grouped with numpy."""
-        lexemes = [lexeme for lex, _, _ in parsed for lexeme in lex]
-        if not lexemes:
+    def apply(self, row: dict[str, Any]) -> None:
+        """Take the changed rows (``recall_changes``' one row of columns): drop any older version of
+        each; keep those still candidates. Each column is converted whole; no row is parsed on its own."""
+        ids = np.frombuffer(row["ids"], ">i8").astype(np.int64)
+        if self.slot_of:
+            old = [slot for slot in map(self.slot_of.pop, ids.tolist(), repeat(None)) if slot is not None]
+            self.alive[old] = False
+            self.dead += len(old)
+        ids = ids[np.frombuffer(row["live"], bool)]
+        n = len(ids)
+        if not n:
             return
-        vocab: dict[str, int] = {}
-        codes = np.fromiter((vocab.setdefault(lex, len(vocab)) for lex in lexemes), np.int64, len(lexemes))
-        terms = np.fromiter((t for _, ts, _ in parsed for t in ts), np.float64, len(lexemes))
-        slots = np.repeat(np.arange(start, start + len(parsed)), [len(lex) for lex, _, _ in parsed])
-        order = np.argsort(codes, kind="stable")
-        groups = np.split(order, np.flatnonzero(np.diff(codes[order])) + 1)
-        for lexeme, group in zip(vocab, groups, strict=True):  # vocab keeps first-seen order = code order
-            self.postings.setdefault(lexeme, []).append((slots[group], terms[group]))
+        start, stop = self.size, self.size + n
+        self._reserve(stop)
+        self.size = stop
+        self.slot_of.update(zip(ids.tolist(), range(start, stop)))
+        self.ids[start:stop] = ids
+        self.ended_us[start:stop] = np.frombuffer(row["ended_us"], ">i8")
+        self.importance[start:stop] = np.frombuffer(row["importance"], ">f8")
+        self.pinned[start:stop] = np.frombuffer(row["pinned"], bool)
+        for purpose in dict.fromkeys(row["purposes"]):
+            self.purposes.setdefault(purpose, len(self.purposes))
+        self.purpose[start:stop] = np.fromiter(map(self.purposes.__getitem__, row["purposes"]), np.int32, n)
+        self.alive[start:stop] = True
+        self._add_vectors(start, np.frombuffer(row["has_vec"], bool), row["vectors"])
+        counts = np.frombuffer(row["lexeme_counts"], ">i4").astype(np.int64)
+        postings = Postings.read(start, counts, row["lexemes"] or b"", row["tf"] or b"")
+        self.norm[start:stop] = length_divisors(postings.lengths)
+        if start == 0 and self.first_read is None:
+            self.first_read = postings  # the whole user at once: no Python object per lexeme until asked for
+        else:
+            for lexeme, chunk in postings.items():
+                self.postings.setdefault(lexeme, []).append(chunk)
 
-    def _posting(self, lexeme: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """A lexeme's (slots, terms), its chunks merged on first use."""
+    def _add_vectors(self, start: int, with_vec: np.ndarray, vectors: bytes | None) -> None:
+        """The new slots' vectors, unit length, from vector_send's form: a 4-byte header, then big-endian float4s."""
+        if vectors is None:
+            return
+        raw = np.frombuffer(vectors, ">f4").reshape(-1, self.dim + 1)[:, 1:].astype(np.float32)
+        # Lengths in float32 and the division in place: a float64 copy of every vector cost a heavy
+        # user's first recall ~20 ms; float32 rounding of a length moves a cosine by < 1e-6.
+        lengths = np.sqrt(np.einsum("ij,ij->i", raw, raw))
+        usable = lengths > 0
+        np.divide(raw, lengths[:, None], out=raw, where=usable[:, None])
+        slots = start + np.flatnonzero(with_vec)
+        self.vectors[slots] = raw
+        self.has_vec[slots] = usable
+
+    def _posting(self, lexeme: bytes) -> Posting | None:
+        """A lexeme's (slots, positions - 1), its chunks merged on first use."""
+        if self.first_read is not None and (chunk := self.first_read.pop(lexeme)) is not None:
+            self.postings.setdefault(lexeme, []).insert(0, chunk)
         chunks = self.postings.get(lexeme)
         if not chunks:
             return None
@@ -148,7 +162,7 @@ class UserIndex:
             chunks[:] = [(np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks]))]
         return chunks[0]
 
-    def scores(self, query_vector: np.ndarray, lexemes: Sequence[str], now_us: int,
+    def scores(self, query_vector: np.ndarray, lexemes: Iterable[bytes], now_us: int,
                purposes: Iterable[str] | None) -> Scores:
         """Exact scores of every candidate: cosine distance and ts_rank(search_tsv, q, 1)."""
         n = self.size
@@ -172,7 +186,7 @@ class UserIndex:
             for k, lexeme in enumerate(ordered):
                 posting = self._posting(lexeme)
                 if posting is not None:
-                    columns[posting[0], k] = posting[1]
+                    columns[posting[0], k] = TERMS[posting[1]]
             columns = columns[slots]
             matched = ~np.isnan(columns).all(axis=1)
             if matched.any():
@@ -215,7 +229,7 @@ class RecallIndex:
 
     @contextmanager
     def user(self, conn: Conn, tenant_id: str, user_id: str, query_text: str
-             ) -> Iterator[tuple[UserIndex, list[str]]]:
+             ) -> Iterator[tuple[UserIndex, list[bytes]]]:
         """The user's copy, brought up to date in ``conn``'s tenant transaction, and the message's lexemes.
 
         The lexemes (to_tsvector('english', query_text)) come in the same round trip. The copy is
@@ -239,28 +253,29 @@ class RecallIndex:
                     self._evict()
 
     def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str,
-              index: UserIndex | None) -> tuple[list[str], UserIndex]:
+              index: UserIndex | None) -> tuple[list[bytes], UserIndex]:
         if index is not None and time.monotonic() - index.read_at > FULL_READ_EVERY_S:
             index = None  # the deletion log keeps a week; a copy is read whole at least daily
         while True:
             since = index.horizon if index is not None else 0
-            rows = conn.execute(query("recall_changes"), {
+            row = one(conn.execute(query("recall_changes"), {
                 "tenant_id": tenant_id, "user_id": user_id, "since": str(since), "query_text": query_text,
-            }, binary=True).fetchall()
-            head = rows[0]
-            if index is not None and head["deleted"]:
+            }, binary=True))
+            if index is not None and row["deleted"]:
                 index = None  # an episode of the tenant was deleted since: read everything again
                 continue
             if index is None:
                 index = UserIndex(self.dim)
                 with self._lock:  # recalls of different users read in parallel
                     self.full_reads += 1
-            index.apply([row for row in rows if row["id"] is not None])
-            index.horizon = int(head["horizon"])
+            if row["changed"]:
+                index.apply(row)
+            index.horizon = int(row["horizon"])
             if index.dead > max(1024, index.live):  # mostly replaced versions: compact by reading anew
                 index = None
                 continue
-            return list(head["lexemes"] or []), index
+            encoding = conn.info.encoding
+            return [lexeme.encode(encoding) for lexeme in row["query_lexemes"] or []], index
 
     def _evict(self) -> None:
         """Drop least recently used copies while over max_rows (the newest one always stays)."""
