@@ -16,7 +16,8 @@ from typing import Any
 
 import platformdirs
 
-from jobs.errors import ConfigError
+from jobs.errors import ConfigError, PolicyInvalid
+from jobs.prune_policy import PrunePolicy, parse_policy
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -172,6 +173,8 @@ class Settings:
     api_key_cache_seconds: float = 5.0  # how long a verified key is trusted without a lookup (revocation bound)
     api_rate_limit: float | None = None  # requests per second per key when the key sets none; None: unlimited
     link_secret: str | None = None  # signs memory-page links; None: one generated and kept in the database
+    prune_policy: PrunePolicy | None = None  # None: no pruning policy (soft decay and yearly compression only)
+    prune_cron: str = "30 3 * * *"  # when `serve` applies prune_policy: 03:30 UTC daily
     crash_at: str | None = None  # crash tests only: kill -9 at this named point (jobs.faults)
 
     @property
@@ -245,8 +248,21 @@ def load() -> Settings:
         api_key_cache_seconds=_duration("EPISODES_API_KEY_CACHE", 5.0) or 0.0,
         api_rate_limit=_rate("EPISODES_API_RATE_LIMIT"),
         link_secret=_secret("EPISODES_LINK_SECRET"),
+        prune_policy=_policy("EPISODES_PRUNE_POLICY"),
+        prune_cron=_cron("EPISODES_PRUNE_CRON", "30 3 * * *"),
         crash_at=_str("EPISODES_CRASH_AT", None),
     )
+
+
+def _policy(name: str) -> PrunePolicy | None:
+    """A pruning policy (jobs.prune_policy), or unset / ``off`` for none."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip().lower() in {"", "off", "none"}:
+        return None
+    try:
+        return parse_policy(raw)
+    except PolicyInvalid as exc:
+        raise ConfigError(f"{name}: {exc}") from None
 
 
 def _rate(name: str) -> float | None:

@@ -97,3 +97,8 @@ class EpisodeNotPinnable(EpisodesError):
 class SuperSummaryNotErasable(EpisodesError):
     """A super-summary is not erased by itself (the next compress run would write it again from its sources).
     Forget the session episodes it was made from; it is rebuilt without them."""
+
+
+class PolicyInvalid(EpisodesError):
+    """The pruning policy does not parse. Write clauses like "keep 30d; keep importance>=0.7; delete
+    importance<0.5 after 90d" (README, Memory over years)."""

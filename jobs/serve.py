@@ -8,6 +8,9 @@
   week-old entries of the episode deletion log (migration 0006), and removes the message bodies of
   summarised transcripts past ``EPISODES_TRANSCRIPT_RETENTION`` (:mod:`jobs.lifecycle.retention`).
 * Compress (APScheduler cron job, yearly by default, singleton by advisory lock).
+* Prune by policy, only when ``EPISODES_PRUNE_POLICY`` is set (cron job, ``EPISODES_PRUNE_CRON``,
+  daily by default; singleton by advisory lock, so two processes never prune at once):
+  :mod:`jobs.lifecycle.policy`.
 
 Any number of ``serve`` processes on any number of machines can share one database: claims use
 ``FOR UPDATE SKIP LOCKED`` and singleton jobs ``pg_try_advisory_lock``. SIGTERM / SIGINT stop
@@ -37,6 +40,7 @@ from jobs.embeddings import BatchingEmbedder, embedder_for
 from jobs.embeddings.recorded import check_recorded
 from jobs.errors import ConfigError, EmbedderChanged, EpisodesError
 from jobs.extract import Extractor
+from jobs.lifecycle.policy import apply_policy
 from jobs.lifecycle.retention import prune_transcripts
 from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
@@ -47,6 +51,7 @@ log = logging.getLogger(__name__)
 CHANNEL = "episodes_transcript_eligible"
 MAINTENANCE_LOCK = 0x65700001
 COMPRESS_LOCK = 0x65700002
+PRUNE_LOCK = 0x65700003
 
 
 @dataclass(frozen=True)
@@ -207,6 +212,19 @@ class Server:
     def compress(self) -> dict[str, int] | None:
         return self._singleton(COMPRESS_LOCK, "compress", lambda conn: self.compress_fn(self.db))
 
+    def prune(self) -> dict[str, int] | None:
+        """Apply EPISODES_PRUNE_POLICY once (None: not configured, or another process is pruning)."""
+        policy = self.db.settings.prune_policy
+        if policy is None:
+            return None
+
+        def work(conn: Conn) -> dict[str, int]:
+            report = apply_policy(self.db, policy)
+            return {"pruned_episodes": report.deleted, "kept": report.plan.kept, "pinned": report.plan.pinned,
+                    **{f"supers_{outcome}": n for outcome, n in report.rebuilt.items()}}
+
+        return self._singleton(PRUNE_LOCK, "prune", work)
+
     # --- lifecycle --------------------------------------------------------------------------
 
     def stop(self, *_: object) -> None:
@@ -233,6 +251,9 @@ class Server:
                                max_instances=1, coalesce=True)
         self.scheduler.add_job(self.compress, CronTrigger.from_crontab(o.compress_cron, timezone="UTC"),
                                id="compress", max_instances=1, coalesce=True)
+        if self.db.settings.prune_policy is not None:
+            self.scheduler.add_job(self.prune, CronTrigger.from_crontab(self.db.settings.prune_cron, timezone="UTC"),
+                                   id="prune", max_instances=1, coalesce=True)
         # Load the embedding model before taking work, so the first session after a start does not
         # wait for it (it takes seconds).
         self.summarizer.embedder.embed(["warm up"])

@@ -162,7 +162,7 @@ WHERE tenant_id = %(tenant_id)s AND (id = ANY (%(transcript_ids)s::bigint[]) OR 
 
 -- name: insert_episode_erasure
 INSERT INTO erasures (tenant_id, user_hash, counts, kept_transcripts, scope)
-VALUES (%(tenant_id)s, %(user_hash)s, %(counts)s, true, 'episode')
+VALUES (%(tenant_id)s, %(user_hash)s, %(counts)s, true, %(scope)s)
 RETURNING id, requested_at
 
 -- name: forget_scrub_corrections

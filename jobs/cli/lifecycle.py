@@ -1,4 +1,4 @@
-"""`episodes resummarize`, `episodes prune --transcripts`, `episodes pin` and `episodes unpin`:
+"""`episodes resummarize`, `episodes prune --transcripts | --policy`, `episodes pin` and `episodes unpin`:
 memory over years (jobs/lifecycle)."""
 
 from __future__ import annotations
@@ -61,22 +61,34 @@ def resummarize_command(obj: Context, tenant: str | None, user: str | None, sinc
 
 
 @click.command("prune")
-@click.option("--transcripts", is_flag=True, required=True,
-              help="Remove the message bodies of summarised transcripts older than the retention (required: "
-                   "the only kind of pruning so far).")
+@click.option("--transcripts", is_flag=True,
+              help="Remove the message bodies of summarised transcripts older than the retention.")
+@click.option("--policy", "policy_text", metavar="POLICY",
+              help='Erase episodes by a pruning policy, e.g. "keep 30d; keep importance>=0.7; delete '
+                   'importance<0.5 after 90d" (grammar in the README). Pass "env" for EPISODES_PRUNE_POLICY.')
 @click.option("--older-than", type=Duration(), default=None,
-              help="Retention to apply, e.g. 90d. [env EPISODES_TRANSCRIPT_RETENTION]")
-@click.option("--tenant", help="Only this tenant's transcripts.")
-@click.option("--dry-run", is_flag=True, help="Count what would be removed; change nothing.")
+              help="With --transcripts: retention to apply, e.g. 90d. [env EPISODES_TRANSCRIPT_RETENTION]")
+@click.option("--tenant", help="Only this tenant's transcripts or episodes.")
+@click.option("--dry-run", is_flag=True, help="Count what would be removed (per clause, for a policy); change nothing.")
 @click.pass_obj
-def prune_command(obj: Context, transcripts: bool, older_than: float | None, tenant: str | None,
-                  dry_run: bool) -> None:
-    """Remove the message bodies of old summarised transcripts, keeping every episode.
+def prune_command(obj: Context, transcripts: bool, policy_text: str | None, older_than: float | None,
+                  tenant: str | None, dry_run: bool) -> None:
+    """Prune old memory: transcript bodies (--transcripts) or episodes (--policy); one of the two.
 
-    Each transcript keeps its row, content hash and message count (re-ingesting the same content is
-    still a no-op); episodes, events and evidence quotes are untouched. Works in small batches.
+    --transcripts keeps every episode: each transcript keeps its row, content hash and message count
+    (re-ingesting the same content is still a no-op).
+
+    --policy erases the episodes it selects like `episodes forget --episode` does (events, entities,
+    what they resolved; super-summaries that included them are rebuilt); pinned episodes always
+    survive. Works in small batches and records an erasure per user.
     """
     from jobs.errors import ConfigError
+
+    if transcripts == (policy_text is not None):
+        raise ConfigError("Choose what to prune: --transcripts or --policy POLICY (see episodes prune --help).")
+    if policy_text is not None:
+        _prune_policy(obj, policy_text, tenant, dry_run)
+        return
     from jobs.lifecycle import prune_transcripts
 
     retention = older_than or obj.settings.transcript_retention_seconds
@@ -89,6 +101,27 @@ def prune_command(obj: Context, transcripts: bool, older_than: float | None, ten
     total = prune_transcripts(db, retention, tenant=tenant, dry_run=True).transcripts
     with tqdm(total=total, desc="prune", unit="transcript", file=sys.stderr, disable=None) as bar:
         report = prune_transcripts(db, retention, tenant=tenant, progress=bar.update)
+    click.echo(report.line())
+
+
+def _prune_policy(obj: Context, text: str, tenant: str | None, dry_run: bool) -> None:
+    from jobs.errors import ConfigError
+    from jobs.lifecycle import apply_policy, plan_policy
+    from jobs.prune_policy import parse_policy
+
+    if text == "env":
+        if obj.settings.prune_policy is None:
+            raise ConfigError("EPISODES_PRUNE_POLICY is not set; pass the policy itself to --policy.")
+        policy = obj.settings.prune_policy
+    else:
+        policy = parse_policy(text)
+    db = obj.database()
+    plan = plan_policy(db, policy, tenant=tenant)
+    if dry_run:
+        click.echo("\n".join(plan.lines()))
+        return
+    with tqdm(total=plan.deleted, desc="prune", unit="episode", file=sys.stderr, disable=None) as bar:
+        report = apply_policy(db, policy, tenant=tenant, now=plan.at, progress=bar.update)
     click.echo(report.line())
 
 

@@ -19,10 +19,13 @@ from jobs.privacy.correct import (
     corrections_of,
 )
 from jobs.privacy.erase_episode import (
+    OUTCOMES,
     EpisodeErasure,
     ErasedEpisodes,
+    RemovedSuper,
     erase_episodes,
     forget_episode,
+    rebuild_supers,
 )
 from jobs.privacy.export import dumps, export_user, write_export
 from jobs.privacy.forget import (
@@ -45,7 +48,8 @@ from jobs.privacy.redaction import (
 
 __all__ = [
     "CorrectionReport", "EpisodeCorrection", "EpisodeErasure", "ErasedEpisodes", "EventChange", "correct_episode",
-    "correction_from", "corrections_of", "erase_episodes", "forget_episode",
+    "correction_from", "corrections_of", "erase_episodes", "forget_episode", "OUTCOMES", "RemovedSuper",
+    "rebuild_supers",
     "KINDS", "PLACEHOLDER", "Finding", "ForgetReport", "Period", "Redacted", "dumps", "erasures_of", "export_user",
     "find", "forget_user", "redact", "redact_messages", "redact_transcript", "user_hash", "write_export",
 ]

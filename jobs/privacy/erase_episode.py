@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
 
@@ -77,14 +77,16 @@ class ErasedEpisodes:
     erasure_ids: list[int] = field(default_factory=list)
 
 
-def erase_episodes(conn: Conn, tenant_id: str, ids: Sequence[int]) -> ErasedEpisodes:
+def erase_episodes(conn: Conn, tenant_id: str, ids: Sequence[int],
+                   scope: Literal["episode", "policy"] = "episode") -> ErasedEpisodes:
     """Erase the session episodes ``ids`` of ``tenant_id`` (see the module docstring) in ``conn``'s
     transaction, which must be ``Database.tenant(tenant_id)``'s. An unknown id (or another tenant's)
     raises :class:`EpisodeNotFound`, a super-summary's :class:`SuperSummaryNotErasable`; then the
-    caller's transaction must roll back (nothing was changed before the check)."""
-    scope: dict[str, Any] = {"tenant_id": tenant_id, "ids": sorted(set(ids))}
-    asked = {r["id"]: r for r in conn.execute(query("erase_asked"), scope)}
-    for episode_id in scope["ids"]:
+    caller's transaction must roll back (nothing was changed before the check). ``scope`` is what the
+    ``erasures`` rows record: the user forgot an episode, or a pruning policy removed it."""
+    where: dict[str, Any] = {"tenant_id": tenant_id, "ids": sorted(set(ids))}
+    asked = {r["id"]: r for r in conn.execute(query("erase_asked"), where)}
+    for episode_id in where["ids"]:
         row = asked.get(episode_id)
         if row is None:
             raise EpisodeNotFound(f"episode {episode_id} not found in tenant {tenant_id!r}")
@@ -93,11 +95,11 @@ def erase_episodes(conn: Conn, tenant_id: str, ids: Sequence[int]) -> ErasedEpis
                 f"episode {episode_id} is a super-summary ({row['period_start']}..{row['period_end']}) made from "
                 f"episodes {', '.join(map(str, row['sources']))}; forget those (it is rebuilt without them), "
                 "or correct its summary")
-    sessions = conn.execute(query("erase_lock_sessions"), scope).fetchall()
+    sessions = conn.execute(query("erase_lock_sessions"), where).fetchall()
     episode_ids = [r["id"] for r in sessions]
     supers = [RemovedSuper(r["id"], r["user_id"], r["status"], r["period_start"], r["period_end"])
-              for r in conn.execute(query("erase_lock_supers"), {**scope, "ids": episode_ids})]
-    doomed = {**scope, "ids": episode_ids + [s.id for s in supers],
+              for r in conn.execute(query("erase_lock_supers"), {**where, "ids": episode_ids})]
+    doomed = {**where, "ids": episode_ids + [s.id for s in supers],
               "sessions": sorted({r["session_id"] for r in sessions}),
               "transcript_ids": sorted({r["transcript_id"] for r in sessions if r["transcript_id"] is not None})}
     counts = {
@@ -116,7 +118,7 @@ def erase_episodes(conn: Conn, tenant_id: str, ids: Sequence[int]) -> ErasedEpis
         mine = [r for r in sessions if r["user_id"] == user_id]
         row = one(conn.execute(query("insert_episode_erasure"), {
             "tenant_id": tenant_id, "user_hash": user_hash(conn, tenant_id, user_id),
-            "counts": Jsonb({**counts, "episodes_of_user": len(mine)}),
+            "counts": Jsonb({**counts, "episodes_of_user": len(mine)}), "scope": scope,
         }))
         erased.erasure_ids.append(row["id"])
     return erased
@@ -150,11 +152,11 @@ class EpisodeErasure:
         for s in self.supers:
             if s.status == "current":
                 outcome = self.rebuilt.get(s.id, "to rebuild")
-                text += f"; super-summary {s.id} ({s.label}): {_OUTCOMES.get(outcome, outcome)}"
+                text += f"; super-summary {s.id} ({s.label}): {OUTCOMES.get(outcome, outcome)}"
         return text
 
 
-_OUTCOMES = {
+OUTCOMES = {
     "created": "rebuilt from the remaining sources",
     "single": "removed, its one remaining source is back in recall",
     "uncompressed": "removed, its one remaining source is back in recall",
@@ -163,9 +165,26 @@ _OUTCOMES = {
 }
 
 
+def rebuild_supers(db: Database, tenant_id: str, supers: Iterable[RemovedSuper], *,
+                   compressor: Compressor | None = None, embedder: Embedder | None = None) -> dict[int, str]:
+    """After an erasure committed, rebuild the periods of the removed *current* super-summaries from
+    their remaining sources, once per period (a pruning run may remove several supers of one period,
+    one per batch). Returns removed super id -> outcome (:data:`OUTCOMES` explains each); a failed
+    rebuild is logged and reported as ``failed``, never raised (the next compress run redoes it)."""
+    outcomes: dict[int, str] = {}
+    done: dict[tuple[str, dt.date, dt.date], str] = {}
+    for s in supers:
+        if s.status != "current":
+            continue
+        key = (s.user_id, s.period_start, s.period_end)
+        if key not in done:
+            done[key] = _rebuild(db, tenant_id, s, compressor, embedder)
+        outcomes[s.id] = done[key]
+    return outcomes
+
+
 def _rebuild(db: Database, tenant_id: str, s: RemovedSuper, compressor: Compressor | None,
              embedder: Embedder | None) -> str:
-    """The erasure has committed: a failed rebuild is reported, never raised (the next compress run redoes it)."""
     try:
         return rebuild_period(db, tenant_id, s.user_id, s.period_start, s.period_end, compressor=compressor,
                               embedder=embedder, recreate=True)
@@ -200,9 +219,7 @@ def forget_episode(
     except _DryRun:
         report.erasure_ids = []
     if not dry_run:
-        for s in report.supers:
-            if s.status == "current":
-                report.rebuilt[s.id] = _rebuild(db, tenant_id, s, compressor, embedder)
+        report.rebuilt = rebuild_supers(db, tenant_id, report.supers, compressor=compressor, embedder=embedder)
     log.info("episode erased" if not dry_run else "episode erasure dry run", extra={
         "action": "forget_episode_dry_run" if dry_run else "forget_episode", "tenant": tenant_id,
         "episode_id": episode_id, "erasures": report.erasure_ids, **{f"n_{k}": v for k, v in report.counts.items()},
