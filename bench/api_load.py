@@ -3,7 +3,8 @@ of bench/recall_speed.py, while new episodes keep committing; prints figures, as
 
     python bench/recall_speed.py --home /tmp/rb --keep --queries 20     # once: load the data (~2 min)
     python bench/api_load.py --home /tmp/rb                              # 8, 32, 128 clients
-    python bench/api_load.py --home /tmp/rb --clients 32 --restart-db    # a database restart under load
+    python bench/api_load.py --home /tmp/rb --clients 32 --rate 100,150,200   # latency at an offered rate
+    python bench/api_load.py --home /tmp/rb --clients 32 --rate 100 --restart-db    # a database restart under load
 
 Users are drawn in proportion to their episodes (one recall per session, one episode per
 session), so the 20 users with 10,000 episodes each get a fifth of the requests. Each client keeps
@@ -136,14 +137,22 @@ class Phase:
 
 
 async def client_loop(client: httpx.AsyncClient, keys: dict[str, str], users: np.ndarray, until: float,
-                      phase: Phase | None, seed: int, probe: dict[int, tuple[str, list[int]]] | None = None) -> None:
+                      phase: Phase | None, seed: int, probe: dict[int, tuple[str, list[int]]] | None = None,
+                      interval: float = 0.0) -> None:
+    """One client. With ``interval`` > 0 it sends on a schedule (Poisson arrivals, mean ``interval``)
+    and a latency counts from the scheduled moment, so time spent queued behind a slow answer counts
+    too (no coordinated omission); with 0 it sends the next request when the previous answer arrives."""
     rng = np.random.default_rng(seed)
     probe_users = list(probe) if probe else []
+    scheduled = time.perf_counter() + (rng.exponential(interval) if interval else 0.0)
     while time.perf_counter() < until:
+        if interval:
+            await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
         u = probe_users[int(rng.integers(len(probe_users)))] if probe_users else int(rng.choice(users))
         tenant = f"t{u % TENANTS}"
         message = f"probe question {u}" if probe_users else sentence(rng, 10)
-        started = time.perf_counter()
+        started = scheduled if interval else time.perf_counter()
+        scheduled += rng.exponential(interval) if interval else 0.0
         try:
             r = await client.post("/v1/recall", headers={"Authorization": f"Bearer {keys[tenant]}"},
                                   json={"user_id": f"u{u}", "message": message, "now": NOW})
@@ -170,14 +179,17 @@ async def client_loop(client: httpx.AsyncClient, keys: dict[str, str], users: np
 
 
 async def run_phase(url: str, keys: dict[str, str], users: np.ndarray, clients: int, warmup: float, seconds: float,
-                    probe: dict[int, tuple[str, list[int]]], restart: Callable[[], None] | None) -> Phase:
+                    probe: dict[int, tuple[str, list[int]]], restart: Callable[[], None] | None,
+                    rate: float) -> Phase:
     phase = Phase()
     limits = httpx.Limits(max_connections=clients + 1, max_keepalive_connections=clients + 1)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
         warm_until = time.perf_counter() + warmup
-        await asyncio.gather(*(client_loop(client, keys, users, warm_until, None, i) for i in range(clients)))
+        interval = clients / rate if rate else 0.0
+        await asyncio.gather(*(client_loop(client, keys, users, warm_until, None, i, interval=interval)
+                               for i in range(clients)))
         until = time.perf_counter() + seconds
-        tasks = [client_loop(client, keys, users, until, phase, 1000 + i) for i in range(clients)]
+        tasks = [client_loop(client, keys, users, until, phase, 1000 + i, interval=interval) for i in range(clients)]
         tasks.append(client_loop(client, keys, users, until, phase, 7, probe))
         if restart is not None:
             tasks.append(restart_midway(restart, seconds / 3))
@@ -202,6 +214,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--clients", default="8,32,128", help="concurrent clients per phase, comma-separated")
     parser.add_argument("--workers", type=int, default=2, help="episodes api --workers")
+    parser.add_argument("--rate", default="0", help="offered recalls/s in total, comma-separated, one phase each "
+                                                    "(Poisson arrivals over the clients); 0: closed loop, as fast as "
+                                                    "answers come")
     parser.add_argument("--warmup", type=float, default=20.0)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--write-rate", type=float, default=20.0, help="new episodes committed per second")
@@ -269,12 +284,14 @@ def main() -> None:
                 probe[u] = (body["block"], [e["id"] for e in body["episodes"]])
         writer.start()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-        for clients in [int(c) for c in args.clients.split(",")]:
+        plan = [(int(c), float(r)) for c in args.clients.split(",") for r in args.rate.split(",")]
+        for clients, rate in plan:
             phase = asyncio.run(run_phase(base, keys, users, clients, args.warmup, args.seconds, probe,
-                                          restart_db if args.restart_db else None))
+                                          restart_db if args.restart_db else None, rate))
             ok = len(phase.latencies)
             errors = {k: v for k, v in phase.status.items() if k != 200}
-            print(f"{clients:4d} clients: {pct(phase.latencies)}  {ok / args.seconds:6.1f} recalls/s  "
+            offered = f"offered {rate:5.0f}/s" if rate else "closed loop"
+            print(f"{clients:4d} clients, {offered}: {pct(phase.latencies)}  {ok / args.seconds:6.1f} recalls/s  "
                   f"errors {errors or 0}  probes {phase.probes:,}, wrong answers {phase.wrong}")
             if phase.first_503 is not None and phase.last_503 is not None:
                 print(f"      answered 503 for {phase.last_503 - phase.first_503:.2f} s "
