@@ -7,9 +7,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import psycopg
 import uvicorn
+from conftest import _url_for
 
+from jobs.config import Settings
 from jobs.db import Database
 from jobs.service.app import create_app
 
@@ -35,3 +39,23 @@ def serve(db: Database) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+@contextmanager
+def scratch_database(admin_url: str, template_db: str, name: str, **settings: Any) -> Iterator[Database]:
+    """A database of its own, copied from the migrated template, for a module that starts a service:
+    yields a Database with ``settings`` (a Settings' fields) over it; closes it, drops the process's
+    recall copies of it and drops it on exit."""
+    from jobs.recall import close_recallers
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    db = Database(Settings(database_url=_url_for(admin_url, name), **settings))
+    try:
+        yield db
+    finally:
+        db.close()
+        close_recallers()
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

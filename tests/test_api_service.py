@@ -11,10 +11,8 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from api_server import serve
-from conftest import _url_for
+from api_server import scratch_database, serve
 
-from jobs.config import Settings
 from jobs.db import Database
 from jobs.service.keys import create_key, revoke_key
 
@@ -51,33 +49,24 @@ class Api:
 def api(admin_url: str, template_db: str, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     """One database and one server for the module: acme (u-maria) and globex (u-sam), summarised."""
     from jobs.extract.offline import OfflineExtractor
-    from jobs.recall import close_recallers
     from jobs.summarize import run_summarize
 
-    name = f"api_{os.getpid()}_{Path(__file__).stem}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    settings = Settings(database_url=_url_for(admin_url, name), home=tmp_path_factory.mktemp("home"),
-                        api_max_body=64 * 1024, api_key_cache_seconds=0.0)
-    db = Database(settings)
-    keys = {}
-    for label, tenant, scopes, rate in [("acme", "acme", ("recall", "write", "admin"), None),
-                                        ("globex", "globex", ("recall", "write", "admin"), None),
-                                        ("acme_read", "acme", ("recall",), None),
-                                        ("acme_slow", "acme", ("recall",), 0.01)]:
-        keys[label] = create_key(db, tenant, scopes, name=label, rate_limit=rate)[1]
-    with serve(db) as url:
-        found = Api(url, db, keys)
-        with found.client("acme") as acme, found.client("globex") as globex:
-            assert acme.post("/v1/transcripts", json={"transcripts": ACME_TRANSCRIPTS}).status_code == 200
-            assert globex.post("/v1/transcripts", json={"transcripts": [GLOBEX_TRANSCRIPT]}).status_code == 200
-        run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
-        yield found
-    db.close()
-    close_recallers()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(admin_url, template_db, f"api_{os.getpid()}_{Path(__file__).stem}",
+                          home=tmp_path_factory.mktemp("home"), api_max_body=64 * 1024,
+                          api_key_cache_seconds=0.0) as db:
+        keys = {}
+        for label, tenant, scopes, rate in [("acme", "acme", ("recall", "write", "admin"), None),
+                                            ("globex", "globex", ("recall", "write", "admin"), None),
+                                            ("acme_read", "acme", ("recall",), None),
+                                            ("acme_slow", "acme", ("recall",), 0.01)]:
+            keys[label] = create_key(db, tenant, scopes, name=label, rate_limit=rate)[1]
+        with serve(db) as url:
+            found = Api(url, db, keys)
+            with found.client("acme") as acme, found.client("globex") as globex:
+                assert acme.post("/v1/transcripts", json={"transcripts": ACME_TRANSCRIPTS}).status_code == 200
+                assert globex.post("/v1/transcripts", json={"transcripts": [GLOBEX_TRANSCRIPT]}).status_code == 200
+            run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+            yield found
 
 
 def _episode_ids(api: Api, tenant: str) -> list[int]:

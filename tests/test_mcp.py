@@ -21,14 +21,13 @@ import httpx
 import httpx2
 import psycopg
 import pytest
-from api_server import serve
+from api_server import scratch_database, serve
 from conftest import _url_for
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
-from jobs.config import Settings
 from jobs.db import Database
 from jobs.ingest import from_objects, ingest_records
 from jobs.service.keys import create_key
@@ -106,32 +105,22 @@ def data(result: CallToolResult) -> Any:
 @pytest.fixture(scope="module")
 def world(admin_url: str, template_db: str, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     from jobs.extract.offline import OfflineExtractor
-    from jobs.recall import close_recallers
     from jobs.summarize import run_summarize
 
-    name = f"mcp_{os.getpid()}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    url = _url_for(admin_url, name)
-    settings = Settings(database_url=url, home=tmp_path_factory.mktemp("home"), api_key_cache_seconds=0.0)
-    db = Database(settings)
-    for tenant, records in (("acme", ACME), ("globex", GLOBEX)):
-        report = ingest_records(db, from_objects(records, settings.max_transcript_bytes), tenant_id=tenant,
-                                only_tenant=True)
-        assert not report.rejected
-    run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
-    with db.admin() as conn:
-        episodes = {r["session_id"]: r["id"] for r in conn.execute("SELECT session_id, id FROM episodes")}
-    keys = {label: create_key(db, tenant, scopes, name=label)[1] for label, tenant, scopes in [
-        ("acme", "acme", ("recall", "write")), ("acme_read", "acme", ("recall",)),
-        ("acme_write_only", "acme", ("write",)), ("globex", "globex", ("recall", "write"))]}
-    with serve(db) as api_url:
-        yield World(api_url, db, url, keys, episodes)
-    db.close()
-    close_recallers()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(admin_url, template_db, f"mcp_{os.getpid()}", home=tmp_path_factory.mktemp("home"),
+                          api_key_cache_seconds=0.0) as db:
+        for tenant, records in (("acme", ACME), ("globex", GLOBEX)):
+            report = ingest_records(db, from_objects(records, db.settings.max_transcript_bytes), tenant_id=tenant,
+                                    only_tenant=True)
+            assert not report.rejected
+        run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+        with db.admin() as conn:
+            episodes = {r["session_id"]: r["id"] for r in conn.execute("SELECT session_id, id FROM episodes")}
+        keys = {label: create_key(db, tenant, scopes, name=label)[1] for label, tenant, scopes in [
+            ("acme", "acme", ("recall", "write")), ("acme_read", "acme", ("recall",)),
+            ("acme_write_only", "acme", ("write",)), ("globex", "globex", ("recall", "write"))]}
+        with serve(db) as api_url:
+            yield World(api_url, db, db.url, keys, episodes)
 
 
 # --- streamable HTTP at /mcp ----------------------------------------------------------------------

@@ -15,14 +15,11 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
-import psycopg
 import pytest
-from api_server import serve
+from api_server import scratch_database, serve
 from browser import CHROMIUM, Browser
-from conftest import _url_for
 
 from jobs import config
-from jobs.config import Settings
 from jobs.db import Database
 from jobs.errors import ConfigError
 from jobs.service.keys import create_key
@@ -91,30 +88,21 @@ class Api:
 @pytest.fixture(scope="module")
 def api(admin_url: str, template_db: str, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     from jobs.extract.offline import OfflineExtractor
-    from jobs.recall import close_recallers
     from jobs.summarize import run_summarize
 
-    name = f"page_{os.getpid()}_{Path(__file__).stem}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    settings = Settings(database_url=_url_for(admin_url, name), home=tmp_path_factory.mktemp("home"),
-                        api_key_cache_seconds=0.0, extractor="offline")
-    db = Database(settings)
-    keys = {label: create_key(db, tenant, scopes, name=label)[1] for label, tenant, scopes in [
-        ("acme", "acme", ("recall", "write")), ("globex", "globex", ("recall", "write", "admin")),
-        ("acme_read", "acme", ("recall",)), ("acme_write", "acme", ("write",))]}
-    with serve(db) as url:
-        found = Api(url, db, keys)
-        with found.client("acme") as acme, found.client("globex") as globex:
-            assert acme.post("/v1/transcripts", json={"transcripts": MARIA}).status_code == 200
-            assert globex.post("/v1/transcripts", json={"transcripts": [SAM]}).status_code == 200
-        run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
-        yield found
-    db.close()
-    close_recallers()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database(admin_url, template_db, f"page_{os.getpid()}_{Path(__file__).stem}",
+                          home=tmp_path_factory.mktemp("home"), api_key_cache_seconds=0.0,
+                          extractor="offline") as db:
+        keys = {label: create_key(db, tenant, scopes, name=label)[1] for label, tenant, scopes in [
+            ("acme", "acme", ("recall", "write")), ("globex", "globex", ("recall", "write", "admin")),
+            ("acme_read", "acme", ("recall",)), ("acme_write", "acme", ("write",))]}
+        with serve(db) as url:
+            found = Api(url, db, keys)
+            with found.client("acme") as acme, found.client("globex") as globex:
+                assert acme.post("/v1/transcripts", json={"transcripts": MARIA}).status_code == 200
+                assert globex.post("/v1/transcripts", json={"transcripts": [SAM]}).status_code == 200
+            run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+            yield found
 
 
 def _token(url: str) -> str:
