@@ -31,8 +31,10 @@ def recorded_embedder(conn: Conn) -> Recorded:
 
     First takes the lock every reader of ``episodes`` takes anyway (ACCESS SHARE), so a switch cannot
     commit between this read and the caller's next statements."""
-    conn.execute(query("hold_episodes_schema"))
-    row = one(conn.execute(query("recorded_embedder")))
+    with conn.pipeline():  # both statements in one round trip; the server still runs them in order
+        conn.execute(query("hold_episodes_schema"))
+        cursor = conn.execute(query("recorded_embedder"))
+    row = one(cursor)
     return Recorded(str(row["embedder"]), int(row["dim"]))
 
 
