@@ -5,9 +5,11 @@ error (500 with a request id, the worker carries on), and `episodes api --worker
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
@@ -90,3 +92,59 @@ def test_two_workers_report_metrics_for_the_whole_service(settings: Settings) ->
         proc.terminate()  # SIGTERM: uvicorn drains and stops its workers
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err.decode()
+
+
+def test_sigterm_lets_a_request_in_flight_finish(settings: Settings) -> None:
+    """SIGTERM arrives while a large POST /v1/transcripts is being written (its first chunk of 250 is
+    committed, the rest not yet): the request still completes, every record is stored, and the
+    process exits cleanly."""
+    db = Database(settings)
+    secret = create_key(db, "acme", ("write",))[1]
+    words = "the renewal quote for eighteen seats moves to the annual plan next month ".split()
+    records = [{"user_id": f"u{i % 50}", "session_id": f"drain-{i}", "ended_at": "2025-05-01T10:00:00Z",
+                "messages": [{"role": "user" if m % 2 == 0 else "assistant",
+                              "content": " ".join(words[(i + m) % 7:]) + f" ({i}.{m})"} for m in range(40)]}
+               for i in range(1000)]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "DATABASE_URL": settings.database_url or ""}
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.2)
+        answer: dict[str, httpx.Response] = {}
+        sender = threading.Thread(target=lambda: answer.setdefault("r", httpx.post(
+            f"{url}/v1/transcripts", json={"transcripts": records}, timeout=120,
+            headers={"Authorization": f"Bearer {secret}"})))
+        sender.start()
+        stored = 0
+        with psycopg.connect(settings.database_url or "", autocommit=True) as conn:
+            while stored == 0 and sender.is_alive():
+                row = conn.execute("SELECT count(*) FROM transcripts WHERE session_id LIKE 'drain-%'").fetchone()
+                stored = row[0] if row else 0
+                time.sleep(0.002)
+            proc.terminate()  # SIGTERM with the request in flight
+            assert 0 < stored < len(records), f"the request was not in flight at SIGTERM ({stored} stored)"
+            sender.join(timeout=120)
+            row = conn.execute("SELECT count(*) FROM transcripts WHERE session_id LIKE 'drain-%'").fetchone()
+        assert answer["r"].status_code == 200 and answer["r"].json()["accepted"] == len(records)
+        assert row == (len(records),)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        _, err = proc.communicate(timeout=60)
+        db.close()
+    # One worker: uvicorn re-raises the SIGTERM once it has shut down cleanly, so whoever sent it sees
+    # the process end by that signal (a supervisor of several workers exits 0 instead).
+    assert proc.returncode == -signal.SIGTERM, err.decode()
+    assert "Finished server process" in err.decode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -36,7 +37,7 @@ def api_command(obj: Context, host: str, port: int, workers: int) -> None:
     try:
         uvicorn.run("jobs.service.app:from_environment", factory=True, host=host, port=port, workers=workers,
                     access_log=False, log_config=None, server_header=False,
-                    timeout_graceful_shutdown=int(obj.settings.shutdown_deadline_seconds) or None)
+                    timeout_graceful_shutdown=max(1, math.ceil(obj.settings.shutdown_deadline_seconds)))
     finally:
         if metrics is not None:
             shutil.rmtree(metrics, ignore_errors=True)
