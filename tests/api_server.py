@@ -1,14 +1,20 @@
-"""A real `episodes api` for tests: uvicorn on a free local port in a thread, over a real database."""
+"""A real `episodes api` for tests: uvicorn on a free local port in a thread (serve), or the command as
+its own process (api_process), over a real database."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import psycopg
 import uvicorn
 from conftest import _url_for
@@ -59,3 +65,40 @@ def scratch_database(admin_url: str, template_db: str, name: str, **settings: An
         close_recallers()
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@dataclass
+class ApiProcess:
+    """`episodes api` as its own process: its URL, the process, and its stderr once it has ended."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    stderr: str = ""
+
+
+@contextmanager
+def api_process(settings: Settings, *args: str) -> Iterator[ApiProcess]:
+    """`python -m jobs.cli api --port P *args` over ``settings``' database, started and answering
+    /healthz; on exit SIGTERM if it still runs, and its stderr collected (the caller checks the end)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "DATABASE_URL": settings.database_url or ""}
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port), *args],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    found = ApiProcess(f"http://127.0.0.1:{port}", proc)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{found.url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.2)
+        yield found
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        found.stderr = proc.communicate(timeout=60)[1].decode()

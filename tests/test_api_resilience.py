@@ -4,17 +4,14 @@ error (500 with a request id, the worker carries on), and `episodes api --worker
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 
 import httpx
 import psycopg
-from api_server import serve
+from api_server import api_process, serve
 
 from jobs.config import Settings
 from jobs.db import Database
@@ -65,33 +62,15 @@ def test_an_unexpected_error_is_a_500_with_a_request_id_and_the_service_carries_
 
 
 def test_two_workers_report_metrics_for_the_whole_service(settings: Settings) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {**os.environ, "DATABASE_URL": settings.database_url or ""}
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port), "--workers", "2"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.2)
+    with api_process(settings, "--workers", "2") as api:
         for _ in range(20):  # new connections, spread over both workers by the kernel
-            httpx.get(f"{url}/healthz")
-        lines = {line for line in httpx.get(f"{url}/metrics").text.splitlines()
-                if line.startswith('episodes_http_requests_total{method="GET",route="/healthz"')}
+            httpx.get(f"{api.url}/healthz")
+        lines = {line for line in httpx.get(f"{api.url}/metrics").text.splitlines()
+                 if line.startswith('episodes_http_requests_total{method="GET",route="/healthz"')}
         total = sum(float(line.rsplit(" ", 1)[1]) for line in lines)
         assert total >= 21  # every answered /healthz, whichever worker answered it and whichever is scraped
-    finally:
-        proc.terminate()  # SIGTERM: uvicorn drains and stops its workers
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err.decode()
+    # SIGTERM on leaving: uvicorn drains and stops its workers
+    assert api.proc.returncode == 0, api.stderr
 
 
 def test_sigterm_lets_a_request_in_flight_finish(settings: Settings) -> None:
@@ -105,46 +84,28 @@ def test_sigterm_lets_a_request_in_flight_finish(settings: Settings) -> None:
                 "messages": [{"role": "user" if m % 2 == 0 else "assistant",
                               "content": " ".join(words[(i + m) % 7:]) + f" ({i}.{m})"} for m in range(40)]}
                for i in range(1000)]
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {**os.environ, "DATABASE_URL": settings.database_url or ""}
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.2)
-        answer: dict[str, httpx.Response] = {}
-        sender = threading.Thread(target=lambda: answer.setdefault("r", httpx.post(
-            f"{url}/v1/transcripts", json={"transcripts": records}, timeout=120,
-            headers={"Authorization": f"Bearer {secret}"})))
-        sender.start()
-        stored = 0
-        with psycopg.connect(settings.database_url or "", autocommit=True) as conn:
-            while stored == 0 and sender.is_alive():
+        with api_process(settings) as api:
+            answer: dict[str, httpx.Response] = {}
+            sender = threading.Thread(target=lambda: answer.setdefault("r", httpx.post(
+                f"{api.url}/v1/transcripts", json={"transcripts": records}, timeout=120,
+                headers={"Authorization": f"Bearer {secret}"})))
+            sender.start()
+            stored = 0
+            with psycopg.connect(settings.database_url or "", autocommit=True) as conn:
+                while stored == 0 and sender.is_alive():
+                    row = conn.execute("SELECT count(*) FROM transcripts WHERE session_id LIKE 'drain-%'").fetchone()
+                    stored = row[0] if row else 0
+                    time.sleep(0.002)
+                api.proc.terminate()  # SIGTERM with the request in flight
+                assert 0 < stored < len(records), f"the request was not in flight at SIGTERM ({stored} stored)"
+                sender.join(timeout=120)
                 row = conn.execute("SELECT count(*) FROM transcripts WHERE session_id LIKE 'drain-%'").fetchone()
-                stored = row[0] if row else 0
-                time.sleep(0.002)
-            proc.terminate()  # SIGTERM with the request in flight
-            assert 0 < stored < len(records), f"the request was not in flight at SIGTERM ({stored} stored)"
-            sender.join(timeout=120)
-            row = conn.execute("SELECT count(*) FROM transcripts WHERE session_id LIKE 'drain-%'").fetchone()
-        assert answer["r"].status_code == 200 and answer["r"].json()["accepted"] == len(records)
-        assert row == (len(records),)
+            assert answer["r"].status_code == 200 and answer["r"].json()["accepted"] == len(records)
+            assert row == (len(records),)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-        _, err = proc.communicate(timeout=60)
         db.close()
     # One worker: uvicorn re-raises the SIGTERM once it has shut down cleanly, so whoever sent it sees
     # the process end by that signal (a supervisor of several workers exits 0 instead).
-    assert proc.returncode == -signal.SIGTERM, err.decode()
-    assert "Finished server process" in err.decode()
+    assert api.proc.returncode == -signal.SIGTERM, api.stderr
+    assert "Finished server process" in api.stderr
