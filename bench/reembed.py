@@ -18,10 +18,10 @@ import sys
 import threading
 import time
 
-from _common import peak_rss_mb, scratch_home
+from _common import peak_rss_mb, scratch_database
 
-from jobs import config, migrate
-from jobs.db import Database, start_embedded
+from jobs import config
+from jobs.db import Database
 from jobs.embeddings import HashingEmbedder, get_embedder
 from jobs.lifecycle.reembed import reembed, reembed_progress
 from jobs.recall import Recaller
@@ -55,57 +55,54 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args.child, args.batch)
-    with scratch_home() as home:
-        url = start_embedded(home / "pgdata")
-        settings = config.load().with_(database_url=url, home=home)
-        with Database(settings) as db:
-            with db.connect(autocommit=True) as conn:
-                migrate.migrate(conn, embedding_dim=384, embedder="minilm")
-                started = time.perf_counter()
-                conn.execute(BUILD.replace("%(users)s", str(args.users)).replace("%(n)s", str(args.episodes)))
-                conn.execute("VACUUM ANALYZE episodes")
-            print(f"built {args.episodes:,} episodes of {args.users} users in {time.perf_counter() - started:.1f}s")
-            stop = threading.Event()
-            outcome = {"ok": 0, "empty": 0, "failed": 0}
-            errors: list[str] = []
-
-            def recalls() -> None:
-                recaller = Recaller(db, HashingEmbedder(384))  # the "old" embedder: 384-d like the stored vectors
-                i = 0
-                while not stop.is_set():
-                    try:
-                        answer = recaller.recall("bench", f"u{i % args.users}", "what did we decide about pricing?")
-                        outcome["ok" if answer.episodes else "empty"] += 1
-                    except Exception as exc:  # noqa: BLE001 - counted and shown
-                        outcome["failed"] += 1
-                        errors.append(repr(exc))
-                    i += 1
-
-            thread = threading.Thread(target=recalls)
-            thread.start()
-            command = [sys.executable, __file__, "--child", url, "--batch", str(args.batch)]
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with scratch_database() as db:
+        url = db.url
+        with db.connect(autocommit=True) as conn:
             started = time.perf_counter()
-            first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-            done = 0
-            while done < args.episodes // 2:
-                time.sleep(0.2)
-                with db.admin() as conn:
-                    progress = reembed_progress(conn)
-                done = progress.done if progress else 0
-            os.kill(first.pid, signal.SIGKILL)
-            first.wait()
-            killed_seconds = time.perf_counter() - started
+            conn.execute(BUILD.replace("%(users)s", str(args.users)).replace("%(n)s", str(args.episodes)))
+            conn.execute("VACUUM ANALYZE episodes")
+        print(f"built {args.episodes:,} episodes of {args.users} users in {time.perf_counter() - started:.1f}s")
+        stop = threading.Event()
+        outcome = {"ok": 0, "empty": 0, "failed": 0}
+        errors: list[str] = []
+
+        def recalls() -> None:
+            recaller = Recaller(db, HashingEmbedder(384))  # the "old" embedder: 384-d like the stored vectors
+            i = 0
+            while not stop.is_set():
+                try:
+                    answer = recaller.recall("bench", f"u{i % args.users}", "what did we decide about pricing?")
+                    outcome["ok" if answer.episodes else "empty"] += 1
+                except Exception as exc:  # noqa: BLE001 - counted and shown
+                    outcome["failed"] += 1
+                    errors.append(repr(exc))
+                i += 1
+
+        thread = threading.Thread(target=recalls)
+        thread.start()
+        command = [sys.executable, __file__, "--child", url, "--batch", str(args.batch)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        started = time.perf_counter()
+        first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        done = 0
+        while done < args.episodes // 2:
+            time.sleep(0.2)
             with db.admin() as conn:
                 progress = reembed_progress(conn)
-            written_first = progress.done if progress else 0
-            second = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-            written, caught_up, seconds, switch, rss = second.stdout.split()
-            time.sleep(1.0)  # recalls after the switch, on the new embedder
-            stop.set()
-            thread.join()
-            with db.admin() as conn:
-                dims = conn.execute("SELECT vector_dims(embedding) AS d, count(*) AS n FROM episodes GROUP BY 1").fetchall()
+            done = progress.done if progress else 0
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        killed_seconds = time.perf_counter() - started
+        with db.admin() as conn:
+            progress = reembed_progress(conn)
+        written_first = progress.done if progress else 0
+        second = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+        written, caught_up, seconds, switch, rss = second.stdout.split()
+        time.sleep(1.0)  # recalls after the switch, on the new embedder
+        stop.set()
+        thread.join()
+        with db.admin() as conn:
+            dims = conn.execute("SELECT vector_dims(embedding) AS d, count(*) AS n FROM episodes GROUP BY 1").fetchall()
     print(f"run 1 (killed with SIGKILL at >= half): {written_first:,} vectors in {killed_seconds:.1f}s "
           f"({written_first / killed_seconds:,.0f} episodes/s)")
     print(f"run 2 (resumed): {int(written):,} vectors written + {int(caught_up)} caught up at the switch in "

@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from _common import scratch_home
+from _common import scratch_database
 
-from jobs import config, migrate
-from jobs.db import Database, start_embedded
 from jobs.lifecycle import prune_transcripts
 
 BUILD = """
@@ -51,31 +49,26 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=12)
     parser.add_argument("--batch", type=int, default=500)
     args = parser.parse_args()
-    with scratch_home() as home:
-        url = start_embedded(home / "pgdata")
-        settings = config.load().with_(database_url=url, home=home)
-        with Database(settings) as db:
-            with db.connect(autocommit=True) as conn:
-                migrate.migrate(conn, embedding_dim=384, embedder="minilm")
-            started = time.perf_counter()
-            with db.admin() as conn:
-                conn.execute(BUILD.replace("%(messages)s", str(args.messages)).replace("%(n)s", str(args.transcripts)))
-            with db.connect(autocommit=True) as conn:
-                conn.execute("VACUUM ANALYZE transcripts")
-                size_before = conn.execute(SIZE).fetchone()["total"]
-                episodes_before = conn.execute(FINGERPRINT).fetchone()
-            print(f"built {args.transcripts:,} transcripts x {args.messages} messages with an episode and an event "
-                  f"each in {time.perf_counter() - started:.1f}s")
-            started = time.perf_counter()
-            report = prune_transcripts(db, 365 * 86400.0, batch_size=args.batch)
-            seconds = time.perf_counter() - started
-            with db.connect(autocommit=True) as conn:
-                size_pruned = conn.execute(SIZE).fetchone()["total"]
-                conn.execute("VACUUM transcripts")
-                size_vacuum = conn.execute(SIZE).fetchone()["total"]
-                conn.execute("VACUUM FULL transcripts")
-                size_full = conn.execute(SIZE).fetchone()["total"]
-                episodes_after = conn.execute(FINGERPRINT).fetchone()
+    with scratch_database() as db:
+        started = time.perf_counter()
+        with db.admin() as conn:
+            conn.execute(BUILD.replace("%(messages)s", str(args.messages)).replace("%(n)s", str(args.transcripts)))
+        with db.connect(autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE transcripts")
+            size_before = conn.execute(SIZE).fetchone()["total"]
+            episodes_before = conn.execute(FINGERPRINT).fetchone()
+        print(f"built {args.transcripts:,} transcripts x {args.messages} messages with an episode and an event "
+              f"each in {time.perf_counter() - started:.1f}s")
+        started = time.perf_counter()
+        report = prune_transcripts(db, 365 * 86400.0, batch_size=args.batch)
+        seconds = time.perf_counter() - started
+        with db.connect(autocommit=True) as conn:
+            size_pruned = conn.execute(SIZE).fetchone()["total"]
+            conn.execute("VACUUM transcripts")
+            size_vacuum = conn.execute(SIZE).fetchone()["total"]
+            conn.execute("VACUUM FULL transcripts")
+            size_full = conn.execute(SIZE).fetchone()["total"]
+            episodes_after = conn.execute(FINGERPRINT).fetchone()
     mb = 1e6
     print(f"prune: {report.transcripts:,} transcripts in {seconds:.1f}s ({report.transcripts / seconds:,.0f}/s, "
           f"batches of {args.batch})")
