@@ -1,29 +1,36 @@
 -- Named queries of memory over years (jobs/lifecycle/): re-summarising on purpose, transcript
 -- retention and pins. Same format as sql/queries.sql: each block starts with "-- name: <name>".
 
+-- name: prompt_versions_below
+-- The prompt versions "below" %(below)s: those that differ from it and whose first session episode
+-- was written before its first (every version is below one that has not been used yet). Read once
+-- per command, not per requeued batch: it groups every session episode.
+WITH versions AS (
+    SELECT prompt_version, min(created_at) AS first_at FROM episodes WHERE kind = 'session' GROUP BY prompt_version
+)
+SELECT coalesce(array_agg(prompt_version), '{}') AS versions
+FROM versions
+WHERE prompt_version <> %(below)s::text
+  AND first_at < coalesce((SELECT first_at FROM versions WHERE prompt_version = %(below)s::text), 'infinity')
+
 -- name: resummarize_counts
 -- What `episodes resummarize` would do with the sessions chosen by the filters: sessions with a
 -- current session episode, by what happens to them. gone: the message bodies were removed by
 -- retention (skipped); queued: already waiting or in work; dead: dead-lettered (`episodes retry`);
 -- current: the episode was made with %(current)s already; requeue: the rest. For those, the message
 -- characters and count (the input estimate) and the output tokens their episodes took (0 = offline).
--- A version is "below" %(below)s when it differs from it and its first episode was written before
--- %(below)s's first (any version is below one that has not been used yet).
-WITH versions AS (
-    SELECT prompt_version, min(created_at) AS first_at FROM episodes WHERE kind = 'session' GROUP BY prompt_version
-), chosen AS (
+-- %(versions)s: the prompt versions to take (prompt_versions_below), null for any.
+WITH chosen AS (
     SELECT t.id, t.status, t.messages_pruned_at IS NOT NULL AS gone, e.prompt_version = %(current)s AS current,
            t.message_count, e.output_tokens, t.messages
     FROM transcripts t
     JOIN episodes e ON e.tenant_id = t.tenant_id AND e.session_id = t.session_id
                    AND e.kind = 'session' AND e.status = 'current'
-    LEFT JOIN versions v ON v.prompt_version = e.prompt_version
     WHERE (%(tenant)s::text IS NULL OR t.tenant_id = %(tenant)s::text)
       AND (%(user)s::text IS NULL OR t.user_id = %(user)s::text)
       AND (%(since)s::timestamptz IS NULL OR t.ended_at >= %(since)s::timestamptz)
       AND (%(until)s::timestamptz IS NULL OR t.ended_at < %(until)s::timestamptz)
-      AND (%(below)s::text IS NULL OR (e.prompt_version <> %(below)s::text AND v.first_at <
-           coalesce((SELECT first_at FROM versions WHERE prompt_version = %(below)s::text), 'infinity')))
+      AND (%(versions)s::text[] IS NULL OR e.prompt_version = ANY(%(versions)s::text[]))
 )
 SELECT count(*) FILTER (WHERE gone) AS gone,
        count(*) FILTER (WHERE NOT gone AND status IN ('pending', 'running')) AS queued,
@@ -42,21 +49,17 @@ FROM chosen c
 -- episode: back to pending, due now (the NOTIFY trigger wakes `serve`). Only summarised ('done') rows
 -- are taken and locked, so a running claim is never touched, and a session requeued once is not taken
 -- again (a second run finds it pending); rows whose bodies retention removed are left alone.
-WITH versions AS (
-    SELECT prompt_version, min(created_at) AS first_at FROM episodes WHERE kind = 'session' GROUP BY prompt_version
-), picked AS (
+WITH picked AS (
     SELECT t.id
     FROM transcripts t
     JOIN episodes e ON e.tenant_id = t.tenant_id AND e.session_id = t.session_id
                    AND e.kind = 'session' AND e.status = 'current'
-    LEFT JOIN versions v ON v.prompt_version = e.prompt_version
     WHERE t.status = 'done' AND t.messages_pruned_at IS NULL AND e.prompt_version <> %(current)s::text
       AND (%(tenant)s::text IS NULL OR t.tenant_id = %(tenant)s::text)
       AND (%(user)s::text IS NULL OR t.user_id = %(user)s::text)
       AND (%(since)s::timestamptz IS NULL OR t.ended_at >= %(since)s::timestamptz)
       AND (%(until)s::timestamptz IS NULL OR t.ended_at < %(until)s::timestamptz)
-      AND (%(below)s::text IS NULL OR (e.prompt_version <> %(below)s::text AND v.first_at <
-           coalesce((SELECT first_at FROM versions WHERE prompt_version = %(below)s::text), 'infinity')))
+      AND (%(versions)s::text[] IS NULL OR e.prompt_version = ANY(%(versions)s::text[]))
     ORDER BY t.id
     LIMIT %(limit)s
     FOR UPDATE OF t

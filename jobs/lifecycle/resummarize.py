@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.config import Settings
-from jobs.db import Database, one
+from jobs.db import Conn, Database, one
 from jobs.errors import ConfigError
 from jobs.extract.claude import SYSTEM_TEMPLATE, TOOL_NAME, USER_TEMPLATE
 from jobs.extract.claude import prompt_version as claude_prompt_version
@@ -49,9 +49,14 @@ class Selection:
     until: dt.datetime | None = None
     prompt_version_below: str | None = None
 
-    def params(self, current: str) -> dict[str, Any]:
+    def params(self, conn: Conn, current: str) -> dict[str, Any]:
+        """The chosen sessions' query parameters; ``prompt_version_below`` becomes the list of versions below it."""
+        versions = None
+        if self.prompt_version_below is not None:
+            below = {"below": self.prompt_version_below}
+            versions = one(conn.execute(query("prompt_versions_below"), below))["versions"]
         return {"tenant": self.tenant, "user": self.user, "since": self.since, "until": self.until,
-                "below": self.prompt_version_below, "current": current}
+                "versions": versions, "current": current}
 
 
 @dataclass
@@ -107,7 +112,7 @@ def plan_resummarize(db: Database, selection: Selection, prompt_version: str) ->
     DEFAULT_OUTPUT_TOKENS. Long transcripts that are split and reduced cost somewhat more.
     """
     with db.admin() as conn:
-        row = one(conn.execute(query("resummarize_counts"), selection.params(prompt_version)))
+        row = one(conn.execute(query("resummarize_counts"), selection.params(conn, prompt_version)))
     plan = ResummarizePlan(prompt_version, requeue=int(row["requeue"]), already_queued=int(row["queued"]),
                            dead=int(row["dead"]), already_current=int(row["current"]),
                            messages_gone=int(row["gone"]))
@@ -131,7 +136,8 @@ def resummarize(db: Database, selection: Selection, prompt_version: str, *, batc
     the plan as counted first, with ``requeued`` set to how many were requeued."""
     plan = plan_resummarize(db, selection, prompt_version)
     plan.requeued = 0
-    params = selection.params(prompt_version)
+    with db.admin() as conn:
+        params = selection.params(conn, prompt_version)
     while True:
         with db.admin() as conn:
             n = len(conn.execute(query("resummarize_requeue"), {**params, "limit": batch_size}).fetchall())
