@@ -27,6 +27,9 @@ from jobs.errors import (
 log = logging.getLogger("jobs.service")
 
 RETRY_AFTER_OUTAGE = 5  # seconds a client waits after a 503
+# What a database outage raises (a refused or lost connection, a pool with nothing to hand out):
+# a 503 on the REST routes, "database unavailable" from the MCP tools.
+DATABASE_OUTAGES: tuple[type[Exception], ...] = (psycopg.OperationalError, PoolTimeout, DatabaseError)
 
 
 class ApiError(Exception):
@@ -98,5 +101,5 @@ def install(app: FastAPI) -> None:
     for refusal in (SuperSummaryNotErasable, EpisodeNotPinnable):
         app.add_exception_handler(refusal, _conflict)
 
-    for kind in (psycopg.OperationalError, PoolTimeout, DatabaseError):
+    for kind in DATABASE_OUTAGES:
         app.add_exception_handler(kind, _outage)

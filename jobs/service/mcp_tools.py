@@ -26,18 +26,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-import psycopg
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
-from psycopg_pool import PoolTimeout
 from pydantic import Field, ValidationError
 
 from jobs.db import Database
-from jobs.errors import DatabaseError, EpisodeNotFound, SuperSummaryNotErasable
+from jobs.errors import EpisodeNotFound, SuperSummaryNotErasable
 from jobs.privacy import forget_episode
 from jobs.recall import Recaller
 from jobs.service import reads
+from jobs.service.errors import DATABASE_OUTAGES
 from jobs.service.schemas import NO_NUL
 
 log = logging.getLogger("jobs.service.mcp")
@@ -86,7 +85,7 @@ def _answers(tool: str) -> Iterator[None]:
         raise ToolError(f"not erasable: {exc}") from None
     except reads.BadCursor as exc:
         raise ToolError(f"invalid argument cursor: {exc}") from None
-    except (psycopg.OperationalError, PoolTimeout, DatabaseError) as exc:
+    except DATABASE_OUTAGES as exc:
         log.warning("database unavailable: %s", " ".join(str(exc).split())[:300],
                     extra={"action": "mcp_db_unavailable", "tool": tool})
         raise ToolError(UNAVAILABLE) from None
