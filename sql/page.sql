@@ -10,15 +10,6 @@ ON CONFLICT (key) DO NOTHING
 -- name: page_link_secret
 SELECT value FROM episodes_settings WHERE key = 'memory_link_secret'
 
--- name: page_episodes
--- What the page lists: the user's current episodes, newest first (a compressed session is still
--- listed: it can be corrected and forgotten; its super-summary is listed as well).
-SELECT id, kind, purpose, summary, started_at, ended_at, period_start, period_end, compressed_into
-FROM episodes
-WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND status = 'current'
-ORDER BY ended_at DESC, id DESC
-LIMIT %(limit)s
-
 -- name: page_open_items
 -- The user's open questions and commitments, as recall would offer them, newest first.
 SELECT ev.id, ev.episode_id, ev.type, ev.what, ev.who, ev.due, ev.occurred_at

@@ -17,6 +17,7 @@ import jinja2
 
 from jobs.db import Conn
 from jobs.resources import reports_dir
+from jobs.service import reads
 from jobs.service.page_link import MemoryLink
 from jobs.sql import query
 
@@ -62,7 +63,9 @@ def describe(episode: dict[str, Any]) -> str:
 def page_content(conn: Conn, link: MemoryLink) -> dict[str, Any]:
     """The user's current episodes (newest first) and open items, ready for the template."""
     scope = {"tenant_id": link.tenant_id, "user_id": link.user_id}
-    episodes = [dict(r) for r in conn.execute(query("page_episodes"), {**scope, "limit": MAX_EPISODES + 1})]
+    # The same read as GET /v1/users/{u}/episodes: current episodes (compressed sessions too), newest first.
+    listed = reads.list_episodes(conn, link.tenant_id, link.user_id, limit=MAX_EPISODES)
+    episodes = listed.items
     items = [dict(r) for r in conn.execute(query("page_open_items"), {**scope, "limit": MAX_ITEMS + 1})]
     for episode in episodes:
         title = describe(episode)
@@ -71,7 +74,7 @@ def page_content(conn: Conn, link: MemoryLink) -> dict[str, Any]:
         item["date"] = day(item["occurred_at"])
         item["due_text"] = day(item["due"]) if item["due"] else None
         item["who_text"] = {"user": "you", "assistant": "the assistant"}.get(item["who"] or "", item["who"])
-    return {"episodes": episodes[:MAX_EPISODES], "more_episodes": len(episodes) > MAX_EPISODES,
+    return {"episodes": episodes, "more_episodes": listed.next_cursor is not None,
             "items": items[:MAX_ITEMS], "more_items": len(items) > MAX_ITEMS}
 
 
