@@ -38,7 +38,7 @@ SELECT tenant_id, user_id, id, 0, 'decision', 'Decided in ' || session_id, ended
 FROM episodes;
 """
 SIZE = "SELECT pg_total_relation_size('transcripts') AS total"
-FINGERPRINT = """SELECT count(*) AS n, md5(string_agg(e.id || e.summary || e.changed_xid::text || ev.what
+FINGERPRINT = """SELECT count(*) AS n, md5(string_agg(e.id || e.summary || e.changed_version::text || ev.what
                                                      || ev.evidence_quote, ',' ORDER BY e.id)) AS digest
                  FROM episodes e JOIN episode_events ev ON ev.episode_id = e.id"""
 

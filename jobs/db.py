@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import psycopg
+from psycopg import sql
 from pgvector.psycopg import register_vector
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from jobs.config import Settings
 from jobs.errors import DatabaseError
+from jobs.sql import query
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,37 @@ def start_embedded(pgdata: Path) -> str:
         extra={"action": "embedded_start", "pgdata": str(pgdata), "seconds": round(time.perf_counter() - started, 3)},
     )
     return server.get_uri(database=EMBEDDED_DB_NAME)
+
+
+def set_local(conn: Conn, role: str | None = None, **settings: str) -> None:
+    """``SET LOCAL`` the role and settings for the rest of ``conn``'s transaction, in one round trip.
+
+    SET LOCAL, not ``set_config(..., true)``: on a Citus cluster (``citus.propagate_set_commands =
+    'local'``, set by jobs.cluster) only SET commands travel with the transaction to the workers,
+    where row-level security and the triggers read them. Values are quoted as literals; names are
+    identifiers chosen by the code. In pipeline mode (no multi-statement queries) one per statement."""
+    statements = [sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role))] if role else []
+    statements += [sql.SQL("SET LOCAL {} = {}").format(sql.SQL(".").join(map(sql.Identifier, name.split("."))),
+                                                        sql.Literal(value)) for name, value in settings.items()]
+    if conn.pgconn.pipeline_status:
+        for statement in statements:
+            conn.execute(statement)
+    else:
+        conn.execute(sql.SQL("; ").join(statements))
+
+
+ELIGIBLE_CHANNEL = "episodes_transcript_eligible"
+
+
+def notify_eligible(conn: Conn, tenant_id: str = "") -> None:
+    """Wake every ``episodes serve`` that listens: transcripts became eligible in ``conn``'s transaction.
+
+    Delivered at commit, and only then. Sent by the statement paths that make a transcript eligible
+    (ingest, idle close, lease rescue, retry, requeue), not by a trigger: on a Citus cluster a
+    trigger fires on the worker holding the shard, where nobody listens; this statement touches no
+    table, so it runs where ``serve`` listens, on the node the caller is connected to. The payload is
+    the tenant, never content."""
+    conn.execute(query("notify_eligible"), {"channel": ELIGIBLE_CHANNEL, "tenant": tenant_id})
 
 
 def one(cursor: psycopg.Cursor[DictRow]) -> DictRow:
@@ -160,9 +193,7 @@ class Database:
             raise ValueError("tenant_id must be a non-empty string")
         with self.pool.connection() as conn:
             with _pipelined(conn, pipeline), conn.transaction():
-                # One round trip: set_config('role', ..., true) is SET LOCAL ROLE.
-                conn.execute("SELECT set_config('role', %s, true), set_config('episodes.tenant_id', %s, true)",
-                             (APP_ROLE, tenant_id))
+                set_local(conn, role=APP_ROLE, **{"episodes.tenant_id": tenant_id})
                 yield conn
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
 from jobs.config import Settings
-from jobs.db import Database
+from jobs.db import Database, notify_eligible
 from jobs.models import TranscriptIn
 from jobs.privacy.redaction import redact_messages
 from jobs.sql import query
@@ -365,11 +365,14 @@ def _write(
                     outcomes.append(cur.fetchone())
                     if not cur.nextset():
                         break
+                if any(row and row["eligible"] for row in outcomes):
+                    notify_eligible(conn, tenant)
             for (where, _), row in zip(records, outcomes, strict=True):
                 _count(report, where, row)
         except psycopg.Error:
             # Something in the chunk was refused: redo it record by record, each in a savepoint,
             # so only the bad records are lost and each gets its reason.
+            eligible = False
             with db.tenant(tenant) as conn:
                 for where, record in records:
                     try:
@@ -380,6 +383,9 @@ def _write(
                         _reject(report, Rejection(where, f"database refused the record: {reason}"))
                     else:
                         _count(report, where, row)
+                        eligible = eligible or bool(row and row["eligible"])
+                if eligible:
+                    notify_eligible(conn, tenant)
         if progress:
             progress(len(records))
 

@@ -35,7 +35,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from jobs.compress import scheduled_compress
 from jobs.config import Settings
-from jobs.db import Conn, Database, one
+from jobs.db import ELIGIBLE_CHANNEL, Conn, Database, notify_eligible, one
 from jobs.embeddings import BatchingEmbedder, embedder_for
 from jobs.embeddings.recorded import check_recorded
 from jobs.errors import ConfigError, EmbedderChanged, EpisodesError
@@ -48,7 +48,7 @@ from jobs.summarize import Summarizer
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "episodes_transcript_eligible"
+CHANNEL = ELIGIBLE_CHANNEL
 MAINTENANCE_LOCK = 0x65700001
 COMPRESS_LOCK = 0x65700002
 PRUNE_LOCK = 0x65700003
@@ -188,7 +188,8 @@ class Server:
                     query("idle_close"), {"idle_seconds": self.options.idle_close_seconds}).fetchall())
             counts["pruned_runs"] = len(conn.execute(
                 query("prune_job_runs"), {"days": self.options.job_run_retention_days}).fetchall())
-            counts["pruned_deletions"] = len(conn.execute(query("prune_episode_deletions")).fetchall())
+            if counts["rescued"] or counts.get("idle_closed"):
+                notify_eligible(conn)
             if self.db.settings.transcript_retention_seconds:  # EPISODES_TRANSCRIPT_RETENTION
                 counts["pruned_transcripts"] = prune_transcripts(
                     self.db, self.db.settings.transcript_retention_seconds).transcripts

@@ -114,8 +114,10 @@ WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.kind = 'supe
 ORDER BY e.id
 
 -- name: compress_delete_supers
--- Removal (events, entities and lineage cascade; sources' compressed_into becomes NULL).
-DELETE FROM episodes WHERE id = ANY (%(ids)s::bigint[]) AND kind = 'super'
+-- Removal (events, entities and lineage cascade); release_references has cleared what pointed here,
+-- so the sources' compressed_into is NULL: they are back in recall.
+DELETE FROM episodes
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND id = ANY (%(ids)s::bigint[]) AND kind = 'super'
 
 -- name: compress_supersede_supers
 UPDATE episodes SET status = 'superseded' WHERE id = ANY (%(ids)s::bigint[]) AND kind = 'super'

@@ -50,10 +50,15 @@ WHERE tenant_id = %(tenant_id)s
        OR source_episode_id = ANY (%(episode_ids)s::bigint[]))
 
 -- name: forget_delete_episodes
--- Other rows pointing here (superseded_by, compressed_into, resolved_by, source_event_id) are set
--- to NULL by their foreign keys: the remaining sources of a removed super return to recall.
+-- release_references has cleared other rows pointing here (superseded_by, compressed_into,
+-- resolved_by, source_event_id): the remaining sources of a removed super return to recall.
 DELETE FROM episodes
 WHERE tenant_id = %(tenant_id)s AND (user_id = %(user_id)s OR id = ANY (%(episode_ids)s::bigint[]))
+
+-- name: forget_delete_recall_version
+-- The user's change counter (migration 0016) names the user: it goes after the episodes (whose
+-- deletion bumped it). A recall copy held elsewhere sees the counter gone and reads anew.
+DELETE FROM recall_versions WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
 
 -- name: forget_delete_model_calls
 DELETE FROM model_calls

@@ -18,15 +18,15 @@ ON CONFLICT (tenant_id, session_id) DO UPDATE SET
     messages_pruned_at = NULL,
     content_hash = EXCLUDED.content_hash,
     source = EXCLUDED.source,
-    updated_at = now(),
+    updated_at = EXCLUDED.updated_at,  -- now(), as the insert's defaults (Citus allows no now() in DO UPDATE)
     status = 'pending',
     attempts = 0,
-    next_attempt_at = now(),
+    next_attempt_at = EXCLUDED.next_attempt_at,
     lease_owner = NULL,
     lease_until = NULL,
     last_error = NULL
 WHERE transcripts.content_hash IS DISTINCT FROM EXCLUDED.content_hash
-RETURNING (xmax = 0) AS inserted
+RETURNING (xmax = 0) AS inserted, ended_at IS NOT NULL AS eligible
 
 -- name: status_transcripts
 SELECT CASE WHEN ended_at IS NULL AND status = 'pending' THEN 'open' ELSE status END AS state,
@@ -59,26 +59,44 @@ WHERE status = 'dead'
 ORDER BY updated_at DESC
 LIMIT %(limit)s
 
+-- name: claim_tenants
+-- The tenants with eligible transcripts (closed, pending and due, or running with an expired lease),
+-- the longest waiting first. A claim then takes one transcript inside one tenant (claim_transcript):
+-- on a Citus cluster FOR UPDATE SKIP LOCKED works only in a statement that stays on one shard, and
+-- a tenant's rows are on one shard. This read locks nothing; claim_transcript checks again.
+SELECT tenant_id
+FROM transcripts
+WHERE ((status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now())
+       OR (status = 'running' AND lease_until < now()))
+  AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
+  AND (%(since)s::timestamptz IS NULL OR ended_at >= %(since)s::timestamptz)
+GROUP BY tenant_id
+ORDER BY min(next_attempt_at), tenant_id
+LIMIT %(limit)s
+
 -- name: claim_transcript
--- Claim the next eligible transcript: closed, pending and due, or running with an expired lease
--- (its worker died). SKIP LOCKED lets any number of workers claim concurrently.
+-- Claim the next eligible transcript of one tenant: closed, pending and due, or running with an
+-- expired lease (its worker died). SKIP LOCKED lets any number of workers claim concurrently. The
+-- pick is a materialised CTE, evaluated once: as a joined subquery the planner may rescan it for
+-- every row of the tenant, and each rescan skips the row just claimed and claims another.
+WITH claimed AS MATERIALIZED (
+    SELECT id
+    FROM transcripts
+    WHERE tenant_id = %(tenant)s
+      AND ((status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now())
+           OR (status = 'running' AND lease_until < now()))
+      AND (%(since)s::timestamptz IS NULL OR ended_at >= %(since)s::timestamptz)
+    ORDER BY next_attempt_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE transcripts t
 SET status = 'running',
     lease_owner = %(worker)s,
     lease_until = now() + make_interval(secs => %(lease_seconds)s),
     attempts = t.attempts + 1
-FROM (
-    SELECT id
-    FROM transcripts
-    WHERE ((status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now())
-           OR (status = 'running' AND lease_until < now()))
-      AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
-      AND (%(since)s::timestamptz IS NULL OR ended_at >= %(since)s::timestamptz)
-    ORDER BY next_attempt_at, id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-) claimed
-WHERE t.id = claimed.id
+FROM claimed
+WHERE t.tenant_id = %(tenant)s AND t.id = claimed.id
 RETURNING t.id, t.tenant_id, t.user_id, t.session_id, t.agent_id, t.purpose, t.started_at, t.ended_at,
           t.messages, t.content_hash, t.attempts
 
@@ -203,9 +221,14 @@ RETURNING t.id
 -- name: prune_job_runs
 DELETE FROM job_runs WHERE finished_at < now() - make_interval(days => %(days)s) RETURNING id
 
--- name: prune_episode_deletions
--- Recall copies are read whole at least daily (jobs/recall/index.py), so a week of the log is plenty.
-DELETE FROM episode_deletions WHERE deleted_at < now() - interval '7 days' RETURNING id
+-- name: release_references
+-- Before deleting episodes %(ids)s of %(tenant_id)s: clear what points at them from rows that stay
+-- (what ON DELETE SET NULL did before migration 0016).
+SELECT episodes_release_references(%(tenant_id)s, %(ids)s::bigint[])
+
+-- name: notify_eligible
+-- jobs.db.notify_eligible: touches no table, so on a cluster it runs on the coordinator, where serve listens.
+SELECT pg_notify(%(channel)s, %(tenant)s)
 
 -- name: status_queue
 SELECT count(*) FILTER (WHERE status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now()) AS due,

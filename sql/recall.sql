@@ -1,18 +1,19 @@
 -- Named queries of recall (jobs/recall/recaller.py, jobs/recall/index.py). Same format as sql/queries.sql:
 -- each block starts with "-- name: <name>". Every query runs inside Database.tenant(): row-level
 -- security already hides other tenants; the tenant_id / user_id conditions select the user's rows
--- through episodes_user_changed_idx (tenant_id, user_id, changed_xid) and the primary key.
+-- through episodes_user_changed_idx (tenant_id, user_id, changed_version) and the primary key.
 
 -- name: recall_changes
--- What changed in one user's candidate episodes since a horizon (jobs/recall/index.py), plus the
--- opening message's lexemes, in one round trip and one row. Its first columns:
---   horizon  the xmin of this statement's snapshot: every transaction below it had finished, so
---            the next read needs only rows with changed_xid >= horizon
+-- What changed in one user's candidate episodes since the copy's version (jobs/recall/index.py), plus
+-- the opening message's lexemes, in one round trip and one row, from one snapshot. Its first columns:
+--   version  the user's change counter (recall_versions, migration 0016) in this snapshot: every
+--            change up to it is in the rows read, so the next read needs only changed_version > version
 --   lexemes  to_tsvector('english', message) as an array (the terms the text score looks up)
---   deleted  an episode of the tenant was deleted by a transaction at or after %(since)s (the copy
---            must be read anew)
+--   reset    the copy must be read anew: an episode of the user was deleted after %(since)s, or the
+--            counter went back (the user was erased and came back)
 -- With %(since)s = 0 (a first read) only current, uncompressed rows are read; otherwise every
 -- changed row, so rows that stopped being candidates (superseded, compressed) are seen to leave.
+-- Every condition names the tenant, so on a cluster the statement goes to the one node holding it.
 -- The rows come as columns, each one bytea of fixed-size big-endian values (or NUL-ended lexemes),
 -- so the reader converts each with one numpy call and parses no row on its own. Every aggregate
 -- sees the rows in the same order. For all changed rows: ids (int8), live (one byte: still a
@@ -21,11 +22,13 @@
 -- embedding: int16 dim, int16 unused, dim float4), lexeme_counts (int4: lexemes of search_tsv),
 -- lexemes (tsvectorsend(strip(search_tsv)) without its 4-byte count: each lexeme then three NULs),
 -- tf (search_tf, migration 0013: one byte per lexeme, its number of positions minus one).
-SELECT s.horizon, s.lexemes AS query_lexemes, s.deleted, c.*
-FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
+SELECT s.version, s.lexemes AS query_lexemes, s.reset, c.*
+FROM (SELECT coalesce(max(v.version), 0) AS version,
              tsvector_to_array(to_tsvector('english', %(query_text)s::text)) AS lexemes,
-             EXISTS (SELECT FROM episode_deletions d
-                     WHERE d.tenant_id = %(tenant_id)s AND d.deleted_xid >= %(since)s::xid8) AS deleted) s
+             coalesce(max(v.deleted_version) > %(since)s::int8 OR max(v.version) < %(since)s::int8,
+                      %(since)s::int8 > 0) AS reset
+      FROM recall_versions v
+      WHERE v.tenant_id = %(tenant_id)s AND v.user_id = %(user_id)s) s
 CROSS JOIN (
     SELECT count(*) AS changed,
            string_agg(int8send(e.id), ''::bytea) AS ids,
@@ -45,8 +48,8 @@ CROSS JOIN (
                FILTER (WHERE e.live) AS tf
     FROM (SELECT e.*, (e.status = 'current' AND e.compressed_into IS NULL) AS live
           FROM episodes e
-          WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.changed_xid >= %(since)s::xid8
-            AND (%(since)s::xid8 <> '0'::xid8 OR (e.status = 'current' AND e.compressed_into IS NULL))) e
+          WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.changed_version > %(since)s::int8
+            AND (%(since)s::int8 > 0 OR (e.status = 'current' AND e.compressed_into IS NULL))) e
 ) c
 
 -- name: recall_rows

@@ -18,7 +18,7 @@ FROM episodes
 -- name: reembed_batch
 -- The next episodes without a new vector, in id order after %(after)s, with what their text is made of
 -- (jobs.models.episode_text; a super-summary's vector takes its first five events, as compress writes it).
-SELECT e.id, e.kind, e.changed_xid, e.summary, e.topic_tags,
+SELECT e.id, e.kind, e.changed_version, e.summary, e.topic_tags,
        ARRAY(SELECT ev.what FROM episode_events ev WHERE ev.episode_id = e.id ORDER BY ev.ordinal) AS events,
        ARRAY(SELECT en.name FROM episode_entities en WHERE en.episode_id = e.id ORDER BY en.id) AS entities
 FROM episodes e
@@ -27,11 +27,11 @@ ORDER BY e.id
 LIMIT %(limit)s
 
 -- name: reembed_write
--- Only rows unchanged since they were read (same changed_xid): a row corrected meanwhile is left
--- for a later pass. Run with episodes.reembed_write set, so changed_xid is not stamped.
+-- Only rows unchanged since they were read (same changed_version): a row corrected meanwhile is left
+-- for a later pass. Run with episodes.reembed_write set, so changed_version is not stamped.
 UPDATE episodes e SET embedding_next = v.vec::vector
-FROM unnest(%(ids)s::bigint[], %(xids)s::xid8[], %(vecs)s::text[]) AS v(id, xid, vec)
-WHERE e.id = v.id AND e.changed_xid = v.xid AND e.embedding IS NOT NULL
+FROM unnest(%(ids)s::bigint[], %(versions)s::int8[], %(vecs)s::text[]) AS v(id, version, vec)
+WHERE e.id = v.id AND e.changed_version = v.version AND e.embedding IS NOT NULL
 
 -- name: reembed_finish_settings
 -- The switch: the recorded embedder and dimension become the new ones.
@@ -39,10 +39,9 @@ UPDATE episodes_settings SET value = CASE key WHEN 'embedder' THEN %(embedder)s 
 WHERE key IN ('embedder', 'embedding_dim')
 
 -- name: reembed_invalidate_copies
--- Every warm per-user recall copy holds vectors of the old embedder: one row per tenant in the
--- deletion log (migration 0006) makes each copy taken before the switch read its user anew.
-INSERT INTO episode_deletions (tenant_id, deleted_xid)
-SELECT DISTINCT tenant_id, pg_current_xact_id() FROM episodes
+-- Every warm per-user recall copy holds vectors of the old embedder: marking every user's counter
+-- as at a deletion (migration 0016) makes each copy taken before the switch read its user anew.
+UPDATE recall_versions SET version = version + 1, deleted_version = version + 1
 
 -- name: reembed_end
 DELETE FROM reembed_state

@@ -84,9 +84,43 @@ def blank_db_url(admin_url: str) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked ``citus`` that use a database run twice: on one PostgreSQL and on the Citus cluster."""
+    if metafunc.definition.get_closest_marker("citus") and "db_url" in metafunc.fixturenames:
+        metafunc.parametrize("backend", ["single", "citus"], indirect=True)
+
+
 @pytest.fixture
-def db_url(admin_url: str, template_db: str) -> Iterator[str]:
-    """A fresh, migrated database for one test."""
+def backend(request: pytest.FixtureRequest) -> str:
+    """Where ``db_url`` lives: "single" (the embedded PostgreSQL 18) or "citus" (tests/citus_cluster.py)."""
+    return getattr(request, "param", "single")
+
+
+@pytest.fixture(scope="session")
+def citus_url() -> Iterator[str]:
+    """This test process's migrated, distributed database on the Citus cluster (skips, saying why, without one)."""
+    import citus_cluster
+
+    if (reason := citus_cluster.unreachable()) is not None:
+        pytest.skip(reason)
+    name = f"episodes_citus_{os.getpid()}"
+    url = citus_cluster.create_database(name)
+    yield url
+    citus_cluster.drop_database(name)
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
+    """A fresh, migrated database for one test (on the Citus cluster: the process's one, emptied)."""
+    if backend == "citus":
+        import citus_cluster
+
+        url = request.getfixturevalue("citus_url")
+        citus_cluster.empty(url)
+        yield url
+        return
+    admin_url = request.getfixturevalue("admin_url")
+    template_db = request.getfixturevalue("template_db")
     name = f"test_{os.getpid()}_{next(_counter)}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')

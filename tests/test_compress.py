@@ -41,6 +41,8 @@ from jobs.models import (
 from jobs.prompts import render
 from jobs.store import EpisodeRow, insert_episode
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
 YEAR_2024 = (dt.date(2024, 1, 1), dt.date(2024, 12, 31))
 

@@ -31,6 +31,8 @@ from jobs.privacy import (
 from jobs.recall import Recaller
 from jobs.summarize import run_summarize
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 ZOE = "u-zoe-7731"
 
 

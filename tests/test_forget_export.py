@@ -31,6 +31,8 @@ from jobs.privacy import erasures_of, export_user, forget_user
 from jobs.store import EpisodeRow, insert_episode, record_calls
 from jobs.summarize import run_summarize
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 ZOE, BOB = "u-zoe-7731", "u-bob-1204"
 ZOE_WORDS = ["Zanzibar", "quokka", "Thelonious", "marzipan"]  # only in Zoe's acme sessions
 BOB_WORDS = ["Reykjavik", "kohlrabi"]

@@ -11,6 +11,8 @@ from conftest import LOCOMO
 from jobs.db import Database
 from jobs.ingest import ingest
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 
 def transcript(session: str = "s1", **overrides: object) -> dict:
     record = {

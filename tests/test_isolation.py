@@ -8,6 +8,8 @@ from psycopg.types.json import Jsonb
 
 from jobs.db import APP_ROLE, Database
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 MESSAGES = Jsonb([{"role": "user", "content": "hello"}])
 
 

@@ -38,6 +38,8 @@ from jobs.recall import (
 from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
 WORDS = ("budget invoice travel hotel python postgres garden piano marathon refund contract kitchen "
          "museum adoption pottery visa deadline roadmap webinar salary").split()

@@ -21,7 +21,7 @@ DAY = 86400.0
 
 
 def _episodes(db: Database) -> list[dict]:
-    return rows(db, "SELECT e.id, e.summary, e.changed_xid::text, ev.evidence_quote FROM episodes e "
+    return rows(db, "SELECT e.id, e.summary, e.changed_version::text, ev.evidence_quote FROM episodes e "
                     "LEFT JOIN episode_events ev ON ev.episode_id = e.id ORDER BY e.id, ev.id")
 
 
@@ -39,7 +39,7 @@ def test_prune_keeps_rows_hashes_counts_and_episodes(db: Database, tmp_path: Pat
     report = prune_transcripts(db, 30 * DAY, batch_size=2)  # three batches
     assert (report.transcripts, report.bytes_before) == (5, dry.bytes_before) and report.reclaimed > 0
     assert rows(db, "SELECT session_id, content_hash, message_count FROM transcripts ORDER BY id") == before
-    assert _episodes(db) == episodes  # not even touched (changed_xid is unchanged)
+    assert _episodes(db) == episodes  # not even touched (changed_version is unchanged)
     pruned = rows(db, "SELECT messages FROM transcripts WHERE session_id = 'acme-u1-0'")[0]["messages"]
     assert pruned == [{"role": "user"}, {"role": "assistant"}, {"role": "user"}]
     assert prune_transcripts(db, 30 * DAY).transcripts == 0  # nothing left to do

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -16,8 +17,11 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from jobs.db import Database
+from jobs.ingest import ingest_records
 from jobs.extract.claude import AnthropicExtractor
 from jobs.serve import MAINTENANCE_LOCK, ServeOptions, Server
+
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},
             {"role": "assistant", "content": "Done, I'll send the invoice by Friday."}]
@@ -33,12 +37,13 @@ def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
 
 
 def add(db: Database, session: str, *, closed: bool = True, tenant: str = "acme") -> None:
-    with db.tenant(tenant) as conn:
-        conn.execute(
-            "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, content_hash) "
-            "VALUES (%s, 'u1', %s, now() - interval '5 minutes', CASE WHEN %s THEN now() END, %s, %s)",
-            (tenant, session, closed, Jsonb(MESSAGES), f"h-{session}"),
-        )
+    """A transcript through the hosts' write path (``episodes ingest``, ``POST /v1/transcripts``)."""
+    now = dt.datetime.now(dt.timezone.utc)
+    record = {"tenant_id": tenant, "user_id": "u1", "session_id": session, "messages": MESSAGES,
+              "started_at": (now - dt.timedelta(minutes=5)).isoformat(),
+              "ended_at": now.isoformat() if closed else None}
+    report = ingest_records(db, [(f"test:{session}", record)])
+    assert not report.rejected, report.rejected
 
 
 def wait_for(predicate, timeout: float = 30.0) -> bool:  # noqa: ANN001
@@ -74,8 +79,7 @@ def test_notify_wakes_workers_long_before_the_poll(llm_db: Database, server: Ser
     add(llm_db, "closed")
     # The poll runs every 120 s, so only NOTIFY can explain a pickup within 20 s.
     assert wait_for(lambda: episodes(llm_db) == 1, timeout=20)
-    with llm_db.admin() as conn:
-        conn.execute("UPDATE transcripts SET ended_at = now() WHERE session_id = 'open'")
+    add(llm_db, "open")  # the host uploads the session again, now closed
     assert wait_for(lambda: episodes(llm_db) == 2, timeout=20)
 
 
@@ -86,12 +90,10 @@ def test_maintenance_rescues_expired_claims_and_closes_idle_sessions(llm_db: Dat
         conn.execute("UPDATE transcripts SET status = 'running', lease_owner = 'dead-worker', attempts = 1, "
                      "lease_until = now() - interval '1 second' WHERE session_id = 'held'")
         conn.execute("UPDATE transcripts SET updated_at = now() - interval '2 hours' WHERE session_id = 'idle'")
-        conn.execute("INSERT INTO episode_deletions (tenant_id, deleted_xid, deleted_at) VALUES "
-                     "('acme', '1', now() - interval '8 days'), ('acme', '2', now() - interval '6 days')")
     with AnthropicExtractor(llm_db.settings) as extractor:
         srv = Server(llm_db, extractor, ServeOptions(idle_close_seconds=3600))
         counts = srv.maintenance()
-    assert counts == {"rescued": 1, "idle_closed": 1, "pruned_runs": 0, "pruned_deletions": 1}
+    assert counts == {"rescued": 1, "idle_closed": 1, "pruned_runs": 0}
     with llm_db.admin() as conn:
         rows = {r["session_id"]: r for r in conn.execute("SELECT session_id, status, ended_at, lease_owner, attempts "
                                                          "FROM transcripts")}

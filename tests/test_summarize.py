@@ -21,6 +21,8 @@ from jobs.errors import ConfigError
 from jobs.extract.claude import AnthropicExtractor
 from jobs.summarize import Summarizer, retry_dead, run_summarize
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 
 @pytest.fixture
 def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:

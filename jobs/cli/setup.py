@@ -4,25 +4,35 @@ from __future__ import annotations
 
 import click
 
-from jobs import migrate
+from jobs import cluster, migrate
 from jobs.cli.base import Context
 from jobs.cli.status_view import render_status
 from jobs.embeddings import embedder_for
 
 
 @click.command()
+@click.option("--distributed", is_flag=True,
+              help="Distribute the schema on a Citus cluster (sharded by tenant). Done anyway when the database "
+                   "has the citus extension; with this flag a database without it is an error.")
+@click.option("--shard-count", type=click.IntRange(1, 4096), default=None,
+              help="Shards per distributed table on a first distribution (default: citus.shard_count, 32).")
 @click.pass_obj
-def init(obj: Context) -> None:
-    """Create the schema, or upgrade it to this version (safe to run again)."""
+def init(obj: Context, distributed: bool, shard_count: int | None) -> None:
+    """Create the schema, or upgrade it to this version (safe to run again).
+
+    On a Citus coordinator it also distributes the tables by tenant, in place (README "Scaling out")."""
     db = obj.database(require_schema=False)
     embedder = embedder_for(obj.settings)
     with db.connect() as conn:
         applied = migrate.migrate(conn, embedding_dim=embedder.dim, embedder=embedder.name)
+        spread = cluster.distribute(conn, shard_count=shard_count) if distributed or cluster.has_citus(conn) else []
     if applied:
         names = ", ".join(f"{m.version:04d}_{m.name}" for m in applied)
         click.echo(f"Initialised {db.location}: applied {names}.")
     else:
         click.echo(f"Schema already at version {migrate.code_version()} in {db.location}; nothing to do.")
+    if spread:
+        click.echo(f"Distributed on the Citus cluster: {', '.join(spread)}.")
 
 
 @click.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jobs import migrate
+from jobs.cluster import cluster_status
 from jobs.db import Database, one
 from jobs.lifecycle.reembed import reembed_progress
 from jobs.sql import query
@@ -21,6 +22,8 @@ def render_status(db: Database) -> str:
         dim = one(conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedding_dim'"))["value"]
         name = one(conn.execute("SELECT value FROM episodes_settings WHERE key = 'embedder'"))["value"]
         lines.append(f"schema       version {have} (code {migrate.code_version()}), embeddings {dim}-d ({name})")
+        if (spread := cluster_status(conn)) is not None:
+            lines.extend(spread.lines())
         if have >= 14 and (progress := reembed_progress(conn)) is not None:  # migration 0014
             lines.append(f"reembed      {progress.line()} (`episodes reembed --embedder {progress.embedder}` resumes)")
         extractor = settings.resolved_extractor

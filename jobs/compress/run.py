@@ -281,5 +281,5 @@ def rebuild_period(
     scope = group_scope(tenant_id, user_id, period)
     with db.tenant(tenant_id) as conn:  # audit copies that held an erased source go too
         lock_user(conn, scope)
-        delete_supers(conn, damaged_history(conn, scope))
+        delete_supers(conn, scope, damaged_history(conn, scope))
     return "uncompressed" if result.outcome == "single" else result.outcome

@@ -123,9 +123,13 @@ def damaged_history(conn: Conn, scope: dict[str, Any]) -> list[int]:
     return [h["id"] for h in history if sources_hash(h["lineage"]) != h["content_hash"]]
 
 
-def delete_supers(conn: Conn, ids: list[int]) -> None:
+def delete_supers(conn: Conn, scope: dict[str, Any], ids: list[int]) -> None:
+    """Delete the user's supers ``ids``: their events, entities and lineage go with them, and what
+    pointed at them (their sources' compressed_into, ...) is cleared first (migration 0016)."""
     if ids:
-        conn.execute(query("compress_delete_supers"), {"ids": ids})
+        params = {**scope, "ids": ids}
+        conn.execute(query("release_references"), params)
+        conn.execute(query("compress_delete_supers"), params)
 
 
 def retire(conn: Conn, scope: dict[str, Any], state: GroupState, *, delete_all: bool) -> list[int]:
@@ -134,7 +138,7 @@ def retire(conn: Conn, scope: dict[str, Any], state: GroupState, *, delete_all: 
     keep: list[int] = []
     for s in state.current:
         (doomed if delete_all or s.damaged else keep).append(s.id)
-    delete_supers(conn, doomed)
+    delete_supers(conn, scope, doomed)
     if keep:
         conn.execute(query("compress_supersede_supers"), {"ids": keep})
     return keep

@@ -8,11 +8,11 @@
    vectors in a short transaction of their own, only to rows unchanged since they were read. A
    kill -9 loses at most the batch in flight; the next run resumes with what is missing. Recall,
    summarize and compress keep using ``embedding`` meanwhile; these writes do not stamp
-   ``changed_xid`` (migration 0014), so warm recall copies are not read again.
+   ``changed_version`` (migrations 0014, 0016), so warm recall copies are not read again.
 3. **Switch** (one transaction): lock ``episodes`` against writes (SHARE ROW EXCLUSIVE; reads go on),
    embed whatever is still missing (episodes ``serve`` wrote during the fill, corrected ones), then
    drop ``embedding``, rename ``embedding_next`` to it, record the new embedder and dimension, and
-   log a deletion per tenant (migration 0006) so every warm recall copy is read anew. The rename is
+   mark every user's change counter as at a deletion (migration 0016) so every warm recall copy is read anew. The rename is
    metadata only; recall waits only for that commit (milliseconds). There is no vector index to
    rebuild: recall scores each user's rows exactly in process (migration 0006).
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from psycopg import sql
 from psycopg.rows import DictRow
 
-from jobs.db import Conn, Database, one
+from jobs.db import Conn, Database, one, set_local
 from jobs.embeddings import Embedder
 from jobs.errors import ReembedInProgress
 from jobs.models import episode_text
@@ -182,11 +182,11 @@ def _texts(rows: list[DictRow]) -> list[str]:
 def _write(conn: Conn, embedder: Embedder, rows: list[DictRow]) -> int:
     """Embed ``rows`` and store the vectors (in the caller's transaction); return how many were stored."""
     vectors = embedder.embed(_texts(rows))
-    conn.execute("SELECT set_config('episodes.reembed_write', 'on', true)")
+    set_local(conn, **{"episodes.reembed_write": "on"})
     cursor = conn.execute(query("reembed_write"), {
-        "ids": [r["id"] for r in rows], "xids": [str(r["changed_xid"]) for r in rows],
+        "ids": [r["id"] for r in rows], "versions": [r["changed_version"] for r in rows],
         "vecs": ["[" + ",".join(f"{x:.7g}" for x in v) + "]" for v in vectors]})
-    conn.execute("SELECT set_config('episodes.reembed_write', 'off', true)")
+    set_local(conn, **{"episodes.reembed_write": "off"})
     return cursor.rowcount
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.config import Settings
-from jobs.db import Conn, Database, one
+from jobs.db import Conn, Database, notify_eligible, one
 from jobs.errors import ConfigError
 from jobs.extract.claude import SYSTEM_TEMPLATE, TOOL_NAME, USER_TEMPLATE
 from jobs.extract.claude import prompt_version as claude_prompt_version
@@ -141,6 +141,8 @@ def resummarize(db: Database, selection: Selection, prompt_version: str, *, batc
     while True:
         with db.admin() as conn:
             n = len(conn.execute(query("resummarize_requeue"), {**params, "limit": batch_size}).fetchall())
+            if n:
+                notify_eligible(conn)
         if not n:
             return plan
         plan.requeued += n

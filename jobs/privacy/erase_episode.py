@@ -20,7 +20,7 @@ tenant-scoped transaction it erases session episodes by id, all or nothing:
 - one ``erasures`` row per user concerned, ``scope = 'episode'``: tenant, the salted hash of the user
   id, the time and the counts, nothing else (as ``episodes forget --user`` records).
 
-Warm per-user recall copies see the deletion through ``episode_deletions`` (migration 0006).
+Warm per-user recall copies see the deletion through the user's change counter (migration 0016).
 
 A super-summary cannot be erased by itself (:class:`~jobs.errors.SuperSummaryNotErasable`): the next
 compress run would write it again from the same sources. Forget its sources instead.
@@ -108,7 +108,7 @@ def erase_episodes(conn: Conn, tenant_id: str, ids: Sequence[int],
         "events": conn.execute(query("erase_delete_events"), doomed).rowcount,
         "entities": conn.execute(query("erase_delete_entities"), doomed).rowcount,
         "lineage": conn.execute(query("erase_delete_lineage"), doomed).rowcount,
-        "episodes": conn.execute(query("erase_delete_episodes"), doomed).rowcount,
+        "episodes": _delete_episodes(conn, doomed),
         "super_episodes": len(supers),
         "corrections_scrubbed": conn.execute(query("erase_scrub_corrections"), doomed).rowcount,
         "transcripts_kept": conn.execute(query("erase_forget_transcripts"), doomed).rowcount,
@@ -225,3 +225,8 @@ def forget_episode(
         "episode_id": episode_id, "erasures": report.erasure_ids, **{f"n_{k}": v for k, v in report.counts.items()},
     })
     return report
+
+
+def _delete_episodes(conn: Conn, doomed: dict[str, Any]) -> int:
+    conn.execute(query("release_references"), doomed)
+    return conn.execute(query("erase_delete_episodes"), doomed).rowcount

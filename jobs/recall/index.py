@@ -5,13 +5,14 @@ and PostgreSQL's ``ts_rank`` of its lexemes, reproduced bit for bit (:mod:`jobs.
 2-core machine (45 ms for a user with 10,000 episodes); with the scoring columns held here as numpy
 arrays it is one matrix-vector product and a few array operations.
 
-Freshness is exact, not a TTL. Every insert or update of an episode stamps ``changed_xid`` (its
-top-level transaction, migration 0006), and a copy remembers the xmin horizon of the snapshot it
-was read with: every transaction below that horizon had finished, so its effects were already in
-the copy, and the rows to read next time are exactly those with ``changed_xid >= horizon``. A
-deletion of any episode of the tenant (``episode_deletions``, an append-only log kept for a week;
-deletions are rare: forget, purge, compression rebuilds) makes the next read a full one, and so
-does a copy's age past a day.
+Freshness is exact, not a TTL. Every transaction that inserts, updates or deletes one of a user's
+episodes bumps the user's change counter (``recall_versions``, migration 0016) and stamps the rows it
+writes with the new value (``changed_version``). The counter's row lock makes a user's writers take
+turns, so their counters commit in order: a copy remembers the counter it was read at, and the rows
+to read next time are exactly those with ``changed_version`` above it. A deletion (``deleted_version``
+above the copy's) makes the next read a full one. The counter is data beside the user's rows, not a
+transaction id, so it holds on a Citus cluster, where each node counts its own transactions and a
+moved shard keeps the ids of the node it left.
 Each recall reads the changes inside its own tenant-scoped transaction (row-level security
 applies), so a recall always sees what a plain SQL query would have seen at that moment.
 
@@ -30,7 +31,6 @@ migration 0013, :mod:`jobs.recall.postings`). Memory is bounded by
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -44,8 +44,6 @@ from jobs.db import Conn, one
 from jobs.recall.postings import Posting, Postings
 from jobs.recall.text_rank import TERMS, length_divisors, query_order, rank
 from jobs.sql import query
-
-FULL_READ_EVERY_S = 86_400.0
 
 
 @dataclass
@@ -65,8 +63,7 @@ class UserIndex:
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
-        self.horizon = 0
-        self.read_at = time.monotonic()  # when it was read whole
+        self.version = 0  # the user's change counter this copy holds every change up to
         self.slot_of: dict[int, int] = {}
         self.size = 0  # slots used (live and dead)
         self.dead = 0
@@ -254,15 +251,13 @@ class RecallIndex:
 
     def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str,
               index: UserIndex | None) -> tuple[list[bytes], UserIndex]:
-        if index is not None and time.monotonic() - index.read_at > FULL_READ_EVERY_S:
-            index = None  # the deletion log keeps a week; a copy is read whole at least daily
         while True:
-            since = index.horizon if index is not None else 0
+            since = index.version if index is not None else 0
             row = one(conn.execute(query("recall_changes"), {
-                "tenant_id": tenant_id, "user_id": user_id, "since": str(since), "query_text": query_text,
+                "tenant_id": tenant_id, "user_id": user_id, "since": since, "query_text": query_text,
             }, binary=True))
-            if index is not None and row["deleted"]:
-                index = None  # an episode of the tenant was deleted since: read everything again
+            if index is not None and row["reset"]:
+                index = None  # an episode of the user was deleted since: read everything again
                 continue
             if index is None:
                 index = UserIndex(self.dim)
@@ -270,7 +265,7 @@ class RecallIndex:
                     self.full_reads += 1
             if row["changed"]:
                 index.apply(row)
-            index.horizon = int(row["horizon"])
+            index.version = int(row["version"])
             if index.dead > max(1024, index.live):  # mostly replaced versions: compact by reading anew
                 index = None
                 continue

@@ -15,7 +15,7 @@ from functools import cache
 
 import pandas as pd
 
-from jobs.db import Conn, Database
+from jobs.db import Conn, Database, set_local
 from jobs.resources import reports_dir
 from jobs.sql import named_queries
 
@@ -40,15 +40,13 @@ def analyst_connection(db: Database, tenant: str | None) -> Iterator[Conn]:
     with db.pool.connection() as conn:
         with conn.transaction():
             conn.execute("SET TRANSACTION READ ONLY")
-            conn.execute("SET LOCAL TIME ZONE 'UTC'")
             # The views' `stale` columns use these (migration 0009); unset they default to 30 / 180 days.
-            conn.execute("SELECT set_config('episodes.stale_grace', %s, true), set_config('episodes.stale_age', %s, true)",
-                         (f"{db.settings.stale_grace_seconds} seconds", f"{db.settings.stale_age_seconds} seconds"))
+            stale = {"episodes.stale_grace": f"{db.settings.stale_grace_seconds} seconds",
+                     "episodes.stale_age": f"{db.settings.stale_age_seconds} seconds"}
             if tenant is None:
-                conn.execute(f"SET LOCAL ROLE {OPERATOR_ROLE}")
+                set_local(conn, role=OPERATOR_ROLE, TimeZone="UTC", **stale)
             else:
-                conn.execute(f"SET LOCAL ROLE {ANALYST_ROLE}")
-                conn.execute("SELECT set_config('episodes.tenant_id', %s, true)", (tenant,))
+                set_local(conn, role=ANALYST_ROLE, TimeZone="UTC", **stale, **{"episodes.tenant_id": tenant})
             yield conn
 
 

@@ -1,6 +1,6 @@
 """Claims and leases: who is working on which transcript, for how long.
 
-Workers claim with ``FOR UPDATE SKIP LOCKED`` and a lease (``claim_transcript``). While a model
+Workers claim with ``FOR UPDATE SKIP LOCKED`` and a lease, inside one tenant at a time (``claim``). While a model
 call runs, one lease keeper per summarizer extends every held lease in one UPDATE, so a live
 worker is never "rescued"; a dead worker's lease expires and its transcript is claimed again.
 """
@@ -22,6 +22,8 @@ from jobs.sql import query
 
 log = logging.getLogger(__name__)
 
+_TENANTS_PER_CLAIM = 20  # tenants tried per claim; more would mean more workers than that racing
+
 
 def to_transcript(row: Row, *, redact: bool) -> Transcript:
     """A claimed row as the extractors see it. Its messages are redacted (jobs.privacy, unless
@@ -42,19 +44,28 @@ def to_transcript(row: Row, *, redact: bool) -> Transcript:
 
 def claim(db: Database, *, owner: str, lease_seconds: int, tenant: str | None = None,
           since: dt.datetime | None = None) -> Transcript | None:
-    """Claim the next eligible transcript for ``owner``; None when there is none."""
-    with db.admin(pipeline=True) as conn:
-        # A claim lost in a server crash only returns the transcript to the queue (the write
-        # checks the lease), so it need not wait for its WAL flush; the episode's write does.
-        conn.execute("SET LOCAL synchronous_commit = off")
-        row = conn.execute(query("claim_transcript"), {
-            "worker": owner, "lease_seconds": lease_seconds, "tenant": tenant, "since": since,
-        }).fetchone()
-    if row is None:
-        return None
-    log.debug("claimed", extra={"action": "claim_transcript", "transcript_id": row["id"],
-                                "tenant": row["tenant_id"], "attempt": row["attempts"]})
-    return to_transcript(row, redact=db.settings.redact)
+    """Claim the next eligible transcript for ``owner``; None when there is none.
+
+    Tenant by tenant, the longest waiting first (``claim_tenants``), one ``FOR UPDATE SKIP LOCKED``
+    claim inside a tenant each (``claim_transcript``): a statement that stays on one shard of a Citus
+    cluster, and the same on one PostgreSQL. Workers racing for one tenant's last transcript move on
+    to the next tenant."""
+    params = {"tenant": tenant, "since": since}
+    with db.admin() as conn:
+        tenants = [r["tenant_id"] for r in conn.execute(query("claim_tenants"), {**params, "limit": _TENANTS_PER_CLAIM})]
+    for candidate in tenants:
+        with db.admin(pipeline=True) as conn:
+            # A claim lost in a server crash only returns the transcript to the queue (the write
+            # checks the lease), so it need not wait for its WAL flush; the episode's write does.
+            conn.execute("SET LOCAL synchronous_commit = off")
+            row = conn.execute(query("claim_transcript"), {
+                **params, "tenant": candidate, "worker": owner, "lease_seconds": lease_seconds,
+            }).fetchone()
+        if row is not None:
+            log.debug("claimed", extra={"action": "claim_transcript", "transcript_id": row["id"],
+                                        "tenant": row["tenant_id"], "attempt": row["attempts"]})
+            return to_transcript(row, redact=db.settings.redact)
+    return None
 
 
 class LeaseKeeper:

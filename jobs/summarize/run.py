@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from jobs.config import Settings
-from jobs.db import Database, one
+from jobs.db import Database, notify_eligible, one
 from jobs.embeddings import BatchingEmbedder, Embedder, embedder_for
 from jobs.errors import ConfigError, EpisodesError, ModelError, PermanentExtractionError
 from jobs.extract import Extractor
@@ -170,4 +170,7 @@ def count_eligible(db: Database, tenant: str | None = None, since: dt.datetime |
 
 def retry_dead(db: Database, tenant: str | None = None) -> int:
     with db.admin() as conn:
-        return len(conn.execute(query("retry_dead"), {"tenant": tenant}).fetchall())
+        n = len(conn.execute(query("retry_dead"), {"tenant": tenant}).fetchall())
+        if n:
+            notify_eligible(conn, tenant or "")
+        return n
