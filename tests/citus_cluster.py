@@ -58,8 +58,8 @@ def _nodes(base: str) -> list[tuple[str, int, bool]]:
     return [(r[0], int(r[1]), bool(r[2])) for r in rows]
 
 
-def create_database(name: str) -> str:
-    """A migrated, distributed database ``name`` on every node of the cluster; its coordinator URL."""
+def create_database(name: str, shards: int = SHARDS) -> str:
+    """A migrated, distributed database ``name`` on every node of the cluster (``shards`` per table); its URL."""
     base = admin_url()
     nodes = _nodes(base)
     drop_database(name)
@@ -81,7 +81,7 @@ def create_database(name: str) -> str:
                 conn.execute("SELECT citus_add_node(%s, %s)", (host, port))
     with psycopg.connect(url) as conn:
         migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
-        cluster.distribute(conn, shard_count=SHARDS)
+        cluster.distribute(conn, shard_count=shards)
     return url
 
 

@@ -1,0 +1,134 @@
+"""Summarize and recall on one PostgreSQL and on the Citus cluster, side by side; prints figures and ratios.
+
+    python bench/cluster_scaleout.py                              # 100k episodes / 1,000 users, 320 transcripts
+    python bench/cluster_scaleout.py --episodes 20000 --users 200 --transcripts 160   # quick
+
+The same code and the same data on both: the embedded PostgreSQL (one node, a scratch home) and a
+scratch database on the Citus cluster of ../shared/citus/cluster.sh (coordinator + 2 workers on this
+machine, EPISODES_TEST_CITUS_URL or its default URL), migrated and distributed as `episodes init`
+does (--shards per table). Both run on the same 2 cores, so the cluster pays its coordinator hop
+and gains no hardware: the ratios say what the distribution itself costs.
+
+Summarize (bench/summarize_throughput.py's phase, the fake Anthropic server in its own process):
+overhead per episode outside the model call at C=1, L=0, and episodes/s at C, L with its ratio to
+the limit C/L; exactly once is checked (current episodes = sessions = transcripts).
+Recall (bench/recall_speed.py's data and measure): a user's first recall in the process, a later
+recall with one new episode committed since (the usual case), typical and heavy users.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from _common import peak_rss_mb, scratch_home
+from pgvector.psycopg import register_vector
+from recall_speed import load_data, measure, percentiles, plan_users
+from ingest_rate import generate
+from summarize_throughput import phase
+
+from jobs import config, migrate
+from jobs.db import Database, start_embedded
+from jobs.embeddings import get_embedder
+from jobs.recall import Recaller
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import citus_cluster  # noqa: E402  (tests/citus_cluster.py: a database on every node of the cluster)
+
+CLUSTER_DB = "episodes_bench_cluster"
+
+
+def summarize_figures(settings: config.Settings, small: Path, big: Path, args: argparse.Namespace) -> dict:
+    one = phase(settings, args.overhead_transcripts, 1, 0.0, small, "anthropic")
+    full = phase(settings, args.transcripts, args.concurrency, args.latency, big, "anthropic")
+    return {"overhead_ms": (one["wall"] - one["http_s"]) / one["done"] * 1000, "rate": full["rate"],
+            "limit": args.concurrency / args.latency,
+            "once": (full["episodes"], full["distinct"], args.transcripts)}
+
+
+def recall_figures(url: str, settings: config.Settings, counts: np.ndarray, args: argparse.Namespace) -> dict:
+    with psycopg.connect(url) as conn:
+        register_vector(conn)
+        conn.execute("TRUNCATE episodes CASCADE")
+        conn.commit()
+        load_data(conn, counts, args.seed)
+    rng = np.random.default_rng(args.seed)
+    heavy = list(range(args.heavy_users))
+    typical = [int(u) for u in rng.choice(np.arange(args.heavy_users, len(counts)), size=args.queries, replace=False)]
+    with Database(settings.with_(database_url=url)) as db, psycopg.connect(url) as write:
+        register_vector(write)
+        recaller = Recaller(db)
+        first, _ = measure(recaller, typical, rng, 1)
+        first_heavy, _ = measure(recaller, heavy, rng, 1)
+        later, _ = measure(recaller, typical, rng, 1, write)
+        later_heavy, _ = measure(recaller, heavy, rng, 3, write)
+    return {"first": first, "first_heavy": first_heavy, "later": later, "later_heavy": later_heavy}
+
+
+def p95(samples: list[float]) -> float:
+    return float(np.percentile(np.array(samples) * 1000, 95))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=100_000)
+    parser.add_argument("--users", type=int, default=1_000)
+    parser.add_argument("--heavy-users", type=int, default=5)
+    parser.add_argument("--heavy-size", type=int, default=5_000)
+    parser.add_argument("--queries", type=int, default=200, help="typical users recalled")
+    parser.add_argument("--transcripts", type=int, default=320)
+    parser.add_argument("--overhead-transcripts", type=int, default=100)
+    parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--shards", type=int, default=32, help="shards per distributed table")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    if (reason := citus_cluster.unreachable()) is not None:
+        sys.exit(reason)
+    get_embedder("minilm").embed(["warm up"])
+    counts = plan_users(args.episodes, args.users, args.heavy_users, args.heavy_size, np.random.default_rng(args.seed))
+    results: dict[str, dict] = {}
+    with scratch_home() as home:
+        small, big = home / "small.jsonl", home / "big.jsonl"
+        generate(small, args.overhead_transcripts, 12)
+        generate(big, args.transcripts, 12)
+        single_url = start_embedded(home / "pgdata")
+        with psycopg.connect(single_url) as conn:
+            migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
+        cluster_url = citus_cluster.create_database(CLUSTER_DB, shards=args.shards)
+        try:
+            for name, url in (("single", single_url), ("citus", cluster_url)):
+                settings = config.Settings(database_url=url, home=home)
+                print(f"[{name}] summarize ...", file=sys.stderr)
+                results[name] = summarize_figures(settings, small, big, args)
+                print(f"[{name}] recall: loading {int(counts.sum()):,} episodes ...", file=sys.stderr)
+                results[name].update(recall_figures(url, settings, counts, args))
+        finally:
+            citus_cluster.drop_database(CLUSTER_DB)
+    s, c = results["single"], results["citus"]
+    print(f"data: {int(counts.sum()):,} episodes, {len(counts):,} users ({args.heavy_users} heavy x "
+          f"{args.heavy_size:,}); cluster: coordinator + 2 workers, {args.shards} shards per table; cores {os.cpu_count()}")
+    print(f"{'':44} {'single':>12} {'citus':>12} {'citus/single':>13}")
+    rows = [
+        ("summarize overhead, ms/episode (C=1, L=0)", s["overhead_ms"], c["overhead_ms"]),
+        (f"summarize episodes/s (C={args.concurrency}, L={args.latency}s)", s["rate"], c["rate"]),
+        ("recall p95 ms, first of a typical user", p95(s["first"]), p95(c["first"])),
+        ("recall p95 ms, first of a heavy user", p95(s["first_heavy"]), p95(c["first_heavy"])),
+        ("recall p95 ms, later, typical (1 new)", p95(s["later"]), p95(c["later"])),
+        ("recall p95 ms, later, heavy (1 new)", p95(s["later_heavy"]), p95(c["later_heavy"])),
+    ]
+    for label, a, b in rows:
+        print(f"{label:44} {a:12.2f} {b:12.2f} {b / a:12.2f}x")
+    for name, r in results.items():
+        print(f"[{name}] later recall, typical: {percentiles(r['later'])}")
+        print(f"[{name}] summarize: {r['rate']:.2f} episodes/s = {r['rate'] / r['limit']:.1%} of C/L; exactly once: "
+              f"{r['once'][0]} current episodes for {r['once'][1]} sessions of {r['once'][2]} transcripts")
+    print(f"peak RSS {peak_rss_mb():.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
