@@ -155,20 +155,24 @@ CREATE INDEX episodes_user_changed_idx ON episodes (tenant_id, user_id, changed_
 
 -- The user's counter for this transaction: bumped once (the first write of the transaction takes the
 -- row and its lock; a row this transaction already wrote has its xmin), then reused. A deletion also
--- moves deleted_version. Owner's rights: the app role may read the counters, not write them.
+-- sets deleted_version to it. Owner's rights: the app role may read the counters, not write them.
 CREATE FUNCTION episodes_bump_version(tenant text, usr text, deleting boolean) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
 DECLARE
+    -- A variable, so the statement below holds no volatile call (Citus refuses those in an upsert
+    -- on a distributed table; on a worker this statement is planned by Citus like any other).
+    me xid := pg_current_xact_id()::xid;
     v bigint;
 BEGIN
     INSERT INTO recall_versions AS r (tenant_id, user_id, version, deleted_version)
     VALUES (tenant, usr, 1, CASE WHEN deleting THEN 1 ELSE 0 END)
     ON CONFLICT (tenant_id, user_id) DO UPDATE
-        SET version = r.version + 1,
-            deleted_version = CASE WHEN deleting THEN r.version + 1 ELSE r.deleted_version END
-        WHERE r.xmin <> pg_current_xact_id()::xid OR (deleting AND r.deleted_version <> r.version)
+        SET version = r.version + CASE WHEN r.xmin = me THEN 0 ELSE 1 END,
+            deleted_version = CASE WHEN deleting THEN r.version + CASE WHEN r.xmin = me THEN 0 ELSE 1 END
+                                   ELSE r.deleted_version END
+        WHERE r.xmin <> me OR (deleting AND r.deleted_version <> r.version)
     RETURNING r.version INTO v;
-    IF v IS NULL THEN
+    IF v IS NULL THEN  -- this transaction had bumped it already
         SELECT r.version INTO v FROM recall_versions r WHERE r.tenant_id = tenant AND r.user_id = usr;
     END IF;
     RETURN v;
