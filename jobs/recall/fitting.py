@@ -44,6 +44,7 @@ def select(
     episodes = [_episode(row) for row in rows]
     unique = _dedup(episodes, vectors, cfg.dedup_similarity)
     relevant = [ep for ep in unique if ep.relevance_rank is not None]
+    related = sorted((ep for ep in unique if ep.related_rank is not None), key=lambda ep: ep.related_rank or 0)
     recent = sorted((ep for ep in unique if ep.recency_rank is not None), key=lambda ep: ep.recency_rank or 0)
 
     macros = line_macros()
@@ -76,17 +77,18 @@ def select(
     # Recent episodes are shown compactly; their room is reserved before relevant ones are placed.
     recent_mode = {ep.id: not cfg.recent_full for ep in recent}
     reserved = {ep.id: cost_of(ep, recent_mode[ep.id]) for ep in recent}
-    for ep in relevant:
-        if ep.id in reserved:  # recent and relevant: shown in full when it fits
+    full_room = cfg.full_share * budget  # full summaries stop here; the rest of the room is for compact lines
+    for ep in relevant + related:
+        if ep.id in reserved:  # recent and relevant (or possibly related): shown in full when it fits
             full = cost_of(ep, False)
-            if used + sum(reserved.values()) - reserved[ep.id] + full <= budget:
+            if used + sum(reserved.values()) - reserved[ep.id] + full <= full_room:
                 del reserved[ep.id]
                 chosen[ep.id] = ep
                 used += full
             continue
         for compact in (False, True) if cfg.compact_tail else (False,):
             cost = cost_of(ep, compact)
-            if used + sum(reserved.values()) + cost <= budget:
+            if used + sum(reserved.values()) + cost <= (budget if compact else full_room):
                 chosen[ep.id] = ep
                 used += cost
                 break
@@ -113,6 +115,7 @@ def select(
 
 def _reasons(ep: RecalledEpisode, items: list[RecalledOpenItem]) -> list[str]:
     return [reason for reason, yes in (("relevant", ep.relevance_rank is not None),
+                                       ("possibly related", ep.related_rank is not None),
                                        ("recent", ep.recency_rank is not None),
                                        ("open item", any(item.episode_id == ep.id for item in items))) if yes]
 
