@@ -26,7 +26,7 @@ class RecallConfig:
     # The relevance floor: an episode is "relevant" (and offered as such) only when its cosine similarity
     # to the opening message is >= relevant_similarity, or >= relevant_similarity_with_text while its
     # text match (ts_rank(search_tsv, q, 1)) is >= relevant_text. Below it the block keeps its recent
-    # lines and open items, says nothing looks related, and does not pad to the budget. Chosen on
+    # lines, open items and possibly related episodes (related_k), says nothing clearly relates. Chosen on
     # LoCoMo (reference summaries, MiniLM) jointly with w_text and rrf_k: the highest all-evidence
     # recall with <= 10 % of *foreign* questions (those of the other conversations) labelling anything
     # relevant; leaving each conversation out in turn gives 0.787 on the held-out one (0.800 on all five).

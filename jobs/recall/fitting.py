@@ -3,8 +3,9 @@
 Near-duplicates are dropped first (same summary, or stored embeddings with cosine similarity >=
 ``dedup_similarity``). Room for the recent episodes, shown compactly (one query-biased sentence),
 is reserved; relevant episodes (those above the relevance floor; when there are none the block says so
-in one line and is not padded) are placed best first, in full while they fit, then compactly; the
-rest of the reserved recent ones and the open items' episodes follow.
+in one line), then the "possibly related" ones (the best below the floor) are placed best first, in full
+while full summaries stay within ``full_share`` of the budget, then compactly; the rest of the reserved
+recent ones and the open items' episodes follow.
 
 Tokens are estimated as characters / 4 (:func:`jobs.models.estimate_tokens`), the estimator used
 for every budget in episodes; the whole rendered block counts, so ``estimate_tokens(block) <= budget``.

@@ -5,7 +5,8 @@ rows: a rank by cosine distance to the opening message and a rank by full text (
 ``ts_rank`` of the message's lexemes OR-ed over ``search_tsv``, reproduced bit for bit by
 :mod:`jobs.recall.text_rank`), fused by reciprocal rank fusion, times a soft time decay and an
 importance factor. Only episodes above the relevance floor (:class:`RecallConfig`) can be among the
-top K, so an opening message unrelated to the user's history gets no "relevant" episode at all.
+top K, so an opening message unrelated to the user's history gets no "relevant" episode at all;
+the best below it (``related_k``, above ``related_similarity``) are picked as "possibly related".
 The last ``recent_n`` come along, and so do the episodes that hold open items.
 The arrays come from the user's in-process copy (:mod:`jobs.recall.index`).
 """
