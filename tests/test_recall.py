@@ -285,7 +285,7 @@ def test_an_unrelated_message_finds_nothing_relevant_and_does_not_pad(db: Databa
     assert all(ep.reasons == ["recent"] and ep.compact for ep in silent.episodes)  # only the recent lines
     assert len(silent.episodes) == recaller.config.recent_n and silent.tokens < 200  # not padded to 1,500
     block = silent.render()
-    assert "Nothing in this user's history looks related to the opening message." in block
+    assert "Nothing in this user's history clearly relates to the opening message." in block
     related = recaller.recall("acme", "u1", "Which mountain huts should I book for my Dolomites hike?", now=NOW)
     assert not related.nothing_relevant and "Nothing in this user" not in related.render()
     assert [ep.summary for ep in related.episodes if "relevant" in ep.reasons] == [HISTORY[0][1]]

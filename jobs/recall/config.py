@@ -18,11 +18,15 @@ class RecallConfig:
     recent_full: bool = False  # render recent episodes in full instead of compactly
     top_k: int = 12  # relevant episodes offered, best first (exact within the user's rows)
     rank_depth: int = 50  # RRF fuses each list's first rank_depth ranks (at least top_k)
+    # Full summaries fill at most full_share of the budget, so the next-ranked episodes still get a compact
+    # line each: more evidence sessions in the block at the cost of fewer in full. Chosen on LoCoMo by
+    # answer coverage, leaving one conversation out (bench/tune_fitting.py; README "Recall at session start").
+    full_share: float = 0.8
     compact_tail: bool = True  # a relevant episode that no longer fits in full is shown compactly
     # The relevance floor: an episode is "relevant" (and offered as such) only when its cosine similarity
     # to the opening message is >= relevant_similarity, or >= relevant_similarity_with_text while its
     # text match (ts_rank(search_tsv, q, 1)) is >= relevant_text. Below it the block keeps its recent
-    # lines and open items, says nothing looks related, and does not pad to the budget. Chosen on
+    # lines, open items and possibly related episodes (related_k), says nothing clearly relates. Chosen on
     # LoCoMo (reference summaries, MiniLM) jointly with w_text and rrf_k: the highest all-evidence
     # recall with <= 10 % of *foreign* questions (those of the other conversations) labelling anything
     # relevant; leaving each conversation out in turn gives 0.787 on the held-out one (0.800 on all five).
@@ -32,6 +36,11 @@ class RecallConfig:
     relevant_similarity: float = 0.5
     relevant_similarity_with_text: float = 0.35
     relevant_text: float = 0.004
+    # Below the floor, the related_k best fused scores with cosine similarity >= related_similarity are
+    # offered as "possibly related" (never "relevant"), after the relevant ones: LoCoMo's evidence below
+    # the floor is mostly among them. related_similarity keeps a block for an unrelated message short.
+    related_k: int = 20
+    related_similarity: float = 0.25
     rrf_k: float = 1.0  # reciprocal rank fusion: w / (rrf_k + rank); small k: the first ranks matter most
     w_vector: float = 1.0
     w_text: float = 0.75  # the text list counts less than the vector list (0.75 in every held-out choice)

@@ -3,8 +3,9 @@
 Near-duplicates are dropped first (same summary, or stored embeddings with cosine similarity >=
 ``dedup_similarity``). Room for the recent episodes, shown compactly (one query-biased sentence),
 is reserved; relevant episodes (those above the relevance floor; when there are none the block says so
-in one line and is not padded) are placed best first, in full while they fit, then compactly; the
-rest of the reserved recent ones and the open items' episodes follow.
+in one line), then the "possibly related" ones (the best below the floor) are placed best first, in full
+while full summaries stay within ``full_share`` of the budget, then compactly; the rest of the reserved
+recent ones and the open items' episodes follow.
 
 Tokens are estimated as characters / 4 (:func:`jobs.models.estimate_tokens`), the estimator used
 for every budget in episodes; the whole rendered block counts, so ``estimate_tokens(block) <= budget``.
@@ -44,6 +45,7 @@ def select(
     episodes = [_episode(row) for row in rows]
     unique = _dedup(episodes, vectors, cfg.dedup_similarity)
     relevant = [ep for ep in unique if ep.relevance_rank is not None]
+    related = sorted((ep for ep in unique if ep.related_rank is not None), key=lambda ep: ep.related_rank or 0)
     recent = sorted((ep for ep in unique if ep.recency_rank is not None), key=lambda ep: ep.recency_rank or 0)
 
     macros = line_macros()
@@ -76,17 +78,18 @@ def select(
     # Recent episodes are shown compactly; their room is reserved before relevant ones are placed.
     recent_mode = {ep.id: not cfg.recent_full for ep in recent}
     reserved = {ep.id: cost_of(ep, recent_mode[ep.id]) for ep in recent}
-    for ep in relevant:
-        if ep.id in reserved:  # recent and relevant: shown in full when it fits
+    full_room = cfg.full_share * budget  # full summaries stop here; the rest of the room is for compact lines
+    for ep in relevant + related:
+        if ep.id in reserved:  # recent and relevant (or possibly related): shown in full when it fits
             full = cost_of(ep, False)
-            if used + sum(reserved.values()) - reserved[ep.id] + full <= budget:
+            if used + sum(reserved.values()) - reserved[ep.id] + full <= full_room:
                 del reserved[ep.id]
                 chosen[ep.id] = ep
                 used += full
             continue
         for compact in (False, True) if cfg.compact_tail else (False,):
             cost = cost_of(ep, compact)
-            if used + sum(reserved.values()) + cost <= budget:
+            if used + sum(reserved.values()) + cost <= (budget if compact else full_room):
                 chosen[ep.id] = ep
                 used += cost
                 break
@@ -113,6 +116,7 @@ def select(
 
 def _reasons(ep: RecalledEpisode, items: list[RecalledOpenItem]) -> list[str]:
     return [reason for reason, yes in (("relevant", ep.relevance_rank is not None),
+                                       ("possibly related", ep.related_rank is not None),
                                        ("recent", ep.recency_rank is not None),
                                        ("open item", any(item.episode_id == ep.id for item in items))) if yes]
 

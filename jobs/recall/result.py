@@ -44,6 +44,7 @@ class RecalledEpisode:
     reasons: list[str] = field(default_factory=list)
     compact: bool = False
     compact_text: str = ""
+    related_rank: int | None = None  # below the floor, among the related_k best: "possibly related"
 
     @property
     def when(self) -> str:

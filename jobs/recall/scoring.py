@@ -5,7 +5,8 @@ rows: a rank by cosine distance to the opening message and a rank by full text (
 ``ts_rank`` of the message's lexemes OR-ed over ``search_tsv``, reproduced bit for bit by
 :mod:`jobs.recall.text_rank`), fused by reciprocal rank fusion, times a soft time decay and an
 importance factor. Only episodes above the relevance floor (:class:`RecallConfig`) can be among the
-top K, so an opening message unrelated to the user's history gets no "relevant" episode at all.
+top K, so an opening message unrelated to the user's history gets no "relevant" episode at all;
+the best below it (``related_k``, above ``related_similarity``) are picked as "possibly related".
 The last ``recent_n`` come along, and so do the episodes that hold open items.
 The arrays come from the user's in-process copy (:mod:`jobs.recall.index`).
 """
@@ -77,20 +78,25 @@ def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict
         floor = (similarity >= cfg.relevant_similarity) | (
             (similarity >= cfg.relevant_similarity_with_text) & (s.text[ranked] >= cfg.relevant_text))
     top = _smallest(-score, s.ids, ranked[floor], cfg.top_k)
+    with np.errstate(invalid="ignore"):
+        loose = ~floor & (similarity >= cfg.related_similarity)
+    related = _smallest(-score, s.ids, ranked[loose], cfg.related_k)
     recent = _smallest(-s.ended_us, -s.ids, np.arange(n), cfg.recent_n)
     extra = np.flatnonzero(np.isin(s.ids, np.fromiter(extra_ids, np.int64, len(extra_ids))))
     picked: dict[int, dict[str, Any]] = {}
-    for p in (*top, *recent, *extra):
+    for p in (*top, *related, *recent, *extra):
         i = int(s.ids[p])
         if i not in picked:
             picked[i] = {
                 "distance": None if np.isnan(s.distance[p]) else float(s.distance[p]),
                 "text_score": None if np.isnan(s.text[p]) else float(s.text[p]),
                 "vector_rank": int(vector_rank[p]) or None, "text_rank": int(text_rank[p]) or None,
-                "score": float(score[p]), "relevance_rank": None, "recency_rank": None,
+                "score": float(score[p]), "relevance_rank": None, "recency_rank": None, "related_rank": None,
             }
     for number, p in enumerate(top, 1):
         picked[int(s.ids[p])]["relevance_rank"] = number
+    for number, p in enumerate(related, 1):
+        picked[int(s.ids[p])]["related_rank"] = number
     for number, p in enumerate(recent, 1):
         picked[int(s.ids[p])]["recency_rank"] = number
     return picked
