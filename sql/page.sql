@@ -1,5 +1,6 @@
 -- Named queries of the user's memory page (jobs/service/page_*.py).
--- The reads run inside Database.tenant(): row-level security already hides other tenants.
+-- The reads run inside Database.tenant(): row-level security already hides other tenants; each also
+-- names the tenant and joins on tenant_id, so on a Citus cluster it goes whole to the tenant's node.
 
 -- name: page_link_secret_init
 -- The memory-link signing secret when EPISODES_LINK_SECRET is unset: the first worker to ask writes
@@ -14,7 +15,7 @@ SELECT value FROM episodes_settings WHERE key = 'memory_link_secret'
 -- The user's open questions and commitments, as recall would offer them, newest first.
 SELECT ev.id, ev.episode_id, ev.type, ev.what, ev.who, ev.due, ev.occurred_at
 FROM episode_events ev
-JOIN episodes e ON e.id = ev.episode_id
+JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
 WHERE ev.tenant_id = %(tenant_id)s AND ev.user_id = %(user_id)s
   AND ev.type IN ('open_question', 'commitment') AND ev.status = 'open'
   AND e.kind = 'session' AND e.status = 'current'
@@ -28,5 +29,5 @@ FROM episodes WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND status = 'curr
 
 -- name: page_event_owner
 SELECT ev.user_id, ev.episode_id, ev.type, ev.what
-FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id
+FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
 WHERE ev.tenant_id = %(tenant_id)s AND ev.id = %(id)s AND e.kind = 'session' AND e.status = 'current'

@@ -1,5 +1,7 @@
--- Queries of the memory service (jobs/service): API keys (as the owner) and the tenant-scoped reads
--- (as episodes_app under row-level security, so another tenant's rows are never found).
+-- Queries of the memory service (jobs/service): API keys (as the owner; api_keys is a plain table on a
+-- Citus coordinator) and the tenant-scoped reads (as episodes_app under row-level security, so another
+-- tenant's rows are never found). Each tenant-scoped read also names the tenant on every table and joins
+-- on tenant_id: on a Citus cluster it then goes whole to the node holding the tenant (router query).
 
 -- name: api_key_insert
 INSERT INTO api_keys (prefix, key_hash, tenant_id, name, scopes, rate_limit)
@@ -47,11 +49,11 @@ SELECT e.id, e.user_id, e.kind, e.session_id, e.purpose, e.summary, e.topic_tags
                     'occurred_at', ev.occurred_at, 'evidence', to_jsonb(ev.evidence),
                     'evidence_quote', ev.evidence_quote, 'status', ev.status,
                     'resolved_by', ev.resolved_by, 'superseded_by', ev.superseded_by) ORDER BY ev.ordinal)
-                 FROM episode_events ev WHERE ev.episode_id = e.id), '[]'::jsonb) AS events,
+                 FROM episode_events ev WHERE ev.tenant_id = e.tenant_id AND ev.episode_id = e.id), '[]'::jsonb) AS events,
        coalesce((SELECT jsonb_agg(jsonb_build_object('name', en.name, 'kind', en.kind) ORDER BY en.name)
-                 FROM episode_entities en WHERE en.episode_id = e.id), '[]'::jsonb) AS entities,
+                 FROM episode_entities en WHERE en.tenant_id = e.tenant_id AND en.episode_id = e.id), '[]'::jsonb) AS entities,
        coalesce((SELECT array_agg(l.source_episode_id ORDER BY l.source_episode_id)
-                 FROM episode_lineage l WHERE l.super_episode_id = e.id), '{}') AS replaces
+                 FROM episode_lineage l WHERE l.tenant_id = e.tenant_id AND l.super_episode_id = e.id), '{}') AS replaces
 FROM episodes e
 WHERE e.tenant_id = %(tenant_id)s AND e.id = %(id)s
 
@@ -69,7 +71,7 @@ SELECT * FROM (
                      THEN 'stale'
                 ELSE 'open' END AS status
     FROM episode_events ev
-    JOIN episodes e ON e.id = ev.episode_id
+    JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
     WHERE ev.tenant_id = %(tenant_id)s AND e.kind = 'session'
       AND (%(user_id)s::text IS NULL OR ev.user_id = %(user_id)s)
       AND (%(type)s::text IS NULL OR ev.type = %(type)s)

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 import uvicorn
 from conftest import _url_for
 
@@ -65,6 +66,34 @@ def scratch_database(admin_url: str, template_db: str, name: str, **settings: An
         close_recallers()
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+BACKENDS = ["single", "citus"]  # params of a module fixture that runs its module on both (conftest's backends)
+
+
+@contextmanager
+def backend_database(request: pytest.FixtureRequest, name: str, **settings: Any) -> Iterator[Database]:
+    """A database for a module that starts a service, on the module fixture's backend (``request.param``,
+    one of BACKENDS): "single" is :func:`scratch_database` of the template; "citus" is this process's
+    database on the cluster (conftest ``citus_url``), emptied first. Yields a Database with ``settings``;
+    on exit closes it and drops the process's recall copies of it."""
+    if request.param != "citus":
+        with scratch_database(request.getfixturevalue("admin_url"), request.getfixturevalue("template_db"), name,
+                              **settings) as db:
+            yield db
+        return
+    import citus_cluster
+
+    from jobs.recall import close_recallers
+
+    url = request.getfixturevalue("citus_url")
+    citus_cluster.empty(url)
+    db = Database(Settings(database_url=url, **settings))
+    try:
+        yield db
+    finally:
+        db.close()
+        close_recallers()
 
 
 @dataclass

@@ -11,10 +11,12 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from api_server import scratch_database, serve
+from api_server import BACKENDS, backend_database, serve
 
 from jobs.db import Database
 from jobs.service.keys import create_key, revoke_key
+
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (the `api` fixture's params)
 
 ACME_TRANSCRIPTS = [
     {"user_id": "u-maria", "session_id": "m1", "purpose": "sales", "started_at": "2025-01-21T10:00:00Z",
@@ -45,13 +47,13 @@ class Api:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 
-@pytest.fixture(scope="module")
-def api(admin_url: str, template_db: str, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    """One database and one server for the module: acme (u-maria) and globex (u-sam), summarised."""
+@pytest.fixture(scope="module", params=BACKENDS)
+def api(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    """One database and one server for the module on each backend: acme (u-maria) and globex (u-sam), summarised."""
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
 
-    with scratch_database(admin_url, template_db, f"api_{os.getpid()}_{Path(__file__).stem}",
+    with backend_database(request, f"api_{os.getpid()}_{Path(__file__).stem}",
                           home=tmp_path_factory.mktemp("home"), api_max_body=64 * 1024,
                           api_key_cache_seconds=0.0) as db:
         keys = {}

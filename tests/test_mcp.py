@@ -21,7 +21,7 @@ import httpx
 import httpx2
 import psycopg
 import pytest
-from api_server import scratch_database, serve
+from api_server import BACKENDS, backend_database, serve
 from conftest import _url_for
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -31,6 +31,8 @@ from mcp_types import CallToolResult
 from jobs.db import Database
 from jobs.ingest import from_objects, ingest_records
 from jobs.service.keys import create_key
+
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (the `world` fixture's params)
 
 TOOLS = {"recall_memory", "search_episodes", "list_events", "get_episode", "forget_episode"}
 
@@ -102,12 +104,12 @@ def data(result: CallToolResult) -> Any:
     return json.loads(text(result))
 
 
-@pytest.fixture(scope="module")
-def world(admin_url: str, template_db: str, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def world(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
 
-    with scratch_database(admin_url, template_db, f"mcp_{os.getpid()}", home=tmp_path_factory.mktemp("home"),
+    with backend_database(request, f"mcp_{os.getpid()}", home=tmp_path_factory.mktemp("home"),
                           api_key_cache_seconds=0.0) as db:
         for tenant, records in (("acme", ACME), ("globex", GLOBEX)):
             report = ingest_records(db, from_objects(records, db.settings.max_transcript_bytes), tenant_id=tenant,

@@ -227,20 +227,55 @@ def test_the_in_memory_copy_follows_every_kind_of_change(db: Database, crowd: np
 
 
 def test_a_change_committed_after_a_recall_started_is_not_missed(db: Database, crowd: np.random.Generator) -> None:
-    """A transaction that wrote before a recall's snapshot but committed after it is read next time."""
+    """A transaction still open while a recall reads is read by the next recall once it commits, and so is
+    a writer of the same user that had to wait for it (the user's counter makes writers take turns, so
+    their versions commit in order: migration 0016)."""
     cfg = RecallConfig(recent_n=0, top_k=5, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0)
     warm = Recaller(db, config=cfg)
     query = unit(crowd)
     warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW)
+    quick: list[int] = []
     with db.tenant("acme") as slow:  # still open while the next recall runs
-        row = episode_row("A late writer.", days_ago=2.0, vector=query)
-        late = insert_episode(slow, row)
-        # A younger transaction commits meanwhile and is seen: "the newest change seen" would skip `late`.
-        quick = add(db, "A quick writer.", days_ago=3.0, vector=query)
+        late = insert_episode(slow, episode_row("A late writer.", days_ago=2.0, vector=query))
+        # A second writer of the user starts meanwhile: it waits for `late`'s counter, then commits after it.
+        waiting = threading.Thread(target=lambda: quick.append(add(db, "A quick writer.", days_ago=3.0, vector=query)))
+        waiting.start()
         during = warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW)
-        assert quick in {ep.id for ep in during.episodes} and late not in {ep.id for ep in during.episodes}
+        assert late not in {ep.id for ep in during.episodes}
+    waiting.join()
     after = warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW)
-    assert [ep.id for ep in after.episodes if ep.relevance_rank == 1] == [late]
+    ranks = {ep.id: ep.relevance_rank for ep in after.episodes}
+    assert (ranks[late], ranks[quick[0]]) == (1, 2)  # the same vector: the more recent first
+    assert [(ep.id, ep.relevance_rank) for ep in after.episodes] == _fresh(db, cfg, "", query)
+
+
+def test_a_warm_copy_follows_deletions_and_an_erased_user_who_comes_back(db: Database) -> None:
+    """Deleted episodes leave a warm copy; so does an erased user's whole history, also once the user is
+    back with more changes than the copy had seen (the new counter, from 1, has passed the copy's)."""
+    cfg = RecallConfig(recent_n=0, top_k=50, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0)
+    warm = Recaller(db, config=cfg)
+    rng = np.random.default_rng(5)
+    query = unit(rng)
+
+    def recalled() -> set[int]:
+        got = {ep.id for ep in warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW).episodes}
+        assert got == {i for i, _ in _fresh(db, cfg, "", query)}  # what a copy read from scratch finds
+        return got
+
+    before = [add(db, f"Episode {i} before the erasure.", days_ago=i + 1.0, vector=unit(rng)) for i in range(4)]
+    assert recalled() == set(before)
+    with db.tenant("acme") as conn:
+        conn.execute("DELETE FROM episodes WHERE tenant_id = 'acme' AND id = %s", (before[0],))
+    assert recalled() == set(before[1:])
+    seen = warm.index.full_reads
+    with db.tenant("acme") as conn:  # what `episodes forget` does to what recall reads (sql/privacy.sql)
+        assert conn.execute("DELETE FROM episodes WHERE tenant_id = 'acme' AND user_id = 'u1'").rowcount == 3
+        conn.execute("DELETE FROM recall_versions WHERE tenant_id = 'acme' AND user_id = 'u1'")
+    # Back before the copy is used again, with more writes (8) than the copy's counter had seen (5).
+    back = [add(db, f"Episode {i} after coming back.", days_ago=i + 1.0, vector=unit(rng)) for i in range(8)]
+    assert recalled() == set(back)
+    assert warm.index.full_reads == seen + 1
+    assert recalled() == set(back) and warm.index.full_reads == seen + 1  # and warm again
 
 
 # ------------------------------------------------------------------------------------------------
@@ -379,7 +414,7 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
     result = Recaller(db).recall_vector("alpha", "u1", "budget", unit(rng), now=NOW)
     assert {ep.id for ep in result.episodes} == mine and result.open_items == []
     # Not the WHERE clause: a connection scoped to alpha that asks for beta's rows gets nothing.
-    changes = {"tenant_id": "beta", "user_id": "u1", "since": "0", "query_text": "budget"}
+    changes = {"tenant_id": "beta", "user_id": "u1", "since": "0", "epoch": None, "query_text": "budget"}
     rows = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "ids": [theirs]}
     items = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "purposes": None, "limit": 10, "query_text": "beta",
              "grace_seconds": 0, "age_seconds": 0}

@@ -17,6 +17,8 @@ from jobs.recall import Recall, Recaller
 from jobs.report import analyst_connection
 from jobs.store import EpisodeRow, insert_episode
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 NOW = dt.datetime(2026, 11, 20, 12, 0, tzinfo=dt.UTC)
 
 

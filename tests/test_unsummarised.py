@@ -22,6 +22,8 @@ from jobs.recall import RecallConfig, Recaller
 from jobs.serve import ServeOptions
 from jobs.summarize import run_summarize
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 NOW = dt.datetime(2025, 3, 4, 10, 0, tzinfo=dt.UTC)
 OPENING = "Hi again, where were we?"
 

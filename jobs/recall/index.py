@@ -10,9 +10,12 @@ episodes bumps the user's change counter (``recall_versions``, migration 0016) a
 writes with the new value (``changed_version``). The counter's row lock makes a user's writers take
 turns, so their counters commit in order: a copy remembers the counter it was read at, and the rows
 to read next time are exactly those with ``changed_version`` above it. A deletion (``deleted_version``
-above the copy's) makes the next read a full one. The counter is data beside the user's rows, not a
-transaction id, so it holds on a Citus cluster, where each node counts its own transactions and a
-moved shard keeps the ids of the node it left.
+above the copy's) makes the next read a full one, and so does a counter that is gone or another one
+(its ``epoch``, migration 0019: ``episodes forget`` deletes the counter, and a user who comes back starts
+a new one at 1). The counter is data beside the user's rows, not a transaction id, so it holds on a
+Citus cluster, where each node counts its own transactions and a moved shard keeps the ids of the node
+it left; the counter and the rows are read by one statement that names the tenant, so on a cluster it
+runs whole on the node holding them, from one snapshot.
 Each recall reads the changes inside its own tenant-scoped transaction (row-level security
 applies), so a recall always sees what a plain SQL query would have seen at that moment.
 
@@ -37,6 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
+from uuid import UUID
 
 import numpy as np
 
@@ -64,6 +68,7 @@ class UserIndex:
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self.version = 0  # the user's change counter this copy holds every change up to
+        self.epoch: UUID | None = None  # which counter that is (recall_versions.epoch, migration 0019)
         self.slot_of: dict[int, int] = {}
         self.size = 0  # slots used (live and dead)
         self.dead = 0
@@ -252,12 +257,13 @@ class RecallIndex:
     def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str,
               index: UserIndex | None) -> tuple[list[bytes], UserIndex]:
         while True:
-            since = index.version if index is not None else 0
+            since, epoch = (index.version, index.epoch) if index is not None else (0, None)
             row = one(conn.execute(query("recall_changes"), {
-                "tenant_id": tenant_id, "user_id": user_id, "since": since, "query_text": query_text,
+                "tenant_id": tenant_id, "user_id": user_id, "since": since, "epoch": epoch,
+                "query_text": query_text,
             }, binary=True))
             if index is not None and row["reset"]:
-                index = None  # an episode of the user was deleted since: read everything again
+                index = None  # an episode deleted since, or the user erased: read everything again
                 continue
             if index is None:
                 index = UserIndex(self.dim)
@@ -265,7 +271,7 @@ class RecallIndex:
                     self.full_reads += 1
             if row["changed"]:
                 index.apply(row)
-            index.version = int(row["version"])
+            index.version, index.epoch = int(row["version"]), row["epoch"]
             if index.dead > max(1024, index.live):  # mostly replaced versions: compact by reading anew
                 index = None
                 continue
