@@ -3,7 +3,7 @@
 --
 -- 1. episodes_bump_version (0016) runs in the triggers of episodes, so on a cluster it runs on the worker
 --    holding the shard, and its statements on recall_versions are distributed statements planned there.
---    Citus refuses its INSERT ... ON CONFLICT DO UPDATE ... WHERE r.xmin <> pg_current_xact_id():
+--    Citus refuses an INSERT ... ON CONFLICT DO UPDATE ... WHERE r.xmin <> pg_current_xact_id():
 --    "functions used in the WHERE clause of the ON CONFLICT clause of INSERTs on distributed tables must
 --    be marked IMMUTABLE" (measured, Citus 13.2), so no episode could be written. An UPDATE may filter
 --    with a STABLE function, so the bump is an UPDATE first and an INSERT only for a user without a
@@ -26,15 +26,19 @@ COMMENT ON COLUMN recall_versions.epoch IS
 CREATE OR REPLACE FUNCTION episodes_bump_version(tenant text, usr text, deleting boolean) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
 DECLARE
+    -- A variable, so the statements below hold no volatile call (Citus plans them on the worker).
+    me xid := pg_current_xact_id()::xid;
     v bigint;
 BEGIN
     LOOP
         -- Waits for a concurrent writer of the same user, then sees its committed row (READ COMMITTED).
+        -- A deletion after this transaction's own bump marks that version, without another bump.
         UPDATE recall_versions AS r
-        SET version = r.version + 1,
-            deleted_version = CASE WHEN deleting THEN r.version + 1 ELSE r.deleted_version END
+        SET version = r.version + CASE WHEN r.xmin = me THEN 0 ELSE 1 END,
+            deleted_version = CASE WHEN deleting THEN r.version + CASE WHEN r.xmin = me THEN 0 ELSE 1 END
+                                   ELSE r.deleted_version END
         WHERE r.tenant_id = tenant AND r.user_id = usr
-          AND (r.xmin <> pg_current_xact_id()::xid OR (deleting AND r.deleted_version <> r.version))
+          AND (r.xmin <> me OR (deleting AND r.deleted_version <> r.version))
         RETURNING r.version INTO v;
         IF v IS NOT NULL THEN
             RETURN v;
