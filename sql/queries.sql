@@ -280,13 +280,16 @@ WHERE id = %(id)s
 SELECT id, remote_id, status, requests, created_at FROM model_batches
 WHERE status IN ('submitting', 'submitted') ORDER BY created_at
 
+-- name: batch_tenants
+-- The tenant of every item of a batch (a batch mixes tenants; a result names only its custom_id):
+-- one read across tenants per batch, so that each result's batch_item names its tenant.
+SELECT custom_id, tenant_id FROM model_batch_items WHERE batch_id = %(batch_id)s
+
 -- name: batch_item
--- Across tenants (a batch mixes them; the result names only its custom_id): on a cluster every
--- shard is asked, and the join stays on one shard by its tenant equality.
 SELECT i.transcript_id, i.prompt_hash, i.offered_items, i.offered_decisions, t.id, t.tenant_id, t.user_id, t.session_id, t.agent_id, t.purpose,
        t.started_at, t.ended_at, t.messages, t.content_hash AS content_hash, t.attempts, t.lease_owner
 FROM model_batch_items i JOIN transcripts t ON t.tenant_id = i.tenant_id AND t.id = i.transcript_id
-WHERE i.batch_id = %(batch_id)s AND i.custom_id = %(custom_id)s
+WHERE i.tenant_id = %(tenant_id)s AND i.batch_id = %(batch_id)s AND i.custom_id = %(custom_id)s
 
 -- name: release_batch_claims
 -- Give back every transcript still leased to a batch (its submission failed or was abandoned).

@@ -190,8 +190,12 @@ class BatchRunner:
 
     def _ingest(self, batch_id: str, remote_id: str, owner: str, report: BatchReport) -> None:
         counts: Counter = Counter()
+        with self.db.admin() as conn:
+            tenants = {r["custom_id"]: r["tenant_id"] for r in conn.execute(query("batch_tenants"),
+                                                                              {"batch_id": batch_id})}
         for result in self.client.messages.batches.results(remote_id):
-            counts[self._ingest_one(batch_id, owner, result)] += 1
+            tenant = tenants.get(result.custom_id)
+            counts["stale" if tenant is None else self._ingest_one(batch_id, tenant, owner, result)] += 1
         counts["failed"] += self._release_claims(owner, "no result in the batch")
         with self.db.admin() as conn:
             conn.execute(query("finish_batch"), {"id": batch_id, "status": "ingested", "counts": Jsonb(dict(counts)),
@@ -200,9 +204,10 @@ class BatchRunner:
         report.counts["batches_ingested"] += 1
         log.info("ingested batch", extra={"action": "batch_ingest", "batch": batch_id, **dict(counts)})
 
-    def _ingest_one(self, batch_id: str, owner: str, result: Any) -> str:
+    def _ingest_one(self, batch_id: str, tenant: str, owner: str, result: Any) -> str:
         with self.db.admin() as conn:
-            row = conn.execute(query("batch_item"), {"batch_id": batch_id, "custom_id": result.custom_id}).fetchone()
+            row = conn.execute(query("batch_item"), {"tenant_id": tenant, "batch_id": batch_id,
+                                                     "custom_id": result.custom_id}).fetchone()
         if row is None or row["lease_owner"] != owner:
             return "stale"  # transcript changed, was erased or was re-claimed meanwhile
         transcript = to_transcript(row, redact=self.settings.redact)
