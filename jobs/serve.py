@@ -1,8 +1,12 @@
 """`episodes serve`: the long-running scheduler.
 
-* Summarize workers (``--concurrency`` threads) sleep until woken: by ``LISTEN`` on the channel a
-  trigger on ``transcripts`` notifies when a transcript becomes eligible (sub-second pickup), or by
-  the interval poll (an APScheduler job; the fallback when a notification is missed).
+* Summarize workers (``--concurrency`` threads) sleep until woken: by ``LISTEN`` on the channel
+  that every path making a transcript eligible notifies (:func:`jobs.db.notify_eligible`; ingest,
+  idle close, lease rescue, retries and claims given back: sub-second pickup), or by the interval
+  poll (an APScheduler job; the fallback when a notification is missed, and for host applications
+  that insert transcripts themselves without notifying).
+  Every process connects to the same server (on Citus, the coordinator), so ``LISTEN``/``NOTIFY``
+  and the advisory locks below are shared by all of them.
 * Maintenance (APScheduler interval job, singleton by advisory lock): rescues claims whose lease
   expired (dead workers), closes idle sessions (``--idle-close``), prunes old job runs and the
   week-old entries of the episode deletion log (migration 0006), and removes the message bodies of
@@ -42,6 +46,7 @@ from jobs.errors import ConfigError, EmbedderChanged, EpisodesError
 from jobs.extract import Extractor
 from jobs.lifecycle.policy import apply_policy
 from jobs.lifecycle.retention import prune_transcripts
+from jobs.models import Transcript
 from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
 from jobs.summarize import Summarizer
@@ -92,7 +97,7 @@ class Server:
         self._wake = threading.Condition()
         self._pending_wakes = 0
         self.counts: Counter = Counter()
-        self._in_flight: dict[int, float] = {}
+        self._in_flight: dict[int, Transcript] = {}  # by id: the claims the worker threads hold
         self._lock = threading.Lock()
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.fatal: EpisodesError | None = None  # why serving stopped on its own (raised by run)
@@ -124,7 +129,7 @@ class Server:
                 self._sleep()
                 continue
             with self._lock:
-                self._in_flight[transcript.id] = time.monotonic()
+                self._in_flight[transcript.id] = transcript
             try:
                 outcome = self.summarizer.process(transcript)
             except ConfigError as exc:  # every transcript would fail the same way: stop serving
@@ -274,10 +279,9 @@ class Server:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         self.summarizer.close()  # no more lease extensions: what is left is released below
         with self._lock:
-            left = list(self._in_flight)
-        for transcript_id in left:  # give unfinished claims back now instead of waiting for the lease
-            with self.db.admin() as conn:
-                conn.execute(query("release_transcript"), {"id": transcript_id, "worker": self.worker})
+            left = list(self._in_flight.values())
+        for transcript in left:  # give unfinished claims back now (waking other processes), not at lease expiry
+            self.summarizer.finisher.release(transcript, owner=self.worker)
         log.info("stopped", extra={"action": "serve_stop", "released": len(left), **dict(self.counts)})
         if self.fatal:
             raise self.fatal

@@ -119,33 +119,34 @@ def write_session_episode(
     written and the caller must roll back. Results are fetched only where needed, so in a pipelined
     transaction (``Database.tenant(..., pipeline=True)``) the write takes three round trips.
     """
+    tenant = transcript.tenant_id
     done = conn.execute(query("complete_transcript"), {
-        "id": transcript.id, "worker": worker, "content_hash": transcript.content_hash,
+        "tenant_id": tenant, "id": transcript.id, "worker": worker, "content_hash": transcript.content_hash,
     })
     current = conn.execute(query("current_session_episode"), {  # in pipeline mode, one round trip with the above
-        "tenant_id": transcript.tenant_id, "session_id": transcript.session_id,
+        "tenant_id": tenant, "session_id": transcript.session_id,
     })
     if done.fetchone() is None:
         return None
     old = current.fetchone()
     if old is not None:
-        conn.execute(query("supersede_episode"), {"id": old["id"]})
-        conn.execute(query("reopen_items_resolved_by"), {"episode_id": old["id"]})
-        conn.execute(query("restore_items_replaced_by"), {"episode_id": old["id"]})
+        conn.execute(query("supersede_episode"), {"tenant_id": tenant, "id": old["id"]})
+        conn.execute(query("reopen_items_resolved_by"), {"tenant_id": tenant, "episode_id": old["id"]})
+        conn.execute(query("restore_items_replaced_by"), {"tenant_id": tenant, "episode_id": old["id"]})
     new_id = insert_episode(conn, row, messages=transcript.messages)
     if old is not None:
-        conn.execute(query("link_superseded"), {"old_id": old["id"], "new_id": new_id})
+        conn.execute(query("link_superseded"), {"tenant_id": tenant, "old_id": old["id"], "new_id": new_id})
     for res in row.episode.resolved_items:
         conn.execute(query("resolve_item"), {
             "event_id": res.item_id, "episode_id": new_id, "resolved_at": transcript.ended_at,
-            "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
+            "tenant_id": tenant, "user_id": transcript.user_id,
         })
     for ordinal, event in enumerate(row.episode.key_events):
         if event.replaces is not None:  # later wins: the offered earlier decision no longer stands
             conn.execute(query("replace_item"), {
                 "event_id": event.replaces, "episode_id": new_id, "ordinal": ordinal,
-                "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
+                "tenant_id": tenant, "user_id": transcript.user_id,
             })
-    record_calls(conn, row.calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
+    record_calls(conn, row.calls, tenant_id=tenant, user_id=transcript.user_id,
                  transcript_id=transcript.id, job_run_id=job_run_id)
     return new_id

@@ -110,32 +110,39 @@ WHERE ((status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now()
 
 -- name: extend_leases
 -- The worker's heartbeat: extend the leases it still holds on the transcripts it is extracting.
+-- Their tenants are named too, so on a Citus cluster only the shards holding them are touched.
 UPDATE transcripts
 SET lease_until = now() + make_interval(secs => %(lease_seconds)s)
-WHERE id = ANY(%(ids)s) AND lease_owner = %(worker)s AND status = 'running'
+WHERE tenant_id = ANY(%(tenants)s) AND id = ANY(%(ids)s) AND lease_owner = %(worker)s AND status = 'running'
 
 -- name: complete_transcript
 -- Only the lease holder completes, and only for the content it summarised.
+-- Every statement on one transcript names its tenant: on a Citus cluster it then runs on the one
+-- shard holding it (in the same transaction as the rest of the tenant's write).
 UPDATE transcripts
 SET status = 'done', lease_owner = NULL, lease_until = NULL, last_error = NULL
-WHERE id = %(id)s AND lease_owner = %(worker)s AND status = 'running' AND content_hash = %(content_hash)s
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s
+  AND lease_owner = %(worker)s AND status = 'running' AND content_hash = %(content_hash)s
 RETURNING id
 
 -- name: fail_transcript
+-- Back to the queue after a backoff, or dead-lettered. Requeued with no backoff, it is due at once:
+-- then the caller wakes the other workers (jobs.db.notify_eligible).
 UPDATE transcripts
 SET status = CASE WHEN %(permanent)s OR attempts >= %(max_attempts)s THEN 'dead' ELSE 'pending' END,
     next_attempt_at = now() + make_interval(secs => %(backoff_seconds)s),
     lease_owner = NULL,
     lease_until = NULL,
     last_error = %(error)s
-WHERE id = %(id)s AND lease_owner = %(worker)s AND status = 'running'
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND lease_owner = %(worker)s AND status = 'running'
 RETURNING status
 
 -- name: release_transcript
--- Give a claim back untouched (graceful shutdown): the attempt does not count.
+-- Give a claim back untouched (graceful shutdown): the attempt does not count. It is due at once:
+-- the caller wakes the other workers (jobs.db.notify_eligible).
 UPDATE transcripts
 SET status = 'pending', lease_owner = NULL, lease_until = NULL, attempts = greatest(attempts - 1, 0)
-WHERE id = %(id)s AND lease_owner = %(worker)s AND status = 'running'
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND lease_owner = %(worker)s AND status = 'running'
 RETURNING id
 
 -- name: retry_dead
@@ -151,12 +158,19 @@ WHERE tenant_id = %(tenant_id)s AND session_id = %(session_id)s AND kind = 'sess
 FOR UPDATE
 
 -- name: supersede_episode
-UPDATE episodes SET status = 'superseded' WHERE id = %(id)s
+UPDATE episodes SET status = 'superseded' WHERE tenant_id = %(tenant_id)s AND id = %(id)s
 
 -- name: link_superseded
 -- The re-run's episode inherits the pin (migration 0012): pinning keeps the session, not one version.
-WITH old AS (UPDATE episodes SET superseded_by = %(new_id)s WHERE id = %(old_id)s RETURNING pinned_at)
-UPDATE episodes SET pinned_at = old.pinned_at FROM old WHERE id = %(new_id)s AND old.pinned_at IS NOT NULL
+WITH old AS (
+    UPDATE episodes SET superseded_by = %(new_id)s
+    WHERE tenant_id = %(tenant_id)s AND id = %(old_id)s
+    RETURNING tenant_id, pinned_at
+)
+UPDATE episodes ep SET pinned_at = old.pinned_at
+FROM old
+WHERE ep.tenant_id = old.tenant_id AND ep.tenant_id = %(tenant_id)s AND ep.id = %(new_id)s
+  AND old.pinned_at IS NOT NULL
 
 -- name: insert_episode
 INSERT INTO episodes (tenant_id, user_id, kind, transcript_id, session_id, purpose, summary, topic_tags,
@@ -198,7 +212,8 @@ WHERE id = %(id)s
 
 -- name: rescue_expired_leases
 -- Work held by a dead worker goes back to the queue once its lease has expired. The attempt it
--- used stays counted, so a transcript that kills workers is eventually dead-lettered.
+-- used stays counted, so a transcript that kills workers is eventually dead-lettered. Across
+-- tenants (every shard on a cluster); the caller notifies when it returned rows.
 UPDATE transcripts
 SET status = 'pending', lease_owner = NULL, lease_until = NULL, next_attempt_at = now(),
     last_error = coalesce(last_error, 'lease expired: worker ' || lease_owner || ' stopped responding')
@@ -206,16 +221,17 @@ WHERE status = 'running' AND lease_until < now()
 RETURNING id
 
 -- name: idle_close
--- Treat an open session with no new message for the idle period as closed.
+-- Treat an open session with no new message for the idle period as closed. Across tenants; the
+-- self-join is on (tenant_id, id), which a Citus cluster runs shard by shard.
 UPDATE transcripts t
 SET ended_at = greatest(coalesce(t.started_at, act.last_at), act.last_at)
 FROM (
-    SELECT id, coalesce((SELECT max((m ->> 'ts')::timestamptz) FROM jsonb_array_elements(messages) m),
+    SELECT tenant_id, id, coalesce((SELECT max((m ->> 'ts')::timestamptz) FROM jsonb_array_elements(messages) m),
                         updated_at) AS last_at
     FROM transcripts
     WHERE ended_at IS NULL AND status = 'pending'
 ) act
-WHERE t.id = act.id AND act.last_at < now() - make_interval(secs => %(idle_seconds)s)
+WHERE t.tenant_id = act.tenant_id AND t.id = act.id AND act.last_at < now() - make_interval(secs => %(idle_seconds)s)
 RETURNING t.id
 
 -- name: prune_job_runs
@@ -264,14 +280,20 @@ WHERE id = %(id)s
 SELECT id, remote_id, status, requests, created_at FROM model_batches
 WHERE status IN ('submitting', 'submitted') ORDER BY created_at
 
+-- name: batch_tenants
+-- The tenant of every item of a batch (a batch mixes tenants; a result names only its custom_id):
+-- one read across tenants per batch, so that each result's batch_item names its tenant.
+SELECT custom_id, tenant_id FROM model_batch_items WHERE batch_id = %(batch_id)s
+
 -- name: batch_item
 SELECT i.transcript_id, i.prompt_hash, i.offered_items, i.offered_decisions, t.id, t.tenant_id, t.user_id, t.session_id, t.agent_id, t.purpose,
        t.started_at, t.ended_at, t.messages, t.content_hash AS content_hash, t.attempts, t.lease_owner
-FROM model_batch_items i JOIN transcripts t ON t.id = i.transcript_id
-WHERE i.batch_id = %(batch_id)s AND i.custom_id = %(custom_id)s
+FROM model_batch_items i JOIN transcripts t ON t.tenant_id = i.tenant_id AND t.id = i.transcript_id
+WHERE i.tenant_id = %(tenant_id)s AND i.batch_id = %(batch_id)s AND i.custom_id = %(custom_id)s
 
 -- name: release_batch_claims
 -- Give back every transcript still leased to a batch (its submission failed or was abandoned).
+-- Across tenants; the caller notifies when it returned rows (they are due at once).
 UPDATE transcripts
 SET status = 'pending', lease_owner = NULL, lease_until = NULL, last_error = %(error)s
 WHERE lease_owner = %(owner)s AND status = 'running'
@@ -284,11 +306,11 @@ RETURNING id
 -- when it is written, the earlier episode is superseded and its resolutions reopened first).
 SELECT e.id AS event_id, e.type, e.what, e.occurred_at AS since
 FROM episode_events e
-JOIN episodes ep ON ep.id = e.episode_id
-LEFT JOIN episodes rb ON rb.id = e.resolved_by
+JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.episode_id
+LEFT JOIN episodes rb ON rb.tenant_id = e.tenant_id AND rb.id = e.resolved_by
 WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
   AND e.type IN ('open_question', 'commitment')
-  AND (e.status = 'open' OR (rb.tenant_id = %(tenant_id)s AND rb.session_id = %(session_id)s))
+  AND (e.status = 'open' OR rb.session_id = %(session_id)s)
   AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
   AND e.occurred_at <= %(before)s
 ORDER BY e.occurred_at DESC
@@ -301,14 +323,14 @@ UPDATE episode_events
 SET status = CASE WHEN type = 'commitment' THEN 'done' ELSE 'resolved' END,
     resolved_by = %(episode_id)s,
     resolved_at = %(resolved_at)s
-WHERE (id = %(event_id)s OR source_event_id = %(event_id)s)
-  AND status = 'open' AND tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+  AND (id = %(event_id)s OR source_event_id = %(event_id)s) AND status = 'open'
 RETURNING id
 
 -- name: reopen_items_resolved_by
 -- A superseded episode's resolutions no longer stand; its replacement may resolve them again.
 UPDATE episode_events SET status = 'open', resolved_by = NULL, resolved_at = NULL
-WHERE resolved_by = %(episode_id)s
+WHERE tenant_id = %(tenant_id)s AND resolved_by = %(episode_id)s
 
 -- name: current_decisions
 -- The user's decisions and preferences that still stand (newest first, bounded), offered to the
@@ -317,12 +339,12 @@ WHERE resolved_by = %(episode_id)s
 -- when it is written, the earlier episode is superseded and its replacements undone first).
 SELECT e.id AS event_id, e.type, e.what, e.occurred_at AS since
 FROM episode_events e
-JOIN episodes ep ON ep.id = e.episode_id
-LEFT JOIN episode_events nx ON nx.id = e.superseded_by
-LEFT JOIN episodes nxe ON nxe.id = nx.episode_id
+JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.episode_id
+LEFT JOIN episode_events nx ON nx.tenant_id = e.tenant_id AND nx.id = e.superseded_by
+LEFT JOIN episodes nxe ON nxe.tenant_id = nx.tenant_id AND nxe.id = nx.episode_id
 WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
   AND e.type IN ('decision', 'preference')
-  AND (e.superseded_by IS NULL OR (nxe.tenant_id = %(tenant_id)s AND nxe.session_id = %(session_id)s))
+  AND (e.superseded_by IS NULL OR nxe.session_id = %(session_id)s)
   AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
   AND e.occurred_at <= %(before)s
 ORDER BY e.occurred_at DESC, e.id DESC
@@ -332,17 +354,19 @@ LIMIT %(limit)s
 -- Later wins: the offered decision or preference, and its copies in super-summaries
 -- (source_event_id), are superseded by the new episode's event at ``ordinal``.
 UPDATE episode_events
-SET superseded_by = (SELECT id FROM episode_events WHERE episode_id = %(episode_id)s AND ordinal = %(ordinal)s)
-WHERE (id = %(event_id)s OR source_event_id = %(event_id)s)
+SET superseded_by = (SELECT id FROM episode_events
+                     WHERE tenant_id = %(tenant_id)s AND episode_id = %(episode_id)s AND ordinal = %(ordinal)s)
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+  AND (id = %(event_id)s OR source_event_id = %(event_id)s)
   AND type IN ('decision', 'preference') AND superseded_by IS NULL
-  AND tenant_id = %(tenant_id)s AND user_id = %(user_id)s
 RETURNING id
 
 -- name: restore_items_replaced_by
 -- A superseded episode's replacements no longer stand: what its events replaced is current again,
 -- and the episode's re-run may replace it again.
 UPDATE episode_events SET superseded_by = NULL
-WHERE superseded_by IN (SELECT id FROM episode_events WHERE episode_id = %(episode_id)s)
+WHERE tenant_id = %(tenant_id)s
+  AND superseded_by IN (SELECT id FROM episode_events WHERE tenant_id = %(tenant_id)s AND episode_id = %(episode_id)s)
 
 -- name: current_episode_for_content
 -- Is this content already summarised with this prompt version? Then a claim completes with no model call.
@@ -356,7 +380,7 @@ WHERE tenant_id = %(tenant_id)s AND session_id = %(session_id)s AND kind = 'sess
 UPDATE transcripts
 SET status = 'pending', lease_owner = NULL, lease_until = NULL, attempts = greatest(attempts - 1, 0),
     last_error = coalesce(%(error)s, last_error)
-WHERE id = %(id)s AND lease_owner = %(owner)s
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND lease_owner = %(owner)s
 
 -- name: job_run_model_totals
 SELECT coalesce(sum(input_tokens), 0) AS i, coalesce(sum(output_tokens), 0) AS o,

@@ -11,12 +11,14 @@ import pytest
 from episode_responder import responder
 from psycopg.types.json import Jsonb
 
-from jobs.summarize import BatchRunner
 from jobs.db import Database
 from jobs.embeddings import get_embedder
 from jobs.extract.claude import AnthropicExtractor
 from jobs.llm import cost_usd
 from jobs.models import ModelCall
+from jobs.summarize import BatchRunner
+
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},
             {"role": "assistant", "content": "Done, I'll send the invoice by Friday."}]
@@ -119,7 +121,7 @@ def _resolution_after_first_session(database: Database, fake: fa.FakeAnthropic, 
             assert run_summarize(database, extractor=claude, embedder=embedder).counts["done"] == 1
     with database.admin() as conn:
         item = conn.execute("SELECT e.what, e.status, e.resolved_at, ep.session_id AS resolved_in "
-                            "FROM episode_events e LEFT JOIN episodes ep ON ep.id = e.resolved_by "
+                            "FROM episode_events e LEFT JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.resolved_by "
                             "WHERE e.type = 'commitment'").fetchone()
         episode = conn.execute("SELECT dropped_events FROM episodes WHERE session_id = %s", (second,)).fetchone()
     return {**item, "dropped_events": episode["dropped_events"]}

@@ -6,12 +6,15 @@ from __future__ import annotations
 import re
 
 import fake_anthropic as fa
+import pytest
 from episode_responder import replacing_responder, responder
 from psycopg.types.json import Jsonb
 
 from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor
 from jobs.summarize import BatchRunner, run_summarize
+
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 FIRST = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
          {"role": "assistant", "content": "Done, the Team plan it is."}]

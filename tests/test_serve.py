@@ -17,9 +17,13 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from jobs.db import Database
-from jobs.ingest import ingest_records
+from jobs.embeddings import get_embedder
 from jobs.extract.claude import AnthropicExtractor
-from jobs.serve import MAINTENANCE_LOCK, ServeOptions, Server
+from jobs.ingest import ingest_records
+from jobs.models import Transcript
+from jobs.serve import CHANNEL, MAINTENANCE_LOCK, ServeOptions, Server
+from jobs.summarize import Finisher, retry_dead
+from jobs.summarize.claim import claim
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
@@ -81,6 +85,38 @@ def test_notify_wakes_workers_long_before_the_poll(llm_db: Database, server: Ser
     assert wait_for(lambda: episodes(llm_db) == 1, timeout=20)
     add(llm_db, "open")  # the host uploads the session again, now closed
     assert wait_for(lambda: episodes(llm_db) == 2, timeout=20)
+
+
+def test_every_path_that_makes_a_transcript_due_again_wakes_serve(llm_db: Database) -> None:
+    """No trigger notifies any more (migration 0016): each statement path sends it from the application,
+    on the server every process connects to (on a cluster, the coordinator)."""
+    finisher = Finisher(llm_db, get_embedder("hashing:384"))
+    with psycopg.connect(llm_db.url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}")
+
+        def wakes() -> int:
+            return len(list(listener.notifies(timeout=10, stop_after=1)))
+
+        def claimed() -> Transcript:
+            transcript = claim(llm_db, owner="w1", lease_seconds=60)
+            assert transcript is not None
+            return transcript
+
+        add(llm_db, "s1")  # ingest
+        assert wakes() == 1
+        finisher.release(claimed(), owner="w1")  # a claim given back (shutdown, configuration error)
+        assert wakes() == 1
+        assert finisher.fail(claimed(), "batch request errored", owner="w1", backoff=False) == "failed"
+        assert wakes() == 1
+        claimed()
+        with llm_db.admin() as conn:
+            conn.execute("UPDATE transcripts SET lease_until = now() - interval '1 second'")
+        with AnthropicExtractor(llm_db.settings) as extractor:  # lease rescue
+            assert Server(llm_db, extractor, ServeOptions()).maintenance() == {"rescued": 1, "pruned_runs": 0}
+        assert wakes() == 1
+        assert finisher.fail(claimed(), "refused", owner="w1", permanent=True) == "dead"
+        assert retry_dead(llm_db) == 1  # episodes retry
+        assert wakes() == 1
 
 
 def test_maintenance_rescues_expired_claims_and_closes_idle_sessions(llm_db: Database) -> None:

@@ -280,7 +280,7 @@ def test_later_session_resolves_earlier_open_items(llm_db: Database, fake, embed
     assert "<open_items>" in prompt and "(commitment since 2025-03-04)" in prompt
     with llm_db.admin() as conn:
         item = conn.execute("SELECT e.status, e.resolved_at, ep.session_id AS resolved_in FROM episode_events e "
-                            "JOIN episodes ep ON ep.id = e.resolved_by WHERE e.type = 'commitment'").fetchone()
+                            "JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.resolved_by WHERE e.type = 'commitment'").fetchone()
         second = conn.execute("SELECT dropped_events FROM episodes WHERE session_id = 'second'").fetchone()
     assert item["status"] == "done" and item["resolved_in"] == "second"
     assert item["resolved_at"].isoformat() == "2025-03-10T09:20:00+00:00"
@@ -311,7 +311,7 @@ def test_a_re_summarised_session_may_resolve_its_items_again(llm_db: Database, f
     assert "(commitment since 2025-03-04)" in prompt  # offered again to the re-run
     with llm_db.admin() as conn:
         item = conn.execute("SELECT e.status, ep.session_id, ep.status AS episode_status FROM episode_events e "
-                            "JOIN episodes ep ON ep.id = e.resolved_by WHERE e.type = 'commitment'").fetchone()
+                            "JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.resolved_by WHERE e.type = 'commitment'").fetchone()
     assert item == {"status": "done", "session_id": "second", "episode_status": "current"}
 
 

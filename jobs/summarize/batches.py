@@ -29,7 +29,7 @@ from typing import Any, cast
 from anthropic.types.messages.batch_create_params import Request
 from psycopg.types.json import Jsonb
 
-from jobs.db import Database
+from jobs.db import Database, notify_eligible
 from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import ConfigError
 from jobs.extract.claude import AnthropicExtractor, BatchRequest
@@ -99,12 +99,12 @@ class BatchRunner:
                 request = self.extractor.batch_request(transcript, open_items)
                 if request is None:
                     report.counts["too_long"] += 1
-                    self._give_back(transcript.id, owner, "too long for one batch request; needs a live run")
+                    self._give_back(transcript, owner, "too long for one batch request; needs a live run")
                     continue
                 entry = {"custom_id": f"t{transcript.id}", "params": request.params}
                 entry_size = len(json.dumps(entry))
                 if size + entry_size > MAX_BYTES and items:
-                    self._give_back(transcript.id, owner, None)  # goes into the next batch
+                    self._give_back(transcript, owner, None)  # goes into the next batch
                     report.counts["claimed"] -= 1
                     break
                 items.append(_Item(transcript, request, entry))
@@ -142,15 +142,31 @@ class BatchRunner:
         log.info("submitted batch of %d", len(items), extra={"action": "batch_submit", "batch": batch_id,
                                                               "remote_id": batch.id})
 
-    def _give_back(self, transcript_id: int, owner: str, error: str | None) -> None:
+    def _give_back(self, transcript: Transcript, owner: str, error: str | None) -> None:
         with self.db.admin() as conn:
-            conn.execute(query("give_back_transcript"), {"id": transcript_id, "owner": owner, "error": error})
+            conn.execute(query("give_back_transcript"), {"tenant_id": transcript.tenant_id, "id": transcript.id,
+                                                         "owner": owner, "error": error})
+            if error is not None:  # left for a live run: wake one (without an error it goes into the next batch)
+                notify_eligible(conn, transcript.tenant_id)
 
     def _abandon(self, batch_id: str, owner: str, error: str) -> None:
+        self._release_claims(owner, error)
         with self.db.admin() as conn:
-            conn.execute(query("release_batch_claims"), {"owner": owner, "error": error[:2000]})
             conn.execute(query("finish_batch"), {"id": batch_id, "status": "failed", "counts": Jsonb({}),
                                                  "error": error[:2000]})
+
+    def _release_claims(self, owner: str, error: str) -> int:
+        """Return every transcript still leased to the batch to the queue, waking the workers; how many.
+
+        Its own transaction, committed before the batch is marked finished: on a Citus cluster the release
+        runs on every shard in parallel, after which the same transaction may not write the reference
+        table ``model_batches``. A crash in between leaves the batch open; the next poll finishes it."""
+        with self.db.admin() as conn:
+            released = len(conn.execute(query("release_batch_claims"),
+                                        {"owner": owner, "error": error[:2000]}).fetchall())
+            if released:
+                notify_eligible(conn)
+        return released
 
     # --- poll and ingest --------------------------------------------------------------------
 
@@ -174,21 +190,24 @@ class BatchRunner:
 
     def _ingest(self, batch_id: str, remote_id: str, owner: str, report: BatchReport) -> None:
         counts: Counter = Counter()
+        with self.db.admin() as conn:
+            tenants = {r["custom_id"]: r["tenant_id"] for r in conn.execute(query("batch_tenants"),
+                                                                              {"batch_id": batch_id})}
         for result in self.client.messages.batches.results(remote_id):
-            counts[self._ingest_one(batch_id, owner, result)] += 1
-        with self.db.admin() as conn:  # anything the results did not mention goes back to the queue
-            lost = len(conn.execute(query("release_batch_claims"), {
-                "owner": owner, "error": "no result in the batch"}).fetchall())
-            counts["failed"] += lost
+            tenant = tenants.get(result.custom_id)
+            counts["stale" if tenant is None else self._ingest_one(batch_id, tenant, owner, result)] += 1
+        counts["failed"] += self._release_claims(owner, "no result in the batch")
+        with self.db.admin() as conn:
             conn.execute(query("finish_batch"), {"id": batch_id, "status": "ingested", "counts": Jsonb(dict(counts)),
                                                  "error": None})
         report.counts.update(counts)
         report.counts["batches_ingested"] += 1
         log.info("ingested batch", extra={"action": "batch_ingest", "batch": batch_id, **dict(counts)})
 
-    def _ingest_one(self, batch_id: str, owner: str, result: Any) -> str:
+    def _ingest_one(self, batch_id: str, tenant: str, owner: str, result: Any) -> str:
         with self.db.admin() as conn:
-            row = conn.execute(query("batch_item"), {"batch_id": batch_id, "custom_id": result.custom_id}).fetchone()
+            row = conn.execute(query("batch_item"), {"tenant_id": tenant, "batch_id": batch_id,
+                                                     "custom_id": result.custom_id}).fetchone()
         if row is None or row["lease_owner"] != owner:
             return "stale"  # transcript changed, was erased or was re-claimed meanwhile
         transcript = to_transcript(row, redact=self.settings.redact)

@@ -78,14 +78,15 @@ class LeaseKeeper:
         self.owner = owner
         self.lease_seconds = settings.lease_seconds
         self.closed = closed
-        self._held: Counter[int] = Counter()  # transcript id -> threads extracting it
+        self._held: Counter[tuple[str, int]] = Counter()  # (tenant, transcript id) -> threads extracting it
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @contextmanager
     def held(self, transcript: Transcript) -> Iterator[None]:
+        key = (transcript.tenant_id, transcript.id)
         with self._lock:
-            self._held[transcript.id] += 1
+            self._held[key] += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True, name="lease-keeper")
                 self._thread.start()
@@ -93,20 +94,22 @@ class LeaseKeeper:
             yield
         finally:
             with self._lock:
-                self._held[transcript.id] -= 1
-                if self._held[transcript.id] <= 0:
-                    del self._held[transcript.id]
+                self._held[key] -= 1
+                if self._held[key] <= 0:
+                    del self._held[key]
 
     def _run(self) -> None:
         interval = max(self.lease_seconds / 3, 1)
         while not self.closed.wait(interval):
             with self._lock:
-                ids = list(self._held)
-            if not ids:
+                held = list(self._held)
+            if not held:
                 continue
+            ids = [transcript_id for _, transcript_id in held]
             try:
                 with self.db.admin() as conn:
-                    conn.execute(query("extend_leases"), {"ids": ids, "worker": self.owner,
-                                                          "lease_seconds": self.lease_seconds})
+                    conn.execute(query("extend_leases"), {
+                        "tenants": sorted({tenant for tenant, _ in held}), "ids": ids, "worker": self.owner,
+                        "lease_seconds": self.lease_seconds})
             except Exception:  # noqa: BLE001 - a missed heartbeat only risks a rescue, never a duplicate
                 log.warning("heartbeat failed", extra={"action": "heartbeat_error", "transcripts": len(ids)})

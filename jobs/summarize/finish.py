@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from jobs.db import Database
+from jobs.db import Database, notify_eligible
 from jobs.embeddings import Embedder
 from jobs.extract.grounding import ground
 from jobs.faults import crash_point
@@ -73,8 +73,9 @@ class Finisher:
             items = conn.execute(query("open_items"), {**scope, "limit": MAX_OPEN_ITEMS})
             decisions = conn.execute(query("current_decisions"), {**scope, "limit": MAX_CURRENT_DECISIONS})
             if current.fetchone() is not None:
-                conn.execute(query("complete_transcript"), {"id": transcript.id, "worker": owner,
-                                                            "content_hash": transcript.content_hash})
+                conn.execute(query("complete_transcript"), {
+                    "tenant_id": transcript.tenant_id, "id": transcript.id, "worker": owner,
+                    "content_hash": transcript.content_hash})
                 return None
             rows = items.fetchall() + decisions.fetchall()
         return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows]
@@ -143,11 +144,13 @@ class Finisher:
         wait = min(RETRY_BASE_SECONDS * 2 ** max(transcript.attempts - 1, 0), RETRY_MAX_SECONDS) if backoff else 0
         with self.db.admin() as conn:
             row = conn.execute(query("fail_transcript"), {
-                "id": transcript.id, "worker": owner, "permanent": permanent,
+                "tenant_id": transcript.tenant_id, "id": transcript.id, "worker": owner, "permanent": permanent,
                 "max_attempts": settings.max_attempts, "backoff_seconds": wait, "error": error[:2000],
             }).fetchone()
             record_calls(conn, calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
                          transcript_id=transcript.id, job_run_id=self.job_run_id)
+            if row is not None and row["status"] == "pending" and wait == 0:  # due at once: wake a worker
+                notify_eligible(conn, transcript.tenant_id)
         outcome = "lost" if row is None else ("dead" if row["status"] == "dead" else "failed")
         log.warning("summarize failed: %s", error, extra={
             "action": "summarize_dead" if outcome == "dead" else "summarize_retry",
@@ -156,8 +159,12 @@ class Finisher:
         return outcome
 
     def release(self, transcript: Transcript, *, owner: str, calls: Sequence[ModelCall] = ()) -> None:
-        """Give the claim back untouched (a setting is wrong); model calls already made are kept."""
+        """Give the claim back untouched (a setting is wrong, or shutting down); model calls already
+        made are kept. The transcript is due again at once, so listening workers are woken."""
         with self.db.admin() as conn:
-            conn.execute(query("release_transcript"), {"id": transcript.id, "worker": owner})
+            released = conn.execute(query("release_transcript"), {
+                "tenant_id": transcript.tenant_id, "id": transcript.id, "worker": owner}).fetchone()
             record_calls(conn, calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
                          transcript_id=transcript.id, job_run_id=self.job_run_id)
+            if released is not None:
+                notify_eligible(conn, transcript.tenant_id)
