@@ -2,8 +2,10 @@
 
 While `serve` summarises a stream of closing sessions and recalls keep reading the users' warm
 copies, the tenant's shard group (its transcripts, episodes, events, ... and recall counters, all
-co-located) moves to the other worker with ``citus_move_shard_placement`` (logical replication,
-writes blocked only for the switch). Nothing may be lost or doubled, and every recall copy must stay
+co-located) moves to the other worker with ``citus_move_shard_placement`` in ``block_writes`` mode:
+the tenant's writes wait while its rows are copied, reads go on. (The online mode, ``force_logical``,
+needs a logical-replication apply worker on the target; with a Citus maintenance daemon per test
+database, a node's default eight background-worker slots can run out, and the move then waits forever.) Nothing may be lost or doubled, and every recall copy must stay
 exact: the rows it scores are, in the same snapshot, exactly the user's candidate episodes. The
 counters that keep copies fresh (migration 0016) are data that moves with the shards, which the
 transaction ids they replaced were not.
@@ -20,6 +22,7 @@ import citus_cluster
 import fake_anthropic as fa
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.rows import dict_row
 
 from jobs import config
@@ -62,6 +65,24 @@ def workers(url: str) -> list[tuple[str, int]]:
     with psycopg.connect(url) as conn:
         return [(r[0], int(r[1])) for r in conn.execute(
             "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid > 0 AND isactive ORDER BY nodeport")]
+
+
+def drop_abandoned_move_slots(url: str) -> None:
+    """Replication slots and roles are per node, a move's names per database: a move interrupted in another
+    (since dropped) test database leaves an inactive slot and a role that the next move of the same name meets."""
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    for host, port in workers(url):
+        worker = psycopg.conninfo.make_conninfo(**{**info, "host": host, "port": str(port)})  # type: ignore[arg-type]
+        with psycopg.connect(worker, autocommit=True) as conn:
+            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                         "WHERE slot_name LIKE 'citus%%' AND NOT active")
+            if conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'citus%%'").fetchone()[0]:
+                continue  # a move in progress elsewhere: its role is in use
+            for (role,) in conn.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'citus_shard_move%%'").fetchall():
+                try:
+                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+                except psycopg.Error:
+                    pass  # still owns something in another database: not ours to drop
 
 
 def transcript(user: str, n: int) -> dict:
@@ -107,6 +128,7 @@ class RecallChecker(threading.Thread):
 
 def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_exact(cluster_db: Database) -> None:
     url = cluster_db.url
+    drop_abandoned_move_slots(url)
     shard, host, port = placement(url)
     target = next(w for w in workers(url) if w != (host, port))
     extractor = AnthropicExtractor(cluster_db.settings)
@@ -126,7 +148,7 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
             if i == 18:
                 t = time.perf_counter()
                 with psycopg.connect(url, autocommit=True) as conn:
-                    conn.execute("SELECT citus_move_shard_placement(%s::bigint, %s::text, %s::int, %s::text, %s::int, shard_transfer_mode => 'force_logical')",
+                    conn.execute("SELECT citus_move_shard_placement(%s::bigint, %s::text, %s::int, %s::text, %s::int, shard_transfer_mode => 'block_writes')",
                                  (shard, host, port, target[0], target[1]))
                 moved_at = time.perf_counter() - t
             time.sleep(0.2)
