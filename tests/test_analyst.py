@@ -35,7 +35,8 @@ from psycopg import sql
 from jobs.config import Settings
 from jobs.db import Database, set_local
 from jobs.models import EpisodeExtraction, KeyEvent
-from jobs.report import analyst_connection, analyst_role
+from jobs.report import analyst_connection
+from jobs.report.data import analyst_role
 from jobs.resources import sql_dir
 from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode

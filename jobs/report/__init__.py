@@ -11,8 +11,8 @@ for tests and other tools.
 """
 
 from jobs.report.build import Report, build_report
-from jobs.report.data import analyst_connection, analyst_role, load_frames, report_queries
+from jobs.report.data import analyst_connection, load_frames, report_queries
 from jobs.report.render import render_html, report_filename, write_report
 
-__all__ = ["Report", "analyst_connection", "analyst_role", "build_report", "load_frames", "render_html", "report_filename",
+__all__ = ["Report", "analyst_connection", "build_report", "load_frames", "render_html", "report_filename",
            "report_queries", "write_report"]
