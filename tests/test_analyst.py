@@ -517,3 +517,21 @@ def test_analyst_connection_is_read_only(ro_db: Database) -> None:
     with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
         with analyst_connection(ro_db, None) as conn:
             conn.execute("CREATE TEMP TABLE t (x int)")
+
+
+# -- episodes status over the same data ----------------------------------------------------------
+
+
+def test_status_counts_what_the_tables_hold(ro_db: Database) -> None:
+    """`episodes status` over the examples (on a cluster its statements run on every shard)."""
+    from jobs.cli.status_view import render_status
+
+    out = render_status(ro_db)
+    states = {r["state"]: r["n"] for r in owner(ro_db, "SELECT status AS state, count(*) AS n FROM transcripts "
+                                                       "WHERE ended_at IS NOT NULL GROUP BY 1")}
+    assert f"· done {states['done']} · dead 1" in out and states["done"] == 34
+    kinds = owner(ro_db, "SELECT kind, status, count(*) AS n FROM episodes GROUP BY 1, 2 ORDER BY 1, 2")
+    assert "episodes     " + " · ".join(f"{k['kind']}/{k['status']} {k['n']}" for k in kinds) in out
+    dead = owner(ro_db, "SELECT tenant_id, session_id FROM transcripts WHERE status = 'dead'")[0]
+    assert f"dead letter  {dead['tenant_id']}/{dead['session_id']} after " in out
+    assert re.search(r"^  \S+ \S+ summarize +ok ", out, re.MULTILINE), out
