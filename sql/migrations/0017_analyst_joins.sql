@@ -23,12 +23,14 @@
 -- analyst.event_types (a lookup; a reference table on a cluster) is read through such a function too.
 -- The public views keep their columns, rows, grants and comments (CREATE OR REPLACE).
 --
+-- analyst._event_resolution gains a tenant_id column (appended, as CREATE OR REPLACE requires) so it
+-- joins on (tenant_id, event_id); a compressed item's resolved copy is in the same tenant (0016's
+-- source_event_id key).
+--
 -- On a cluster the analyst's role must be switched with SET ROLE, not SET LOCAL ROLE: Citus replays a
 -- transaction's SET LOCAL commands on its worker connections (citus.propagate_set_commands), and a
 -- replayed SET LOCAL ROLE would turn the owner's reads back into the analyst's
--- (jobs.report.analyst_connection). analyst._event_resolution gains a tenant_id column (appended, as CREATE OR
--- REPLACE requires) so it joins on (tenant_id, event_id); a compressed item's resolved copy is in the
--- same tenant (0016's source_event_id key).
+-- (jobs.report.analyst_connection).
 
 CREATE OR REPLACE VIEW analyst._event_resolution AS
 SELECT ev.id AS event_id,
