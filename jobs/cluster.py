@@ -143,6 +143,7 @@ def cluster_status(conn: psycopg.Connection[Any]) -> ClusterStatus | None:
     nodes = [(r[0], int(r[1]), "coordinator" if r[2] == 0 else "worker", bool(r[3])) for r in _rows(
         conn, "SELECT nodename, nodeport, groupid, isactive FROM pg_dist_node WHERE noderole = 'primary' ORDER BY groupid")]
     shards = [(r[0], int(r[1]), int(r[2])) for r in _rows(
-        conn, "SELECT table_name::text, count(*), coalesce(sum(shard_size), 0) FROM citus_shards "
+        # citus_shards has a row per placement: a reference table's one shard is on every node.
+        conn, "SELECT table_name::text, count(DISTINCT shardid), coalesce(sum(shard_size), 0) FROM citus_shards "
         "GROUP BY table_name ORDER BY table_name::text")]
     return ClusterStatus(nodes, shards)

@@ -60,6 +60,16 @@ def _nodes(base: str) -> list[tuple[str, int, bool]]:
 
 def create_database(name: str, shards: int = SHARDS) -> str:
     """A migrated, distributed database ``name`` on every node of the cluster (``shards`` per table); its URL."""
+    url = create_blank_database(name)
+    with psycopg.connect(url) as conn:
+        migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
+        cluster.distribute(conn, shard_count=shards)
+    return url
+
+
+def create_blank_database(name: str) -> str:
+    """A database ``name`` on every node with citus and vector and the workers added, but no schema
+    (what an operator prepares before `episodes init`); its coordinator URL."""
     base = admin_url()
     nodes = _nodes(base)
     drop_database(name)
@@ -79,9 +89,6 @@ def create_database(name: str, shards: int = SHARDS) -> str:
         for host, port, is_coordinator in nodes:
             if not is_coordinator:
                 conn.execute("SELECT citus_add_node(%s, %s)", (host, port))
-    with psycopg.connect(url) as conn:
-        migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
-        cluster.distribute(conn, shard_count=shards)
     return url
 
 

@@ -10,6 +10,10 @@ two questions and two commitments are resolved with the job's own ``resolve_item
 
 The offline extractor gets a feature-hashing embedder instead of MiniLM so the suite stays fast:
 its events come from cue-phrase rules; embeddings only rank summary sentences.
+
+Marked ``citus``: every test that reads the examples runs on one PostgreSQL and again on the Citus
+cluster, with the same rows copied there (``_copy_examples``): into a database of their own for a
+module's read-only tests, into the process's emptied cluster database for each test that changes data.
 """
 
 from __future__ import annotations
@@ -18,8 +22,7 @@ import datetime as dt
 import os
 import re
 import zlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import fake_anthropic as fa
@@ -27,11 +30,13 @@ import numpy as np
 import psycopg
 import pytest
 from episode_responder import resolving_responder
+from psycopg import sql
 
 from jobs.config import Settings
-from jobs.db import Database
+from jobs.db import Database, set_local
 from jobs.models import EpisodeExtraction, KeyEvent
 from jobs.report import analyst_connection
+from jobs.report.data import analyst_role
 from jobs.resources import sql_dir
 from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode
@@ -42,6 +47,8 @@ VIEWS = ("decisions", "preferences", "open_questions", "commitments", "episode_t
          "failures", "event_types")
 TENANT_VIEWS = tuple(v for v in VIEWS if v != "event_types")
 BASE_TABLES = ("episodes", "episode_events", "episode_entities", "transcripts", "model_calls", "job_runs")
+
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 
 class HashEmbedder:
@@ -77,13 +84,14 @@ def examples_template(admin_url: str, template_db: str) -> str:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    url = url_for(admin_url, name)
-    _summarise_examples(Settings(database_url=url, max_retries=0, max_attempts=3, model_timeout_s=5.0))
+    _summarise_examples(url_for(admin_url, name))
     _templates[admin_url] = name
     return name
 
 
-def _summarise_examples(settings: Settings) -> None:
+def _summarise_examples(url: str) -> None:
+    """Ingest and summarise the example transcripts into the (migrated, empty) database at ``url``."""
+    settings = Settings(database_url=url, max_retries=0, max_attempts=3, model_timeout_s=5.0)
     from jobs.extract.claude import AnthropicExtractor
     from jobs.extract.offline import OfflineExtractor
     from jobs.ingest import ingest
@@ -114,14 +122,15 @@ def resolve(db: Database, raised_in: str, resolved_in: str, type: str, due: dt.d
     tenant = raised_in.split("-")[0]
     with db.tenant(tenant) as conn:
         item = conn.execute(
-            "SELECT ev.id, ev.user_id FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id "
-            "WHERE e.session_id = %s AND e.status = 'current' AND ev.type = %s "
+            "SELECT ev.id, ev.user_id FROM episode_events ev "
+            "JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id "
+            "WHERE e.tenant_id = %s AND e.session_id = %s AND e.status = 'current' AND ev.type = %s "
             "AND (%s::date IS NULL OR ev.due = %s::date) ORDER BY ev.ordinal LIMIT 1",
-            (raised_in, type, due, due),
+            (tenant, raised_in, type, due, due),
         ).fetchone()
         assert item, f"the extractor found no {type} in {raised_in}"
-        later = conn.execute("SELECT id, ended_at FROM episodes WHERE session_id = %s AND status = 'current'",
-                             (resolved_in,)).fetchone()
+        later = conn.execute("SELECT id, ended_at FROM episodes WHERE tenant_id = %s AND session_id = %s "
+                             "AND status = 'current'", (tenant, resolved_in)).fetchone()
         rows = conn.execute(query("resolve_item"), {
             "event_id": item["id"], "episode_id": later["id"], "resolved_at": later["ended_at"],
             "tenant_id": tenant, "user_id": item["user_id"]}).fetchall()
@@ -129,32 +138,104 @@ def resolve(db: Database, raised_in: str, resolved_in: str, type: str, due: dt.d
         return item["id"]
 
 
-@contextmanager
-def _examples_copy(admin_url: str, template_db: str) -> Iterator[str]:
+def _examples_copy(admin_url: str, template_db: str) -> tuple[str, Callable[[], None]]:
+    """A clone of the summarised examples on the single PostgreSQL: its URL and how to drop it."""
     template = examples_template(admin_url, template_db)
     name = f"analyst_{os.getpid()}_{os.urandom(3).hex()}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    try:
-        yield url_for(admin_url, name)
-    finally:
+
+    def drop() -> None:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return url_for(admin_url, name), drop
 
 
-@pytest.fixture
-def edb(admin_url: str, template_db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
+# The tables a copy of the examples fills.
+COPIED = ("job_runs", "model_batches", "transcripts", "episodes", "episode_events", "episode_entities",
+          "episode_lineage", "model_calls", "model_batch_items", "erasures", "episode_corrections", "recall_versions")
+
+
+def _copy_examples(src_url: str, dst_url: str) -> None:
+    """Copy every row of the summarised examples at ``src_url`` into the empty database at ``dst_url``.
+
+    How the cluster gets the examples: a cluster database cannot be cloned from a template (its shards
+    live on the workers), and summarising again for every test would be slow; a copy also gives both
+    backends the very same rows. The rows go in as they are, ids and change counters included, with
+    triggers and foreign-key checks off for the copy (``session_replication_role = replica``, which
+    SET LOCAL carries to the workers); the sequences are then moved past the ids, so rows a test
+    inserts get fresh ones as usual."""
+    with psycopg.connect(src_url) as src, psycopg.connect(dst_url) as dst:
+        set_local(dst, session_replication_role="replica")
+        for table in COPIED:
+            columns = sql.SQL(", ").join(sql.Identifier(r[0]) for r in src.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+                "AND NOT attisdropped AND attgenerated = '' ORDER BY attnum", (table,)))
+            with src.cursor().copy(sql.SQL("COPY {} ({}) TO STDOUT").format(sql.Identifier(table), columns)) as out, \
+                    dst.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), columns)) as into:
+                for block in out:
+                    into.write(block)
+            sequence = dst.execute("SELECT to_regclass(%s)", (f"{table}_id_seq",)).fetchone()  # 0016's names
+            if sequence and sequence[0]:
+                dst.execute(sql.SQL("SELECT setval(%s, max(id)) FROM {} HAVING count(*) > 0").format(
+                    sql.Identifier(table)), (sequence[0],))
+
+
+def _cluster_examples(request: pytest.FixtureRequest, name: str | None) -> tuple[str, Callable[[], None] | None]:
+    """The summarised examples on the Citus cluster: in a database ``name`` of their own (dropped by the
+    returned function), or with ``name=None`` in the process's cluster database, emptied first."""
+    import citus_cluster
+
+    if (reason := citus_cluster.unreachable()) is not None:
+        pytest.skip(reason)
+    admin_url, template_db = request.getfixturevalue("admin_url"), request.getfixturevalue("template_db")
+    source = url_for(admin_url, examples_template(admin_url, template_db))
+    drop: Callable[[], None] | None = None
+    if name is None:
+        url = request.getfixturevalue("citus_url")
+        citus_cluster.empty(url)
+    else:
+        url = citus_cluster.create_database(name)
+
+        def drop() -> None:
+            citus_cluster.drop_database(name)
+    _copy_examples(source, url)
+    return url, drop
+
+
+# Each fixture below runs its tests once per backend, as the `citus` marker does for `db` (conftest).
+BACKENDS = ("single", "citus")
+
+
+@pytest.fixture(params=BACKENDS)
+def edb(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
     """A fresh copy of the summarised examples for one test that changes data."""
-    with _examples_copy(admin_url, template_db) as url, Database(Settings(database_url=url)) as database:
-        monkeypatch.setenv("DATABASE_URL", url)
-        yield database
+    if request.param == "citus":
+        url, drop = _cluster_examples(request, None)
+    else:
+        url, drop = _examples_copy(request.getfixturevalue("admin_url"), request.getfixturevalue("template_db"))
+    monkeypatch.setenv("DATABASE_URL", url)
+    try:
+        with Database(Settings(database_url=url)) as database:
+            yield database
+    finally:
+        if drop is not None:
+            drop()
 
 
-@pytest.fixture(scope="module")
-def ro_db(admin_url: str, template_db: str) -> Iterator[Database]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def ro_db(request: pytest.FixtureRequest) -> Iterator[Database]:
     """One copy of the summarised examples shared by a module's tests that only read."""
-    with _examples_copy(admin_url, template_db) as url, Database(Settings(database_url=url)) as database:
-        yield database
+    if request.param == "citus":
+        url, drop = _cluster_examples(request, f"episodes_citus_{os.getpid()}_examples")
+    else:
+        url, drop = _examples_copy(request.getfixturevalue("admin_url"), request.getfixturevalue("template_db"))
+    try:
+        with Database(Settings(database_url=url)) as database:
+            yield database
+    finally:
+        if drop is not None:
+            drop()
 
 
 def owner(db: Database, sql: str, params: Sequence[object] | dict | None = None) -> list[dict]:
@@ -166,10 +247,9 @@ def as_role(db: Database, role: str, sql: str, tenant: str | None = None) -> lis
     """Run ``sql`` as ``role`` in a transaction, with episodes.tenant_id set when ``tenant`` is given."""
     with db.pool.connection() as conn:
         with conn.transaction():
-            conn.execute(f"SET LOCAL ROLE {role}")
-            if tenant is not None:
-                conn.execute("SELECT set_config('episodes.tenant_id', %s, true)", (tenant,))
-            return conn.execute(sql).fetchall()
+            set_local(conn, **({} if tenant is None else {"episodes.tenant_id": tenant}))
+            with analyst_role(conn, role):
+                return conn.execute(sql).fetchall()
 
 
 # -- roles and privileges ------------------------------------------------------------------------
@@ -186,9 +266,12 @@ def test_analyst_roles_are_read_only_and_cannot_bypass(ro_db: Database) -> None:
     rows = owner(ro_db, "SELECT rolname, rolcanlogin, rolsuper, rolbypassrls, rolcreaterole FROM pg_roles "
                      "WHERE rolname IN ('episodes_analyst', 'episodes_operator') ORDER BY rolname")
     assert [r["rolname"] for r in rows] == ["episodes_analyst", "episodes_operator"]
-    assert all(not (r["rolcanlogin"] or r["rolsuper"] or r["rolbypassrls"] or r["rolcreaterole"]) for r in rows)
-    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied for view event_types"):
-        as_role(ro_db, "episodes_operator", "INSERT INTO analyst.event_types VALUES ('hack', 'auto-updatable view')")
+    assert all(not (r["rolsuper"] or r["rolbypassrls"] or r["rolcreaterole"]) for r in rows)
+    # NOLOGIN on one PostgreSQL; on a cluster Citus reaches the workers as the role itself (jobs.cluster)
+    distributed = owner(ro_db, "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') AS d")[0]["d"]
+    assert all(r["rolcanlogin"] == distributed for r in rows)
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match='cannot insert into view "event_types"'):
+        as_role(ro_db, "episodes_operator", "INSERT INTO analyst.event_types VALUES ('hack', 'through the view')")
     with pytest.raises(psycopg.errors.InsufficientPrivilege, match="_event_resolution"):
         as_role(ro_db, "episodes_analyst", "SELECT 1 FROM analyst._event_resolution", tenant="acme")
     with pytest.raises(psycopg.errors.InsufficientPrivilege, match="schema analyst"):
@@ -237,7 +320,7 @@ def test_views_count_what_the_tables_hold(ro_db: Database) -> None:
     """Operator totals equal the base tables: current session episodes only, every model call."""
     table = owner(ro_db, """
         SELECT (SELECT count(*) FROM episodes WHERE status = 'current' AND kind = 'session') AS episodes,
-               (SELECT count(*) FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id
+               (SELECT count(*) FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
                  WHERE ev.type = 'decision' AND e.status = 'current' AND e.kind = 'session') AS decisions,
                (SELECT count(*) FROM episode_entities) AS mentions,
                (SELECT sum(cost_usd) FROM model_calls) AS cost,
@@ -255,13 +338,15 @@ def test_views_count_what_the_tables_hold(ro_db: Database) -> None:
 def test_security_barrier_keeps_a_leaky_function_from_seeing_other_tenants(edb: Database) -> None:
     seen: list[str] = []
     with edb.pool.connection() as conn:
-        conn.add_notice_handler(lambda d: seen.append(d.message_primary or ""))
+        # only the function's own notices (a cluster adds some of its own)
+        conn.add_notice_handler(lambda d: seen.append(d.message_primary or "") if d.severity_nonlocalized == "NOTICE"
+                                and (d.message_primary or "").startswith("saw ") else None)
         with conn.transaction():
-            conn.execute("SET LOCAL ROLE episodes_analyst")
-            conn.execute("SELECT set_config('episodes.tenant_id', 'acme', true)")
-            conn.execute("CREATE FUNCTION pg_temp.leak(t text, w text) RETURNS boolean LANGUAGE plpgsql COST 0.0001 "
-                         "AS $$ BEGIN RAISE NOTICE 'saw % %', t, w; RETURN true; END $$")
-            rows = conn.execute("SELECT what FROM analyst.decisions WHERE pg_temp.leak(tenant_id, what)").fetchall()
+            set_local(conn, **{"episodes.tenant_id": "acme"})
+            with analyst_role(conn, "episodes_analyst"):
+                conn.execute("CREATE FUNCTION pg_temp.leak(t text, w text) RETURNS boolean LANGUAGE plpgsql "
+                             "COST 0.0001 AS $$ BEGIN RAISE NOTICE 'saw % %', t, w; RETURN true; END $$")
+                rows = conn.execute("SELECT what FROM analyst.decisions WHERE pg_temp.leak(tenant_id, what)").fetchall()
     assert rows and len(seen) == len(rows)
     assert all(message.startswith("saw acme ") for message in seen)
 
@@ -307,7 +392,7 @@ def test_resolutions_made_by_the_summarize_job_show_in_the_views(ro_db: Database
 def test_commitment_status_is_computed_against_now(edb: Database) -> None:
     today = owner(edb, "SELECT (now() AT TIME ZONE 'UTC')::date AS d")[0]["d"]
     ids = [r["id"] for r in owner(edb, """
-        SELECT ev.id FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id
+        SELECT ev.id FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
         WHERE ev.type = 'commitment' AND ev.status = 'open' AND e.tenant_id = 'acme' ORDER BY ev.id LIMIT 3""")]
     owner(edb, "UPDATE episode_events SET due = CASE id WHEN %s THEN %s::date WHEN %s THEN %s::date ELSE NULL END "
                "WHERE id = ANY (%s) RETURNING id", (ids[0], today + dt.timedelta(days=10), ids[1],
@@ -323,8 +408,10 @@ def test_resolution_of_a_super_summary_copy_counts_for_the_source(edb: Database)
     session resolves the copy, the analyst views count the original as resolved."""
     with edb.tenant("acme") as conn:
         src = conn.execute("""
-            SELECT ev.id, ev.what, ev.episode_id FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id
-            WHERE e.session_id = 'acme-lena-2024-03-12' AND ev.type = 'commitment' AND ev.status = 'open'
+            SELECT ev.id, ev.what, ev.episode_id
+            FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
+            WHERE e.tenant_id = 'acme' AND e.session_id = 'acme-lena-2024-03-12' AND ev.type = 'commitment'
+              AND ev.status = 'open'
             ORDER BY ev.ordinal LIMIT 1""").fetchone()
         extraction = EpisodeExtraction(
             summary="Lena hired a senior and a junior analytics engineer in 2024.", topic_tags=["hiring"],
@@ -335,9 +422,12 @@ def test_resolution_of_a_super_summary_copy_counts_for_the_source(edb: Database)
             started_at=dt.datetime(2024, 3, 1, tzinfo=dt.UTC), ended_at=dt.datetime(2024, 3, 31, tzinfo=dt.UTC),
             model="test", prompt_version="test", embedding=None, period_start=dt.date(2024, 3, 1),
             period_end=dt.date(2024, 3, 31)), source_event_ids=[src["id"]])
-        conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = %s", (super_id, src["episode_id"]))
-        copy = conn.execute("SELECT id FROM episode_events WHERE episode_id = %s", (super_id,)).fetchone()
-        later = conn.execute("SELECT id, ended_at FROM episodes WHERE session_id = 'acme-lena-2024-04-09'").fetchone()
+        conn.execute("UPDATE episodes SET compressed_into = %s WHERE tenant_id = 'acme' AND id = %s",
+                     (super_id, src["episode_id"]))
+        copy = conn.execute("SELECT id FROM episode_events WHERE tenant_id = 'acme' AND episode_id = %s",
+                            (super_id,)).fetchone()
+        later = conn.execute("SELECT id, ended_at FROM episodes WHERE tenant_id = 'acme' "
+                             "AND session_id = 'acme-lena-2024-04-09'").fetchone()
         conn.execute(query("resolve_item"), {"event_id": copy["id"], "episode_id": later["id"],
                                              "resolved_at": later["ended_at"], "tenant_id": "acme",
                                              "user_id": "u-lena"})
@@ -427,3 +517,21 @@ def test_analyst_connection_is_read_only(ro_db: Database) -> None:
     with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
         with analyst_connection(ro_db, None) as conn:
             conn.execute("CREATE TEMP TABLE t (x int)")
+
+
+# -- episodes status over the same data ----------------------------------------------------------
+
+
+def test_status_counts_what_the_tables_hold(ro_db: Database) -> None:
+    """`episodes status` over the examples (on a cluster its statements run on every shard)."""
+    from jobs.cli.status_view import render_status
+
+    out = render_status(ro_db)
+    states = {r["state"]: r["n"] for r in owner(ro_db, "SELECT status AS state, count(*) AS n FROM transcripts "
+                                                       "WHERE ended_at IS NOT NULL GROUP BY 1")}
+    assert f"· done {states['done']} · dead 1" in out and states["done"] == 34
+    kinds = owner(ro_db, "SELECT kind, status, count(*) AS n FROM episodes GROUP BY 1, 2 ORDER BY 1, 2")
+    assert "episodes     " + " · ".join(f"{k['kind']}/{k['status']} {k['n']}" for k in kinds) in out
+    dead = owner(ro_db, "SELECT tenant_id, session_id FROM transcripts WHERE status = 'dead'")[0]
+    assert f"dead letter  {dead['tenant_id']}/{dead['session_id']} after " in out
+    assert re.search(r"^  \S+ \S+ summarize +ok ", out, re.MULTILINE), out

@@ -25,6 +25,8 @@ CHROMIUM = "/usr/bin/chromium"
 edb = test_analyst.edb
 ro_db = test_analyst.ro_db
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 
 def page_data(html: str) -> dict:
     match = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.DOTALL)
@@ -39,7 +41,7 @@ def kpi(html: str, key: str) -> str:
 
 
 SESSION_EPISODES = "FROM episodes e WHERE e.status = 'current' AND e.kind = 'session' AND {scope}"
-EVENTS = ("FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id "
+EVENTS = ("FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id "
           "WHERE e.status = 'current' AND e.kind = 'session' AND {scope}")
 
 
@@ -141,7 +143,8 @@ def test_empty_database_renders_an_empty_report(db: Database) -> None:
 def test_page_is_self_contained_and_escapes_what_it_shows(edb: Database) -> None:
     with edb.tenant("acme") as conn:
         conn.execute("UPDATE episode_events SET what = 'Chose <script>alert(1)</script> & </script> plan' "
-                     "WHERE id = (SELECT min(id) FROM episode_events WHERE type = 'decision')")
+                     "WHERE tenant_id = 'acme' AND id = (SELECT min(id) FROM episode_events "
+                     "WHERE tenant_id = 'acme' AND type = 'decision')")
         conn.execute("UPDATE episodes SET topic_tags = ARRAY['</script><b>x'] WHERE tenant_id = 'acme'")
     html = render_html(build_report(edb))
     assert "<script>alert" not in html and "Chose &lt;script&gt;alert(1)&lt;/script&gt; &amp;" in html

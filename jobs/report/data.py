@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from functools import cache
 
 import pandas as pd
+from psycopg import sql
 
 from jobs.db import Conn, Database, set_local
 from jobs.resources import reports_dir
@@ -43,11 +44,23 @@ def analyst_connection(db: Database, tenant: str | None) -> Iterator[Conn]:
             # The views' `stale` columns use these (migration 0009); unset they default to 30 / 180 days.
             stale = {"episodes.stale_grace": f"{db.settings.stale_grace_seconds} seconds",
                      "episodes.stale_age": f"{db.settings.stale_age_seconds} seconds"}
-            if tenant is None:
-                set_local(conn, role=OPERATOR_ROLE, TimeZone="UTC", **stale)
-            else:
-                set_local(conn, role=ANALYST_ROLE, TimeZone="UTC", **stale, **{"episodes.tenant_id": tenant})
-            yield conn
+            scope = {} if tenant is None else {"episodes.tenant_id": tenant}
+            set_local(conn, TimeZone="UTC", **stale, **scope)
+            with analyst_role(conn, OPERATOR_ROLE if tenant is None else ANALYST_ROLE):
+                yield conn
+
+
+@contextmanager
+def analyst_role(conn: Conn, role: str) -> Iterator[None]:
+    """Be ``role`` inside ``conn``'s open transaction, until the block ends.
+
+    SET ROLE, not SET LOCAL ROLE: on a Citus cluster the transaction's SET LOCAL commands are replayed
+    on every worker connection it opens (``citus.propagate_set_commands``), so a SET LOCAL ROLE would
+    make the views' owner-rights reads (migration 0017) reach the shards as the analyst, who may not
+    read them. The role is reset when the block ends; if it fails, the rollback undoes the SET."""
+    conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+    yield
+    conn.execute("RESET ROLE")
 
 
 @cache
