@@ -13,8 +13,7 @@ sentence ("May I ask...") is the verb, not the month.
 
 Measured on LoCoMo (``bench/tune_fitting.py --grids time_cues``; 86 of its 760 questions name a
 month): strict all-evidence recall 0.730 -> 0.738 with the reference summaries (offline extractor
-0.671 -> 0.676), nothing else lower,
-no label changed. The rule has no knob to fit.
+0.671 -> 0.676), nothing else lower, no label changed. The rule has no knob to fit.
 """
 
 from __future__ import annotations
