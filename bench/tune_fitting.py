@@ -208,8 +208,8 @@ def choose(users: list[User], variants: dict[str, RecallConfig], budget: int, fo
 
 
 def _criterion(f: Sequence[float], criterion: str) -> tuple[float, ...]:
-    """What a choice maximises: answer coverage (then all-evidence), or all-evidence (then strict)."""
-    return (f[3], f[0]) if criterion == "answer" else (f[0], f[1])
+    """What a choice maximises: answer coverage (then all-evidence), all-evidence (then strict), or strict."""
+    return {"answer": (f[3], f[0]), "all": (f[0], f[1]), "strict": (f[1], f[0])}[criterion]
 
 
 def main() -> None:
@@ -219,8 +219,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--foreign-max", type=float, default=0.10)
     parser.add_argument("--grids", nargs="*", default=list(GRIDS), choices=list(GRIDS))
-    parser.add_argument("--criterion", default="answer", choices=["answer", "all"],
-                        help="what leave-one-out maximises: answer coverage, or all-evidence recall")
+    parser.add_argument("--criterion", default="answer", choices=["answer", "all", "strict"],
+                        help="what leave-one-out maximises: answer coverage, all-evidence or strict recall")
     parser.add_argument("--misses", action="store_true", help="explain the production defaults' misses")
     args = parser.parse_args()
     users = load_users(args.paths, args.extractor)
@@ -241,6 +241,8 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
     "top_k": {f"top_k={k}": {"top_k": k} for k in (8, 12, 16, 24)},
     "related": {f"related_k={k} sim>={t}": {"related_k": k, "related_similarity": t}
                 for k in (4, 8, 12) for t in (-1.0, 0.2, 0.25, 0.3, 0.35)},
+    "time_cues": {f"time_cues={on} full_share={f}": {"time_cues": on, "full_share": f}
+                  for on in (False, True) for f in (0.8, 0.9, 1.0)},
     "full": {f"related_k={k} full_share={f}": {"related_k": k, "related_similarity": 0.25, "full_share": f}
              for k in (12, 20, 30) for f in (0.6, 0.7, 0.8, 0.9, 1.0)},
 }

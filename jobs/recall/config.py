@@ -22,6 +22,9 @@ class RecallConfig:
     # line each: more evidence sessions in the block at the cost of fewer in full. Chosen on LoCoMo by
     # answer coverage, leaving one conversation out (bench/tune_fitting.py; README "Recall at session start").
     full_share: float = 0.8
+    # Within relevant and within possibly related, episodes of a month the opening message names (or of the
+    # month after) are placed first (jobs.recall.time_cues): dates are what neither score knows.
+    time_cues: bool = True
     compact_tail: bool = True  # a relevant episode that no longer fits in full is shown compactly
     # The relevance floor: an episode is "relevant" (and offered as such) only when its cosine similarity
     # to the opening message is >= relevant_similarity, or >= relevant_similarity_with_text while its

@@ -3,7 +3,8 @@
 Near-duplicates are dropped first (same summary, or stored embeddings with cosine similarity >=
 ``dedup_similarity``). Room for the recent episodes, shown compactly (one query-biased sentence),
 is reserved; relevant episodes (those above the relevance floor; when there are none the block says so
-in one line), then the "possibly related" ones (the best below the floor) are placed best first, in full
+in one line), then the "possibly related" ones (the best below the floor) are placed best first (those
+that fall in a month the opening message names first, :mod:`jobs.recall.time_cues`), in full
 while full summaries stay within ``full_share`` of the budget, then compactly; the rest of the reserved
 recent ones and the open items' episodes follow.
 
@@ -32,6 +33,7 @@ from jobs.recall.result import (
     render_block,
     skeleton_chars,
 )
+from jobs.recall.time_cues import Cue, falls_in, named_months
 
 
 def select(
@@ -47,6 +49,8 @@ def select(
     relevant = [ep for ep in unique if ep.relevance_rank is not None]
     related = sorted((ep for ep in unique if ep.related_rank is not None), key=lambda ep: ep.related_rank or 0)
     recent = sorted((ep for ep in unique if ep.recency_rank is not None), key=lambda ep: ep.recency_rank or 0)
+    cues = named_months(opening_message) if cfg.time_cues else frozenset()
+    relevant, related = _named_months_first(relevant, cues), _named_months_first(related, cues)
 
     macros = line_macros()
     weights = _term_weights(_terms(opening_message), unique)
@@ -112,6 +116,20 @@ def select(
         else:
             items.pop()
     return picked, items
+
+
+def _named_months_first(episodes: list[RecalledEpisode], cues: frozenset[Cue]) -> list[RecalledEpisode]:
+    """The episodes that fall in a month the opening message names first; rank order kept otherwise."""
+    if not cues:
+        return episodes
+    return sorted(episodes, key=lambda ep: not falls_in(*_dates(ep), cues))  # sorted() is stable
+
+
+def _dates(ep: RecalledEpisode) -> tuple[dt.date, dt.date]:
+    """The days an episode covers: its compressed period, or its session's start to end."""
+    if ep.kind == "super" and ep.period_start and ep.period_end:
+        return ep.period_start, ep.period_end
+    return ep.started_at.date(), ep.ended_at.date()
 
 
 def _reasons(ep: RecalledEpisode, items: list[RecalledOpenItem]) -> list[str]:
