@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.db import Conn, one
+from jobs.db import Conn, one, set_local
 from jobs.embeddings.protocol import Embedder
 from jobs.errors import EmbedderChanged
 from jobs.sql import query
@@ -31,7 +31,11 @@ def recorded_embedder(conn: Conn) -> Recorded:
 
     First takes the lock every reader of ``episodes`` takes anyway (ACCESS SHARE), so a switch cannot
     commit between this read and the caller's next statements."""
-    with conn.pipeline():  # both statements in one round trip; the server still runs them in order
+    with conn.pipeline():  # the statements in one round trip; the server still runs them in order
+        # On a Citus coordinator a LOCK TABLE is also sent to every worker; the switch's ALTER TABLE
+        # locks the coordinator's table first, and every process reads through the coordinator, so
+        # the lock there is the one that orders them (one PostgreSQL ignores the setting).
+        set_local(conn, **{"citus.enable_ddl_propagation": "off"})
         conn.execute(query("hold_episodes_schema"))
         cursor = conn.execute(query("recorded_embedder"))
     row = one(cursor)
