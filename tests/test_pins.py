@@ -19,6 +19,8 @@ from jobs.recall.config import RecallConfig
 from jobs.recall.scoring import decay
 from jobs.summarize import run_summarize
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 
 

@@ -19,6 +19,8 @@ from jobs.errors import ConfigError, PolicyInvalid
 from jobs.lifecycle import apply_policy, pin, plan_policy
 from jobs.prune_policy import parse_policy
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 DAY = 86400
 POLICY = "keep 30d; keep importance>=0.7; delete importance<0.5 after 90d"
 NOW = dt.datetime(2024, 9, 1, tzinfo=dt.UTC)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from lifecycle_helpers import RenamedExtractor, load, rows, session
 
@@ -15,6 +16,8 @@ from jobs.extract.claude import AnthropicExtractor, prompt_version
 from jobs.lifecycle import Selection, plan_resummarize, prune_transcripts, resummarize
 from jobs.lifecycle.resummarize import fixed_prompt_tokens
 from jobs.summarize import run_summarize
+
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 CLAUDE = prompt_version()
 

@@ -17,6 +17,8 @@ from jobs.errors import ConfigError
 from jobs.ingest import ingest
 from jobs.lifecycle import prune_transcripts
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 DAY = 86400.0
 
 
