@@ -80,7 +80,8 @@ def test_a_compressed_period_is_rebuilt_from_the_new_episodes(db: Database, tmp_
     assert resummarize(db, Selection(), "offline-next").requeued == 3
     run_summarize(db, extractor=RenamedExtractor(embedder), embedder=embedder)
     assert run_compress(db, now=now, compressor=compressor, embedder=embedder).counts["rebuilt"] == 1
-    sources = rows(db, "SELECT e.prompt_version, s.status FROM episodes e JOIN episodes s ON s.id = e.compressed_into "
+    sources = rows(db, "SELECT e.prompt_version, s.status FROM episodes e JOIN episodes s "
+                       "ON s.tenant_id = e.tenant_id AND s.id = e.compressed_into "
                        "WHERE e.status = 'current'")
     assert [(r["prompt_version"], r["status"]) for r in sources] == [("offline-next", "current")] * 3
 
