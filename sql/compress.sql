@@ -143,8 +143,13 @@ WHERE s.tenant_id = %(tenant_id)s AND s.episode_id = %(super_id)s
   AND src.tenant_id = s.tenant_id AND src.id = s.source_event_id
 
 -- name: compress_insert_lineage
+-- Selected from the source rows themselves (co-located: on a cluster it runs on the tenant's node; an
+-- INSERT ... SELECT from an array would be copied in from the coordinator, which Citus refuses under
+-- row-level security).
 INSERT INTO episode_lineage (tenant_id, user_id, super_episode_id, source_episode_id)
-SELECT %(tenant_id)s, %(user_id)s, %(super_id)s, unnest(%(source_ids)s::bigint[])
+SELECT tenant_id, %(user_id)s, %(super_id)s, id
+FROM episodes
+WHERE tenant_id = %(tenant_id)s AND id = ANY (%(source_ids)s::bigint[])
 
 -- name: compress_point_sources
 UPDATE episodes SET compressed_into = %(super_id)s
