@@ -1,8 +1,11 @@
 -- Named queries of the compress job (jobs/compress/). Same format as sql/queries.sql: each block
 -- starts with "-- name: <name>". Periods are calendar periods in UTC: a session episode belongs to
 -- the period that contains its ended_at; period_end is the period's last day (inclusive).
--- compress_plan runs as the owner (it spans tenants, like a claim); every other query runs inside
--- Database.tenant(), so row-level security confines it to one tenant.
+-- compress_plan and compress_purge_embeddings run as the owner across tenants (on a Citus cluster:
+-- on every shard, so they join tenant tables only on equal tenant_id). Every other query runs inside
+-- Database.tenant() and names the tenant on every table it touches: row-level security confines it
+-- to one tenant, and the explicit filter lets a cluster route the whole statement to the tenant's node
+-- (a correlated subquery too names the tenant itself: Citus does not route on equality to the outer row).
 
 -- name: compress_try_lock
 -- One compress runner at a time: a session-level advisory lock, held for the whole run and released
@@ -80,14 +83,14 @@ FOR UPDATE
 -- and questions and commitments still open.
 SELECT id, episode_id, ordinal, type, what, who, due, occurred_at, evidence
 FROM episode_events
-WHERE episode_id = ANY (%(ids)s::bigint[])
+WHERE tenant_id = %(tenant_id)s AND episode_id = ANY (%(ids)s::bigint[])
   AND ((type = 'decision' AND superseded_by IS NULL) OR (type IN ('open_question', 'commitment') AND status = 'open'))
 ORDER BY occurred_at, episode_id, ordinal
 
 -- name: compress_source_entities
 SELECT episode_id, name, kind
 FROM episode_entities
-WHERE episode_id = ANY (%(ids)s::bigint[])
+WHERE tenant_id = %(tenant_id)s AND episode_id = ANY (%(ids)s::bigint[])
 ORDER BY episode_id, id
 
 -- name: compress_linked_supers
@@ -95,7 +98,8 @@ ORDER BY episode_id, id
 -- exactly this period. Lineage comes along, to tell an intact super from one whose source was erased.
 SELECT e.id, e.status, e.period_start, e.period_end, e.content_hash,
        coalesce((SELECT array_agg(l.source_episode_id ORDER BY l.source_episode_id)
-                 FROM episode_lineage l WHERE l.super_episode_id = e.id), '{}') AS lineage
+                 FROM episode_lineage l
+                 WHERE l.tenant_id = %(tenant_id)s AND l.super_episode_id = e.id), '{}') AS lineage
 FROM episodes e
 WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.kind = 'super'
   AND (e.id = ANY (%(ids)s::bigint[])
@@ -107,7 +111,8 @@ FOR UPDATE OF e
 -- Superseded super-summaries inside the period (kept for audit), with their lineage.
 SELECT e.id, e.content_hash,
        coalesce((SELECT array_agg(l.source_episode_id ORDER BY l.source_episode_id)
-                 FROM episode_lineage l WHERE l.super_episode_id = e.id), '{}') AS lineage
+                 FROM episode_lineage l
+                 WHERE l.tenant_id = %(tenant_id)s AND l.super_episode_id = e.id), '{}') AS lineage
 FROM episodes e
 WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.kind = 'super'
   AND e.status = 'superseded' AND e.period_start >= %(period_start)s AND e.period_end <= %(period_end)s
@@ -120,10 +125,12 @@ DELETE FROM episodes
 WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND id = ANY (%(ids)s::bigint[]) AND kind = 'super'
 
 -- name: compress_supersede_supers
-UPDATE episodes SET status = 'superseded' WHERE id = ANY (%(ids)s::bigint[]) AND kind = 'super'
+UPDATE episodes SET status = 'superseded'
+WHERE tenant_id = %(tenant_id)s AND id = ANY (%(ids)s::bigint[]) AND kind = 'super'
 
 -- name: compress_link_superseded
-UPDATE episodes SET superseded_by = %(new_id)s WHERE id = ANY (%(ids)s::bigint[]) AND kind = 'super'
+UPDATE episodes SET superseded_by = %(new_id)s
+WHERE tenant_id = %(tenant_id)s AND id = ANY (%(ids)s::bigint[]) AND kind = 'super'
 
 -- name: compress_event_provenance
 -- A super's event is a copy of its source event: same time, evidence quote, status and due date.
@@ -132,14 +139,21 @@ UPDATE episode_events s
 SET occurred_at = src.occurred_at, evidence_quote = src.evidence_quote, status = src.status,
     due = src.due, who = src.who
 FROM episode_events src
-WHERE s.episode_id = %(super_id)s AND src.id = s.source_event_id
+WHERE s.tenant_id = %(tenant_id)s AND s.episode_id = %(super_id)s
+  AND src.tenant_id = s.tenant_id AND src.id = s.source_event_id
 
 -- name: compress_insert_lineage
+-- Selected from the source rows themselves (co-located: on a cluster it runs on the tenant's node; an
+-- INSERT ... SELECT from an array would be copied in from the coordinator, which Citus refuses under
+-- row-level security).
 INSERT INTO episode_lineage (tenant_id, user_id, super_episode_id, source_episode_id)
-SELECT %(tenant_id)s, %(user_id)s, %(super_id)s, unnest(%(source_ids)s::bigint[])
+SELECT tenant_id, %(user_id)s, %(super_id)s, id
+FROM episodes
+WHERE tenant_id = %(tenant_id)s AND id = ANY (%(source_ids)s::bigint[])
 
 -- name: compress_point_sources
-UPDATE episodes SET compressed_into = %(super_id)s WHERE id = ANY (%(source_ids)s::bigint[]) AND kind = 'session'
+UPDATE episodes SET compressed_into = %(super_id)s
+WHERE tenant_id = %(tenant_id)s AND id = ANY (%(source_ids)s::bigint[]) AND kind = 'session'
 
 -- name: compress_purge_embeddings
 -- --purge-embeddings: drop the vectors of session episodes compressed into a current super.
@@ -148,4 +162,5 @@ SET embedding = NULL
 WHERE e.kind = 'session' AND e.compressed_into IS NOT NULL AND e.embedding IS NOT NULL
   AND (%(tenant)s::text IS NULL OR e.tenant_id = %(tenant)s::text)
   AND (%(user)s::text IS NULL OR e.user_id = %(user)s::text)
-  AND EXISTS (SELECT 1 FROM episodes s WHERE s.id = e.compressed_into AND s.status = 'current')
+  AND EXISTS (SELECT 1 FROM episodes s
+              WHERE s.tenant_id = e.tenant_id AND s.id = e.compressed_into AND s.status = 'current')

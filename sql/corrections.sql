@@ -1,7 +1,11 @@
 -- Named queries of correcting and forgetting one episode (jobs/privacy/correct.py, standing.py,
 -- erase_episode.py). Same format as sql/queries.sql: each block starts with "-- name: <name>".
--- Every query runs inside Database.tenant(): row-level security already hides other tenants; the
--- tenant_id conditions are there for the planner and for readers.
+-- Every query runs inside Database.tenant(): row-level security already hides other tenants. Every
+-- statement still names the tenant on each tenant table it reads or writes: for the planner, for
+-- readers, and on a Citus cluster to route the whole statement to the node holding the tenant
+-- (row-level security does not route; nor does equality to the outer row in a correlated subquery).
+-- The time of a conditional change comes from a one-row FROM (SELECT now() AS at) clock: Citus
+-- refuses now() inside CASE or COALESCE of an UPDATE (it cannot evaluate it once on the coordinator).
 
 -- name: correct_lock_episode
 -- The episode to correct, locked: a re-summarisation of its session (which locks the same row in
@@ -36,7 +40,8 @@ RETURNING episode_id
 UPDATE episode_events
 SET status = CASE WHEN %(status)s = 'open' THEN 'open' WHEN type = 'commitment' THEN 'done' ELSE 'resolved' END,
     resolved_by = NULL,
-    resolved_at = CASE WHEN %(status)s = 'open' THEN NULL ELSE now() END
+    resolved_at = CASE WHEN %(status)s = 'open' THEN NULL ELSE clock.at END
+FROM (SELECT now() AS at) clock
 WHERE tenant_id = %(tenant_id)s AND (id = %(event_id)s OR source_event_id = %(event_id)s)
   AND type IN ('open_question', 'commitment')
 RETURNING episode_id
@@ -46,7 +51,8 @@ RETURNING episode_id
 UPDATE episode_events
 SET status = CASE WHEN %(status)s = 'open' THEN 'open' WHEN type = 'commitment' THEN 'done' ELSE 'resolved' END,
     resolved_by = NULL,
-    resolved_at = CASE WHEN %(status)s = 'open' THEN NULL ELSE now() END
+    resolved_at = CASE WHEN %(status)s = 'open' THEN NULL ELSE clock.at END
+FROM (SELECT now() AS at) clock
 WHERE tenant_id = %(tenant_id)s AND episode_id = %(episode_id)s AND ordinal = %(ordinal)s
   AND type IN ('open_question', 'commitment')
 
@@ -73,14 +79,16 @@ ORDER BY id
 -- name: episode_search_parts
 -- What an episode's text search and vector are made of, read back after a correction.
 SELECT e.id, e.kind, e.summary, e.topic_tags,
-       ARRAY(SELECT ev.what FROM episode_events ev WHERE ev.episode_id = e.id ORDER BY ev.ordinal) AS events,
-       ARRAY(SELECT en.name FROM episode_entities en WHERE en.episode_id = e.id ORDER BY en.id) AS entities
+       ARRAY(SELECT ev.what FROM episode_events ev
+             WHERE ev.tenant_id = %(tenant_id)s AND ev.episode_id = e.id ORDER BY ev.ordinal) AS events,
+       ARRAY(SELECT en.name FROM episode_entities en
+             WHERE en.tenant_id = %(tenant_id)s AND en.episode_id = e.id ORDER BY en.id) AS entities
 FROM episodes e
 WHERE e.tenant_id = %(tenant_id)s AND e.id = ANY (%(ids)s::bigint[])
 ORDER BY e.id
 
 -- name: set_episode_search
--- The row's update stamps changed_xid (migration 0006): warm recall copies read it again.
+-- The row's update stamps changed_version (migration 0016): warm recall copies read it again.
 UPDATE episodes
 SET search_tsv = to_tsvector('english', %(search_text)s), embedding = %(embedding)s
 WHERE tenant_id = %(tenant_id)s AND id = %(id)s
@@ -89,7 +97,7 @@ WHERE tenant_id = %(tenant_id)s AND id = %(id)s
 -- The asked episodes as they are (an id missing here is unknown, or another tenant's).
 SELECT e.id, e.kind, e.period_start, e.period_end,
        ARRAY(SELECT l.source_episode_id FROM episode_lineage l
-             WHERE l.super_episode_id = e.id ORDER BY l.source_episode_id) AS sources
+             WHERE l.tenant_id = %(tenant_id)s AND l.super_episode_id = e.id ORDER BY l.source_episode_id) AS sources
 FROM episodes e
 WHERE e.tenant_id = %(tenant_id)s AND e.id = ANY (%(ids)s::bigint[])
 
@@ -142,8 +150,9 @@ WHERE tenant_id = %(tenant_id)s
   AND (super_episode_id = ANY (%(ids)s::bigint[]) OR source_episode_id = ANY (%(ids)s::bigint[]))
 
 -- name: erase_delete_episodes
--- Remaining sources of a deleted super get compressed_into NULL (foreign key): back in recall.
--- The statement trigger of migration 0006 logs the deletion, so warm recall copies are read anew.
+-- release_references has cleared what pointed here: remaining sources of a deleted super have
+-- compressed_into NULL, back in recall. The delete trigger of migration 0016 moves the user's
+-- recall counter, so warm recall copies are read anew.
 DELETE FROM episodes WHERE tenant_id = %(tenant_id)s AND id = ANY (%(ids)s::bigint[])
 
 -- name: erase_scrub_corrections

@@ -44,18 +44,35 @@ SELECT count(*) FILTER (WHERE gone) AS gone,
            AS mean_output_tokens
 FROM chosen c
 
+-- name: resummarize_tenants
+-- The tenants with sessions to requeue (the "requeue" rows of resummarize_counts, before the limit).
+-- The requeue then goes tenant by tenant: on a Citus cluster a FOR UPDATE works only in a statement
+-- that stays on one shard, and a tenant's rows are on one shard.
+SELECT DISTINCT t.tenant_id
+FROM transcripts t
+JOIN episodes e ON e.tenant_id = t.tenant_id AND e.session_id = t.session_id
+               AND e.kind = 'session' AND e.status = 'current'
+WHERE t.status = 'done' AND t.messages_pruned_at IS NULL AND e.prompt_version <> %(current)s::text
+  AND (%(tenant)s::text IS NULL OR t.tenant_id = %(tenant)s::text)
+  AND (%(user)s::text IS NULL OR t.user_id = %(user)s::text)
+  AND (%(since)s::timestamptz IS NULL OR t.ended_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR t.ended_at < %(until)s::timestamptz)
+  AND (%(versions)s::text[] IS NULL OR e.prompt_version = ANY(%(versions)s::text[]))
+ORDER BY t.tenant_id
+
 -- name: resummarize_requeue
--- Requeue up to %(limit)s of the chosen sessions (the "requeue" rows of resummarize_counts) for a new
--- episode: back to pending, due now (the NOTIFY trigger wakes `serve`). Only summarised ('done') rows
--- are taken and locked, so a running claim is never touched, and a session requeued once is not taken
--- again (a second run finds it pending); rows whose bodies retention removed are left alone.
+-- Requeue up to %(limit)s of the chosen sessions of tenant %(tenant_id)s (the "requeue" rows of
+-- resummarize_counts) for a new episode: back to pending, due now (the caller notifies `serve`).
+-- Only summarised ('done') rows are taken and locked, so a running claim is never touched, and a
+-- session requeued once is not taken again (a second run finds it pending); rows whose bodies
+-- retention removed are left alone.
 WITH picked AS (
     SELECT t.id
     FROM transcripts t
     JOIN episodes e ON e.tenant_id = t.tenant_id AND e.session_id = t.session_id
                    AND e.kind = 'session' AND e.status = 'current'
-    WHERE t.status = 'done' AND t.messages_pruned_at IS NULL AND e.prompt_version <> %(current)s::text
-      AND (%(tenant)s::text IS NULL OR t.tenant_id = %(tenant)s::text)
+    WHERE t.tenant_id = %(tenant_id)s AND e.tenant_id = %(tenant_id)s
+      AND t.status = 'done' AND t.messages_pruned_at IS NULL AND e.prompt_version <> %(current)s::text
       AND (%(user)s::text IS NULL OR t.user_id = %(user)s::text)
       AND (%(since)s::timestamptz IS NULL OR t.ended_at >= %(since)s::timestamptz)
       AND (%(until)s::timestamptz IS NULL OR t.ended_at < %(until)s::timestamptz)
@@ -67,7 +84,7 @@ WITH picked AS (
 UPDATE transcripts t
 SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL
 FROM picked
-WHERE t.id = picked.id AND t.status = 'done'
+WHERE t.tenant_id = %(tenant_id)s AND t.id = picked.id AND t.status = 'done'
 RETURNING t.id
 
 -- name: retention_candidates
@@ -78,43 +95,60 @@ FROM transcripts
 WHERE status = 'done' AND messages_pruned_at IS NULL AND ended_at < %(before)s::timestamptz
   AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
 
+-- name: retention_tenants
+-- The tenants holding such transcripts. The prune goes tenant by tenant: on a Citus cluster
+-- FOR UPDATE SKIP LOCKED works only in a statement that stays on one shard (one tenant's rows).
+SELECT DISTINCT tenant_id
+FROM transcripts
+WHERE status = 'done' AND messages_pruned_at IS NULL AND ended_at < %(before)s::timestamptz
+  AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
+ORDER BY tenant_id
+
 -- name: retention_prune_batch
--- Remove the bodies of up to %(limit)s such transcripts in one short transaction: each message keeps
--- only its role (the count and the content hash stay). Rows locked by someone else (a re-ingest, a
--- requeue) are skipped for the next batch; the WHERE is checked again on the locked row.
+-- Remove the bodies of up to %(limit)s such transcripts of tenant %(tenant_id)s in one short
+-- transaction: each message keeps only its role (the count and the content hash stay). Rows locked
+-- by someone else (a re-ingest, a requeue) are skipped for the next batch; the WHERE is checked again
+-- on the locked row. The new size is measured outside the UPDATE (Citus allows no STABLE function
+-- such as pg_column_size in the RETURNING of a distributed UPDATE).
 WITH picked AS (
     SELECT id, pg_column_size(messages) AS bytes_before
     FROM transcripts
-    WHERE status = 'done' AND messages_pruned_at IS NULL AND ended_at < %(before)s::timestamptz
-      AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
+    WHERE tenant_id = %(tenant_id)s
+      AND status = 'done' AND messages_pruned_at IS NULL AND ended_at < %(before)s::timestamptz
     ORDER BY ended_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+),
+pruned AS (
+    UPDATE transcripts t
+    SET messages = (SELECT jsonb_agg(jsonb_build_object('role', m -> 'role') ORDER BY i)
+                    FROM jsonb_array_elements(t.messages) WITH ORDINALITY AS a (m, i)),
+        messages_pruned_at = now()
+    FROM picked
+    WHERE t.tenant_id = %(tenant_id)s AND t.id = picked.id
+    RETURNING picked.bytes_before, t.messages
 )
-UPDATE transcripts t
-SET messages = (SELECT jsonb_agg(jsonb_build_object('role', m -> 'role') ORDER BY i)
-                FROM jsonb_array_elements(t.messages) WITH ORDINALITY AS a (m, i)),
-    messages_pruned_at = now()
-FROM picked
-WHERE t.id = picked.id
-RETURNING picked.bytes_before, pg_column_size(t.messages) AS bytes_after
+SELECT bytes_before, pg_column_size(messages) AS bytes_after FROM pruned
 
 -- name: pin_episode
 -- Pin a current session episode of the tenant; a compressed one comes back to recall (its super is
 -- rebuilt without it by the caller). Returns the episode's user, whether it was pinned already, and
 -- the period of the super it was compressed into.
+-- (now() is read in the CTE: Citus refuses it inside COALESCE of an UPDATE.)
 WITH old AS (
-    SELECT id, pinned_at, compressed_into FROM episodes
+    SELECT id, pinned_at, compressed_into, now() AS at FROM episodes
     WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND kind = 'session' AND status = 'current'
     FOR UPDATE
 )
 UPDATE episodes e
-SET pinned_at = coalesce(old.pinned_at, now()), compressed_into = NULL
+SET pinned_at = coalesce(old.pinned_at, old.at), compressed_into = NULL
 FROM old
-WHERE e.id = old.id
+WHERE e.tenant_id = %(tenant_id)s AND e.id = old.id
 RETURNING e.user_id, old.pinned_at IS NOT NULL AS was_pinned,
-          (SELECT s.period_start FROM episodes s WHERE s.id = old.compressed_into) AS super_start,
-          (SELECT s.period_end FROM episodes s WHERE s.id = old.compressed_into) AS super_end
+          (SELECT s.period_start FROM episodes s
+           WHERE s.tenant_id = %(tenant_id)s AND s.id = old.compressed_into) AS super_start,
+          (SELECT s.period_end FROM episodes s
+           WHERE s.tenant_id = %(tenant_id)s AND s.id = old.compressed_into) AS super_end
 
 -- name: unpin_episode
 WITH old AS (
@@ -122,7 +156,7 @@ WITH old AS (
     WHERE id = %(id)s AND tenant_id = %(tenant_id)s AND kind = 'session' AND status = 'current'
     FOR UPDATE
 )
-UPDATE episodes e SET pinned_at = NULL FROM old WHERE e.id = old.id
+UPDATE episodes e SET pinned_at = NULL FROM old WHERE e.tenant_id = %(tenant_id)s AND e.id = old.id
 RETURNING e.user_id, old.pinned_at IS NOT NULL AS was_pinned
 
 -- name: episode_identity

@@ -1,7 +1,9 @@
 -- Named queries of forget and export (jobs/forget.py, jobs/export.py).
 -- Same format as sql/queries.sql: each block starts with "-- name: <name>".
--- Every query runs inside Database.tenant(): row-level security already hides other tenants; the
--- tenant_id conditions are there for the planner and for readers.
+-- Every query runs inside Database.tenant(): row-level security already hides other tenants. Every
+-- statement still names the tenant on each tenant table it reads or writes: for the planner, for
+-- readers, and on a Citus cluster to route the whole statement to the node holding the tenant
+-- (row-level security does not route).
 
 -- name: privacy_salt
 SELECT value FROM episodes_settings WHERE key = 'erasure_salt'
@@ -27,11 +29,11 @@ WITH own AS (
 supers AS (
     SELECT l.super_episode_id AS id
     FROM episode_lineage l
-    WHERE l.source_episode_id IN (SELECT id FROM own)
+    WHERE l.tenant_id = %(tenant_id)s AND l.source_episode_id IN (SELECT id FROM own)
 )
 SELECT e.id, e.kind, e.user_id, e.period_start, e.period_end, (e.user_id = %(user_id)s) AS own
 FROM episodes e
-WHERE e.id IN (SELECT id FROM own UNION SELECT id FROM supers)
+WHERE e.tenant_id = %(tenant_id)s AND e.id IN (SELECT id FROM own UNION SELECT id FROM supers)
 ORDER BY e.id
 FOR UPDATE
 
@@ -120,19 +122,19 @@ ev AS (
                'resolved_by', resolved_by, 'resolved_at', resolved_at, 'source_event_id', source_event_id
            ) ORDER BY ordinal) AS events
     FROM episode_events
-    WHERE episode_id IN (SELECT id FROM e)
+    WHERE tenant_id = %(tenant_id)s AND episode_id IN (SELECT id FROM e)
     GROUP BY episode_id
 ),
 en AS (
     SELECT episode_id, jsonb_agg(jsonb_build_object('name', name, 'kind', kind) ORDER BY name, kind) AS entities
     FROM episode_entities
-    WHERE episode_id IN (SELECT id FROM e)
+    WHERE tenant_id = %(tenant_id)s AND episode_id IN (SELECT id FROM e)
     GROUP BY episode_id
 ),
 li AS (
     SELECT super_episode_id, jsonb_agg(source_episode_id ORDER BY source_episode_id) AS sources
     FROM episode_lineage
-    WHERE super_episode_id IN (SELECT id FROM e)
+    WHERE tenant_id = %(tenant_id)s AND super_episode_id IN (SELECT id FROM e)
     GROUP BY super_episode_id
 ),
 docs AS (

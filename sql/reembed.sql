@@ -19,8 +19,10 @@ FROM episodes
 -- The next episodes without a new vector, in id order after %(after)s, with what their text is made of
 -- (jobs.models.episode_text; a super-summary's vector takes its first five events, as compress writes it).
 SELECT e.id, e.kind, e.changed_version, e.summary, e.topic_tags,
-       ARRAY(SELECT ev.what FROM episode_events ev WHERE ev.episode_id = e.id ORDER BY ev.ordinal) AS events,
-       ARRAY(SELECT en.name FROM episode_entities en WHERE en.episode_id = e.id ORDER BY en.id) AS entities
+       ARRAY(SELECT ev.what FROM episode_events ev
+             WHERE ev.tenant_id = e.tenant_id AND ev.episode_id = e.id ORDER BY ev.ordinal) AS events,
+       ARRAY(SELECT en.name FROM episode_entities en
+             WHERE en.tenant_id = e.tenant_id AND en.episode_id = e.id ORDER BY en.id) AS entities
 FROM episodes e
 WHERE e.embedding IS NOT NULL AND e.embedding_next IS NULL AND e.id > %(after)s
 ORDER BY e.id

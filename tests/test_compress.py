@@ -39,6 +39,7 @@ from jobs.models import (
     search_text,
 )
 from jobs.prompts import render
+from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
@@ -160,6 +161,14 @@ def lineage(db: Database, super_id: int) -> list[int]:
             "SELECT source_episode_id FROM episode_lineage WHERE super_episode_id = %s ORDER BY 1", (super_id,))]
 
 
+def delete_episodes(db: Database, ids: list[int], tenant: str = "acme") -> None:
+    """What an erasure does to episodes: what points at them is released first (migration 0016's
+    NO ACTION keys), then they go; their events, entities and lineage rows cascade."""
+    with db.tenant(tenant) as conn:
+        conn.execute(query("release_references"), {"tenant_id": tenant, "ids": ids})
+        conn.execute("DELETE FROM episodes WHERE tenant_id = %s AND id = ANY(%s)", (tenant, ids))
+
+
 def pointers(db: Database, ids: list[int]) -> list[int | None]:
     with db.admin() as conn:
         return [r["compressed_into"] for r in conn.execute(
@@ -172,7 +181,8 @@ def unreachable(db: Database, super_id: int, source_ids: list[int]) -> int:
         return conn.execute(
             "SELECT count(*) AS n FROM episode_events src WHERE src.episode_id = ANY(%s) "
             "AND (src.type = 'decision' OR (src.type IN ('open_question', 'commitment') AND src.status = 'open')) "
-            "AND NOT EXISTS (SELECT 1 FROM episode_events s WHERE s.episode_id = %s AND s.source_event_id = src.id)",
+            "AND NOT EXISTS (SELECT 1 FROM episode_events s WHERE s.tenant_id = src.tenant_id AND s.episode_id = %s "
+            "AND s.source_event_id = src.id)",
             (source_ids, super_id)).fetchone()["n"]
 
 
@@ -186,8 +196,9 @@ def half_written(db: Database) -> int:
     with db.admin() as conn:
         return conn.execute(
             "SELECT count(*) AS n FROM episodes s WHERE s.kind = 'super' AND ("
-            "(SELECT count(*) FROM episode_lineage l WHERE l.super_episode_id = s.id) < 2 "
-            "OR NOT EXISTS (SELECT 1 FROM episode_events e WHERE e.episode_id = s.id))").fetchone()["n"]
+            "(SELECT count(*) FROM episode_lineage l WHERE l.tenant_id = s.tenant_id AND l.super_episode_id = s.id) < 2 "
+            "OR NOT EXISTS (SELECT 1 FROM episode_events e WHERE e.tenant_id = s.tenant_id AND e.episode_id = s.id))"
+        ).fetchone()["n"]
 
 
 def offline(db: Database, embedder: Any, **kwargs: Any):  # noqa: ANN201
@@ -236,7 +247,8 @@ def test_offline_compress_keeps_decisions_and_open_items_and_reruns_change_nothi
         events = conn.execute(
             "SELECT s.type, s.what, s.evidence, s.occurred_at, s.evidence_quote, s.status, s.who, "
             "src.evidence AS src_evidence, src.occurred_at AS src_at, src.evidence_quote AS src_quote, "
-            "src.status AS src_status FROM episode_events s JOIN episode_events src ON src.id = s.source_event_id "
+            "src.status AS src_status FROM episode_events s JOIN episode_events src "
+            "ON src.tenant_id = s.tenant_id AND src.id = s.source_event_id "
             "WHERE s.episode_id = %s ORDER BY s.ordinal", (sup["id"],)).fetchall()
         entities = [r["name"] for r in conn.execute("SELECT name FROM episode_entities WHERE episode_id = %s "
                                                     "ORDER BY id", (sup["id"],))]
@@ -411,8 +423,7 @@ def test_rebuild_period_after_an_erasure_leaves_no_trace_of_the_erased_source(db
         carried = conn.execute("SELECT count(*) AS n FROM episode_events WHERE what LIKE '%%SECRET%%' "
                                "AND source_event_id IS NOT NULL").fetchone()["n"]
     assert carried == 2 and secret in lineage(db, old["id"]) and len(supers(db, "superseded")) == 1
-    with db.tenant("acme") as conn:  # what an erasure does to the source; lineage rows cascade
-        conn.execute("DELETE FROM episodes WHERE id = %s", (secret,))
+    delete_episodes(db, [secret])  # what an erasure does to the source
     outcome = rebuild_period(db, "acme", "u1", *YEAR_2024, compressor=OfflineCompressor(embedder), embedder=embedder)
     assert outcome == "rebuilt"
     (new,) = supers(db)
@@ -426,8 +437,7 @@ def test_rebuild_period_after_an_erasure_leaves_no_trace_of_the_erased_source(db
     assert leftovers == 0
     assert rebuild_period(db, "acme", "u1", *YEAR_2024, compressor=OfflineCompressor(embedder)) == "unchanged"
 
-    with db.tenant("acme") as conn:
-        conn.execute("DELETE FROM episodes WHERE id = ANY(%s)", (keep[:3],))
+    delete_episodes(db, keep[:3])
     assert rebuild_period(db, "acme", "u1", *YEAR_2024) == "removed"
     assert supers(db) == [] and pointers(db, keep[3:]) == [None]
     assert rebuild_period(db, "acme", "u1", *YEAR_2024) == "uncompressed"
@@ -443,8 +453,7 @@ def test_erasing_an_old_version_of_a_session_removes_the_audit_copy_that_held_it
     assert offline(db, embedder).counts["rebuilt"] == 1
     (current,) = supers(db)
     assert [s["id"] for s in supers(db, "superseded")] == [audit["id"]]
-    with db.tenant("acme") as conn:  # the erasure deletes the old version, which only the audit copy held
-        conn.execute("DELETE FROM episodes WHERE id = %s", (second,))
+    delete_episodes(db, [second])  # the erasure deletes the old version, which only the audit copy held
     assert rebuild_period(db, "acme", "u1", *YEAR_2024) == "unchanged"
     assert supers(db, "superseded") == [] and [s["id"] for s in supers(db)] == [current["id"]]
     assert lineage(db, current["id"]) == [first, third, again]

@@ -26,6 +26,8 @@ from jobs.privacy.standing import same_text
 from jobs.recall import Recaller
 from jobs.summarize import run_summarize
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 MESSAGES = [
     {"role": "user", "name": "Maria", "content": "We'll go with the quokka plan at $49 per seat."},
     {"role": "assistant", "content": "Done. I'll send the marzipan invoice by Friday."},

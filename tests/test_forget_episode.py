@@ -135,7 +135,8 @@ def test_resolutions_and_replacements_by_an_erased_episode_are_undone(
     ids = populate(llm_db, tmp_path, embedder)
     with llm_db.admin() as conn:
         events = {r["session_id"] + r["type"]: r["id"] for r in conn.execute(
-            "SELECT e.session_id, ev.type, ev.id FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id "
+            "SELECT e.session_id, ev.type, ev.id FROM episode_events ev JOIN episodes e "
+            "ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id "
             "WHERE e.kind = 'session'")}
         conn.execute("UPDATE episode_events SET status = 'done', resolved_by = %s, resolved_at = now() WHERE id = %s",
                      (ids["z3"], events["z1commitment"]))

@@ -19,6 +19,8 @@ from jobs.recall.config import RecallConfig
 from jobs.recall.scoring import decay
 from jobs.summarize import run_summarize
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 
 
@@ -66,7 +68,8 @@ def test_pinned_sources_stay_out_of_super_summaries(db: Database, tmp_path: Path
 
 def _lineage(db: Database) -> int:
     """Sources of the current super-summary."""
-    return rows(db, "SELECT count(*) AS n FROM episode_lineage l JOIN episodes s ON s.id = l.super_episode_id "
+    return rows(db, "SELECT count(*) AS n FROM episode_lineage l JOIN episodes s "
+                    "ON s.tenant_id = l.tenant_id AND s.id = l.super_episode_id "
                     "WHERE s.status = 'current'")[0]["n"]
 
 

@@ -19,6 +19,8 @@ from jobs.errors import ConfigError, PolicyInvalid
 from jobs.lifecycle import apply_policy, pin, plan_policy
 from jobs.prune_policy import parse_policy
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 DAY = 86400
 POLICY = "keep 30d; keep importance>=0.7; delete importance<0.5 after 90d"
 NOW = dt.datetime(2024, 9, 1, tzinfo=dt.UTC)
@@ -140,13 +142,15 @@ def test_the_run_erases_what_the_policy_selects_and_rebuilds_supers(
     assert not rows(db, "SELECT id FROM episodes WHERE id = ANY(%s)", [r["id"] for r in supers_before])
     assert sum(report.rebuilt.values()) == len(supers_before) and "failed" not in report.rebuilt
     lineage = rows(db, "SELECT l.source_episode_id AS id FROM episode_lineage l "
-                       "JOIN episodes s ON s.id = l.super_episode_id WHERE s.status = 'current'")
+                       "JOIN episodes s ON s.tenant_id = l.tenant_id AND s.id = l.super_episode_id "
+                       "WHERE s.status = 'current'")
     assert {r["id"] for r in lineage} == {ids["acme-u1-2"], ids["acme-u1-3"], ids["acme-u1-4"]}
     # Nothing dangles: no row refers to an erased episode, no resolution lost its resolver.
     gone = [ids["acme-u1-0"], ids["acme-u1-5"], ids["globex-u1-6"]]
     assert not rows(db, "SELECT id FROM episode_events WHERE episode_id = ANY(%s) OR resolved_by = ANY(%s)", gone, gone)
     assert not rows(db, "SELECT id FROM episode_events WHERE resolved_at IS NOT NULL AND resolved_by IS NULL")
-    assert not rows(db, "SELECT e.id FROM episode_events e LEFT JOIN episode_events s ON s.id = e.superseded_by "
+    assert not rows(db, "SELECT e.id FROM episode_events e LEFT JOIN episode_events s "
+                        "ON s.tenant_id = e.tenant_id AND s.id = e.superseded_by "
                         "WHERE e.superseded_by IS NOT NULL AND s.id IS NULL")
     assert not rows(db, "SELECT id FROM episodes WHERE compressed_into IS NOT NULL AND compressed_into NOT IN "
                         "(SELECT id FROM episodes WHERE kind = 'super')")

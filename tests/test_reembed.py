@@ -27,6 +27,8 @@ from jobs.privacy.correct import EpisodeCorrection, correct_episode
 from jobs.recall import Recaller
 from jobs.serve import ServeOptions, Server
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 QUESTION = "Does the Snowflake renewal include SSO?"
 
 

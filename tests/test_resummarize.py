@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from lifecycle_helpers import RenamedExtractor, load, rows, session
 
@@ -15,6 +16,8 @@ from jobs.extract.claude import AnthropicExtractor, prompt_version
 from jobs.lifecycle import Selection, plan_resummarize, prune_transcripts, resummarize
 from jobs.lifecycle.resummarize import fixed_prompt_tokens
 from jobs.summarize import run_summarize
+
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 CLAUDE = prompt_version()
 
@@ -77,7 +80,8 @@ def test_a_compressed_period_is_rebuilt_from_the_new_episodes(db: Database, tmp_
     assert resummarize(db, Selection(), "offline-next").requeued == 3
     run_summarize(db, extractor=RenamedExtractor(embedder), embedder=embedder)
     assert run_compress(db, now=now, compressor=compressor, embedder=embedder).counts["rebuilt"] == 1
-    sources = rows(db, "SELECT e.prompt_version, s.status FROM episodes e JOIN episodes s ON s.id = e.compressed_into "
+    sources = rows(db, "SELECT e.prompt_version, s.status FROM episodes e JOIN episodes s "
+                       "ON s.tenant_id = e.tenant_id AND s.id = e.compressed_into "
                        "WHERE e.status = 'current'")
     assert [(r["prompt_version"], r["status"]) for r in sources] == [("offline-next", "current")] * 3
 

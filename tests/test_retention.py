@@ -17,12 +17,15 @@ from jobs.errors import ConfigError
 from jobs.ingest import ingest
 from jobs.lifecycle import prune_transcripts
 
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+
 DAY = 86400.0
 
 
 def _episodes(db: Database) -> list[dict]:
     return rows(db, "SELECT e.id, e.summary, e.changed_version::text, ev.evidence_quote FROM episodes e "
-                    "LEFT JOIN episode_events ev ON ev.episode_id = e.id ORDER BY e.id, ev.id")
+                    "LEFT JOIN episode_events ev ON ev.tenant_id = e.tenant_id AND ev.episode_id = e.id "
+                    "ORDER BY e.id, ev.id")
 
 
 def test_prune_keeps_rows_hashes_counts_and_episodes(db: Database, tmp_path: Path, embedder) -> None:

@@ -204,7 +204,7 @@ def write_group(db: Database, prep: PreparedGroup, vector: np.ndarray | None,
         conn.execute(query("compress_insert_lineage"), ids)
         conn.execute(query("compress_point_sources"), ids)
         if kept:
-            conn.execute(query("compress_link_superseded"), {"ids": kept, "new_id": new_id})
+            conn.execute(query("compress_link_superseded"), {**scope, "ids": kept, "new_id": new_id})
         record_calls(conn, calls, tenant_id=prep.tenant_id, user_id=prep.user_id, transcript_id=None,
                      job_run_id=job_run_id)
     log.debug("super-summary stored", extra={"action": "compress_group", "tenant": prep.tenant_id,

@@ -8,7 +8,8 @@ or ``removed`` when it still has a super; otherwise its super is ``created`` or 
 Old supers are superseded (kept for analysts, linked to their successor), or deleted when a source of
 theirs was erased (lineage rows cascade, so the hash no longer matches): no text derived from an
 erased source survives, in a current super or in the period's history. Every query here runs inside
-``Database.tenant()``, so row-level security confines it to one tenant.
+``Database.tenant()`` and names the tenant (``scope``): row-level security confines it to one tenant,
+and on a Citus cluster the explicit filter routes it to the node holding the tenant.
 """
 
 from __future__ import annotations
@@ -96,12 +97,12 @@ def read_group(db: Database, scope: dict[str, Any]) -> tuple[GroupState, list[So
         state = group_state(conn, scope, rows)
         ids = [r["id"] for r in rows]
         events: dict[int, list[SourceEvent]] = {}
-        for e in conn.execute(query("compress_source_events"), {"ids": ids}):
+        for e in conn.execute(query("compress_source_events"), {**scope, "ids": ids}):
             events.setdefault(e["episode_id"], []).append(SourceEvent(
                 e["id"], e["episode_id"], e["ordinal"], e["type"], e["what"], e["who"], e["due"], e["occurred_at"],
                 tuple(e["evidence"])))
         entities: dict[int, list[tuple[str, str]]] = {}
-        for e in conn.execute(query("compress_source_entities"), {"ids": ids}):
+        for e in conn.execute(query("compress_source_entities"), {**scope, "ids": ids}):
             entities.setdefault(e["episode_id"], []).append((e["name"], e["kind"]))
     sources = [SourceEpisode(
         id=r["id"], purpose=r["purpose"], summary=r["summary"], topic_tags=tuple(r["topic_tags"] or ()),
@@ -140,5 +141,5 @@ def retire(conn: Conn, scope: dict[str, Any], state: GroupState, *, delete_all: 
         (doomed if delete_all or s.damaged else keep).append(s.id)
     delete_supers(conn, scope, doomed)
     if keep:
-        conn.execute(query("compress_supersede_supers"), {"ids": keep})
+        conn.execute(query("compress_supersede_supers"), {**scope, "ids": keep})
     return keep

@@ -138,13 +138,17 @@ def resummarize(db: Database, selection: Selection, prompt_version: str, *, batc
     plan.requeued = 0
     with db.admin() as conn:
         params = selection.params(conn, prompt_version)
-    while True:
-        with db.admin() as conn:
-            n = len(conn.execute(query("resummarize_requeue"), {**params, "limit": batch_size}).fetchall())
-            if n:
-                notify_eligible(conn)
-        if not n:
-            return plan
-        plan.requeued += n
-        if progress:
-            progress(n)
+        tenants = [r["tenant_id"] for r in conn.execute(query("resummarize_tenants"), params)]
+    for tenant_id in tenants:  # batches stay inside one tenant: they lock rows (one shard on a cluster)
+        while True:
+            with db.admin() as conn:
+                n = len(conn.execute(query("resummarize_requeue"),
+                                     {**params, "tenant_id": tenant_id, "limit": batch_size}).fetchall())
+                if n:
+                    notify_eligible(conn)
+            if not n:
+                break
+            plan.requeued += n
+            if progress:
+                progress(n)
+    return plan

@@ -8,8 +8,9 @@ same content stays a no-op while a changed one is stored and summarised as usual
 events and evidence quotes are not touched. A pruned transcript cannot be re-summarised
 (``episodes resummarize`` skips it and says how many).
 
-Work goes in batches of ``batch_size`` rows, each its own short transaction that skips rows locked
-by someone else, so a table of any size is never held in one transaction.
+Work goes tenant by tenant, in batches of ``batch_size`` rows, each its own short transaction that
+skips rows locked by someone else, so a table of any size is never held in one transaction (and on a
+Citus cluster each batch stays on the node holding its tenant).
 """
 
 from __future__ import annotations
@@ -67,14 +68,19 @@ def prune_transcripts(
             found = one(conn.execute(query("retention_candidates"), scope))
         report.transcripts, report.bytes_before = int(found["transcripts"]), int(found["bytes"])
         return report
-    while True:
-        with db.admin() as conn:
-            rows = conn.execute(query("retention_prune_batch"), {**scope, "limit": batch_size}).fetchall()
-        if not rows:
-            return report
-        report.transcripts += len(rows)
-        report.bytes_before += sum(int(r["bytes_before"]) for r in rows)
-        report.bytes_after += sum(int(r["bytes_after"]) for r in rows)
-        if progress:
-            progress(len(rows))
+    with db.admin() as conn:
+        tenants = [r["tenant_id"] for r in conn.execute(query("retention_tenants"), scope)]
+    for tenant_id in tenants:  # batches stay inside one tenant: they lock rows (one shard on a cluster)
+        while True:
+            with db.admin() as conn:
+                rows = conn.execute(query("retention_prune_batch"),
+                                    {**scope, "tenant_id": tenant_id, "limit": batch_size}).fetchall()
+            if not rows:
+                break
+            report.transcripts += len(rows)
+            report.bytes_before += sum(int(r["bytes_before"]) for r in rows)
+            report.bytes_after += sum(int(r["bytes_after"]) for r in rows)
+            if progress:
+                progress(len(rows))
+    return report
 
