@@ -11,6 +11,7 @@ from episode_responder import replacing_responder, responder
 from psycopg.types.json import Jsonb
 
 from jobs.db import Database
+from jobs.report.data import OPERATOR_ROLE, analyst_role
 from jobs.extract.claude import AnthropicExtractor
 from jobs.summarize import BatchRunner, run_summarize
 
@@ -43,8 +44,7 @@ def _summarise(db: Database, embedder, *, batch: bool = False) -> None:  # noqa:
 
 def _decisions(db: Database) -> dict[str, dict]:
     """analyst.decisions as the operator sees it, by session."""
-    with db.pool.connection() as conn, conn.transaction():
-        conn.execute("SET LOCAL ROLE episodes_operator")
+    with db.pool.connection() as conn, conn.transaction(), analyst_role(conn, OPERATOR_ROLE):
         rows = conn.execute("SELECT session_id, what, event_id, superseded_by, superseded_by_session_id, "
                             "superseded_by_type, current FROM analyst.decisions ORDER BY decided_at").fetchall()
     return {r["session_id"]: r for r in rows}

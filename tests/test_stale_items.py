@@ -99,8 +99,9 @@ def test_the_analyst_views_show_stale_items(db: Database, embedder: Embedder) ->
     old_q = add(db, embedder, "Call three today.", days_ago=0, type_="open_question", what="Old question.")
     add(db, embedder, "Call four today.", days_ago=0, type_="open_question", what="New question.")
     with db.admin() as conn:  # the views measure age against now(): the old question was raised 200 days ago
-        conn.execute("UPDATE episode_events SET occurred_at = CASE WHEN episode_id = %s "
-                     "THEN now() - interval '200 days' ELSE now() END", (old_q,))
+        now = dt.datetime.now(dt.UTC)  # a value, not now() in a CASE (which Citus refuses in an UPDATE)
+        conn.execute("UPDATE episode_events SET occurred_at = CASE WHEN episode_id = %s THEN %s::timestamptz "
+                     "ELSE %s::timestamptz END", (old_q, now - dt.timedelta(days=200), now))
     with analyst_connection(db, "acme") as conn:
         commitments = {r["what"]: (r["status"], r["stale"]) for r in conn.execute(
             "SELECT what, status, stale FROM analyst.commitments")}
