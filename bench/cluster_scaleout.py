@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import psycopg
 from _common import peak_rss_mb, scratch_home
+from ingest_rate import generate
 from pgvector.psycopg import register_vector
 from recall_speed import load_data, measure, percentiles, plan_users
-from ingest_rate import generate
 from summarize_throughput import phase
 
 from jobs import config, migrate

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import psycopg
-from psycopg import sql
 from pgvector.psycopg import register_vector
+from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 

@@ -1,5 +1,5 @@
 -- Named queries of the pruning policy (jobs/lifecycle/policy.py); the rule itself is in
--- migration 0015 (episodes_prune_judge, episodes_prune_deletable). Same format as sql/queries.sql.
+-- migrations 0015 and 0020 (episodes_prune_judge, episodes_prune_deletable). Same format as sql/queries.sql.
 
 -- name: prune_policy_candidates
 -- How many current session episodes the policy looks at (of one tenant, or all).
@@ -39,6 +39,7 @@ ORDER BY episode_id
 -- rows: an episode pinned, re-summarised or already erased since the ids were listed is left alone.
 SELECT e.id FROM episodes e
 WHERE e.id = ANY (%(ids)s::bigint[]) AND e.tenant_id = %(tenant_id)s
-  AND episodes_prune_deletable(e, %(policy)s::jsonb, %(at)s::timestamptz)
+  AND episodes_prune_deletable(e.kind, e.status, e.pinned_at, e.ended_at, e.importance, %(policy)s::jsonb,
+                               %(at)s::timestamptz)
 ORDER BY e.id
 FOR UPDATE

@@ -11,8 +11,8 @@ from episode_responder import replacing_responder, responder
 from psycopg.types.json import Jsonb
 
 from jobs.db import Database
-from jobs.report.data import OPERATOR_ROLE, analyst_role
 from jobs.extract.claude import AnthropicExtractor
+from jobs.report.data import OPERATOR_ROLE, analyst_role
 from jobs.summarize import BatchRunner, run_summarize
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)

@@ -17,6 +17,7 @@ from jobs.lifecycle import Selection, pin, resummarize, unpin
 from jobs.recall import Recaller
 from jobs.recall.config import RecallConfig
 from jobs.recall.scoring import decay
+from jobs.report.data import OPERATOR_ROLE, analyst_role
 from jobs.summarize import run_summarize
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
@@ -84,8 +85,7 @@ def test_pin_survives_resummarising_and_pruning_policies(db: Database, tmp_path:
     may = rows(db, "SELECT e.session_id, episodes_may_prune(e) AS may FROM episodes e WHERE status = 'current' "
                    "ORDER BY session_id")
     assert [(r["session_id"], r["may"]) for r in may] == [("acme-u1-0", False), ("acme-u1-1", True)]
-    with db.admin() as conn:  # what the analyst sees
-        conn.execute("SET LOCAL ROLE episodes_operator")
+    with db.admin() as conn, analyst_role(conn, OPERATOR_ROLE):  # what the analyst sees
         view = conn.execute("SELECT session_id, pinned FROM analyst.episode_timeline ORDER BY session_id").fetchall()
     assert [(r["session_id"], r["pinned"]) for r in view] == [("acme-u1-0", True), ("acme-u1-1", False)]
     with pytest.raises(EpisodesError, match=f"superseded by a re-run of its session; pin episode {new} instead"):

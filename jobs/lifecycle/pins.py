@@ -9,7 +9,7 @@ A pinned session episode (``episodes.pinned_at``, migration 0012)
   evidence, rather than beside a super that restates it (two lines for one session in a block).
   Pinning an episode that was already compressed brings it back to recall and rebuilds its period's
   super-summary from the other sessions; unpinning leaves it to the next compress run;
-- survives every pruning policy: a policy filters with the SQL function ``episodes_may_prune(e)``;
+- survives every pruning policy: a policy filters with the SQL function ``episodes_may_prune`` (migrations 0012, 0020);
 - is inherited by its session's next episode when the session is re-summarised.
 
 Only current session episodes can be pinned: a super-summary is already the compressed form, and a

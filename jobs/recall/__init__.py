@@ -26,7 +26,12 @@ The modules, top down:
 from jobs.recall.config import RecallConfig
 from jobs.recall.purposes import purpose_filter
 from jobs.recall.recaller import Recaller
-from jobs.recall.result import Recall, RecalledEpisode, RecalledOpenItem, RecalledSession
+from jobs.recall.result import (
+    Recall,
+    RecalledEpisode,
+    RecalledOpenItem,
+    RecalledSession,
+)
 from jobs.recall.shared import close_recallers, recall, shared_recaller
 
 __all__ = [
