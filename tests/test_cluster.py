@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
@@ -54,3 +55,15 @@ def test_init_distributes_and_status_shows_the_shards(blank_cluster_url: str, mo
     assert "queue        1 due · 0 backing off after failures" in out
     assert "last hour    0 episodes · 0 model calls (0 failed)" in out
     assert "episodes     none yet" in out
+
+
+def test_reembed_refuses_on_a_cluster_and_says_what_to_do(citus_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import citus_cluster
+
+    citus_cluster.empty(citus_url)
+    monkeypatch.setenv("DATABASE_URL", citus_url)
+    result = CliRunner().invoke(cli, ["reembed", "--embedder", "hashing:64"])
+    assert result.exit_code != 0
+    assert "does not run on a Citus cluster yet" in result.output and "Re-embed before distributing" in result.output
+    with psycopg.connect(citus_url) as conn:  # nothing was started
+        assert conn.execute("SELECT count(*) FROM reembed_state").fetchone()[0] == 0

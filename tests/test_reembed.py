@@ -27,7 +27,8 @@ from jobs.privacy.correct import EpisodeCorrection, correct_episode
 from jobs.recall import Recaller
 from jobs.serve import ServeOptions, Server
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+# One PostgreSQL only: on a Citus cluster `episodes reembed` refuses (tests/test_cluster.py), as Citus
+# does not propagate the RENAME COLUMN of its switch.
 
 QUESTION = "Does the Snowflake renewal include SSO?"
 

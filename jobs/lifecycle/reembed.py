@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from psycopg import sql
 from psycopg.rows import DictRow
 
+from jobs.cluster import distributed_tables
 from jobs.db import Conn, Database, one, set_local
 from jobs.embeddings import Embedder
-from jobs.errors import ReembedInProgress
+from jobs.errors import EpisodesError, ReembedInProgress
 from jobs.models import episode_text
 from jobs.runs import finish_run, start_run
 from jobs.sql import query
@@ -105,6 +106,13 @@ def reembed(db: Database, embedder: Embedder, name: str, *, batch_size: int = BA
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    with db.connect() as conn:
+        if distributed_tables(conn):
+            # The switch renames embedding_next to embedding, and Citus 13 does not propagate RENAME
+            # COLUMN on a distributed table ("alter table command is currently unsupported").
+            raise EpisodesError("`episodes reembed` does not run on a Citus cluster yet: its switch renames a column, "
+                                "which Citus refuses on a distributed table. Re-embed before distributing, or "
+                                "undistribute, re-embed and distribute again (README \"Scaling out\").")
     started = time.monotonic()
     report = ReembedReport(name, embedder.dim)
     with _only_runner(db):
