@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 from _common import peak_rss_mb, scratch_home
+from citus_cluster import create_database, drop_database, unreachable
 from ingest_rate import generate
 from pgvector.psycopg import register_vector
 from recall_speed import load_data, measure, percentiles, plan_users
@@ -35,9 +36,6 @@ from jobs import config, migrate
 from jobs.db import Database, start_embedded
 from jobs.embeddings import get_embedder
 from jobs.recall import Recaller
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-import citus_cluster  # noqa: E402  (tests/citus_cluster.py: a database on every node of the cluster)
 
 CLUSTER_DB = "episodes_bench_cluster"
 
@@ -87,7 +85,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=32, help="shards per distributed table")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    if (reason := citus_cluster.unreachable()) is not None:
+    if (reason := unreachable()) is not None:
         sys.exit(reason)
     get_embedder("minilm").embed(["warm up"])
     counts = plan_users(args.episodes, args.users, args.heavy_users, args.heavy_size, np.random.default_rng(args.seed))
@@ -99,7 +97,7 @@ def main() -> None:
         single_url = start_embedded(home / "pgdata")
         with psycopg.connect(single_url) as conn:
             migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
-        cluster_url = citus_cluster.create_database(CLUSTER_DB, shards=args.shards)
+        cluster_url = create_database(CLUSTER_DB, shards=args.shards)
         try:
             for name, url in (("single", single_url), ("citus", cluster_url)):
                 settings = config.Settings(database_url=url, home=home)
@@ -108,7 +106,7 @@ def main() -> None:
                 print(f"[{name}] recall: loading {int(counts.sum()):,} episodes ...", file=sys.stderr)
                 results[name].update(recall_figures(url, settings, counts, args))
         finally:
-            citus_cluster.drop_database(CLUSTER_DB)
+            drop_database(CLUSTER_DB)
     s, c = results["single"], results["citus"]
     print(f"data: {int(counts.sum()):,} episodes, {len(counts):,} users ({args.heavy_users} heavy x "
           f"{args.heavy_size:,}); cluster: coordinator + 2 workers, {args.shards} shards per table; cores {os.cpu_count()}")

@@ -70,10 +70,8 @@ def workers(url: str) -> list[tuple[str, int]]:
 def drop_abandoned_move_slots(url: str) -> None:
     """Replication slots and roles are per node, a move's names per database: a move interrupted in another
     (since dropped) test database leaves an inactive slot and a role that the next move of the same name meets."""
-    info = psycopg.conninfo.conninfo_to_dict(url)
     for host, port in workers(url):
-        worker = psycopg.conninfo.make_conninfo(**{**info, "host": host, "port": str(port)})  # type: ignore[arg-type]
-        with psycopg.connect(worker, autocommit=True) as conn:
+        with psycopg.connect(citus_cluster._url(url, "postgres", host, port), autocommit=True) as conn:
             conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                          "WHERE slot_name LIKE 'citus%%' AND NOT active")
             if conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'citus%%'").fetchone()[0]:

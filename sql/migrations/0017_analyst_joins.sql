@@ -278,277 +278,44 @@ COMMENT ON FUNCTION analyst.visible_scope() IS
 REVOKE ALL ON FUNCTION analyst.visible_scope() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION analyst.visible_scope() TO episodes_analyst;
 
-CREATE TYPE analyst._decisions_row AS (
-    tenant_id text,
-    user_id text,
-    decided_at timestamp with time zone,
-    what text,
-    who text,
-    topic_tags text[],
-    episode_id bigint,
-    session_id text,
-    purpose text,
-    evidence_quote text,
-    evidence integer[],
-    event_id bigint,
-    superseded_by bigint,
-    superseded_by_type text,
-    superseded_at timestamp with time zone,
-    superseded_by_session_id text,
-    current boolean
-);
-CREATE FUNCTION analyst._decisions_rows(all_tenants boolean, tenant text) RETURNS SETOF analyst._decisions_row
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
-AS $$
+-- Per view: a row type with the internal view's columns, the owner-rights function that reads it
+-- (all tenants, or one tenant by name, so a scoped read goes to the one node holding it), and the
+-- public view over the caller's scope. The row type is made from the internal view's columns rather
+-- than being the view's own row type: a function returning a view's row type made Citus refuse to
+-- distribute the schema ("circular dependencies between distributed objects").
+DO $do$
+DECLARE
+    name text;
 BEGIN
-    IF all_tenants THEN
-        RETURN QUERY SELECT * FROM analyst._decisions;
-    ELSE
-        RETURN QUERY SELECT * FROM analyst._decisions WHERE tenant_id = tenant;
-    END IF;
+    FOREACH name IN ARRAY ARRAY['decisions', 'preferences', 'open_questions', 'commitments', 'episode_timeline',
+                                'entity_mentions', 'model_cost_daily', 'failures']
+    LOOP
+        EXECUTE (
+            SELECT format('CREATE TYPE analyst.%I AS (%s)', '_' || name || '_row',
+                          string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', '
+                                     ORDER BY a.attnum))
+            FROM pg_attribute a
+            WHERE a.attrelid = format('analyst.%I', '_' || name)::regclass AND a.attnum > 0 AND NOT a.attisdropped);
+        EXECUTE format($f$
+            CREATE FUNCTION analyst.%1$I(all_tenants boolean, tenant text) RETURNS SETOF analyst.%2$I
+            LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
+            AS $body$
+            BEGIN
+                IF all_tenants THEN
+                    RETURN QUERY SELECT * FROM analyst.%3$I;
+                ELSE
+                    RETURN QUERY SELECT * FROM analyst.%3$I WHERE tenant_id = tenant;
+                END IF;
+            END
+            $body$ $f$, '_' || name || '_rows', '_' || name || '_row', '_' || name);
+        EXECUTE format('REVOKE ALL ON FUNCTION analyst.%I(boolean, text) FROM PUBLIC', '_' || name || '_rows');
+        EXECUTE format('GRANT EXECUTE ON FUNCTION analyst.%I(boolean, text) TO episodes_analyst', '_' || name || '_rows');
+        EXECUTE format('CREATE OR REPLACE VIEW analyst.%I WITH (security_barrier = true) AS '
+                       'SELECT r.* FROM analyst.visible_scope() s, analyst.%I(s.all_tenants, s.tenant) r',
+                       name, '_' || name || '_rows');
+    END LOOP;
 END
-$$;
-REVOKE ALL ON FUNCTION analyst._decisions_rows(boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION analyst._decisions_rows(boolean, text) TO episodes_analyst;
-CREATE OR REPLACE VIEW analyst.decisions WITH (security_barrier = true) AS
-SELECT r.* FROM analyst.visible_scope() s, analyst._decisions_rows(s.all_tenants, s.tenant) r;
-
-CREATE TYPE analyst._preferences_row AS (
-    tenant_id text,
-    user_id text,
-    stated_at timestamp with time zone,
-    what text,
-    who text,
-    topic_tags text[],
-    episode_id bigint,
-    session_id text,
-    purpose text,
-    evidence_quote text,
-    evidence integer[],
-    event_id bigint,
-    superseded_by bigint,
-    superseded_by_type text,
-    superseded_at timestamp with time zone,
-    superseded_by_session_id text,
-    current boolean
-);
-CREATE FUNCTION analyst._preferences_rows(all_tenants boolean, tenant text) RETURNS SETOF analyst._preferences_row
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
-AS $$
-BEGIN
-    IF all_tenants THEN
-        RETURN QUERY SELECT * FROM analyst._preferences;
-    ELSE
-        RETURN QUERY SELECT * FROM analyst._preferences WHERE tenant_id = tenant;
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION analyst._preferences_rows(boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION analyst._preferences_rows(boolean, text) TO episodes_analyst;
-CREATE OR REPLACE VIEW analyst.preferences WITH (security_barrier = true) AS
-SELECT r.* FROM analyst.visible_scope() s, analyst._preferences_rows(s.all_tenants, s.tenant) r;
-
-CREATE TYPE analyst._open_questions_row AS (
-    tenant_id text,
-    user_id text,
-    question text,
-    asked_by text,
-    raised_at timestamp with time zone,
-    status text,
-    resolved_at timestamp with time zone,
-    resolved_by bigint,
-    resolved_by_session_id text,
-    days_open integer,
-    topic_tags text[],
-    episode_id bigint,
-    session_id text,
-    purpose text,
-    evidence_quote text,
-    event_id bigint,
-    stale boolean
-);
-CREATE FUNCTION analyst._open_questions_rows(all_tenants boolean, tenant text) RETURNS SETOF analyst._open_questions_row
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
-AS $$
-BEGIN
-    IF all_tenants THEN
-        RETURN QUERY SELECT * FROM analyst._open_questions;
-    ELSE
-        RETURN QUERY SELECT * FROM analyst._open_questions WHERE tenant_id = tenant;
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION analyst._open_questions_rows(boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION analyst._open_questions_rows(boolean, text) TO episodes_analyst;
-CREATE OR REPLACE VIEW analyst.open_questions WITH (security_barrier = true) AS
-SELECT r.* FROM analyst.visible_scope() s, analyst._open_questions_rows(s.all_tenants, s.tenant) r;
-
-CREATE TYPE analyst._commitments_row AS (
-    tenant_id text,
-    user_id text,
-    what text,
-    committed_by text,
-    committed_at timestamp with time zone,
-    due date,
-    status text,
-    days_overdue integer,
-    done_at timestamp with time zone,
-    done_by bigint,
-    done_by_session_id text,
-    topic_tags text[],
-    episode_id bigint,
-    session_id text,
-    purpose text,
-    evidence_quote text,
-    event_id bigint,
-    stale boolean
-);
-CREATE FUNCTION analyst._commitments_rows(all_tenants boolean, tenant text) RETURNS SETOF analyst._commitments_row
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
-AS $$
-BEGIN
-    IF all_tenants THEN
-        RETURN QUERY SELECT * FROM analyst._commitments;
-    ELSE
-        RETURN QUERY SELECT * FROM analyst._commitments WHERE tenant_id = tenant;
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION analyst._commitments_rows(boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION analyst._commitments_rows(boolean, text) TO episodes_analyst;
-CREATE OR REPLACE VIEW analyst.commitments WITH (security_barrier = true) AS
-SELECT r.* FROM analyst.visible_scope() s, analyst._commitments_rows(s.all_tenants, s.tenant) r;
-
-CREATE TYPE analyst._episode_timeline_row AS (
-    tenant_id text,
-    user_id text,
-    episode_id bigint,
-    kind text,
-    session_id text,
-    purpose text,
-    started_at timestamp with time zone,
-    ended_at timestamp with time zone,
-    week date,
-    summary text,
-    topic_tags text[],
-    importance real,
-    decisions bigint,
-    open_questions bigint,
-    commitments bigint,
-    surprises bigint,
-    entities bigint,
-    compressed_into bigint,
-    period_start date,
-    period_end date,
-    model text,
-    prompt_version text,
-    input_tokens integer,
-    output_tokens integer,
-    cost_usd numeric(12,6),
-    created_at timestamp with time zone,
-    pinned boolean,
-    pinned_at timestamp with time zone
-);
-CREATE FUNCTION analyst._episode_timeline_rows(all_tenants boolean, tenant text) RETURNS SETOF analyst._episode_timeline_row
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
-AS $$
-BEGIN
-    IF all_tenants THEN
-        RETURN QUERY SELECT * FROM analyst._episode_timeline;
-    ELSE
-        RETURN QUERY SELECT * FROM analyst._episode_timeline WHERE tenant_id = tenant;
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION analyst._episode_timeline_rows(boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION analyst._episode_timeline_rows(boolean, text) TO episodes_analyst;
-CREATE OR REPLACE VIEW analyst.episode_timeline WITH (security_barrier = true) AS
-SELECT r.* FROM analyst.visible_scope() s, analyst._episode_timeline_rows(s.all_tenants, s.tenant) r;
-
-CREATE TYPE analyst._entity_mentions_row AS (
-    tenant_id text,
-    user_id text,
-    entity text,
-    entity_key text,
-    kind text,
-    episode_id bigint,
-    session_id text,
-    mentioned_at timestamp with time zone,
-    topic_tags text[]
-);
-CREATE FUNCTION analyst._entity_mentions_rows(all_tenants boolean, tenant text) RETURNS SETOF analyst._entity_mentions_row
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
-AS $$
-BEGIN
-    IF all_tenants THEN
-        RETURN QUERY SELECT * FROM analyst._entity_mentions;
-    ELSE
-        RETURN QUERY SELECT * FROM analyst._entity_mentions WHERE tenant_id = tenant;
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION analyst._entity_mentions_rows(boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION analyst._entity_mentions_rows(boolean, text) TO episodes_analyst;
-CREATE OR REPLACE VIEW analyst.entity_mentions WITH (security_barrier = true) AS
-SELECT r.* FROM analyst.visible_scope() s, analyst._entity_mentions_rows(s.all_tenants, s.tenant) r;
-
-CREATE TYPE analyst._model_cost_daily_row AS (
-    tenant_id text,
-    day date,
-    mode text,
-    calls bigint,
-    failed_calls bigint,
-    input_tokens bigint,
-    output_tokens bigint,
-    cache_read_tokens bigint,
-    cache_write_tokens bigint,
-    cost_usd numeric,
-    models text[]
-);
-CREATE FUNCTION analyst._model_cost_daily_rows(all_tenants boolean, tenant text) RETURNS SETOF analyst._model_cost_daily_row
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
-AS $$
-BEGIN
-    IF all_tenants THEN
-        RETURN QUERY SELECT * FROM analyst._model_cost_daily;
-    ELSE
-        RETURN QUERY SELECT * FROM analyst._model_cost_daily WHERE tenant_id = tenant;
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION analyst._model_cost_daily_rows(boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION analyst._model_cost_daily_rows(boolean, text) TO episodes_analyst;
-CREATE OR REPLACE VIEW analyst.model_cost_daily WITH (security_barrier = true) AS
-SELECT r.* FROM analyst.visible_scope() s, analyst._model_cost_daily_rows(s.all_tenants, s.tenant) r;
-
-CREATE TYPE analyst._failures_row AS (
-    tenant_id text,
-    user_id text,
-    session_id text,
-    source text,
-    failed_at timestamp with time zone,
-    attempts integer,
-    outcome text,
-    error text,
-    next_attempt_at timestamp with time zone,
-    template text,
-    model text
-);
-CREATE FUNCTION analyst._failures_rows(all_tenants boolean, tenant text) RETURNS SETOF analyst._failures_row
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
-AS $$
-BEGIN
-    IF all_tenants THEN
-        RETURN QUERY SELECT * FROM analyst._failures;
-    ELSE
-        RETURN QUERY SELECT * FROM analyst._failures WHERE tenant_id = tenant;
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION analyst._failures_rows(boolean, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION analyst._failures_rows(boolean, text) TO episodes_analyst;
-CREATE OR REPLACE VIEW analyst.failures WITH (security_barrier = true) AS
-SELECT r.* FROM analyst.visible_scope() s, analyst._failures_rows(s.all_tenants, s.tenant) r;
+$do$;
 
 -- The lookup of event types is a reference table on a cluster, read the same way (every role may
 -- see all of it, so no scope; not a security barrier, as before).
