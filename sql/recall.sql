@@ -54,7 +54,9 @@ CROSS JOIN (
                FILTER (WHERE e.live) AS tf
     FROM (SELECT e.*, (e.status = 'current' AND e.compressed_into IS NULL) AS live
           FROM episodes e
-          WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.changed_version > %(since)s::int8
+          WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
+            -- a first read takes rows of every version: those from before migration 0016 carry 0
+            AND e.changed_version > CASE WHEN %(since)s::int8 > 0 THEN %(since)s::int8 ELSE -1 END
             AND (%(since)s::int8 > 0 OR (e.status = 'current' AND e.compressed_into IS NULL))) e
 ) c
 
