@@ -32,6 +32,7 @@ from jobs.sql import query
 log = logging.getLogger(__name__)
 
 Conn: TypeAlias = psycopg.Connection[DictRow]  # every connection here returns rows as dicts
+Cursor: TypeAlias = psycopg.Cursor[DictRow]
 Row: TypeAlias = DictRow
 
 EMBEDDED_DB_NAME = "episodes"
@@ -96,7 +97,7 @@ def notify_eligible(conn: Conn, tenant_id: str = "") -> None:
     conn.execute(query("notify_eligible"), {"channel": ELIGIBLE_CHANNEL, "tenant": tenant_id})
 
 
-def one(cursor: psycopg.Cursor[DictRow]) -> DictRow:
+def one(cursor: Cursor) -> DictRow:
     """The row a statement always returns (``INSERT ... RETURNING``, an aggregate, a lookup that
     the caller has just ensured); a missing row is a bug, raised as such, never a silent None."""
     row = cursor.fetchone()

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
@@ -230,12 +230,15 @@ class RecallIndex:
             return self._rows
 
     @contextmanager
-    def user(self, conn: Conn, tenant_id: str, user_id: str, query_text: str
-             ) -> Iterator[tuple[UserIndex, list[bytes]]]:
+    def user(self, conn: Conn, tenant_id: str, user_id: str, query_text: str,
+             accept: Callable[[], bool] = lambda: True) -> Iterator[tuple[UserIndex, list[bytes]] | None]:
         """The user's copy, brought up to date in ``conn``'s tenant transaction, and the message's lexemes.
 
         The lexemes (to_tsvector('english', query_text)) come in the same round trip. The copy is
         held for the ``with`` block: recalls of one user take turns, others run in parallel.
+        ``accept`` is asked once the read is back, before the copy takes it: statements the caller
+        sent ahead in the same pipeline have answered by then (the recaller's embedder check). If it
+        says no, the copy is left as it was and the block gets None.
         """
         key = (tenant_id, user_id)
         with self._lock:
@@ -243,7 +246,11 @@ class RecallIndex:
         with lock:
             with self._lock:
                 index = self._users.get(key)
-            lexemes, index = self._read(conn, tenant_id, user_id, query_text, index)
+            read = self._read(conn, tenant_id, user_id, query_text, index, accept)
+            if read is None:
+                yield None
+                return
+            lexemes, index = read
             try:
                 yield index, lexemes
             finally:
@@ -254,14 +261,18 @@ class RecallIndex:
                     self._counted[key] = index.size
                     self._evict()
 
-    def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str,
-              index: UserIndex | None) -> tuple[list[bytes], UserIndex]:
+    def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str, index: UserIndex | None,
+              accept: Callable[[], bool]) -> tuple[list[bytes], UserIndex] | None:
+        first = True
         while True:
             since, epoch = (index.version, index.epoch) if index is not None else (0, None)
             row = one(conn.execute(query("recall_changes"), {
                 "tenant_id": tenant_id, "user_id": user_id, "since": since, "epoch": epoch,
                 "query_text": query_text,
             }, binary=True))
+            if first and not accept():
+                return None
+            first = False
             if index is not None and row["reset"]:
                 index = None  # an episode deleted since, or the user erased: read everything again
                 continue

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from jobs.db import Conn, Database
+from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for, get_embedder
-from jobs.embeddings.recorded import Recorded, recorded_embedder
+from jobs.embeddings.recorded import Recorded, recorded_from, send_recorded_embedder
 from jobs.recall.config import RecallConfig
 from jobs.recall.fitting import select
 from jobs.recall.index import RecallIndex
@@ -40,6 +41,17 @@ from jobs.recall.result import Recall, RecalledOpenItem
 from jobs.recall.scoring import epoch_us, fuse
 from jobs.recall.unsummarised import fit_sessions, unsummarised_sessions
 from jobs.sql import query
+
+
+class _Read(NamedTuple):
+    """What one recall reads from the database (:meth:`Recaller._read`)."""
+
+    open_rows: list[dict[str, Any]]  # recall_open_items
+    candidates: int  # the user's candidate episodes scored
+    picked: dict[int, dict[str, Any]]  # fuse(): the chosen episodes' ranks and scores
+    vectors: dict[int, np.ndarray]  # their embeddings, from the copy
+    rows: list[dict[str, Any]]  # recall_rows: the chosen episodes, read fresh
+    sessions: list[dict[str, Any]]  # recall_unsummarised
 
 
 class Recaller:
@@ -60,11 +72,10 @@ class Recaller:
             raise ValueError(f"the index holds {self.index.dim}-dimension vectors; "
                              f"the embedder {self.embedder.name} makes {self.embedder.dim}")
 
-    def _follow_recorded_embedder(self, conn: Conn) -> bool:
+    def _follow_recorded_embedder(self, recorded: Recorded) -> bool:
         """Switch to the embedder the database records if it is another one (after `episodes reembed`).
 
         The per-user copies hold the old vectors, so they go too. Returns whether it switched."""
-        recorded = recorded_embedder(conn)
         seen, self._recorded = self._recorded or recorded, recorded
         if recorded == seen and recorded.dim == self.embedder.dim:
             return False
@@ -97,29 +108,47 @@ class Recaller:
         purposes = purpose_filter(purpose, self.db.settings.purpose_map)
         cfg = self.config
         vector = np.asarray(query_vector, dtype=np.float32)
-        now_us = epoch_us(now)
-        with self.db.tenant(tenant_id) as conn:
-            if self._follow_recorded_embedder(conn):  # `episodes reembed` switched: embed the query anew
-                vector = self.embed(opening_message)
-            open_rows = conn.execute(query("recall_open_items"), {
-                "tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes,
-                "limit": cfg.max_open_items, "query_text": opening_message,
-                "grace_seconds": self.db.settings.stale_grace_seconds,
-                "age_seconds": self.db.settings.stale_age_seconds}).fetchall() if cfg.max_open_items > 0 else []
-            with self.index.user(conn, tenant_id, user_id, opening_message) as (index, lexemes):
-                scores = index.scores(vector, lexemes, now_us, purposes)
-                picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})
-                vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
-            rows = conn.execute(query("recall_rows"), {
-                "tenant_id": tenant_id, "user_id": user_id, "now": now, "ids": sorted(picked)}).fetchall()
-            sessions = unsummarised_sessions(conn, tenant_id, user_id, now, purposes, limit=cfg.max_unsummarised,
-                                             chars=cfg.compact_chars, redact=self.db.settings.redact)
+        while (read := self._read(tenant_id, user_id, opening_message, vector, now, purposes)) is None:
+            vector = self.embed(opening_message)  # `episodes reembed` switched the embedder: embed anew
+        open_rows, candidates, picked, vectors, rows, session_rows = read
+        sessions = unsummarised_sessions(session_rows, chars=cfg.compact_chars, redact=self.db.settings.redact)
         sessions, session_tokens = fit_sessions(sessions, cfg.open_items_share, budget_tokens)
         rows = sorted(({**row, **picked[row["id"]]} for row in rows), key=lambda r: (
             r["relevance_rank"] or 1 << 62, r["recency_rank"] or 1 << 62, r["id"]))
         episodes, items = select(rows, vectors, [RecalledOpenItem(**r) for r in open_rows], cfg,
                                  budget_tokens - session_tokens, opening_message, now)
         return Recall(tenant_id=tenant_id, user_id=user_id, opening_message=opening_message, purpose=purpose,
-                      purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=len(scores.ids),
+                      purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=candidates,
                       episodes=episodes, open_items=items, sessions=sessions,
                       nothing_relevant=not any(row["relevance_rank"] for row in rows))
+
+    def _read(self, tenant_id: str, user_id: str, opening_message: str, vector: np.ndarray, now: dt.datetime,
+              purposes: list[str] | None) -> _Read | None:
+        """Everything recall reads, in one tenant transaction and two round trips; None if the database's
+        embedder is another one now (the copies were dropped; embed the message anew and read again).
+
+        The transaction runs in pipeline mode: the embedder check, the open items and the unsummarised
+        sessions are sent ahead of the copy's read of what changed, and come back with it; the chosen
+        rows come back with the COMMIT."""
+        cfg, settings = self.config, self.db.settings
+        params = {"tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes}
+        with self.db.tenant(tenant_id, pipeline=True) as conn:
+            recorded = send_recorded_embedder(conn)
+            open_items = conn.execute(query("recall_open_items"), {
+                **params, "limit": cfg.max_open_items, "query_text": opening_message,
+                "grace_seconds": settings.stale_grace_seconds, "age_seconds": settings.stale_age_seconds,
+            }) if cfg.max_open_items > 0 else None
+            sessions = conn.execute(query("recall_unsummarised"), {**params, "limit": cfg.max_unsummarised}
+                                    ) if cfg.max_unsummarised > 0 else None
+            with self.index.user(conn, tenant_id, user_id, opening_message,  # its read is the sync
+                                 accept=lambda: not self._follow_recorded_embedder(recorded_from(recorded))) as copy:
+                if copy is None:
+                    return None
+                index, lexemes = copy
+                open_rows = open_items.fetchall() if open_items is not None else []
+                scores = index.scores(vector, lexemes, epoch_us(now), purposes)
+                picked = fuse(scores, cfg, epoch_us(now), {r["episode_id"] for r in open_rows})
+                vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
+            chosen = conn.execute(query("recall_rows"), {**params, "ids": sorted(picked)})
+        return _Read(open_rows, len(scores.ids), picked, vectors, chosen.fetchall(),
+                     sessions.fetchall() if sessions is not None else [])

@@ -11,27 +11,20 @@ is ``done`` and its episode takes the line's place.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from jobs.db import Conn
 from jobs.models import Message
 from jobs.privacy import redact_messages
 from jobs.recall.result import RecalledSession, line_macros, skeleton_chars
-from jobs.sql import query
 
 SEPARATOR = " / "
 HEADER = "Not yet summarised (newest first):\n"  # as prompts/previous_episodes.j2 prints it
 
 
-def unsummarised_sessions(conn: Conn, tenant_id: str, user_id: str, now: dt.datetime, purposes: list[str] | None,
-                          *, limit: int, chars: int, redact: bool) -> list[RecalledSession]:
-    """The user's latest sessions that are open or waiting for summarize, newest first."""
-    if limit <= 0:
-        return []
-    rows = conn.execute(query("recall_unsummarised"), {
-        "tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes, "limit": limit}).fetchall()
+def unsummarised_sessions(rows: Sequence[dict[str, Any]], *, chars: int, redact: bool) -> list[RecalledSession]:
+    """One line each for the user's latest sessions that are open or waiting for summarize, newest first,
+    from the rows of ``recall_unsummarised`` (the recaller sends it with its other reads)."""
     sessions = []
     for row in rows:
         text = last_words(row["messages"], chars, redact)
