@@ -134,14 +134,11 @@ WHERE p.tenant_id = %(tenant_id)s AND p.user_id = %(user_id)s
   AND v.tenant_id = %(tenant_id)s AND v.user_id = %(user_id)s
   AND p.dim = %(dim)s AND v.deleted_version <= p.version AND v.epoch IS NOT DISTINCT FROM p.epoch
 
--- name: recall_pack_lock
--- The pack writer's first statement: true when the user's counter is still at the pack's version, now
--- locked to the end of the transaction so no erasure can commit between this and the write (0021).
-SELECT episodes_lock_version(%(tenant_id)s, %(user_id)s, %(version)s::int8, %(epoch)s::uuid) AS locked
-
 -- name: recall_pack_write
--- One pack a user: a newer one replaces it. No volatile function in the update (Citus): written_at
--- comes from the inserted row's default.
+-- One pack a user: a newer one replaces it. Stored only while the user's counter is still at the
+-- pack's version, which the write then holds locked to the end of its transaction, so no erasure can
+-- commit in between (trigger episodes_pack_at_version, migration 0021); 0 rows when it was not. No
+-- volatile function in the update (Citus): written_at comes from the inserted row's default.
 INSERT INTO recall_packs (tenant_id, user_id, version, epoch, dim, rows, ids, ended_us, importance, pinned,
                           purpose, purposes, has_vec, vectors, lengths, lexemes, bounds, slots, tf)
 VALUES (%(tenant_id)s, %(user_id)s, %(version)s, %(epoch)s::uuid, %(dim)s, %(rows)s, %(ids)s, %(ended_us)s,
@@ -153,3 +150,4 @@ SET version = EXCLUDED.version, epoch = EXCLUDED.epoch, dim = EXCLUDED.dim, rows
     purpose = EXCLUDED.purpose, purposes = EXCLUDED.purposes, has_vec = EXCLUDED.has_vec,
     vectors = EXCLUDED.vectors, lengths = EXCLUDED.lengths, lexemes = EXCLUDED.lexemes, bounds = EXCLUDED.bounds,
     slots = EXCLUDED.slots, tf = EXCLUDED.tf, written_at = EXCLUDED.written_at
+RETURNING version

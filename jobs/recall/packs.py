@@ -15,8 +15,8 @@ is written by one background thread per database (:class:`PackWriter`), in its o
 in the user's tenant, off the request path. The recall that read the user does not wait for it.
 
 A write never makes a recall wrong, and never keeps erased content: it locks the user's counter row
-where it is still at the pack's version (``episodes_lock_version``); an erasure moves the counter only
-after that lock, and its trigger then drops the pack in the erasing transaction (migration 0021).
+where it is still at the pack's version (a trigger on ``recall_packs``); an erasure moves the counter
+only after that lock, and its trigger then drops the pack in the erasing transaction (migration 0021).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import logging
 import threading
 from typing import Any
 
-from jobs.db import Conn, Database, one
+from jobs.db import Conn, Database
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
@@ -39,13 +39,10 @@ def read_pack(conn: Conn, tenant_id: str, user_id: str, dim: int) -> dict[str, A
 
 def write_pack(conn: Conn, tenant_id: str, user_id: str, pack: dict[str, Any]) -> bool:
     """Store ``pack`` (``UserIndex.pack``) in ``conn``'s tenant transaction, if the user's counter is still
-    at its version. Returns whether it was written; the lock it takes holds to the end of the transaction."""
-    key = {"tenant_id": tenant_id, "user_id": user_id}
-    if not one(conn.execute(query("recall_pack_lock"), {**key, "version": pack["version"],
-                                                         "epoch": pack["epoch"]}))["locked"]:
-        return False  # changed since it was read: the next full read offers a newer one
-    conn.execute(query("recall_pack_write"), {**key, **pack})
-    return True
+    at its version (else nothing: the next full read offers a newer one). Returns whether it was stored;
+    the counter stays locked to the end of the transaction (migration 0021)."""
+    cursor = conn.execute(query("recall_pack_write"), {"tenant_id": tenant_id, "user_id": user_id, **pack})
+    return cursor.fetchone() is not None
 
 
 class PackWriter:

@@ -15,13 +15,12 @@
 --    whenever either happens, in the same transaction. An update that changes an episode's embedding
 --    or search_tsv in place drops it too (episodes_stamp_change). On a cluster these run on the node
 --    holding the shard; the pack is co-located with the counter (jobs/cluster.py TENANT_TABLES).
--- 2. A writer (jobs/recall/packs.py) first locks the counter row FOR SHARE where it still is at the
---    version the pack was read at (episodes_lock_version), then upserts the pack in the same
---    transaction. A transaction that erases waits for that lock before moving the counter, and then
---    its trigger deletes the committed pack; a writer that comes after it finds the counter moved and
---    writes nothing. So no pack is ever committed holding content erased before its commit.
--- The lock is taken by an owner's-rights function: FOR SHARE needs UPDATE privilege on the table,
--- and the app role only reads the counters.
+-- 2. A pack is written (jobs/recall/packs.py) only where the counter row is still at the version the
+--    pack was read at, and the write locks that row FOR SHARE (trigger episodes_pack_at_version) to
+--    the end of the writing transaction. A transaction that erases waits for that lock before moving
+--    the counter, and then its trigger deletes the committed pack; a write that comes after it finds
+--    the counter moved and writes nothing. So no pack is ever committed holding content erased
+--    before its commit.
 
 CREATE TABLE recall_packs (
     tenant_id     text NOT NULL,
@@ -58,22 +57,26 @@ CREATE POLICY tenant_isolation ON recall_packs TO episodes_app
     USING (tenant_id = current_setting('episodes.tenant_id', true))
     WITH CHECK (tenant_id = current_setting('episodes.tenant_id', true));
 
--- The writer's lock: true when the user's counter is still at `at` (and of `epoch`), now locked
--- against any change to the end of the caller's transaction. One statement that names the tenant.
-CREATE FUNCTION episodes_lock_version(tenant text, usr text, at bigint, at_epoch uuid) RETURNS boolean
+-- The writer's lock, taken by the write itself: a pack is stored only while the user's counter is still
+-- at the pack's version (and epoch), and the counter row stays locked FOR SHARE to the end of the
+-- writing transaction; otherwise the row is skipped (the INSERT reports 0 rows). A trigger, so on a
+-- cluster it runs on the node holding the shard; owner's rights, as FOR SHARE needs the UPDATE
+-- privilege the app role does not have on the counters.
+CREATE FUNCTION episodes_pack_at_version() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
 BEGIN
-    IF tenant IS DISTINCT FROM current_setting('episodes.tenant_id', true) THEN
-        RAISE EXCEPTION 'episodes_lock_version: tenant % is not the transaction''s', tenant;
-    END IF;
     PERFORM FROM recall_versions r
-    WHERE r.tenant_id = tenant AND r.user_id = usr AND r.version = at AND r.epoch IS NOT DISTINCT FROM at_epoch
+    WHERE r.tenant_id = NEW.tenant_id AND r.user_id = NEW.user_id
+      AND r.version = NEW.version AND r.epoch IS NOT DISTINCT FROM NEW.epoch
     FOR SHARE;
-    RETURN FOUND;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
 END
 $$;
-REVOKE ALL ON FUNCTION episodes_lock_version(text, text, bigint, uuid) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION episodes_lock_version(text, text, bigint, uuid) TO episodes_app;
+CREATE TRIGGER recall_packs_at_version BEFORE INSERT OR UPDATE ON recall_packs
+    FOR EACH ROW EXECUTE FUNCTION episodes_pack_at_version();
 
 -- Drops the user's pack. Owner's rights: whoever erases (the bump, reembed, forget, a correction as
 -- the app role) may not otherwise delete packs. Called after the counter row is locked (see 2. above).
