@@ -26,7 +26,9 @@ its number of positions there. Summaries and the rest of the chosen episodes are
 A read, whole or of what changed, is one statement returning one row: each column (ids, times,
 vectors, lexemes, position counts of every changed row) is one bytea that one numpy call converts,
 so a user's first recall in a process parses no row on its own in Python (``recall_changes``,
-migration 0013, :mod:`jobs.recall.postings`). Memory is bounded by
+migration 0013, :mod:`jobs.recall.postings`). A heavy user's copy can start from its pack instead (the
+copy as held here after a full read, stored by :mod:`jobs.recall.packs`, migration 0021): one more
+statement reads its arrays, then the changes since its version are read as for a warm copy. Memory is bounded by
 ``EPISODES_RECALL_CACHE_ROWS`` (least recently used users are dropped; default 300,000 rows,
 ~0.6 GB with 384-dimension embeddings).
 """
