@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 REFERENCE_TABLES = ("event_types", "job_runs", "model_batches")
 # Co-located with the first, in the order their foreign keys need.
 TENANT_TABLES = ("transcripts", "episodes", "episode_events", "episode_entities", "episode_lineage", "model_calls",
-                 "model_batch_items", "erasures", "episode_corrections", "recall_versions")
+                 "model_batch_items", "erasures", "episode_corrections", "recall_versions",
+                 "recall_packs")
 LOGIN_ROLES = ("episodes_app", "episodes_analyst", "episodes_operator")
 
 

@@ -1,4 +1,4 @@
--- Named queries of recall (jobs/recall/recaller.py, jobs/recall/index.py). Same format as sql/queries.sql:
+-- Named queries of recall (jobs/recall/recaller.py, index.py, packs.py). Same format as sql/queries.sql:
 -- each block starts with "-- name: <name>". Every query runs inside Database.tenant(): row-level
 -- security already hides other tenants; the tenant_id / user_id conditions select the user's rows
 -- through episodes_user_changed_idx (tenant_id, user_id, changed_version) and the primary key.
@@ -122,3 +122,34 @@ WHERE t.tenant_id = %(tenant_id)s AND t.user_id = %(user_id)s
   AND (%(purposes)s::text[] IS NULL OR t.purpose = ANY (%(purposes)s::text[]))
 ORDER BY coalesce(t.ended_at, 'infinity'::timestamptz) DESC, coalesce(t.started_at, t.created_at) DESC, t.id DESC
 LIMIT %(limit)s
+
+-- name: recall_pack
+-- The user's pack (migration 0021, jobs/recall/packs.py) when what changed since its version can bring
+-- it up to date: no deletion since (an erasure drops the pack anyway), the same counter (epoch), and
+-- vectors of the embedder's dimension. Otherwise no row, and the copy is read whole. Both tables are
+-- filtered by the tenant and joined on it (co-located: one node on a cluster).
+SELECT p.version, p.epoch, p.dim, p.rows, p.ids, p.ended_us, p.importance, p.pinned, p.purpose, p.purposes,
+       p.has_vec, p.vectors, p.lengths, p.lexemes, p.bounds, p.slots, p.tf
+FROM recall_packs p
+JOIN recall_versions v ON v.tenant_id = p.tenant_id AND v.user_id = p.user_id
+WHERE p.tenant_id = %(tenant_id)s AND p.user_id = %(user_id)s
+  AND v.tenant_id = %(tenant_id)s AND v.user_id = %(user_id)s
+  AND p.dim = %(dim)s AND v.deleted_version <= p.version AND v.epoch IS NOT DISTINCT FROM p.epoch
+
+-- name: recall_pack_write
+-- One pack a user: a newer one replaces it. Stored only while the user's counter is still at the
+-- pack's version, which the write then holds locked to the end of its transaction, so no erasure can
+-- commit in between (trigger episodes_pack_at_version, migration 0021); 0 rows when it was not. No
+-- volatile function in the update (Citus): written_at comes from the inserted row's default.
+INSERT INTO recall_packs (tenant_id, user_id, version, epoch, dim, rows, ids, ended_us, importance, pinned,
+                          purpose, purposes, has_vec, vectors, lengths, lexemes, bounds, slots, tf)
+VALUES (%(tenant_id)s, %(user_id)s, %(version)s, %(epoch)s::uuid, %(dim)s, %(rows)s, %(ids)s, %(ended_us)s,
+        %(importance)s, %(pinned)s, %(purpose)s, %(purposes)s::text[], %(has_vec)s, %(vectors)s, %(lengths)s,
+        %(lexemes)s, %(bounds)s, %(slots)s, %(tf)s)
+ON CONFLICT (tenant_id, user_id) DO UPDATE
+SET version = EXCLUDED.version, epoch = EXCLUDED.epoch, dim = EXCLUDED.dim, rows = EXCLUDED.rows,
+    ids = EXCLUDED.ids, ended_us = EXCLUDED.ended_us, importance = EXCLUDED.importance, pinned = EXCLUDED.pinned,
+    purpose = EXCLUDED.purpose, purposes = EXCLUDED.purposes, has_vec = EXCLUDED.has_vec,
+    vectors = EXCLUDED.vectors, lengths = EXCLUDED.lengths, lexemes = EXCLUDED.lexemes, bounds = EXCLUDED.bounds,
+    slots = EXCLUDED.slots, tf = EXCLUDED.tf, written_at = EXCLUDED.written_at
+RETURNING version

@@ -26,7 +26,9 @@ its number of positions there. Summaries and the rest of the chosen episodes are
 A read, whole or of what changed, is one statement returning one row: each column (ids, times,
 vectors, lexemes, position counts of every changed row) is one bytea that one numpy call converts,
 so a user's first recall in a process parses no row on its own in Python (``recall_changes``,
-migration 0013, :mod:`jobs.recall.postings`). Memory is bounded by
+migration 0013, :mod:`jobs.recall.postings`). A heavy user's copy can start from its pack instead (the
+copy as held here after a full read, stored by :mod:`jobs.recall.packs`, migration 0021): one more
+statement reads its arrays, then the changes since its version are read as for a warm copy. Memory is bounded by
 ``EPISODES_RECALL_CACHE_ROWS`` (least recently used users are dropped; default 300,000 rows,
 ~0.6 GB with 384-dimension embeddings).
 """
@@ -45,6 +47,7 @@ from uuid import UUID
 import numpy as np
 
 from jobs.db import Conn, one
+from jobs.recall.packs import PackWriter, read_pack
 from jobs.recall.postings import Posting, Postings
 from jobs.recall.text_rank import TERMS, length_divisors, query_order, rank
 from jobs.sql import query
@@ -91,7 +94,7 @@ class UserIndex:
         return self.size - self.dead
 
     def _reserve(self, slots: int) -> None:
-        cap = len(self.ids)
+        cap = max(len(self.ids), 16)
         while cap < slots:
             cap *= 2
         if cap == len(self.ids):
@@ -153,6 +156,57 @@ class UserIndex:
         self.vectors[slots] = raw
         self.has_vec[slots] = usable
 
+    def pack(self) -> dict[str, Any]:
+        """This copy as ``recall_packs``' columns (migration 0021): each array's bytes, the postings grouped
+        per lexeme as held here. Only of a copy just read whole (every slot live, the postings still the
+        first read's), which is when :mod:`jobs.recall.packs` writes one."""
+        first = self.first_read
+        if self.dead or self.postings or first is None:
+            raise ValueError("only a copy just read whole is packed")
+        n = self.size
+        lexemes = sorted(first.codes, key=first.codes.__getitem__)  # in bounds' order (codes are 0, 1, ...)
+
+        def raw(values: np.ndarray, dtype: str) -> bytes:
+            return np.ascontiguousarray(values, dtype).tobytes()
+
+        return {
+            "version": self.version, "epoch": self.epoch, "dim": self.dim, "rows": n,
+            "ids": raw(self.ids[:n], "<i8"), "ended_us": raw(self.ended_us[:n], "<i8"),
+            "importance": raw(self.importance[:n], "<f8"), "pinned": raw(self.pinned[:n], "?"),
+            "purpose": raw(self.purpose[:n], "<i4"), "purposes": list(self.purposes),
+            "has_vec": raw(self.has_vec[:n], "?"), "vectors": raw(self.vectors[:n], "<f4"),
+            "lengths": raw(first.lengths, "<i8"), "lexemes": b"".join(x + b"\0" for x in lexemes),
+            "bounds": raw(first.bounds, "<i8"), "slots": raw(first.slots, "<i4"), "tf": raw(first.tf, "u1"),
+        }
+
+    @classmethod
+    def from_pack(cls, row: dict[str, Any]) -> UserIndex:
+        """The copy :meth:`pack` wrote, as it was: one ``np.frombuffer`` a column, nothing per row.
+
+        The arrays stay read-only views of the row's bytes, held at exactly ``rows`` slots: a change
+        read later only writes slots beyond them, which _reserve first moves into new arrays, and
+        ``alive`` (the one array changed in place, when a row is replaced) is made here."""
+        index = cls(int(row["dim"]))
+        n = int(row["rows"])
+        index.version, index.epoch = int(row["version"]), row["epoch"]
+        index.size = n
+        index.ids = np.frombuffer(row["ids"], "<i8")
+        index.ended_us = np.frombuffer(row["ended_us"], "<i8")
+        index.importance = np.frombuffer(row["importance"], "<f8")
+        index.pinned = np.frombuffer(row["pinned"], bool)
+        index.purpose = np.frombuffer(row["purpose"], "<i4")
+        index.purposes = dict(zip(row["purposes"], range(len(row["purposes"]))))
+        index.alive = np.ones(n, bool)
+        index.has_vec = np.frombuffer(row["has_vec"], bool)
+        index.vectors = np.frombuffer(row["vectors"], "<f4").reshape(n, index.dim)
+        index.slot_of = dict(zip(index.ids.tolist(), range(n)))
+        lengths = np.frombuffer(row["lengths"], "<i8")
+        index.norm = length_divisors(lengths)
+        lexemes = row["lexemes"].split(b"\0")[:-1]
+        index.first_read = Postings(dict(zip(lexemes, range(len(lexemes)))), np.frombuffer(row["bounds"], "<i8"),
+                                    np.frombuffer(row["slots"], "<i4"), np.frombuffer(row["tf"], np.uint8), lengths)
+        return index
+
     def _posting(self, lexeme: bytes) -> Posting | None:
         """A lexeme's (slots, positions - 1), its chunks merged on first use."""
         if self.first_read is not None and (chunk := self.first_read.pop(lexeme)) is not None:
@@ -207,15 +261,17 @@ class RecallIndex:
     recall() keeps one per database for the whole process (:mod:`jobs.recall.shared`).
     """
 
-    def __init__(self, dim: int, max_rows: int = 300_000) -> None:
+    def __init__(self, dim: int, max_rows: int = 300_000, packs: PackWriter | None = None) -> None:
         self.dim = dim
         self.max_rows = max_rows
+        self.packs = packs  # writes back the packs of heavy users' full reads; packs are read either way
         self._users: OrderedDict[tuple[str, str], UserIndex] = OrderedDict()
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._counted: dict[tuple[str, str], int] = {}  # slots of each copy as last counted in _rows
         self._rows = 0  # slots held over all users
         self._lock = threading.Lock()
         self.full_reads = 0  # refreshes that read a user's rows whole (first use, after a deletion)
+        self.pack_reads = 0  # first uses that started from the user's pack (jobs.recall.packs)
 
     @property
     def users(self) -> int:
@@ -263,6 +319,11 @@ class RecallIndex:
 
     def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str, index: UserIndex | None,
               accept: Callable[[], bool]) -> tuple[list[bytes], UserIndex] | None:
+        if index is None and (pack := read_pack(conn, tenant_id, user_id, self.dim)) is not None:
+            index = UserIndex.from_pack(pack)
+            with self._lock:
+                self.pack_reads += 1  # then read like a warm copy: what changed since the pack's version
+        read_whole = False
         first = True
         while True:
             since, epoch = (index.version, index.epoch) if index is not None else (0, None)
@@ -278,6 +339,7 @@ class RecallIndex:
                 continue
             if index is None:
                 index = UserIndex(self.dim)
+                read_whole = True
                 with self._lock:  # recalls of different users read in parallel
                     self.full_reads += 1
             if row["changed"]:
@@ -286,6 +348,8 @@ class RecallIndex:
             if index.dead > max(1024, index.live):  # mostly replaced versions: compact by reading anew
                 index = None
                 continue
+            if read_whole and self.packs is not None and index.live >= self.packs.min_rows:
+                self.packs.offer(tenant_id, user_id, index.pack())  # written later, on another connection
             encoding = conn.info.encoding
             return [lexeme.encode(encoding) for lexeme in row["query_lexemes"] or []], index
 

@@ -6,7 +6,7 @@ their rows into a read of what changed. A ``recall()`` that built a Recaller per
 away every time, so only callers who knew to keep a Recaller had it. Now every call draws on one
 registry per process:
 
-* one RecallIndex per database URL (and embedder, and ``EPISODES_RECALL_CACHE_ROWS``), shared by
+* one RecallIndex per database URL (and embedder, ``EPISODES_RECALL_CACHE_ROWS`` and ``EPISODES_RECALL_PACK_ROWS``), shared by
   every recall() against that database through whichever Database object: the copies are exact
   for any reader, as each recall checks what changed inside its own transaction;
 * with ``db=None``, one Database (so one connection pool) and one Recaller per set of settings
@@ -31,10 +31,11 @@ from jobs import config as config_module
 from jobs.db import Database
 from jobs.embeddings import embedder_for
 from jobs.recall.index import RecallIndex
+from jobs.recall.packs import PackWriter
 from jobs.recall.recaller import Recaller
 from jobs.recall.result import Recall
 
-_IndexKey = tuple[str, str, int]  # database URL, embedder, cache rows
+_IndexKey = tuple[str, str, int, int]  # database URL, embedder, cache rows, pack rows
 _SettingsKey = tuple[str, int, str, int, tuple[tuple[str, tuple[str, ...]], ...]]
 
 
@@ -75,17 +76,24 @@ class _Registry:
 
     def _index(self, url: str, settings: config_module.Settings) -> RecallIndex:
         """The index of this database (the caller holds the lock)."""
-        key = (url, settings.embedder, settings.recall_cache_rows)
+        key = (url, settings.embedder, settings.recall_cache_rows, settings.recall_pack_rows)
         if key not in self._indexes:
             dim = embedder_for(settings).dim  # cached per process; the weights load lazily
-            self._indexes[key] = RecallIndex(dim, settings.recall_cache_rows)
+            # The packs of heavy users' full reads go back on a connection of their own (one, opened on
+            # the first write), so writing never takes one from the caller's pool.
+            packs = (PackWriter(Database(settings.with_(pool_size=1), url), settings.recall_pack_rows)
+                     if settings.recall_pack_rows else None)
+            self._indexes[key] = RecallIndex(dim, settings.recall_cache_rows, packs)
         return self._indexes[key]
 
     def close(self) -> None:
         with self._lock:
             owned = list(self._owned.values())
             self._owned.clear()
+            writers = [index.packs for index in self._indexes.values() if index.packs is not None]
             self._indexes.clear()
+        for writer in writers:
+            writer.close()
         for recaller in owned:
             recaller.db.close()
 
