@@ -8,10 +8,16 @@ of bench/recall_speed.py, while new episodes keep committing; prints figures, as
 
 Users are drawn in proportion to their episodes (one recall per session, one episode per
 session), so the 20 users with 10,000 episodes each get a fifth of the requests. Each client keeps
-one HTTP/1.1 connection and sends its next request when the previous answer arrives. A writer
-thread commits ``--write-rate`` new episodes per second for random users throughout. Each phase
-runs ``--warmup`` seconds unmeasured, then ``--seconds`` measured; a user's first recall in a
-worker reads all its rows (0.5 s for the heavy users), which the warm-up absorbs.
+one HTTP/1.1 connection and sends its next request when the previous answer arrives (closed loop:
+by Little's law its mean latency is clients / throughput, so latency goals are read at an offered
+``--rate``). A writer thread commits ``--write-rate`` new episodes per second for random users
+throughout. Before the phases every user is recalled ``--prime`` times, so the workers hold the
+copies of most users as a service that has been up a while does; each phase then runs
+``--warmup`` seconds unmeasured and ``--seconds`` measured.
+
+Where the cost lands: for the measured part of each phase, the CPU time per answered request of
+the service's processes, of the PostgreSQL server's and of this load generator, and the most
+requests per second the machine's cores would allow at that cost.
 
 Beside the HTTP figures, in the same run: the documented in-process ``recall()`` (embedding
 included) for a sample of users, against the same users over HTTP one request at a time, so the
@@ -20,7 +26,8 @@ restart, fast) in the middle of the phase: the bench reports how long recalls an
 other error, and "wrong answers": probe users that nobody writes to are asked the same question
 over and over, and every 200 must equal the answer taken before the load.
 
-The load generator runs on the same two cores as the service; its CPU time is printed too.
+The load generator runs on the same two cores as the service; its clients speak HTTP/1.1 over raw
+asyncio streams, as cheaply as the figures allow (httpx cost ~5 ms of CPU a request).
 """
 
 from __future__ import annotations
@@ -87,6 +94,46 @@ def worker_pids(pid: int) -> list[int]:
     return workers or [pid]
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of the processes so far (those gone by now count 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+class CpuClock:
+    """CPU seconds used so far by the service's processes, the PostgreSQL server's and this process's
+    (the load generator and the writer thread): where a recall's cost lands on the shared cores."""
+
+    def __init__(self, service_pid: int, pgdata: Path) -> None:
+        self.service_pid, self.pgdata = service_pid, pgdata
+
+    def read(self) -> dict[str, float]:
+        postmaster = int((self.pgdata / "postmaster.pid").read_text().split()[0])
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        return {"service": cpu_seconds(process_tree(self.service_pid)),
+                "postgres": cpu_seconds(process_tree(postmaster)),
+                "load generator": me.ru_utime + me.ru_stime}
+
+
 class Writer(threading.Thread):
     """Commits ``rate`` new episodes per second for random users (never the probes) until stopped."""
 
@@ -134,6 +181,7 @@ class Phase:
         self.first_503: float | None = None
         self.last_503: float | None = None
         self.wrong = self.probes = 0
+        self.cpu: dict[str, float] = {}  # CPU seconds of the measured part, by who spent them
 
 
 class Connection:
@@ -217,20 +265,41 @@ async def client_loop(base: tuple[str, int], keys: dict[str, str], users: np.nda
     connection.close()
 
 
+async def prime(base: tuple[str, int], keys: dict[str, str], users: int, passes: int, clients: int = 32) -> float:
+    """``passes`` recalls of every user, in a random order over ``clients`` connections: each worker
+    then holds the copies of most users, as a service that has been up a while does. Returns seconds."""
+    order = np.concatenate([np.random.default_rng(p).permutation(users) for p in range(passes)]).tolist()
+    started = time.perf_counter()
+
+    async def one_client() -> None:
+        connection = Connection(*base)
+        while order:
+            u = order.pop()
+            await connection.post("/v1/recall", keys[f"t{u % TENANTS}"], json.dumps(
+                {"user_id": f"u{u}", "message": "prime", "now": NOW}).encode())
+        connection.close()
+
+    await asyncio.gather(*(one_client() for _ in range(clients)))
+    return time.perf_counter() - started
+
+
 async def run_phase(base: tuple[str, int], keys: dict[str, str], users: np.ndarray, clients: int, warmup: float,
                     seconds: float, probe: dict[int, tuple[str, list[int]]], restart: Callable[[], None] | None,
-                    rate: float) -> Phase:
+                    rate: float, clock: CpuClock) -> Phase:
     phase = Phase()
     warm_until = time.perf_counter() + warmup
     interval = clients / rate if rate else 0.0
     await asyncio.gather(*(client_loop(base, keys, users, warm_until, None, i, interval=interval)
                            for i in range(clients)))
+    before = clock.read()
     until = time.perf_counter() + seconds
     tasks = [client_loop(base, keys, users, until, phase, 1000 + i, interval=interval) for i in range(clients)]
     tasks.append(client_loop(base, keys, users, until, phase, 7, probe))
     if restart is not None:
         tasks.append(restart_midway(restart, seconds / 3))
     await asyncio.gather(*tasks)
+    after = clock.read()
+    phase.cpu = {name: after[name] - before[name] for name in before}
     return phase
 
 
@@ -256,6 +325,8 @@ def main() -> None:
                                                     "answers come")
     parser.add_argument("--warmup", type=float, default=20.0)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--prime", type=int, default=1, help="before the phases, this many recalls of every user "
+                                                              "(0: none; the copies then fill during the warm-up)")
     parser.add_argument("--write-rate", type=float, default=20.0, help="new episodes committed per second")
     parser.add_argument("--sample", type=int, default=100, help="users in the in-process vs HTTP comparison")
     parser.add_argument("--restart-db", action="store_true", help="restart the database in the middle of each phase")
@@ -319,17 +390,28 @@ def main() -> None:
                 body = c.post("/v1/recall", headers={"Authorization": f"Bearer {keys[f't{u % TENANTS}']}"},
                               json={"user_id": f"u{u}", "message": f"probe question {u}", "now": NOW}).json()
                 probe[u] = (body["block"], [e["id"] for e in body["episodes"]])
+        if args.prime:
+            took = asyncio.run(prime(("127.0.0.1", port), keys, len(counts), args.prime))
+            print(f"primed: {args.prime} recall(s) of each of {len(counts):,} users in {took:.0f} s")
         writer.start()
+        clock = CpuClock(api.pid, pgdata)
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         plan = [(int(c), float(r)) for c in args.clients.split(",") for r in args.rate.split(",")]
         for clients, rate in plan:
             phase = asyncio.run(run_phase(("127.0.0.1", port), keys, users, clients, args.warmup, args.seconds, probe,
-                                          restart_db if args.restart_db else None, rate))
+                                          restart_db if args.restart_db else None, rate, clock))
             ok = len(phase.latencies)
             errors = {k: v for k, v in phase.status.items() if k != 200}
             offered = f"offered {rate:5.0f}/s" if rate else "closed loop"
             print(f"{clients:4d} clients, {offered}: {pct(phase.latencies)}  {ok / args.seconds:6.1f} recalls/s  "
                   f"errors {errors or 0}  probes {phase.probes:,}, wrong answers {phase.wrong}")
+            answered = sum(phase.status.values()) or 1
+            if not args.restart_db:  # a restart replaces the server's processes mid-phase
+                spent = {name: 1000 * cpu / answered for name, cpu in phase.cpu.items()}
+                total = sum(spent.values())
+                print("      CPU per answered request: " + ", ".join(f"{n} {ms:.2f} ms" for n, ms in spent.items())
+                      + f"; total {total:.2f} ms, so {os.cpu_count()} cores allow at most "
+                      f"{1000 * (os.cpu_count() or 1) / total:.0f} requests/s at this cost")
             if phase.first_503 is not None and phase.last_503 is not None:
                 print(f"      answered 503 for {phase.last_503 - phase.first_503:.2f} s "
                       f"({phase.status.get(503, 0)} responses), then recovered by itself")

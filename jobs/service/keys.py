@@ -102,16 +102,21 @@ class KeyVerifier:
         self._cache: dict[bytes, tuple[float, ApiKey | None]] = {}
         self._lock = threading.Lock()
 
+    def cached(self, secret: str) -> tuple[bool, ApiKey | None]:
+        """(True, what :meth:`verify` would answer) when that needs no database lookup, else (False, None)."""
+        if not secret.startswith(PREFIX) or len(secret) > 100:
+            return True, None
+        with self._lock:
+            hit = self._cache.get(key_hash(secret))
+        return (True, hit[1]) if hit is not None and hit[0] > time.monotonic() else (False, None)
+
     def verify(self, secret: str) -> ApiKey | None:
         """The live key for ``secret``, or None (unknown, malformed or revoked)."""
-        if not secret.startswith(PREFIX) or len(secret) > 100:
-            return None
+        known, key = self.cached(secret)
+        if known:
+            return key
         digest = key_hash(secret)
         now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(digest)
-        if hit is not None and hit[0] > now:
-            return hit[1]
         with self.db.admin() as conn:
             row = conn.execute(query("api_key_verify"), {"key_hash": digest}).fetchone()
         key = None if row is None else ApiKey.from_row(row)

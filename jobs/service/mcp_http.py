@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio.to_thread
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -68,7 +67,7 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        key = await anyio.to_thread.run_sync(authenticate, request, _bearer(request))  # a lookup on a cache miss
+        key = await authenticate(request, _bearer(request))
         user = _user(request)
         throttle(request, key)
         request.state.mcp_caller = Caller(key.tenant_id, user, key.scopes)
