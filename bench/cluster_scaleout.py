@@ -30,7 +30,7 @@ from citus_cluster import create_database, drop_database, unreachable
 from ingest_rate import generate
 from pgvector.psycopg import register_vector
 from recall_speed import load_data, measure, percentiles, plan_users
-from summarize_throughput import phase
+from summarize_throughput import breakdown, phase
 
 from jobs import config, migrate
 from jobs.db import Database, start_embedded
@@ -44,7 +44,7 @@ def summarize_figures(settings: config.Settings, small: Path, big: Path, args: a
     one = phase(settings, args.overhead_transcripts, 1, 0.0, small, "anthropic")
     full = phase(settings, args.transcripts, args.concurrency, args.latency, big, "anthropic")
     return {"overhead_ms": (one["wall"] - one["http_s"]) / one["done"] * 1000, "rate": full["rate"],
-            "limit": args.concurrency / args.latency,
+            "limit": args.concurrency / args.latency, "stages": breakdown(one),
             "once": (full["episodes"], full["distinct"], args.transcripts)}
 
 
@@ -111,8 +111,9 @@ def main() -> None:
         finally:
             drop_database(CLUSTER_DB)
     s, c = results["single"], results["citus"]
-    print(f"data: {int(counts.sum()):,} episodes, {len(counts):,} users ({args.heavy_users} heavy x "
-          f"{args.heavy_size:,}); cluster: coordinator + 2 workers, {args.shards} shards per table; cores {os.cpu_count()}")
+    data = "" if args.summarize_only else (f"data: {int(counts.sum()):,} episodes, {len(counts):,} users "
+                                           f"({args.heavy_users} heavy x {args.heavy_size:,}); ")
+    print(f"{data}cluster: coordinator + 2 workers, {args.shards} shards per table; cores {os.cpu_count()}")
     print(f"{'':44} {'single':>12} {'citus':>12} {'citus/single':>13}")
     rows = [
         ("summarize overhead, ms/episode (C=1, L=0)", s["overhead_ms"], c["overhead_ms"]),
@@ -131,6 +132,7 @@ def main() -> None:
             print(f"[{name}] later recall, typical: {percentiles(r['later'])}")
         print(f"[{name}] summarize: {r['rate']:.2f} episodes/s = {r['rate'] / r['limit']:.1%} of C/L; exactly once: "
               f"{r['once'][0]} current episodes for {r['once'][1]} sessions of {r['once'][2]} transcripts")
+        print(f"[{name}] summarize stages, ms/episode at C=1: {r['stages']}")
     print(f"peak RSS {peak_rss_mb():.0f} MB")
 
 
