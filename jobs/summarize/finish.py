@@ -40,7 +40,7 @@ from jobs.privacy.standing import (
     standing_corrections,
 )
 from jobs.sql import query
-from jobs.store import EpisodeRow, record_calls, write_session_episode
+from jobs.store import EpisodeRow, record_calls, take_session, write_session_episode
 from jobs.summarize.report import StageClock
 
 log = logging.getLogger(__name__)
@@ -60,24 +60,21 @@ class Finisher:
     clock: StageClock = field(default_factory=StageClock)
 
     def prepare(self, transcript: Transcript, prompt_version: str, *, owner: str) -> list[OpenItem] | None:
-        """The items to offer, read in one round trip: the open items, then the current decisions and
-        preferences (``OpenItem.standing``); None when this content was already summarised with
-        ``prompt_version``: then the claim is completed here, with no model call."""
+        """The items to offer, read in one statement (``offered_items``): the open items, then the current
+        decisions and preferences (``OpenItem.standing``); None when this content was already summarised
+        with ``prompt_version``: then the claim is completed here, with no model call."""
         with self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
-            current = conn.execute(query("current_episode_for_content"), {
-                "tenant_id": transcript.tenant_id, "session_id": transcript.session_id,
+            rows = conn.execute(query("offered_items"), {
+                "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
+                "session_id": transcript.session_id, "before": transcript.ended_at,
                 "content_hash": transcript.content_hash, "prompt_version": prompt_version,
-            })
-            scope = {"tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
-                     "session_id": transcript.session_id, "before": transcript.ended_at}
-            items = conn.execute(query("open_items"), {**scope, "limit": MAX_OPEN_ITEMS})
-            decisions = conn.execute(query("current_decisions"), {**scope, "limit": MAX_CURRENT_DECISIONS})
-            if current.fetchone() is not None:
+                "open_limit": MAX_OPEN_ITEMS, "decisions_limit": MAX_CURRENT_DECISIONS,
+            }).fetchall()
+            if rows and rows[0]["part"] == 0:
                 conn.execute(query("complete_transcript"), {
                     "tenant_id": transcript.tenant_id, "id": transcript.id, "worker": owner,
                     "content_hash": transcript.content_hash})
                 return None
-            rows = items.fetchall() + decisions.fetchall()
         return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows]
 
     def finish(self, transcript: Transcript, result: ExtractionResult, offered: Collection[int], *,
@@ -104,16 +101,19 @@ class Finisher:
                 dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
             )
             with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
-                episode_id = write_session_episode(conn, transcript, row, worker=owner, job_run_id=self.job_run_id)
-                crash_point(self.db.settings, "during_commit")
-                if episode_id is None:
+                taken = take_session(conn, transcript, worker=owner)
+                if taken is None:
                     raise psycopg.Rollback()  # nothing of this attempt may persist
                 # The old episode is locked now, and a correction locks it too: this list is complete.
-                found = standing_corrections(conn, transcript.tenant_id, transcript.session_id)
+                # Read with the new episode's id, in one round trip.
+                corrections = standing_corrections(conn, transcript.tenant_id, transcript.session_id)
+                episode_id = write_session_episode(conn, transcript, row, taken=taken, job_run_id=self.job_run_id)
+                crash_point(self.db.settings, "during_commit")
+                found = corrections()
                 if found != standing:
                     raise psycopg.Rollback()  # a correction arrived: write again with it
                 set_statuses(conn, transcript.tenant_id, episode_id, corrected.statuses)
-            if episode_id is None:
+            if taken is None:
                 log.warning("lost the claim before writing; discarded", extra={"action": "claim_lost",
                                                                               "transcript_id": transcript.id})
                 return "lost"
