@@ -117,15 +117,24 @@ class Taken:
 
 
 def take_session(conn: Conn, transcript: Transcript, *, worker: str) -> Taken | None:
-    """Complete the transcript and supersede the session's current episode, in one statement
-    (``take_session``, which locks that episode); None when this worker no longer holds the claim
-    (its lease expired and another worker took over, or the transcript changed meanwhile): then
-    nothing is written and the caller must roll back."""
-    taken = one(conn.execute(query("take_session"), {
-        "tenant_id": transcript.tenant_id, "id": transcript.id, "worker": worker,
-        "content_hash": transcript.content_hash, "session_id": transcript.session_id,
-    }))
-    return None if taken["transcript_id"] is None else Taken(taken["old_id"])
+    """The start of a session episode's write: complete the transcript, lock the session's current
+    episode (as a correction locks it, so the corrections read after this are all there are) and, on a
+    re-run, supersede it; None when this worker no longer holds the claim (its lease expired and
+    another worker took over, or the transcript changed meanwhile): then nothing is written and the
+    caller must roll back. The first two statements go out together: one round trip in a pipelined
+    transaction (``Database.tenant(..., pipeline=True)``)."""
+    tenant = transcript.tenant_id
+    done = conn.execute(query("complete_transcript"), {
+        "tenant_id": tenant, "id": transcript.id, "worker": worker, "content_hash": transcript.content_hash,
+    })
+    current = conn.execute(query("current_session_episode"), {"tenant_id": tenant, "session_id": transcript.session_id})
+    if done.fetchone() is None:
+        return None
+    old = current.fetchone()
+    if old is None:
+        return Taken(None)
+    conn.execute(query("supersede_session_episode"), {"tenant_id": tenant, "id": old["id"]})
+    return Taken(old["id"])
 
 
 def write_session_episode(
@@ -134,7 +143,8 @@ def write_session_episode(
     """Write the session's new episode after :func:`take_session` (in its transaction); return its id.
 
     Results are fetched only where needed: in a pipelined transaction (``Database.tenant(...,
-    pipeline=True)``) the episode's id is the one wait; what follows goes out with the commit.
+    pipeline=True)``) the episode's id is the one wait (statements sent before it, such as the
+    standing corrections, come back with it); what follows goes out with the commit.
     """
     tenant = transcript.tenant_id
     new_id = insert_episode(conn, row, messages=transcript.messages)

@@ -151,36 +151,27 @@ SET status = 'pending', attempts = 0, next_attempt_at = now(), last_error = NULL
 WHERE status = 'dead' AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
 RETURNING id
 
--- name: take_session
--- The start of an episode's write, in one statement (on a Citus cluster one hop to the shard holding
--- the tenant): complete the transcript (only the lease holder, only for the content it summarised)
--- and, if that succeeded, supersede the session's current episode. The UPDATE locks that episode as
--- a correction does, so the corrections read by the next statement are all there are. What the
--- superseded episode resolved is open again and what its events replaced stands again, for the new
--- episode to resolve or replace again (the two sets are disjoint: resolutions are of open questions
--- and commitments, replacements of decisions and preferences). transcript_id is null when the
--- worker no longer holds the claim: then nothing has changed.
-WITH done AS (
-    UPDATE transcripts
-    SET status = 'done', lease_owner = NULL, lease_until = NULL, last_error = NULL
-    WHERE tenant_id = %(tenant_id)s AND id = %(id)s
-      AND lease_owner = %(worker)s AND status = 'running' AND content_hash = %(content_hash)s
-    RETURNING id
-), old AS (
-    UPDATE episodes SET status = 'superseded'
-    WHERE tenant_id = %(tenant_id)s AND session_id = %(session_id)s AND kind = 'session' AND status = 'current'
-      AND EXISTS (SELECT FROM done)
-    RETURNING id
+-- name: current_session_episode
+SELECT id, content_hash, prompt_version, compressed_into
+FROM episodes
+WHERE tenant_id = %(tenant_id)s AND session_id = %(session_id)s AND kind = 'session' AND status = 'current'
+FOR UPDATE
+
+-- name: supersede_session_episode
+-- A re-run's write, after current_session_episode locked the session's episode (as a correction
+-- locks it, so the corrections read next are all there are), in one statement: the episode is
+-- superseded; what it resolved is open again and what its events replaced stands again, for the new
+-- episode to resolve or replace again. (The two sets are disjoint: resolutions are of open questions
+-- and commitments, replacements of decisions and preferences; no row is updated twice.)
+WITH old AS (
+    UPDATE episodes SET status = 'superseded' WHERE tenant_id = %(tenant_id)s AND id = %(id)s
 ), reopened AS (
     UPDATE episode_events SET status = 'open', resolved_by = NULL, resolved_at = NULL
-    WHERE tenant_id = %(tenant_id)s AND resolved_by IN (SELECT id FROM old)
-), restored AS (
-    UPDATE episode_events SET superseded_by = NULL
-    WHERE tenant_id = %(tenant_id)s
-      AND superseded_by IN (SELECT e.id FROM episode_events e
-                            WHERE e.tenant_id = %(tenant_id)s AND e.episode_id IN (SELECT id FROM old))
+    WHERE tenant_id = %(tenant_id)s AND resolved_by = %(id)s
 )
-SELECT (SELECT id FROM done) AS transcript_id, (SELECT id FROM old) AS old_id
+UPDATE episode_events SET superseded_by = NULL
+WHERE tenant_id = %(tenant_id)s
+  AND superseded_by IN (SELECT id FROM episode_events WHERE tenant_id = %(tenant_id)s AND episode_id = %(id)s)
 
 -- name: link_superseded
 -- The re-run's episode inherits the pin (migration 0012): pinning keeps the session, not one version.
@@ -321,49 +312,22 @@ SET status = 'pending', lease_owner = NULL, lease_until = NULL, last_error = %(e
 WHERE lease_owner = %(owner)s AND status = 'running'
 RETURNING id
 
--- name: offered_items
--- What an extraction is offered, read in one statement (on a Citus cluster one hop to the shard holding
--- the tenant, not three), as rows of three parts in order:
--- part 0: a row when this content is already summarised with this prompt version; then the claim
---   completes with no model call, and the other parts are not used.
--- part 1: the user's still-open questions and commitments (newest first, bounded), so a later session
---   can resolve them. Items of this same session's earlier episode are left out; one resolved by this
---   same session's earlier episode counts as open (a re-run may resolve it again: when it is written,
---   the earlier episode is superseded and its resolutions reopened first, take_session).
--- part 2: the user's decisions and preferences that still stand (newest first, bounded), so a later
---   session can replace them. Those of this same session's earlier episode are left out; one replaced
---   by this same session's earlier episode counts as standing (a re-run may replace it again: its
---   replacements are undone first, take_session).
-SELECT 0 AS part, NULL::bigint AS event_id, NULL::text AS type, NULL::text AS what, NULL::timestamptz AS since
-FROM episodes
-WHERE tenant_id = %(tenant_id)s AND session_id = %(session_id)s AND kind = 'session'
-  AND status = 'current' AND content_hash = %(content_hash)s AND prompt_version = %(prompt_version)s
-UNION ALL
-(SELECT 1, e.id, e.type, e.what, e.occurred_at
- FROM episode_events e
- JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.episode_id
- LEFT JOIN episodes rb ON rb.tenant_id = e.tenant_id AND rb.id = e.resolved_by
- WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-   AND e.type IN ('open_question', 'commitment')
-   AND (e.status = 'open' OR rb.session_id = %(session_id)s)
-   AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
-   AND e.occurred_at <= %(before)s
- ORDER BY e.occurred_at DESC
- LIMIT %(open_limit)s)
-UNION ALL
-(SELECT 2, e.id, e.type, e.what, e.occurred_at
- FROM episode_events e
- JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.episode_id
- LEFT JOIN episode_events nx ON nx.tenant_id = e.tenant_id AND nx.id = e.superseded_by
- LEFT JOIN episodes nxe ON nxe.tenant_id = nx.tenant_id AND nxe.id = nx.episode_id
- WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-   AND e.type IN ('decision', 'preference')
-   AND (e.superseded_by IS NULL OR nxe.session_id = %(session_id)s)
-   AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
-   AND e.occurred_at <= %(before)s
- ORDER BY e.occurred_at DESC, e.id DESC
- LIMIT %(decisions_limit)s)
-ORDER BY part, since DESC, event_id DESC
+-- name: open_items
+-- The user's still-open questions and commitments (newest first, bounded), offered to the model
+-- so a later session can resolve them. Items of this same session's earlier episode are left out;
+-- one resolved by this same session's earlier episode counts as open (a re-run may resolve it again:
+-- when it is written, the earlier episode is superseded and its resolutions reopened first).
+SELECT e.id AS event_id, e.type, e.what, e.occurred_at AS since
+FROM episode_events e
+JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.episode_id
+LEFT JOIN episodes rb ON rb.tenant_id = e.tenant_id AND rb.id = e.resolved_by
+WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
+  AND e.type IN ('open_question', 'commitment')
+  AND (e.status = 'open' OR rb.session_id = %(session_id)s)
+  AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
+  AND e.occurred_at <= %(before)s
+ORDER BY e.occurred_at DESC
+LIMIT %(limit)s
 
 -- name: resolve_item
 -- The item and its copies in super-summaries (source_event_id): once a session is compressed,
@@ -376,6 +340,24 @@ WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
   AND (id = %(event_id)s OR source_event_id = %(event_id)s) AND status = 'open'
 RETURNING id
 
+-- name: current_decisions
+-- The user's decisions and preferences that still stand (newest first, bounded), offered to the
+-- model so a later session can replace them. Those of this same session's earlier episode are left out;
+-- one replaced by this same session's earlier episode counts as standing (a re-run may replace it again:
+-- when it is written, the earlier episode is superseded and its replacements undone first).
+SELECT e.id AS event_id, e.type, e.what, e.occurred_at AS since
+FROM episode_events e
+JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.episode_id
+LEFT JOIN episode_events nx ON nx.tenant_id = e.tenant_id AND nx.id = e.superseded_by
+LEFT JOIN episodes nxe ON nxe.tenant_id = nx.tenant_id AND nxe.id = nx.episode_id
+WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
+  AND e.type IN ('decision', 'preference')
+  AND (e.superseded_by IS NULL OR nxe.session_id = %(session_id)s)
+  AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
+  AND e.occurred_at <= %(before)s
+ORDER BY e.occurred_at DESC, e.id DESC
+LIMIT %(limit)s
+
 -- name: replace_item
 -- Later wins: the offered decision or preference, and its copies in super-summaries
 -- (source_event_id), are superseded by the new episode's event at ``ordinal``.
@@ -386,6 +368,12 @@ WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
   AND (id = %(event_id)s OR source_event_id = %(event_id)s)
   AND type IN ('decision', 'preference') AND superseded_by IS NULL
 RETURNING id
+
+-- name: current_episode_for_content
+-- Is this content already summarised with this prompt version? Then a claim completes with no model call.
+SELECT 1 AS found FROM episodes
+WHERE tenant_id = %(tenant_id)s AND session_id = %(session_id)s AND kind = 'session'
+  AND status = 'current' AND content_hash = %(content_hash)s AND prompt_version = %(prompt_version)s
 
 -- name: give_back_transcript
 -- A batch gives back a claimed transcript it will not send (too long, or the batch is full): the

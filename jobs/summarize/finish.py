@@ -60,21 +60,24 @@ class Finisher:
     clock: StageClock = field(default_factory=StageClock)
 
     def prepare(self, transcript: Transcript, prompt_version: str, *, owner: str) -> list[OpenItem] | None:
-        """The items to offer, read in one statement (``offered_items``): the open items, then the current
-        decisions and preferences (``OpenItem.standing``); None when this content was already summarised
-        with ``prompt_version``: then the claim is completed here, with no model call."""
+        """The items to offer, read in one round trip: the open items, then the current decisions and
+        preferences (``OpenItem.standing``); None when this content was already summarised with
+        ``prompt_version``: then the claim is completed here, with no model call."""
         with self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
-            rows = conn.execute(query("offered_items"), {
-                "tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
-                "session_id": transcript.session_id, "before": transcript.ended_at,
+            current = conn.execute(query("current_episode_for_content"), {
+                "tenant_id": transcript.tenant_id, "session_id": transcript.session_id,
                 "content_hash": transcript.content_hash, "prompt_version": prompt_version,
-                "open_limit": MAX_OPEN_ITEMS, "decisions_limit": MAX_CURRENT_DECISIONS,
-            }).fetchall()
-            if rows and rows[0]["part"] == 0:
+            })
+            scope = {"tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
+                     "session_id": transcript.session_id, "before": transcript.ended_at}
+            items = conn.execute(query("open_items"), {**scope, "limit": MAX_OPEN_ITEMS})
+            decisions = conn.execute(query("current_decisions"), {**scope, "limit": MAX_CURRENT_DECISIONS})
+            if current.fetchone() is not None:
                 conn.execute(query("complete_transcript"), {
                     "tenant_id": transcript.tenant_id, "id": transcript.id, "worker": owner,
                     "content_hash": transcript.content_hash})
                 return None
+            rows = items.fetchall() + decisions.fetchall()
         return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows]
 
     def finish(self, transcript: Transcript, result: ExtractionResult, offered: Collection[int], *,
