@@ -45,6 +45,7 @@ def summarize_figures(settings: config.Settings, small: Path, big: Path, args: a
     full = phase(settings, args.transcripts, args.concurrency, args.latency, big, "anthropic")
     return {"overhead_ms": (one["wall"] - one["http_s"]) / one["done"] * 1000, "rate": full["rate"],
             "limit": args.concurrency / args.latency, "stages": breakdown(one),
+            "stages_full": breakdown(full),
             "once": (full["episodes"], full["distinct"], args.transcripts)}
 
 
@@ -133,6 +134,7 @@ def main() -> None:
         print(f"[{name}] summarize: {r['rate']:.2f} episodes/s = {r['rate'] / r['limit']:.1%} of C/L; exactly once: "
               f"{r['once'][0]} current episodes for {r['once'][1]} sessions of {r['once'][2]} transcripts")
         print(f"[{name}] summarize stages, ms/episode at C=1: {r['stages']}")
+        print(f"[{name}] summarize stages, ms/episode at C={args.concurrency}: {r['stages_full']}")
     print(f"peak RSS {peak_rss_mb():.0f} MB")
 
 

@@ -69,10 +69,11 @@ class Claimer:
         self.db = db
         self.owner = owner
         self.lease_seconds = lease_seconds
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the list, its scope and time, and the turn
+        self._reading = threading.Lock()  # held by the one thread reading the list
         self._tenants: list[str] = []
         self._scope: tuple[str | None, dt.datetime | None] | None = None  # the filter the list was read for
-        self._read_at = 0.0
+        self._read_at = float("-inf")  # when the read of the list began
         self._turn = 0
 
     def claim(self, tenant: str | None = None, since: dt.datetime | None = None) -> Transcript | None:
@@ -93,19 +94,33 @@ class Claimer:
             candidates, fresh = self._candidates(tenant, since, reread=True)
 
     def _candidates(self, tenant: str | None, since: dt.datetime | None, *, reread: bool) -> tuple[list[str], bool]:
-        """The tenants to try, the next in turn first; and whether the list was read just now. One
-        thread reads it while the others wait for it."""
+        """The tenants to try, the next in turn first; and whether the list was read after this call
+        began. One thread reads it at a time; the others go on with the list they have meanwhile, and
+        wait for the read only when they have none (or have tried every tenant in it)."""
+        scope, asked = (tenant, since), time.monotonic()
         with self._lock:
-            stale = (reread or self._scope != (tenant, since) or not self._tenants
-                     or time.monotonic() - self._read_at > self.REFRESH_SECONDS)
-            if stale:
-                with self.db.admin() as conn:
-                    self._tenants = [r["tenant_id"] for r in conn.execute(query("claim_tenants"), {
-                        "tenant": tenant, "since": since, "limit": _TENANTS_PER_CLAIM})]
-                self._scope, self._read_at = (tenant, since), time.monotonic()
+            listed = list(self._tenants) if self._scope == scope else []
+            due = reread or not listed or asked - self._read_at > self.REFRESH_SECONDS
+        fresh = False
+        if due and self._reading.acquire(blocking=reread or not listed):
+            try:
+                with self._lock:  # read by another thread while this one waited?
+                    fresh = self._scope == scope and self._read_at >= asked
+                    listed = list(self._tenants) if fresh else listed
+                if not fresh:
+                    started = time.monotonic()
+                    with self.db.admin() as conn:
+                        listed = [r["tenant_id"] for r in conn.execute(query("claim_tenants"), {
+                            "tenant": tenant, "since": since, "limit": _TENANTS_PER_CLAIM})]
+                    with self._lock:
+                        self._tenants, self._scope, self._read_at = list(listed), scope, started
+                    fresh = True
+            finally:
+                self._reading.release()
+        with self._lock:
             self._turn += 1
-            k = self._turn % len(self._tenants) if self._tenants else 0
-            return self._tenants[k:] + self._tenants[:k], stale
+            k = self._turn % len(listed) if listed else 0
+        return listed[k:] + listed[:k], fresh
 
     def _claim_in(self, tenant: str, since: dt.datetime | None) -> Row | None:
         with self.db.admin(pipeline=True) as conn:
