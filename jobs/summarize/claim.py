@@ -1,9 +1,9 @@
 """Claims and leases: who is working on which transcript, for how long.
 
 Workers claim with ``FOR UPDATE SKIP LOCKED`` and a lease, inside one tenant at a time, taking the
-tenants with work in turn (``Claimer``). While a model
-call runs, one lease keeper per summarizer extends every held lease in one UPDATE, so a live
-worker is never "rescued"; a dead worker's lease expires and its transcript is claimed again.
+tenants with work in turn (``Claimer``). While a model call runs, one lease keeper per summarizer
+extends every held lease in one UPDATE, so a live worker is never "rescued"; a dead worker's lease
+expires and its transcript is claimed again.
 """
 
 from __future__ import annotations
