@@ -108,12 +108,14 @@ def traced(tally: Tally) -> Iterator[None]:
         conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
         configure(conn)
 
-    psycopg.Cursor.execute, psycopg.Cursor.executemany = counted_execute, counted_executemany  # type: ignore[method-assign]
+    setattr(psycopg.Cursor, "execute", counted_execute)
+    setattr(psycopg.Cursor, "executemany", counted_executemany)
     jobs.db._configure = tracing_configure
     try:
         yield
     finally:
-        psycopg.Cursor.execute, psycopg.Cursor.executemany = execute, executemany  # type: ignore[method-assign]
+        setattr(psycopg.Cursor, "execute", execute)
+        setattr(psycopg.Cursor, "executemany", executemany)
         jobs.db._configure = configure
 
 
