@@ -30,21 +30,22 @@ from citus_cluster import create_database, drop_database, unreachable
 from ingest_rate import generate
 from pgvector.psycopg import register_vector
 from recall_speed import load_data, measure, percentiles, plan_users
-from summarize_throughput import phase
+from summarize_throughput import breakdown, phase
 
 from jobs import config, migrate
 from jobs.db import Database, start_embedded
 from jobs.embeddings import get_embedder
 from jobs.recall import Recaller
 
-CLUSTER_DB = "episodes_bench_cluster"
+CLUSTER_DB = f"episodes_bench_cluster_{os.getpid()}"  # others may run this bench on the same cluster
 
 
 def summarize_figures(settings: config.Settings, small: Path, big: Path, args: argparse.Namespace) -> dict:
     one = phase(settings, args.overhead_transcripts, 1, 0.0, small, "anthropic")
     full = phase(settings, args.transcripts, args.concurrency, args.latency, big, "anthropic")
     return {"overhead_ms": (one["wall"] - one["http_s"]) / one["done"] * 1000, "rate": full["rate"],
-            "limit": args.concurrency / args.latency,
+            "limit": args.concurrency / args.latency, "stages": breakdown(one),
+            "stages_full": breakdown(full),
             "once": (full["episodes"], full["distinct"], args.transcripts)}
 
 
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--shards", type=int, default=32, help="shards per distributed table")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--summarize-only", action="store_true", help="skip recall (a couple of minutes)")
     args = parser.parse_args()
     if (reason := unreachable()) is not None:
         sys.exit(reason)
@@ -103,17 +105,22 @@ def main() -> None:
                 settings = config.Settings(database_url=url, home=home)
                 print(f"[{name}] summarize ...", file=sys.stderr)
                 results[name] = summarize_figures(settings, small, big, args)
+                if args.summarize_only:
+                    continue
                 print(f"[{name}] recall: loading {int(counts.sum()):,} episodes ...", file=sys.stderr)
                 results[name].update(recall_figures(url, settings, counts, args))
         finally:
             drop_database(CLUSTER_DB)
     s, c = results["single"], results["citus"]
-    print(f"data: {int(counts.sum()):,} episodes, {len(counts):,} users ({args.heavy_users} heavy x "
-          f"{args.heavy_size:,}); cluster: coordinator + 2 workers, {args.shards} shards per table; cores {os.cpu_count()}")
+    data = "" if args.summarize_only else (f"data: {int(counts.sum()):,} episodes, {len(counts):,} users "
+                                           f"({args.heavy_users} heavy x {args.heavy_size:,}); ")
+    print(f"{data}cluster: coordinator + 2 workers, {args.shards} shards per table; cores {os.cpu_count()}")
     print(f"{'':44} {'single':>12} {'citus':>12} {'citus/single':>13}")
     rows = [
         ("summarize overhead, ms/episode (C=1, L=0)", s["overhead_ms"], c["overhead_ms"]),
         (f"summarize episodes/s (C={args.concurrency}, L={args.latency}s)", s["rate"], c["rate"]),
+    ]
+    rows += [] if args.summarize_only else [
         ("recall p95 ms, first of a typical user", p95(s["first"]), p95(c["first"])),
         ("recall p95 ms, first of a heavy user", p95(s["first_heavy"]), p95(c["first_heavy"])),
         ("recall p95 ms, later, typical (1 new)", p95(s["later"]), p95(c["later"])),
@@ -122,9 +129,12 @@ def main() -> None:
     for label, a, b in rows:
         print(f"{label:44} {a:12.2f} {b:12.2f} {b / a:12.2f}x")
     for name, r in results.items():
-        print(f"[{name}] later recall, typical: {percentiles(r['later'])}")
+        if not args.summarize_only:
+            print(f"[{name}] later recall, typical: {percentiles(r['later'])}")
         print(f"[{name}] summarize: {r['rate']:.2f} episodes/s = {r['rate'] / r['limit']:.1%} of C/L; exactly once: "
               f"{r['once'][0]} current episodes for {r['once'][1]} sessions of {r['once'][2]} transcripts")
+        print(f"[{name}] summarize stages, ms/episode at C=1: {r['stages']}")
+        print(f"[{name}] summarize stages, ms/episode at C={args.concurrency}: {r['stages_full']}")
     print(f"peak RSS {peak_rss_mb():.0f} MB")
 
 

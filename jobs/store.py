@@ -109,33 +109,47 @@ def record_calls(
         ])
 
 
-def write_session_episode(
-    conn: Conn, transcript: Transcript, row: EpisodeRow, *, worker: str, job_run_id: int | None
-) -> int | None:
-    """Replace the session's current episode and complete the transcript, atomically.
+@dataclass(frozen=True)
+class Taken:
+    """A session taken over for its new episode; ``old_id``: the episode superseded, if there was one."""
 
-    Returns the new episode id, or None when this worker no longer holds the claim (its lease
-    expired and another worker took over, or the transcript changed meanwhile): then nothing is
-    written and the caller must roll back. Results are fetched only where needed, so in a pipelined
-    transaction (``Database.tenant(..., pipeline=True)``) the write takes three round trips.
-    """
+    old_id: int | None
+
+
+def take_session(conn: Conn, transcript: Transcript, *, worker: str) -> Taken | None:
+    """The start of a session episode's write: complete the transcript, lock the session's current
+    episode (as a correction locks it, so the corrections read after this are all there are) and, on a
+    re-run, supersede it; None when this worker no longer holds the claim (its lease expired and
+    another worker took over, or the transcript changed meanwhile): then nothing is written and the
+    caller must roll back. The first two statements go out together: one round trip in a pipelined
+    transaction (``Database.tenant(..., pipeline=True)``)."""
     tenant = transcript.tenant_id
     done = conn.execute(query("complete_transcript"), {
         "tenant_id": tenant, "id": transcript.id, "worker": worker, "content_hash": transcript.content_hash,
     })
-    current = conn.execute(query("current_session_episode"), {  # in pipeline mode, one round trip with the above
-        "tenant_id": tenant, "session_id": transcript.session_id,
-    })
+    current = conn.execute(query("current_session_episode"), {"tenant_id": tenant, "session_id": transcript.session_id})
     if done.fetchone() is None:
         return None
     old = current.fetchone()
-    if old is not None:
-        conn.execute(query("supersede_episode"), {"tenant_id": tenant, "id": old["id"]})
-        conn.execute(query("reopen_items_resolved_by"), {"tenant_id": tenant, "episode_id": old["id"]})
-        conn.execute(query("restore_items_replaced_by"), {"tenant_id": tenant, "episode_id": old["id"]})
+    if old is None:
+        return Taken(None)
+    conn.execute(query("supersede_session_episode"), {"tenant_id": tenant, "id": old["id"]})
+    return Taken(old["id"])
+
+
+def write_session_episode(
+    conn: Conn, transcript: Transcript, row: EpisodeRow, *, taken: Taken, job_run_id: int | None
+) -> int:
+    """Write the session's new episode after :func:`take_session` (in its transaction); return its id.
+
+    Results are fetched only where needed: in a pipelined transaction (``Database.tenant(...,
+    pipeline=True)``) the episode's id is the one wait (statements sent before it, such as the
+    standing corrections, come back with it); what follows goes out with the commit.
+    """
+    tenant = transcript.tenant_id
     new_id = insert_episode(conn, row, messages=transcript.messages)
-    if old is not None:
-        conn.execute(query("link_superseded"), {"tenant_id": tenant, "old_id": old["id"], "new_id": new_id})
+    if taken.old_id is not None:
+        conn.execute(query("link_superseded"), {"tenant_id": tenant, "old_id": taken.old_id, "new_id": new_id})
     for res in row.episode.resolved_items:
         conn.execute(query("resolve_item"), {
             "event_id": res.item_id, "episode_id": new_id, "resolved_at": transcript.ended_at,

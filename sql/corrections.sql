@@ -127,7 +127,7 @@ FOR UPDATE
 
 -- name: erase_reopen_items
 -- What the erased episodes resolved is open again, and what their events replaced stands again:
--- the same rule as a superseded episode's (reopen_items_resolved_by, restore_items_replaced_by).
+-- the same rule as a superseded episode's (supersede_session_episode in queries.sql).
 UPDATE episode_events SET status = 'open', resolved_by = NULL, resolved_at = NULL
 WHERE tenant_id = %(tenant_id)s AND resolved_by = ANY (%(ids)s::bigint[])
   AND NOT episode_id = ANY (%(ids)s::bigint[])

@@ -157,8 +157,21 @@ FROM episodes
 WHERE tenant_id = %(tenant_id)s AND session_id = %(session_id)s AND kind = 'session' AND status = 'current'
 FOR UPDATE
 
--- name: supersede_episode
-UPDATE episodes SET status = 'superseded' WHERE tenant_id = %(tenant_id)s AND id = %(id)s
+-- name: supersede_session_episode
+-- A re-run's write, after current_session_episode locked the session's episode (as a correction
+-- locks it, so the corrections read next are all there are), in one statement: the episode is
+-- superseded; what it resolved is open again and what its events replaced stands again, for the new
+-- episode to resolve or replace again. (The two sets are disjoint: resolutions are of open questions
+-- and commitments, replacements of decisions and preferences; no row is updated twice.)
+WITH old AS (
+    UPDATE episodes SET status = 'superseded' WHERE tenant_id = %(tenant_id)s AND id = %(id)s
+), reopened AS (
+    UPDATE episode_events SET status = 'open', resolved_by = NULL, resolved_at = NULL
+    WHERE tenant_id = %(tenant_id)s AND resolved_by = %(id)s
+)
+UPDATE episode_events SET superseded_by = NULL
+WHERE tenant_id = %(tenant_id)s
+  AND superseded_by IN (SELECT id FROM episode_events WHERE tenant_id = %(tenant_id)s AND episode_id = %(id)s)
 
 -- name: link_superseded
 -- The re-run's episode inherits the pin (migration 0012): pinning keeps the session, not one version.
@@ -327,11 +340,6 @@ WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
   AND (id = %(event_id)s OR source_event_id = %(event_id)s) AND status = 'open'
 RETURNING id
 
--- name: reopen_items_resolved_by
--- A superseded episode's resolutions no longer stand; its replacement may resolve them again.
-UPDATE episode_events SET status = 'open', resolved_by = NULL, resolved_at = NULL
-WHERE tenant_id = %(tenant_id)s AND resolved_by = %(episode_id)s
-
 -- name: current_decisions
 -- The user's decisions and preferences that still stand (newest first, bounded), offered to the
 -- model so a later session can replace them. Those of this same session's earlier episode are left out;
@@ -360,13 +368,6 @@ WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
   AND (id = %(event_id)s OR source_event_id = %(event_id)s)
   AND type IN ('decision', 'preference') AND superseded_by IS NULL
 RETURNING id
-
--- name: restore_items_replaced_by
--- A superseded episode's replacements no longer stand: what its events replaced is current again,
--- and the episode's re-run may replace it again.
-UPDATE episode_events SET superseded_by = NULL
-WHERE tenant_id = %(tenant_id)s
-  AND superseded_by IN (SELECT id FROM episode_events WHERE tenant_id = %(tenant_id)s AND episode_id = %(episode_id)s)
 
 -- name: current_episode_for_content
 -- Is this content already summarised with this prompt version? Then a claim completes with no model call.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jobs.db import Conn
@@ -46,10 +47,13 @@ class Corrected:
     applied: tuple[int, ...] = ()  # correction ids that found their target
 
 
-def standing_corrections(conn: Conn, tenant_id: str, session_id: str) -> tuple[Correction, ...]:
-    """The session's corrections, oldest first (erased ones are gone)."""
+def standing_corrections(conn: Conn, tenant_id: str, session_id: str) -> Callable[[], tuple[Correction, ...]]:
+    """Ask for the session's corrections, oldest first (erased ones are gone); the function returned
+    reads them. In a pipelined transaction the answer then waits for the next statement that is read,
+    and both take one round trip."""
     rows = conn.execute(query("standing_corrections"), {"tenant_id": tenant_id, "session_id": session_id})
-    return tuple(Correction(r["id"], r["field"], r["event_type"], r["event_text"], r["new_value"]) for r in rows)
+    return lambda: tuple(Correction(r["id"], r["field"], r["event_type"], r["event_text"], r["new_value"])
+                         for r in rows)
 
 
 def _norm(text: str) -> str:

@@ -36,7 +36,7 @@ from jobs.extract.claude import AnthropicExtractor, BatchRequest
 from jobs.models import EpisodeExtraction, ExtractionResult, Transcript
 from jobs.runs import worker_id
 from jobs.sql import query
-from jobs.summarize.claim import claim, to_transcript
+from jobs.summarize.claim import Claimer, to_transcript
 from jobs.summarize.finish import Finisher
 
 log = logging.getLogger(__name__)
@@ -86,9 +86,9 @@ class BatchRunner:
             owner = f"batch:{batch_id}"
             items: list[_Item] = []
             size = 0
+            claimer = Claimer(self.db, owner=owner, lease_seconds=BATCH_LEASE_SECONDS)
             while len(items) < MAX_REQUESTS and (limit is None or report.counts["claimed"] < limit):
-                transcript = claim(self.db, owner=owner, lease_seconds=BATCH_LEASE_SECONDS, tenant=tenant,
-                                   since=since)
+                transcript = claimer.claim(tenant, since)
                 if transcript is None:
                     break
                 report.counts["claimed"] += 1

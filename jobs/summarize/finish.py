@@ -40,7 +40,7 @@ from jobs.privacy.standing import (
     standing_corrections,
 )
 from jobs.sql import query
-from jobs.store import EpisodeRow, record_calls, write_session_episode
+from jobs.store import EpisodeRow, record_calls, take_session, write_session_episode
 from jobs.summarize.report import StageClock
 
 log = logging.getLogger(__name__)
@@ -104,16 +104,19 @@ class Finisher:
                 dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
             )
             with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
-                episode_id = write_session_episode(conn, transcript, row, worker=owner, job_run_id=self.job_run_id)
-                crash_point(self.db.settings, "during_commit")
-                if episode_id is None:
+                taken = take_session(conn, transcript, worker=owner)
+                if taken is None:
                     raise psycopg.Rollback()  # nothing of this attempt may persist
                 # The old episode is locked now, and a correction locks it too: this list is complete.
-                found = standing_corrections(conn, transcript.tenant_id, transcript.session_id)
+                # Read with the new episode's id, in one round trip.
+                corrections = standing_corrections(conn, transcript.tenant_id, transcript.session_id)
+                episode_id = write_session_episode(conn, transcript, row, taken=taken, job_run_id=self.job_run_id)
+                crash_point(self.db.settings, "during_commit")
+                found = corrections()
                 if found != standing:
                     raise psycopg.Rollback()  # a correction arrived: write again with it
                 set_statuses(conn, transcript.tenant_id, episode_id, corrected.statuses)
-            if episode_id is None:
+            if taken is None:
                 log.warning("lost the claim before writing; discarded", extra={"action": "claim_lost",
                                                                               "transcript_id": transcript.id})
                 return "lost"

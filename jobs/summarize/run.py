@@ -26,7 +26,7 @@ from jobs.faults import crash_point
 from jobs.models import ExtractionResult, Transcript, split_offered
 from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
-from jobs.summarize.claim import LeaseKeeper, claim
+from jobs.summarize.claim import Claimer, LeaseKeeper
 from jobs.summarize.finish import Finisher
 from jobs.summarize.report import RunReport, StageClock
 
@@ -51,14 +51,14 @@ class Summarizer:
         self.clock = StageClock()
         self.finisher = Finisher(db, self.embedder, job_run_id, self.clock)
         self.leases = LeaseKeeper(db, self.worker, self.settings, self.closed)
+        self.claimer = Claimer(db, owner=self.worker, lease_seconds=self.settings.lease_seconds)
 
     def close(self) -> None:
         """Stop the lease keeper's thread (the summarizer is not used after this)."""
         self.closed.set()
 
     def claim(self, tenant: str | None = None, since: dt.datetime | None = None) -> Transcript | None:
-        return claim(self.db, owner=self.worker, lease_seconds=self.settings.lease_seconds, tenant=tenant,
-                     since=since)
+        return self.claimer.claim(tenant, since)
 
     def process(self, transcript: Transcript) -> str:
         """Summarise one claimed transcript; return done | skipped | failed | dead | lost."""
