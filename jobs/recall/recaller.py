@@ -124,12 +124,13 @@ class Recaller:
 
     def _read(self, tenant_id: str, user_id: str, opening_message: str, vector: np.ndarray, now: dt.datetime,
               purposes: list[str] | None) -> _Read | None:
-        """Everything recall reads, in one tenant transaction and two round trips; None if the database's
-        embedder is another one now (the copies were dropped; embed the message anew and read again).
+        """Everything recall reads, in one tenant transaction; None if the database's embedder is another
+        one now (the copies were dropped; embed the message anew and read again).
 
         The transaction runs in pipeline mode: the embedder check, the open items and the unsummarised
         sessions are sent ahead of the copy's read of what changed, and come back with it; the chosen
-        rows come back with the COMMIT."""
+        rows come back with the COMMIT. Two waits for results, four client round trips in all (a libpq
+        trace: psycopg also waits for the BEGIN and syncs before the COMMIT), against eight before."""
         cfg, settings = self.config, self.db.settings
         params = {"tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes}
         with self.db.tenant(tenant_id, pipeline=True) as conn:
