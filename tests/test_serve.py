@@ -23,7 +23,7 @@ from jobs.ingest import ingest_records
 from jobs.models import Transcript
 from jobs.serve import CHANNEL, MAINTENANCE_LOCK, ServeOptions, Server
 from jobs.summarize import Finisher, retry_dead
-from jobs.summarize.claim import claim
+from jobs.summarize.claim import Claimer
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
@@ -98,7 +98,7 @@ def test_every_path_that_makes_a_transcript_due_again_wakes_serve(llm_db: Databa
             return len(list(listener.notifies(timeout=10, stop_after=1)))
 
         def claimed() -> Transcript:
-            transcript = claim(llm_db, owner="w1", lease_seconds=60)
+            transcript = Claimer(llm_db, owner="w1", lease_seconds=60).claim()
             assert transcript is not None
             return transcript
 

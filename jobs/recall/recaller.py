@@ -147,8 +147,9 @@ class Recaller:
                     return None
                 index, lexemes = copy
                 open_rows = open_items.fetchall() if open_items is not None else []
-                scores = index.scores(vector, lexemes, epoch_us(now), purposes)
-                picked = fuse(scores, cfg, epoch_us(now), {r["episode_id"] for r in open_rows})
+                now_us = epoch_us(now)
+                scores = index.scores(vector, lexemes, now_us, purposes)
+                picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})
                 vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
             chosen = conn.execute(query("recall_rows"), {**params, "ids": sorted(picked)})
         return _Read(open_rows, len(scores.ids), picked, vectors, chosen.fetchall(),

@@ -44,13 +44,6 @@ def to_transcript(row: Row, *, redact: bool) -> Transcript:
     )
 
 
-def claim(db: Database, *, owner: str, lease_seconds: int, tenant: str | None = None,
-          since: dt.datetime | None = None) -> Transcript | None:
-    """Claim the next eligible transcript for ``owner``; None when there is none (one claim: see
-    :class:`Claimer` for a worker that claims again and again)."""
-    return Claimer(db, owner=owner, lease_seconds=lease_seconds).claim(tenant, since)
-
-
 class Claimer:
     """Claims for one worker (or the threads of one summarizer), tenant by tenant.
 
