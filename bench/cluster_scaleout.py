@@ -85,7 +85,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--shards", type=int, default=32, help="shards per distributed table")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--summarize-only", action="store_true", help="skip recall (a couple of minutes)")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--summarize-only", action="store_true", help="skip recall (a couple of minutes)")
+    only.add_argument("--recall-only", action="store_true", help="skip summarize (a few minutes)")
     args = parser.parse_args()
     if (reason := unreachable()) is not None:
         sys.exit(reason)
@@ -94,8 +96,9 @@ def main() -> None:
     results: dict[str, dict] = {}
     with scratch_home() as home:
         small, big = home / "small.jsonl", home / "big.jsonl"
-        generate(small, args.overhead_transcripts, 12)
-        generate(big, args.transcripts, 12)
+        if not args.recall_only:
+            generate(small, args.overhead_transcripts, 12)
+            generate(big, args.transcripts, 12)
         single_url = start_embedded(home / "pgdata")
         with psycopg.connect(single_url) as conn:
             migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
@@ -103,8 +106,10 @@ def main() -> None:
         try:
             for name, url in (("single", single_url), ("citus", cluster_url)):
                 settings = config.Settings(database_url=url, home=home)
-                print(f"[{name}] summarize ...", file=sys.stderr)
-                results[name] = summarize_figures(settings, small, big, args)
+                results[name] = {}
+                if not args.recall_only:
+                    print(f"[{name}] summarize ...", file=sys.stderr)
+                    results[name].update(summarize_figures(settings, small, big, args))
                 if args.summarize_only:
                     continue
                 print(f"[{name}] recall: loading {int(counts.sum()):,} episodes ...", file=sys.stderr)
@@ -116,7 +121,7 @@ def main() -> None:
                                            f"({args.heavy_users} heavy x {args.heavy_size:,}); ")
     print(f"{data}cluster: coordinator + 2 workers, {args.shards} shards per table; cores {os.cpu_count()}")
     print(f"{'':44} {'single':>12} {'citus':>12} {'citus/single':>13}")
-    rows = [
+    rows = [] if args.recall_only else [
         ("summarize overhead, ms/episode (C=1, L=0)", s["overhead_ms"], c["overhead_ms"]),
         (f"summarize episodes/s (C={args.concurrency}, L={args.latency}s)", s["rate"], c["rate"]),
     ]
@@ -131,6 +136,8 @@ def main() -> None:
     for name, r in results.items():
         if not args.summarize_only:
             print(f"[{name}] later recall, typical: {percentiles(r['later'])}")
+        if args.recall_only:
+            continue
         print(f"[{name}] summarize: {r['rate']:.2f} episodes/s = {r['rate'] / r['limit']:.1%} of C/L; exactly once: "
               f"{r['once'][0]} current episodes for {r['once'][1]} sessions of {r['once'][2]} transcripts")
         print(f"[{name}] summarize stages, ms/episode at C=1: {r['stages']}")
