@@ -51,6 +51,7 @@ import httpx
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -117,6 +118,18 @@ def process_tree(pid: int) -> list[int]:
         except OSError:
             pass
     return found
+
+
+def gc_passes(base: str) -> dict[str, tuple[float, float]]:
+    """Per generation, the garbage collector's passes so far and their seconds, from the service's /metrics."""
+    found: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=30).text):
+        if family.name == "episodes_gc_pause_seconds":
+            for sample in family.samples:
+                kind = sample.name.rsplit("_", 1)[1]
+                if kind in ("count", "sum"):
+                    found.setdefault(sample.labels["generation"], [0.0, 0.0])[kind == "sum"] += sample.value
+    return {g: (v[0], v[1]) for g, v in found.items()}
 
 
 class CpuClock:
@@ -398,6 +411,7 @@ def main() -> None:
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         plan = [(int(c), float(r)) for c in args.clients.split(",") for r in args.rate.split(",")]
         for clients, rate in plan:
+            gc_before = gc_passes(base)
             phase = asyncio.run(run_phase(("127.0.0.1", port), keys, users, clients, args.warmup, args.seconds, probe,
                                           restart_db if args.restart_db else None, rate, clock))
             ok = len(phase.latencies)
@@ -412,6 +426,11 @@ def main() -> None:
                 print("      CPU per answered request: " + ", ".join(f"{n} {ms:.2f} ms" for n, ms in spent.items())
                       + f"; total {total:.2f} ms, so {os.cpu_count()} cores allow at most "
                       f"{1000 * (os.cpu_count() or 1) / total:.0f} requests/s at this cost")
+            if not args.restart_db:
+                gc_after = gc_passes(base)
+                print("      garbage collector, both workers, warm-up included: " + ", ".join(
+                    f"generation {g} {gc_after[g][0] - gc_before.get(g, (0, 0))[0]:,.0f} passes "
+                    f"{gc_after[g][1] - gc_before.get(g, (0, 0))[1]:.2f} s" for g in sorted(gc_after)))
             if phase.first_503 is not None and phase.last_503 is not None:
                 print(f"      answered 503 for {phase.last_503 - phase.first_503:.2f} s "
                       f"({phase.status.get(503, 0)} responses), then recovered by itself")

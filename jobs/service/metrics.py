@@ -3,7 +3,9 @@
 - ``episodes_http_requests_total{method, route, status}`` and ``episodes_http_request_seconds{method, route}``:
   by route *template* (``/v1/episodes/{episode_id}``), never the raw path, so ids do not explode the series;
 - ``episodes_recall_cache_rows``: episodes held in memory by the recall copies (summed over workers);
-- ``episodes_queue_depth``: closed transcripts waiting to be summarised, read from the database at scrape time.
+- ``episodes_queue_depth``: closed transcripts waiting to be summarised, read from the database at scrape time;
+- ``episodes_gc_pause_seconds{generation}``: the cyclic garbage collector's passes, each of which stops the
+  worker's every thread (a full pass over a large heap is a latency spike no route's histogram explains).
 
 With ``--workers N`` > 1 the CLI gives every worker one private multiprocess directory
 (prometheus-client's multiprocess mode, :func:`jobs.config.share_metrics_dir`), and a scrape of any
@@ -12,7 +14,9 @@ worker aggregates all of them: the figures are the whole service's, not one work
 
 from __future__ import annotations
 
+import gc
 import os
+import time
 from collections.abc import Callable, Iterable
 
 from prometheus_client import (
@@ -29,6 +33,7 @@ from prometheus_client.registry import Collector
 
 from jobs.config import metrics_dir
 
+_GC_BUCKETS = (0.0005, 0.002, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
 _BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -61,6 +66,9 @@ class Metrics:
                                  buckets=_BUCKETS, registry=own)
         self.cache_rows = Gauge("episodes_recall_cache_rows", "Episodes held by the in-memory recall copies",
                                 registry=own, multiprocess_mode="livesum")
+        self.gc_pauses = Histogram("episodes_gc_pause_seconds", "Garbage collector passes (every thread stops)",
+                                   ["generation"], buckets=_GC_BUCKETS, registry=own)
+        self._gc_started = 0.0
         if self.multiprocess:
             MultiProcessCollector(self.registry)
         self.registry.register(_QueueDepth(queue_depth))
@@ -68,6 +76,20 @@ class Metrics:
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method, route, str(status)).inc()
         self.latency.labels(method, route).observe(seconds)
+
+    def watch_gc(self) -> None:
+        """Time the garbage collector's passes in this process until :meth:`unwatch_gc`."""
+        gc.callbacks.append(self._on_gc)
+
+    def unwatch_gc(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":  # passes never nest: the collector runs one at a time, holding the GIL
+            self._gc_started = time.perf_counter()
+        else:
+            self.gc_pauses.labels(str(info["generation"])).observe(time.perf_counter() - self._gc_started)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
