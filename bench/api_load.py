@@ -199,6 +199,10 @@ class Phase:
         self.cpu: dict[str, float] = {}  # CPU seconds of the measured part, by who spent them
 
 
+class ClosedBeforeAnswering(ConnectionError):
+    """The server closed the connection before any byte of the answer (e.g. a kept-alive one left idle)."""
+
+
 class Connection:
     """One keep-alive HTTP/1.1 connection speaking just enough HTTP for this bench.
 
@@ -217,8 +221,8 @@ class Connection:
         reused = self.writer is not None
         try:
             return await self._post(path, token, body)
-        except ConnectionError as lost:
-            if not (reused and lost.args[0] == "closed before answering"):
+        except ClosedBeforeAnswering:
+            if not reused:
                 raise
         return await self._post(path, token, body)
 
@@ -233,10 +237,10 @@ class Connection:
             header = await self.reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError as exc:
             self.close()
-            raise ConnectionError("closed before answering" if not exc.partial else "connection lost") from None
+            raise (ConnectionError("connection lost") if exc.partial else ClosedBeforeAnswering()) from None
         except OSError:
             self.close()
-            raise ConnectionError("closed before answering") from None
+            raise ClosedBeforeAnswering() from None
         try:
             lines = header.split(b"\r\n")
             status = int(lines[0].split(b" ", 2)[1])
