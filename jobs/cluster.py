@@ -11,13 +11,15 @@ are left as they are.
   counters sit on one node, so every statement that names the tenant runs there whole (joins,
   foreign keys, ``FOR UPDATE SKIP LOCKED``, the recall copy's one-snapshot read).
 * Lookups (``event_types``) and operational tables that tenant rows point at (``job_runs``,
-  ``model_batches``) become reference tables, copied to every node.
-* ``episodes_settings``, ``schema_migrations``, ``api_keys`` and ``reembed_state`` stay plain
-  tables on the coordinator: nothing joins them with tenant rows.
+  ``model_batches``) become reference tables, copied to every node; so does ``episodes_settings``,
+  which recall reads on the workers (the recorded embedder).
+* ``schema_migrations``, ``api_keys`` and ``reembed_state`` stay plain tables on the coordinator:
+  nothing joins them with tenant rows.
 
-Every process connects to the coordinator. Advisory locks (serve's singleton jobs, compress, prune,
-reembed) and ``LISTEN``/``NOTIFY`` are node-local, so on the coordinator they are cluster-wide for
-every process of the system.
+Every process connects to the coordinator, and all writes go through it. Advisory locks (serve's
+singleton jobs, compress, prune, reembed) and ``LISTEN``/``NOTIFY`` are node-local, so on the
+coordinator they are cluster-wide for every process of the system. Recall's read alone goes to the
+worker that holds the tenant (:mod:`jobs.routes`), READ ONLY.
 
 What the database is told, once: ``citus.propagate_set_commands = 'local'`` (the tenant setting of
 ``SET LOCAL`` travels to the workers, where row-level security reads it: :func:`jobs.db.set_local`),
@@ -42,7 +44,7 @@ from jobs.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-REFERENCE_TABLES = ("event_types", "job_runs", "model_batches")
+REFERENCE_TABLES = ("event_types", "job_runs", "model_batches", "episodes_settings")
 # Co-located with the first, in the order their foreign keys need.
 TENANT_TABLES = ("transcripts", "episodes", "episode_events", "episode_entities", "episode_lineage", "model_calls",
                  "model_batch_items", "erasures", "episode_corrections", "recall_versions",

@@ -154,6 +154,7 @@ class Settings:
     price_input_per_mtok: float = 1.0
     price_output_per_mtok: float = 5.0
     recall_cache_rows: int = 300_000
+    recall_on_workers: bool = True  # on a Citus cluster, recall reads from the tenant's worker (jobs.routes)
     recall_pack_rows: int = 1_000  # users with at least this many candidates get a recall pack (0: none)
     redact: bool = True
     purpose_map: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
@@ -230,6 +231,7 @@ def load() -> Settings:
         price_input_per_mtok=_float("EPISODES_PRICE_INPUT_PER_MTOK", 1.0),
         price_output_per_mtok=_float("EPISODES_PRICE_OUTPUT_PER_MTOK", 5.0),
         recall_cache_rows=_int("EPISODES_RECALL_CACHE_ROWS", 300_000, minimum=0),
+        recall_on_workers=env_bool("EPISODES_RECALL_ON_WORKERS", True),
         recall_pack_rows=_int("EPISODES_RECALL_PACK_ROWS", 1_000, minimum=0),
         redact=env_bool("EPISODES_REDACT", True),
         purpose_map=parse_purpose_map(os.environ.get("EPISODES_PURPOSE_MAP", "")),

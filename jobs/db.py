@@ -15,7 +15,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -23,10 +23,11 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from jobs.config import Settings
 from jobs.errors import DatabaseError
+from jobs.routes import Node, Routes, ask_with, node_url
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ Cursor: TypeAlias = psycopg.Cursor[DictRow]
 Row: TypeAlias = DictRow
 
 EMBEDDED_DB_NAME = "episodes"
+NODE_TIMEOUT_SECONDS = 2.0  # to reach a Citus worker recall reads from, before the coordinator serves (jobs.routes)
 APP_ROLE = "episodes_app"
 
 
@@ -106,6 +108,12 @@ def one(cursor: Cursor) -> DictRow:
     return row
 
 
+def _configure_read_only(conn: psycopg.Connection[Any]) -> None:
+    """For a Citus worker's pool (jobs.routes): as :func:`_configure`, and every transaction READ ONLY."""
+    _configure(conn)
+    conn.read_only = True
+
+
 def _configure(conn: psycopg.Connection[Any]) -> None:
     """Called for every new pooled connection: register the pgvector adapter."""
     try:
@@ -124,6 +132,8 @@ class Database:
         self._url = url or settings.database_url
         self._pool: ConnectionPool[Conn] | None = None
         self._opening = threading.Lock()  # threads sharing a Database open one pool between them
+        self._node_pools: dict[Node, ConnectionPool[Conn]] = {}  # Citus workers recall reads from
+        self._routes = Routes(ask_with(self.admin), self._open_node_pool)
 
     @property
     def url(self) -> str:
@@ -154,20 +164,7 @@ class Database:
         with self._opening:
             if self._pool is not None:
                 return self._pool
-            pool: ConnectionPool[Conn] = ConnectionPool(
-                self.url,
-                connection_class=psycopg.Connection[DictRow],
-                min_size=1,
-                max_size=self.settings.pool_size,
-                kwargs={"row_factory": dict_row},
-                configure=_configure,
-                # A connection is checked as it leaves the pool, so after a database restart the
-                # dead ones are replaced instead of failing a request each (_check_if_closed).
-                check=_check_if_closed,
-                timeout=self.settings.pool_timeout_seconds,
-                open=False,
-                name="episodes",
-            )
+            pool = self._new_pool(self.url, "episodes", self.settings.pool_timeout_seconds)
             try:
                 pool.open(wait=True, timeout=self.settings.pool_timeout_seconds)
             except psycopg.OperationalError as exc:
@@ -175,6 +172,37 @@ class Database:
                 raise DatabaseError(f"Could not connect to {self.location}: {exc}") from exc
             self._pool = pool
         return self._pool
+
+    def _new_pool(self, url: str, name: str, timeout: float, *, read_only: bool = False) -> ConnectionPool[Conn]:
+        return ConnectionPool(
+            url,
+            connection_class=psycopg.Connection[DictRow],
+            min_size=1,
+            max_size=self.settings.pool_size,
+            kwargs={"row_factory": dict_row},
+            configure=_configure_read_only if read_only else _configure,
+            # A connection is checked as it leaves the pool, so after a database restart the
+            # dead ones are replaced instead of failing a request each (_check_if_closed).
+            check=_check_if_closed,
+            timeout=timeout,
+            open=False,
+            name=name,
+        )
+
+    def _open_node_pool(self, node: Node) -> bool:
+        """Open the pool of a Citus worker that recall reads from (jobs.routes); whether it could."""
+        with self._opening:
+            if node in self._node_pools:
+                return True
+            pool = self._new_pool(node_url(self.url, node), f"episodes-{node[0]}:{node[1]}", NODE_TIMEOUT_SECONDS,
+                                  read_only=True)
+            try:
+                pool.open(wait=True, timeout=NODE_TIMEOUT_SECONDS)
+            except psycopg.OperationalError:
+                pool.close()
+                return False
+            self._node_pools[node] = pool
+        return True
 
     @contextmanager
     def admin(self, *, pipeline: bool = False) -> Iterator[Conn]:
@@ -190,17 +218,48 @@ class Database:
     @contextmanager
     def tenant(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[Conn]:
         """A pooled transaction that can see and write only ``tenant_id``'s rows (``pipeline``: see admin)."""
+        with self._tenant_on(self.pool, tenant_id, pipeline) as conn:
+            yield conn
+
+    @contextmanager
+    def tenant_read(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[Conn]:
+        """Like :meth:`tenant`, for a transaction that only reads. On a Citus cluster it runs on the
+        worker that holds the tenant's shards, READ ONLY (jobs.routes; ``EPISODES_RECALL_ON_WORKERS``)."""
+        node = self._routes.node(tenant_id) if self.settings.recall_on_workers and tenant_id else None
+        with ExitStack() as stack:
+            conn: Conn | None = None
+            if node is not None and (pool := self._node_pools.get(node)) is not None:
+                try:
+                    conn = stack.enter_context(pool.connection())
+                except (PoolTimeout, psycopg.OperationalError):  # the worker went away: the coordinator serves
+                    self._routes.down(node)
+            if conn is None:
+                conn = stack.enter_context(self.pool.connection())
+            stack.enter_context(self._tenant_in(conn, tenant_id, pipeline))
+            yield conn
+
+    @contextmanager
+    def _tenant_on(self, pool: ConnectionPool[Conn], tenant_id: str, pipeline: bool) -> Iterator[Conn]:
+        with pool.connection() as conn, self._tenant_in(conn, tenant_id, pipeline):
+            yield conn
+
+    @staticmethod
+    @contextmanager
+    def _tenant_in(conn: Conn, tenant_id: str, pipeline: bool) -> Iterator[Conn]:
         if not tenant_id:
             raise ValueError("tenant_id must be a non-empty string")
-        with self.pool.connection() as conn:
-            with _pipelined(conn, pipeline), conn.transaction():
-                set_local(conn, role=APP_ROLE, **{"episodes.tenant_id": tenant_id})
-                yield conn
+        with _pipelined(conn, pipeline), conn.transaction():
+            set_local(conn, role=APP_ROLE, **{"episodes.tenant_id": tenant_id})
+            yield conn
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        for pool in self._node_pools.values():
+            pool.close()
+        self._node_pools.clear()
+        self._routes.forget()
 
     def __enter__(self) -> "Database":
         return self

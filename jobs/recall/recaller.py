@@ -133,7 +133,7 @@ class Recaller:
         trace: psycopg also waits for the BEGIN and syncs before the COMMIT), against eight before."""
         cfg, settings = self.config, self.db.settings
         params = {"tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes}
-        with self.db.tenant(tenant_id, pipeline=True) as conn:
+        with self.db.tenant_read(tenant_id, pipeline=True) as conn:  # on a cluster: the tenant's worker
             recorded = send_recorded_embedder(conn)
             open_items = conn.execute(query("recall_open_items"), {
                 **params, "limit": cfg.max_open_items, "query_text": opening_message,

@@ -1,0 +1,142 @@
+"""On a Citus cluster, recall reads from the worker that holds the tenant's shards, not the coordinator.
+
+Citus (11 and later) keeps its metadata on every worker, so a worker plans and runs any statement. One
+that names a tenant whose shards the worker holds runs there by local execution: no hop from the
+coordinator, no remote transaction (its BEGIN, SET LOCALs and COMMIT). Measured side by side
+(``bench/cluster_scaleout.py``, README "Scaling out"), a typical user's later recall takes about 1 ms
+less this way; and the coordinator leaves the read path, so recall load spreads over the workers
+instead of passing through one node.
+
+Only recall's read moves (:meth:`jobs.db.Database.tenant_read`). Its transaction is READ ONLY, so a
+write that strays into it fails loudly instead of going through a worker. Writes, ``LISTEN``/``NOTIFY``
+and advisory locks stay on the coordinator (jobs.cluster).
+
+A route is the node holding the tenant's shard of ``transcripts`` (every tenant table is co-located
+with it, so all of the tenant's rows are there), read from the coordinator's metadata and kept for
+:data:`ROUTE_SECONDS`. A stale route (the shard moved) costs speed, not truth: the worker it names
+still plans the statement and sends it to the shard's new node, with the transaction's settings.
+A worker that cannot be reached is skipped for :data:`ROUTE_SECONDS` (a warning is logged) and the
+coordinator serves its tenants' recalls, as it would without routes.
+
+Routes need ``episodes_settings`` as a reference table (a copy on every node: recall checks the
+recorded embedder), which ``episodes init`` makes since this change; a cluster distributed before it
+is read through the coordinator until ``episodes init`` runs again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg.rows import tuple_row
+
+log = logging.getLogger(__name__)
+
+ROUTE_SECONDS = 30.0  # how long a route, the cluster check, or a worker found unreachable is kept
+
+_ROUTABLE = """
+SELECT count(*) = 2 FROM pg_dist_partition
+WHERE logicalrelid IN ('transcripts'::regclass, 'episodes_settings'::regclass)"""
+
+_PLACEMENT = """
+SELECT n.nodename, n.nodeport, n.groupid = 0 AS coordinator
+FROM pg_dist_placement p
+JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary' AND n.isactive
+WHERE p.shardid = get_shard_id_for_distribution_column('transcripts', %s::text)"""
+
+Node = tuple[str, int]
+
+
+def node_url(url: str, node: Node) -> str:
+    """``url`` (the coordinator's) with the host and port of ``node``: same database, user and options."""
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info.pop("hostaddr", None)
+    info["host"], info["port"] = node[0], str(node[1])
+    return psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in info.items() if v is not None})
+
+
+class Routes:
+    """Which worker holds a tenant's shards; thread-safe.
+
+    ``ask`` runs one statement on the coordinator and returns its rows as tuples. ``usable`` is
+    called once per worker before its first route is handed out (it opens the worker's pool) and
+    says whether the worker can be reached."""
+
+    def __init__(self, ask: Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]],
+                 usable: Callable[[Node], bool], clock: Callable[[], float] = time.monotonic) -> None:
+        self._ask, self._usable, self._clock = ask, usable, clock
+        self._lock = threading.Lock()
+        self._routable: tuple[bool, float] | None = None
+        self._routes: dict[str, tuple[Node | None, float]] = {}
+        self._down: dict[Node, float] = {}
+        self._up: set[Node] = set()
+
+    def node(self, tenant_id: str) -> Node | None:
+        """The worker to read ``tenant_id`` from, or None for the coordinator."""
+        now = self._clock()
+        with self._lock:
+            routable = self._routable
+            route = self._routes.get(tenant_id)
+        if routable is None or routable[1] <= now:
+            routable = (self._check(), now + ROUTE_SECONDS)
+            with self._lock:
+                self._routable = routable
+        if not routable[0]:
+            return None
+        if route is None or route[1] <= now:
+            rows = self._ask(_PLACEMENT, (tenant_id,))
+            found = None if not rows or rows[0][2] else (str(rows[0][0]), int(rows[0][1]))
+            route = (found, now + ROUTE_SECONDS)
+            with self._lock:
+                self._routes[tenant_id] = route
+        node = route[0]
+        return node if node is not None and self._reachable(node, now) else None
+
+    def down(self, node: Node) -> None:
+        """``node`` failed a read: skip it for :data:`ROUTE_SECONDS`."""
+        log.warning("Citus worker %s:%s failed; its tenants' recalls go through the coordinator for %.0f s",
+                    node[0], node[1], ROUTE_SECONDS,
+                    extra={"action": "route_fallback", "node": f"{node[0]}:{node[1]}"})
+        with self._lock:
+            self._down[node] = self._clock() + ROUTE_SECONDS
+            self._up.discard(node)
+
+    def forget(self) -> None:
+        """Drop every route and the cluster check (tests; after a rebalance, to route anew at once)."""
+        with self._lock:
+            self._routable, self._routes, self._down = None, {}, {}
+
+    def _check(self) -> bool:
+        if not self._ask("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')", ())[0][0]:
+            return False
+        return bool(self._ask(_ROUTABLE, ())[0][0])
+
+    def _reachable(self, node: Node, now: float) -> bool:
+        with self._lock:
+            if self._down.get(node, 0.0) > now:
+                return False
+            if node in self._up:
+                return True
+        if self._usable(node):
+            with self._lock:
+                self._up.add(node)
+            return True
+        log.warning("cannot reach Citus worker %s:%s; its tenants' recalls go through the coordinator for %.0f s",
+                    node[0], node[1], ROUTE_SECONDS,
+                    extra={"action": "route_fallback", "node": f"{node[0]}:{node[1]}"})
+        with self._lock:
+            self._down[node] = now + ROUTE_SECONDS
+        return False
+
+
+def ask_with(connect: Callable[[], Any]) -> Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """A Routes ``ask`` that runs each statement in its own transaction of ``connect()`` (a pooled
+    owner connection's context manager)."""
+    def ask(statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with connect() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            return cur.execute(statement, params).fetchall()
+    return ask
