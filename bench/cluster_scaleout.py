@@ -114,29 +114,34 @@ def main() -> None:
                     continue
                 print(f"[{name}] recall: loading {int(counts.sum()):,} episodes ...", file=sys.stderr)
                 results[name].update(recall_figures(url, settings, counts, args))
+                if name == "citus":  # the same, with every read through the coordinator (jobs/routes.py off)
+                    print("[citus, through the coordinator] recall ...", file=sys.stderr)
+                    results["via coordinator"] = recall_figures(url, settings.with_(recall_on_workers=False),
+                                                                counts, args)
         finally:
             drop_database(CLUSTER_DB)
-    s, c = results["single"], results["citus"]
+    s, c, v = results["single"], results["citus"], results.get("via coordinator", {})
     data = "" if args.summarize_only else (f"data: {int(counts.sum()):,} episodes, {len(counts):,} users "
                                            f"({args.heavy_users} heavy x {args.heavy_size:,}); ")
     print(f"{data}cluster: coordinator + 2 workers, {args.shards} shards per table; cores {os.cpu_count()}")
-    print(f"{'':44} {'single':>12} {'citus':>12} {'citus/single':>13}")
-    rows = [] if args.recall_only else [
-        ("summarize overhead, ms/episode (C=1, L=0)", s["overhead_ms"], c["overhead_ms"]),
-        (f"summarize episodes/s (C={args.concurrency}, L={args.latency}s)", s["rate"], c["rate"]),
+    print("citus: recall reads on the tenant's worker (the default); via coordinator: EPISODES_RECALL_ON_WORKERS=off")
+    print(f"{'':44} {'single':>12} {'citus':>12} {'citus/single':>13} {'via coord.':>11} {'ratio':>7}")
+    rows: list[tuple[str, float, float, float | None]] = [] if args.recall_only else [
+        ("summarize overhead, ms/episode (C=1, L=0)", s["overhead_ms"], c["overhead_ms"], None),
+        (f"summarize episodes/s (C={args.concurrency}, L={args.latency}s)", s["rate"], c["rate"], None),
     ]
     rows += [] if args.summarize_only else [
-        ("recall p95 ms, first of a typical user", p95(s["first"]), p95(c["first"])),
-        ("recall p95 ms, first of a heavy user", p95(s["first_heavy"]), p95(c["first_heavy"])),
-        ("recall p95 ms, later, typical (1 new)", p95(s["later"]), p95(c["later"])),
-        ("recall p95 ms, later, heavy (1 new)", p95(s["later_heavy"]), p95(c["later_heavy"])),
+        (f"recall p95 ms, {label}", p95(s[key]), p95(c[key]), p95(v[key]))
+        for label, key in (("first of a typical user", "first"), ("first of a heavy user", "first_heavy"),
+                           ("later, typical (1 new)", "later"), ("later, heavy (1 new)", "later_heavy"))
     ]
-    for label, a, b in rows:
-        print(f"{label:44} {a:12.2f} {b:12.2f} {b / a:12.2f}x")
+    for label, a, b, via in rows:
+        tail = "" if via is None else f" {via:11.2f} {via / a:6.2f}x"
+        print(f"{label:44} {a:12.2f} {b:12.2f} {b / a:12.2f}x{tail}")
     for name, r in results.items():
         if not args.summarize_only:
             print(f"[{name}] later recall, typical: {percentiles(r['later'])}")
-        if args.recall_only:
+        if args.recall_only or "rate" not in r:
             continue
         print(f"[{name}] summarize: {r['rate']:.2f} episodes/s = {r['rate'] / r['limit']:.1%} of C/L; exactly once: "
               f"{r['once'][0]} current episodes for {r['once'][1]} sessions of {r['once'][2]} transcripts")
