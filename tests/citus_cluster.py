@@ -13,7 +13,10 @@ roles and settings stay.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
+from pathlib import Path
 
 import psycopg
 from psycopg import sql
@@ -59,11 +62,17 @@ def _nodes(base: str) -> list[tuple[str, int, bool]]:
 
 
 def create_database(name: str, shards: int = SHARDS) -> str:
-    """A migrated, distributed database ``name`` on every node of the cluster (``shards`` per table); its URL."""
-    url = create_blank_database(name)
-    with psycopg.connect(url) as conn:
-        migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
-        cluster.distribute(conn, shard_count=shards)
+    """A migrated, distributed database ``name`` on every node of the cluster (``shards`` per table); its URL.
+
+    One process at a time on this machine: the migrations grant roles, which are global objects that
+    Citus propagates to every node, and two processes granting at once fail one with "tuple
+    concurrently updated" (seen in CI with pytest -n 2)."""
+    with open(Path(tempfile.gettempdir()) / "episodes-citus-create.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        url = create_blank_database(name)
+        with psycopg.connect(url) as conn:
+            migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
+            cluster.distribute(conn, shard_count=shards)
     return url
 
 
