@@ -190,7 +190,9 @@ class Database:
         )
 
     def _open_node_pool(self, node: Node) -> bool:
-        """Open the pool of a Citus worker that recall reads from (jobs.routes); whether it could."""
+        """Open the pool of a Citus worker that recall reads from (jobs.routes); whether it is open."""
+        if node in self._node_pools:
+            return True
         with self._opening:
             if node in self._node_pools:
                 return True
@@ -218,7 +220,7 @@ class Database:
     @contextmanager
     def tenant(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[Conn]:
         """A pooled transaction that can see and write only ``tenant_id``'s rows (``pipeline``: see admin)."""
-        with self._tenant_on(self.pool, tenant_id, pipeline) as conn:
+        with self.pool.connection() as conn, self._tenant_in(conn, tenant_id, pipeline):
             yield conn
 
     @contextmanager
@@ -236,11 +238,6 @@ class Database:
             if conn is None:
                 conn = stack.enter_context(self.pool.connection())
             stack.enter_context(self._tenant_in(conn, tenant_id, pipeline))
-            yield conn
-
-    @contextmanager
-    def _tenant_on(self, pool: ConnectionPool[Conn], tenant_id: str, pipeline: bool) -> Iterator[Conn]:
-        with pool.connection() as conn, self._tenant_in(conn, tenant_id, pipeline):
             yield conn
 
     @staticmethod

@@ -63,7 +63,7 @@ class Routes:
     """Which worker holds a tenant's shards; thread-safe.
 
     ``ask`` runs one statement on the coordinator and returns its rows as tuples. ``usable`` is
-    called once per worker before its first route is handed out (it opens the worker's pool) and
+    called before a worker's route is handed out (it opens the worker's pool, if not open yet) and
     says whether the worker can be reached."""
 
     def __init__(self, ask: Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]],
@@ -73,7 +73,6 @@ class Routes:
         self._routable: tuple[bool, float] | None = None
         self._routes: dict[str, tuple[Node | None, float]] = {}
         self._down: dict[Node, float] = {}
-        self._up: set[Node] = set()
 
     def node(self, tenant_id: str) -> Node | None:
         """The worker to read ``tenant_id`` from, or None for the coordinator."""
@@ -98,12 +97,7 @@ class Routes:
 
     def down(self, node: Node) -> None:
         """``node`` failed a read: skip it for :data:`ROUTE_SECONDS`."""
-        log.warning("Citus worker %s:%s failed; its tenants' recalls go through the coordinator for %.0f s",
-                    node[0], node[1], ROUTE_SECONDS,
-                    extra={"action": "route_fallback", "node": f"{node[0]}:{node[1]}"})
-        with self._lock:
-            self._down[node] = self._clock() + ROUTE_SECONDS
-            self._up.discard(node)
+        self._skip(node, "failed", self._clock())
 
     def forget(self) -> None:
         """Drop every route and the cluster check (tests; after a rebalance, to route anew at once)."""
@@ -119,18 +113,17 @@ class Routes:
         with self._lock:
             if self._down.get(node, 0.0) > now:
                 return False
-            if node in self._up:
-                return True
         if self._usable(node):
-            with self._lock:
-                self._up.add(node)
             return True
-        log.warning("cannot reach Citus worker %s:%s; its tenants' recalls go through the coordinator for %.0f s",
-                    node[0], node[1], ROUTE_SECONDS,
+        self._skip(node, "cannot be reached", now)
+        return False
+
+    def _skip(self, node: Node, why: str, now: float) -> None:
+        log.warning("Citus worker %s:%s %s; its tenants' recalls go through the coordinator for %.0f s",
+                    node[0], node[1], why, ROUTE_SECONDS,
                     extra={"action": "route_fallback", "node": f"{node[0]}:{node[1]}"})
         with self._lock:
             self._down[node] = now + ROUTE_SECONDS
-        return False
 
 
 def ask_with(connect: Callable[[], Any]) -> Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]:

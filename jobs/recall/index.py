@@ -333,7 +333,8 @@ class RecallIndex:
 
     def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str, index: UserIndex | None,
               accept: Callable[[], bool]) -> tuple[list[bytes], UserIndex] | None:
-        if index is None:
+        roomy = index is None  # WHOLE_READ_MEMORY set in this transaction (a pack is as large as a whole read)
+        if roomy:
             conn.execute(WHOLE_READ_MEMORY)
         if index is None and (pack := read_pack(conn, tenant_id, user_id, self.dim)) is not None:
             index = UserIndex.from_pack(pack)
@@ -343,6 +344,9 @@ class RecallIndex:
         first = True
         while True:
             since, epoch = (index.version, index.epoch) if index is not None else (0, None)
+            if index is None and not roomy:  # a reset or a compaction below: a whole read after all
+                conn.execute(WHOLE_READ_MEMORY)
+                roomy = True
             row = one(conn.execute(query("recall_changes"), {
                 "tenant_id": tenant_id, "user_id": user_id, "since": since, "epoch": epoch,
                 "query_text": query_text,
@@ -352,7 +356,6 @@ class RecallIndex:
             first = False
             if index is not None and row["reset"]:
                 index = None  # an episode deleted since, or the user erased: read everything again
-                conn.execute(WHOLE_READ_MEMORY)
                 continue
             if index is None:
                 index = UserIndex(self.dim)
@@ -364,7 +367,6 @@ class RecallIndex:
             index.version, index.epoch = int(row["version"]), row["epoch"]
             if index.dead > max(1024, index.live):  # mostly replaced versions: compact by reading anew
                 index = None
-                conn.execute(WHOLE_READ_MEMORY)
                 continue
             if read_whole and self.packs is not None and index.live >= self.packs.min_rows:
                 self.packs.offer(tenant_id, user_id, index.pack())  # written later, on another connection
