@@ -171,7 +171,7 @@ def load_users(paths: list[Path], extractor: str) -> list[User]:
             ids = sorted(int(i) for i in own[0].scores.ids)
             with db.tenant(TENANT) as conn:
                 rows = {r["id"]: r for r in conn.execute(query("recall_rows"), {
-                    "tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "ids": ids}).fetchall()}
+                    "tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "ids": ids}).fetchall() if r["candidate"]}
                 with probe.index.user(conn, TENANT, conv.user_id, "") as (index, _):
                     vectors = {i: v.copy() for i in ids if (v := index.vector(i)) is not None}
             eps = [RecalledEpisode(i, "session", r["session_id"], "general", "", [], 0.5, conv.now, conv.now, None,

@@ -177,7 +177,7 @@ def main() -> None:
             with db.tenant(TENANT) as conn:
                 ids = sorted(int(i) for i in own[conv.user_id][0].scores.ids)
                 rows[conv.user_id] = {r["id"]: r for r in conn.execute(query("recall_rows"), {
-                    "tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "ids": ids}).fetchall()}
+                    "tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "ids": ids}).fetchall() if r["candidate"]}
                 with probe.index.user(conn, TENANT, conv.user_id, "") as (index, _):
                     vectors = {i: v.copy() for i in ids if (v := index.vector(i)) is not None}
                 rows[conv.user_id]["vectors"] = vectors  # type: ignore[assignment]

@@ -2,7 +2,7 @@
 
 ``episodes init`` records the configured embedder; after a re-embed the database records the new one
 and its vectors are of that embedder only. A process started before the switch must notice:
-recall follows the recorded embedder (:func:`follows`), writers refuse (:func:`check_recorded`)
+recall follows the recorded embedder (jobs.recall.recaller), writers refuse (:func:`check_recorded`)
 rather than store vectors from another embedder.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.db import Conn, Cursor, one, set_local
+from jobs.db import Conn, one, set_local
 from jobs.embeddings.protocol import Embedder
 from jobs.errors import EmbedderChanged
 from jobs.sql import query
@@ -30,24 +30,15 @@ def recorded_embedder(conn: Conn) -> Recorded:
     """The embedder and dimension the database's vectors are of, for the rest of the caller's transaction.
 
     First takes the lock every reader of ``episodes`` takes anyway (ACCESS SHARE), so a switch cannot
-    commit between this read and the caller's next statements."""
+    commit between this read and the caller's next statements. (Recall needs no lock: its read of the
+    vectors brings the recorded embedder in the same statement, jobs.recall.index.)"""
     with conn.pipeline():  # the statements in one round trip; the server still runs them in order
-        cursor = send_recorded_embedder(conn)
-    return recorded_from(cursor)
-
-
-def send_recorded_embedder(conn: Conn) -> Cursor:
-    """Send what :func:`recorded_embedder` does without waiting for the answer (``conn`` is in pipeline
-    mode): the caller's next read brings it back with its own; :func:`recorded_from` reads it."""
-    # On a Citus coordinator a LOCK TABLE is also sent to every worker; the switch's ALTER TABLE
-    # locks the coordinator's table first, and every process reads through the coordinator, so
-    # the lock there is the one that orders them (one PostgreSQL ignores the setting).
-    set_local(conn, **{"citus.enable_ddl_propagation": "off"})
-    conn.execute(query("hold_episodes_schema"))
-    return conn.execute(query("recorded_embedder"))
-
-
-def recorded_from(cursor: Cursor) -> Recorded:
+        # On a Citus coordinator a LOCK TABLE is also sent to every worker; the switch's ALTER TABLE
+        # locks the coordinator's table first, and every writer goes through the coordinator, so
+        # the lock there is the one that orders them (one PostgreSQL ignores the setting).
+        set_local(conn, **{"citus.enable_ddl_propagation": "off"})
+        conn.execute(query("hold_episodes_schema"))
+        cursor = conn.execute(query("recorded_embedder"))
     row = one(cursor)
     return Recorded(str(row["embedder"]), int(row["dim"]))
 

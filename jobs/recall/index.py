@@ -47,6 +47,7 @@ from uuid import UUID
 import numpy as np
 
 from jobs.db import Conn, one
+from jobs.embeddings.recorded import Recorded
 from jobs.recall.packs import PackWriter, read_pack
 from jobs.recall.postings import Posting, Postings
 from jobs.recall.text_rank import TERMS, length_divisors, query_order, rank
@@ -301,14 +302,15 @@ class RecallIndex:
 
     @contextmanager
     def user(self, conn: Conn, tenant_id: str, user_id: str, query_text: str,
-             accept: Callable[[], bool] = lambda: True) -> Iterator[tuple[UserIndex, list[bytes]] | None]:
+             accept: Callable[[Recorded], bool] = lambda recorded: True
+             ) -> Iterator[tuple[UserIndex, list[bytes]] | None]:
         """The user's copy, brought up to date in ``conn``'s tenant transaction, and the message's lexemes.
 
         The lexemes (to_tsvector('english', query_text)) come in the same round trip. The copy is
         held for the ``with`` block: recalls of one user take turns, others run in parallel.
-        ``accept`` is asked once the read is back, before the copy takes it: statements the caller
-        sent ahead in the same pipeline have answered by then (the recaller's embedder check). If it
-        says no, the copy is left as it was and the block gets None.
+        ``accept`` is asked once the read is back, before the copy takes it, with the embedder the
+        database records in the read's snapshot (the vectors are of it). If it says no (the recaller
+        follows a switch by `episodes reembed`), the copy is left as it was and the block gets None.
         """
         key = (tenant_id, user_id)
         with self._lock:
@@ -332,7 +334,7 @@ class RecallIndex:
                     self._evict()
 
     def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str, index: UserIndex | None,
-              accept: Callable[[], bool]) -> tuple[list[bytes], UserIndex] | None:
+              accept: Callable[[Recorded], bool]) -> tuple[list[bytes], UserIndex] | None:
         roomy = index is None  # WHOLE_READ_MEMORY set in this transaction (a pack is as large as a whole read)
         if roomy:
             conn.execute(WHOLE_READ_MEMORY)
@@ -351,7 +353,7 @@ class RecallIndex:
                 "tenant_id": tenant_id, "user_id": user_id, "since": since, "epoch": epoch,
                 "query_text": query_text,
             }, binary=True))
-            if first and not accept():
+            if first and not accept(Recorded(str(row["embedder"]), int(row["embedding_dim"]))):
                 return None
             first = False
             if index is not None and row["reset"]:
