@@ -46,6 +46,7 @@ from jobs.eval.locomo import (
 from jobs.recall import RecallConfig, Recaller
 from jobs.recall.fitting import select
 from jobs.recall.index import Scores
+from jobs.recall.open_items import open_items, send_open_items
 from jobs.recall.result import Recall, RecalledEpisode, RecalledOpenItem
 from jobs.recall.scoring import epoch_us, fuse
 from jobs.sql import query
@@ -154,13 +155,12 @@ def load_users(paths: list[Path], extractor: str) -> list[User]:
             out = []
             with db.tenant(TENANT) as conn:
                 for q, vec in zip(qs, vecs):
-                    with probe.index.user(conn, TENANT, conv.user_id, q.text) as (index, lexemes):
+                    with probe.index.user(conn, TENANT, conv.user_id, q.text) as (index, lexemes, stems):
                         s = index.scores(vec, lexemes, epoch_us(conv.now), None)
-                    items = conn.execute(query("recall_open_items"), {
-                        "tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "purposes": None,
-                        "limit": base.max_open_items, "query_text": q.text,
-                        "grace_seconds": settings.stale_grace_seconds,
-                        "age_seconds": settings.stale_age_seconds}).fetchall()
+                        params = {"tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "stems": stems,
+                                  "grace_seconds": settings.stale_grace_seconds, "age_seconds": settings.stale_age_seconds}
+                        items = open_items(conn, send_open_items(conn, params, base.max_open_items), index, params,
+                                           base.max_open_items, epoch_us(conv.now), None)
                     out.append(Asked(q, s, items))
             return out
 
@@ -172,7 +172,7 @@ def load_users(paths: list[Path], extractor: str) -> list[User]:
             with db.tenant(TENANT) as conn:
                 rows = {r["id"]: r for r in conn.execute(query("recall_rows"), {
                     "tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "ids": ids}).fetchall() if r["candidate"]}
-                with probe.index.user(conn, TENANT, conv.user_id, "") as (index, _):
+                with probe.index.user(conn, TENANT, conv.user_id, "") as (index, _, _):
                     vectors = {i: v.copy() for i in ids if (v := index.vector(i)) is not None}
             eps = [RecalledEpisode(i, "session", r["session_id"], "general", "", [], 0.5, conv.now, conv.now, None,
                                    None, 0, None, None, None, None, None, None) for i, r in rows.items()]

@@ -49,6 +49,7 @@ from jobs.eval.locomo import (
 from jobs.recall import RecallConfig, Recaller
 from jobs.recall.fitting import select
 from jobs.recall.index import Scores
+from jobs.recall.open_items import open_items, send_open_items
 from jobs.recall.result import Recall, RecalledOpenItem
 from jobs.recall.scoring import epoch_us, fuse
 from jobs.sql import query
@@ -159,13 +160,12 @@ def main() -> None:
             with db.tenant(TENANT) as conn:
                 tf = {r["id"]: r["tf"] for r in conn.execute(TERMS, {"t": TENANT, "u": conv.user_id})}
                 for q, vec in zip(qs, vecs):
-                    with probe.index.user(conn, TENANT, conv.user_id, q.text) as (index, lexemes):
+                    with probe.index.user(conn, TENANT, conv.user_id, q.text) as (index, lexemes, stems):
                         s = index.scores(vec, lexemes, epoch_us(conv.now), None)
-                    items = conn.execute(query("recall_open_items"), {
-                        "tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "purposes": None,
-                        "limit": base.max_open_items, "query_text": q.text,
-                        "grace_seconds": settings.stale_grace_seconds,
-                        "age_seconds": settings.stale_age_seconds}).fetchall()
+                        params = {"tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "stems": stems,
+                                  "grace_seconds": settings.stale_grace_seconds, "age_seconds": settings.stale_age_seconds}
+                        items = open_items(conn, send_open_items(conn, params, base.max_open_items), index, params,
+                                           base.max_open_items, epoch_us(conv.now), None)
                     unit, share = bm25(s.ids, tf, {x.decode() for x in lexemes})
                     out.append(Asked(s, {"ts_rank": s.text, "bm25": unit, "bm25q": share}, items, q))
             return out
@@ -178,7 +178,7 @@ def main() -> None:
                 ids = sorted(int(i) for i in own[conv.user_id][0].scores.ids)
                 rows[conv.user_id] = {r["id"]: r for r in conn.execute(query("recall_rows"), {
                     "tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "ids": ids}).fetchall() if r["candidate"]}
-                with probe.index.user(conn, TENANT, conv.user_id, "") as (index, _):
+                with probe.index.user(conn, TENANT, conv.user_id, "") as (index, _, _):
                     vectors = {i: v.copy() for i in ids if (v := index.vector(i)) is not None}
                 rows[conv.user_id]["vectors"] = vectors  # type: ignore[assignment]
             print(f"  {conv.user_id}: scored", file=sys.stderr)

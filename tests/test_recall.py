@@ -35,6 +35,7 @@ from jobs.recall import (
     recall,
     shared_recaller,
 )
+from jobs.recall.open_items import page_size
 from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode
 
@@ -365,6 +366,28 @@ def test_open_items_are_surfaced(db: Database, embedder: Embedder) -> None:
     assert "open item" in {ep.id: ep for ep in result.episodes}[holder].reasons
 
 
+def test_open_items_of_episodes_that_are_not_candidates_are_left_out_however_many(db: Database) -> None:
+    """Items are read from episode_events alone, a page at a time, and kept by the user's copy: the open
+    items of 20 compressed episodes (more than a page, and newer) and of an episode that ends after the
+    recall's moment are left out, and the one of a candidate behind them is still found."""
+    rng = np.random.default_rng(5)
+    add(db, "The user asked when the roadmap ships.", days_ago=300, vector=unit(rng),
+        events=[("open_question", "When does the roadmap ship?")])
+    crowd = [add(db, f"Webinar session {i}.", days_ago=10 + i, vector=unit(rng),
+                 events=[("commitment", f"The agent will send the webinar notes, part {i}.")]) for i in range(20)]
+    assert 20 > page_size(RecallConfig().max_open_items)
+    super_id = add(db, "The webinar sessions of the spring.", kind="super", days_ago=5, vector=unit(rng),
+                   period=(dt.date(2025, 1, 1), dt.date(2025, 5, 1)))
+    with db.tenant("acme") as conn:
+        conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = ANY(%s)", (super_id, crowd))
+    add(db, "A session that ends after the recall's moment.", days_ago=-1, vector=unit(rng),
+        events=[("open_question", "Is the webinar recorded?")])
+    recaller = Recaller(db)
+    for _ in range(2):  # a first recall (a whole read), then one from the warm copy
+        result = recaller.recall_vector("acme", "u1", "Remind me about the roadmap.", unit(rng), now=NOW)
+        assert [i.what for i in result.open_items] == ["When does the roadmap ship?"]
+
+
 def test_compressed_episodes_are_replaced_by_their_super_summary(db: Database, embedder: Embedder) -> None:
     old = [add(db, f"In 2023 the user renovated the kitchen, step {i}: cabinets, tiles and lights.",
                days_ago=600 + i, embedder=embedder) for i in range(3)]
@@ -416,7 +439,7 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
     # Not the WHERE clause: a connection scoped to alpha that asks for beta's rows gets nothing.
     changes = {"tenant_id": "beta", "user_id": "u1", "since": "0", "epoch": None, "query_text": "budget"}
     rows = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "ids": [theirs]}
-    items = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "purposes": None, "limit": 10, "query_text": "beta",
+    items = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "limit": 10, "offset": 0, "stems": ["beta"],
              "grace_seconds": 0, "age_seconds": 0}
     with db.tenant("alpha") as conn:
         assert [r["changed"] for r in conn.execute(query("recall_changes"), changes)] == [0]
@@ -426,6 +449,7 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
         found = [np.frombuffer(r["ids"], ">i8").tolist() for r in conn.execute(query("recall_changes"), changes)]
         assert found == [[theirs]]
         assert [r["id"] for r in conn.execute(query("recall_rows"), rows)] == [theirs]
+        assert [r["what"] for r in conn.execute(query("recall_open_items"), items)] == ["Beta secret."]
 
 
 def test_render_through_the_template(db: Database, embedder: Embedder, shared: None) -> None:

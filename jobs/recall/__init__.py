@@ -14,6 +14,7 @@ The modules, top down:
 * :mod:`~jobs.recall.fitting`: deduplication and fitting the block to the budget;
 * :mod:`~jobs.recall.time_cues`: the months an opening message names, whose episodes fitting places first;
 * :mod:`~jobs.recall.scoring`: ranks, reciprocal rank fusion, decay and importance;
+* :mod:`~jobs.recall.open_items`: the user's open items of candidate episodes, a page at a time;
 * :mod:`~jobs.recall.index`: the per-user in-process copy, refreshed by what changed;
 * :mod:`~jobs.recall.text_rank` and :mod:`~jobs.recall.postings`: the text score (PostgreSQL's
   ``ts_rank``, bit for bit) and the postings it reads;

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import numpy as np
@@ -72,6 +72,14 @@ class Scores:
 # the recall's transaction only (SET LOCAL travels with it to a worker); one node does not spill, so
 # it costs a utility statement there and changes nothing else.
 WHOLE_READ_MEMORY = "SET LOCAL work_mem = '64MB'"
+
+
+class Read(NamedTuple):
+    """A user's copy, brought up to date in a recall's transaction, and the opening message's terms."""
+
+    copy: UserIndex
+    lexemes: list[bytes]  # to_tsvector('english', message), encoded: what the text score looks up
+    stems: list[str]  # those of them that are word stems of 3+ letters (a stale open item must share one)
 
 
 class UserIndex:
@@ -265,6 +273,17 @@ class UserIndex:
         return Scores(ids=self.ids[slots], ended_us=self.ended_us[slots], importance=self.importance[slots],
                       distance=distance, text=text, pinned=self.pinned[slots])
 
+    def candidates(self, episode_ids: Iterable[int], now_us: int, purposes: Iterable[str] | None) -> list[bool]:
+        """Whether each episode is a candidate, as in :meth:`scores`: held (current, not compressed),
+        ended by ``now_us``, of an allowed purpose."""
+        codes = None if purposes is None else {self.purposes[p] for p in purposes if p in self.purposes}
+        out = []
+        for episode_id in episode_ids:
+            slot = self.slot_of.get(episode_id)
+            out.append(slot is not None and bool(self.alive[slot]) and int(self.ended_us[slot]) <= now_us
+                       and (codes is None or int(self.purpose[slot]) in codes))
+        return out
+
     def vector(self, episode_id: int) -> np.ndarray | None:
         slot = self.slot_of.get(episode_id)
         return self.vectors[slot] if slot is not None and self.has_vec[slot] else None
@@ -303,10 +322,10 @@ class RecallIndex:
     @contextmanager
     def user(self, conn: Conn, tenant_id: str, user_id: str, query_text: str,
              accept: Callable[[Recorded], bool] = lambda recorded: True
-             ) -> Iterator[tuple[UserIndex, list[bytes]] | None]:
-        """The user's copy, brought up to date in ``conn``'s tenant transaction, and the message's lexemes.
+             ) -> Iterator[Read | None]:
+        """The user's copy, brought up to date in ``conn``'s tenant transaction, and the message's terms.
 
-        The lexemes (to_tsvector('english', query_text)) come in the same round trip. The copy is
+        The terms (to_tsvector('english', query_text)) come in the same round trip. The copy is
         held for the ``with`` block: recalls of one user take turns, others run in parallel.
         ``accept`` is asked once the read is back, before the copy takes it, with the embedder the
         database records in the read's snapshot (the vectors are of it). If it says no (the recaller
@@ -322,9 +341,9 @@ class RecallIndex:
             if read is None:
                 yield None
                 return
-            lexemes, index = read
+            index = read.copy
             try:
-                yield index, lexemes
+                yield read
             finally:
                 with self._lock:
                     self._users[key] = index
@@ -334,7 +353,7 @@ class RecallIndex:
                     self._evict()
 
     def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str, index: UserIndex | None,
-              accept: Callable[[Recorded], bool]) -> tuple[list[bytes], UserIndex] | None:
+              accept: Callable[[Recorded], bool]) -> Read | None:
         roomy = index is None  # WHOLE_READ_MEMORY set in this transaction (a pack is as large as a whole read)
         if roomy:
             conn.execute(WHOLE_READ_MEMORY)
@@ -373,7 +392,8 @@ class RecallIndex:
             if read_whole and self.packs is not None and index.live >= self.packs.min_rows:
                 self.packs.offer(tenant_id, user_id, index.pack())  # written later, on another connection
             encoding = conn.info.encoding
-            return [lexeme.encode(encoding) for lexeme in row["query_lexemes"] or []], index
+            return Read(index, [lexeme.encode(encoding) for lexeme in row["query_lexemes"] or []],
+                        list(row["query_stems"] or []))
 
     def _evict(self) -> None:
         """Drop least recently used copies while over max_rows (the newest one always stays)."""

@@ -36,6 +36,7 @@ from jobs.embeddings.recorded import Recorded
 from jobs.recall.config import RecallConfig
 from jobs.recall.fitting import select
 from jobs.recall.index import RecallIndex
+from jobs.recall.open_items import open_items, send_open_items
 from jobs.recall.purposes import purpose_filter
 from jobs.recall.result import Recall, RecalledOpenItem
 from jobs.recall.scoring import epoch_us, fuse
@@ -128,28 +129,28 @@ class Recaller:
         one now (the copies were dropped; embed the message anew and read again).
 
         The transaction runs in pipeline mode. The copy's read of what changed goes first (it also
-        brings the embedder the vectors are of); once it is back, the open items and the unsummarised
-        sessions are sent, and the server runs them while this process scores the copy (on a Citus
-        worker they are ~1.5 ms of planning and work, which the scoring now hides). The chosen rows
-        come back with the COMMIT."""
+        brings the embedder the vectors are of, and the message's stems the open items need); once
+        it is back, the open items (:mod:`jobs.recall.open_items`) and the unsummarised sessions are
+        sent, and the server runs them while this process scores the copy. The chosen rows come back
+        with the COMMIT."""
         cfg, settings = self.config, self.db.settings
         params = {"tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes}
         with self.db.tenant_read(tenant_id, pipeline=True) as conn:  # on a cluster: the tenant's worker
             with self.index.user(conn, tenant_id, user_id, opening_message,
-                                 accept=lambda recorded: not self._follow_recorded_embedder(recorded)) as copy:
-                if copy is None:
+                                 accept=lambda recorded: not self._follow_recorded_embedder(recorded)) as read:
+                if read is None:
                     return None
-                open_items = conn.execute(query("recall_open_items"), {
-                    **params, "limit": cfg.max_open_items, "query_text": opening_message,
-                    "grace_seconds": settings.stale_grace_seconds, "age_seconds": settings.stale_age_seconds,
-                }) if cfg.max_open_items > 0 else None
-                conn.pgconn.send_flush_request()  # the open items come back as soon as they are run, not after the next
+                index = read.copy
+                item_params = {**params, "stems": read.stems, "grace_seconds": settings.stale_grace_seconds,
+                               "age_seconds": settings.stale_age_seconds}
+                items = send_open_items(conn, item_params, cfg.max_open_items) if cfg.max_open_items > 0 else None
+                conn.pgconn.send_flush_request()  # the items come back as soon as they are run, not after the next
                 sessions = conn.execute(query("recall_unsummarised"), {**params, "limit": cfg.max_unsummarised}
                                         ) if cfg.max_unsummarised > 0 else None
-                index, lexemes = copy
                 now_us = epoch_us(now)
-                scores = index.scores(vector, lexemes, now_us, purposes)
-                open_rows = open_items.fetchall() if open_items is not None else []
+                scores = index.scores(vector, read.lexemes, now_us, purposes)
+                open_rows = open_items(conn, items, index, item_params, cfg.max_open_items, now_us, purposes
+                                       ) if items is not None else []
                 picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})
                 vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
             chosen = conn.execute(query("recall_rows"), {**params, "ids": sorted(picked)})

@@ -1,0 +1,51 @@
+"""The user's still-open questions and commitments for a recall: those of candidate episodes.
+
+``recall_open_items`` (``sql/recall.sql``) reads one table, ``episode_events``, a page at a time, in
+the order recall shows them (fresh first, then stale ones related to the opening message; newest
+first). Whether an item's episode is a recall candidate (current, not compressed, ended by ``now``, of
+an allowed purpose) is answered by the user's copy, which the same transaction has just brought up to
+date (:meth:`jobs.recall.index.UserIndex.candidates`), not by a join: on a Citus cluster a one-table
+statement takes the fast path (planned once, not deparsed), about half the time of the join there.
+
+An item of a compressed or superseded episode stays open beside its copy in the super-summary or the
+newer episode, so a page may hold items that are left out; the next page is read only while fewer
+than ``limit`` are kept and the page was full. A typical user's items fit in the first page, which the
+recaller sends before it scores the copy and reads after (:func:`send_open_items`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from jobs.db import Conn, Cursor
+from jobs.recall.index import UserIndex
+from jobs.sql import query
+
+PAGE_MIN = 16  # items a page reads at least (twice the limit when that is more)
+
+
+def page_size(limit: int) -> int:
+    return max(PAGE_MIN, 2 * limit)
+
+
+def send_open_items(conn: Conn, params: dict[str, Any], limit: int, offset: int = 0) -> Cursor:
+    """Send one page of ``recall_open_items`` (``conn`` may be in pipeline mode: read it later).
+
+    ``params``: tenant_id, user_id, now, stems, grace_seconds, age_seconds."""
+    return conn.execute(query("recall_open_items"), {**params, "limit": page_size(limit), "offset": offset})
+
+
+def open_items(conn: Conn, first: Cursor, copy: UserIndex, params: dict[str, Any], limit: int, now_us: int,
+               purposes: Iterable[str] | None) -> list[dict[str, Any]]:
+    """The first ``limit`` items of candidate episodes: the page ``first`` sent, then more as needed."""
+    kept: list[dict[str, Any]] = []
+    cursor, offset = first, 0
+    while True:
+        page = cursor.fetchall()
+        kept += [row for row, ok in zip(page, copy.candidates([r["episode_id"] for r in page], now_us, purposes))
+                 if ok]
+        if len(kept) >= limit or len(page) < page_size(limit):
+            return kept[:limit]
+        offset += len(page)
+        cursor = send_open_items(conn, params, limit, offset)
