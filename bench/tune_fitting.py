@@ -155,9 +155,9 @@ def load_users(paths: list[Path], extractor: str) -> list[User]:
             out = []
             with db.tenant(TENANT) as conn:
                 for q, vec in zip(qs, vecs):
-                    with probe.index.user(conn, TENANT, conv.user_id, q.text) as (index, lexemes, stems):
+                    with probe.index.user(conn, TENANT, conv.user_id, q.text) as (index, lexemes):
                         s = index.scores(vec, lexemes, epoch_us(conv.now), None)
-                        params = {"tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "stems": stems,
+                        params = {"tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "query_text": q.text,
                                   "grace_seconds": settings.stale_grace_seconds, "age_seconds": settings.stale_age_seconds}
                         items = open_items(conn, send_open_items(conn, params, base.max_open_items), index, params,
                                            base.max_open_items, epoch_us(conv.now), None)
@@ -172,7 +172,7 @@ def load_users(paths: list[Path], extractor: str) -> list[User]:
             with db.tenant(TENANT) as conn:
                 rows = {r["id"]: r for r in conn.execute(query("recall_rows"), {
                     "tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "ids": ids}).fetchall() if r["candidate"]}
-                with probe.index.user(conn, TENANT, conv.user_id, "") as (index, _, _):
+                with probe.index.user(conn, TENANT, conv.user_id, "") as (index, _):
                     vectors = {i: v.copy() for i in ids if (v := index.vector(i)) is not None}
             eps = [RecalledEpisode(i, "session", r["session_id"], "general", "", [], 0.5, conv.now, conv.now, None,
                                    None, 0, None, None, None, None, None, None) for i, r in rows.items()]

@@ -160,9 +160,9 @@ def main() -> None:
             with db.tenant(TENANT) as conn:
                 tf = {r["id"]: r["tf"] for r in conn.execute(TERMS, {"t": TENANT, "u": conv.user_id})}
                 for q, vec in zip(qs, vecs):
-                    with probe.index.user(conn, TENANT, conv.user_id, q.text) as (index, lexemes, stems):
+                    with probe.index.user(conn, TENANT, conv.user_id, q.text) as (index, lexemes):
                         s = index.scores(vec, lexemes, epoch_us(conv.now), None)
-                        params = {"tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "stems": stems,
+                        params = {"tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "query_text": q.text,
                                   "grace_seconds": settings.stale_grace_seconds, "age_seconds": settings.stale_age_seconds}
                         items = open_items(conn, send_open_items(conn, params, base.max_open_items), index, params,
                                            base.max_open_items, epoch_us(conv.now), None)
@@ -178,7 +178,7 @@ def main() -> None:
                 ids = sorted(int(i) for i in own[conv.user_id][0].scores.ids)
                 rows[conv.user_id] = {r["id"]: r for r in conn.execute(query("recall_rows"), {
                     "tenant_id": TENANT, "user_id": conv.user_id, "now": conv.now, "ids": ids}).fetchall() if r["candidate"]}
-                with probe.index.user(conn, TENANT, conv.user_id, "") as (index, _, _):
+                with probe.index.user(conn, TENANT, conv.user_id, "") as (index, _):
                     vectors = {i: v.copy() for i in ids if (v := index.vector(i)) is not None}
                 rows[conv.user_id]["vectors"] = vectors  # type: ignore[assignment]
             print(f"  {conv.user_id}: scored", file=sys.stderr)

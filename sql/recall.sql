@@ -12,8 +12,6 @@
 --   version  the user's change counter (recall_versions, migration 0016) in this snapshot: every
 --            change up to it is in the rows read, so the next read needs only changed_version > version
 --   lexemes  to_tsvector('english', message) as an array (the terms the text score looks up)
---   stems    those of them that are word stems of 3+ letters (what a stale open item must share with
---            the message to be shown, recall_open_items)
 --   epoch    the counter's epoch (migration 0019), which the copy keeps beside the version
 --   reset    the copy must be read anew: an episode of the user was deleted after %(since)s, or the
 --            counter is gone or another one than the copy's %(epoch)s (the user was erased, and came back)
@@ -32,12 +30,10 @@
 -- embedding: int16 dim, int16 unused, dim float4), lexeme_counts (int4: lexemes of search_tsv),
 -- lexemes (tsvectorsend(strip(search_tsv)) without its 4-byte count: each lexeme then three NULs),
 -- tf (search_tf, migration 0013: one byte per lexeme, its number of positions minus one).
-SELECT s.version, s.epoch, s.lexemes AS query_lexemes, s.stems AS query_stems, s.reset, r.embedder, r.embedding_dim, c.*
+SELECT s.version, s.epoch, s.lexemes AS query_lexemes, s.reset, r.embedder, r.embedding_dim, c.*
 FROM (SELECT coalesce(max(v.version), 0) AS version,
              (array_agg(v.epoch))[1] AS epoch,  -- of at most one row (the primary key)
              tsvector_to_array(to_tsvector('english', %(query_text)s::text)) AS lexemes,
-             ARRAY(SELECT l FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) l
-                   WHERE l ~ '^[[:alpha:]]{3,}$') AS stems,
              coalesce(max(v.deleted_version) > %(since)s::int8
                       OR (array_agg(v.epoch))[1] IS DISTINCT FROM %(epoch)s::uuid,
                       %(since)s::int8 > 0) AS reset
@@ -93,8 +89,8 @@ WHERE e.tenant_id = %(tenant_id)s AND e.id = ANY (%(ids)s::bigint[])
 -- reads the next page only while it has too few. A stale item (past its due date by more than
 -- %(grace_seconds)s, or without one older than %(age_seconds)s, as of %(now)s: episodes_item_stale,
 -- migration 0009) is kept only when it is related to the opening message: its text and the message
--- share a word stem (%(stems)s, from recall_changes: to_tsvector('english'), stop words dropped, only
--- stems of 3+ letters). Fresh items first, newest first; then related stale ones.
+-- share a word stem (episodes_message_stems, migration 0022: to_tsvector('english'), stop words
+-- dropped, only stems of 3+ letters). Fresh items first, newest first; then related stale ones.
 -- One table, the tenant named once and no subquery: on a cluster that is Citus' fast path, planned
 -- once and not deparsed (joined to episodes in a CTE it took 1.02 ms on the tenant's worker against
 -- 0.57 ms so; median, a typical user, row-level security on).
@@ -106,7 +102,7 @@ WHERE ev.tenant_id = %(tenant_id)s AND ev.user_id = %(user_id)s
   AND ev.type IN ('open_question', 'commitment') AND ev.status = 'open'
   AND (NOT episodes_item_stale(ev.due, ev.occurred_at, %(now)s::timestamptz,
                                make_interval(secs => %(grace_seconds)s), make_interval(secs => %(age_seconds)s))
-       OR tsvector_to_array(to_tsvector('english', ev.what)) && %(stems)s::text[])
+       OR tsvector_to_array(to_tsvector('english', ev.what)) && episodes_message_stems(%(query_text)s::text))
 ORDER BY stale, ev.occurred_at DESC, ev.id DESC
 LIMIT %(limit)s OFFSET %(offset)s
 

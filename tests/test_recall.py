@@ -439,7 +439,7 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
     # Not the WHERE clause: a connection scoped to alpha that asks for beta's rows gets nothing.
     changes = {"tenant_id": "beta", "user_id": "u1", "since": "0", "epoch": None, "query_text": "budget"}
     rows = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "ids": [theirs]}
-    items = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "limit": 10, "offset": 0, "stems": ["beta"],
+    items = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "limit": 10, "offset": 0, "query_text": "beta",
              "grace_seconds": 0, "age_seconds": 0}
     with db.tenant("alpha") as conn:
         assert [r["changed"] for r in conn.execute(query("recall_changes"), changes)] == [0]

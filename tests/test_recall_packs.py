@@ -57,7 +57,7 @@ def packs_of(db: Database, user: str = "u1") -> int:
 
 
 def scores(db: Database, index: RecallIndex, vector: np.ndarray, purposes: list[str] | None = None) -> Scores:
-    with db.tenant("acme") as conn, index.user(conn, "acme", "u1", TEXT) as (copy, lexemes, _):
+    with db.tenant("acme") as conn, index.user(conn, "acme", "u1", TEXT) as (copy, lexemes):
         return copy.scores(vector, lexemes, int(NOW.timestamp() * 1_000_000), purposes)
 
 
@@ -193,7 +193,7 @@ def test_a_pack_read_before_an_erasure_is_never_stored_after_it(db: Database) ->
 
     def pack_now() -> dict:
         index = RecallIndex(DIM)
-        with db.tenant("acme") as conn, index.user(conn, "acme", "u1", TEXT) as (copy, _, _):
+        with db.tenant("acme") as conn, index.user(conn, "acme", "u1", TEXT) as (copy, _):
             return copy.pack()
 
     stale = pack_now()

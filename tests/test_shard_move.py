@@ -104,7 +104,7 @@ class RecallChecker(threading.Thread):
     def check(self, conn: psycopg.Connection, user: str) -> None:
         with conn.transaction():
             set_local(conn, role=APP_ROLE, **{"episodes.tenant_id": TENANT})
-            with self.index.user(conn, TENANT, user, "what did we decide about the plan?") as (copy, _, _):
+            with self.index.user(conn, TENANT, user, "what did we decide about the plan?") as (copy, _):
                 held = sorted(copy.ids[: copy.size][copy.alive[: copy.size]].tolist())
             truth = [r["id"] for r in conn.execute(TRUTH, {"t": TENANT, "u": user})]
         self.checks += 1

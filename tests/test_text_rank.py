@@ -40,7 +40,7 @@ def _quote(lexeme: str) -> str:
 
 def _copy_scores(index: RecallIndex, db: Database, lexemes: Sequence[str]) -> dict[int, int]:
     """The copy's ts_rank of u1's episodes for an OR query of ``lexemes``, as float32 bits (absent: no match)."""
-    with db.tenant("acme") as conn, index.user(conn, "acme", "u1", "") as (copy, _, _):
+    with db.tenant("acme") as conn, index.user(conn, "acme", "u1", "") as (copy, _):
         s = copy.scores(np.ones(384, np.float32), [lex.encode() for lex in lexemes], epoch_us(NOW), None)
     return {int(i): int(t) for i, t, ok in zip(s.ids, s.text.astype(np.float32).view(np.uint32), ~np.isnan(s.text))
             if ok}

@@ -79,7 +79,6 @@ class Read(NamedTuple):
 
     copy: UserIndex
     lexemes: list[bytes]  # to_tsvector('english', message), encoded: what the text score looks up
-    stems: list[str]  # those of them that are word stems of 3+ letters (a stale open item must share one)
 
 
 class UserIndex:
@@ -392,8 +391,7 @@ class RecallIndex:
             if read_whole and self.packs is not None and index.live >= self.packs.min_rows:
                 self.packs.offer(tenant_id, user_id, index.pack())  # written later, on another connection
             encoding = conn.info.encoding
-            return Read(index, [lexeme.encode(encoding) for lexeme in row["query_lexemes"] or []],
-                        list(row["query_stems"] or []))
+            return Read(index, [lexeme.encode(encoding) for lexeme in row["query_lexemes"] or []])
 
     def _evict(self) -> None:
         """Drop least recently used copies while over max_rows (the newest one always stays)."""

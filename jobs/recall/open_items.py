@@ -32,7 +32,7 @@ def page_size(limit: int) -> int:
 def send_open_items(conn: Conn, params: dict[str, Any], limit: int, offset: int = 0) -> Cursor:
     """Send one page of ``recall_open_items`` (``conn`` may be in pipeline mode: read it later).
 
-    ``params``: tenant_id, user_id, now, stems, grace_seconds, age_seconds."""
+    ``params``: tenant_id, user_id, now, query_text (the opening message), grace_seconds, age_seconds."""
     return conn.execute(query("recall_open_items"), {**params, "limit": page_size(limit), "offset": offset})
 
 

@@ -129,9 +129,9 @@ class Recaller:
         one now (the copies were dropped; embed the message anew and read again).
 
         The transaction runs in pipeline mode. The copy's read of what changed goes first (it also
-        brings the embedder the vectors are of, and the message's stems the open items need); once
-        it is back, the open items (:mod:`jobs.recall.open_items`) and the unsummarised sessions are
-        sent, and the server runs them while this process scores the copy. The chosen rows come back
+        brings the embedder the vectors are of); once it is back, the open items
+        (:mod:`jobs.recall.open_items`, which keeps those of candidates in the copy) and the unsummarised
+        sessions are sent, and the server runs them while this process scores the copy. The chosen rows come back
         with the COMMIT."""
         cfg, settings = self.config, self.db.settings
         params = {"tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes}
@@ -141,7 +141,7 @@ class Recaller:
                 if read is None:
                     return None
                 index = read.copy
-                item_params = {**params, "stems": read.stems, "grace_seconds": settings.stale_grace_seconds,
+                item_params = {**params, "query_text": opening_message, "grace_seconds": settings.stale_grace_seconds,
                                "age_seconds": settings.stale_age_seconds}
                 items = send_open_items(conn, item_params, cfg.max_open_items) if cfg.max_open_items > 0 else None
                 conn.pgconn.send_flush_request()  # the items come back as soon as they are run, not after the next
