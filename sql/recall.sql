@@ -126,17 +126,16 @@ ORDER BY coalesce(t.ended_at, 'infinity'::timestamptz) DESC, coalesce(t.started_
 LIMIT %(limit)s
 
 -- name: recall_pack
--- The user's pack (migration 0021, jobs/recall/packs.py) when what changed since its version can bring
--- it up to date: no deletion since (an erasure drops the pack anyway), the same counter (epoch), and
--- vectors of the embedder's dimension. Otherwise no row, and the copy is read whole. Both tables are
--- filtered by the tenant and joined on it (co-located: one node on a cluster).
+-- The user's pack (migration 0021, jobs/recall/packs.py) if its vectors are of the embedder's dimension;
+-- otherwise no row, and the copy is read whole. No join to the counter: the triggers of migration 0021
+-- drop a pack in the transaction that moves its counter's deleted_version (a deletion, a re-embed's
+-- switch) or deletes the counter (an erasure), and the read of what changed that follows checks the
+-- pack's version and epoch against the counter anyway (a reset reads the user whole). One table, the
+-- tenant named once: on a cluster Citus' fast path (planned once, not deparsed).
 SELECT p.version, p.epoch, p.dim, p.rows, p.ids, p.ended_us, p.importance, p.pinned, p.purpose, p.purposes,
        p.has_vec, p.vectors, p.lengths, p.lexemes, p.bounds, p.slots, p.tf
 FROM recall_packs p
-JOIN recall_versions v ON v.tenant_id = p.tenant_id AND v.user_id = p.user_id
-WHERE p.tenant_id = %(tenant_id)s AND p.user_id = %(user_id)s
-  AND v.tenant_id = %(tenant_id)s AND v.user_id = %(user_id)s
-  AND p.dim = %(dim)s AND v.deleted_version <= p.version AND v.epoch IS NOT DISTINCT FROM p.epoch
+WHERE p.tenant_id = %(tenant_id)s AND p.user_id = %(user_id)s AND p.dim = %(dim)s
 
 -- name: recall_pack_write
 -- One pack a user: a newer one replaces it. Stored only while the user's counter is still at the
