@@ -32,8 +32,9 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from recall_speed import load_data, plan_users
 
-from jobs import migrate
-from jobs.db import APP_ROLE, set_local, start_embedded
+from jobs import config, migrate
+from jobs.db import APP_ROLE, Database, set_local, start_embedded
+from jobs.routes import Routes, ask_with, node_url
 from jobs.sql import query
 
 CLUSTER_DB = f"episodes_bench_statements_{os.getpid()}"
@@ -100,13 +101,9 @@ def main() -> None:
                 with psycopg.connect(url) as conn:
                     register_vector(conn)
                     load_data(conn, counts, args.seed)
-            with psycopg.connect(cluster) as conn:
-                nodes = {t: conn.execute(
-                    "SELECT n.nodename, n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) "
-                    "WHERE p.shardid = get_shard_id_for_distribution_column('transcripts', %s::text)", (t,)).fetchone()
-                    for t, _ in users}
-            workers = {t: psycopg.conninfo.make_conninfo(cluster, host=host, port=str(port))
-                       for t, (host, port) in nodes.items()}
+            with Database(config.Settings(database_url=cluster, home=home)) as db:
+                routes = Routes(ask_with(db.admin), usable=lambda node: True)  # where tenant_read reads
+                workers = {t: node_url(cluster, node) if (node := routes.node(t)) else cluster for t, _ in users}
             one = time_statements({t: single for t, _ in users}, users, args.rounds)
             citus = time_statements(workers, users, args.rounds)
         finally:

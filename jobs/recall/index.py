@@ -244,11 +244,7 @@ class UserIndex:
                purposes: Iterable[str] | None) -> Scores:
         """Exact scores of every candidate: cosine distance and ts_rank(search_tsv, q, 1)."""
         n = self.size
-        mask = self.alive[:n] & (self.ended_us[:n] <= now_us)
-        if purposes is not None:
-            codes = [self.purposes[p] for p in purposes if p in self.purposes]
-            mask &= np.isin(self.purpose[:n], codes)
-        slots = np.flatnonzero(mask)
+        slots = np.flatnonzero(self._candidate(slice(0, n), now_us, purposes))
         q = np.asarray(query_vector, dtype=np.float32)
         q_len = float(np.linalg.norm(q.astype(np.float64)))
         distance = np.full(len(slots), np.nan)
@@ -273,15 +269,20 @@ class UserIndex:
                       distance=distance, text=text, pinned=self.pinned[slots])
 
     def candidates(self, episode_ids: Iterable[int], now_us: int, purposes: Iterable[str] | None) -> list[bool]:
-        """Whether each episode is a candidate, as in :meth:`scores`: held (current, not compressed),
-        ended by ``now_us``, of an allowed purpose."""
-        codes = None if purposes is None else {self.purposes[p] for p in purposes if p in self.purposes}
-        out = []
-        for episode_id in episode_ids:
-            slot = self.slot_of.get(episode_id)
-            out.append(slot is not None and bool(self.alive[slot]) and int(self.ended_us[slot]) <= now_us
-                       and (codes is None or int(self.purpose[slot]) in codes))
-        return out
+        """Whether each episode is a candidate, as :meth:`scores` counts them (one not held is not)."""
+        slots = np.fromiter((self.slot_of.get(i, -1) for i in episode_ids), np.int64)
+        held = slots >= 0
+        out = np.zeros(len(slots), bool)
+        out[held] = self._candidate(slots[held], now_us, purposes)
+        return out.tolist()
+
+    def _candidate(self, slots: slice | np.ndarray, now_us: int, purposes: Iterable[str] | None) -> np.ndarray:
+        """Of these slots, the candidates: live (current, not compressed), ended by ``now_us``, of an
+        allowed purpose."""
+        mask = self.alive[slots] & (self.ended_us[slots] <= now_us)
+        if purposes is not None:
+            mask &= np.isin(self.purpose[slots], [self.purposes[p] for p in purposes if p in self.purposes])
+        return mask
 
     def vector(self, episode_id: int) -> np.ndarray | None:
         slot = self.slot_of.get(episode_id)

@@ -130,9 +130,9 @@ class Recaller:
 
         The transaction runs in pipeline mode. The copy's read of what changed goes first (it also
         brings the embedder the vectors are of); once it is back, the open items
-        (:mod:`jobs.recall.open_items`, which keeps those of candidates in the copy) and the unsummarised
-        sessions are sent, and the server runs them while this process scores the copy. The chosen rows come back
-        with the COMMIT."""
+        (:mod:`jobs.recall.open_items`, which keeps those of candidates in the copy) and the
+        unsummarised sessions are sent, and the server runs them while this process scores the copy.
+        The chosen rows come back with the COMMIT."""
         cfg, settings = self.config, self.db.settings
         params = {"tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes}
         with self.db.tenant_read(tenant_id, pipeline=True) as conn:  # on a cluster: the tenant's worker
@@ -155,4 +155,5 @@ class Recaller:
                 vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
             chosen = conn.execute(query("recall_rows"), {**params, "ids": sorted(picked)})
         rows = [row for row in chosen.fetchall() if row.pop("candidate")]  # not one any more: left out
-        return _Read(open_rows, len(scores.ids), picked, vectors, rows, sessions.fetchall() if sessions is not None else [])
+        return _Read(open_rows, len(scores.ids), picked, vectors, rows,
+                     sessions.fetchall() if sessions is not None else [])
