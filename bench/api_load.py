@@ -57,9 +57,8 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recall_speed import DB_NAME, DIM, TENANTS, plan_users, sentence  # noqa: E402
+from recall_speed import DB_NAME, DIM, TENANTS, migrate_bench, plan_users, sentence  # noqa: E402
 
-from jobs import migrate  # noqa: E402
 from jobs.config import load  # noqa: E402
 from jobs.db import Database  # noqa: E402
 from jobs.recall import close_recallers, recall  # noqa: E402
@@ -394,7 +393,7 @@ def main() -> None:
         conn.execute("DELETE FROM episodes WHERE session_id LIKE 'new-%%'")  # earlier runs' writes
         conn.commit()
         started = time.perf_counter()
-        applied = migrate.migrate(conn, embedding_dim=DIM, embedder="bench-random")
+        applied = migrate_bench(conn)
         if applied:
             print(f"migrated the bench database: {', '.join(m.name for m in applied)} "
                   f"({time.perf_counter() - started:.1f} s)")

@@ -26,7 +26,8 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs import migrate  # noqa: E402
+from recall_speed import migrate_bench  # noqa: E402
+
 from jobs.config import load  # noqa: E402
 from jobs.db import Database, one  # noqa: E402
 from jobs.recall import Recaller  # noqa: E402
@@ -54,7 +55,7 @@ def main() -> None:
     info["dbname"] = "episodes_bench"
     db = Database(load().with_(database_url=psycopg.conninfo.make_conninfo(**info)))  # type: ignore[arg-type]
     with db.connect() as conn:  # data kept by an older recall_speed.py: add recall_packs (0021) and the like
-        migrate.migrate(conn, embedding_dim=DIM, embedder="bench-random")
+        migrate_bench(conn)
         conn.execute("TRUNCATE recall_packs")  # this run's packs are written below, from full reads
         conn.commit()
     recaller = Recaller(db)

@@ -55,6 +55,17 @@ from jobs.recall import Recaller, close_recallers, recall  # noqa: E402
 
 DIM = 384
 DB_NAME = "episodes_bench"
+# The name recorded for the random vectors, which stand in for MiniLM's: recall checks its embedder
+# against the record (jobs.recall.recaller) and would follow any other name.
+EMBEDDER = "all-MiniLM-L6-v2"
+
+
+def migrate_bench(conn: psycopg.Connection) -> list[migrate.Migration]:
+    """Migrate the bench database; one kept from older runs recorded 'bench-random', relabelled here."""
+    applied = migrate.migrate(conn, embedding_dim=DIM, embedder=EMBEDDER)
+    conn.execute("UPDATE episodes_settings SET value = %s WHERE key = 'embedder' AND value = 'bench-random'",
+                 (EMBEDDER,))
+    return applied
 TENANTS = 10
 VOCAB = (
     "account invoice billing refund payment plan pricing upgrade downgrade trial subscription contract renewal "
@@ -217,7 +228,7 @@ def main() -> None:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DB_NAME)))
             print("shared_buffers", conn.execute("SHOW shared_buffers").fetchone()[0])
         with psycopg.connect(url) as conn:
-            migrate.migrate(conn, embedding_dim=DIM, embedder="bench-random")
+            migrate_bench(conn)
             conn.autocommit = False
             register_vector(conn)
             have = conn.execute("SELECT count(*) FROM episodes WHERE model = 'bench' AND session_id LIKE 'bench-%%'"

@@ -61,6 +61,9 @@ def main() -> None:
             started = time.perf_counter()
             conn.execute(BUILD.replace("%(users)s", str(args.users)).replace("%(n)s", str(args.episodes)))
             conn.execute("VACUUM ANALYZE episodes")
+            # The random vectors stand for the "old" embedder's, hashing:384 (the recalling thread's):
+            # recall checks its embedder against the record and would follow any other.
+            conn.execute("UPDATE episodes_settings SET value = 'hashing:384' WHERE key = 'embedder'")
         print(f"built {args.episodes:,} episodes of {args.users} users in {time.perf_counter() - started:.1f}s")
         stop = threading.Event()
         outcome = {"ok": 0, "empty": 0, "failed": 0}

@@ -13,7 +13,8 @@ import pytest
 from test_recall import NOW, UNBOUNDED, episode_row, unit, words
 
 from jobs.db import Database, one
-from jobs.embeddings import Embedder
+from jobs.embeddings import Embedder, HashingEmbedder
+from jobs.embeddings.recorded import Recorded
 from jobs.privacy.correct import EpisodeCorrection, correct_episode
 from jobs.privacy.erase_episode import forget_episode
 from jobs.privacy.forget import forget_user
@@ -145,6 +146,46 @@ def test_a_copy_from_a_pack_and_the_changes_since_equals_a_full_read(db: Databas
         if erases:
             assert packs_of(db) == 0, f"{op} left the pack"
         pack_kept = packs_of(db) == 1
+
+
+def test_the_recorded_embedder_is_checked_on_every_read_from_the_start_and_only_then(db: Database,
+                                                                                   writer: PackWriter) -> None:
+    """``accept`` sees the database's embedder on a whole read, on a read from a pack and on the read anew
+    after a deletion, not on a warm copy's later reads; a recaller whose embedder is not the recorded
+    one follows the record from a pack as from a whole read."""
+    ids = populate(db, np.random.default_rng(5), n=8)
+    asked: list[Recorded] = []
+
+    def accept(recorded: Recorded) -> bool:
+        asked.append(recorded)
+        return True
+
+    def read(index: RecallIndex) -> None:
+        with db.tenant("acme") as conn, index.user(conn, "acme", "u1", TEXT, accept) as got:
+            assert got is not None and got.copy.live == len([i for i in ids if i is not None])
+
+    warm = RecallIndex(DIM, packs=writer)
+    read(warm)
+    assert asked == [Recorded("all-MiniLM-L6-v2", DIM)] and warm.full_reads == 1
+    read(warm)
+    assert len(asked) == 1  # a warm copy's later read
+    assert writer.flush() and packs_of(db) == 1
+    from_pack = RecallIndex(DIM)
+    read(from_pack)
+    assert from_pack.pack_reads == 1 and from_pack.full_reads == 0 and len(asked) == 2
+    with db.tenant("acme") as conn:
+        conn.execute(query("release_references"), {"tenant_id": "acme", "ids": [ids[0]]})
+        conn.execute("DELETE FROM episodes WHERE tenant_id = 'acme' AND id = %s", (ids[0],))
+    ids[0] = None
+    read(warm)
+    assert warm.full_reads == 2 and len(asked) == 3  # reset by the deletion: read anew, and asked
+
+    read(RecallIndex(DIM, packs=writer))  # a pack again, for the recaller below
+    assert writer.flush() and packs_of(db) == 1
+    other = Recaller(db, HashingEmbedder(DIM), config=CFG, index=RecallIndex(DIM))
+    first_index = other.index
+    other.recall_vector("acme", "u1", TEXT, unit(np.random.default_rng(6)), budget_tokens=UNBOUNDED, now=NOW)
+    assert first_index.pack_reads == 1 and other.embedder.name == "all-MiniLM-L6-v2" and other.index is not first_index
 
 
 def test_every_erasure_drops_the_pack_in_its_transaction(db: Database, writer: PackWriter,

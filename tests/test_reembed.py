@@ -82,6 +82,22 @@ def test_reembed_switches_with_recall_answering_before_during_and_after(db: Data
     np.testing.assert_allclose(row["embedding"].to_numpy(), HashingEmbedder(64).embed([text])[0], atol=1e-6)
 
 
+def test_a_recaller_made_after_a_switch_to_an_embedder_of_the_same_dimension_follows_it(
+        db: Database, tmp_path: Path, embedder) -> None:
+    """The recaller checks its embedder against the one the database records, not against the first it
+    saw: one made after the switch (as recall(db=...) makes one per call) embeds with the new embedder,
+    although MiniLM and hashing:384 both make 384-dimension vectors."""
+    load(db, tmp_path, [session(i) for i in range(6)], embedder)
+    reembed(db, HashingEmbedder(384), "hashing:384", batch_size=4)
+    assert _dims(db) == {384} and _recorded(db)["embedder"] == "hashing:384"
+    late = Recaller(db, embedder)
+    answer = late.recall("acme", "u1", QUESTION)
+    assert late.embedder.name == "hashing:384"
+    expected = Recaller(db, HashingEmbedder(384)).recall("acme", "u1", QUESTION)
+    assert [(e.id, e.relevance_rank) for e in answer.episodes] == [(e.id, e.relevance_rank) for e in expected.episodes]
+    assert any(e.relevance_rank for e in answer.episodes)
+
+
 def test_a_kill_9_mid_run_resumes_without_redoing_finished_batches(db: Database, settings, tmp_path: Path,
                                                                    embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(12)], embedder)

@@ -327,9 +327,12 @@ class RecallIndex:
 
         The terms (to_tsvector('english', query_text)) come in the same round trip. The copy is
         held for the ``with`` block: recalls of one user take turns, others run in parallel.
-        ``accept`` is asked once the read is back, before the copy takes it, with the embedder the
-        database records in the read's snapshot (the vectors are of it). If it says no (the recaller
-        follows a switch by `episodes reembed`), the copy is left as it was and the block gets None.
+        ``accept`` is asked whenever a copy is read from the start (whole, or from a pack), before the
+        copy takes the read, with the embedder the database records in the read's snapshot (the vectors
+        are of it). If it says no (the recaller follows a switch by `episodes reembed`), the copy is left
+        as it was and the block gets None. A warm copy is not asked again: a switch resets every copy,
+        so its next read is from the start. The copies are thus checked once for every caller, and
+        callers that share an index must embed with one embedder (jobs.recall.shared keys it so).
         """
         key = (tenant_id, user_id)
         with self._lock:
@@ -357,24 +360,28 @@ class RecallIndex:
         roomy = index is None  # WHOLE_READ_MEMORY set in this transaction (a pack is as large as a whole read)
         if roomy:
             conn.execute(WHOLE_READ_MEMORY)
+        from_pack = False
         if index is None and (pack := read_pack(conn, tenant_id, user_id, self.dim)) is not None:
-            index = UserIndex.from_pack(pack)
+            index, from_pack = UserIndex.from_pack(pack), True
             with self._lock:
                 self.pack_reads += 1  # then read like a warm copy: what changed since the pack's version
         read_whole = False
-        first = True
         while True:
             since, epoch = (index.version, index.epoch) if index is not None else (0, None)
             if index is None and not roomy:  # a reset or a compaction below: a whole read after all
                 conn.execute(WHOLE_READ_MEMORY)
                 roomy = True
-            row = one(conn.execute(query("recall_changes"), {
+            # A copy's first read (whole, or from a pack) brings the embedder its vectors are of, and
+            # ``accept`` is asked. A warm copy was asked when it was first read, and a switch since then
+            # (`episodes reembed`) would reset it below: its later reads leave the record out.
+            recorded = index is None or from_pack
+            row = one(conn.execute(query("recall_changes_recorded" if recorded else "recall_changes"), {
                 "tenant_id": tenant_id, "user_id": user_id, "since": since, "epoch": epoch,
                 "query_text": query_text,
             }, binary=True))
-            if first and not accept(Recorded(str(row["embedder"]), int(row["embedding_dim"]))):
+            if recorded and not accept(Recorded(str(row["embedder"]), int(row["embedding_dim"]))):
                 return None
-            first = False
+            from_pack = False
             if index is not None and row["reset"]:
                 index = None  # an episode deleted since, or the user erased: read everything again
                 continue

@@ -25,6 +25,7 @@ one per database for the whole process (:mod:`jobs.recall.shared`).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -43,6 +44,7 @@ from jobs.recall.scoring import epoch_us, fuse
 from jobs.recall.unsummarised import fit_sessions, unsummarised_sessions
 from jobs.sql import query
 
+log = logging.getLogger(__name__)
 
 class _Read(NamedTuple):
     """What one recall reads from the database (:meth:`Recaller._read`)."""
@@ -68,20 +70,28 @@ class Recaller:
         self.embedder = embedder or embedder_for(db.settings)
         self.config = config or RecallConfig()
         self.index = index or RecallIndex(self.embedder.dim, db.settings.recall_cache_rows)
-        self._recorded: Recorded | None = None  # the database's embedder as first seen (jobs.embeddings.recorded)
+        # The name the embedder was asked for (EPISODES_EMBEDDER, or one followed below), which the
+        # database may record instead of the embedder's own name ("minilm" for all-MiniLM-L6-v2).
+        self._embedder_as = db.settings.embedder if embedder is None else embedder.name
         if self.index.dim != self.embedder.dim:
             raise ValueError(f"the index holds {self.index.dim}-dimension vectors; "
                              f"the embedder {self.embedder.name} makes {self.embedder.dim}")
 
     def _follow_recorded_embedder(self, recorded: Recorded) -> bool:
-        """Switch to the embedder the database records if it is another one (after `episodes reembed`).
+        """Switch to the embedder the database records if it is another one: after `episodes reembed`,
+        or in a process configured with another (whose writers refuse, jobs.embeddings.recorded).
 
-        The per-user copies hold the old vectors, so they go too. Returns whether it switched."""
-        seen, self._recorded = self._recorded or recorded, recorded
-        if recorded == seen and recorded.dim == self.embedder.dim:
+        Vectors of one embedder are only comparable with a message embedded by the same one, so
+        recall follows the record rather than score with the wrong one. The per-user copies hold
+        the other vectors, so they go too. Returns whether it switched."""
+        if recorded.matches(self.embedder, self._embedder_as):
             return False
+        log.warning("recall follows the database's embedder %s (%d dimensions) instead of %s; set "
+                    "EPISODES_EMBEDDER=%s", recorded.name, recorded.dim, self._embedder_as, recorded.name,
+                    extra={"action": "recall_follow_embedder"})
         s = self.db.settings
         self.embedder = get_embedder(recorded.name, threads=s.embed_threads, cache_dir=s.cache_dir)
+        self._embedder_as = recorded.name
         self.index = RecallIndex(self.embedder.dim, s.recall_cache_rows)
         return True
 
@@ -128,8 +138,8 @@ class Recaller:
         """Everything recall reads, in one tenant transaction; None if the database's embedder is another
         one now (the copies were dropped; embed the message anew and read again).
 
-        The transaction runs in pipeline mode. The copy's read of what changed goes first (it also
-        brings the embedder the vectors are of); once it is back, the open items
+        The transaction runs in pipeline mode. The copy's read of what changed goes first (a copy's
+        first read also brings the embedder the vectors are of); once it is back, the open items
         (:mod:`jobs.recall.open_items`, which keeps those of candidates in the copy) and the
         unsummarised sessions are sent, and the server runs them while this process scores the copy.
         The chosen rows come back with the COMMIT."""
