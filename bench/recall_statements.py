@@ -7,8 +7,10 @@ scratch database on the Citus cluster (``../shared/citus/cluster.sh up``), then 
 later recall of a typical user makes, alone, inside a tenant transaction as the recaller opens it
 (``SET LOCAL ROLE episodes_app``, the tenant setting: row-level security applies), and times it from
 send to last row. On the cluster each statement runs on the worker that holds the tenant's shards,
-where ``Database.tenant_read`` sends recall (``jobs/routes.py``). Printed: the median per statement,
-both backends, and their ratio; the first round only warms up.
+where ``Database.tenant_read`` sends recall (``jobs/routes.py``), twice: naming the distributed tables
+(as the coordinator and a worker without the tenant's shards run it) and naming the tenant's shard
+tables (jobs/shards.py, as recall runs it on the worker that holds them). Printed: the median per
+statement, each way, and the ratios to one PostgreSQL; the first round only warms up.
 
 A statement on a distributed table is planned by Citus on every run, even locally: on its fast path
 (one table, the tenant named once, no subquery) it is planned once and not deparsed, and costs a
@@ -22,6 +24,7 @@ import datetime as dt
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,6 +38,7 @@ from recall_speed import load_data, plan_users
 from jobs import config, migrate
 from jobs.db import APP_ROLE, Database, set_local, start_embedded
 from jobs.routes import Routes, ask_with, node_url
+from jobs.shards import shards
 from jobs.sql import query
 
 CLUSTER_DB = f"episodes_bench_statements_{os.getpid()}"
@@ -54,8 +58,10 @@ def params(conn: psycopg.Connection[Any], tenant: str, user: str) -> dict[str, A
             "offset": 0, "grace_seconds": 14 * 86400, "age_seconds": 90 * 86400}
 
 
-def time_statements(urls: dict[str, str], users: list[tuple[str, str]], rounds: int) -> dict[str, float]:
-    """Median ms per statement; ``urls`` maps each tenant to the server it is read on."""
+def time_statements(urls: dict[str, str], users: list[tuple[str, str]], rounds: int,
+                    texts: Callable[[str, str], str] = lambda tenant, name: query(name)) -> dict[str, float]:
+    """Median ms per statement; ``urls`` maps each tenant to the server it is read on, ``texts`` gives
+    the statement a tenant's read sends."""
     conns = {url: psycopg.connect(url, row_factory=dict_row) for url in set(urls.values())}
     try:
         args = {(t, u): params(conns[urls[t]], t, u) for t, u in users}
@@ -69,7 +75,8 @@ def time_statements(urls: dict[str, str], users: list[tuple[str, str]], rounds: 
                     with conn.transaction():
                         set_local(conn, role=APP_ROLE, **{"episodes.tenant_id": tenant})
                         started = time.perf_counter()
-                        conn.execute(query(name), args[(tenant, user)], binary=name == "recall_changes").fetchall()
+                        conn.execute(texts(tenant, name), args[(tenant, user)],
+                                     binary=name == "recall_changes").fetchall()
                         if round_:
                             samples[name].append(time.perf_counter() - started)
         return {name: float(np.median(s)) * 1000 for name, s in samples.items()}
@@ -103,18 +110,23 @@ def main() -> None:
                     load_data(conn, counts, args.seed)
             with Database(config.Settings(database_url=cluster, home=home)) as db:
                 routes = Routes(ask_with(db.admin), usable=lambda node: True)  # where tenant_read reads
-                workers = {t: node_url(cluster, node) if (node := routes.node(t)) else cluster for t, _ in users}
+                placed = {t: routes.route(t) for t, _ in users}
+            workers = {t: node_url(cluster, route.node) if (route := placed[t]) else cluster for t, _ in users}
+            on = {t: shards(route.group, route.shard_ids) for t, route in placed.items() if route is not None}
             one = time_statements({t: single for t, _ in users}, users, args.rounds)
             citus = time_statements(workers, users, args.rounds)
+            direct = time_statements(workers, users, args.rounds,
+                                     lambda tenant, name: on[tenant].query(name) if tenant in on else query(name))
         finally:
             drop_database(CLUSTER_DB)
     print(f"data: {int(counts.sum()):,} episodes, {len(counts):,} users; {len(users)} typical users timed, "
           f"{args.rounds - 1} rounds; cluster: coordinator + 2 workers, 32 shards per table; cores {os.cpu_count()}")
-    print(f"{'statement (median ms, alone in a tenant transaction)':52} {'single':>8} {'worker':>8} {'ratio':>7}")
-    for name in STATEMENTS:
-        print(f"{name:52} {one[name]:8.3f} {citus[name]:8.3f} {citus[name] / one[name]:6.2f}x")
-    print(f"{'all four':52} {sum(one.values()):8.3f} {sum(citus.values()):8.3f} "
-          f"{sum(citus.values()) / sum(one.values()):6.2f}x")
+    print(f"{'statement (median ms, alone in a tenant transaction)':44} {'single':>8} {'worker':>8} {'ratio':>7} "
+          f"{'shards':>8} {'ratio':>7}")
+    rows = [(name, one[name], citus[name], direct[name]) for name in STATEMENTS]
+    rows.append(("all four", sum(one.values()), sum(citus.values()), sum(direct.values())))
+    for name, a, b, c in rows:
+        print(f"{name:44} {a:8.3f} {b:8.3f} {b / a:6.2f}x {c:8.3f} {c / a:6.2f}x")
 
 
 if __name__ == "__main__":

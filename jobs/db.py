@@ -14,10 +14,10 @@ import select
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -28,11 +28,20 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from jobs.config import Settings
 from jobs.errors import DatabaseError
 from jobs.routes import Node, Routes, ask_with, node_url
+from jobs.shards import HERE, shards
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
 
 Conn: TypeAlias = psycopg.Connection[DictRow]  # every connection here returns rows as dicts
+
+
+class TenantRead(NamedTuple):
+    """A read-only tenant transaction (:meth:`Database.tenant_read`) and the texts of its statements."""
+
+    conn: Conn
+    query: Callable[[str], str]  # the runtime query of a name (jobs.sql.query), on the shard tables if local
+    on_shards: bool  # whether ``query`` names the tenant's shard tables (jobs.shards)
 Cursor: TypeAlias = psycopg.Cursor[DictRow]
 Row: TypeAlias = DictRow
 
@@ -224,21 +233,34 @@ class Database:
             yield conn
 
     @contextmanager
-    def tenant_read(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[Conn]:
-        """Like :meth:`tenant`, for a transaction that only reads. On a Citus cluster it runs on the
-        worker that holds the tenant's shards, READ ONLY (jobs.routes; ``EPISODES_RECALL_ON_WORKERS``)."""
-        node = self._routes.node(tenant_id) if self.settings.recall_on_workers and tenant_id else None
+    def tenant_read(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[TenantRead]:
+        """Like :meth:`tenant`, for a transaction that only reads, with the texts of its statements. On a
+        Citus cluster it runs on the worker that holds the tenant's shards, READ ONLY (jobs.routes;
+        ``EPISODES_RECALL_ON_WORKERS``), and once the worker has said it still holds them, the texts name
+        the shard tables themselves (jobs.shards)."""
+        route = self._routes.route(tenant_id) if self.settings.recall_on_workers and tenant_id else None
         with ExitStack() as stack:
             conn: Conn | None = None
-            if node is not None and (pool := self._node_pools.get(node)) is not None:
+            if route is not None and (pool := self._node_pools.get(route.node)) is not None:
                 try:
                     conn = stack.enter_context(pool.connection())
                 except (PoolTimeout, psycopg.OperationalError):  # the worker went away: the coordinator serves
-                    self._routes.down(node)
+                    self._routes.down(route.node)
             if conn is None:
                 conn = stack.enter_context(self.pool.connection())
+                route = None
             stack.enter_context(self._tenant_in(conn, tenant_id, pipeline))
-            yield conn
+            if route is not None and one(conn.execute(HERE, (route.group,)))["here"]:
+                yield TenantRead(conn, shards(route.group, route.shard_ids).query, True)
+                return
+            if route is not None:  # moved: the worker sends the statements on; the next read routes anew
+                self._routes.moved(tenant_id)
+            yield TenantRead(conn, query, False)
+
+    def moved(self, tenant_id: str) -> bool:
+        """A read on the tenant's shard tables found them gone (a shard move): route it anew. Returns
+        whether the tenant had a route to a worker."""
+        return self._routes.moved(tenant_id)
 
     @staticmethod
     @contextmanager

@@ -12,9 +12,12 @@ write that strays into it fails loudly instead of going through a worker. Writes
 and advisory locks stay on the coordinator (jobs.cluster).
 
 A route is the node holding the tenant's shard of ``transcripts`` (every tenant table is co-located
-with it, so all of the tenant's rows are there), read from the coordinator's metadata and kept for
-:data:`ROUTE_SECONDS`. A stale route (the shard moved) costs speed, not truth: the worker it names
-still plans the statement and sends it to the shard's new node, with the transaction's settings.
+with it, so all of the tenant's rows are there) and the tenant's shard of each table, read from the
+coordinator's metadata and kept for :data:`ROUTE_SECONDS`. On that node recall's statements name the
+shard tables themselves once the node has said it still holds them (jobs.shards). A stale route (the
+shards moved) costs speed, not truth: the node says so, and the statements name the distributed
+tables, which it plans and sends to the shards' new node, with the transaction's settings; the next
+read asks for the route anew.
 A worker that cannot be reached is skipped for :data:`ROUTE_SECONDS` (a warning is logged) and the
 coordinator serves its tenants' recalls, as it would without routes.
 
@@ -29,7 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -42,13 +45,27 @@ _ROUTABLE = """
 SELECT count(*) = 2 FROM pg_dist_partition
 WHERE logicalrelid IN ('transcripts'::regclass, 'episodes_settings'::regclass)"""
 
+# The node holding the tenant's shard of transcripts, and the tenant's shard of every table co-located
+# with it (the group that moves as one), plus the one shard of each reference table (on every node).
 _PLACEMENT = """
-SELECT n.nodename, n.nodeport, n.groupid = 0 AS coordinator
+SELECT n.nodename, n.nodeport, n.groupid = 0 AS coordinator, p.shardid AS grp, t.logicalrelid::text,
+       CASE WHEN t.partmethod = 'n' THEN (SELECT min(s.shardid) FROM pg_dist_shard s WHERE s.logicalrelid = t.logicalrelid)
+            ELSE get_shard_id_for_distribution_column(t.logicalrelid, %s::text) END
 FROM pg_dist_placement p
 JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary' AND n.isactive
+JOIN pg_dist_partition t ON t.partmethod = 'n' OR t.colocationid = (
+    SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'transcripts'::regclass)
 WHERE p.shardid = get_shard_id_for_distribution_column('transcripts', %s::text)"""
 
 Node = tuple[str, int]
+
+
+class Route(NamedTuple):
+    """Where a tenant's recall reads: the worker, and the tenant's shard ids there (jobs.shards)."""
+
+    node: Node
+    group: int  # the tenant's shard of transcripts: the group's placement is asked before a read on it
+    shard_ids: tuple[tuple[str, int], ...]  # (table, shard id) of each table recall may read
 
 
 def node_url(url: str, node: Node) -> str:
@@ -71,29 +88,43 @@ class Routes:
         self._ask, self._usable, self._clock = ask, usable, clock
         self._lock = threading.Lock()
         self._routable: tuple[bool, float] | None = None
-        self._routes: dict[str, tuple[Node | None, float]] = {}
+        self._routes: dict[str, tuple[Route | None, float]] = {}
         self._down: dict[Node, float] = {}
 
     def node(self, tenant_id: str) -> Node | None:
         """The worker to read ``tenant_id`` from, or None for the coordinator."""
+        route = self.route(tenant_id)
+        return route.node if route is not None else None
+
+    def route(self, tenant_id: str) -> Route | None:
+        """The worker to read ``tenant_id`` from and the tenant's shards there, or None for the coordinator."""
         now = self._clock()
         with self._lock:
             routable = self._routable
-            route = self._routes.get(tenant_id)
+            cached = self._routes.get(tenant_id)
         if routable is None or routable[1] <= now:
             routable = (self._check(), now + ROUTE_SECONDS)
             with self._lock:
                 self._routable = routable
         if not routable[0]:
             return None
-        if route is None or route[1] <= now:
-            rows = self._ask(_PLACEMENT, (tenant_id,))
-            found = None if not rows or rows[0][2] else (str(rows[0][0]), int(rows[0][1]))
-            route = (found, now + ROUTE_SECONDS)
+        if cached is None or cached[1] <= now:
+            rows = self._ask(_PLACEMENT, (tenant_id, tenant_id))
+            found = None if not rows or rows[0][2] else Route(
+                (str(rows[0][0]), int(rows[0][1])), int(rows[0][3]),
+                tuple(sorted((str(table), int(shard)) for *_, table, shard in rows)))
+            cached = (found, now + ROUTE_SECONDS)
             with self._lock:
-                self._routes[tenant_id] = route
-        node = route[0]
-        return node if node is not None and self._reachable(node, now) else None
+                self._routes[tenant_id] = cached
+        route = cached[0]
+        return route if route is not None and self._reachable(route.node, now) else None
+
+    def moved(self, tenant_id: str) -> bool:
+        """The tenant's shards are no longer where its route says: ask anew on its next read. Returns
+        whether there was a route to a worker."""
+        with self._lock:
+            cached = self._routes.pop(tenant_id, None)
+        return cached is not None and cached[0] is not None
 
     def down(self, node: Node) -> None:
         """``node`` failed a read: skip it for :data:`ROUTE_SECONDS`."""

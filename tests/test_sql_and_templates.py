@@ -52,3 +52,20 @@ def test_every_template_is_covered_by_a_render_test() -> None:
     tests = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").glob("test_*.py"))
     unrendered = [name for name in template_names() if name not in tests]
     assert not unrendered, f"templates no test renders: {unrendered}"
+
+
+def test_recall_statements_on_shards_name_only_shard_tables() -> None:
+    """jobs.shards: every table a recall statement reads is replaced by its shard table, and nothing else
+    (a function named like a table, a column) is touched."""
+    from jobs.shards import Shards
+
+    tables = ["transcripts", "episodes", "episode_events", "recall_versions", "recall_packs", "episodes_settings"]
+    on = Shards(102032, {t: 102000 + i for i, t in enumerate(tables)})
+    names = ["recall_changes", "recall_changes_recorded", "recall_open_items", "recall_unsummarised", "recall_rows",
+             "recall_pack"]
+    for name in names:
+        text = on.query(name)
+        before, after = (set(re.findall(r"\b(?:FROM|JOIN)\s+([a-z_][a-z0-9_]*)", t)) for t in (all_queries()[name], text))
+        assert before & set(tables) and not after & set(tables), (name, after)
+        assert {on.tables[t] for t in before & set(tables)} <= after
+        assert text.count("episodes_message_stems") == all_queries()[name].count("episodes_message_stems")

@@ -321,7 +321,7 @@ class RecallIndex:
 
     @contextmanager
     def user(self, conn: Conn, tenant_id: str, user_id: str, query_text: str,
-             accept: Callable[[Recorded], bool] = lambda recorded: True
+             accept: Callable[[Recorded], bool] = lambda recorded: True, sql: Callable[[str], str] = query
              ) -> Iterator[Read | None]:
         """The user's copy, brought up to date in ``conn``'s tenant transaction, and the message's terms.
 
@@ -333,6 +333,8 @@ class RecallIndex:
         as it was and the block gets None. A warm copy is not asked again: a switch resets every copy,
         so its next read is from the start. The copies are thus checked once for every caller, and
         callers that share an index must embed with one embedder (jobs.recall.shared keys it so).
+        ``sql`` gives the texts of the statements (jobs.db.TenantRead.query: on a Citus worker, the
+        tenant's shard tables).
         """
         key = (tenant_id, user_id)
         with self._lock:
@@ -340,7 +342,7 @@ class RecallIndex:
         with lock:
             with self._lock:
                 index = self._users.get(key)
-            read = self._read(conn, tenant_id, user_id, query_text, index, accept)
+            read = self._read(conn, tenant_id, user_id, query_text, index, accept, sql)
             if read is None:
                 yield None
                 return
@@ -356,12 +358,12 @@ class RecallIndex:
                     self._evict()
 
     def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str, index: UserIndex | None,
-              accept: Callable[[Recorded], bool]) -> Read | None:
+              accept: Callable[[Recorded], bool], sql: Callable[[str], str]) -> Read | None:
         roomy = index is None  # WHOLE_READ_MEMORY set in this transaction (a pack is as large as a whole read)
         if roomy:
             conn.execute(WHOLE_READ_MEMORY)
         from_pack = False
-        if index is None and (pack := read_pack(conn, tenant_id, user_id, self.dim)) is not None:
+        if index is None and (pack := read_pack(conn, tenant_id, user_id, self.dim, sql)) is not None:
             index, from_pack = UserIndex.from_pack(pack), True
             with self._lock:
                 self.pack_reads += 1  # then read like a warm copy: what changed since the pack's version
@@ -375,7 +377,7 @@ class RecallIndex:
             # ``accept`` is asked. A warm copy was asked when it was first read, and a switch since then
             # (`episodes reembed`) would reset it below: its later reads leave the record out.
             recorded = index is None or from_pack
-            row = one(conn.execute(query("recall_changes_recorded" if recorded else "recall_changes"), {
+            row = one(conn.execute(sql("recall_changes_recorded" if recorded else "recall_changes"), {
                 "tenant_id": tenant_id, "user_id": user_id, "since": since, "epoch": epoch,
                 "query_text": query_text,
             }, binary=True))

@@ -15,7 +15,7 @@ recaller sends before it scores the copy and reads after (:func:`send_open_items
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from jobs.db import Conn, Cursor
@@ -29,15 +29,17 @@ def page_size(limit: int) -> int:
     return max(PAGE_MIN, 2 * limit)
 
 
-def send_open_items(conn: Conn, params: dict[str, Any], limit: int, offset: int = 0) -> Cursor:
+def send_open_items(conn: Conn, params: dict[str, Any], limit: int, offset: int = 0,
+                    sql: Callable[[str], str] = query) -> Cursor:
     """Send one page of ``recall_open_items`` (``conn`` may be in pipeline mode: read it later).
 
-    ``params``: tenant_id, user_id, now, query_text (the opening message), grace_seconds, age_seconds."""
-    return conn.execute(query("recall_open_items"), {**params, "limit": page_size(limit), "offset": offset})
+    ``params``: tenant_id, user_id, now, query_text (the opening message), grace_seconds, age_seconds.
+    ``sql``: the texts of the transaction's statements (jobs.db.TenantRead.query)."""
+    return conn.execute(sql("recall_open_items"), {**params, "limit": page_size(limit), "offset": offset})
 
 
 def open_items(conn: Conn, first: Cursor, copy: UserIndex, params: dict[str, Any], limit: int, now_us: int,
-               purposes: Iterable[str] | None) -> list[dict[str, Any]]:
+               purposes: Iterable[str] | None, sql: Callable[[str], str] = query) -> list[dict[str, Any]]:
     """The first ``limit`` items of candidate episodes: the page ``first`` sent, then more as needed."""
     kept: list[dict[str, Any]] = []
     cursor, offset = first, 0
@@ -48,4 +50,4 @@ def open_items(conn: Conn, first: Cursor, copy: UserIndex, params: dict[str, Any
         if len(kept) >= limit or len(page) < page_size(limit):
             return kept[:limit]
         offset += len(page)
-        cursor = send_open_items(conn, params, limit, offset)
+        cursor = send_open_items(conn, params, limit, offset, sql)

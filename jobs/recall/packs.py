@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from jobs.db import Conn, Database
@@ -31,9 +32,11 @@ from jobs.sql import query
 log = logging.getLogger(__name__)
 
 
-def read_pack(conn: Conn, tenant_id: str, user_id: str, dim: int) -> dict[str, Any] | None:
-    """The user's pack if the changes since its version can bring it up to date, else None (one round trip)."""
-    return conn.execute(query("recall_pack"), {"tenant_id": tenant_id, "user_id": user_id, "dim": dim},
+def read_pack(conn: Conn, tenant_id: str, user_id: str, dim: int,
+              sql: Callable[[str], str] = query) -> dict[str, Any] | None:
+    """The user's pack if the changes since its version can bring it up to date, else None (one round trip).
+    ``sql``: the texts of the transaction's statements (jobs.db.TenantRead.query)."""
+    return conn.execute(sql("recall_pack"), {"tenant_id": tenant_id, "user_id": user_id, "dim": dim},
                         binary=True).fetchone()
 
 

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+import psycopg
 
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for, get_embedder
@@ -42,7 +43,6 @@ from jobs.recall.purposes import purpose_filter
 from jobs.recall.result import Recall, RecalledOpenItem
 from jobs.recall.scoring import epoch_us, fuse
 from jobs.recall.unsummarised import fit_sessions, unsummarised_sessions
-from jobs.sql import query
 
 log = logging.getLogger(__name__)
 
@@ -142,28 +142,39 @@ class Recaller:
         first read also brings the embedder the vectors are of); once it is back, the open items
         (:mod:`jobs.recall.open_items`, which keeps those of candidates in the copy) and the
         unsummarised sessions are sent, and the server runs them while this process scores the copy.
-        The chosen rows come back with the COMMIT."""
+        The chosen rows come back with the COMMIT. On a Citus worker the statements name the tenant's
+        shard tables (jobs.shards); if a shard move drops them during the read, it runs once more."""
+        try:
+            return self._read_once(tenant_id, user_id, opening_message, vector, now, purposes)
+        except psycopg.errors.UndefinedTable:
+            if not self.db.moved(tenant_id):  # the tenant had no route to its shards: not a move
+                raise
+            return self._read_once(tenant_id, user_id, opening_message, vector, now, purposes)
+
+    def _read_once(self, tenant_id: str, user_id: str, opening_message: str, vector: np.ndarray,
+                   now: dt.datetime, purposes: list[str] | None) -> _Read | None:
         cfg, settings = self.config, self.db.settings
         params = {"tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes}
-        with self.db.tenant_read(tenant_id, pipeline=True) as conn:  # on a cluster: the tenant's worker
-            with self.index.user(conn, tenant_id, user_id, opening_message,
+        with self.db.tenant_read(tenant_id, pipeline=True) as (conn, sql, _):  # on a cluster: the tenant's worker
+            with self.index.user(conn, tenant_id, user_id, opening_message, sql=sql,
                                  accept=lambda recorded: not self._follow_recorded_embedder(recorded)) as read:
                 if read is None:
                     return None
                 index = read.copy
-                item_params = {**params, "query_text": opening_message, "grace_seconds": settings.stale_grace_seconds,
-                               "age_seconds": settings.stale_age_seconds}
-                items = send_open_items(conn, item_params, cfg.max_open_items) if cfg.max_open_items > 0 else None
+                item_params = {**params, "query_text": opening_message,
+                               "grace_seconds": settings.stale_grace_seconds, "age_seconds": settings.stale_age_seconds}
+                items = (send_open_items(conn, item_params, cfg.max_open_items, sql=sql)
+                         if cfg.max_open_items > 0 else None)
                 conn.pgconn.send_flush_request()  # the items come back as soon as they are run, not after the next
-                sessions = conn.execute(query("recall_unsummarised"), {**params, "limit": cfg.max_unsummarised}
+                sessions = conn.execute(sql("recall_unsummarised"), {**params, "limit": cfg.max_unsummarised}
                                         ) if cfg.max_unsummarised > 0 else None
                 now_us = epoch_us(now)
                 scores = index.scores(vector, read.lexemes, now_us, purposes)
-                open_rows = open_items(conn, items, index, item_params, cfg.max_open_items, now_us, purposes
-                                       ) if items is not None else []
+                open_rows = open_items(conn, items, index, item_params, cfg.max_open_items, now_us, purposes,
+                                       sql) if items is not None else []
                 picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})
                 vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
-            chosen = conn.execute(query("recall_rows"), {**params, "ids": sorted(picked)})
+            chosen = conn.execute(sql("recall_rows"), {**params, "ids": sorted(picked)})
         rows = [row for row in chosen.fetchall() if row.pop("candidate")]  # not one any more: left out
         return _Read(open_rows, len(scores.ids), picked, vectors, rows,
                      sessions.fetchall() if sessions is not None else [])
