@@ -34,6 +34,8 @@ from jobs.sql import query
 log = logging.getLogger(__name__)
 
 Conn: TypeAlias = psycopg.Connection[DictRow]  # every connection here returns rows as dicts
+Cursor: TypeAlias = psycopg.Cursor[DictRow]
+Row: TypeAlias = DictRow
 
 
 class TenantRead(NamedTuple):
@@ -42,8 +44,7 @@ class TenantRead(NamedTuple):
     conn: Conn
     query: Callable[[str], str]  # the runtime query of a name (jobs.sql.query), on the shard tables if local
     on_shards: bool  # whether ``query`` names the tenant's shard tables (jobs.shards)
-Cursor: TypeAlias = psycopg.Cursor[DictRow]
-Row: TypeAlias = DictRow
+
 
 EMBEDDED_DB_NAME = "episodes"
 NODE_TIMEOUT_SECONDS = 2.0  # to reach a Citus worker recall reads from, before the coordinator serves (jobs.routes)

@@ -375,7 +375,8 @@ class RecallIndex:
                 roomy = True
             # A copy's first read (whole, or from a pack) brings the embedder its vectors are of, and
             # ``accept`` is asked. A warm copy was asked when it was first read, and a switch since then
-            # (`episodes reembed`) would reset it below: its later reads leave the record out.
+            # (`episodes reembed`) would reset it below: its later reads leave the record out. (Every
+            # later turn of this loop reads from the start: index is None then.)
             recorded = index is None or from_pack
             row = one(conn.execute(sql("recall_changes_recorded" if recorded else "recall_changes"), {
                 "tenant_id": tenant_id, "user_id": user_id, "since": since, "epoch": epoch,
@@ -383,7 +384,6 @@ class RecallIndex:
             }, binary=True))
             if recorded and not accept(Recorded(str(row["embedder"]), int(row["embedding_dim"]))):
                 return None
-            from_pack = False
             if index is not None and row["reset"]:
                 index = None  # an episode deleted since, or the user erased: read everything again
                 continue
