@@ -24,6 +24,10 @@ UPDATE api_keys SET last_used_at = now()
 WHERE key_hash = %(key_hash)s AND revoked_at IS NULL
 RETURNING id, prefix, tenant_id, name, scopes, rate_limit
 
+-- name: api_key_is_live
+-- Whether a key still exists and is not revoked (a memory link dies with the key that issued it).
+SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = %(key_id)s AND revoked_at IS NULL) AS live
+
 -- name: service_list_episodes
 -- A user's episodes, newest first, keyset-paginated on (ended_at, id); q: full text over what
 -- search_tsv indexes (summary, tags, events, entities; web-search syntax), null for all.

@@ -91,6 +91,12 @@ def revoke_key(db: Database, id_or_prefix: str) -> ApiKey | None:
     return None if row is None else ApiKey.from_row(row)
 
 
+def key_is_live(db: Database, key_id: int) -> bool:
+    """Whether the key ``key_id`` exists and is not revoked: a memory link dies with the key that issued it."""
+    with db.admin() as conn:
+        return bool(one(conn.execute(query("api_key_is_live"), {"key_id": key_id}))["live"])
+
+
 class KeyVerifier:
     """Verifies bearer secrets, trusting each answer (yes or no) for ``ttl`` seconds."""
 
