@@ -289,6 +289,16 @@ class UserIndex:
         return self.vectors[slot] if slot is not None and self.has_vec[slot] else None
 
 
+class _Turn:
+    """A user's lock, with the number of threads holding or waiting for it."""
+
+    __slots__ = ("lock", "waiting")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.waiting = 0
+
+
 class RecallIndex:
     """One database's UserIndex copies, least recently used dropped past ``max_rows`` (thread-safe).
 
@@ -300,7 +310,7 @@ class RecallIndex:
         self.max_rows = max_rows
         self.packs = packs  # writes back the packs of heavy users' full reads; packs are read either way
         self._users: OrderedDict[tuple[str, str], UserIndex] = OrderedDict()
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._turns: dict[tuple[str, str], _Turn] = {}  # users some recall holds or waits for
         self._counted: dict[tuple[str, str], int] = {}  # slots of each copy as last counted in _rows
         self._rows = 0  # slots held over all users
         self._lock = threading.Lock()
@@ -337,9 +347,7 @@ class RecallIndex:
         tenant's shard tables).
         """
         key = (tenant_id, user_id)
-        with self._lock:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
+        with self._turn(key):
             with self._lock:
                 index = self._users.get(key)
             read = self._read(conn, tenant_id, user_id, query_text, index, accept, sql)
@@ -403,12 +411,34 @@ class RecallIndex:
             encoding = conn.info.encoding
             return Read(index, [lexeme.encode(encoding) for lexeme in row["query_lexemes"] or []])
 
+    @contextmanager
+    def _turn(self, key: tuple[str, str]) -> Iterator[None]:
+        """The user's turn: one thread at a time works on a user's copy.
+
+        The user's lock lives as long as some thread holds or waits for it, and goes with the last of
+        them, whatever happens to the copy meanwhile. (It used to be dropped with an evicted copy, so a
+        recall arriving then took a new lock while the holder of the old one was still at work: two
+        threads changed one copy at once.)"""
+        with self._lock:
+            turn = self._turns.get(key)
+            if turn is None:
+                turn = self._turns[key] = _Turn()
+            turn.waiting += 1
+        try:
+            with turn.lock:
+                yield
+        finally:
+            with self._lock:
+                turn.waiting -= 1
+                if not turn.waiting:
+                    del self._turns[key]
+
     def _evict(self) -> None:
-        """Drop least recently used copies while over max_rows (the newest one always stays)."""
+        """Drop least recently used copies while over max_rows (the newest one always stays). A copy in
+        use goes from the cache only: its recall goes on with it, and puts it back when done."""
         while self._rows > self.max_rows and len(self._users) > 1:
             key, _ = self._users.popitem(last=False)
             self._rows -= self._counted.pop(key)
-            self._locks.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
