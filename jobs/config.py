@@ -134,6 +134,10 @@ class Settings:
     """Every knob of the system. The README's configuration table lists the variables."""
 
     database_url: str | None = None
+    # The login role of `episodes api` and `episodes mcp` (README "Database roles"); None: on the embedded
+    # server the role episodes_service over its socket, elsewhere DATABASE_URL (with a warning).
+    service_database_url: str | None = None
+    application_name: str = "episodes"  # how this process's connections show in pg_stat_activity
     home: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir("episodes")))
     pool_size: int = 8
     anthropic_api_key: str | None = None
@@ -211,6 +215,7 @@ def load() -> Settings:
     cache_dir = _str("EPISODES_CACHE_DIR", None)
     return Settings(
         database_url=_str("DATABASE_URL", None),
+        service_database_url=_str("EPISODES_SERVICE_DATABASE_URL", None),
         home=Path(home).expanduser() if home else Path(platformdirs.user_data_dir("episodes")),
         pool_size=_int("EPISODES_POOL_SIZE", 8, minimum=1),
         anthropic_api_key=_str("ANTHROPIC_API_KEY", None),
