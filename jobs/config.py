@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import urlsplit
 
 import platformdirs
 
@@ -177,8 +178,10 @@ class Settings:
     pool_timeout_seconds: float = 10.0  # wait for a pooled connection before giving up (the API answers 503)
     api_max_body: int = 5 * 1024 * 1024  # largest request body `episodes api` reads (413 above)
     api_key_cache_seconds: float = 5.0  # how long a verified key is trusted without a lookup (revocation bound)
-    api_rate_limit: float | None = None  # requests per second per key when the key sets none; None: unlimited
+    api_rate_limit: float | None = 20.0  # requests per second per key when the key sets none; None: unlimited
     link_secret: str | None = None  # signs memory-page links; None: one generated and kept in the database
+    public_url: str | None = None  # where users reach `episodes api` (memory links); None: links are relative
+    metrics_token: str | None = None  # bearer token /metrics and /readyz require; None: they are open
     prune_policy: PrunePolicy | None = None  # None: no pruning policy (soft decay and yearly compression only)
     prune_cron: str = "30 3 * * *"  # when `serve` applies prune_policy: 03:30 UTC daily
     crash_at: str | None = None  # crash tests only: kill -9 at this named point (jobs.faults)
@@ -255,8 +258,10 @@ def load() -> Settings:
         pool_timeout_seconds=_duration("EPISODES_POOL_TIMEOUT", 10.0, minimum=0.1) or 10.0,
         api_max_body=_int("EPISODES_API_MAX_BODY", 5 * 1024 * 1024, minimum=1024),
         api_key_cache_seconds=_duration("EPISODES_API_KEY_CACHE", 5.0) or 0.0,
-        api_rate_limit=_rate("EPISODES_API_RATE_LIMIT"),
+        api_rate_limit=_rate("EPISODES_API_RATE_LIMIT", 20.0),
         link_secret=_secret("EPISODES_LINK_SECRET"),
+        public_url=_public_url("EPISODES_PUBLIC_URL"),
+        metrics_token=_token("EPISODES_METRICS_TOKEN"),
         prune_policy=_policy("EPISODES_PRUNE_POLICY"),
         prune_cron=_cron("EPISODES_PRUNE_CRON", "30 3 * * *"),
         crash_at=_str("EPISODES_CRASH_AT", None),
@@ -274,10 +279,12 @@ def _policy(name: str) -> PrunePolicy | None:
         raise ConfigError(f"{name}: {exc}") from None
 
 
-def _rate(name: str) -> float | None:
-    """Requests per second (a positive number), or unset / ``off`` for no limit."""
+def _rate(name: str, default: float | None = None) -> float | None:
+    """Requests per second (a positive number), ``off`` for no limit, unset for ``default``."""
     raw = os.environ.get(name)
-    if raw is None or raw.strip().lower() in {"", "off", "none"}:
+    if raw is None or not raw.strip():
+        return default
+    if raw.strip().lower() in {"off", "none"}:
         return None
     value = _float(name, 0.0)
     if value <= 0:
@@ -291,6 +298,28 @@ def _secret(name: str) -> str | None:
     if value is not None and len(value) < 32:
         raise ConfigError(f"{name} is {len(value)} characters; use at least 32 random characters "
                           "(e.g. `openssl rand -hex 32`), or unset it to let the database keep one.")
+    return value
+
+
+def _public_url(name: str) -> str | None:
+    """The service's address as its users reach it (``https://host[:port][/prefix]``), without a
+    trailing slash; memory links are built on it, never on a request's Host header."""
+    value = _str(name, None)
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.hostname or parts.query or parts.fragment:
+        raise ConfigError(f"{name}={value!r}; use the address users reach the service at, e.g. "
+                          "https://memory.example.com or https://example.com/episodes (no query, no fragment).")
+    return value.rstrip("/")
+
+
+def _token(name: str) -> str | None:
+    """A bearer token an operator sets: unset, or at least 32 characters (e.g. `openssl rand -hex 32`)."""
+    value = _str(name, None)
+    if value is not None and (len(value) < 32 or not value.isascii() or not value.isprintable() or " " in value):
+        raise ConfigError(f"{name} must be at least 32 printable ASCII characters without spaces "
+                          "(e.g. `openssl rand -hex 32`), or unset.")
     return value
 
 
