@@ -165,6 +165,7 @@ class Settings:
     purpose_map: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
     embed_threads: int = 1
     cache_dir: Path = field(default_factory=lambda: Path(platformdirs.user_cache_dir("episodes")))
+    model_dir: Path | None = None  # all-MiniLM-L6-v2's files, provided by the operator (air-gapped hosts); None: fetched
     serve_concurrency: int = 4
     poll_seconds: float = 10.0
     maintenance_seconds: float = 30.0
@@ -245,6 +246,7 @@ def load() -> Settings:
         purpose_map=parse_purpose_map(os.environ.get("EPISODES_PURPOSE_MAP", "")),
         embed_threads=_int("EPISODES_EMBED_THREADS", 1, minimum=1),
         cache_dir=Path(cache_dir).expanduser() if cache_dir else Path(platformdirs.user_cache_dir("episodes")),
+        model_dir=Path(model_dir).expanduser() if (model_dir := _str("EPISODES_MODEL_DIR", None)) else None,
         serve_concurrency=_int("EPISODES_SERVE_CONCURRENCY", 4, minimum=1),
         poll_seconds=_duration("EPISODES_POLL_INTERVAL", 10.0, minimum=0.05) or 10.0,
         maintenance_seconds=_duration("EPISODES_MAINTENANCE_INTERVAL", 30.0, minimum=0.05) or 30.0,
