@@ -136,6 +136,7 @@ def test_http_lists_the_tools_with_descriptions_and_hints(world: World) -> None:
         for tool in tools.values():
             assert tool.description and len(tool.description) > 80, tool.name
         assert "start of a conversation" in (tools["recall_memory"].description or "")
+        assert "confirm" in tools["forget_episode"].input_schema["properties"]
         assert tools["forget_episode"].annotations and tools["forget_episode"].annotations.destructive_hint
         assert tools["get_episode"].annotations and tools["get_episode"].annotations.read_only_hint
         assert "user_id" not in json.dumps(tools["search_episodes"].input_schema)  # the user is the session's
@@ -169,8 +170,9 @@ def test_http_calls_every_read_tool_for_the_header_user(world: World) -> None:
 def test_http_another_users_or_tenants_episode_is_not_found(world: World) -> None:
     async def body() -> None:
         async with world.http("acme") as client:
-            others = [await client.call_tool(tool, {"episode_id": world.episodes[session]})
-                      for tool in ("get_episode", "forget_episode") for session in ("g1", "o1")]
+            others = [await client.call_tool(tool, {"episode_id": world.episodes[session], **extra})
+                      for tool, extra in (("get_episode", {}), ("forget_episode", {}),
+                                          ("forget_episode", {"confirm": True})) for session in ("g1", "o1")]
             own = await client.call_tool("get_episode", {"episode_id": world.episodes["m2"]})
         for result in others:
             assert result.is_error and "not found:" in text(result), text(result)
@@ -185,7 +187,7 @@ def test_http_another_users_or_tenants_episode_is_not_found(world: World) -> Non
 def test_http_forget_needs_the_write_scope_and_reading_needs_recall(world: World) -> None:
     async def body() -> None:
         async with world.http("acme_read", user="u-forget") as client:
-            refused = await client.call_tool("forget_episode", {"episode_id": world.episodes["f1"]})
+            refused = await client.call_tool("forget_episode", {"episode_id": world.episodes["f1"], "confirm": True})
             after = await client.call_tool("get_episode", {"episode_id": world.episodes["f1"]})
         async with world.http("acme_write_only", user="u-forget") as client:
             unread = await client.call_tool("search_episodes", {})
@@ -202,12 +204,21 @@ def test_http_forget_erases_one_episode_of_the_user(world: World) -> None:
     async def body() -> None:
         async with world.http("acme", user="u-forget") as client:
             dry = data(await client.call_tool("forget_episode", {"episode_id": episode_id, "dry_run": True}))
+            asked = data(await client.call_tool("forget_episode", {"episode_id": episode_id}))
+            refused = data(await client.call_tool("forget_episode", {"episode_id": episode_id, "confirm": False}))
+            both = data(await client.call_tool("forget_episode", {"episode_id": episode_id, "confirm": True,
+                                                                  "dry_run": True}))
             still = await client.call_tool("get_episode", {"episode_id": episode_id})
-            done = data(await client.call_tool("forget_episode", {"episode_id": episode_id}))
+            done = data(await client.call_tool("forget_episode", {"episode_id": episode_id, "confirm": True}))
             gone = await client.call_tool("get_episode", {"episode_id": episode_id})
             left = data(await client.call_tool("search_episodes", {}))
         assert dry["dry_run"] and not dry["erased"] and dry["summary"].startswith("would erase") and not still.is_error
+        for unconfirmed in (asked, refused):  # without confirm=true: what would go, and how to confirm; nothing erased
+            assert not unconfirmed["erased"] and unconfirmed["summary"].startswith("would erase")
+            assert "confirm=true" in unconfirmed["confirmation_needed"] and unconfirmed["counts"]["events"]
+        assert not both["erased"] and "confirmation_needed" not in both and "confirmation_needed" not in dry
         assert done["erased"] and done["summary"].startswith(f"erased episode {episode_id}") and done["counts"]["events"]
+        assert "confirmation_needed" not in done
         assert gone.is_error and "not found:" in text(gone)
         assert [e["id"] for e in left["episodes"]] == [world.episodes["f1"]]
 
@@ -265,7 +276,7 @@ def test_stdio_serves_the_command_line_user(world: World) -> None:
             events = data(await client.call_tool("list_events", {"status": "open"}))
             episode = data(await client.call_tool("get_episode", {"episode_id": world.episodes["m2"]}))
             elsewhere = await client.call_tool("get_episode", {"episode_id": world.episodes["g1"]})
-            refused = await client.call_tool("forget_episode", {"episode_id": world.episodes["m1"]})
+            refused = await client.call_tool("forget_episode", {"episode_id": world.episodes["m1"], "confirm": True})
             bad = await client.call_tool("list_events", {"type": "rumour"})
             again = data(await client.call_tool("search_episodes", {}))
         assert names == TOOLS
