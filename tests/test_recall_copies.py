@@ -5,17 +5,36 @@ of the user in the process that forgot."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
+import httpx
 import numpy as np
+import pytest
+from api_server import serve
+from click.testing import CliRunner
 from test_recall import episode_row, unit, words
 
+from jobs.cli import cli
+from jobs.config import Settings
 from jobs.db import Database
+from jobs.privacy import forget_episode, forget_user
+from jobs.recall import Recaller, close_recallers, recall, shared_recaller
 from jobs.recall.index import RecallIndex
+from jobs.recall.packs import PackWriter
+from jobs.service.keys import SCOPES, create_key
 from jobs.sql import query
 from jobs.store import insert_episode
 
 DIM = 384
 TEXT = "budget invoice hotel refund"
+
+
+@pytest.fixture(autouse=True)
+def no_shared_copies() -> Iterator[None]:
+    """No shared recaller left by another test (their databases had this URL); the pools close before the drop."""
+    close_recallers()
+    yield
+    close_recallers()
 
 
 def populate(db: Database, users: tuple[str, ...] = ("u1", "u2"), n: int = 3, seed: int = 7) -> dict[str, list[int]]:
@@ -87,3 +106,69 @@ def test_a_copy_evicted_while_in_use_is_still_used_by_one_thread_at_a_time(db: D
     assert not errors, errors
     assert c_in.is_set()  # C had its turn once A was done
     assert not overlaps and not entered_early, "two threads worked on one user's copy at once"
+
+
+def test_a_forget_drops_the_users_copies_in_the_process_that_forgot(db: Database) -> None:
+    """recall() keeps copies of u1 and u2 (the process's shared index, and a Recaller's own); forgetting
+    one episode of u1, then u1, drops u1's copies at once (before the fix they stayed until evicted)."""
+    ids = populate(db)
+    shared = shared_recaller(db)
+    own = Recaller(db, index=RecallIndex(DIM))
+    for user in ("u1", "u2"):
+        recall("acme", user, TEXT, db=db)
+        own.recall("acme", user, TEXT)
+    assert all(index.holds("acme", user) for index in (shared.index, own.index) for user in ("u1", "u2"))
+    rows = shared.index.rows
+
+    forget_episode(db, "acme", ids["u1"][0])
+    assert not shared.index.holds("acme", "u1") and not own.index.holds("acme", "u1")
+    assert shared.index.holds("acme", "u2") and own.index.holds("acme", "u2")  # others keep theirs
+    assert shared.index.rows == rows - 3
+    recall("acme", "u1", TEXT, db=db)  # read anew: without the erased episode
+    assert shared.index.holds("acme", "u1") and shared.index.rows == rows - 1
+
+    forget_user(db, "acme", "u1", dry_run=True)  # a dry run changes nothing, and drops nothing
+    assert shared.index.holds("acme", "u1")
+    forget_user(db, "acme", "u1")
+    assert not shared.index.holds("acme", "u1") and shared.index.holds("acme", "u2")
+    assert shared.index.rows == rows - 3
+
+
+def test_a_forget_drops_a_pack_waiting_to_be_written(db: Database) -> None:
+    """A heavy user's pack (the copy's arrays) waits for the writer's thread; an erasure drops it."""
+    ids = populate(db)
+    packs = PackWriter(Database(db.settings.with_(pool_size=1), db.url), min_rows=1)
+    try:
+        index = RecallIndex(DIM, packs=packs)
+        with packs._cond:  # holds the writer's thread off (offer and discard take this re-entrant lock too)
+            touch(db, index, "u1")  # a full read: offers u1's pack
+            touch(db, index, "u2")
+            assert packs.pending == 2
+            forget_episode(db, "acme", ids["u1"][0])
+            assert packs.pending == 1
+    finally:
+        packs.close()
+
+
+def test_forgets_through_the_cli_and_the_http_api_drop_the_copies(db: Database, settings: Settings,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`episodes forget` run in this process, and DELETE /v1/episodes/{id} and /v1/users/{id} answered by a
+    service in this process, leave no copy of the user in the process's recall index."""
+    ids = populate(db, users=("u1", "u2", "u3"))
+    shared = shared_recaller(db)
+    for user in ("u1", "u2", "u3"):
+        recall("acme", user, TEXT, db=db)
+    monkeypatch.setenv("DATABASE_URL", db.url)
+    result = CliRunner().invoke(cli, ["forget", "--tenant", "acme", "--user", "u1"])
+    assert result.exit_code == 0, result.output
+    assert not shared.index.holds("acme", "u1")
+
+    _, secret = create_key(db, "acme", SCOPES, name="forgetter")
+    with serve(db) as url, httpx.Client(base_url=url, timeout=30,
+                                        headers={"Authorization": f"Bearer {secret}"}) as client:
+        assert client.post("/v1/recall", json={"user_id": "u2", "message": TEXT}).status_code == 200
+        assert shared.index.holds("acme", "u2") and shared.index.holds("acme", "u3")
+        assert client.delete(f"/v1/episodes/{ids['u2'][0]}").status_code == 200
+        assert not shared.index.holds("acme", "u2")
+        assert client.delete("/v1/users/u3").status_code == 200
+        assert not shared.index.holds("acme", "u3")

@@ -20,7 +20,9 @@ tenant-scoped transaction it erases session episodes by id, all or nothing:
 - one ``erasures`` row per user concerned, ``scope = 'episode'``: tenant, the salted hash of the user
   id, the time and the counts, nothing else (as ``episodes forget --user`` records).
 
-Warm per-user recall copies see the deletion through the user's change counter (migration 0016).
+Warm per-user recall copies see the deletion through the user's change counter (migration 0016);
+those of the process that erased go at once (:mod:`jobs.privacy.erased`; a caller of
+:func:`erase_episodes` calls :meth:`ErasedEpisodes.announce` after its commit).
 
 A super-summary cannot be erased by itself (:class:`~jobs.errors.SuperSummaryNotErasable`): the next
 compress run would write it again from the same sources. Forget its sources instead.
@@ -46,6 +48,7 @@ from jobs.compress import Compressor, rebuild_period
 from jobs.db import Conn, Database, one
 from jobs.embeddings import Embedder
 from jobs.errors import EpisodeNotFound, EpisodesError, SuperSummaryNotErasable
+from jobs.privacy.erased import announce
 from jobs.privacy.forget import user_hash
 from jobs.sql import query
 
@@ -75,6 +78,11 @@ class ErasedEpisodes:
     counts: dict[str, int]
     supers: list[RemovedSuper] = field(default_factory=list)
     erasure_ids: list[int] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)  # whose episodes or super-summaries went
+
+    def announce(self, tenant_id: str) -> None:
+        """After the caller's transaction committed: drop this process's in-memory copies of those users."""
+        announce(tenant_id, self.users)
 
 
 def erase_episodes(conn: Conn, tenant_id: str, ids: Sequence[int],
@@ -113,7 +121,8 @@ def erase_episodes(conn: Conn, tenant_id: str, ids: Sequence[int],
         "corrections_scrubbed": conn.execute(query("erase_scrub_corrections"), doomed).rowcount,
         "transcripts_kept": conn.execute(query("erase_forget_transcripts"), doomed).rowcount,
     }
-    erased = ErasedEpisodes(episode_ids, counts, supers)
+    erased = ErasedEpisodes(episode_ids, counts, supers,
+                            users=sorted({r["user_id"] for r in sessions} | {s.user_id for s in supers}))
     for user_id in sorted({r["user_id"] for r in sessions}):
         mine = [r for r in sessions if r["user_id"] == user_id]
         row = one(conn.execute(query("insert_episode_erasure"), {
@@ -219,6 +228,7 @@ def forget_episode(
     except _DryRun:
         report.erasure_ids = []
     if not dry_run:
+        erased.announce(tenant_id)  # committed: the process's in-memory copies of those users go now
         report.rebuilt = rebuild_supers(db, tenant_id, report.supers, compressor=compressor, embedder=embedder)
     log.info("episode erased" if not dry_run else "episode erasure dry run", extra={
         "action": "forget_episode_dry_run" if dry_run else "forget_episode", "tenant": tenant_id,

@@ -16,7 +16,8 @@ applies: nothing outside the tenant can be touched):
   failure, for one, names the user it failed for).
 
 Then it appends a row to ``erasures``: the tenant, a salted hash of the user id (never the id), the
-time, the counts and whether transcripts were kept. Nothing of it is logged with the user id.
+time, the counts and whether transcripts were kept. Nothing of it is logged with the user id. Once it
+committed, the process's in-memory copies of the user go too (:mod:`jobs.privacy.erased`).
 
 Super-summaries are per (tenant, user, period), so those of an erased user have no sources left
 to be rebuilt from and are simply removed (``jobs.compress.rebuild_period`` would find fewer than
@@ -40,6 +41,7 @@ from psycopg.types.json import Jsonb
 
 from jobs.db import Conn, Database, one
 from jobs.errors import SchemaNotInitialised
+from jobs.privacy.erased import announce
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
@@ -121,6 +123,8 @@ def forget_user(
                 raise _DryRun()
     except _DryRun:
         report.erasure_id = report.requested_at = None  # rolled back with everything else
+    else:  # committed: this process's in-memory copies of the user (and of users whose supers went) go now
+        announce(tenant_id, sorted({user_id, *(p.user_id for p in report.rebuild)}))
     log.info("user erased" if not dry_run else "erasure dry run", extra={
         "action": "forget_dry_run" if dry_run else "forget", "tenant": tenant_id, "erasure_id": report.erasure_id,
         **{f"n_{k}": v for k, v in report.counts.items()},

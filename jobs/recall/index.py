@@ -30,14 +30,17 @@ migration 0013, :mod:`jobs.recall.postings`). A heavy user's copy can start from
 copy as held here after a full read, stored by :mod:`jobs.recall.packs`, migration 0021): one more
 statement reads its arrays, then the changes since its version are read as for a warm copy. Memory is bounded by
 ``EPISODES_RECALL_CACHE_ROWS`` (least recently used users are dropped; default 300,000 rows,
-~0.6 GB with 384-dimension embeddings).
+~0.6 GB with 384-dimension embeddings). An erasure committed in this process drops the copies of the
+users concerned from every index at once (:mod:`jobs.privacy.erased`); another process's copy is read
+anew at the user's next recall, as the counter says.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
@@ -48,6 +51,7 @@ import numpy as np
 
 from jobs.db import Conn, one
 from jobs.embeddings.recorded import Recorded
+from jobs.privacy.erased import on_erasure
 from jobs.recall.packs import PackWriter, read_pack
 from jobs.recall.postings import Posting, Postings
 from jobs.recall.text_rank import TERMS, length_divisors, query_order, rank
@@ -289,6 +293,22 @@ class UserIndex:
         return self.vectors[slot] if slot is not None and self.has_vec[slot] else None
 
 
+_live: weakref.WeakSet[RecallIndex] = weakref.WeakSet()  # every index of the process, for erasures
+_live_lock = threading.Lock()
+
+
+def _drop_erased(tenant_id: str, user_ids: Collection[str]) -> None:
+    """An erasure committed in this process: no index of it keeps a copy of those users."""
+    with _live_lock:
+        indexes = list(_live)
+    for index in indexes:
+        for user_id in user_ids:
+            index.drop(tenant_id, user_id)
+
+
+on_erasure(_drop_erased)
+
+
 class _Turn:
     """A user's lock, with the number of threads holding or waiting for it."""
 
@@ -316,6 +336,8 @@ class RecallIndex:
         self._lock = threading.Lock()
         self.full_reads = 0  # refreshes that read a user's rows whole (first use, after a deletion)
         self.pack_reads = 0  # first uses that started from the user's pack (jobs.recall.packs)
+        with _live_lock:
+            _live.add(self)
 
     @property
     def users(self) -> int:
@@ -439,6 +461,25 @@ class RecallIndex:
         while self._rows > self.max_rows and len(self._users) > 1:
             key, _ = self._users.popitem(last=False)
             self._rows -= self._counted.pop(key)
+
+    def holds(self, tenant_id: str, user_id: str) -> bool:
+        """Whether a copy of the user is held."""
+        with self._lock:
+            return (tenant_id, user_id) in self._users
+
+    def drop(self, tenant_id: str, user_id: str) -> bool:
+        """Drop the user's copy (and a pack of it waiting to be written), e.g. once the user was erased.
+
+        Waits for a recall at work on the copy: it puts the copy back when done, which would outlive a drop
+        made meanwhile. A recall that comes after reads the user anew. Returns whether a copy was held."""
+        key = (tenant_id, user_id)
+        with self._turn(key), self._lock:
+            held = self._users.pop(key, None) is not None
+            if held:
+                self._rows -= self._counted.pop(key)
+        if self.packs is not None:
+            self.packs.discard(tenant_id, user_id)
+        return held
 
     def clear(self) -> None:
         with self._lock:

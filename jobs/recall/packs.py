@@ -78,6 +78,18 @@ class PackWriter:
                 self._thread.start()
             self._cond.notify()
 
+    @property
+    def pending(self) -> int:
+        """Packs waiting to be written."""
+        with self._cond:
+            return len(self._pending)
+
+    def discard(self, tenant_id: str, user_id: str) -> None:
+        """Drop the user's pack if it waits to be written (the user was erased: the write would be refused,
+        but the pack's arrays would stay in memory until then)."""
+        with self._cond:
+            self._pending.pop((tenant_id, user_id), None)
+
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every pack offered so far is written (or refused). For tests and benchmarks."""
         with self._cond:
