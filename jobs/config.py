@@ -154,6 +154,7 @@ class Settings:
     embedder: str = "minilm"
     max_transcript_bytes: int = 4 * 1024 * 1024
     max_messages: int = 5_000
+    tool_result_chars: int = 400  # characters kept of each tool result in a stored transcript (jobs.message_shapes)
     log_format: str = "text"  # text | json
     log_level: str = "INFO"
     price_input_per_mtok: float = 1.0
@@ -235,6 +236,7 @@ def load() -> Settings:
         embedder=(_str("EPISODES_EMBEDDER", "minilm") or "minilm").lower(),
         max_transcript_bytes=_int("EPISODES_MAX_TRANSCRIPT_BYTES", 4 * 1024 * 1024, minimum=1024),
         max_messages=_int("EPISODES_MAX_MESSAGES", 5_000, minimum=1),
+        tool_result_chars=_int("EPISODES_TOOL_RESULT_CHARS", 400, minimum=40),
         log_format=log_format,
         log_level=(_str("EPISODES_LOG_LEVEL", "INFO") or "INFO").upper(),
         price_input_per_mtok=_float("EPISODES_PRICE_INPUT_PER_MTOK", 1.0),
