@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import click
+import psycopg
 import pytest
 from click.testing import CliRunner
 
@@ -72,3 +73,54 @@ def test_init_status_and_ingest_exit_codes(blank_db_url: str, monkeypatch: pytes
     assert f"schema       version {migrate.code_version()} (code {migrate.code_version()})" in status.stdout
     assert "embedder     minilm: all-MiniLM-L6-v2, int8 weights (EPISODES_EMBEDDER)" in status.stdout
     assert "pending 1" in status.stdout
+
+
+@click.command("scratch-insert")
+@click.option("--tenant", required=True)
+@click.pass_obj
+def _scratch_insert(obj: object, tenant: str) -> None:
+    """A command that stores what it is given as is (as a command missing a check would)."""
+    from jobs.cli.base import Context
+
+    assert isinstance(obj, Context)
+    with obj.database().admin() as conn:
+        conn.execute("CREATE TEMP TABLE scratch (tenant_id text CHECK (tenant_id ~ '^[a-z]+$'), secret bytea)")
+        conn.execute("INSERT INTO scratch VALUES (%s, %s)", (tenant, b"\x8f\x13very-secret-hash-bytes"))
+
+
+def test_a_database_error_is_one_line_that_names_what_failed_never_the_row(
+        db_url: str, monkeypatch: pytest.MonkeyPatch, db: object) -> None:
+    """A constraint violation that escapes a command is told in one line that names the constraint and says
+    what to do; the server's text, which quotes the failing row (here a hash's bytes), is not printed. With
+    -v the error itself is raised (the full traceback)."""
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    cli.add_command(_scratch_insert)
+    try:
+        result = CliRunner().invoke(cli, ["scratch-insert", "--tenant", "bad tenant"])
+        verbose = CliRunner().invoke(cli, ["-v", "scratch-insert", "--tenant", "bad tenant"])
+    finally:
+        cli.commands.pop("scratch-insert")
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("episodes scratch-insert: the database refused a value"), lines[0]
+    assert "scratch_tenant_id_check" in lines[0] and "-v" in lines[0]
+    for leak in ("Failing row", "very-secret", "\\x8f13", "bad tenant", "DETAIL"):
+        assert leak not in result.output
+    assert isinstance(verbose.exception, psycopg.errors.CheckViolation)
+    assert "Failing row" in str(verbose.exception)  # all there under -v
+
+
+@pytest.mark.parametrize("args", [
+    ["export", "--tenant", "acme", "--user", "a\x00b"],
+    ["recall", "--tenant", "acme", "--user", "u1", "hel\x00lo"],
+    ["forget", "--tenant", "acme", "--episode", "9223372036854775808"],
+])
+def test_bad_input_to_commands_is_told_without_a_raw_database_error(
+        db_url: str, monkeypatch: pytest.MonkeyPatch, db: object, args: list[str]) -> None:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code in (1, 2), result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert "unexpected error" not in last and "Traceback" not in result.output
+    assert "NUL" in last or "9223372036854775807" in last, last

@@ -10,6 +10,7 @@ import datetime as dt
 import logging
 
 import click
+import psycopg
 
 from jobs import config, logs, migrate
 from jobs.db import Database
@@ -49,7 +50,8 @@ class Context:
 
 
 class _Group(click.Group):
-    """Turns EpisodesError (and unexpected errors) into one line on stderr and exit status 1."""
+    """Turns EpisodesError, database errors (:func:`database_error`) and unexpected errors into one line on
+    stderr and exit status 1."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -61,6 +63,11 @@ class _Group(click.Group):
                 raise
             click.echo(f"episodes: {_one_line(exc)}", err=True)
             ctx.exit(1)
+        except psycopg.Error as exc:
+            if _verbose(ctx):
+                raise
+            click.echo(f"episodes {ctx.invoked_subcommand or ''}".rstrip() + f": {database_error(exc)}", err=True)
+            ctx.exit(1)
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if _verbose(ctx):
                 raise
@@ -71,6 +78,48 @@ class _Group(click.Group):
             if isinstance(ctx.obj, Context):
                 ctx.obj.close()
         return None
+
+
+# What each class of SQLSTATE means for the one who ran the command, and what to do (the first two
+# characters are the class; a longer key is one condition of it).
+_SQLSTATE_ADVICE = {
+    "23": "the database refused a value{names}. Check the ids and values given (a tenant id is 1-128 of "
+          "A-Z a-z 0-9 _ . : @ -)",
+    "22": "a value is malformed or out of range for the database{names}. Check the values given (ids are whole "
+          "numbers up to 9223372036854775807; text cannot hold NUL bytes)",
+    "42501": "the database role may not do this{names}. Run it with the owner's DATABASE_URL",
+    "42": "the database schema is not what this version of episodes expects{names}. Run `episodes init`",
+    "40": "the database stopped this transaction (a conflict with another one){names}. Run it again",
+    "57014": "the database cancelled a statement (a statement timeout or an operator). Run it again",
+    "53": "the database server is out of resources (disk, memory or connections){names}. Ask its operator",
+    "08": "the connection to the database failed. Check that it is running and DATABASE_URL, then run it again",
+    "57": "the database server is shutting down or restarting. Run it again when it is back",
+}
+
+
+def database_error(exc: psycopg.Error) -> str:
+    """A database error that escaped a command, in one line: what failed and what to do.
+
+    Built from the error's class and the names it carries (constraint, table, column), never from its
+    text: the server quotes the failing row there (``DETAIL: Failing row contains (...)``: a key's hash,
+    a user's message). psycopg's own errors (no SQLSTATE: the value never left this process) are told
+    in its words, which hold no data. ``-v`` raises the error itself, with everything."""
+    state = exc.sqlstate
+    kind = type(exc).__name__
+    if state is None:
+        if isinstance(exc, psycopg.OperationalError):
+            return (f"the connection to the database failed ({kind}: {_one_line(exc)[:200]}). Check that it is "
+                    "running and DATABASE_URL, then run it again")
+        return f"a value cannot be sent to the database: {_one_line(exc)[:200]}. Check the values given"
+    diag = exc.diag
+    found = [f"{label} {value}" for label, value in (
+        ("constraint", diag.constraint_name), ("table", diag.table_name), ("column", diag.column_name),
+        ("type", diag.datatype_name)) if value]
+    names = f" ({kind}{': ' + ', '.join(found) if found else ''})"
+    advice = _SQLSTATE_ADVICE.get(state) or _SQLSTATE_ADVICE.get(state[:2])
+    if advice is None:
+        return f"the database reported an error{names}, SQLSTATE {state}. Run with -v for its full text"
+    return advice.format(names=names) + "; run with -v for the database's full error"
 
 
 def _one_line(exc: BaseException) -> str:

@@ -8,11 +8,13 @@ import click
 
 from jobs.cli.base import Context
 
+EPISODE_ID = click.IntRange(1, 2**63 - 1)  # a bigint id: anything else is no episode, told before any query
+
 
 @click.command("forget")
 @click.option("--tenant", required=True, help="Tenant of the user or episode.")
 @click.option("--user", "user_id", help="User to erase (everything held about them).")
-@click.option("--episode", "episode_id", type=int,
+@click.option("--episode", "episode_id", type=EPISODE_ID,
               help="One session episode to erase instead (the user's \"forget this\"); its transcript is kept, "
                    "never summarised again.")
 @click.option("--keep-transcripts", is_flag=True,
@@ -34,6 +36,8 @@ def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: i
 
     if (user_id is None) == (episode_id is None):
         raise click.UsageError("give exactly one of --user and --episode")
+    if user_id is not None and not user_id.strip():
+        raise click.BadParameter("give the user id (it is empty)", param_hint="--user")
     if user_id is None:
         if keep_transcripts:
             raise click.UsageError("--keep-transcripts goes with --user (an erased episode's transcript is kept)")
@@ -47,7 +51,7 @@ def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: i
 
 @click.command("correct")
 @click.option("--tenant", required=True, help="Tenant of the episode.")
-@click.option("--episode", "episode_id", type=int, required=True, help="The episode to correct.")
+@click.option("--episode", "episode_id", type=EPISODE_ID, required=True, help="The episode to correct.")
 @click.option("--summary", help="The corrected summary (10-1,200 characters).")
 @click.option("--drop-event", "drop_events", type=int, multiple=True, metavar="ID",
               help="Remove this event of the episode (repeatable).")
