@@ -1,4 +1,5 @@
-"""Load transcripts from files: our JSON / JSONL format, and LoCoMo conversation files.
+"""Load transcripts from files: our JSON / JSONL format, LoCoMo conversation files and Claude Code
+session files (:mod:`jobs.claude_code_sessions`).
 
 Every record is validated on its own, and files and the HTTP API's records go through one path
 (:func:`ingest_records`). A bad record is reported as ``file:line: reason`` and
@@ -10,6 +11,7 @@ no-op; changed content replaces the transcript and queues it for re-summarisatio
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 import json
 import logging
 import re
@@ -22,8 +24,10 @@ import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
+from jobs.claude_code_sessions import read_session_file
 from jobs.config import Settings
 from jobs.db import Database, notify_eligible
+from jobs.message_shapes import ShapeOptions
 from jobs.models import TranscriptIn
 from jobs.privacy.redaction import redact_messages
 from jobs.sql import query
@@ -31,6 +35,15 @@ from jobs.sql import query
 log = logging.getLogger(__name__)
 
 _CHUNK = 250  # records per transaction
+CLAUDE_CODE_TENANT = "local"  # the tenant of Claude Code sessions when --tenant names none
+
+
+def default_user() -> str:
+    """The user of this machine's Claude Code sessions when none is named: the login name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        return "local"
 
 
 @dataclass(frozen=True)
@@ -227,12 +240,12 @@ def _read_locomo(path: Path, tenant_id: str) -> Iterator[Raw]:
 # ------------------------------------------------------------------------------------------------
 
 
-def discover(paths: Iterable[Path]) -> list[Path]:
-    """Expand directories into their .json / .jsonl files (sorted), keep files as given."""
+def discover(paths: Iterable[Path], suffixes: tuple[str, ...] = (".json", ".jsonl")) -> list[Path]:
+    """Expand directories into their files with ``suffixes`` (sorted, recursively), keep files as given."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.suffix in {".json", ".jsonl"} and p.is_file()))
+            found.extend(sorted(p for p in path.rglob("*") if p.suffix in suffixes and p.is_file()))
         elif path.exists():
             found.append(path)
         else:
@@ -240,9 +253,15 @@ def discover(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def read_records(path: Path, settings: Settings, fmt: str = "auto", tenant_id: str | None = None) -> Iterator[Raw]:
+def read_records(path: Path, settings: Settings, fmt: str = "auto", tenant_id: str | None = None,
+                 user_id: str | None = None) -> Iterator[Raw]:
     if fmt == "locomo":
         yield from _read_locomo(path, tenant_id or "locomo")
+    elif fmt == "claude-code":
+        for where, item in read_session_file(path, tenant_id=tenant_id or CLAUDE_CODE_TENANT,
+                                             user_id=user_id or default_user(),
+                                             idle_close_seconds=settings.idle_close_seconds):
+            yield where, Rejection(where, item) if isinstance(item, str) else item
     elif path.suffix == ".jsonl":
         yield from _read_jsonl(path, settings.max_transcript_bytes)
     else:
@@ -262,15 +281,22 @@ def from_objects(objects: Iterable[object], limit: int) -> Iterator[Raw]:
 
 
 def validate(where: str, raw: dict, settings: Settings, tenant_id: str | None) -> TranscriptIn | Rejection:
+    """One record in any accepted message shape, validated into the canonical form (tool output
+    condensed to EPISODES_TOOL_RESULT_CHARS), within the message limits."""
     if tenant_id is not None and "tenant_id" not in raw:
         raw = {**raw, "tenant_id": tenant_id}
     try:
-        record = TranscriptIn.model_validate(raw)
+        record = TranscriptIn.model_validate(
+            raw, context={"shapes": ShapeOptions(tool_result_chars=settings.tool_result_chars)})
     except ValidationError as exc:
         return Rejection(where, _describe(exc))
     if len(record.messages) > settings.max_messages:
         return Rejection(where, f"{len(record.messages):,} messages, over the limit of {settings.max_messages:,} "
                                 "(EPISODES_MAX_MESSAGES)")
+    chars = sum(len(m.content) for m in record.messages)
+    if chars > settings.max_transcript_bytes:  # a Claude Code file is read whole; its canonical form must fit
+        return Rejection(where, f"{chars:,} characters of messages after condensing tool output, over the limit "
+                                f"of {settings.max_transcript_bytes:,} (EPISODES_MAX_TRANSCRIPT_BYTES)")
     if not any(m.content.strip() for m in record.messages):
         return Rejection(where, "no message has any content")
     return record
@@ -281,6 +307,9 @@ def _describe(exc: ValidationError) -> str:
     for err in exc.errors()[:3]:
         loc = ".".join(str(p) for p in err["loc"]) or "record"
         msg = err["msg"].removeprefix("Value error, ")
+        if msg.startswith((f"{loc}.", "unknown field ")):
+            parts.append(msg)  # it names its own place (a message inside the list, a field of the record)
+            continue
         parts.append(f"{loc}: {msg}" if err["type"] != "missing" else f"missing field {loc}")
     more = len(exc.errors()) - 3
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
@@ -292,12 +321,14 @@ def ingest(
     *,
     fmt: str = "auto",
     tenant_id: str | None = None,
+    user_id: str | None = None,
     progress: Callable[[int], object] | None = None,
 ) -> IngestReport:
-    """Validate and upsert every record in ``paths``; return what happened to each."""
+    """Validate and upsert every record in ``paths``; return what happened to each. ``user_id``:
+    the user of Claude Code sessions (default: this machine's login name)."""
     report = IngestReport()
-    for path in discover(paths):
-        ingest_records(db, read_records(path, db.settings, fmt, tenant_id), tenant_id=tenant_id,
+    for path in discover(paths, (".jsonl",) if fmt == "claude-code" else (".json", ".jsonl")):
+        ingest_records(db, read_records(path, db.settings, fmt, tenant_id, user_id), tenant_id=tenant_id,
                        report=report, progress=progress)
     return report
 
@@ -418,6 +449,7 @@ def _params(record: TranscriptIn, where: str, settings: Settings) -> dict:
         "started_at": record.started_at,
         "ended_at": record.ended_at,
         "messages": Jsonb([m.model_dump(mode="json", exclude_none=True) for m in messages]),
+        "metadata": Jsonb(record.metadata) if record.metadata is not None else None,
         "content_hash": record.content_hash(),
         "source": where,
     }

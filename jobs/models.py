@@ -8,6 +8,7 @@ descriptions are the extraction instructions the model reads, so edit them as pr
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import hashlib
 import json
 import re
@@ -15,7 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from jobs.message_shapes import ShapeError, ShapeOptions, normalise_messages
 
 EVENT_TYPES = ("decision", "open_question", "commitment", "surprise", "preference")
 ENTITY_KINDS = ("person", "org", "product", "project", "place", "other")
@@ -33,6 +36,8 @@ MAX_CURRENT_DECISIONS = 20  # earlier current decisions and preferences offered 
 # Timestamps more than this far in the future are impossible for a finished session.
 FUTURE_SKEW = dt.timedelta(days=1)
 EARLIEST = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
+METADATA_BYTES = 16_384  # a transcript's free-form metadata, as JSON
+METADATA_DEPTH = 16  # ... and how deep its objects and lists may nest
 
 
 def _clean_text(value: str, what: str) -> str:
@@ -87,9 +92,16 @@ class Message(BaseModel):
 
 
 class TranscriptIn(BaseModel):
-    """A finished (or still open) chat session as a host application hands it over."""
+    """A finished (or still open) chat session as a host application hands it over.
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    ``messages`` may come in any accepted host shape (:mod:`jobs.message_shapes`) and are held in the
+    canonical form; validate with ``context={"shapes": ShapeOptions(...)}`` to set how tool output is
+    condensed. An unknown field in the record itself is refused, naming the field it was likely
+    meant to be (``endedAt`` -> ``ended_at``): a silently dropped ``ended_at`` leaves a session
+    unsummarised. Free-form data goes under ``metadata`` (a JSON object, at most METADATA_BYTES).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     tenant_id: str
     user_id: str = Field(min_length=1, max_length=256)
@@ -99,6 +111,44 @@ class TranscriptIn(BaseModel):
     started_at: dt.datetime | None = None
     ended_at: dt.datetime | None = None
     messages: list[Message] = Field(min_length=1)
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in data:
+                if key not in cls.model_fields:
+                    raise ValueError(_unknown_field(str(key), list(cls.model_fields)))
+        return data
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _shapes(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, list) or not value:
+            return value  # the list checks name the problem
+        options = (info.context or {}).get("shapes") if isinstance(info.context, dict) else None
+        try:
+            canonical = normalise_messages(value, options if isinstance(options, ShapeOptions) else None)
+        except ShapeError as exc:
+            raise ValueError(str(exc)) from None
+        if not canonical:
+            raise ValueError("no message has any content (only thinking or empty blocks)")
+        return canonical
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if _depth(value) > METADATA_DEPTH:
+            raise ValueError(f"metadata is nested deeper than {METADATA_DEPTH} levels")
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", errors="surrogatepass"))
+        if size > METADATA_BYTES:
+            raise ValueError(f"metadata is {size:,} bytes as JSON, over the limit of {METADATA_BYTES:,}")
+        if "\\u0000" in json.dumps(value) or _SURROGATE.search(json.dumps(value, ensure_ascii=False)):
+            raise ValueError("metadata contains a NUL character or invalid UTF-8")
+        return value
 
     @field_validator("tenant_id")
     @classmethod
@@ -135,7 +185,28 @@ class TranscriptIn(BaseModel):
     def content_hash(self) -> str:
         """Identity of the content: identical re-ingestion is a no-op, any change re-summarises."""
         payload = self.model_dump(mode="json", exclude={"tenant_id", "session_id"})
+        if payload.get("metadata") is None:
+            payload.pop("metadata", None)  # records without metadata keep the hash they always had
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _depth(value: Any, limit: int = METADATA_DEPTH + 1) -> int:
+    """How deep ``value`` nests (objects and lists), counted no further than ``limit``."""
+    if limit <= 0 or not isinstance(value, (dict, list)):
+        return 0
+    children = value.values() if isinstance(value, dict) else value
+    return 1 + max((_depth(c, limit - 1) for c in children), default=0)
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def _unknown_field(key: str, known: list[str]) -> str:
+    """Why ``key`` is refused, with the field it most likely meant (camelCase, a typo)."""
+    snake = _CAMEL.sub(r"_\1", key).lower().replace("-", "_")
+    guess = snake if snake in known else next(iter(difflib.get_close_matches(snake, known, n=1, cutoff=0.6)), None)
+    hint = f"; did you mean {guess!r}?" if guess else ""
+    return f"unknown field {key!r}{hint} (free-form data goes under 'metadata')"
 
 
 # ------------------------------------------------------------------------------------------------

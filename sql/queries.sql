@@ -5,9 +5,9 @@
 -- Insert a transcript, or replace it when its content changed (then it is summarised again).
 -- Returns no row when the stored content is identical (a no-op).
 INSERT INTO transcripts (tenant_id, user_id, session_id, agent_id, purpose, started_at, ended_at,
-                         messages, content_hash, source)
+                         messages, metadata, content_hash, source)
 VALUES (%(tenant_id)s, %(user_id)s, %(session_id)s, %(agent_id)s, %(purpose)s, %(started_at)s,
-        %(ended_at)s, %(messages)s, %(content_hash)s, %(source)s)
+        %(ended_at)s, %(messages)s, %(metadata)s, %(content_hash)s, %(source)s)
 ON CONFLICT (tenant_id, session_id) DO UPDATE SET
     user_id = EXCLUDED.user_id,
     agent_id = EXCLUDED.agent_id,
@@ -15,6 +15,7 @@ ON CONFLICT (tenant_id, session_id) DO UPDATE SET
     started_at = EXCLUDED.started_at,
     ended_at = EXCLUDED.ended_at,
     messages = EXCLUDED.messages,
+    metadata = EXCLUDED.metadata,
     messages_pruned_at = NULL,
     content_hash = EXCLUDED.content_hash,
     source = EXCLUDED.source,

@@ -94,10 +94,10 @@ def test_hostile_records_in_one_batch(db: Database, tmp_path: Path, embedder) ->
         ("surrogate", b'{"tenant_id": "acme", "user_id": "u", "session_id": "sur", "messages": '
                       b'[{"role": "user", "content": "x \\ud800 y"}]}', "contains invalid UTF-8"),
         ("deep", ('{"tenant_id": "acme", "deep": ' + nested(100_000) + "}").encode(), "JSON nested too deeply"),
-        ("deep-ignored", line({**rec("deep-ignored", "Keep the nested metadata out of memory."),
-                               "metadata": json.loads(nested(500))}), "loaded"),
+        ("deep-metadata", line({**rec("deep-metadata", "Keep the nested metadata out of memory."),
+                                "metadata": json.loads(nested(500))}), "metadata is nested deeper than"),
         ("object-content", line({**rec("obj"), "messages": [{"role": "user", "content": {"$where": "1==1"}}]}),
-         "Input should be a valid string"),
+         "expected a string, null or a list of blocks"),
         ("not-object", line([1, 2, 3]), "record is not a JSON object"),
         ("bad-role", line({**rec("role"), "messages": [{"role": "admin", "content": "grant me root"}]}), "role"),
         ("empty", line({**rec("empty"), "messages": [{"role": "user", "content": "   "}]}),

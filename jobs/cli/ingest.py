@@ -15,20 +15,24 @@ from jobs.ingest import ingest as run_ingest
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["auto", "locomo"]), default="auto", show_default=True,
-              help="auto: our JSON / JSONL transcript format; locomo: LoCoMo conversation files.")
-@click.option("--tenant", help="Tenant for records that name none (LoCoMo default: locomo).")
+@click.option("--format", "fmt", type=click.Choice(["auto", "locomo", "claude-code"]), default="auto",
+              show_default=True,
+              help="auto: our JSON / JSONL transcript format (messages in our plain, the Anthropic or the OpenAI "
+                   "shape); locomo: LoCoMo conversation files; claude-code: Claude Code session files "
+                   "(~/.claude/projects/<project>/*.jsonl).")
+@click.option("--tenant", help="Tenant for records that name none (LoCoMo default: locomo; Claude Code: local).")
+@click.option("--user", "user", help="Claude Code only: the user of the sessions (default: your login name).")
 @click.pass_obj
-def ingest(obj: Context, paths: tuple[Path, ...], fmt: str, tenant: str | None) -> None:
-    """Load transcripts from JSON / JSONL files or directories.
+def ingest(obj: Context, paths: tuple[Path, ...], fmt: str, tenant: str | None, user: str | None) -> None:
+    """Load transcripts from JSON / JSONL files or directories (recursively).
 
-    Bad records are reported as FILE:LINE: REASON and skipped; the others load. The exit status
-    is 1 when anything was rejected.
+    Bad records (or, for Claude Code files, bad lines) are reported as FILE:LINE: REASON and
+    skipped; the others load. The exit status is 1 when anything was rejected.
     """
     db = obj.database()
     started = time.perf_counter()
     with tqdm(desc="ingest", unit="rec", file=sys.stderr, disable=None) as bar:
-        report = run_ingest(db, list(paths), fmt=fmt, tenant_id=tenant, progress=bar.update)
+        report = run_ingest(db, list(paths), fmt=fmt, tenant_id=tenant, user_id=user, progress=bar.update)
     elapsed = time.perf_counter() - started
     for rejection in report.rejected:
         click.echo(f"rejected {rejection}", err=True)

@@ -1,0 +1,224 @@
+"""Claude Code session files (``~/.claude/projects/<project>/<session-id>.jsonl``) as transcripts.
+
+One JSON object per line; ``user`` and ``assistant`` lines carry an Anthropic Messages ``message``.
+What a reader of the file must get right, and what this module does:
+
+- **One transcript per session** (``sessionId``); an assistant message streamed over several lines
+  sharing ``message.id`` is joined into one.
+- **Only conversation.** ``progress``, ``file-history-snapshot``, ``queue-operation``, ``summary``
+  and ``system`` lines are skipped, as are ``isMeta`` notices and types newer versions add.
+  ``attachment`` lines are skipped whole: they hold what Claude Code or a hook put into the
+  model's context (a SessionStart hook's output, our own ``<previous_episodes>`` block above all),
+  and memory stored back as conversation would come back as memory. The same blocks, and
+  ``<system-reminder>`` and local-command output, are cut out of user text and tool results.
+- **Subagents are kept apart, i.e. left out.** ``isSidechain`` lines (and newer versions' separate
+  ``subagents/agent-*.jsonl`` files, which share the parent's session id) are a subagent's own tool
+  steps; the main thread keeps the Task call and the subagent's final report as its result, which
+  is what the session decided. Folding them in would multiply tool noise and, for the separate
+  files, store one session twice.
+- **Project and times from the lines.** ``cwd`` (the project), ``gitBranch`` and the Claude Code
+  version go to the record's ``metadata``; ``agent_id`` is ``claude-code`` and ``purpose`` ``coding``.
+  ``started_at`` is the session's first timestamp.
+- **Finished or not.** A file does not say reliably that the session ended (a SessionEnd hook
+  leaves a line only when one is configured and prints). So ``ended_at`` (the last timestamp) is set
+  when a line names the ``SessionEnd`` hook event, or when the last line is older than the
+  idle-close interval (``EPISODES_IDLE_CLOSE``, the one ``serve --idle-close`` uses); otherwise the
+  session is stored open, and a later ingest of the grown file, or a hook passing ``ended_at``,
+  closes it. Re-ingesting replaces the stored transcript (same session id), never doubles it.
+- **Bad lines** are reported with their ``file:line`` and the rest of the file loads.
+
+Messages stay in the Anthropic shape here (with each line's timestamp as ``ts``); validation turns
+them into the canonical form (:mod:`jobs.message_shapes`), condensing the tool output that makes
+up most of a multi-MB session.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+AGENT_ID = "claude-code"
+PURPOSE = "coding"
+IDLE_CLOSE_SECONDS = 1800.0  # when idle close is switched off, files still close after this long
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one line (one huge tool result) read at most
+_CONVERSATION = {"user", "assistant"}
+# Blocks a host or hook injected into the context, never the user's words.
+_INJECTED = re.compile(
+    r"<(system-reminder|previous_episodes|user-prompt-submit-hook|session-start-hook|local-command-stdout"
+    r"|local-command-stderr)\b[^>]*>.*?(?:</\1\s*>|\Z)", re.DOTALL | re.IGNORECASE)
+
+# What reading yields: a location and a transcript record, or a location and why a line was refused.
+Item = tuple[str, "dict[str, Any] | str"]
+
+
+@dataclass
+class _Session:
+    session_id: str
+    first_line: int
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    by_message_id: dict[str, int] = field(default_factory=dict)
+    first_ts: dt.datetime | None = None
+    last_ts: dt.datetime | None = None
+    ended: bool = False
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def strip_injected(text: str) -> str:
+    """``text`` without injected blocks (system reminders, a recall block, hook output)."""
+    return _INJECTED.sub("", text).strip() if "<" in text else text
+
+
+def read_session_file(path: Path, *, tenant_id: str, user_id: str, idle_close_seconds: float | None,
+                      now: dt.datetime | None = None) -> Iterator[Item]:
+    """The transcripts of one session file, then nothing else: bad lines are yielded as they are met
+    (``(path:line, reason)``), each session's record once the whole file is read."""
+    now = now or dt.datetime.now(dt.UTC)
+    idle = dt.timedelta(seconds=idle_close_seconds or IDLE_CLOSE_SECONDS)
+    sessions: dict[str, _Session] = {}
+    default_id: str | None = None
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            where = f"{path}:{lineno}"
+            if not raw.strip():
+                continue
+            if len(raw) > MAX_LINE_BYTES:
+                yield where, f"line is {len(raw):,} bytes, over {MAX_LINE_BYTES:,}"
+                continue
+            try:
+                line = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                yield where, f"invalid UTF-8 at byte {exc.start}"
+                continue
+            except (json.JSONDecodeError, RecursionError) as exc:
+                yield where, f"not valid JSON: {getattr(exc, 'msg', 'nested too deeply')}"
+                continue
+            if not isinstance(line, dict):
+                yield where, f"not a Claude Code line (a JSON {type(line).__name__}, expected an object)"
+                continue
+            kind = line.get("type")
+            if not isinstance(kind, str):
+                yield where, "not a Claude Code line (no type)"
+                continue
+            sid = line.get("sessionId") if isinstance(line.get("sessionId"), str) else None
+            default_id = default_id or sid
+            session_id = sid or default_id or path.stem
+            session = sessions.get(session_id)
+            if session is None:
+                session = sessions[session_id] = _Session(session_id, lineno)
+            _note_line(session, line)
+            if kind not in _CONVERSATION or line.get("isSidechain") is True or line.get("isMeta") is True:
+                continue
+            problem = _add_message(session, kind, line)
+            if problem:
+                yield where, problem
+    for session in sessions.values():
+        if not session.messages:
+            continue  # only snapshots, notices or subagent steps: nothing was said
+        ended = session.ended or (session.last_ts is not None and now - session.last_ts >= idle)
+        record: dict[str, Any] = {
+            "tenant_id": tenant_id,
+            "user_id": user_id,
+            "session_id": session.session_id,
+            "agent_id": AGENT_ID,
+            "purpose": PURPOSE,
+            "started_at": session.first_ts.isoformat() if session.first_ts else None,
+            "ended_at": session.last_ts.isoformat() if ended and session.last_ts else None,
+            "messages": session.messages,
+        }
+        if session.metadata:
+            record["metadata"] = dict(session.metadata)
+        yield f"{path}:{session.first_line}", record
+
+
+def _timestamp(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        stamp = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
+
+
+def _note_line(session: _Session, line: dict[str, Any]) -> None:
+    """Times, project and the end of the session, from any line (skipped ones too)."""
+    stamp = _timestamp(line.get("timestamp"))
+    if stamp is not None:
+        session.first_ts = stamp if session.first_ts is None else min(session.first_ts, stamp)
+        session.last_ts = stamp if session.last_ts is None else max(session.last_ts, stamp)
+    for key, name in (("cwd", "project"), ("gitBranch", "git_branch"), ("version", "claude_code_version")):
+        value = line.get(key)
+        if isinstance(value, str) and value and name not in session.metadata:
+            session.metadata[name] = value[:1000]
+    for holder in (line, line.get("data"), line.get("attachment")):
+        if isinstance(holder, dict) and holder.get("hookEvent") == "SessionEnd":
+            session.ended = True
+
+
+def _add_message(session: _Session, kind: str, line: dict[str, Any]) -> str | None:
+    """Add a user or assistant line's message; the reason when it has none to add."""
+    message = line.get("message")
+    if not isinstance(message, dict):
+        return f"{kind} line without a message object"
+    if "content" not in message:
+        return f"{kind} line whose message has no content"
+    content = message["content"]
+    if kind == "user":
+        content = _clean_user(content)
+        if content is None:
+            return None  # only injected text
+    elif not isinstance(content, (str, list)):
+        return f"assistant message content is a {type(content).__name__}, expected text or blocks"
+    stamp = _timestamp(line.get("timestamp"))
+    ts = {"ts": stamp.isoformat()} if stamp else {}
+    message_id = message.get("id")
+    if kind == "assistant" and isinstance(message_id, str) and message_id in session.by_message_id:
+        joined = session.messages[session.by_message_id[message_id]]
+        joined["content"] = _blocks(joined["content"]) + _blocks(content)
+        return None
+    if kind == "assistant" and isinstance(message_id, str):
+        session.by_message_id[message_id] = len(session.messages)
+    session.messages.append({"role": kind, "content": content, **ts})
+    return None
+
+
+def _blocks(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _clean_user(content: Any) -> Any:
+    """User content without injected blocks; None when nothing of the user's is left."""
+    if isinstance(content, str):
+        text = strip_injected(content)
+        return text or None
+    if not isinstance(content, list):
+        return content  # validation names what is wrong with it
+    kept: list[Any] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            text = strip_injected(block["text"])
+            if text:
+                kept.append({**block, "text": text})
+        elif isinstance(block, dict) and block.get("type") == "tool_result":
+            kept.append({**block, "content": _clean_result(block.get("content"))})
+        elif isinstance(block, str):
+            text = strip_injected(block)
+            if text:
+                kept.append(text)
+        else:
+            kept.append(block)
+    return kept or None
+
+
+def _clean_result(content: Any) -> Any:
+    if isinstance(content, str):
+        return strip_injected(content)
+    if isinstance(content, list):
+        return [{**b, "text": strip_injected(b["text"])}
+                if isinstance(b, dict) and isinstance(b.get("text"), str) else b for b in content]
+    return content
