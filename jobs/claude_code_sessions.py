@@ -17,14 +17,19 @@ What a reader of the file must get right, and what this module does:
   is what the session decided. Folding them in would multiply tool noise and, for the separate
   files, store one session twice.
 - **Project and times from the lines.** ``cwd`` (the project), ``gitBranch`` and the Claude Code
-  version go to the record's ``metadata``; ``agent_id`` is ``claude-code`` and ``purpose`` ``coding``.
-  ``started_at`` is the session's first timestamp.
+  version go to the record's ``metadata``; ``agent_id`` is ``claude-code``; the ``purpose`` is the
+  project's, ``cc-<folder>-<6 hex of the path>`` (:func:`project_purpose`), which is how recall
+  scopes by project (the rule of the hooks, jobs/claude_code/places.py, so a session stored by a hook
+  and by ``episodes ingest --format claude-code`` is the same record). ``started_at`` is the
+  session's first timestamp.
 - **Finished or not.** A file does not say reliably that the session ended (a SessionEnd hook
-  leaves a line only when one is configured and prints). So ``ended_at`` (the last timestamp) is set
-  when a line names the ``SessionEnd`` hook event, or when the last line is older than the
-  idle-close interval (``EPISODES_IDLE_CLOSE``, the one ``serve --idle-close`` uses); otherwise the
-  session is stored open, and a later ingest of the grown file, or a hook passing ``ended_at``,
-  closes it. Re-ingesting replaces the stored transcript (same session id), never doubles it.
+  leaves a line only when one is configured and prints). So the session is closed when a line names
+  the ``SessionEnd`` hook event, or when its last line is older than the idle-close interval
+  (``EPISODES_IDLE_CLOSE``, the one ``serve --idle-close`` uses; 30 minutes when that is off);
+  otherwise it is stored open, and a later ingest of the grown file, or a hook, closes it. A closed
+  session's ``ended_at`` is its last message's time, not the last line's: Claude Code appends
+  bookkeeping lines after the conversation, and an ``ended_at`` moving with them would change the
+  content hash. Re-ingesting replaces the stored transcript (same session id), never doubles it.
 - **Bad lines** are reported with their ``file:line`` and the rest of the file loads.
 
 Messages stay in the Anthropic shape here (with each line's timestamp as ``ts``); validation turns
@@ -35,7 +40,9 @@ up most of a multi-MB session.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 AGENT_ID = "claude-code"
-PURPOSE = "coding"
+PURPOSE_PREFIX = "cc-"
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
 IDLE_CLOSE_SECONDS = 1800.0  # when idle close is switched off, files still close after this long
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one line (one huge tool result) read at most
 _CONVERSATION = {"user", "assistant"}
@@ -66,6 +74,15 @@ class _Session:
     last_ts: dt.datetime | None = None
     ended: bool = False
     metadata: dict[str, str] = field(default_factory=dict)
+
+
+def project_purpose(cwd: str) -> str:
+    """The purpose of the sessions run in ``cwd``: ``cc-<folder name>-<6 hex of the full path>``
+    (readable, and two folders of one name kept apart; always a valid purpose)."""
+    path = os.path.normpath(os.path.abspath(cwd or "/"))
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:6]
+    slug = _NOT_SLUG.sub("-", os.path.basename(path).lower()).strip("-")[:48] or "root"
+    return f"{PURPOSE_PREFIX}{slug}-{digest}"
 
 
 def strip_injected(text: str) -> str:
@@ -120,14 +137,16 @@ def read_session_file(path: Path, *, tenant_id: str, user_id: str, idle_close_se
         if not session.messages:
             continue  # only snapshots, notices or subagent steps: nothing was said
         ended = session.ended or (session.last_ts is not None and now - session.last_ts >= idle)
+        said = [t for m in session.messages if (t := _timestamp(m.get("ts"))) is not None]
+        end = max(said) if said else session.last_ts
         record: dict[str, Any] = {
             "tenant_id": tenant_id,
             "user_id": user_id,
             "session_id": session.session_id,
             "agent_id": AGENT_ID,
-            "purpose": PURPOSE,
+            "purpose": project_purpose(session.metadata.get("project") or "/"),
             "started_at": session.first_ts.isoformat() if session.first_ts else None,
-            "ended_at": session.last_ts.isoformat() if ended and session.last_ts else None,
+            "ended_at": end.isoformat() if ended and end else None,
             "messages": session.messages,
         }
         if session.metadata:
