@@ -31,3 +31,10 @@ FROM episodes WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND status = 'curr
 SELECT ev.user_id, ev.episode_id, ev.type, ev.what
 FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
 WHERE ev.tenant_id = %(tenant_id)s AND ev.id = %(id)s AND e.kind = 'session' AND e.status = 'current'
+
+-- name: page_user_erased_since
+-- Whether the link's user was erased as a whole (`episodes forget`, DELETE /v1/users/{id}) since the
+-- link was made: such a link shows nothing any more, not even what arrived after the erasure.
+SELECT EXISTS (SELECT 1 FROM erasures
+               WHERE tenant_id = %(tenant_id)s AND user_hash = %(user_hash)s AND scope = 'user'
+                 AND requested_at >= %(since)s) AS erased

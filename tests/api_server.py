@@ -23,16 +23,24 @@ from conftest import _url_for
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.service.app import create_app
+from jobs.service.auth import RateLimiter
 
 
 @contextmanager
-def serve(db: Database) -> Iterator[str]:
-    """The service over ``db`` listening on 127.0.0.1; yields its base URL; drains and stops on exit."""
+def serve(db: Database, *, rate_limited: bool = False) -> Iterator[str]:
+    """The service over ``db`` listening on 127.0.0.1; yields its base URL; drains and stops on exit.
+
+    Test clients ask faster than the default per-key rate (EPISODES_API_RATE_LIMIT, 20/s), so keys
+    without a rate of their own are not limited here unless ``rate_limited``; a key's own
+    ``rate_limit`` always applies."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(db), log_config=None, access_log=False, lifespan="on"))
+    app = create_app(db)
+    if not rate_limited:
+        app.state.limiter = RateLimiter(None)
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

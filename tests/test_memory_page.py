@@ -75,7 +75,9 @@ class Api:
         with self.client(key) as c:
             r = c.post(f"/v1/users/{user_id}/memory-link")
         assert r.status_code == 200, r.text
-        return str(r.json()["url"])
+        url = str(r.json()["url"])
+        assert url.startswith("/memory?token=")  # relative: no EPISODES_PUBLIC_URL here, and never the Host header
+        return self.url + url
 
     def episodes(self, tenant: str, user_id: str) -> dict[str, dict[str, object]]:
         """session id -> the current episode's row (as the owner, across row-level security)."""
@@ -94,8 +96,8 @@ def api(admin_url: str, template_db: str, embedder: object, tmp_path_factory: py
                           home=tmp_path_factory.mktemp("home"), api_key_cache_seconds=0.0,
                           extractor="offline") as db:
         keys = {label: create_key(db, tenant, scopes, name=label)[1] for label, tenant, scopes in [
-            ("acme", "acme", ("recall", "write")), ("globex", "globex", ("recall", "write", "admin")),
-            ("acme_read", "acme", ("recall",)), ("acme_write", "acme", ("write",))]}
+            ("acme", "acme", ("recall", "edit", "ingest")), ("globex", "globex", ("recall", "write", "admin")),
+            ("acme_read", "acme", ("recall",)), ("acme_edit", "acme", ("edit",))]}
         with serve(db) as url:
             found = Api(url, db, keys)
             with found.client("acme") as acme, found.client("globex") as globex:
@@ -109,10 +111,10 @@ def _token(url: str) -> str:
     return parse_qs(urlsplit(url).query)["token"][0]
 
 
-def test_link_needs_a_key_with_recall_and_write_and_is_for_the_keys_tenant(api: Api) -> None:
+def test_link_needs_a_key_with_recall_and_edit_and_is_for_the_keys_tenant(api: Api) -> None:
     with api.client() as anonymous:
         assert anonymous.post("/v1/users/u-maria/memory-link").status_code == 401
-    for key, missing in (("acme_read", "the 'write' scope"), ("acme_write", "both the 'recall' and 'write' scopes")):
+    for key, missing in (("acme_read", "the 'edit' scope"), ("acme_edit", "both the 'recall' and 'edit' scopes")):
         with api.client(key) as c:
             r = c.post("/v1/users/u-maria/memory-link")
         assert r.status_code == 403 and missing in r.json()["error"]["message"], r.text
@@ -122,7 +124,7 @@ def test_link_needs_a_key_with_recall_and_write_and_is_for_the_keys_tenant(api: 
     assert r.status_code == 200 and body["user_id"] == "u-maria"
     expires = dt.datetime.fromisoformat(body["expires_at"])
     assert dt.timedelta(minutes=14) < expires - dt.datetime.now(dt.timezone.utc) <= LIFETIME
-    page = httpx.get(body["url"], timeout=60)
+    page = httpx.get(api.url + body["url"], timeout=60)
     assert page.status_code == 200 and "What we remember about you" in page.text
     assert "Thursday" in page.text and "Lisbon" not in page.text and "globex" not in page.text
     csp = page.headers["content-security-policy"]
@@ -157,16 +159,23 @@ def test_altered_and_expired_links_answer_a_plain_page_asking_for_a_new_one(api:
         r = httpx.post(f"{api.url}/memory/forget", data={"token": bad, "episode_id": "1", "confirm": "yes"})
         assert r.status_code == 403
     secret = link_secret(api.db)
-    expired, _ = sign(secret, "acme", "u-maria", dt.datetime.now(dt.timezone.utc) - LIFETIME - dt.timedelta(seconds=1))
+    key_id = _key_id(token=_token(url))
+    expired, _ = sign(secret, "acme", "u-maria", key_id,
+                      dt.datetime.now(dt.timezone.utc) - LIFETIME - dt.timedelta(seconds=1))
     r = httpx.get(f"{api.url}/memory", params={"token": expired})
     assert r.status_code == 410 and "has expired" in r.text and "ask for a new link" in r.text
     assert "Thursday" not in r.text and "default-src 'none'" in r.headers["content-security-policy"]
 
 
+def _key_id(token: str) -> int:
+    payload = token.split(".")[0]
+    return int(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))[3])
+
+
 def _forged(payload: str, mac: str, user_id: str, tenant: str = "acme") -> str:
     """The link's payload rewritten for someone else, keeping the original signature."""
-    _, _, expires = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    raw = json.dumps([tenant, user_id, expires], separators=(",", ":")).encode()
+    _, _, expires, key_id = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    raw = json.dumps([tenant, user_id, expires, key_id], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=") + "." + mac
 
 
@@ -248,7 +257,7 @@ def test_in_chromium_correct_one_summary_and_forget_one_episode(api: Api, tmp_pa
 
 def test_tokens_are_bound_to_their_secret_user_tenant_and_time() -> None:
     now = dt.datetime(2025, 1, 1, 12, tzinfo=dt.timezone.utc)
-    token, link = sign(b"k" * 32, "acme", "u-1", now)
+    token, link = sign(b"k" * 32, "acme", "u-1", 7, now)
     assert verify(b"k" * 32, token, now + LIFETIME - dt.timedelta(seconds=1)) == link
     with pytest.raises(LinkExpired):
         verify(b"k" * 32, token, now + LIFETIME)
@@ -283,9 +292,10 @@ def test_the_secret_setting_is_checked_and_the_stored_one_is_made_once(monkeypat
 
 def test_the_page_template_renders_every_state() -> None:
     urls = Urls("/memory", "/memory/forget", "/memory/correct", "/memory/item")
-    link = MemoryLink("acme", "u-1", dt.datetime(2025, 1, 1, 12, 15, tzinfo=dt.timezone.utc))
+    link = MemoryLink("acme", "u-1", dt.datetime(2025, 1, 1, 12, 15, tzinfo=dt.timezone.utc), 7)
     empty = render(nonce="n0", link=link, token="t", urls=urls, notice=Notice("Nothing was changed.", ok=False))
     assert "Nothing is open." in empty and 'class="notice problem"' in empty and "12:15 UTC" in empty
     assert '<style nonce="n0">' in empty and "<script" not in empty
     assert "has expired" in render(nonce="n1", refused="expired")
     assert "has been changed" in render(nonce="n2", refused="invalid")
+    assert "no longer works" in render(nonce="n3", refused="withdrawn")

@@ -5,19 +5,29 @@ A route declares its scope with ``Depends(scope("recall"))`` and gets the verifi
 ``db.tenant(key.tenant_id)``. Missing, malformed, unknown or revoked key: 401 with
 ``WWW-Authenticate: Bearer``. A key without the scope: 403. Over the key's rate: 429 with ``Retry-After``.
 
+All three are decided before the request's body is read: routers use :class:`KeyFirstRoute`, which
+finds the scope a route declares and admits the request (or refuses it) before FastAPI parses the
+body, so a client without a key cannot make a worker read megabytes to answer 401.
+
 The rate limit is a token bucket per key and per worker process (requests per second, a burst of
-one second's worth): with ``--workers N`` a key may get up to N times its rate in total.
+one second's worth): with ``--workers N`` a key may get up to N times its rate in total. A key
+created without ``--rate-limit`` gets ``EPISODES_API_RATE_LIMIT`` (20 per second unless set; ``off``
+for none).
 """
 
 from __future__ import annotations
 
+import hmac
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import anyio
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from jobs.service.errors import ApiError
@@ -75,6 +85,17 @@ async def authenticate(request: Request, secret: str | None) -> ApiKey:
     return key
 
 
+def operator(request: Request) -> None:
+    """A dependency of ``/metrics`` and ``/readyz``: open unless ``EPISODES_METRICS_TOKEN`` is set, then
+    only to a request bearing that token (an API key does not open them: they span every tenant)."""
+    token: str | None = request.app.state.settings.metrics_token
+    if token is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise _unauthorized("this endpoint needs the operator's token (EPISODES_METRICS_TOKEN) as the bearer token")
+
+
 def throttle(request: Request, key: ApiKey) -> None:
     """Take one of the key's tokens, or answer 429 with ``Retry-After``."""
     limiter: RateLimiter = request.app.state.limiter
@@ -84,16 +105,52 @@ def throttle(request: Request, key: ApiKey) -> None:
                        headers={"Retry-After": str(max(1, math.ceil(wait)))})
 
 
+async def admit(request: Request, needed: str) -> ApiKey:
+    """The request's key, which must hold ``needed`` and have a token left (401, 403 or 429 otherwise);
+    read from the headers only, so the body is never read for a request that is refused."""
+    scheme, _, secret = request.headers.get("authorization", "").partition(" ")
+    key = await authenticate(request, secret.strip() if scheme.lower() == "bearer" else None)
+    if not key.allows(needed):
+        raise ApiError(403, "forbidden", f"this key lacks the {needed!r} scope (it has: {', '.join(key.scopes)})")
+    throttle(request, key)
+    return key
+
+
 def scope(needed: str) -> Callable[..., Awaitable[ApiKey]]:
-    """A dependency: the request's verified key, which must hold the scope ``needed``."""
+    """A dependency: the request's verified key, which must hold the scope ``needed``. On a route of
+    :class:`KeyFirstRoute` the key was admitted before the body was read; this returns it."""
 
     async def authorize(request: Request,
                         credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> ApiKey:
-        bearer = credentials is not None and credentials.scheme.lower() == "bearer"
-        key = await authenticate(request, credentials.credentials if bearer and credentials else None)
-        if needed not in key.scopes:
-            raise ApiError(403, "forbidden", f"this key lacks the {needed!r} scope (it has: {', '.join(key.scopes)})")
-        throttle(request, key)
-        return key
+        admitted = getattr(request.state, "api_key", None)
+        return admitted if isinstance(admitted, ApiKey) else await admit(request, needed)
 
+    setattr(authorize, "needed_scope", needed)  # noqa: B010 - how KeyFirstRoute finds it
     return authorize
+
+
+def _declared_scope(dependant: Dependant) -> str | None:
+    """The scope a route's :func:`scope` dependency asks for, however deep it is declared."""
+    for dependency in dependant.dependencies:
+        needed = getattr(dependency.call, "needed_scope", None)
+        if isinstance(needed, str):
+            return needed
+        if (inner := _declared_scope(dependency)) is not None:
+            return inner
+    return None
+
+
+class KeyFirstRoute(APIRoute):
+    """A route that admits its key (401, 403, 429) before its body is read or its parameters parsed."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        needed = _declared_scope(self.dependant)
+        if needed is None:
+            return handler
+
+        async def key_first(request: Request) -> Response:
+            request.state.api_key = await admit(request, needed)
+            return await handler(request)
+
+        return key_first

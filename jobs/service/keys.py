@@ -18,17 +18,24 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import re
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jobs.db import Database, Row, one
 from jobs.sql import query
 
-SCOPES = ("recall", "write", "admin")
+# recall: recall, reads, search, export; ingest: POST transcripts; edit: correct, erase or pin single
+# episodes (and, with recall, the memory page); admin: erase a user. ``write`` is the scope keys held
+# before ingest and edit were told apart (migration 0024): both of them, as it always allowed.
+SCOPES = ("recall", "ingest", "edit", "write", "admin")
+_IMPLIED = {"write": ("ingest", "edit")}
 PREFIX = "ep_"
+_SECRET = re.compile(r"ep_[A-Za-z0-9_-]{43}")  # what create_key makes: PREFIX + 32 bytes, unpadded base64url
 _PREFIX_LEN = len(PREFIX) + 8  # shown in listings and accepted by revoke; never enough to use the key
 
 
@@ -46,6 +53,10 @@ class ApiKey:
     last_used_at: dt.datetime | None = None
     revoked_at: dt.datetime | None = None
 
+    def allows(self, scope: str) -> bool:
+        """Whether the key holds ``scope``, itself or through ``write`` (ingest and edit)."""
+        return any(scope == held or scope in _IMPLIED.get(held, ()) for held in self.scopes)
+
     @classmethod
     def from_row(cls, row: Row) -> "ApiKey":
         return cls(id=row["id"], prefix=row["prefix"], tenant_id=row["tenant_id"], name=row["name"],
@@ -58,7 +69,7 @@ def key_hash(secret: str) -> bytes:
 
 
 def parse_scopes(text: str) -> tuple[str, ...]:
-    """``recall,write`` -> ('recall', 'write'); an unknown scope raises ValueError naming it."""
+    """``recall,ingest`` -> ('recall', 'ingest'); an unknown scope raises ValueError naming it."""
     scopes = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown or not scopes:
@@ -98,23 +109,41 @@ def key_is_live(db: Database, key_id: int) -> bool:
 
 
 class KeyVerifier:
-    """Verifies bearer secrets, trusting each answer (yes or no) for ``ttl`` seconds."""
+    """Verifies bearer secrets, trusting each answer (yes or no) for ``ttl`` seconds.
 
-    MAX_ENTRIES = 10_000  # bad keys are cached too; past this the cache starts over
+    Two caches, so that no flood of unknown keys can push a valid one out: the keys found (as many as
+    the table holds live keys that were used, each dropped once its ``ttl`` has passed) and the secrets
+    not found, at most :attr:`MAX_NEGATIVE`, the least recently asked dropped first. A secret not of the
+    shape :func:`create_key` makes is refused without a lookup."""
+
+    MAX_NEGATIVE = 10_000  # unknown secrets remembered (each ~100 bytes); past it the least recent goes
 
     def __init__(self, db: Database, ttl: float) -> None:
         self.db = db
         self.ttl = ttl
-        self._cache: dict[bytes, tuple[float, ApiKey | None]] = {}
+        self._positive: dict[bytes, tuple[float, ApiKey]] = {}
+        self._negative: OrderedDict[bytes, float] = OrderedDict()
         self._lock = threading.Lock()
 
     def cached(self, secret: str) -> tuple[bool, ApiKey | None]:
         """(True, what :meth:`verify` would answer) when that needs no database lookup, else (False, None)."""
-        if not secret.startswith(PREFIX) or len(secret) > 100:
+        if not _SECRET.fullmatch(secret):
             return True, None
+        digest = key_hash(secret)
+        now = time.monotonic()
         with self._lock:
-            hit = self._cache.get(key_hash(secret))
-        return (True, hit[1]) if hit is not None and hit[0] > time.monotonic() else (False, None)
+            found = self._positive.get(digest)
+            if found is not None:
+                if found[0] > now:
+                    return True, found[1]
+                del self._positive[digest]
+            refused = self._negative.get(digest)
+            if refused is not None:
+                if refused > now:
+                    self._negative.move_to_end(digest)
+                    return True, None
+                del self._negative[digest]
+        return False, None
 
     def verify(self, secret: str) -> ApiKey | None:
         """The live key for ``secret``, or None (unknown, malformed or revoked)."""
@@ -127,7 +156,11 @@ class KeyVerifier:
             row = conn.execute(query("api_key_verify"), {"key_hash": digest}).fetchone()
         key = None if row is None else ApiKey.from_row(row)
         with self._lock:
-            if len(self._cache) >= self.MAX_ENTRIES:
-                self._cache.clear()
-            self._cache[digest] = (now + self.ttl, key)
+            if key is not None:
+                self._positive[digest] = (now + self.ttl, key)
+            else:
+                self._negative[digest] = now + self.ttl
+                self._negative.move_to_end(digest)
+                while len(self._negative) > self.MAX_NEGATIVE:
+                    self._negative.popitem(last=False)
         return key

@@ -62,14 +62,18 @@ class McpEndpoint:
     An :class:`ApiError` or a database outage raised here is answered by the app's handlers
     (jobs/service/errors.py), so a refused request has the same JSON error body as on any route."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
-        self.manager = manager
+    def __init__(self, manager: StreamableHTTPSessionManager, max_body: int) -> None:
+        self.manager, self.max_body = manager, max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        key = await authenticate(request, _bearer(request))
+        key = await authenticate(request, _bearer(request))  # from the headers: no byte of the body read yet
         user = _user(request)
         throttle(request, key)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            raise ApiError(413, "body_too_large", f"request body over the limit of {self.max_body:,} bytes "
+                                                  "(EPISODES_API_MAX_BODY)")
         request.state.mcp_caller = Caller(key.tenant_id, user, key.scopes)
         await self.manager.handle_request(scope, receive, send)
 
@@ -89,5 +93,5 @@ def mount(app: FastAPI, db: Database, recaller: Recaller, max_body: int) -> Stre
     server.streamable_http_app(  # builds server.session_manager; the Starlette app it returns is not needed
         stateless_http=True, json_response=True, max_request_body_size=max_body,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    app.router.routes.append(Route(PATH, McpEndpoint(server.session_manager), include_in_schema=False))
+    app.router.routes.append(Route(PATH, McpEndpoint(server.session_manager, max_body), include_in_schema=False))
     return server.session_manager

@@ -3,8 +3,14 @@ and the last line of defence against an unexpected exception.
 
 - ``X-Request-Id``: taken from the request when it is a sane token, made up otherwise, echoed on
   the response and put in every error body and log line.
-- The body limit (``EPISODES_API_MAX_BODY``) is enforced on the bytes as they stream in, so a
-  request that lies about (or omits) Content-Length is stopped too: 413, nothing read further.
+- The body limit (``EPISODES_API_MAX_BODY``) is enforced when the body is first read, on the declared
+  Content-Length and on the bytes as they stream in, so a request that lies about (or omits)
+  Content-Length is stopped too: 413, nothing read further. Only when it is read: a route admits the
+  request's key first (:class:`jobs.service.auth.KeyFirstRoute`), so a request without a valid key
+  gets 401 whatever its size, and its body is never read.
+- ``Cache-Control: no-store`` and ``X-Content-Type-Options: nosniff`` on every answer that does not set
+  its own: most of what the service answers is somebody's memory, which no browser or proxy cache
+  should keep, and no answer is meant to be sniffed into another type.
 - An exception no handler took becomes a 500 JSON body naming the request id, logged with its
   traceback; the worker carries on with the next request.
 """
@@ -25,6 +31,7 @@ from jobs.service.metrics import Metrics
 log = logging.getLogger("jobs.service.access")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_PRIVATE = ((b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"))
 
 
 class RequestMiddleware:
@@ -47,11 +54,20 @@ class RequestMiddleware:
             nonlocal status, sent_start
             if message["type"] == "http.response.start":
                 status, sent_start = message["status"], True
-                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
+                headers = message.get("headers", [])
+                given_names = {name.lower() for name, _ in headers}
+                message = {**message, "headers": [*headers, (b"x-request-id", rid.encode()),
+                                                  *(h for h in _PRIVATE if h[0] not in given_names)]}
             await send(message)
+
+        declared = _header(scope, b"content-length")
+        too_large = bool(declared and declared.isdigit() and int(declared) > self.max_body)
 
         async def limited_receive() -> Message:
             nonlocal seen
+            if too_large:  # said so up front: not one byte of it is read
+                raise HTTPException(413, f"request body over the limit of {self.max_body:,} bytes "
+                                         "(EPISODES_API_MAX_BODY)")
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
@@ -61,12 +77,7 @@ class RequestMiddleware:
             return message
 
         try:
-            declared = _header(scope, b"content-length")
-            if declared and declared.isdigit() and int(declared) > self.max_body:
-                await _json(send_with_id, 413, "body_too_large",
-                            f"request body over the limit of {self.max_body:,} bytes (EPISODES_API_MAX_BODY)", rid)
-            else:
-                await self.app(scope, limited_receive, send_with_id)
+            await self.app(scope, limited_receive, send_with_id)
         except Exception:
             log.exception("unexpected error", extra={"action": "api_error", "request_id": rid,
                                                      "path": scope.get("path")})

@@ -1,11 +1,14 @@
 """The signed link to a user's memory page: who it is for, until when, and whether it is genuine.
 
-A token is ``<payload>.<mac>``, both unpadded base64url: the payload is the JSON list
-``[tenant_id, user_id, expires_unix]`` and the mac is HMAC-SHA256 of the payload's text under the
-link secret. Nothing is stored per link: any worker holding the secret can check one, and a link
-is refused when its mac does not match (compared in constant time with :func:`hmac.compare_digest`),
-when it has expired, or when its payload is not the shape above. The tenant and the user come from
-the verified payload only, so a link cannot be pointed at another user or tenant.
+A token is ``<payload>.<mac>``, both unpadded base64url: the payload is the JSON list ``[tenant_id,
+user_id, expires_unix, key_id]`` and the mac is HMAC-SHA256 of the payload's text under the link
+secret. ``key_id`` is the API key that asked for the link: the page checks on every request that the
+key is still live (:func:`jobs.service.keys.key_is_live`), so revoking a key withdraws every link it
+handed out, and that the user was not erased since the link was made. Nothing is stored per link:
+any worker holding the secret can check one, and a link is refused when its mac does not match
+(compared in constant time with :func:`hmac.compare_digest`), when it has expired, or when its
+payload is not the shape above. The tenant and the user come from the verified payload only, so a
+link cannot be pointed at another user or tenant.
 
 The secret is ``EPISODES_LINK_SECRET`` when set; otherwise 32 random bytes generated on first use
 and kept in ``episodes_settings`` (key ``memory_link_secret``, written once with
@@ -40,11 +43,18 @@ class LinkExpired(LinkRefused):
 
 @dataclass(frozen=True)
 class MemoryLink:
-    """What a verified token grants: the page of one user of one tenant, until ``expires_at``."""
+    """What a verified token grants: the page of one user of one tenant, until ``expires_at``, while
+    the key ``key_id`` that asked for it is live."""
 
     tenant_id: str
     user_id: str
     expires_at: dt.datetime
+    key_id: int
+
+    @property
+    def issued_at(self) -> dt.datetime:
+        """When the link was made, to the second below (an erasure from then on withdraws it)."""
+        return self.expires_at - LIFETIME
 
 
 def link_secret(db: Database) -> bytes:
@@ -70,12 +80,13 @@ def _mac(secret: bytes, payload: str) -> bytes:
     return hmac.new(secret, payload.encode("ascii"), hashlib.sha256).digest()
 
 
-def sign(secret: bytes, tenant_id: str, user_id: str, now: dt.datetime) -> tuple[str, MemoryLink]:
-    """A token for ``user_id`` of ``tenant_id`` valid for :data:`LIFETIME` from ``now``."""
+def sign(secret: bytes, tenant_id: str, user_id: str, key_id: int, now: dt.datetime) -> tuple[str, MemoryLink]:
+    """A token for ``user_id`` of ``tenant_id``, asked for by the key ``key_id``, valid for
+    :data:`LIFETIME` from ``now``."""
     expires = int((now + LIFETIME).timestamp())
-    payload = _b64(json.dumps([tenant_id, user_id, expires], separators=(",", ":")).encode("utf-8"))
+    payload = _b64(json.dumps([tenant_id, user_id, expires, key_id], separators=(",", ":")).encode("utf-8"))
     token = f"{payload}.{_b64(_mac(secret, payload))}"
-    return token, MemoryLink(tenant_id, user_id, dt.datetime.fromtimestamp(expires, dt.timezone.utc))
+    return token, MemoryLink(tenant_id, user_id, dt.datetime.fromtimestamp(expires, dt.timezone.utc), key_id)
 
 
 def verify(secret: bytes, token: str, now: dt.datetime) -> MemoryLink:
@@ -86,12 +97,16 @@ def verify(secret: bytes, token: str, now: dt.datetime) -> MemoryLink:
     if not hmac.compare_digest(_b64(_mac(secret, payload)), mac):  # the one spelling this service writes
         raise LinkRefused("the link was altered or is not one this service made")
     try:
-        tenant_id, user_id, expires = json.loads(_unb64(payload))
-    except (binascii.Error, ValueError, TypeError):
+        tenant_id, user_id, expires, key_id = json.loads(_unb64(payload))  # a link without a key is refused
+        expires_at = dt.datetime.fromtimestamp(expires, dt.timezone.utc)
+    except (binascii.Error, ValueError, TypeError, OverflowError, OSError):
         raise LinkRefused("not a memory link") from None
-    if not (isinstance(tenant_id, str) and isinstance(user_id, str) and isinstance(expires, int)):
+    if not (isinstance(tenant_id, str) and isinstance(user_id, str) and _integer(expires) and _integer(key_id)):
         raise LinkRefused("not a memory link")
-    expires_at = dt.datetime.fromtimestamp(expires, dt.timezone.utc)
     if now >= expires_at:
         raise LinkExpired(f"the link expired at {expires_at:%H:%M} UTC")
-    return MemoryLink(tenant_id, user_id, expires_at)
+    return MemoryLink(tenant_id, user_id, expires_at, key_id)
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

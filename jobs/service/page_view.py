@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 
 from jobs.db import Conn
+from jobs.privacy import user_hash
 from jobs.resources import reports_dir
 from jobs.service import reads
 from jobs.service.page_link import MemoryLink
@@ -76,6 +77,14 @@ def page_content(conn: Conn, link: MemoryLink) -> dict[str, Any]:
         item["who_text"] = {"user": "you", "assistant": "the assistant"}.get(item["who"] or "", item["who"])
     return {"episodes": episodes, "more_episodes": listed.next_cursor is not None,
             "items": items[:MAX_ITEMS], "more_items": len(items) > MAX_ITEMS}
+
+
+def erased_since(conn: Conn, link: MemoryLink) -> bool:
+    """Whether the link's user was erased since the link was made (then the page shows nothing)."""
+    digest = user_hash(conn, link.tenant_id, link.user_id)
+    row = conn.execute(query("page_user_erased_since"), {"tenant_id": link.tenant_id, "user_hash": digest,
+                                                         "since": link.issued_at}).fetchone()
+    return bool(row and row["erased"])
 
 
 @cache

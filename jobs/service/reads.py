@@ -45,7 +45,9 @@ def decode_cursor(cursor: str | None) -> tuple[dt.datetime | None, int | None]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         moment, row_id = json.loads(raw)
         when = dt.datetime.fromisoformat(moment)
-        if when.tzinfo is None or not isinstance(row_id, int):
+        # ids are bigint identities (1 .. 2^63-1): anything else was not handed out, and would reach the
+        # database as an out-of-range parameter (a 500) instead of this 400
+        if when.tzinfo is None or not isinstance(row_id, int) or isinstance(row_id, bool) or not 0 < row_id < 2**63:
             raise ValueError
         return when, row_id
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError, RecursionError):

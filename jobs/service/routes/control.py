@@ -1,6 +1,6 @@
 """The user's control over one episode: ``PATCH /v1/episodes/{id}`` (correct the summary, edit or
 drop an event), ``DELETE /v1/episodes/{id}`` (erase it, rebuilding any super-summary that included
-it) and ``PUT`` / ``DELETE /v1/episodes/{id}/pin``. All need the write scope and run in the key's
+it) and ``PUT`` / ``DELETE /v1/episodes/{id}/pin``. All need the edit scope and run in the key's
 tenant; another tenant's id answers 404 like an unknown one.
 
 The work is :mod:`jobs.privacy` (correct_episode, forget_episode) and :mod:`jobs.lifecycle` (pin,
@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Path, Request
 
 from jobs.lifecycle import PinChange, pin, unpin
 from jobs.privacy import EpisodeCorrection, correct_episode, forget_episode
-from jobs.service.auth import scope
+from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.keys import ApiKey
 from jobs.service.schemas import (
     CorrectionResponse,
@@ -24,7 +24,7 @@ from jobs.service.schemas import (
     SuperRebuild,
 )
 
-router = APIRouter(tags=["episodes"])
+router = APIRouter(tags=["episodes"], route_class=KeyFirstRoute)
 
 EpisodeId = Path(ge=1, le=2**63 - 1)
 _ERRORS: dict[int | str, dict[str, str]] = {
@@ -40,7 +40,7 @@ def actor(key: ApiKey) -> str:
 
 @router.patch("/v1/episodes/{episode_id}", response_model=CorrectionResponse, responses=_ERRORS)
 def correct(request: Request, change: EpisodeCorrection, episode_id: int = EpisodeId, dry_run: bool = False,
-            key: ApiKey = Depends(scope("write"))) -> CorrectionResponse:
+            key: ApiKey = Depends(scope("edit"))) -> CorrectionResponse:
     """Correct one episode: its summary, an event's text or status, events dropped. The episode is
     re-embedded and re-indexed at once, the change is audited, and a later re-summarisation of the
     session keeps it."""
@@ -52,7 +52,7 @@ def correct(request: Request, change: EpisodeCorrection, episode_id: int = Episo
 
 @router.delete("/v1/episodes/{episode_id}", response_model=EpisodeErasureResponse, responses=_ERRORS)
 def erase(request: Request, episode_id: int = EpisodeId, dry_run: bool = False,
-          key: ApiKey = Depends(scope("write"))) -> EpisodeErasureResponse:
+          key: ApiKey = Depends(scope("edit"))) -> EpisodeErasureResponse:
     """Erase one session episode (and the earlier versions of its session) with its events, entities
     and lineage; super-summaries that included it are rebuilt from the remaining sources. The
     transcript is kept but never summarised again."""
@@ -71,13 +71,13 @@ def _pin_response(change: PinChange) -> PinResponse:
 
 @router.put("/v1/episodes/{episode_id}/pin", response_model=PinResponse, responses=_ERRORS)
 def pin_episode(request: Request, episode_id: int = EpisodeId,
-                key: ApiKey = Depends(scope("write"))) -> PinResponse:
+                key: ApiKey = Depends(scope("edit"))) -> PinResponse:
     """Pin a session episode: it no longer decays in recall and is never compressed away."""
     return _pin_response(pin(request.app.state.db, key.tenant_id, episode_id))
 
 
 @router.delete("/v1/episodes/{episode_id}/pin", response_model=PinResponse, responses=_ERRORS)
 def unpin_episode(request: Request, episode_id: int = EpisodeId,
-                  key: ApiKey = Depends(scope("write"))) -> PinResponse:
+                  key: ApiKey = Depends(scope("edit"))) -> PinResponse:
     """Unpin an episode: it decays again, and the next compress run may take it into a super-summary."""
     return _pin_response(unpin(request.app.state.db, key.tenant_id, episode_id))

@@ -8,16 +8,18 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import AwareDatetime
 
+from jobs.models import EventType
 from jobs.service import reads
-from jobs.service.auth import scope
+from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.errors import ApiError
 from jobs.service.keys import ApiKey
 from jobs.service.schemas import NO_NUL, EpisodePage
 
-router = APIRouter(tags=["episodes"])
+router = APIRouter(tags=["episodes"], route_class=KeyFirstRoute)
 
 UserId = Path(min_length=1, max_length=256, pattern=NO_NUL)
 Limit = Query(50, ge=1, le=500)
+_CURSOR: dict[int | str, dict[str, Any]] = {400: {"description": "a cursor this service did not hand out"}}
 Cursor = Query(None, max_length=200, pattern=NO_NUL, description="next_cursor of the previous page")
 
 
@@ -26,11 +28,11 @@ def _page(request: Request, key: ApiKey, read: Any, **params: Any) -> EpisodePag
         with request.app.state.db.tenant(key.tenant_id) as conn:
             page = read(conn, key.tenant_id, **params)
     except reads.BadCursor as exc:
-        raise ApiError(422, "invalid_request", str(exc), field="query.cursor") from None
+        raise ApiError(400, "invalid_cursor", str(exc), field="query.cursor") from None
     return EpisodePage(items=page.items, next_cursor=page.next_cursor)
 
 
-@router.get("/v1/users/{user_id}/episodes", response_model=EpisodePage)
+@router.get("/v1/users/{user_id}/episodes", response_model=EpisodePage, responses=_CURSOR)
 def list_episodes(request: Request, user_id: str = UserId, kind: Literal["session", "super"] | None = None,
                   since: AwareDatetime | None = Query(None, description="episodes that ended at or after"),
                   until: AwareDatetime | None = Query(None, description="episodes that ended before"),
@@ -53,9 +55,9 @@ def get_episode(request: Request, episode_id: int = Path(ge=1, le=2**63 - 1),
     return found
 
 
-@router.get("/v1/events", response_model=EpisodePage)
+@router.get("/v1/events", response_model=EpisodePage, responses=_CURSOR)
 def search_events(request: Request,
-                  type: str | None = Query(None, pattern=r"^[a-z_]{1,32}$", description="decision, open_question, …"),
+                  type: EventType | None = Query(None, description="One of the event types (jobs.models.EVENT_TYPES)."),
                   user_id: str | None = Query(None, min_length=1, max_length=256, pattern=NO_NUL),
                   q: str | None = Query(None, max_length=500, pattern=NO_NUL, description="full text, web-search syntax"),
                   since: AwareDatetime | None = None,

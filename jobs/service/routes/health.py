@@ -1,10 +1,13 @@
-"""Liveness, readiness and metrics: unauthenticated, for load balancers and Prometheus."""
+"""Liveness, readiness and metrics, for load balancers and Prometheus. ``/healthz`` is always open and
+touches no database; ``/readyz`` and ``/metrics`` (which read the database, across tenants) are open
+unless ``EPISODES_METRICS_TOKEN`` is set, and then need it as the bearer token."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from jobs import migrate
+from jobs.service.auth import operator
 from jobs.service.errors import ApiError
 from jobs.service.schemas import Health
 
@@ -17,7 +20,7 @@ def healthz() -> Health:
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Health, responses={503: {"description": "database unreachable or schema not current"}})
+@router.get("/readyz", response_model=Health, dependencies=[Depends(operator)], responses={503: {"description": "database unreachable or schema not current"}})
 def readyz(request: Request) -> Health:
     """The database answers and its schema is the one this code needs."""
     with request.app.state.db.admin() as conn:
@@ -29,7 +32,7 @@ def readyz(request: Request) -> Health:
     return Health(status="ok", schema_version=have)
 
 
-@router.get("/metrics", response_class=Response)
+@router.get("/metrics", response_class=Response, dependencies=[Depends(operator)])
 def metrics(request: Request) -> Response:
     """Prometheus text format."""
     metrics = request.app.state.metrics

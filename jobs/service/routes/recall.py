@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from jobs.recall.recaller import Recaller
-from jobs.service.auth import scope
+from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.keys import ApiKey
 from jobs.service.schemas import RecallRequest, RecallResponse
 
-router = APIRouter(tags=["recall"])
+router = APIRouter(tags=["recall"], route_class=KeyFirstRoute)
 
 
 @router.post("/v1/recall", response_model=RecallResponse)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from jobs.ingest import from_objects, ingest_records
-from jobs.service.auth import scope
+from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.keys import ApiKey
 from jobs.service.schemas import (
     TranscriptResult,
@@ -13,12 +13,12 @@ from jobs.service.schemas import (
     TranscriptsResponse,
 )
 
-router = APIRouter(tags=["transcripts"])
+router = APIRouter(tags=["transcripts"], route_class=KeyFirstRoute)
 
 
 @router.post("/v1/transcripts", response_model=TranscriptsResponse)
 def post_transcripts(body: TranscriptsRequest, request: Request,
-                     key: ApiKey = Depends(scope("write"))) -> TranscriptsResponse:
+                     key: ApiKey = Depends(scope("ingest"))) -> TranscriptsResponse:
     """Validate and upsert each transcript on its own (the limits and idempotency of `episodes ingest`).
 
     A record without ``tenant_id`` gets the key's; a record naming another tenant is rejected. A

@@ -10,12 +10,12 @@ from fastapi import APIRouter, Depends, Path, Request
 
 from jobs.privacy import export_user, forget_user
 from jobs.service import reads
-from jobs.service.auth import scope
+from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.errors import ApiError
 from jobs.service.keys import ApiKey
 from jobs.service.schemas import NO_NUL, ForgetResponse
 
-router = APIRouter(tags=["users"])
+router = APIRouter(tags=["users"], route_class=KeyFirstRoute)
 
 UserId = Path(min_length=1, max_length=256, pattern=NO_NUL)
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "nothing held about this user in this tenant"}}
