@@ -5,12 +5,18 @@ is started on demand in ``$EPISODES_HOME/pgdata`` and left running, so later CLI
 in milliseconds. Work on tenant data goes through :meth:`Database.tenant`, which switches to the
 non-owner role ``episodes_app`` and sets ``episodes.tenant_id`` for the transaction only; the
 row-level policies then hide and refuse every other tenant's rows.
+
+Which role a process logs in as (README "Database roles"): the CLI and ``serve`` as the owner
+(``DATABASE_URL``); the API and the MCP server as ``episodes_service`` (:meth:`Database.for_service`),
+which owns nothing, holds no privilege until it switches to ``episodes_app``, and reaches owner-only
+data (keys, the link secret) only through the functions migration 0023 grants it. Every connection
+carries ``application_name`` (``Settings.application_name``), so pg_stat_activity tells them apart.
 """
 
 from __future__ import annotations
 
 import logging
-import select
+import selectors
 import threading
 import time
 import warnings
@@ -49,6 +55,7 @@ class TenantRead(NamedTuple):
 EMBEDDED_DB_NAME = "episodes"
 NODE_TIMEOUT_SECONDS = 2.0  # to reach a Citus worker recall reads from, before the coordinator serves (jobs.routes)
 APP_ROLE = "episodes_app"
+SERVICE_ROLE = "episodes_service"  # the login role of the API and MCP (migration 0023)
 
 
 def start_embedded(pgdata: Path) -> str:
@@ -137,9 +144,10 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 class Database:
     """A handle on one episodes database: URL resolution, a pool, scoped transactions."""
 
-    def __init__(self, settings: Settings, url: str | None = None) -> None:
+    def __init__(self, settings: Settings, url: str | None = None, *, embedded_role: str | None = None) -> None:
         self.settings = settings
         self._url = url or settings.database_url
+        self._embedded_role = embedded_role  # log in to the embedded server as this role, not its superuser
         self._pool: ConnectionPool[Conn] | None = None
         self._opening = threading.Lock()  # threads sharing a Database open one pool between them
         self._node_pools: dict[Node, ConnectionPool[Conn]] = {}  # Citus workers recall reads from
@@ -148,8 +156,22 @@ class Database:
     @property
     def url(self) -> str:
         if self._url is None:
-            self._url = start_embedded(self.settings.pgdata)
+            url = start_embedded(self.settings.pgdata)
+            self._url = url if self._embedded_role is None else _with_user(url, self._embedded_role)
         return self._url
+
+    @classmethod
+    def for_service(cls, settings: Settings, application_name: str) -> "Database":
+        """The database as a tenant-facing process (the API, the MCP server) logs in to it:
+        ``EPISODES_SERVICE_DATABASE_URL`` when set; on the embedded server the role episodes_service
+        (trust on its private Unix socket, as for its superuser: a password would guard nothing);
+        else ``DATABASE_URL``, which :func:`service_role_warning` then checks."""
+        settings = settings.with_(application_name=application_name)
+        if settings.service_database_url:
+            return cls(settings, settings.service_database_url)
+        if settings.embedded:
+            return cls(settings, embedded_role=SERVICE_ROLE)
+        return cls(settings)
 
     @property
     def location(self) -> str:
@@ -161,9 +183,10 @@ class Database:
     def connect(self, *, autocommit: bool = False) -> Conn:
         """A plain connection as the owner (operator work: migrations, claims, status)."""
         try:
-            conn = psycopg.connect(self.url, row_factory=dict_row, autocommit=autocommit)
+            conn = psycopg.connect(self.url, row_factory=dict_row, autocommit=autocommit,
+                                   application_name=self.settings.application_name)
         except psycopg.OperationalError as exc:
-            raise DatabaseError(f"Could not connect to {self.location}: {exc}".strip()) from exc
+            raise DatabaseError(f"Could not connect to {self.location}: {exc}{self._login_hint}".strip()) from exc
         _configure(conn)
         return conn
 
@@ -179,7 +202,7 @@ class Database:
                 pool.open(wait=True, timeout=self.settings.pool_timeout_seconds)
             except psycopg.OperationalError as exc:
                 pool.close()  # stop its connecting threads; the next call tries again
-                raise DatabaseError(f"Could not connect to {self.location}: {exc}") from exc
+                raise DatabaseError(f"Could not connect to {self.location}: {exc}{self._login_hint}") from exc
             self._pool = pool
         return self._pool
 
@@ -189,7 +212,7 @@ class Database:
             connection_class=psycopg.Connection[DictRow],
             min_size=1,
             max_size=self.settings.pool_size,
-            kwargs={"row_factory": dict_row},
+            kwargs={"row_factory": dict_row, "application_name": self.settings.application_name},
             configure=_configure_read_only if read_only else _configure,
             # A connection is checked as it leaves the pool, so after a database restart the
             # dead ones are replaced instead of failing a request each (_check_if_closed).
@@ -216,9 +239,25 @@ class Database:
             self._node_pools[node] = pool
         return True
 
+    @property
+    def _login_hint(self) -> str:
+        if self._embedded_role is None:
+            return ""
+        return f" (run `episodes init` to let the role {self._embedded_role} log in to the embedded server)"
+
+    @contextmanager
+    def login(self) -> Iterator[Conn]:
+        """A pooled transaction as the role this database logs in as, with no role switch and no tenant.
+
+        In the API and the MCP server that is episodes_service, which can read no table: what it may do
+        here is call the functions granted to it (key verification, the link secret, readiness)."""
+        with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
     @contextmanager
     def admin(self, *, pipeline: bool = False) -> Iterator[Conn]:
-        """A pooled transaction as the owner, across tenants. Commits on success.
+        """A pooled transaction as the owner, across tenants. Commits on success. (In a process that
+        logs in as episodes_service, :meth:`for_service`, it is that role and reaches no table.)
 
         With ``pipeline``, statements go out without waiting for each other (psycopg pipeline
         mode): there is a round trip only where a result is fetched, and one for the commit. An
@@ -293,16 +332,40 @@ def _check_if_closed(conn: Conn) -> None:
 
     A connection the server ended while it sat idle in the pool (a restart, pg_terminate_backend)
     has its socket readable: the server's termination notice and end of file are waiting. One
-    select() with no wait finds that; only such a connection is pinged, and the ping's failure makes
+    poll with no wait finds that; only such a connection is pinged, and the ping's failure makes
     the pool replace it. A healthy idle connection has nothing to read, so it goes out unpinged:
-    pinging every one (psycopg_pool's check_connection) cost each request a round trip."""
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    pinging every one (psycopg_pool's check_connection) cost each request a round trip.
+    The default selector (epoll on Linux), not select(): select() refuses a descriptor numbered
+    1024 or more, which a busy process reaches, and every checkout then failed."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(conn.fileno(), selectors.EVENT_READ)
+        readable = selector.select(0)
     if readable:
         ConnectionPool.check_connection(conn)
 
 
+def service_role_warning(conn: Conn) -> str | None:
+    """What is wrong with the role ``conn`` logged in as for a tenant-facing process, or None: a
+    superuser or a member of the tables' owner can RESET ROLE out of episodes_app and read every
+    tenant, the secrets and the keys."""
+    row = one(conn.execute(query("service_role_strength")))
+    if not (row["superuser"] or row["owner"]):
+        return None
+    what = "a superuser" if row["superuser"] else "the owner of the tables"
+    return (f"connected as {row['role']}, {what}: set EPISODES_SERVICE_DATABASE_URL to a login role granted "
+            f"{SERVICE_ROLE} (README, \"Database roles\"), so this process cannot RESET ROLE out of {APP_ROLE}")
+
+
 def _pipelined(conn: Conn, on: bool) -> AbstractContextManager[object]:
     return conn.pipeline() if on else nullcontext()
+
+
+def _with_user(url: str, user: str) -> str:
+    """``url`` logging in as ``user`` (no password: the embedded server trusts its private socket)."""
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["user"] = user
+    info.pop("password", None)
+    return psycopg.conninfo.make_conninfo("", **info)
 
 
 def _redact_url(url: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from jobs.errors import EmbeddingDimensionMismatch, SchemaTooNew
+from jobs.errors import EmbeddingDimensionMismatch, SchemaNotInitialised, SchemaTooNew
 from jobs.resources import sql_dir
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,27 @@ def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str)
         return applied
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+
+
+def require_current(conn: psycopg.Connection[Any]) -> int:
+    """The schema version, when it is the one this code needs; else the error saying what to run."""
+    have = current_version(conn)
+    if not have:
+        raise SchemaNotInitialised()
+    if have < code_version():
+        raise SchemaNotInitialised(
+            f"The database schema is at version {have}; this code needs {code_version()}. "
+            "Run `episodes init` to upgrade it."
+        )
+    if have > code_version():
+        raise SchemaTooNew()
+    return have
+
+
+def allow_service_login(conn: psycopg.Connection[Any]) -> None:
+    """Let episodes_service (migration 0023) log in. For the embedded server only, which trusts every
+    role on its private Unix socket: elsewhere the operator gives it a password (README "Database roles")."""
+    conn.execute("ALTER ROLE episodes_service LOGIN")
 
 
 def check_embedding_dim(conn: psycopg.Connection[Any], embedding_dim: int, embedder: str = "NAME") -> None:

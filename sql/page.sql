@@ -2,14 +2,11 @@
 -- The reads run inside Database.tenant(): row-level security already hides other tenants; each also
 -- names the tenant and joins on tenant_id, so on a Citus cluster it goes whole to the tenant's node.
 
--- name: page_link_secret_init
--- The memory-link signing secret when EPISODES_LINK_SECRET is unset: the first worker to ask writes
--- one; every later ask (any worker, any restart) keeps it. Owner role only (episodes_app may only read).
-INSERT INTO episodes_settings (key, value) VALUES ('memory_link_secret', %(candidate)s)
-ON CONFLICT (key) DO NOTHING
-
 -- name: page_link_secret
-SELECT value FROM episodes_settings WHERE key = 'memory_link_secret'
+-- The memory-link signing secret when EPISODES_LINK_SECRET is unset: the first worker to ask writes its
+-- candidate; every later ask (any worker, any restart) gets that one. Kept in the owner-only
+-- episodes_secrets (0023), reached through an owner-rights function granted to the service's role only.
+SELECT episodes_link_secret(%(candidate)s) AS value
 
 -- name: page_open_items
 -- The user's open questions and commitments, as recall would offer them, newest first.

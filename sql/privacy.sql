@@ -5,8 +5,10 @@
 -- readers, and on a Citus cluster to route the whole statement to the node holding the tenant
 -- (row-level security does not route).
 
--- name: privacy_salt
-SELECT value FROM episodes_settings WHERE key = 'erasure_salt'
+-- name: privacy_user_hash
+-- How an erasure names a user, computed by the owner-rights function of 0023 for the transaction's tenant
+-- only: the salt is the owner's alone (episodes_secrets) and never leaves the database.
+SELECT episodes_user_hash(%(tenant_id)s, %(user_id)s) AS user_hash
 
 -- name: forget_lock_transcripts
 -- Lock the user's transcripts first: a summarize worker completes a transcript by updating this

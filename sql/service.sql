@@ -1,7 +1,8 @@
--- Queries of the memory service (jobs/service): API keys (as the owner; api_keys is a plain table on a
--- Citus coordinator) and the tenant-scoped reads (as episodes_app under row-level security, so another
--- tenant's rows are never found). Each tenant-scoped read also names the tenant on every table and joins
--- on tenant_id: on a Citus cluster it then goes whole to the node holding the tenant (router query).
+-- Queries of the memory service (jobs/service): API keys (managed as the owner, verified through the
+-- functions of migration 0023; api_keys is a plain table on a Citus coordinator) and the tenant-scoped
+-- reads (as episodes_app under row-level security, so another tenant's rows are never found). Each
+-- tenant-scoped read also names the tenant on every table and joins on tenant_id: on a Citus cluster it
+-- then goes whole to the node holding the tenant (router query).
 
 -- name: api_key_insert
 INSERT INTO api_keys (prefix, key_hash, tenant_id, name, scopes, rate_limit)
@@ -19,14 +20,19 @@ WHERE id::text = %(ref)s OR prefix = %(ref)s
 RETURNING id, prefix, tenant_id, name, scopes, rate_limit, created_at, last_used_at, revoked_at
 
 -- name: api_key_verify
--- A live key by its hash, marking it used; no row for an unknown or revoked key.
-UPDATE api_keys SET last_used_at = now()
-WHERE key_hash = %(key_hash)s AND revoked_at IS NULL
-RETURNING id, prefix, tenant_id, name, scopes, rate_limit
+-- A live key by its hash, marking it used; no row for an unknown or revoked key. Through the owner-rights
+-- function (0023): the service's role has no privilege on api_keys.
+SELECT id, prefix, tenant_id, name, scopes, rate_limit FROM episodes_verify_key(%(key_hash)s)
 
 -- name: api_key_is_live
 -- Whether a key still exists and is not revoked (a memory link dies with the key that issued it).
-SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = %(key_id)s AND revoked_at IS NULL) AS live
+SELECT episodes_key_is_live(%(key_id)s) AS live
+
+-- name: service_role_strength
+-- Whether the role this process logged in as could leave episodes_app for more (jobs.db.service_role_warning).
+SELECT current_user AS role,
+       (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS superuser,
+       pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = 'transcripts'::regclass), 'USAGE') AS owner
 
 -- name: service_list_episodes
 -- A user's episodes, newest first, keyset-paginated on (ended_at, id); q: full text over what
@@ -90,8 +96,9 @@ ORDER BY occurred_at DESC, id DESC
 LIMIT %(limit)s
 
 -- name: service_queue_depth
--- Transcripts waiting to be summarised (closed, pending or running), across tenants.
-SELECT count(*) AS n FROM transcripts WHERE ended_at IS NOT NULL AND status IN ('pending', 'running')
+-- Transcripts waiting to be summarised (closed, pending or running), across tenants: a count through an
+-- owner-rights function (0023), as the service's role reads no table.
+SELECT episodes_queue_depth() AS n
 
 -- name: service_user_known
 -- Whether the tenant holds anything about the user (a transcript or an episode).

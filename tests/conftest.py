@@ -64,6 +64,7 @@ def template_db(admin_url: str) -> str:
     url = _url_for(admin_url, TEMPLATE)
     with psycopg.connect(url) as conn:
         migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
+        migrate.allow_service_login(conn)  # as `episodes init` does on the embedded server (a role is server-wide)
     return TEMPLATE
 
 

@@ -11,6 +11,7 @@ import click
 
 from jobs import config
 from jobs.cli.base import Context
+from jobs.cli.mcp import service_database
 
 
 @click.command("api")
@@ -24,11 +25,11 @@ def api_command(obj: Context, host: str, port: int, workers: int) -> None:
 
     Create a key first with `episodes keys create`. SIGTERM (or Ctrl-C) stops taking connections
     and lets requests in flight finish (up to EPISODES_SHUTDOWN_DEADLINE). OpenAPI at /openapi.json.
+    It logs in as episodes_service, or EPISODES_SERVICE_DATABASE_URL (README "Database roles").
     """
     import uvicorn
 
-    obj.database()  # fail now, with one line, if the database is unreachable or its schema is not current
-    obj.close()
+    service_database(obj, "episodes api").close()  # one line now if unreachable, not current, or too strong
     metrics = Path(tempfile.mkdtemp(prefix="episodes-metrics-")) if workers > 1 else None
     if metrics is not None:
         config.share_metrics_dir(metrics)  # before the workers start: they inherit it

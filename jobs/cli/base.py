@@ -141,7 +141,8 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     embedded PostgreSQL is started in $EPISODES_HOME.
     """
     ctx.obj = Context(verbose)
-    settings = ctx.obj.settings
+    # Every connection says which command made it, in pg_stat_activity: "episodes serve", "episodes api"...
+    ctx.obj.settings = settings = ctx.obj.settings.with_(application_name=f"episodes {ctx.invoked_subcommand or 'cli'}")
     logs.setup(settings.log_format, "DEBUG" if verbose else settings.log_level)
 
 

@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+import logging
+
 import click
 
+from jobs import migrate
 from jobs.cli.base import Context
+from jobs.db import Database, service_role_warning
+
+log = logging.getLogger("jobs.cli")
+
+
+def service_database(obj: Context, application_name: str) -> Database:
+    """The database as the API or the MCP server logs in to it (:meth:`Database.for_service`), its schema
+    checked; a role that could RESET ROLE out of episodes_app is said loudly on stderr and in the log."""
+    db = Database.for_service(obj.settings, application_name)
+    try:
+        with db.login() as conn:
+            migrate.require_current(conn)
+            warning = service_role_warning(conn)
+    except BaseException:
+        db.close()
+        raise
+    if warning is not None:
+        click.echo(f"episodes: WARNING: {warning}", err=True)
+        log.warning("%s", warning, extra={"action": "service_role_too_strong"})
+    return db
 
 
 @click.command("mcp")
@@ -19,13 +42,18 @@ def mcp_command(obj: Context, tenant: str, user_id: str, read_only: bool) -> Non
     recall_memory, search_episodes, list_events, get_episode, forget_episode. Logs go to stderr.
 
     Claude Code: claude mcp add episodes -- episodes mcp --tenant acme --user u-maria
+
+    It logs in as episodes_service, or EPISODES_SERVICE_DATABASE_URL (README "Database roles").
     """
     from jobs.recall import shared_recaller
     from jobs.service.mcp_tools import Caller, build_server
 
     if not tenant.strip() or not user_id.strip():
         raise click.UsageError("--tenant and --user must not be empty")
-    db = obj.database()  # one line and exit 1 now if the database is unreachable or its schema not current
+    db = service_database(obj, "episodes mcp")  # one line and exit 1 now if unreachable or not current
     caller = Caller(tenant, user_id, ("recall",) if read_only else ("recall", "write"))
     server = build_server(db, shared_recaller(db), lambda ctx: caller)
-    server.run("stdio")
+    try:
+        server.run("stdio")
+    finally:
+        db.close()

@@ -25,6 +25,8 @@ def init(obj: Context, distributed: bool, shard_count: int | None) -> None:
     embedder = embedder_for(obj.settings)
     with db.connect() as conn:
         applied = migrate.migrate(conn, embedding_dim=embedder.dim, embedder=embedder.name)
+        if obj.settings.embedded:  # the API and MCP server log in as episodes_service (README "Database roles")
+            migrate.allow_service_login(conn)
         spread = cluster.distribute(conn, shard_count=shard_count) if distributed or cluster.has_citus(conn) else []
     if applied:
         names = ", ".join(f"{m.version:04d}_{m.name}" for m in applied)

@@ -31,7 +31,6 @@ compress run summarises them again. :attr:`ForgetReport.rebuild` lists those per
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -50,12 +49,12 @@ SCRUBBED = "error text removed by an erasure"
 
 
 def user_hash(conn: Conn, tenant_id: str, user_id: str) -> str:
-    """sha256(salt || NUL || tenant || NUL || user), hex: how an erasure names a user."""
-    row = conn.execute(query("privacy_salt")).fetchone()
-    if row is None:
-        raise SchemaNotInitialised("episodes_settings has no erasure_salt; run `episodes init` to apply migration 0003.")
-    salt = row["value"]
-    return hashlib.sha256(f"{salt}\0{tenant_id}\0{user_id}".encode()).hexdigest()
+    """sha256(salt || NUL || tenant || NUL || user), hex: how an erasure names a user. Computed in the
+    database (the salt is the owner's alone, migration 0023), for ``conn``'s tenant only."""
+    digest = one(conn.execute(query("privacy_user_hash"), {"tenant_id": tenant_id, "user_id": user_id}))["user_hash"]
+    if digest is None:
+        raise SchemaNotInitialised("the database has no erasure salt; run `episodes init` to apply migration 0003.")
+    return str(digest)
 
 
 @dataclass(frozen=True)

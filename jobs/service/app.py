@@ -41,7 +41,7 @@ def from_environment() -> FastAPI:
     """The app of `episodes api`, built in each worker process from the environment's settings."""
     settings = config.load()
     logs.setup(settings.log_format, settings.log_level)
-    app = create_app(Database(settings), close_db=True)
+    app = create_app(Database.for_service(settings, "episodes api"), close_db=True)  # its login role (jobs.db)
     # The worker process is the service's alone, and what is alive now (modules, the app) lives as long
     # as it does: take it out of the cyclic collector's full passes, each of which stopped the worker
     # to scan these ~180,000 objects again (see episodes_gc_pause_seconds; bench/README.md).
@@ -55,7 +55,7 @@ def create_app(db: Database, *, close_db: bool = False) -> FastAPI:
     settings = db.settings
 
     def queue_depth() -> int:
-        with db.admin() as conn:
+        with db.login() as conn:
             return int(one(conn.execute(query("service_queue_depth")))["n"])
 
     @asynccontextmanager

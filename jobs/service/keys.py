@@ -5,8 +5,10 @@ that can be guessed (passwords). A key is 32 bytes from :func:`secrets.token_byt
 enumerate 2^256 candidates however fast each check is, so a stolen table of hashes yields no key,
 and verification stays one hash and one indexed lookup.
 
-The table ``api_keys`` (migration 0010) is read and written only as the owner (``Database.admin``);
-the role requests run as (episodes_app) has no privilege on it.
+The table ``api_keys`` (migration 0010) is managed (create, list, revoke) only as the owner
+(``Database.admin``, the CLI). The service logs in as episodes_service (jobs.db), which has no
+privilege on it either: it verifies a key and asks whether one is live through owner-rights functions
+granted to it alone (migration 0023), which return what the answer needs and never a hash.
 
 :class:`KeyVerifier` caches each verification for ``EPISODES_API_KEY_CACHE`` seconds (5 by default,
 per process): a revoked key stops working within that bound, and a busy key costs one lookup (which
@@ -104,7 +106,7 @@ def revoke_key(db: Database, id_or_prefix: str) -> ApiKey | None:
 
 def key_is_live(db: Database, key_id: int) -> bool:
     """Whether the key ``key_id`` exists and is not revoked: a memory link dies with the key that issued it."""
-    with db.admin() as conn:
+    with db.login() as conn:
         return bool(one(conn.execute(query("api_key_is_live"), {"key_id": key_id}))["live"])
 
 
@@ -152,7 +154,7 @@ class KeyVerifier:
             return key
         digest = key_hash(secret)
         now = time.monotonic()
-        with self.db.admin() as conn:
+        with self.db.login() as conn:
             row = conn.execute(query("api_key_verify"), {"key_hash": digest}).fetchone()
         key = None if row is None else ApiKey.from_row(row)
         with self._lock:

@@ -11,9 +11,9 @@ payload is not the shape above. The tenant and the user come from the verified p
 link cannot be pointed at another user or tenant.
 
 The secret is ``EPISODES_LINK_SECRET`` when set; otherwise 32 random bytes generated on first use
-and kept in ``episodes_settings`` (key ``memory_link_secret``, written once with
-``ON CONFLICT DO NOTHING``), so every worker and every restart of the service agrees on it.
-Rotating it (set the variable, or delete the row) invalidates every link handed out.
+and kept in the owner-only ``episodes_secrets`` (key ``memory_link_secret``, written once by the
+function ``episodes_link_secret``, migration 0023), so every worker and every restart of the service
+agrees on it. Rotating it (set the variable, or delete the row) invalidates every link handed out.
 """
 
 from __future__ import annotations
@@ -61,9 +61,8 @@ def link_secret(db: Database) -> bytes:
     """The signing secret: the setting, else the one kept in the database (made on first use)."""
     if db.settings.link_secret is not None:
         return db.settings.link_secret.encode("utf-8")
-    with db.admin() as conn:
-        conn.execute(query("page_link_secret_init"), {"candidate": secrets.token_hex(32)})
-        row = one(conn.execute(query("page_link_secret")))  # a new statement: sees a concurrent first write
+    with db.login() as conn:  # the service's role: through the function granted to it (jobs.db)
+        row = one(conn.execute(query("page_link_secret"), {"candidate": secrets.token_hex(32)}))
     return str(row["value"]).encode("utf-8")
 
 
