@@ -86,10 +86,15 @@ def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some editors write first: not part of the data
+
+
 def _read_jsonl(path: Path, limit: int) -> Iterator[Raw]:
     with path.open("rb") as handle:
         for lineno, raw in enumerate(handle, start=1):
             where = f"{path}:{lineno}"
+            if lineno == 1:
+                raw = raw.removeprefix(_BOM)
             if not raw.strip():
                 continue
             if len(raw) > limit:
@@ -104,7 +109,7 @@ def _read_jsonl(path: Path, limit: int) -> Iterator[Raw]:
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                yield where, Rejection(where, f"not valid JSON: {exc.msg} at column {exc.colno}")
+                yield where, Rejection(where, _syntax(exc))
                 continue
             except RecursionError:
                 yield where, Rejection(where, "JSON nested too deeply")
@@ -118,14 +123,14 @@ def _read_json(path: Path, limit: int) -> Iterator[Raw]:
     Invalid UTF-8 is decoded with surrogate escapes so that only the record holding the bad bytes
     is rejected (by validation), not the whole file.
     """
-    text = path.read_bytes().decode("utf-8", errors="surrogateescape")
+    text = path.read_bytes().removeprefix(_BOM).decode("utf-8", errors="surrogateescape")
     decoder = json.JSONDecoder()
     pos = _skip_ws(text, 0)
     if pos < len(text) and text[pos] == "{":
         try:
             obj, end = decoder.raw_decode(text, pos)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            yield _bad_json(path, text, exc)
+        except (json.JSONDecodeError, RecursionError):
+            yield from _walk_documents(path, text, pos, limit)  # told there, with what follows
             return
         if isinstance(obj, dict) and isinstance(obj.get("transcripts"), list):
             # Re-walk the inner list to keep per-record line numbers.
@@ -133,6 +138,7 @@ def _read_json(path: Path, limit: int) -> Iterator[Raw]:
             yield from _walk_array(path, text, inner, limit)
         else:
             yield from _sized(path, text, pos, end, obj, limit)
+            yield from _walk_documents(path, text, _skip_ws(text, end), limit)  # JSONL under a .json name
         return
     if pos < len(text) and text[pos] == "[":
         yield from _walk_array(path, text, pos, limit)
@@ -162,6 +168,25 @@ def _walk_array(path: Path, text: str, pos: int, limit: int) -> Iterator[Raw]:
             pos = _skip_ws(text, pos + 1)
 
 
+def _walk_documents(path: Path, text: str, pos: int, limit: int) -> Iterator[Raw]:
+    """Records one after another from ``pos`` (a .json file holding one record per line, which used to
+    load its first record only and drop the rest unsaid). After a syntax error reading goes on at the
+    next line that starts with ``{``, as a JSONL file's next line would be read."""
+    decoder = json.JSONDecoder()
+    while pos < len(text):
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            yield _bad_json(path, text, exc, pos)
+            found = text.find("\n{", exc.pos if isinstance(exc, json.JSONDecodeError) else pos)
+            if found < 0:
+                return
+            pos = found + 1
+            continue
+        yield from _sized(path, text, pos, end, obj, limit)
+        pos = _skip_ws(text, end)
+
+
 def _sized(path: Path, text: str, start: int, end: int, obj: object, limit: int) -> Iterator[Raw]:
     where = f"{path}:{_line_of(text, start)}"
     size = end - start
@@ -174,10 +199,15 @@ def _sized(path: Path, text: str, start: int, end: int, obj: object, limit: int)
         yield where, obj
 
 
+def _syntax(exc: json.JSONDecodeError) -> str:
+    """A syntax error as told to the one who wrote the file: the column in its line (the line is the location)."""
+    return f"not valid JSON at column {exc.colno}: {exc.msg.removesuffix(' at')}"
+
+
 def _bad_json(path: Path, text: str, exc: Exception, pos: int = 0) -> Raw:
     if isinstance(exc, json.JSONDecodeError):
         where = f"{path}:{exc.lineno}"
-        return where, Rejection(where, f"not valid JSON: {exc.msg} at column {exc.colno}")
+        return where, Rejection(where, _syntax(exc))
     where = f"{path}:{_line_of(text, pos)}"
     return where, Rejection(where, "JSON nested too deeply")
 

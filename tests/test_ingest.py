@@ -145,6 +145,44 @@ def test_json_array_and_object_forms(db: Database, tmp_path: Path) -> None:
     assert (report.inserted, report.rejected) == (3, [])
 
 
+def _column_80_error() -> bytes:
+    """A record whose one fault is at column 80 of its line: no comma before "messages"."""
+    record = transcript("col80")
+    rest = json.dumps({"messages": record.pop("messages"), "started_at": record.pop("started_at"),
+                       "ended_at": record.pop("ended_at")})[1:]
+    head = json.dumps({"tenant_id": "acme", "user_id": "u1", "session_id": "col80"})[:-1] + ', "note": "'
+    line = f'{head}{"x" * (78 - len(head))}"{rest}'.encode()  # the note's closing quote at column 79
+    assert line[79:80] == b'"' and json.loads(line[:79] + b"," + line[79:])  # nothing else wrong with it
+    return line
+
+
+def test_a_syntax_error_names_its_line_and_column(db: Database, tmp_path: Path) -> None:
+    """In a JSONL file, in a JSON array and in a .json file that holds one record per line (JSONL under
+    another name: every record is read, not only the first), a fault at column 80 of line 2 is told as
+    line 2, column 80, and the records around it load."""
+    bad = _column_80_error()
+    good = [json.dumps(transcript(s)).encode() for s in ("a", "b")]
+    jsonl = write_jsonl(tmp_path / "x.jsonl", [good[0], bad, good[1]])
+    as_json = write_jsonl(tmp_path / "lines.json", [good[0], bad, good[1]])
+    array = tmp_path / "arr.json"
+    array.write_bytes(b"[" + good[0] + b",\n" + bad + b",\n" + good[1] + b"]\n")
+    for path, loaded in ((jsonl, 2), (as_json, 2), (array, 1)):  # an array cannot go on past a fault
+        report = ingest(db, [path])
+        assert [(r.location, r.reason) for r in report.rejected] == [
+            (f"{path}:2", "not valid JSON at column 80: Expecting ',' delimiter")], path
+        assert report.inserted + report.unchanged == loaded, path
+
+
+def test_a_byte_order_mark_is_not_an_error(db: Database, tmp_path: Path) -> None:
+    """Files saved by editors that write a UTF-8 byte order mark load (it used to be "not valid JSON at column 1")."""
+    bom = b"\xef\xbb\xbf"
+    jsonl = write_jsonl(tmp_path / "bom.jsonl", [bom + json.dumps(transcript("bom1")).encode()])
+    single = tmp_path / "bom.json"
+    single.write_bytes(bom + json.dumps(transcript("bom2")).encode())
+    report = ingest(db, [jsonl, single])
+    assert (report.inserted, report.rejected) == (2, [])
+
+
 @pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not present")
 def test_locomo_loads_5_users_and_128_sessions_and_rerun_changes_nothing(db: Database) -> None:
     files = sorted(LOCOMO.glob("*.json"))
