@@ -1,6 +1,6 @@
 """The reference MiniLM pipeline the tests hold the runtime to: what jobs/embeddings did with torch.
 
-Before the runtime built its ONNX graph from the weights, it loaded the packaged model in
+Before the runtime built its ONNX graph from the weights, it loaded the model in
 sentence-transformers, exported the transformer with ``torch.onnx.export`` (opset 17, dynamic
 batch and token axes) and quantised a copy with ``quantize_dynamic``; embed() tokenised, ran ONNX
 Runtime, mean-pooled over the attention mask and normalised. This module keeps that pipeline,
@@ -21,14 +21,15 @@ import numpy.typing as npt
 import onnxruntime
 import pytest
 
-from jobs.embeddings.model_files import model_dir
+from jobs.embeddings.model_cache import default_cache_dir
+from jobs.embeddings.model_fetch import model_folder
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @cache
 def sentence_transformer() -> Any:
-    """The packaged model in sentence-transformers, offline, on the CPU (loaded once per test process)."""
+    """The model's verified files in sentence-transformers, offline, on the CPU (loaded once per test process)."""
     with pytest.MonkeyPatch.context() as env, warnings.catch_warnings():
         env.setenv("HF_HUB_OFFLINE", "1")
         env.setenv("TOKENIZERS_PARALLELISM", "false")
@@ -36,7 +37,7 @@ def sentence_transformer() -> Any:
         warnings.simplefilter("ignore")
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(str(model_dir()), device="cpu").eval()
+        return SentenceTransformer(str(model_folder(default_cache_dir(), weights=True)), device="cpu").eval()
 
 
 def encode(texts: Sequence[str]) -> npt.NDArray[np.float32]:

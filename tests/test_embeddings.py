@@ -23,6 +23,8 @@ from conftest import EXAMPLES, LOCOMO
 from onnx import numpy_helper
 
 from jobs.embeddings import BatchingEmbedder, MiniLMEmbedder, get_embedder
+from jobs.embeddings.model_cache import default_cache_dir
+from jobs.embeddings.model_fetch import model_folder
 from jobs.embeddings.onnx_graph import BertConfig
 from jobs.errors import ConfigError
 from jobs.models import episode_text
@@ -61,9 +63,16 @@ def texts() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, MiniLMEmbedder]:
+def verified() -> Path:
+    """The machine's verified copy of the model files (fetched once per machine, at the first use)."""
+    return model_folder(default_cache_dir(), weights=True)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, verified: Path) -> dict[str, MiniLMEmbedder]:
     """The runtime's embedders, each built from scratch in an empty cache folder."""
-    return {precision: MiniLMEmbedder(precision, cache_dir=tmp_path_factory.mktemp(f"cache-{precision}"))
+    return {precision: MiniLMEmbedder(precision, cache_dir=tmp_path_factory.mktemp(f"cache-{precision}"),
+                                      model_dir=verified)
             for precision in ("int8", "fp32")}
 
 
@@ -154,14 +163,15 @@ def test_batching_embedder_returns_each_caller_its_own_vectors() -> None:
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[subprocess.CompletedProcess[str]]:
+def two_runs(tmp_path_factory: pytest.TempPathFactory, verified: Path) -> list[subprocess.CompletedProcess[str]]:
     """Two new processes that each import the package and embed one text, the first with an empty
     cache folder (it builds and quantises the model), the second with the files the first wrote."""
     cache = tmp_path_factory.mktemp("first-run-cache")
     code = ("import json, sys; from pathlib import Path; from jobs.embeddings import get_embedder; "
-            "v = get_embedder('minilm', cache_dir=Path(sys.argv[1])).embed(['hello']); "
+            "v = get_embedder('minilm', cache_dir=Path(sys.argv[1]), model_dir=Path(sys.argv[2])).embed(['hello']); "
             f"print(json.dumps([list(v.shape), sorted(m for m in {HEAVY!r} if m in sys.modules)]))")
-    return [subprocess.run([sys.executable, "-c", code, str(cache)], check=True, capture_output=True, text=True)
+    return [subprocess.run([sys.executable, "-c", code, str(cache), str(verified)], check=True, capture_output=True,
+                           text=True)
             for _ in range(2)]
 
 
@@ -189,7 +199,7 @@ class Collected(logging.Handler):
         self.records.append(record)
 
 
-def test_building_the_model_logs_nothing_where_the_cli_has_set_up_logging(tmp_path: Path) -> None:
+def test_building_the_model_logs_nothing_where_the_cli_has_set_up_logging(tmp_path: Path, verified: Path) -> None:
     """The CLI logs INFO and up through the root logger. The quantiser's records there (36 lines of
     progress and advice before) are dropped, the application's own still pass, and the root
     logger keeps the handlers it had."""
@@ -198,7 +208,7 @@ def test_building_the_model_logs_nothing_where_the_cli_has_set_up_logging(tmp_pa
     root.handlers[:] = [collected]
     root.setLevel(logging.DEBUG)
     try:
-        MiniLMEmbedder(cache_dir=tmp_path).embed(["hello"])
+        MiniLMEmbedder(cache_dir=tmp_path, model_dir=verified).embed(["hello"])
         logging.getLogger("episodes.test").info("the application's own record")
         handlers_after = root.handlers[:]
     finally:

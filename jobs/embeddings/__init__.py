@@ -1,7 +1,7 @@
 """Embedders: a small interface, the local default, and a hosted option.
 
-The default is all-MiniLM-L6-v2 (384 dimensions) from its packaged files, verified by digest
-(:mod:`jobs.embeddings.model_files`), run with ONNX Runtime from an ONNX graph built straight from those
+The default is all-MiniLM-L6-v2 (384 dimensions) from its pinned files, verified by digest
+(:mod:`jobs.embeddings.model_files`, fetched by :mod:`jobs.embeddings.model_fetch`), run with ONNX Runtime from an ONNX graph built straight from those
 weights (no PyTorch at install or run time), its matrix weights quantised to int8 (``minilm``;
 ``minilm-fp32`` runs the float graph). :func:`get_embedder` returns one embedder per process and
 arguments, loaded at its first call.
@@ -9,7 +9,7 @@ arguments, loaded at its first call.
 What is embedded for an episode: :func:`jobs.models.episode_text`. Queries embed the opening message as it is.
 Vectors are L2-normalised, so cosine distance and inner product rank identically.
 
-Nothing here reads the environment: the caller passes the thread count and the cache folder.
+Nothing here reads the environment: the caller passes the thread count, the cache folder and the model folder.
 """
 
 from __future__ import annotations
@@ -30,24 +30,26 @@ __all__ = ["BatchingEmbedder", "Embedder", "HashingEmbedder", "MiniLMEmbedder", 
            "get_embedder"]
 
 
-def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | None = None) -> Embedder:
+def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | None = None,
+                 model_dir: Path | None = None) -> Embedder:
     """The embedder called ``name``: ``minilm`` (int8), ``minilm-fp32``, ``voyage[:model]`` or ``hashing[:dim]``.
 
     ``hashing`` is for tests and offline use (:mod:`jobs.embeddings.hashing`). The name recorded by
     ``episodes init`` for MiniLM (``all-MiniLM-L6-v2``) is accepted too, in any case.
 
-    One instance per process and arguments, so the model loads once. ``threads`` and ``cache_dir``
-    (None: the per-user cache folder) apply to MiniLM only.
+    One instance per process and arguments, so the model loads once. ``threads``, ``cache_dir``
+    (None: the per-user cache folder) and ``model_dir`` (EPISODES_MODEL_DIR; None: the verified
+    copy in the cache folder, fetched there at the first use) apply to MiniLM only.
     """
-    return _embedder(name, threads, cache_dir or default_cache_dir())
+    return _embedder(name, threads, cache_dir or default_cache_dir(), model_dir)
 
 
 @cache
-def _embedder(name: str, threads: int, cache_dir: Path) -> Embedder:
+def _embedder(name: str, threads: int, cache_dir: Path, model_dir: Path | None) -> Embedder:
     if name in ("minilm", "all-minilm-l6-v2", "all-MiniLM-L6-v2"):
-        return MiniLMEmbedder("int8", threads=threads, cache_dir=cache_dir)
+        return MiniLMEmbedder("int8", threads=threads, cache_dir=cache_dir, model_dir=model_dir)
     if name == "minilm-fp32":
-        return MiniLMEmbedder("fp32", threads=threads, cache_dir=cache_dir)
+        return MiniLMEmbedder("fp32", threads=threads, cache_dir=cache_dir, model_dir=model_dir)
     if name.startswith("voyage"):
         model = name.split(":", 1)[1] if ":" in name else "voyage-3-lite"
         return VoyageEmbedder(model)
@@ -61,5 +63,7 @@ def _embedder(name: str, threads: int, cache_dir: Path) -> Embedder:
 
 
 def embedder_for(settings: Settings) -> Embedder:
-    """The configured embedder (EPISODES_EMBEDDER, EPISODES_EMBED_THREADS, EPISODES_CACHE_DIR), one per process."""
-    return get_embedder(settings.embedder, threads=settings.embed_threads, cache_dir=settings.cache_dir)
+    """The configured embedder (EPISODES_EMBEDDER, EPISODES_EMBED_THREADS, EPISODES_CACHE_DIR, EPISODES_MODEL_DIR),
+    one per process."""
+    return get_embedder(settings.embedder, threads=settings.embed_threads, cache_dir=settings.cache_dir,
+                        model_dir=settings.model_dir)

@@ -9,13 +9,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jobs.embeddings.model_cache import Precision, default_cache_dir, encoder_file
-from jobs.embeddings.model_files import (
-    checked_layout,
-    load_tokenizer,
-    model_dir,
-    verify,
-)
+from jobs.embeddings.model_cache import Precision, default_cache_dir, encoder_bytes
+from jobs.embeddings.model_fetch import model_folder
+from jobs.embeddings.model_files import checked_layout, load_tokenizer
 from jobs.embeddings.onnx_graph import INPUTS
 from jobs.embeddings.protocol import Vectors
 from jobs.errors import ConfigError
@@ -26,11 +22,13 @@ if TYPE_CHECKING:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 from the packaged weights, run by ONNX Runtime; no torch, no transformers.
+    """all-MiniLM-L6-v2 from its pinned files, run by ONNX Runtime; no torch, no transformers.
 
-    The encoder is built once per machine as an ONNX graph straight from the weights (see
-    onnx_graph.py) and cached in ``cache_dir``; after that a process loads only the ONNX file and
-    the model's tokenizer.json (about 0.5 s). Tokenisation, mean pooling over the attention mask
+    The model's files come from ``model_dir`` (EPISODES_MODEL_DIR) or the verified copy in
+    ``cache_dir``, fetched into it at the first use on a machine (model_fetch.py). The encoder is
+    built once per machine as an ONNX graph straight from the weights (see onnx_graph.py) and
+    cached in ``cache_dir``; after that a process loads only the ONNX file and the model's
+    tokenizer.json (about 0.5 s), each checked against its pinned SHA-256. Tokenisation, mean pooling over the attention mask
     and L2 normalisation are the model's own (its config: mean pooling, Normalize, max_seq_length).
 
     ``precision="fp32"`` runs the float graph: the vectors equal SentenceTransformer.encode's
@@ -50,7 +48,7 @@ class MiniLMEmbedder:
     dim = 384
 
     def __init__(self, precision: Precision = "int8", batch_size: int = 64, threads: int = 1,
-                 cache_dir: Path | None = None) -> None:
+                 cache_dir: Path | None = None, model_dir: Path | None = None) -> None:
         if precision not in ("int8", "fp32"):
             raise ConfigError(f"MiniLM precision {precision!r} is unknown; use int8 or fp32.")
         if threads < 1 or batch_size < 1:
@@ -59,6 +57,7 @@ class MiniLMEmbedder:
         self.batch_size = 1 if precision == "int8" else batch_size
         self.threads = threads
         self.cache_dir = cache_dir or default_cache_dir()
+        self.model_dir = model_dir
         self._session: InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
         self._lock = threading.Lock()
@@ -91,19 +90,18 @@ class MiniLMEmbedder:
                 except Exception as exc:
                     raise ConfigError(
                         f"The embedding model could not be loaded ({type(exc).__name__}: {exc}). Check that the "
-                        f"cache folder {self.cache_dir} (EPISODES_CACHE_DIR) is writable and reinstall episodes "
-                        "(pip install -e .), or set EPISODES_EMBEDDER.") from exc
+                        f"cache folder {self.cache_dir} (EPISODES_CACHE_DIR) is writable, or set EPISODES_EMBEDDER.") from exc
             return self._session, self._tokenizer
 
     def _open(self) -> tuple[InferenceSession, Tokenizer]:
         import onnxruntime
 
-        folder = model_dir()
-        verify(folder, weights=False)
+        folder = model_folder(self.cache_dir, self.model_dir)  # the small files, checked
         tokenizer = load_tokenizer(folder, checked_layout(folder))
-        path = encoder_file(folder, self.cache_dir, self.precision)
+        graph = encoder_bytes(lambda: model_folder(self.cache_dir, self.model_dir, weights=True), self.cache_dir,
+                              self.precision)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
-        session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         return session, tokenizer

@@ -1,14 +1,23 @@
-"""The encoder's ONNX files, built once per machine and kept in a cache folder.
+"""The encoder's ONNX files, built once per machine, kept in a cache folder, checked at every load.
 
-A file's name carries a fingerprint of the weights file and :data:`GRAPH_VERSION`, so new weights
-or a changed graph builder never reuse a stale file. Files are written under a name private to
-the writing thread and then renamed (``os.replace`` is atomic): processes that start at the same
-time on an empty cache each build, one file wins, and no process ever reads a partial file.
+Building is byte-reproducible: the same weights, the same graph builder (:data:`GRAPH_VERSION`)
+and a supported onnx / onnxruntime give the same file, bit for bit (seen with onnx 1.18 and
+onnxruntime 1.22.1, and with onnx 1.23.2 and onnxruntime 1.32.0). So each file's SHA-256 is pinned
+here, like the model files', and a file is named by its digest. A process reads the file once,
+checks its digest and hands ONNX Runtime those same bytes (no second read that a swap could slip
+into). A cached file that does not match (changed on disk, truncated) is rebuilt once; if the
+rebuilt file does not match either, the local onnx / onnxruntime serialise differently from the
+versions the digests were pinned with, and the encoder is refused rather than run unchecked.
+
+Files are written under a name private to the writing thread and then renamed (``os.replace`` is
+atomic): processes that start at the same time on an empty cache each build, one file wins, and no
+process ever reads a partial file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -17,13 +26,24 @@ from typing import TYPE_CHECKING, Literal
 
 import platformdirs
 
+from jobs.errors import ConfigError
+
 if TYPE_CHECKING:
     import onnx
+
+log = logging.getLogger(__name__)
 
 Precision = Literal["int8", "fp32"]
 
 GRAPH_VERSION = 1
-"""Bump when onnx_graph.py or quantize.py would write a different file for the same weights."""
+"""Bump when onnx_graph.py or quantize.py would write a different file for the same weights, and pin
+the new files' digests in :data:`BUILT_DIGESTS` (build twice in fresh processes, compare)."""
+
+BUILT_DIGESTS: dict[tuple[int, Precision], str] = {
+    (1, "fp32"): "2e4650fa3678599dcde373cfd021b8c183f8d0c305535b3845e574974e24ad34",  # 90,305,688 bytes
+    (1, "int8"): "8d61936b2bc1c6a803f05240608ab6f3df1d287b5bd97dd87455712836123f11",  # 58,619,074 bytes
+}
+"""SHA-256 of the encoder files built from the pinned weights, by graph version and precision."""
 
 
 def default_cache_dir() -> Path:
@@ -31,18 +51,36 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("episodes"))
 
 
-def encoder_file(folder: Path, cache_dir: Path, precision: Precision) -> Path:
-    """The cached ONNX encoder of the model in ``folder``: float32, or with int8 weights.
+def encoder_path(cache_dir: Path, precision: Precision) -> Path:
+    """Where the encoder of ``precision`` is cached: its name carries its pinned digest."""
+    suffix = "-int8" if precision == "int8" else ""
+    return cache_dir / f"all-MiniLM-L6-v2-{expected_digest(precision)[:16]}{suffix}.onnx"
 
-    Built when missing: from the float file if that is cached, else from the weights (about a
-    second), then quantised for int8 (a few seconds). The int8 path does not write the float file.
+
+def expected_digest(precision: Precision) -> str:
+    try:
+        return BUILT_DIGESTS[(GRAPH_VERSION, precision)]
+    except KeyError:
+        raise ConfigError(f"no pinned digest for the {precision} encoder of graph version {GRAPH_VERSION}; "
+                          "pin it in jobs/embeddings/model_cache.py (a developer's step).") from None
+
+
+def encoder_bytes(weights_folder: Callable[[], Path], cache_dir: Path, precision: Precision) -> bytes:
+    """The cached ONNX encoder's bytes, float32 or with int8 weights, matching their pinned digest.
+
+    Built when missing or not matching: from the float file if that is cached and matches, else
+    from the weights (``weights_folder()`` returns their verified folder; about a second), then
+    quantised for int8 (a few seconds). The int8 path does not write the float file.
     """
-    float_path = cache_dir / f"all-MiniLM-L6-v2-{_fingerprint(folder / 'model.safetensors')}.onnx"
-    path = float_path if precision == "fp32" else float_path.with_name(f"{float_path.stem}-int8.onnx")
-    if path.exists():
-        return path
+    path, digest = encoder_path(cache_dir, precision), expected_digest(precision)
+    cached = _read(path)
+    if cached is not None and hashlib.sha256(cached).hexdigest() == digest:
+        return cached
+    if cached is not None:
+        log.warning("%s does not match its pinned SHA-256 (changed or damaged on disk); rebuilding it", path,
+                    extra={"action": "encoder_mismatch"})
     cache_dir.mkdir(parents=True, exist_ok=True)
-    model = _float_model(folder, float_path)
+    model = _float_model(weights_folder, cache_dir)
     if precision == "fp32":
         import onnx
 
@@ -51,22 +89,46 @@ def encoder_file(folder: Path, cache_dir: Path, precision: Precision) -> Path:
         from jobs.embeddings.quantize import quantize_int8
 
         _write_atomically(path, lambda partial: quantize_int8(model, partial))
-    return path
+    built = _read(path) or b""
+    actual = hashlib.sha256(built).hexdigest()
+    if actual != digest:
+        path.unlink(missing_ok=True)
+        raise ConfigError(_not_reproduced(precision, actual, digest))
+    return built
 
 
-def _float_model(folder: Path, cached: Path) -> onnx.ModelProto:
-    """The float encoder: the cached file if there is one, else built from the weights."""
+def _float_model(weights_folder: Callable[[], Path], cache_dir: Path) -> onnx.ModelProto:
+    """The float encoder: the cached file if it matches, else built from the verified weights."""
     import onnx
 
-    if cached.exists():
-        return onnx.load(cached)
+    cached = _read(encoder_path(cache_dir, "fp32"))
+    if cached is not None and hashlib.sha256(cached).hexdigest() == expected_digest("fp32"):
+        return onnx.load_model_from_string(cached)
     from safetensors.numpy import load_file
 
-    from jobs.embeddings.model_files import verify
+    from jobs.embeddings.model_files import WEIGHTS
     from jobs.embeddings.onnx_graph import BertConfig, build_encoder
 
-    verify(folder, weights=True)  # the encoder is built from these bytes only if they are the model's
-    return build_encoder(load_file(folder / "model.safetensors"), BertConfig.from_file(folder / "config.json"))
+    folder = weights_folder()  # the encoder is built from these bytes only if they are the model's
+    return build_encoder(load_file(folder / WEIGHTS), BertConfig.from_file(folder / "config.json"))
+
+
+def _not_reproduced(precision: Precision, actual: str, digest: str) -> str:
+    import onnx
+    import onnxruntime
+
+    return (f"the {precision} encoder built here (sha256 {actual[:16]}...) differs from the pinned build "
+            f"({digest[:16]}...): this onnx {onnx.__version__} / onnxruntime {onnxruntime.__version__} serialise "
+            "the graph differently from the versions the digest was pinned with, and an encoder that cannot be "
+            "checked is not run. Install the versions of requirements/runtime.txt (pip install --require-hashes "
+            "-r requirements/runtime.txt), or use another embedder (EPISODES_EMBEDDER).")
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
@@ -76,14 +138,3 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
-
-
-def _fingerprint(weights: Path) -> str:
-    """Size, first and last MiB of the weights file (its header names and places every tensor),
-    and the graph version: cheap enough to compute at every process start."""
-    digest = hashlib.sha256(f"{weights.stat().st_size} graph {GRAPH_VERSION}".encode())
-    with weights.open("rb") as handle:
-        digest.update(handle.read(1 << 20))
-        handle.seek(-(1 << 20), os.SEEK_END)
-        digest.update(handle.read())
-    return digest.hexdigest()[:16]

