@@ -191,7 +191,7 @@ def test_http_forget_needs_the_write_scope_and_reading_needs_recall(world: World
             after = await client.call_tool("get_episode", {"episode_id": world.episodes["f1"]})
         async with world.http("acme_write_only", user="u-forget") as client:
             unread = await client.call_tool("search_episodes", {})
-        assert refused.is_error and "forbidden:" in text(refused) and "'write'" in text(refused)
+        assert refused.is_error and "forbidden:" in text(refused) and "'edit'" in text(refused)
         assert not after.is_error  # the session is usable after the refusal, and nothing was erased
         assert unread.is_error and "forbidden:" in text(unread) and "'recall'" in text(unread)
 

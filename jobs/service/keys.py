@@ -57,13 +57,18 @@ class ApiKey:
 
     def allows(self, scope: str) -> bool:
         """Whether the key holds ``scope``, itself or through ``write`` (ingest and edit)."""
-        return any(scope == held or scope in _IMPLIED.get(held, ()) for held in self.scopes)
+        return scopes_allow(self.scopes, scope)
 
     @classmethod
     def from_row(cls, row: Row) -> "ApiKey":
         return cls(id=row["id"], prefix=row["prefix"], tenant_id=row["tenant_id"], name=row["name"],
                    scopes=tuple(row["scopes"]), rate_limit=row["rate_limit"], created_at=row.get("created_at"),
                    last_used_at=row.get("last_used_at"), revoked_at=row.get("revoked_at"))
+
+
+def scopes_allow(scopes: Sequence[str], scope: str) -> bool:
+    """Whether ``scopes`` (a key's, or an MCP session's) hold ``scope``, itself or through ``write``."""
+    return any(scope == held or scope in _IMPLIED.get(held, ()) for held in scopes)
 
 
 def key_hash(secret: str) -> bytes:

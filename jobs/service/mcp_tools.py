@@ -37,6 +37,7 @@ from jobs.privacy import forget_episode
 from jobs.recall import Recaller
 from jobs.service import reads
 from jobs.service.errors import DATABASE_OUTAGES
+from jobs.service.keys import scopes_allow
 from jobs.service.schemas import NO_NUL
 
 log = logging.getLogger("jobs.service.mcp")
@@ -104,7 +105,7 @@ class MemoryTools:
 
     def _caller(self, ctx: Context[Any, Any], needed: str) -> Caller:
         caller = self.caller_of(ctx)
-        if needed not in caller.scopes:
+        if not scopes_allow(caller.scopes, needed):  # `write` holds ingest and edit (jobs.service.keys)
             raise ToolError(f"forbidden: this session lacks the {needed!r} scope (it has: {', '.join(caller.scopes)}); "
                             f"use an API key with {needed!r}")
         return caller
@@ -206,9 +207,9 @@ class MemoryTools:
 
         Its events go too, anything it resolved is open again, and summaries that included it are rebuilt
         without it; the conversation is never summarised again. Returns what was erased, in one line
-        ("summary") and as counts. Needs the write scope. A super-summary (a compressed period) cannot be
+        ("summary") and as counts. Needs the edit scope. A super-summary (a compressed period) cannot be
         erased by itself: forget the episodes in its "replaces" list instead."""
-        caller = self._caller(ctx, "write")
+        caller = self._caller(ctx, "edit")
         erase = confirm and not dry_run  # the tool deletes only when asked explicitly (text in memory is no ask)
         with _answers("forget_episode"):
             self._own_episode(caller, episode_id)
