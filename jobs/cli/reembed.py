@@ -43,7 +43,7 @@ def reembed_command(obj: Context, name: str | None, batch_size: int, dry_run: bo
     if not name:
         raise ConfigError("Pass --embedder NAME (e.g. --embedder minilm), or --abort.")
     s = obj.settings
-    embedder = get_embedder(name, threads=s.embed_threads, cache_dir=s.cache_dir)
+    embedder = get_embedder(name, threads=s.embed_threads, cache_dir=s.cache_dir, model_dir=s.model_dir)
     if dry_run:
         with db.admin() as conn:
             current, progress = recorded_embedder(conn), reembed_progress(conn)

@@ -90,7 +90,8 @@ class Recaller:
                     "EPISODES_EMBEDDER=%s", recorded.name, recorded.dim, self._embedder_as, recorded.name,
                     extra={"action": "recall_follow_embedder"})
         s = self.db.settings
-        self.embedder = get_embedder(recorded.name, threads=s.embed_threads, cache_dir=s.cache_dir)
+        self.embedder = get_embedder(recorded.name, threads=s.embed_threads, cache_dir=s.cache_dir,
+                                     model_dir=s.model_dir)
         self._embedder_as = recorded.name
         self.index = RecallIndex(self.embedder.dim, s.recall_cache_rows)
         return True
