@@ -64,9 +64,10 @@ class _Piece:
 
 
 def is_plain(message: dict[str, Any]) -> bool:
-    """Our own shape: a string content and none of the OpenAI tool fields."""
+    """Our own shape: a string content and none of the OpenAI tool (or refusal) fields."""
     return (isinstance(message.get("content"), str) and message.get("role") in ("user", "assistant", "system", "tool")
-            and not message.get("tool_calls") and not message.get("tool_call_id") and not message.get("function_call"))
+            and not message.get("tool_calls") and not message.get("tool_call_id") and not message.get("function_call")
+            and not message.get("refusal"))
 
 
 def normalise_messages(raw: Sequence[Any], options: ShapeOptions | None = None) -> list[dict[str, Any]]:
