@@ -26,10 +26,11 @@ def _scopes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str
 @click.option("--tenant", required=True, help="The tenant the key reads and writes (its only one).")
 @click.option("--scopes", required=True, callback=_scopes,
               help=f"Comma-separated: {', '.join(SCOPES)} (recall: recall, reads, search, export; "
-                   "write: transcripts; admin: erase a user).")
+                   "ingest: post transcripts; edit: correct, erase or pin single episodes, memory-page links with "
+                   "recall; write: ingest and edit; admin: erase a user).")
 @click.option("--name", help="A label for listings, e.g. the application that holds the key.")
 @click.option("--rate-limit", type=click.FloatRange(min=0.001, min_open=False),
-              help="Requests per second allowed to this key (per worker; default EPISODES_API_RATE_LIMIT).")
+              help="Requests per second allowed to this key (per worker; default EPISODES_API_RATE_LIMIT, 20).")
 @click.pass_obj
 def create(obj: Context, tenant: str, scopes: tuple[str, ...], name: str | None, rate_limit: float | None) -> None:
     """Create a key and print it once: only its hash is stored, so it cannot be shown again."""
