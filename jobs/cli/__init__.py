@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from jobs.cli.api import api_command
 from jobs.cli.base import Context, cli
+from jobs.cli.claude_code import claude_code_group
 from jobs.cli.compress import compress_command
 from jobs.cli.demo import demo
 from jobs.cli.ingest import ingest
@@ -30,7 +31,7 @@ from jobs.cli.summarize import retry, run, serve
 for command in (init, ingest, run, serve, retry, status, demo, compress_command, recall_command, eval_group,
                 report_command, forget_command, correct_command, export_command, resummarize_command,
                 prune_command, pin_command, unpin_command, api_command, keys_group, mcp_command,
-                reembed_command):
+                reembed_command, claude_code_group):
     cli.add_command(command)
 
 

@@ -1,0 +1,125 @@
+"""The command Claude Code runs for our hooks: ``python -m jobs.claude_code.hook --tenant T --user U``.
+
+Claude Code passes the event as JSON on stdin (``hook_event_name``, ``session_id``,
+``transcript_path``, ``cwd``, ``source`` / ``reason``, ``prompt``) and, for SessionStart and
+UserPromptSubmit, puts what the hook prints into the model's context.
+
+- SessionStart: the ``<previous_episodes>`` block of this user and project (recent episodes, open
+  items, sessions not yet summarised);
+- UserPromptSubmit, the session's first prompt only: what recall finds relevant to the prompt that
+  SessionStart did not already inject (nothing if there is none);
+- PreCompact: the session so far handed over (still open);
+- SessionEnd: the session handed over and closed (``ended_at`` set), so `episodes serve`
+  summarises it.
+
+It fails open: whatever goes wrong (no database, a bad key, a timeout), it prints nothing, exits 0
+and writes one line to $EPISODES_HOME/logs/claude-code-hooks.log. A watchdog thread ends the
+process when its own budget is spent, whatever the main thread is blocked in; Claude Code's
+``timeout`` in settings.json is the second line. Only the standard library is imported until the
+event says what is needed; the local mode (:mod:`jobs.claude_code.local`) imports recall or ingest,
+the remote mode (:mod:`jobs.claude_code.remote`) only ``http.client``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+# Seconds a hook may take before it gives up and exits 0 (below the timeouts written to settings.json).
+BUDGETS = {"SessionStart": 6.0, "UserPromptSubmit": 6.0, "PreCompact": 25.0, "SessionEnd": 25.0}
+_started = time.monotonic()
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m jobs.claude_code.hook", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tenant", default="local", help="local mode: the tenant (remote mode: the key's)")
+    parser.add_argument("--user", default=None, help="default: the login name")
+    parser.add_argument("--api", default=None, help="remote mode: the URL of `episodes api`")
+    parser.add_argument("--key-env", default="EPISODES_API_KEY", help="remote mode: the variable holding the key")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable to set first (EPISODES_HOME and the like)")
+    parser.add_argument("--budget", type=float, default=None, help="seconds before giving up (default per event)")
+    return parser.parse_args(argv)
+
+
+def _log(line: str) -> None:
+    """One line to the hooks' log; a log that cannot be written is not an error either."""
+    try:
+        from jobs.claude_code.places import log_file
+
+        path = log_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(f"{stamp} pid={os.getpid()} {line}\n")
+    except Exception:  # noqa: BLE001 - fail open
+        pass
+
+
+def _watchdog(budget: float, event: str) -> None:
+    def expire() -> None:
+        _log(f"{event}: gave up after {budget:.1f}s (hook budget); the session goes on without it")
+        os._exit(0)
+
+    timer = threading.Timer(budget, expire)
+    timer.daemon = True
+    timer.start()
+
+
+def run(args: argparse.Namespace, payload: dict[str, Any]) -> str:
+    """What to print for ``payload`` (the event), doing the event's work; raises on any failure."""
+    event = str(payload.get("hook_event_name") or "")
+    from jobs.claude_code.places import login_name
+
+    user = args.user or login_name()
+    if args.api:
+        from jobs.claude_code import remote as mode
+    else:
+        from jobs.claude_code import local as mode  # type: ignore[no-redef]
+    if event == "SessionStart":
+        return mode.session_start(args, user, payload)
+    if event == "UserPromptSubmit":
+        return mode.first_prompt(args, user, payload)
+    if event in {"SessionEnd", "PreCompact"}:
+        mode.hand_over(args, user, payload, close=event == "SessionEnd")
+        return ""
+    return ""  # an event we were not installed for: nothing to do
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    event = "?"
+    try:
+        args = _parse(sys.argv[1:] if argv is None else argv)
+        for item in args.set:
+            name, _, value = item.partition("=")
+            if name:
+                os.environ[name] = value
+        payload = json.loads(sys.stdin.read() or "{}")
+        if not isinstance(payload, dict):
+            raise ValueError("the hook input is not a JSON object")
+        event = str(payload.get("hook_event_name") or "?")
+        _watchdog(args.budget if args.budget is not None else BUDGETS.get(event, 6.0), event)
+        out = run(args, payload)
+        if out:
+            sys.stdout.write(out if out.endswith("\n") else out + "\n")
+            sys.stdout.flush()
+        if os.environ.get("EPISODES_HOOK_LOG_ALL"):
+            _log(f"{event}: ok in {time.monotonic() - _started:.3f}s")
+    except BaseException as exc:  # noqa: BLE001 - fail open: never break the session
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            return 0
+        _log(f"{event}: failed open after {time.monotonic() - _started:.3f}s: {type(exc).__name__}: "
+             f"{' '.join(str(exc).split())[:500]}")
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # skip interpreter teardown (pools, atexit) on the session's critical path

@@ -1,0 +1,152 @@
+"""Our hooks in Claude Code's settings.json: merged in beside the user's own, and taken out exactly.
+
+Claude Code reads ``{"hooks": {EVENT: [{"matcher": ..., "hooks": [{"type": "command", "command":
+..., "timeout": seconds}]}]}}`` from ~/.claude/settings.json (user scope) and .claude/settings.json
+(project scope). Ours are the command hooks whose command runs ``-m jobs.claude_code.hook``;
+installing removes those first and adds the current ones (so installing twice changes nothing and
+installing with other options replaces them), and uninstalling removes only them, with any matcher
+group or event they leave empty. Every other key and hook is kept as it was, in its order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs.errors import ConfigError
+
+MARKER = "-m jobs.claude_code.hook"
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    name: str
+    matcher: str | None  # None: the event takes no matcher
+    timeout: int  # seconds Claude Code waits (the hook's own budget is shorter, jobs.claude_code.hook)
+
+
+EVENTS: tuple[HookEvent, ...] = (
+    HookEvent("SessionStart", "startup|resume|clear|compact", 10),
+    HookEvent("UserPromptSubmit", None, 10),
+    HookEvent("PreCompact", "manual|auto", 30),
+    HookEvent("SessionEnd", None, 30),
+)
+
+# Settings the hook needs to find the same data as the CLI that installed it, and that are no secret
+# (DATABASE_URL may hold a password: it stays in the environment Claude Code runs in).
+CARRIED_ENV = ("EPISODES_HOME", "EPISODES_CACHE_DIR", "EPISODES_MODEL_DIR", "EPISODES_EMBEDDER")
+
+
+def hook_command(*, tenant: str, user: str, api: str | None = None, key_env: str | None = None,
+                 python: str | None = None, env: Mapping[str, str] | None = None, budget: float | None = None) -> str:
+    """The shell command of every one of our hooks (the event comes on stdin)."""
+    parts = [python or sys.executable, "-m", "jobs.claude_code.hook", "--tenant", tenant, "--user", user]
+    if api:
+        parts += ["--api", api, "--key-env", key_env or "EPISODES_API_KEY"]
+    if budget is not None:
+        parts += ["--budget", f"{budget:g}"]
+    for name in CARRIED_ENV:
+        value = (env if env is not None else os.environ).get(name)
+        if value:
+            parts += ["--set", f"{name}={value}"]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def is_ours(hook: object) -> bool:
+    return isinstance(hook, dict) and MARKER in str(hook.get("command", ""))
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The settings in ``path`` ({} if there is no file); refuses a file it could not write back faithfully."""
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        return {}
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc}); fix it by hand first, nothing was changed.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
+        raise ConfigError(f"{path} does not hold a settings object with a \"hooks\" object; fix it by hand first.")
+    return data
+
+
+def write(path: Path, data: Mapping[str, Any]) -> None:
+    """Write atomically (a half-written settings.json would break every Claude Code session)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    os.replace(tmp, path)
+
+
+def without_ours(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with our hooks taken out (and the groups and events they leave empty)."""
+    out = dict(settings)
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    kept_events: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            kept_events[event] = groups
+            continue
+        kept_groups = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                inner = [h for h in group["hooks"] if not is_ours(h)]
+                if not inner and group["hooks"]:
+                    continue  # the group held only ours
+                group = {**group, "hooks": inner}
+            kept_groups.append(group)
+        if kept_groups or not groups:
+            kept_events[event] = kept_groups
+    if kept_events:
+        out["hooks"] = kept_events
+    else:
+        out.pop("hooks", None)
+    return out
+
+
+def with_ours(settings: Mapping[str, Any], command: str, events: Sequence[HookEvent] = EVENTS,
+              budget: float | None = None) -> dict[str, Any]:
+    """``settings`` with exactly one group of ours per event, after the user's own groups. With the
+    hook's ``budget`` (seconds), Claude Code waits a few seconds longer than that."""
+    out = without_ours(settings)
+    hooks = dict(out.get("hooks") or {})
+    for event in events:
+        timeout = max(event.timeout, int(budget) + 5) if budget is not None else event.timeout
+        group: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": timeout}]}
+        if event.matcher is not None:
+            group = {"matcher": event.matcher, **group}
+        hooks[event.name] = [*(hooks.get(event.name) or []), group]
+    out["hooks"] = hooks
+    return out
+
+
+def installed_commands(settings: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Our commands by event, as installed in ``settings``."""
+    found: dict[str, list[str]] = {}
+    hooks = settings.get("hooks")
+    for event, groups in (hooks.items() if isinstance(hooks, dict) else ()):
+        for group in groups if isinstance(groups, list) else ():
+            for hook in group.get("hooks", []) if isinstance(group, dict) else ():
+                if is_ours(hook):
+                    found.setdefault(event, []).append(str(hook["command"]))
+    return found
+
+
+def settings_path(scope: str, project_dir: Path | None = None) -> Path:
+    """~/.claude/settings.json (``user``) or <project>/.claude/settings.json (``project``)."""
+    if scope == "user":
+        from jobs.claude_code.places import claude_home
+
+        return claude_home() / "settings.json"
+    return (project_dir or Path.cwd()) / ".claude" / "settings.json"

@@ -1,0 +1,102 @@
+"""The hooks' local mode: recall and hand-over on the database directly (DATABASE_URL or the embedded server).
+
+SessionStart recalls with no opening message and a zero query vector: what it shows is the
+recent episodes, the open items and the sessions not yet summarised, none of which needs the
+embedder, so a cold hook process does not load the model. The first prompt's recall embeds the
+prompt (the model files are prepared by `episodes claude-code install`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from jobs import config
+from jobs.claude_code import injection, session_state
+from jobs.claude_code.handover import session_records
+from jobs.claude_code.places import project_purpose
+from jobs.db import Database
+from jobs.errors import EpisodesError
+from jobs.ingest import IngestReport, ingest_records
+from jobs.recall import Recaller
+
+POOL_TIMEOUT_SECONDS = 2.0  # a database that does not answer fails the hook fast (it fails open)
+
+
+def database() -> Database:
+    settings = config.load()
+    return Database(settings.with_(application_name="episodes claude-code hook", pool_size=1,
+                                   pool_timeout_seconds=min(settings.pool_timeout_seconds, POOL_TIMEOUT_SECONDS)))
+
+
+def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
+    sid = str(payload.get("session_id") or "")
+    state = session_state.load(sid)
+    db = database()
+    recaller = Recaller(db)
+    result = recaller.recall_vector(args.tenant, user, "", [0.0] * recaller.embedder.dim,
+                                    purpose=project_purpose(str(payload.get("cwd") or "")),
+                                    budget_tokens=injection.START_BUDGET_TOKENS)
+    state.cwd, state.transcript_path = payload.get("cwd"), payload.get("transcript_path")
+    if not injection.has_lines(result.episodes, result.open_items, result.sessions):
+        session_state.save(sid, state)
+        return ""
+    result.nothing_relevant = False  # there was no opening message to relate to; the first prompt's hook does that
+    block = result.render()
+    if block:
+        injection.remember_start(state, [ep.id for ep in result.episodes], [item.id for item in result.open_items])
+    session_state.save(sid, state)
+    return block
+
+
+def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
+    sid = str(payload.get("session_id") or "")
+    state = session_state.load(sid)
+    prompt = str(payload.get("prompt") or "").strip()
+    if state.prompted or not prompt:
+        return ""
+    state.prompted = True
+    session_state.save(sid, state)  # first prompt only, even if this recall fails
+    result = Recaller(database()).recall(args.tenant, user, prompt,
+                                         purpose=project_purpose(str(payload.get("cwd") or "")),
+                                         budget_tokens=injection.PROMPT_BUDGET_TOKENS)
+    block = injection.prompt_block(state, result.now, result.episodes, result.open_items)
+    session_state.save(sid, state)
+    return block
+
+
+def hand_over(args: argparse.Namespace, user: str, payload: dict[str, Any], *, close: bool) -> None:
+    sid = str(payload.get("session_id") or "")
+    if close:  # first, so that `episodes claude-code sync` closes it if the hand-over below fails
+        state = session_state.load(sid)
+        state.ended = True
+        state.cwd, state.transcript_path = payload.get("cwd") or state.cwd, payload.get("transcript_path")
+        session_state.save(sid, state)
+        session_state.prune()
+    path = Path(str(payload.get("transcript_path") or ""))
+    db = database()
+    report = store(db, path, tenant_id=args.tenant, user_id=user, close=close, cwd=payload.get("cwd"))
+    if report.rejected:
+        raise EpisodesError("; ".join(str(r) for r in report.rejected[:3]))
+
+
+def store(db: Database, path: Path, *, tenant_id: str, user_id: str, close: bool, cwd: str | None = None,
+          report: IngestReport | None = None) -> IngestReport:
+    """Hand one session file over to the database (closed or not), through the one write path of ingest.
+
+    A malformed line is not a rejection of the session (the reader reports it and goes on)."""
+    records = [(where, item) for where, item in session_records(
+        path, tenant_id=tenant_id, user_id=user_id, close=close, idle_close_seconds=db.settings.idle_close_seconds,
+        cwd=cwd) if isinstance(item, dict)]
+    return ingest_records(db, records, tenant_id=tenant_id, report=report)
+
+
+def sync_store(db: Database, tenant_id: str) -> Callable[[Sequence[tuple[str, dict[str, Any]]]], tuple[int, int, list[str]]]:
+    """The store of `episodes claude-code sync` in local mode (jobs.claude_code.sync.Store)."""
+    def store_records(records: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, list[str]]:
+        report = ingest_records(db, list(records), tenant_id=tenant_id)
+        return report.inserted + report.updated, report.unchanged, [str(r) for r in report.rejected]
+
+    return store_records

@@ -1,0 +1,65 @@
+"""Where the hooks keep their log and per-session state, and the purpose a project's sessions get.
+
+Standard library only (the session-file reader is too): the hook reads these before it knows
+whether it will import anything else.
+
+Project scoping rides on ``purpose`` (jobs.recall.purposes), not ``agent_id``: recall already filters
+by purpose (a purpose sees its own episodes and ``general`` ones, unless EPISODES_PURPOSE_MAP says
+otherwise), analysts already group by it, and ``agent_id`` stays ``claude-code`` for every project.
+So a session in a project recalls that project's sessions plus the user's ``general`` episodes (what
+other hosts, chat above all, learnt about the user), and not another project's coding sessions.
+The purpose is ``cc-<folder name>-<6 hex of the full path>`` (readable in recall and SQL; two
+folders of one name kept apart); the session-file reader sets it, so a session stored by a hook,
+by sync or by `episodes ingest --format claude-code` is the same record. Moving a project's folder
+starts a new purpose (EPISODES_PURPOSE_MAP can join the old one to it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from jobs.claude_code_sessions import AGENT_ID, project_purpose
+
+TENANT = "local"  # the tenant of Claude Code sessions when none is named, as `episodes ingest --format claude-code`
+LOG_NAME = "claude-code-hooks.log"
+
+
+def home() -> Path:
+    """$EPISODES_HOME, else the default of jobs.config (read here without importing it)."""
+    raw = os.environ.get("EPISODES_HOME", "").strip()
+    if raw:
+        return Path(raw).expanduser()
+    import platformdirs  # what jobs.config uses for the default; small
+
+    return Path(platformdirs.user_data_dir("episodes"))
+
+
+def log_file(base: Path | None = None) -> Path:
+    """The hooks' log: $EPISODES_HOME/logs/claude-code-hooks.log."""
+    return (base or home()) / "logs" / LOG_NAME
+
+
+def state_dir(base: Path | None = None) -> Path:
+    """Per-session state (what was injected, whether the session ended): $EPISODES_HOME/claude-code/sessions."""
+    return (base or home()) / "claude-code" / "sessions"
+
+
+def claude_home() -> Path:
+    """Claude Code's folder: $CLAUDE_CONFIG_DIR, else ~/.claude."""
+    raw = os.environ.get("CLAUDE_CONFIG_DIR", "").strip()
+    return Path(raw).expanduser() if raw else Path.home() / ".claude"
+
+
+def login_name() -> str:
+    """The user of this machine's sessions when none is named (as `episodes ingest --format claude-code`)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        return "local"
+
+
+__all__ = ["AGENT_ID", "LOG_NAME", "TENANT", "claude_home", "home", "log_file", "login_name", "project_purpose",
+           "state_dir"]

@@ -1,0 +1,140 @@
+"""The hooks' remote mode: `episodes api` does the work (POST /v1/recall, POST /v1/transcripts).
+
+The key is read from the environment variable named at install (``--key-env``, default
+EPISODES_API_KEY), never written into settings.json. The tenant is the key's. Only ``http.client``
+is imported for SessionStart, so the hook's cost is the process start plus one request to a warm
+service; the first prompt also renders the block of what is new (jobs.claude_code.injection).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from jobs.claude_code import session_state
+from jobs.claude_code.handover import session_records
+from jobs.claude_code.places import project_purpose
+
+# injection.NOTHING_RELEVANT_LINE, kept here so that SessionStart imports nothing of jobs.recall
+NOTHING_RELEVANT_LINE = "Nothing in this user's history clearly relates to the opening message.\n"
+TIMEOUT_SECONDS = 4.0
+START_BUDGET_TOKENS = 1500
+PROMPT_BUDGET_TOKENS = 800
+
+
+class RemoteError(Exception):
+    """`episodes api` refused or could not be reached (the hook logs it and fails open)."""
+
+
+def post(api: str, key_env: str, path: str, body: dict[str, Any], timeout: float = TIMEOUT_SECONDS) -> Any:
+    """POST JSON to ``api`` + ``path`` with the bearer key from ``key_env``; the decoded answer."""
+    import http.client
+
+    key = os.environ.get(key_env, "").strip()
+    if not key:
+        raise RemoteError(f"no API key in ${key_env}; set it in the environment Claude Code runs in")
+    parts = urlsplit(api.rstrip("/") + path)
+    conn_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = conn_class(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
+    try:
+        data = json.dumps(body).encode("utf-8")
+        conn.request("POST", parts.path + (f"?{parts.query}" if parts.query else ""), body=data, headers={
+            "Authorization": f"Bearer {key}", "Content-Type": "application/json", "Accept": "application/json"})
+        response = conn.getresponse()
+        raw = response.read()
+    finally:
+        conn.close()
+    if response.status != 200:
+        raise RemoteError(f"{path} answered {response.status}: {raw[:300].decode('utf-8', 'replace')}")
+    return json.loads(raw)
+
+
+def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
+    sid = str(payload.get("session_id") or "")
+    state = session_state.load(sid)
+    answer = post(args.api, args.key_env, "/v1/recall", {
+        "user_id": user, "message": "", "purpose": project_purpose(str(payload.get("cwd") or "")),
+        "budget_tokens": START_BUDGET_TOKENS})
+    state.cwd, state.transcript_path = payload.get("cwd"), payload.get("transcript_path")
+    episodes, items = answer.get("episodes") or [], answer.get("open_items") or []
+    block = str(answer.get("block") or "") if (episodes or items or answer.get("sessions")) else ""
+    block = block.replace(NOTHING_RELEVANT_LINE, "", 1)  # no opening message yet (jobs.claude_code.injection)
+    if block:
+        state.episodes = sorted(set(state.episodes) | {int(e["id"]) for e in episodes})
+        state.open_items = sorted(set(state.open_items) | {int(i["id"]) for i in items})
+    session_state.save(sid, state)
+    return block
+
+
+def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
+    sid = str(payload.get("session_id") or "")
+    state = session_state.load(sid)
+    prompt = str(payload.get("prompt") or "").strip()
+    if state.prompted or not prompt:
+        return ""
+    state.prompted = True
+    session_state.save(sid, state)
+    answer = post(args.api, args.key_env, "/v1/recall", {
+        "user_id": user, "message": prompt[:20_000], "purpose": project_purpose(str(payload.get("cwd") or "")),
+        "budget_tokens": PROMPT_BUDGET_TOKENS})
+    import datetime as dt
+
+    from jobs.claude_code import injection
+
+    block = injection.prompt_block(state, dt.datetime.fromisoformat(answer["now"]),
+                                   injection.episodes_from(answer.get("episodes") or []),
+                                   injection.open_items_from(answer.get("open_items") or []))
+    session_state.save(sid, state)
+    return block
+
+
+def hand_over(args: argparse.Namespace, user: str, payload: dict[str, Any], *, close: bool) -> None:
+    sid = str(payload.get("session_id") or "")
+    if close:
+        state = session_state.load(sid)
+        state.ended = True
+        state.cwd, state.transcript_path = payload.get("cwd") or state.cwd, payload.get("transcript_path")
+        session_state.save(sid, state)
+        session_state.prune()
+    store(args.api, args.key_env, Path(str(payload.get("transcript_path") or "")), user_id=user, close=close,
+          cwd=payload.get("cwd"), idle_close_seconds=_idle_close())
+
+
+def store(api: str, key_env: str, path: Path, *, user_id: str, close: bool, cwd: str | None,
+          idle_close_seconds: float | None) -> dict[str, Any]:
+    """POST one session file's records to /v1/transcripts (the key's tenant); the answer."""
+    records = [item for _, item in session_records(path, tenant_id="", user_id=user_id, close=close,
+                                                  idle_close_seconds=idle_close_seconds, cwd=cwd)
+               if isinstance(item, dict)]
+    if not records:
+        return {"accepted": 0, "unchanged": 0, "rejected": 0, "results": []}
+    for record in records:
+        record.pop("tenant_id", None)  # the key's tenant
+    answer = post(api, key_env, "/v1/transcripts", {"transcripts": records}, timeout=20.0)
+    if answer.get("rejected"):
+        reasons = [r.get("reason") for r in answer.get("results", []) if r.get("result") == "rejected"]
+        raise RemoteError(f"/v1/transcripts rejected {answer['rejected']}: {reasons[:3]}")
+    return dict(answer)
+
+
+def _idle_close() -> float | None:
+    from jobs import config
+
+    return config.load().idle_close_seconds
+
+
+def sync_store(api: str, key_env: str) -> Callable[[Sequence[tuple[str, dict[str, Any]]]], tuple[int, int, list[str]]]:
+    """The store of `episodes claude-code sync` in remote mode (jobs.claude_code.sync.Store)."""
+    def store_records(records: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, list[str]]:
+        bodies = [{k: v for k, v in record.items() if k != "tenant_id"} for _, record in records]
+        answer = post(api, key_env, "/v1/transcripts", {"transcripts": bodies}, timeout=60.0)
+        rejected = [f"{records[r['index']][0]}: {r.get('reason')}" for r in answer.get("results", [])
+                    if r.get("result") == "rejected"]
+        return int(answer.get("accepted", 0)), int(answer.get("unchanged", 0)), rejected
+
+    return store_records

@@ -1,0 +1,83 @@
+"""What the hooks remember about one Claude Code session, in a small JSON file keyed by its id.
+
+The SessionStart hook records the episodes and open items it injected, so the first
+UserPromptSubmit adds only what is new; the SessionEnd hook records that the session ended, so
+``episodes claude-code sync`` hands it over even when the hook itself could not (database down).
+Standard library only. A file that cannot be read counts as empty: state is a help, never a gate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from jobs.claude_code.places import state_dir
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+KEEP_SECONDS = 30 * 86400.0  # state of sessions older than this is removed by later SessionEnd hooks
+
+
+@dataclass
+class SessionState:
+    episodes: list[int] = field(default_factory=list)  # injected episode ids
+    open_items: list[int] = field(default_factory=list)  # injected open item (event) ids
+    prompted: bool = False  # the first prompt's hook has run
+    ended: bool = False  # SessionEnd fired
+    transcript_path: str | None = None
+    cwd: str | None = None
+
+
+def _path(session_id: str, base: Path | None) -> Path | None:
+    if not _SESSION_ID.match(session_id or ""):
+        return None  # never a path from an odd id
+    return state_dir(base) / f"{session_id}.json"
+
+
+def load(session_id: str, base: Path | None = None) -> SessionState:
+    path = _path(session_id, base)
+    try:
+        raw = json.loads(path.read_text("utf-8")) if path else {}
+    except (OSError, ValueError):
+        raw = {}
+    known = SessionState.__dataclass_fields__
+    return SessionState(**{k: v for k, v in raw.items() if k in known}) if isinstance(raw, dict) else SessionState()
+
+
+def save(session_id: str, state: SessionState, base: Path | None = None) -> None:
+    path = _path(session_id, base)
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(state)), "utf-8")
+    os.replace(tmp, path)
+
+
+def ended_sessions(base: Path | None = None) -> dict[str, SessionState]:
+    """Sessions whose SessionEnd fired, by id (what sync hands over before the idle-close interval)."""
+    found: dict[str, SessionState] = {}
+    folder = state_dir(base)
+    for path in folder.glob("*.json") if folder.is_dir() else ():
+        state = load(path.stem, base)
+        if state.ended:
+            found[path.stem] = state
+    return found
+
+
+def prune(base: Path | None = None, keep_seconds: float = KEEP_SECONDS) -> int:
+    """Remove state files untouched for ``keep_seconds``; returns how many."""
+    folder = state_dir(base)
+    cutoff = time.time() - keep_seconds
+    removed = 0
+    for path in folder.glob("*.json") if folder.is_dir() else ():
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed

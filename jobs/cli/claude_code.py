@@ -1,0 +1,132 @@
+"""`episodes claude-code install | uninstall | sync`: memory for Claude Code, through its hooks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from jobs.claude_code import hook_settings
+from jobs.claude_code.places import TENANT, claude_home, log_file, login_name
+from jobs.claude_code.sync import session_files, sync
+from jobs.cli.base import Context
+from jobs.cli.setup import init
+from jobs.embeddings import embedder_for
+
+
+@click.group("claude-code")
+def claude_code_group() -> None:
+    """Claude Code remembers across sessions: hooks inject memory at start and hand sessions over.
+
+    The hooks fail open (a session never waits on or breaks because of them) and log to
+    $EPISODES_HOME/logs/claude-code-hooks.log."""
+
+
+_scope = click.option("--scope", type=click.Choice(["user", "project"]), default="user", show_default=True,
+                      help="user: ~/.claude/settings.json; project: .claude/settings.json of --project-dir.")
+_project_dir = click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                            help="The project of --scope project (default: the current directory).")
+_api = click.option("--api", metavar="URL", help="Remote mode: the URL of `episodes api` (default: local mode, "
+                                                 "the database directly).")
+_key_env = click.option("--key-env", metavar="VAR", default="EPISODES_API_KEY", show_default=True,
+                        help="Remote mode: the environment variable holding the API key (scopes recall, ingest).")
+_tenant = click.option("--tenant", default=TENANT, show_default=True,
+                       help="Local mode: the tenant of the sessions (remote mode: the key's).")
+_user = click.option("--user", help="The user the sessions belong to (default: the login name).")
+
+
+@claude_code_group.command("install")
+@_tenant
+@_user
+@_scope
+@_project_dir
+@_api
+@_key_env
+@click.option("--budget", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds a hook may take before it gives up and exits 0 (default: 6 at session start and "
+                   "first prompt, 25 at hand-over); for slow machines.")
+@click.pass_context
+def install(ctx: click.Context, tenant: str, user: str | None, scope: str, project_dir: Path | None,
+            api: str | None, key_env: str, budget: float | None) -> None:
+    """Merge our hooks into Claude Code's settings (idempotent; other hooks are kept as they are).
+
+    Local mode also creates or upgrades the schema and prepares the embedder's files, so the first
+    session's hooks are as fast as the rest."""
+    obj: Context = ctx.obj
+    user = user or login_name()
+    if api:
+        import os
+
+        if not os.environ.get(key_env):
+            click.echo(f"note: ${key_env} is not set here; the hooks read the key from it in the environment "
+                       "Claude Code runs in.", err=True)
+    else:
+        ctx.invoke(init, distributed=False, shard_count=None)
+        embedder_for(obj.settings).embed(["warm up"])  # fetches and checks the model files, builds the graph once
+    # Compile the hook's modules now, not on the critical path of the first session start.
+    subprocess.run([sys.executable, "-c", "import jobs.claude_code.hook, jobs.claude_code.local, "
+                    "jobs.claude_code.remote"], check=False, capture_output=True)
+    path = hook_settings.settings_path(scope, project_dir)
+    before = hook_settings.read(path)
+    command = hook_settings.hook_command(tenant=tenant, user=user, api=api, key_env=key_env if api else None,
+                                         budget=budget)
+    after = hook_settings.with_ours(before, command, budget=budget)
+    if after == before:
+        click.echo(f"Hooks already installed in {path}; nothing changed.")
+    else:
+        hook_settings.write(path, after)
+        events = ", ".join(e.name for e in hook_settings.EVENTS)
+        click.echo(f"Installed the hooks ({events}) in {path}.")
+    mode = f"remote ({api}, key from ${key_env})" if api else f"local ({obj.database(require_schema=False).location})"
+    click.echo(f"Mode: {mode}; tenant {tenant if not api else 'of the key'}, user {user}. "
+               f"Hooks log to {log_file()}.")
+
+
+@claude_code_group.command("uninstall")
+@_scope
+@_project_dir
+def uninstall(scope: str, project_dir: Path | None) -> None:
+    """Remove exactly our hooks from Claude Code's settings (the others stay)."""
+    path = hook_settings.settings_path(scope, project_dir)
+    before = hook_settings.read(path)
+    found = sum(len(v) for v in hook_settings.installed_commands(before).values())
+    if not found:
+        click.echo(f"No hooks of ours in {path}; nothing changed.")
+        return
+    hook_settings.write(path, hook_settings.without_ours(before))
+    click.echo(f"Removed {found} hook{'s' if found != 1 else ''} of ours from {path}.")
+
+
+@claude_code_group.command("sync")
+@_tenant
+@_user
+@_api
+@_key_env
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the session files are (default: ~/.claude/projects).")
+@click.option("--all", "force", is_flag=True, help="Read every file again, even those stored unchanged since.")
+@click.pass_obj
+def sync_command(obj: Context, tenant: str, user: str | None, api: str | None, key_env: str, root: Path | None,
+                 force: bool) -> None:
+    """Store every finished Claude Code session on this machine not yet stored (safe to run again).
+
+    A session is finished when its SessionEnd hook fired or its file has been idle for the idle-close
+    interval (EPISODES_IDLE_CLOSE); open ones are left for a later sync."""
+    from jobs.claude_code import local, remote
+
+    user = user or login_name()
+    store = remote.sync_store(api, key_env) if api else local.sync_store(obj.database(), tenant)
+    files = session_files(root or claude_home() / "projects")
+    report = sync(store, files, tenant_id=tenant, user_id=user, idle_close_seconds=obj.settings.idle_close_seconds,
+                  force=force)
+    for line in report.bad_lines[:20]:
+        click.echo(f"skipped line {line}", err=True)
+    for line in report.rejected:
+        click.echo(f"rejected {line}", err=True)
+    click.echo(f"{report.files} session files ({report.known} unchanged since stored): {report.stored} sessions "
+               f"stored, {report.unchanged} already stored, {report.open} still open, {len(report.rejected)} "
+               f"rejected, {len(report.bad_lines)} bad lines skipped.")
+    if report.rejected:
+        sys.exit(1)

@@ -1,0 +1,348 @@
+"""Claude Code integration: settings merged and removed exactly, hooks that fail open, and the real CLI.
+
+The real-client tests run the Claude Code CLI (npm ``@anthropic-ai/claude-code``) with our hooks
+installed by ``episodes claude-code install`` into a temporary HOME, against a local stand-in for
+the Anthropic API that streams (tests/stream_anthropic.py). They are skipped, saying why, when the
+CLI is not found: set EPISODES_CLAUDE_BIN, put ``claude`` on PATH, or ``npm install
+@anthropic-ai/claude-code`` in the repository (node_modules/.bin/claude).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import pytest
+from click.testing import CliRunner
+from stream_anthropic import StreamAnthropic
+
+from jobs.claude_code import hook_settings, session_state
+from jobs.claude_code.places import log_file, project_purpose
+from jobs.cli import cli
+from jobs.db import Database
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _find_claude() -> str | None:
+    """The Claude Code CLI: $EPISODES_CLAUDE_BIN, `claude` on PATH, or node_modules/.bin under the repository.
+    Read at import, before the fixtures clear EPISODES_* from the environment."""
+    for candidate in (os.environ.get("EPISODES_CLAUDE_BIN"), shutil.which("claude"),
+                      str(ROOT / "node_modules" / ".bin" / "claude")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+CLAUDE = _find_claude()
+needs_claude = pytest.mark.skipif(
+    CLAUDE is None, reason="the Claude Code CLI is not installed: `npm install @anthropic-ai/claude-code` in the "
+                           "repository, put `claude` on PATH, or set EPISODES_CLAUDE_BIN")
+# Where the test process keeps the embedder's files; hooks under a temporary HOME are pointed there.
+MODEL_CACHE = os.environ.get("EPISODES_CACHE_DIR") or platformdirs.user_cache_dir("episodes")
+HOOK_BUDGET = 60.0  # generous on a loaded test machine; the fail-open tests use their own
+
+
+def _hook(payload: dict[str, Any], *args: str, env: dict[str, str] | None = None,
+          timeout: float = 120.0) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run the hook as Claude Code does: JSON on stdin; returns the process and its wall time."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "jobs.claude_code.hook", *args], input=json.dumps(payload),
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return done, time.monotonic() - started
+
+
+# --- settings.json -------------------------------------------------------------------------------
+
+USER_SETTINGS = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(ls:*)"]},
+    "hooks": {
+        "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo mine"}]}],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./check.sh", "timeout": 3}]}],
+    },
+}
+
+
+def test_install_merges_beside_other_hooks_is_idempotent_and_uninstall_removes_exactly_ours(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    path = tmp_path / "home" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(USER_SETTINGS))
+    runner = CliRunner()
+    args = ["claude-code", "install", "--user", "ann", "--api", "http://127.0.0.1:9", "--key-env", "MY_KEY"]
+
+    first = runner.invoke(cli, args)
+    assert first.exit_code == 0, first.output
+    installed = json.loads(path.read_text())
+    ours = hook_settings.installed_commands(installed)
+    assert sorted(ours) == ["PreCompact", "SessionEnd", "SessionStart", "UserPromptSubmit"]
+    assert all(len(commands) == 1 and "--user ann" in commands[0] and "--key-env MY_KEY" in commands[0]
+               for commands in ours.values())
+    # The user's hooks and settings are untouched, theirs first.
+    assert installed["hooks"]["SessionStart"][0] == USER_SETTINGS["hooks"]["SessionStart"][0]
+    assert installed["hooks"]["PreToolUse"] == USER_SETTINGS["hooks"]["PreToolUse"]
+    assert installed["model"] == "opus" and installed["permissions"] == USER_SETTINGS["permissions"]
+    assert installed["hooks"]["SessionStart"][1]["matcher"] == "startup|resume|clear|compact"
+
+    again = runner.invoke(cli, args)
+    assert again.exit_code == 0 and "nothing changed" in again.output
+    assert json.loads(path.read_text()) == installed
+
+    other_user = runner.invoke(cli, [*args[:3], "bob", *args[4:]])  # options changed: ours replaced, not added
+    assert other_user.exit_code == 0, other_user.output
+    replaced = hook_settings.installed_commands(json.loads(path.read_text()))
+    assert all(len(c) == 1 and "--user bob" in c[0] for c in replaced.values())
+
+    removed = runner.invoke(cli, ["claude-code", "uninstall"])
+    assert removed.exit_code == 0 and "Removed 4 hooks" in removed.output
+    assert json.loads(path.read_text()) == USER_SETTINGS
+    assert "nothing changed" in runner.invoke(cli, ["claude-code", "uninstall"]).output
+
+
+def test_install_refuses_a_settings_file_it_cannot_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    path = tmp_path / "home" / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"hooks": {')
+    result = CliRunner().invoke(cli, ["claude-code", "install", "--api", "http://127.0.0.1:9"])
+    assert result.exit_code == 1 and "not valid JSON" in result.output
+    assert path.read_text() == '{"hooks": {'
+
+
+def test_project_purpose_is_a_valid_purpose_and_tells_projects_apart() -> None:
+    from jobs.recall.purposes import purpose_filter
+
+    a, b = project_purpose("/home/ann/Code/My Project"), project_purpose("/srv/My Project")
+    assert a.startswith("cc-my-project-") and b.startswith("cc-my-project-") and a != b
+    assert purpose_filter(a) == sorted([a, "general"])  # recall: this project and the user's general episodes
+    assert project_purpose("/") .startswith("cc-root-")
+
+
+def test_the_session_start_block_drops_the_nothing_relevant_line_the_template_prints() -> None:
+    """Session start has no opening message, so the block's "nothing relates to it" line would mislead;
+    the remote mode removes it from the API's block by its text, which must be the template's."""
+    import datetime as dt
+
+    from jobs.claude_code import injection, remote
+    from jobs.recall.result import RecalledOpenItem, render_block
+
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    block = render_block(when, [], [RecalledOpenItem(1, 1, "commitment", "ship it", None, None, when)], True)
+    assert remote.NOTHING_RELEVANT_LINE == injection.NOTHING_RELEVANT_LINE
+    assert injection.NOTHING_RELEVANT_LINE in block
+    assert "relates" not in block.replace(remote.NOTHING_RELEVANT_LINE, "")
+
+
+def _episode(id: int, *, relevant: bool) -> Any:
+    import datetime as dt
+
+    from jobs.recall.result import RecalledEpisode
+
+    when = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    return RecalledEpisode(id, "session", f"s{id}", "general", f"summary {id}", [], 0.5, when, when, None, None, 0.1,
+                           0.2, None, 1 if relevant else None, None, id, 1 if relevant else None,
+                           ["relevant" if relevant else "recent"])
+
+
+def test_the_first_prompt_adds_only_relevant_episodes_and_open_items_not_injected_at_start() -> None:
+    import datetime as dt
+
+    from jobs.claude_code import injection
+    from jobs.recall.result import RecalledOpenItem
+
+    when = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    state = session_state.SessionState()
+    injection.remember_start(state, [1], [10])
+    items = [RecalledOpenItem(10, 1, "commitment", "old item", None, None, when),
+             RecalledOpenItem(11, 2, "open_question", "new item", None, None, when)]
+    block = injection.prompt_block(state, when, [_episode(1, relevant=True), _episode(2, relevant=True),
+                                                 _episode(3, relevant=False)], items)
+    assert "summary 2" in block and "new item" in block
+    assert "summary 1" not in block and "summary 3" not in block and "old item" not in block
+    assert state.episodes == [1, 2] and state.open_items == [10, 11]
+    assert injection.prompt_block(state, when, [_episode(1, relevant=True), _episode(2, relevant=True)], items) == ""
+
+
+# --- fail open -------------------------------------------------------------------------------------
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_hook_with_the_database_unreachable_exits_0_quickly_prints_nothing_and_logs(tmp_path: Path) -> None:
+    env = {"DATABASE_URL": f"postgresql://nobody@127.0.0.1:{_closed_port()}/none?connect_timeout=2"}
+    payload = {"hook_event_name": "SessionStart", "session_id": "s-down", "cwd": str(tmp_path), "source": "startup",
+               "transcript_path": str(tmp_path / "s-down.jsonl")}
+    done, took = _hook(payload, "--user", "ann", "--budget", "60", env=env)
+    assert done.returncode == 0 and done.stdout == ""
+    assert took < 60  # it failed on the refused connection, not at its budget (a busy machine's cold imports vary)
+    assert "SessionStart: failed open" in log_file().read_text()
+
+
+def test_hook_gives_up_within_its_budget_when_the_service_hangs(tmp_path: Path) -> None:
+    """A service that accepts the connection and never answers: the watchdog ends the hook at its budget."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True).start()
+    try:
+        payload = {"hook_event_name": "SessionStart", "session_id": "s-hang", "cwd": str(tmp_path),
+                   "source": "startup"}
+        done, took = _hook(payload, "--api", f"http://127.0.0.1:{server.getsockname()[1]}", "--budget", "1.5",
+                           env={"EPISODES_API_KEY": "k"})
+    finally:
+        server.close()
+    assert done.returncode == 0 and done.stdout == ""
+    assert accepted, "the hook never reached the service"
+    assert took < 1.5 + 10  # budget plus a cold interpreter on a busy machine; never the 4 s request timeout x N
+    assert "gave up after 1.5s" in log_file().read_text()
+
+
+def test_hook_with_a_bad_payload_or_arguments_exits_0(tmp_path: Path) -> None:
+    done, _ = _hook({"hook_event_name": "SessionStart"}, "--no-such-option")
+    assert done.returncode == 0 and done.stdout == ""
+    assert "failed open" in log_file().read_text()
+
+
+# --- the real Claude Code CLI ------------------------------------------------------------------------
+
+DECISION = "We decided to use PostgreSQL with pgvector as the memory store, not SQLite."
+
+
+class Claude:
+    """Runs `claude -p` in a project under a temporary HOME against the stand-in."""
+
+    def __init__(self, home: Path, project: Path, stand_in: StreamAnthropic, env: dict[str, str]) -> None:
+        self.home, self.project, self.stand_in, self.env = home, project, stand_in, env
+
+    def run(self, prompt: str, **env: str) -> subprocess.CompletedProcess[str]:
+        assert CLAUDE is not None
+        full = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.home), "ANTHROPIC_BASE_URL": self.stand_in.base_url,
+                "ANTHROPIC_API_KEY": "test", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **self.env, **env}
+        return subprocess.run([CLAUDE, "-p", prompt], cwd=self.project, env=full, capture_output=True, text=True,
+                              timeout=300)
+
+    def session_files(self) -> list[Path]:
+        return sorted((self.home / ".claude" / "projects").rglob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+
+
+@pytest.fixture
+def claude(tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[Claude]:
+    """Hooks installed by `episodes claude-code install` (local mode) into a temporary HOME."""
+    if CLAUDE is None:
+        pytest.skip("the Claude Code CLI is not installed")
+    home, project = tmp_path / "cc-home", tmp_path / "work" / "shop-api"
+    project.mkdir(parents=True)
+    (home / ".claude").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("EPISODES_CACHE_DIR", MODEL_CACHE)
+    result = CliRunner().invoke(cli, ["claude-code", "install", "--tenant", "acme", "--user", "ann",
+                                      "--budget", str(HOOK_BUDGET)])
+    assert result.exit_code == 0, result.output
+    env = {"DATABASE_URL": db.url, "EPISODES_CACHE_DIR": MODEL_CACHE, "EPISODES_HOME": os.environ["EPISODES_HOME"]}
+    with StreamAnthropic(reply="Noted: PostgreSQL with pgvector it is.") as stand_in:
+        yield Claude(home, project, stand_in, env)
+
+
+def _stored(db: Database, tenant: str = "acme") -> list[dict[str, Any]]:
+    with db.tenant(tenant) as conn:
+        return conn.execute("SELECT session_id, purpose, agent_id, ended_at, messages::text AS messages "
+                            "FROM transcripts ORDER BY id").fetchall()
+
+
+def _summarise(db: Database) -> int:
+    from jobs.embeddings import get_embedder
+    from jobs.extract.offline import OfflineExtractor
+    from jobs.summarize import run_summarize
+
+    embedder = get_embedder("minilm", cache_dir=Path(MODEL_CACHE))
+    return run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder).done
+
+
+@needs_claude
+@pytest.mark.slow
+def test_real_claude_code_session_2_sees_session_1s_decision_and_no_injected_block_is_stored(
+        claude: Claude, db: Database) -> None:
+    first = claude.run(DECISION)
+    assert first.returncode == 0, first.stderr
+    assert "PostgreSQL with pgvector it is" in first.stdout
+    stored = _stored(db)
+    assert len(stored) == 1, "the SessionEnd hook handed session 1 over"
+    one = stored[0]
+    assert one["ended_at"] is not None and one["agent_id"] == "claude-code"
+    assert one["purpose"] == project_purpose(str(claude.project))
+    assert "pgvector" in one["messages"]
+    assert _summarise(db) == 1
+
+    second = claude.run("Which database do we use for the memory store?")
+    assert second.returncode == 0, second.stderr
+    asked = claude.stand_in.messages()[-1].text()
+    start, end = asked.find("<previous_episodes"), asked.find("</previous_episodes>")
+    assert 0 <= start < end, "session 2's request carries the recall block"
+    block = asked[start:end]
+    assert "pgvector" in block.lower() and "postgresql" in block.lower(), block
+    assert "clearly relates to the opening message" not in block  # there was none at session start
+    # The first prompt's hook found that episode relevant, but SessionStart had injected it already.
+    assert asked.count("<previous_episodes") == 1
+
+    # Claude Code recorded the injected block in session 2's file; none of it is stored.
+    files = claude.session_files()
+    assert len(files) == 2 and "<previous_episodes" in files[-1].read_text()
+    stored = _stored(db)
+    assert len(stored) == 2
+    assert sum(row["messages"].count("previous_episodes") for row in stored) == 0
+    assert sum(row["messages"].count("Memory of earlier sessions") for row in stored) == 0
+
+    # Handing the same sessions over again (sync) changes nothing: summarised exactly once.
+    again = CliRunner().invoke(cli, ["claude-code", "sync", "--tenant", "acme", "--user", "ann", "--all"])
+    assert again.exit_code == 0, again.output
+    assert "0 sessions stored, 2 already stored" in again.output
+    assert _summarise(db) == 1  # session 2 only
+    with db.tenant("acme") as conn:
+        episodes = conn.execute("SELECT session_id FROM episodes WHERE kind = 'session'").fetchall()
+    assert sorted(e["session_id"] for e in episodes) == sorted(row["session_id"] for row in stored)
+
+
+@needs_claude
+@pytest.mark.slow
+def test_real_claude_code_session_runs_with_the_database_down_and_sync_stores_it_after(
+        claude: Claude, db: Database) -> None:
+    down = f"postgresql://nobody@127.0.0.1:{_closed_port()}/none?connect_timeout=2"
+    started = time.monotonic()
+    done = claude.run(DECISION, DATABASE_URL=down)
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "PostgreSQL with pgvector it is" in done.stdout
+    assert took < 120, took
+    assert _stored(db) == []
+    log = log_file().read_text()
+    assert "SessionStart: failed open" in log and "SessionEnd: failed open" in log
+    sid = claude.session_files()[0].stem
+    assert session_state.load(sid).ended, "the SessionEnd hook noted the end before failing"
+
+    result = CliRunner().invoke(cli, ["claude-code", "sync", "--tenant", "acme", "--user", "ann"])
+    assert result.exit_code == 0, result.output
+    assert "1 sessions stored" in result.output
+    stored = _stored(db)
+    assert [row["session_id"] for row in stored] == [sid]
+    assert stored[0]["ended_at"] is not None, "closed, so serve summarises it"
+    assert "1 unchanged since stored" in CliRunner().invoke(
+        cli, ["claude-code", "sync", "--tenant", "acme", "--user", "ann"]).output
