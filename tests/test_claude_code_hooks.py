@@ -346,3 +346,68 @@ def test_real_claude_code_session_runs_with_the_database_down_and_sync_stores_it
     assert stored[0]["ended_at"] is not None, "closed, so serve summarises it"
     assert "1 unchanged since stored" in CliRunner().invoke(
         cli, ["claude-code", "sync", "--tenant", "acme", "--user", "ann"]).output
+
+
+# --- remote mode: the hooks through `episodes api` ----------------------------------------------------
+
+def _session_file(folder: Path, sid: str, cwd: str, said: str) -> Path:
+    """A small Claude Code session file: the user's words, the assistant's reply, bookkeeping after."""
+    path = folder / f"{sid}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    common = {"sessionId": sid, "cwd": cwd, "isSidechain": False, "version": "2.1.332"}
+    lines = [
+        {"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-11-02T09:00:00.000Z", "sessionId": sid},
+        {**common, "type": "attachment", "timestamp": "2026-11-02T09:00:00.500Z", "attachment": {
+            "type": "hook_success", "hookEvent": "SessionStart",
+            "content": "<previous_episodes as_of=\"2026-11-02\">\nMemory of earlier sessions\n</previous_episodes>"}},
+        {**common, "type": "user", "uuid": "u1", "timestamp": "2026-11-02T09:00:01.000Z",
+         "message": {"role": "user", "content": said}},
+        {**common, "type": "assistant", "uuid": "a1", "timestamp": "2026-11-02T09:00:03.000Z",
+         "message": {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "Noted."}]}},
+        {"type": "cost-state", "sessionId": sid, "totalCostUSD": 0.0},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_remote_mode_hands_over_through_the_api_and_injects_its_block_once(tmp_path: Path, db: Database) -> None:
+    from api_server import serve
+
+    from jobs.service.keys import create_key
+
+    _, secret = create_key(db, "acme", ["recall", "ingest"], name="claude code")
+    project = str(tmp_path / "shop-api")
+    file = _session_file(tmp_path / "projects" / "shop", "11111111-aaaa", project, DECISION)
+    env = {"EPISODES_API_KEY": secret}
+    with serve(db) as api:
+        args = ("--user", "ann", "--api", api, "--budget", "60")
+        end = {"hook_event_name": "SessionEnd", "reason": "other", "session_id": "11111111-aaaa", "cwd": project,
+               "transcript_path": str(file)}
+        done, _ = _hook(end, *args, env=env)
+        assert done.returncode == 0 and done.stdout == "", done.stderr
+        assert not log_file().exists(), log_file().read_text()
+        stored = _stored(db)
+        assert [(r["session_id"], r["purpose"]) for r in stored] == [("11111111-aaaa", project_purpose(project))]
+        assert stored[0]["ended_at"] is not None and "previous_episodes" not in stored[0]["messages"]
+        assert _summarise(db) == 1
+        assert _hook(end, *args, env=env)[0].returncode == 0  # handed over again: unchanged, not re-summarised
+        assert _summarise(db) == 0
+
+        start = {"hook_event_name": "SessionStart", "source": "startup", "session_id": "22222222-bbbb", "cwd": project,
+                 "transcript_path": str(tmp_path / "none.jsonl")}
+        shown, _ = _hook(start, *args, env=env)
+        assert shown.returncode == 0 and shown.stdout.startswith("<previous_episodes"), shown.stdout
+        assert "pgvector" in shown.stdout.lower() and "clearly relates" not in shown.stdout
+        assert session_state.load("22222222-bbbb").episodes, "what was injected is remembered"
+
+        prompt = {**start, "hook_event_name": "UserPromptSubmit", "prompt": "Which database did we choose?"}
+        again, _ = _hook(prompt, *args, env=env)
+        assert again.returncode == 0 and again.stdout == "", "the one relevant episode was injected at start already"
+        assert session_state.load("22222222-bbbb").prompted
+
+        other = {**start, "session_id": "33333333-cccc", "cwd": str(tmp_path / "another-project")}
+        assert "pgvector" not in _hook(other, *args, env=env)[0].stdout  # another project's sessions stay out
+
+        wrong, _ = _hook(start, *args, env={"EPISODES_API_KEY": "ep_" + "x" * 43})
+        assert wrong.returncode == 0 and wrong.stdout == ""
+        assert "answered 401" in log_file().read_text()
