@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jobs.embeddings.model_cache import Precision, default_cache_dir, encoder_bytes
+from jobs.embeddings.model_cache import Precision, default_cache_dir, verified_encoder
 from jobs.embeddings.model_fetch import model_folder
 from jobs.embeddings.model_files import checked_layout, load_tokenizer
 from jobs.embeddings.onnx_graph import INPUTS
@@ -98,10 +98,10 @@ class MiniLMEmbedder:
 
         folder = model_folder(self.cache_dir, self.model_dir)  # the small files, checked
         tokenizer = load_tokenizer(folder, checked_layout(folder))
-        graph = encoder_bytes(lambda: model_folder(self.cache_dir, self.model_dir, weights=True), self.cache_dir,
-                              self.precision)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
-        session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        with verified_encoder(lambda: model_folder(self.cache_dir, self.model_dir, weights=True), self.cache_dir,
+                              self.precision) as graph:
+            session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         return session, tokenizer

@@ -3,9 +3,9 @@
 Building is byte-reproducible: the same weights, the same graph builder (:data:`GRAPH_VERSION`)
 and a supported onnx / onnxruntime give the same file, bit for bit (seen with onnx 1.18 and
 onnxruntime 1.22.1, and with onnx 1.23.2 and onnxruntime 1.32.0). So each file's SHA-256 is pinned
-here, like the model files', and a file is named by its digest. A process reads the file once,
-checks its digest and hands ONNX Runtime those same bytes (no second read that a swap could slip
-into). A cached file that does not match (changed on disk, truncated) is rebuilt once; if the
+here, like the model files', and a file is named by its digest. A process checks the file's
+digest at every load (about 45 ms for the 59 MB int8 file) through the descriptor ONNX Runtime
+then reads, so no swap can slip in between. A cached file that does not match (changed on disk, truncated) is rebuilt once; if the
 rebuilt file does not match either, the local onnx / onnxruntime serialise differently from the
 versions the digests were pinned with, and the encoder is refused rather than run unchecked.
 
@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import mmap
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -65,20 +67,39 @@ def expected_digest(precision: Precision) -> str:
                           "pin it in jobs/embeddings/model_cache.py (a developer's step).") from None
 
 
-def encoder_bytes(weights_folder: Callable[[], Path], cache_dir: Path, precision: Precision) -> bytes:
-    """The cached ONNX encoder's bytes, float32 or with int8 weights, matching their pinned digest.
+@contextmanager
+def verified_encoder(weights_folder: Callable[[], Path], cache_dir: Path, precision: Precision) -> Iterator[str | bytes]:
+    """The cached ONNX encoder, float32 or with int8 weights, once its bytes match their pinned digest:
+    what to hand ONNX Runtime, valid inside the ``with`` block.
 
     Built when missing or not matching: from the float file if that is cached and matches, else
     from the weights (``weights_folder()`` returns their verified folder; about a second), then
     quantised for int8 (a few seconds). The int8 path does not write the float file.
+
+    The file is opened once and hashed through that descriptor (mmap: no copy); ONNX Runtime then
+    reads the same open file (``/proc/self/fd/N``), so a file renamed into place after the check is
+    not the one loaded. Where there is no /proc, the checked bytes themselves are handed over.
     """
     path, digest = encoder_path(cache_dir, precision), expected_digest(precision)
-    cached = _read(path)
-    if cached is not None and hashlib.sha256(cached).hexdigest() == digest:
-        return cached
-    if cached is not None:
-        log.warning("%s does not match its pinned SHA-256 (changed or damaged on disk); rebuilding it", path,
-                    extra={"action": "encoder_mismatch"})
+    fd = _open_matching(path, digest)
+    if fd is None:
+        if path.exists():
+            log.warning("%s does not match its pinned SHA-256 (changed or damaged on disk); rebuilding it", path,
+                        extra={"action": "encoder_mismatch"})
+        _build(weights_folder, cache_dir, precision, path)
+        fd = _open_matching(path, digest)
+        if fd is None:
+            actual = hashlib.sha256(_read(path) or b"").hexdigest()
+            path.unlink(missing_ok=True)
+            raise ConfigError(_not_reproduced(precision, actual, digest))
+    try:
+        same_file = Path(f"/proc/self/fd/{fd}")
+        yield str(same_file) if same_file.exists() else _read_all(fd)
+    finally:
+        os.close(fd)
+
+
+def _build(weights_folder: Callable[[], Path], cache_dir: Path, precision: Precision, path: Path) -> None:
     cache_dir.mkdir(parents=True, exist_ok=True)
     model = _float_model(weights_folder, cache_dir)
     if precision == "fp32":
@@ -89,12 +110,28 @@ def encoder_bytes(weights_folder: Callable[[], Path], cache_dir: Path, precision
         from jobs.embeddings.quantize import quantize_int8
 
         _write_atomically(path, lambda partial: quantize_int8(model, partial))
-    built = _read(path) or b""
-    actual = hashlib.sha256(built).hexdigest()
-    if actual != digest:
-        path.unlink(missing_ok=True)
-        raise ConfigError(_not_reproduced(precision, actual, digest))
-    return built
+
+
+def _open_matching(path: Path, digest: str) -> int | None:
+    """A read-only descriptor of ``path`` if its content has SHA-256 ``digest``, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        if os.fstat(fd).st_size > 0:
+            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as content:
+                if hashlib.sha256(content).hexdigest() == digest:
+                    return fd
+    except (OSError, ValueError):
+        pass
+    os.close(fd)
+    return None
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    return b"".join(os.pread(fd, min(1 << 24, size - offset), offset) for offset in range(0, size, 1 << 24))
 
 
 def _float_model(weights_folder: Callable[[], Path], cache_dir: Path) -> onnx.ModelProto:

