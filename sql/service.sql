@@ -28,6 +28,11 @@ SELECT id, prefix, tenant_id, name, scopes, rate_limit FROM episodes_verify_key(
 -- Whether a key still exists and is not revoked (a memory link dies with the key that issued it).
 SELECT episodes_key_is_live(%(key_id)s) AS live
 
+-- name: api_key_tenant_known
+-- Whether the tenant holds anything yet (`keys create` warns when not: a likely misspelling).
+SELECT EXISTS (SELECT 1 FROM transcripts WHERE tenant_id = %(tenant_id)s)
+    OR EXISTS (SELECT 1 FROM episodes WHERE tenant_id = %(tenant_id)s) AS known
+
 -- name: service_role_strength
 -- Whether the role this process logged in as could leave episodes_app for more (jobs.db.service_role_warning).
 SELECT current_user AS role,
