@@ -327,9 +327,22 @@ def _token(name: str) -> str | None:
     return value
 
 
+def env(name: str) -> str | None:
+    """A variable whose name is given at run time, read now (None when unset or blank): the API key
+    variable of `episodes claude-code install --key-env`, the settings its hooks carry, and Claude
+    Code's own CLAUDE_CONFIG_DIR."""
+    return _str(name, None)
+
+
+def set_env(name: str, value: str) -> None:
+    """Set a variable for this process before its settings are read: a Claude Code hook's
+    ``--set NAME=VALUE`` (EPISODES_HOME and the like, carried in its command by the install)."""
+    os.environ[name] = value
+
+
 def share_metrics_dir(path: Path) -> None:
     """Tell prometheus-client (and the API's worker processes, which inherit it) where the
-    multiprocess metrics live. The one write to the environment; it is prometheus-client's own
+    multiprocess metrics live. A write to the environment (as set_env); it is prometheus-client's own
     variable, read when the first metric is made, so it is set before any worker starts."""
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
 
