@@ -35,6 +35,7 @@ from jobs.recall import (
     recall,
     shared_recaller,
 )
+from jobs.recall.fitting import minimum_budget
 from jobs.recall.open_items import page_size
 from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode
@@ -344,6 +345,54 @@ def test_budget_is_respected(db: Database) -> None:
     roomy = recaller.recall_vector("acme", "u1", "budget", unit(rng), budget_tokens=1500, now=NOW)
     assert any(ep.compact for ep in roomy.episodes), "recent episodes are shown compactly"
     assert any(not ep.compact for ep in roomy.episodes), "the most relevant ones in full"
+
+
+def test_a_budget_too_small_for_any_line_never_says_there_is_no_history(db: Database, embedder: Embedder) -> None:
+    """Issue 29: at --budget 60 the block said "No earlier sessions with this user." while 3 existed."""
+    for days, text in HISTORY[:3]:
+        add(db, text, days_ago=days, embedder=embedder)
+    recaller = Recaller(db, embedder)
+    smallest = minimum_budget(recaller.config)
+    assert smallest <= 180  # the figure the README and `episodes recall --help` give
+    for budget in (50, 60, 90, 120, smallest - 1):  # 50: the API's and MCP's least
+        result = recaller.recall("acme", "u1", "Which huts for the Dolomites hike?", budget_tokens=budget, now=NOW)
+        block = result.render()
+        assert estimate_tokens(block) <= budget and "No earlier sessions" not in block, (budget, block)
+        if not result.episodes:
+            assert block.splitlines()[1] == ("3 earlier sessions with this user, but this budget is too small to "
+                                             f"show any: ask with at least {smallest} tokens."), block
+    at_least = recaller.recall("acme", "u1", "Which huts for the Dolomites hike?", budget_tokens=smallest, now=NOW)
+    assert at_least.episodes and "earlier sessions with this user, but" not in at_least.render()
+    nobody = recaller.recall("acme", "nobody", "hi", budget_tokens=60, now=NOW).render()
+    assert "No earlier sessions with this user." in nobody  # only when there are none
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match="at least 1"):
+            recaller.recall("acme", "u1", "hi", budget_tokens=bad, now=NOW)
+
+
+def test_recall_cli_refuses_a_budget_below_one_and_says_when_the_budget_holds_nothing(
+        db: Database, embedder: Embedder) -> None:
+    for days, text in HISTORY[:3]:
+        add(db, text, days_ago=days, embedder=embedder)
+
+    @click.group(cls=_Group)
+    @click.pass_context
+    def cli(ctx: click.Context) -> None:
+        ctx.obj = Context(False)
+
+    cli.add_command(recall_command)
+    runner = CliRunner()
+    args = ["recall", "--tenant", "acme", "--user", "u1", "--now", "2025-06-01T12:00:00", "Dolomites?", "--budget"]
+    for bad in ("0", "-5"):
+        refused = runner.invoke(cli, [*args, bad])
+        assert refused.exit_code == 2 and "Invalid value for '--budget'" in refused.output, refused.output
+        assert "at least 1" in refused.output
+    tiny = runner.invoke(cli, [*args, "10"])
+    assert tiny.exit_code == 1 and "--budget 10 is too small" in tiny.output
+    assert f"use --budget {minimum_budget(RecallConfig())} or more" in tiny.output
+    small = runner.invoke(cli, [*args, "60"])
+    assert small.exit_code == 0 and "3 earlier sessions with this user" in small.output, small.output
+    assert "No earlier sessions" not in small.output
 
 
 def test_open_items_are_surfaced(db: Database, embedder: Embedder) -> None:

@@ -54,6 +54,22 @@ def test_every_template_is_covered_by_a_render_test() -> None:
     assert not unrendered, f"templates no test renders: {unrendered}"
 
 
+def test_every_value_the_recall_block_prints_goes_through_inert() -> None:
+    """prompts/previous_episodes.j2 quotes stored text as data: each {{ ... }} is `| inert` last, or a call
+    of one of its own line macros (whose values are inert inside), so no field can be added unquoted."""
+    from jobs.prompts import environment, source
+
+    tree = environment().parse(source("previous_episodes.j2"))
+    macros = {m.name for m in tree.find_all(jinja2.nodes.Macro)}
+    printed = [node for output in tree.find_all(jinja2.nodes.Output) for node in output.nodes
+               if not isinstance(node, jinja2.nodes.TemplateData)]
+    assert len(printed) > 15
+    for node in printed:
+        quoted = isinstance(node, jinja2.nodes.Filter) and node.name == "inert"
+        line = isinstance(node, jinja2.nodes.Call) and isinstance(node.node, jinja2.nodes.Name) and node.node.name in macros
+        assert quoted or line, f"unquoted value in previous_episodes.j2 (line {node.lineno}): {node}"
+
+
 def test_recall_statements_on_shards_name_only_shard_tables() -> None:
     """jobs.shards: every table a recall statement reads is replaced by its shard table, and nothing else
     (a function named like a table, a column) is touched."""

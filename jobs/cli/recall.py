@@ -11,13 +11,21 @@ import click
 from jobs.cli.base import Context
 
 
+def _positive_budget(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    if value < 1:
+        raise click.BadParameter(f"{value} tokens cannot hold a block; give a budget of at least 1 "
+                                 "(about 180 shows a session; the default is 1500).")
+    return value
+
+
 @click.command("recall")
 @click.argument("opening_message")
 @click.option("--tenant", required=True, help="Tenant of the user.")
 @click.option("--user", "user_id", required=True, help="User whose earlier episodes are recalled.")
 @click.option("--purpose", help="Only episodes of this purpose and 'general' (see EPISODES_PURPOSE_MAP).")
-@click.option("--budget", type=click.IntRange(min=0), default=1500, show_default=True,
-              help="Token budget of the block (tokens estimated as characters / 4).")
+@click.option("--budget", type=int, default=1500, show_default=True, callback=_positive_budget,
+              help="Token budget of the block (tokens estimated as characters / 4). Below about 180 the block "
+                   "may show no session, only how many there are.")
 @click.option("--now", type=click.DateTime(), help="Recall as of this time (UTC); default: now.")
 @click.option("--json", "as_json", is_flag=True, help="Print the episodes, their scores and reasons as JSON.")
 @click.pass_obj
@@ -36,8 +44,12 @@ def recall_command(obj: Context, opening_message: str, tenant: str, user_id: str
     )
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))
-    else:
-        click.echo(result.render())
+        return
+    block = result.render()
+    if not block:
+        raise click.ClickException(f"--budget {budget} is too small for even the shortest block; "
+                                   f"use --budget {result.minimum_budget} or more.")
+    click.echo(block)
 
 
 @click.group("eval")

@@ -10,6 +10,9 @@ recent ones and the open items' episodes follow.
 
 Tokens are estimated as characters / 4 (:func:`jobs.models.estimate_tokens`), the estimator used
 for every budget in episodes; the whole rendered block counts, so ``estimate_tokens(block) <= budget``.
+Lines are measured as the template prints them, after :func:`jobs.prompts.inert` has quoted their text.
+A budget below :func:`minimum_budget` may hold no line at all; the block then says how many earlier
+sessions there are and what budget to ask for (:meth:`jobs.recall.result.Recall.render`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import fields
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -116,6 +120,18 @@ def select(
         else:
             items.pop()
     return picked, items
+
+
+@cache
+def minimum_budget(cfg: RecallConfig) -> int:
+    """The smallest useful budget: the block's skeleton, the "nothing relevant" line and one compact
+    episode line of ``compact_chars`` characters (its text as long as a compact line gets). Any
+    smaller budget may show no line; at this one the last recent episode fits."""
+    when = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+    ep = RecalledEpisode(0, "session", "s", "general", "", [], 0.5, when, when, None, None, 0.0, None, None,
+                         None, None, 1, None, ["possibly related", "recent"], True, "x" * cfg.compact_chars)
+    chars = skeleton_chars() + nothing_relevant_chars() + len(line_macros().episode_line(ep)) + 1
+    return math.ceil(chars / 4)
 
 
 def _named_months_first(episodes: list[RecalledEpisode], cues: frozenset[Cue]) -> list[RecalledEpisode]:

@@ -36,7 +36,7 @@ from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for, get_embedder
 from jobs.embeddings.recorded import Recorded
 from jobs.recall.config import RecallConfig
-from jobs.recall.fitting import select
+from jobs.recall.fitting import minimum_budget, select
 from jobs.recall.index import RecallIndex
 from jobs.recall.open_items import open_items, send_open_items
 from jobs.recall.purposes import purpose_filter
@@ -113,8 +113,9 @@ class Recaller:
         purpose: str | None = None, budget_tokens: int = 1500, now: dt.datetime | None = None,
     ) -> Recall:
         """Like :meth:`recall` with a precomputed query vector (benchmarks, batch callers)."""
-        if budget_tokens < 0:
-            raise ValueError("budget_tokens must be >= 0")
+        if budget_tokens < 1:
+            raise ValueError(f"budget_tokens must be at least 1 (got {budget_tokens}); a block that shows anything "
+                             f"needs about {minimum_budget(self.config)}")
         now = now or dt.datetime.now(dt.UTC)
         now = now if now.tzinfo else now.replace(tzinfo=dt.UTC)  # naive means UTC, as everywhere
         purposes = purpose_filter(purpose, self.db.settings.purpose_map)
@@ -123,8 +124,8 @@ class Recaller:
         while (read := self._read(tenant_id, user_id, opening_message, vector, now, purposes)) is None:
             vector = self.embed(opening_message)  # `episodes reembed` switched the embedder: embed anew
         open_rows, candidates, picked, vectors, rows, session_rows = read
-        sessions = unsummarised_sessions(session_rows, chars=cfg.compact_chars, redact=self.db.settings.redact)
-        sessions, session_tokens = fit_sessions(sessions, cfg.open_items_share, budget_tokens)
+        unsummarised = unsummarised_sessions(session_rows, chars=cfg.compact_chars, redact=self.db.settings.redact)
+        sessions, session_tokens = fit_sessions(unsummarised, cfg.open_items_share, budget_tokens)
         rows = sorted(({**row, **picked[row["id"]]} for row in rows), key=lambda r: (
             r["relevance_rank"] or 1 << 62, r["recency_rank"] or 1 << 62, r["id"]))
         episodes, items = select(rows, vectors, [RecalledOpenItem(**r) for r in open_rows], cfg,
@@ -132,7 +133,8 @@ class Recaller:
         return Recall(tenant_id=tenant_id, user_id=user_id, opening_message=opening_message, purpose=purpose,
                       purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=candidates,
                       episodes=episodes, open_items=items, sessions=sessions,
-                      nothing_relevant=not any(row["relevance_rank"] for row in rows))
+                      nothing_relevant=not any(row["relevance_rank"] for row in rows),
+                      unsummarised=len(unsummarised), minimum_budget=minimum_budget(cfg))
 
     def _read(self, tenant_id: str, user_id: str, opening_message: str, vector: np.ndarray, now: dt.datetime,
               purposes: list[str] | None) -> _Read | None:

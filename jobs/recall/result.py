@@ -117,10 +117,21 @@ class Recall:
     open_items: list[RecalledOpenItem]
     nothing_relevant: bool = False  # no episode cleared the relevance floor; the block says so
     sessions: list[RecalledSession] = field(default_factory=list)  # not yet summarised, newest first
+    unsummarised: int = 0  # the user's sessions not yet summarised that recall read (shown or not)
+    minimum_budget: int = 0  # the smallest budget that shows a line (jobs.recall.fitting.minimum_budget)
+
+    @property
+    def earlier(self) -> int:
+        """Earlier sessions this recall knows of: candidate episodes and sessions not yet summarised."""
+        return self.candidates + self.unsummarised
 
     def render(self) -> str:
-        """The ``<previous_episodes>`` block; "" if the budget cannot hold even an empty block."""
-        block = render_block(self.now, self.episodes, self.open_items, self.nothing_relevant, self.sessions)
+        """The ``<previous_episodes>`` block; "" if the budget cannot hold even its shortest form.
+
+        When nothing fits but the user has history, the block says how many earlier sessions there
+        are and the budget to ask for, never that there are none."""
+        block = render_block(self.now, self.episodes, self.open_items, self.nothing_relevant, self.sessions,
+                             earlier=self.earlier, minimum_budget=self.minimum_budget)
         return block if estimate_tokens(block) <= self.budget_tokens else ""
 
     @property
@@ -132,7 +143,7 @@ class Recall:
             "tenant_id": self.tenant_id, "user_id": self.user_id, "opening_message": self.opening_message,
             "purpose": self.purpose, "purposes": self.purposes, "budget_tokens": self.budget_tokens,
             "now": self.now.isoformat(), "candidates": self.candidates, "tokens": self.tokens,
-            "nothing_relevant": self.nothing_relevant,
+            "nothing_relevant": self.nothing_relevant, "earlier": self.earlier,
             "episodes": [ep.to_dict() for ep in self.episodes],
             "open_items": [item.to_dict() for item in self.open_items],
             "sessions": [session.to_dict() for session in self.sessions],
@@ -141,17 +152,21 @@ class Recall:
 
 
 def render_block(now: dt.datetime, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem],
-                 nothing_relevant: bool = False, sessions: Sequence[RecalledSession] = ()) -> str:
-    """The ``<previous_episodes>`` block as of ``now``, whatever its size."""
+                 nothing_relevant: bool = False, sessions: Sequence[RecalledSession] = (), *, earlier: int = 0,
+                 minimum_budget: int = 0) -> str:
+    """The ``<previous_episodes>`` block as of ``now``, whatever its size. With no line to show, it says
+    "No earlier sessions" only when ``earlier`` is 0; otherwise how many there are and ``minimum_budget``."""
     return render(TEMPLATE, as_of=now.date().isoformat(), episodes=episodes, open_items=open_items,
-                  nothing_relevant=nothing_relevant, sessions=sessions)
+                  nothing_relevant=nothing_relevant, sessions=sessions, earlier=earlier,
+                  minimum_budget=minimum_budget)
 
 
 @cache
 def line_macros() -> Any:
     """The template's line macros, to measure each line exactly as the block will show it."""
     return environment().get_template(TEMPLATE).make_module(
-        {"as_of": "", "episodes": [], "open_items": [], "nothing_relevant": False, "sessions": []})
+        {"as_of": "", "episodes": [], "open_items": [], "nothing_relevant": False, "sessions": [], "earlier": 0,
+         "minimum_budget": 0})
 
 
 @cache

@@ -214,8 +214,8 @@ class MemoryTools:
         with _answers("forget_episode"):
             self._own_episode(caller, episode_id)
             report = forget_episode(self.db, caller.tenant_id, episode_id, dry_run=not erase)
-        answer: dict[str, Any] = {"episode_id": episode_id, "erased": erase, "dry_run": not erase, "summary": report.line(),
-                  "counts": report.counts}
+        answer: dict[str, Any] = {"episode_id": episode_id, "erased": erase, "dry_run": not erase,
+                                  "summary": report.line(), "counts": report.counts}
         if not erase and not dry_run:
             answer["confirmation_needed"] = (
                 "Nothing was erased. Tell the user what would be erased; if they agree, call forget_episode "
