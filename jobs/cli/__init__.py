@@ -21,7 +21,7 @@ from jobs.cli.lifecycle import (
     unpin_command,
 )
 from jobs.cli.mcp import mcp_command
-from jobs.cli.privacy import correct_command, export_command, forget_command
+from jobs.cli.privacy import correct_command, export_command, forget_command, vacuum_command
 from jobs.cli.recall import eval_group, recall_command
 from jobs.cli.reembed import reembed_command
 from jobs.cli.report import report_command
@@ -31,7 +31,7 @@ from jobs.cli.summarize import retry, run, serve
 for command in (init, ingest, run, serve, retry, status, demo, compress_command, recall_command, eval_group,
                 report_command, forget_command, correct_command, export_command, resummarize_command,
                 prune_command, pin_command, unpin_command, api_command, keys_group, mcp_command,
-                reembed_command, claude_code_group):
+                reembed_command, claude_code_group, vacuum_command):
     cli.add_command(command)
 
 

@@ -1,4 +1,4 @@
-"""CLI commands `episodes forget`, `episodes correct` and `episodes export` (registered on the group in jobs/cli/__init__.py)."""
+"""CLI commands `episodes forget`, `episodes vacuum`, `episodes correct` and `episodes export` (registered on the group in jobs/cli/__init__.py)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,17 @@ EPISODE_ID = click.IntRange(1, 2**63 - 1)  # a bigint id: anything else is no ep
               help="With --user: keep the user's transcripts (marked done, never summarised again); erase everything "
                    "else.")
 @click.option("--dry-run", is_flag=True, help="Show what would be erased; change nothing.")
+@click.option("--vacuum", "vacuum", flag_value="plain", default="plain",
+              help="After the erasure, VACUUM (ANALYZE) the tables it changed: index entries and pg_stats samples of "
+                   "the erased rows go, their space is freed (default).")
+@click.option("--vacuum-full", "vacuum", flag_value="full",
+              help="Rewrite those tables instead (VACUUM FULL): no byte of the erased rows is left in the database's "
+                   "files; each table is locked while it is rewritten.")
+@click.option("--no-vacuum", "vacuum", flag_value="none",
+              help="Leave it to a later `episodes vacuum` (when erasing many users in a row).")
 @click.pass_obj
 def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: int | None, keep_transcripts: bool,
-                   dry_run: bool) -> None:
+                   dry_run: bool, vacuum: str) -> None:
     """Erase a user, or one episode, in one transaction, and record it in `erasures` without the user id.
 
     --user removes the user's episodes (with events, entities, embeddings and any super-summary that
@@ -31,6 +39,7 @@ def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: i
     stands in for the user id in the audit. --episode removes one session episode, the earlier
     versions of its session and every super-summary that included it (rebuilt from the remaining
     sources), reopens what it resolved, and keeps its transcript marked never to be summarised again.
+    Then the tables it changed are vacuumed and analysed (see --vacuum-full, --no-vacuum).
     """
     from jobs.privacy import forget_episode, forget_user
 
@@ -42,11 +51,36 @@ def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: i
         if keep_transcripts:
             raise click.UsageError("--keep-transcripts goes with --user (an erased episode's transcript is kept)")
         click.echo(forget_episode(obj.database(), tenant, episode_id or 0, dry_run=dry_run).line())
-        return
-    report = forget_user(obj.database(), tenant, user_id, keep_transcripts=keep_transcripts, dry_run=dry_run)
-    if not report.found:
-        click.echo(f"nothing held about user {user_id!r} in tenant {tenant!r}", err=True)
-    click.echo(report.line())
+    else:
+        report = forget_user(obj.database(), tenant, user_id, keep_transcripts=keep_transcripts, dry_run=dry_run)
+        if not report.found:
+            click.echo(f"nothing held about user {user_id!r} in tenant {tenant!r}", err=True)
+        click.echo(report.line())
+    if not dry_run and vacuum != "none":
+        _vacuum(obj, full=vacuum == "full")
+
+
+@click.command("vacuum")
+@click.option("--full", is_flag=True,
+              help="VACUUM FULL: rewrite the tables, so no byte of erased rows is left in the database's files "
+                   "(each table is locked while it is rewritten).")
+@click.pass_obj
+def vacuum_command(obj: Context, full: bool) -> None:
+    """VACUUM (ANALYZE) the tables erasures change, as their owner.
+
+    `episodes forget` does it itself; run this after erasures made through the HTTP API, MCP or the
+    memory page (their database role may not vacuum), or after `episodes forget --no-vacuum`. Until
+    then the erased rows' index entries and pg_stats samples remain. See the README's privacy section
+    for what stays in WAL, replicas and backups.
+    """
+    _vacuum(obj, full=full)
+
+
+def _vacuum(obj: Context, *, full: bool) -> None:
+    from jobs.privacy.vacuum import vacuum_after_erasure
+
+    done = vacuum_after_erasure(obj.database(), full=full)
+    click.echo(done.line(), err=bool(done.skipped))
 
 
 @click.command("correct")
