@@ -9,12 +9,13 @@ import os
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 from click.testing import CliRunner
 from test_recall import episode_row, unit
 
 from jobs.cli import cli
-from jobs.db import Database
+from jobs.db import SERVICE_ROLE, Database
 from jobs.privacy.vacuum import ERASED_TABLES, vacuum_after_erasure
 from jobs.store import insert_episode
 
@@ -114,3 +115,18 @@ def test_vacuum_runs_on_every_backend(db: Database) -> None:
     populate(db)
     done = vacuum_after_erasure(db)
     assert (sorted(done.tables), done.skipped) == (sorted(ERASED_TABLES), {})
+
+
+def test_a_role_that_may_not_vacuum_is_told_to_run_episodes_vacuum(db: Database) -> None:
+    """The service's login role owns no table: PostgreSQL skips each with a warning; nothing is raised, every
+    table is reported skipped, and the line says what to run."""
+    info = psycopg.conninfo.conninfo_to_dict(db.url)
+    info["user"] = SERVICE_ROLE
+    info.pop("password", None)
+    service = Database(db.settings, psycopg.conninfo.make_conninfo("", **info))  # type: ignore[arg-type]
+    try:
+        done = vacuum_after_erasure(service)
+    finally:
+        service.close()
+    assert done.tables == [] and sorted(done.skipped) == sorted(ERASED_TABLES)
+    assert "run `episodes vacuum` as the tables' owner" in done.line()
