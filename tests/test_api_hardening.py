@@ -2,7 +2,7 @@
 and dying with their key and with the user's erasure; the key checked before the body is read; a key
 cache that unknown keys cannot flush; a default per-key rate; /metrics and /readyz behind a token;
 no-store and nosniff on everything personal; forged cursors and unknown event types refused; scopes
-that mean what their help says. Through real sockets, on one PostgreSQL."""
+that mean what their help says. Through real sockets, on one PostgreSQL and on the Citus cluster."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import psycopg
 import pytest
-from api_server import scratch_database, serve
+from api_server import BACKENDS, backend_database, serve
 
 from jobs import config, migrate
 from jobs.db import Database
@@ -33,6 +33,8 @@ MARIA = {"user_id": "u-maria", "session_id": "m1", "started_at": "2025-01-21T10:
 METRICS_TOKEN = "m" * 40
 PUBLIC = "https://memory.example.com/episodes"
 
+pytestmark = pytest.mark.citus  # the `api` fixture's params, and the `db` / `settings` tests twice (conftest)
+
 
 @dataclass
 class Api:
@@ -46,14 +48,13 @@ class Api:
         return httpx.Client(base_url=url or self.url, headers=headers, timeout=60)
 
 
-@pytest.fixture(scope="module")
-def api(admin_url: str, template_db: str, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def api(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
 
-    with scratch_database(admin_url, template_db, f"hard_{os.getpid()}_{Path(__file__).stem}",
-                          home=tmp_path_factory.mktemp("home"), api_key_cache_seconds=0.0, api_max_body=64 * 1024,
-                          extractor="offline") as db:
+    with backend_database(request, f"hard_{os.getpid()}_{Path(__file__).stem}", home=tmp_path_factory.mktemp("home"),
+                          api_key_cache_seconds=0.0, api_max_body=64 * 1024, extractor="offline") as db:
         keys = {label: create_key(db, "acme", scopes, name=label)[1] for label, scopes in [
             ("all", ("recall", "ingest", "edit", "admin")), ("reader", ("recall",)),
             ("ingest", ("ingest",)), ("edit", ("recall", "edit")), ("legacy", ("recall", "write"))]}
