@@ -151,9 +151,10 @@ def test_links_without_a_key_id_are_refused(api: Api) -> None:
 def test_an_unauthenticated_large_body_is_refused_401_before_it_is_read(api: Api) -> None:
     big = b'{"transcripts": [' + b" " * (6 * 1024 * 1024) + b"]}"
     for headers in ({}, {"Authorization": "Bearer ep_" + "A" * 43}, {"Authorization": "Basic dXNlcjpwdw=="}):
-        r = httpx.post(f"{api.url}/v1/transcripts", content=big, timeout=60,
-                       headers={**headers, "content-type": "application/json"})
-        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", (headers, r.text)
+        for path in ("/v1/transcripts", "/mcp"):
+            r = httpx.post(f"{api.url}{path}", content=big, timeout=60,
+                           headers={**headers, "content-type": "application/json"})
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", (path, headers, r.text)
     with api.client("all") as c:  # a genuine key still meets the body limit
         r = c.post("/v1/transcripts", content=big, headers={"content-type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
