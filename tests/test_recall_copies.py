@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 from api_server import serve
 from click.testing import CliRunner
-from test_recall import episode_row, unit, words
+from test_recall import NOW, episode_row, unit, words
 
 from jobs.cli import cli
 from jobs.config import Settings
 from jobs.db import Database
+from jobs.lifecycle import apply_policy
 from jobs.privacy import forget_episode, forget_user
+from jobs.prune_policy import parse_policy
 from jobs.recall import Recaller, close_recallers, recall, shared_recaller
 from jobs.recall.index import RecallIndex
 from jobs.recall.packs import PackWriter
@@ -172,3 +174,14 @@ def test_forgets_through_the_cli_and_the_http_api_drop_the_copies(db: Database, 
         assert not shared.index.holds("acme", "u2")
         assert client.delete("/v1/users/u3").status_code == 200
         assert not shared.index.holds("acme", "u3")
+
+
+def test_a_pruning_policy_drops_the_copies_of_the_users_it_erased_from(db: Database) -> None:
+    """`episodes prune --policy` erases episodes as the user's "forget this" does: the copies go at once too."""
+    populate(db)  # every episode ended 10 days before test_recall.NOW
+    shared = shared_recaller(db)
+    for user in ("u1", "u2"):
+        recall("acme", user, TEXT, db=db)
+    report = apply_policy(db, parse_policy("delete after 1d"), tenant="acme", now=NOW)
+    assert report.deleted == 6
+    assert not shared.index.holds("acme", "u1") and not shared.index.holds("acme", "u2")
