@@ -40,6 +40,7 @@ up most of a multi-MB session.
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 import hashlib
 import json
 import os
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 AGENT_ID = "claude-code"
+TENANT = "local"  # the tenant of the sessions when none is named
 PURPOSE_PREFIX = "cc-"
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 IDLE_CLOSE_SECONDS = 1800.0  # when idle close is switched off, files still close after this long
@@ -74,6 +76,14 @@ class _Session:
     last_ts: dt.datetime | None = None
     ended: bool = False
     metadata: dict[str, str] = field(default_factory=dict)
+
+
+def default_user() -> str:
+    """The user of this machine's sessions when none is named: the login name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        return "local"
 
 
 def project_purpose(cwd: str) -> str:

@@ -10,11 +10,8 @@ no-op; changed content replaces the transcript and queues it for re-summarisatio
 
 from __future__ import annotations
 
-import datetime as dt
-import getpass
 import json
 import logging
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +21,11 @@ import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
-from jobs.claude_code_sessions import read_session_file
+from jobs.claude_code_sessions import TENANT as CLAUDE_CODE_TENANT
+from jobs.claude_code_sessions import default_user, read_session_file
 from jobs.config import Settings
 from jobs.db import Database, notify_eligible
+from jobs.locomo_files import read_locomo
 from jobs.message_shapes import ShapeOptions
 from jobs.models import TranscriptIn
 from jobs.privacy.redaction import redact_messages
@@ -35,15 +34,6 @@ from jobs.sql import query
 log = logging.getLogger(__name__)
 
 _CHUNK = 250  # records per transaction
-CLAUDE_CODE_TENANT = "local"  # the tenant of Claude Code sessions when --tenant names none
-
-
-def default_user() -> str:
-    """The user of this machine's Claude Code sessions when none is named: the login name."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a container)
-        return "local"
 
 
 @dataclass(frozen=True)
@@ -213,61 +203,6 @@ def _bad_json(path: Path, text: str, exc: Exception, pos: int = 0) -> Raw:
 
 
 # ------------------------------------------------------------------------------------------------
-# LoCoMo: one conversation per file, each session one transcript, the conversation one user.
-# ------------------------------------------------------------------------------------------------
-
-_SESSION_KEY = re.compile(r"^session_(\d+)$")
-
-
-def parse_locomo_time(raw: str) -> dt.datetime:
-    """'1:56 pm on 8 May, 2023' -> 2023-05-08 13:56 UTC (LoCoMo gives no zone; we assume UTC)."""
-    return dt.datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.UTC)
-
-
-def _read_locomo(path: Path, tenant_id: str) -> Iterator[Raw]:
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = f"{path}:1"
-        yield where, Rejection(where, f"not a readable LoCoMo file: {exc}")
-        return
-    if not isinstance(data, dict) or "speaker_a" not in data:
-        where = f"{path}:1"
-        yield where, Rejection(where, "not a LoCoMo conversation (no speaker_a)")
-        return
-    user_id = f"locomo-{path.stem}"
-    sessions = sorted(int(m.group(1)) for k in data if (m := _SESSION_KEY.match(k)))
-    for n in sessions:
-        where = f"{path}:session_{n}"
-        turns = data[f"session_{n}"]
-        raw_time = data.get(f"session_{n}_date_time")
-        if not raw_time:
-            yield where, Rejection(where, "session has no session_N_date_time")
-            continue
-        try:
-            when = parse_locomo_time(raw_time)
-        except ValueError:
-            yield where, Rejection(where, f"unparseable session time {raw_time!r}")
-            continue
-        messages = []
-        for turn in turns if isinstance(turns, list) else []:
-            text = str(turn.get("text", ""))
-            if turn.get("blip_caption"):
-                text = f"{text} [shares a photo: {turn['blip_caption']}]".strip()
-            messages.append({"role": "user", "name": turn.get("speaker"), "content": text})
-        yield where, {
-            "tenant_id": tenant_id,
-            "user_id": user_id,
-            "session_id": f"{path.stem}-s{n}",
-            "agent_id": "locomo",
-            "purpose": "general",
-            "started_at": when.isoformat(),
-            "ended_at": when.isoformat(),
-            "messages": messages,
-        }
-
-
-# ------------------------------------------------------------------------------------------------
 
 
 def discover(paths: Iterable[Path], suffixes: tuple[str, ...] = (".json", ".jsonl")) -> list[Path]:
@@ -286,7 +221,8 @@ def discover(paths: Iterable[Path], suffixes: tuple[str, ...] = (".json", ".json
 def read_records(path: Path, settings: Settings, fmt: str = "auto", tenant_id: str | None = None,
                  user_id: str | None = None) -> Iterator[Raw]:
     if fmt == "locomo":
-        yield from _read_locomo(path, tenant_id or "locomo")
+        for where, item in read_locomo(path, tenant_id or "locomo"):
+            yield where, Rejection(where, item) if isinstance(item, str) else item
     elif fmt == "claude-code":
         for where, item in read_session_file(path, tenant_id=tenant_id or CLAUDE_CODE_TENANT,
                                              user_id=user_id or default_user(),

@@ -8,7 +8,6 @@ descriptions are the extraction instructions the model reads, so edit them as pr
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import hashlib
 import json
 import re
@@ -19,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from jobs.message_shapes import ShapeError, ShapeOptions, normalise_messages
+from jobs.record_envelope import check_metadata, unknown_field
 
 EVENT_TYPES = ("decision", "open_question", "commitment", "surprise", "preference")
 ENTITY_KINDS = ("person", "org", "product", "project", "place", "other")
@@ -36,8 +36,6 @@ MAX_CURRENT_DECISIONS = 20  # earlier current decisions and preferences offered 
 # Timestamps more than this far in the future are impossible for a finished session.
 FUTURE_SKEW = dt.timedelta(days=1)
 EARLIEST = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
-METADATA_BYTES = 16_384  # a transcript's free-form metadata, as JSON
-METADATA_DEPTH = 16  # ... and how deep its objects and lists may nest
 
 
 def _clean_text(value: str, what: str) -> str:
@@ -98,7 +96,7 @@ class TranscriptIn(BaseModel):
     canonical form; validate with ``context={"shapes": ShapeOptions(...)}`` to set how tool output is
     condensed. An unknown field in the record itself is refused, naming the field it was likely
     meant to be (``endedAt`` -> ``ended_at``): a silently dropped ``ended_at`` leaves a session
-    unsummarised. Free-form data goes under ``metadata`` (a JSON object, at most METADATA_BYTES).
+    unsummarised. Free-form data goes under ``metadata`` (a bounded JSON object).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -119,7 +117,7 @@ class TranscriptIn(BaseModel):
         if isinstance(data, dict):
             for key in data:
                 if key not in cls.model_fields:
-                    raise ValueError(_unknown_field(str(key), list(cls.model_fields)))
+                    raise ValueError(unknown_field(str(key), list(cls.model_fields)))
         return data
 
     @field_validator("messages", mode="before")
@@ -139,16 +137,7 @@ class TranscriptIn(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is None:
-            return None
-        if _depth(value) > METADATA_DEPTH:
-            raise ValueError(f"metadata is nested deeper than {METADATA_DEPTH} levels")
-        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", errors="surrogatepass"))
-        if size > METADATA_BYTES:
-            raise ValueError(f"metadata is {size:,} bytes as JSON, over the limit of {METADATA_BYTES:,}")
-        if "\\u0000" in json.dumps(value) or _SURROGATE.search(json.dumps(value, ensure_ascii=False)):
-            raise ValueError("metadata contains a NUL character or invalid UTF-8")
-        return value
+        return None if value is None else check_metadata(value)
 
     @field_validator("tenant_id")
     @classmethod
@@ -190,25 +179,6 @@ class TranscriptIn(BaseModel):
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-def _depth(value: Any, limit: int = METADATA_DEPTH + 1) -> int:
-    """How deep ``value`` nests (objects and lists), counted no further than ``limit``."""
-    if limit <= 0 or not isinstance(value, (dict, list)):
-        return 0
-    children = value.values() if isinstance(value, dict) else value
-    return 1 + max((_depth(c, limit - 1) for c in children), default=0)
-
-
-_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
-
-
-def _unknown_field(key: str, known: list[str]) -> str:
-    """Why ``key`` is refused, with the field it most likely meant (camelCase, a typo)."""
-    snake = _CAMEL.sub(r"_\1", key).lower().replace("-", "_")
-    guess = snake if snake in known else next(iter(difflib.get_close_matches(snake, known, n=1, cutoff=0.6)), None)
-    hint = f"; did you mean {guess!r}?" if guess else ""
-    return f"unknown field {key!r}{hint} (free-form data goes under 'metadata')"
-
-
 # ------------------------------------------------------------------------------------------------
 # What the model emits. Field descriptions are instructions.
 # ------------------------------------------------------------------------------------------------
@@ -219,10 +189,12 @@ class KeyEvent(BaseModel):
 
     type: EventType = Field(
         description=(
-            "decision: something the user decided or agreed to (a choice between options, a plan adopted). "
-            "open_question: a question raised in the session and NOT answered by its end. "
-            "commitment: something someone promised to do later (who must be named), often with a due date. "
-            "surprise: something unexpected the user noticed or reacted to. "
+            "decision: something the user decided or agreed to (a choice between options, a plan adopted, a design "
+            "or code change chosen). "
+            "open_question: a question raised in the session and NOT answered by its end, or a TODO left open. "
+            "commitment: something someone promised to do after the session (who must be named), often with a due "
+            "date; an agent's working steps within the session (\"let me check\", \"I'll run the tests\") are not. "
+            "surprise: something unexpected the user noticed or reacted to, such as a failing test or an error. "
             "preference: a lasting like, dislike or way the user wants things done (\"I prefer metric units\")."
         )
     )
@@ -231,7 +203,8 @@ class KeyEvent(BaseModel):
         max_length=400,
         description=(
             "One self-contained sentence in the third person with the concrete details "
-            "(names, amounts, dates), understandable without the transcript."
+            "(names, amounts, dates, files), understandable without the transcript. Never tool output quoted as "
+            "someone's words."
         ),
     )
     evidence: list[int] = Field(
@@ -291,7 +264,8 @@ class EpisodeExtraction(BaseModel):
     )
     topic_tags: list[str] = Field(
         max_length=5,
-        description="Up to 5 short lowercase topic tags (1-3 words each), most important first.",
+        description=("Up to 5 short lowercase topic tags (1-3 words each), most important first; what the session "
+                     "was about, never format words such as tool, result, user, assistant, call, output or json."),
     )
     key_events: list[KeyEvent] = Field(
         default_factory=list,
@@ -301,7 +275,8 @@ class EpisodeExtraction(BaseModel):
     entities: list[Entity] = Field(
         default_factory=list,
         max_length=30,
-        description="People, organisations, products, projects and places mentioned by name.",
+        description=("People, organisations, products, projects and places mentioned by name, and the files, "
+                     "commands and services named in the session."),
     )
     resolved_items: list[Resolution] = Field(
         default_factory=list,
