@@ -31,16 +31,14 @@ copy as held here after a full read, stored by :mod:`jobs.recall.packs`, migrati
 statement reads its arrays, then the changes since its version are read as for a warm copy. Memory is bounded by
 ``EPISODES_RECALL_CACHE_ROWS`` (least recently used users are dropped; default 300,000 rows,
 ~0.6 GB with 384-dimension embeddings). An erasure committed in this process drops the copies of the
-users concerned from every index at once (:mod:`jobs.privacy.erased`); another process's copy is read
-anew at the user's next recall, as the counter says.
+users concerned from every index at once (:mod:`jobs.recall.erasures`).
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
@@ -51,10 +49,11 @@ import numpy as np
 
 from jobs.db import Conn, one
 from jobs.embeddings.recorded import Recorded
-from jobs.privacy.erased import on_erasure
+from jobs.recall.erasures import follow_erasures
 from jobs.recall.packs import PackWriter, read_pack
 from jobs.recall.postings import Posting, Postings
 from jobs.recall.text_rank import TERMS, length_divisors, query_order, rank
+from jobs.recall.turns import Turns
 from jobs.sql import query
 
 
@@ -293,32 +292,6 @@ class UserIndex:
         return self.vectors[slot] if slot is not None and self.has_vec[slot] else None
 
 
-_live: weakref.WeakSet[RecallIndex] = weakref.WeakSet()  # every index of the process, for erasures
-_live_lock = threading.Lock()
-
-
-def _drop_erased(tenant_id: str, user_ids: Collection[str]) -> None:
-    """An erasure committed in this process: no index of it keeps a copy of those users."""
-    with _live_lock:
-        indexes = list(_live)
-    for index in indexes:
-        for user_id in user_ids:
-            index.drop(tenant_id, user_id)
-
-
-on_erasure(_drop_erased)
-
-
-class _Turn:
-    """A user's lock, with the number of threads holding or waiting for it."""
-
-    __slots__ = ("lock", "waiting")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.waiting = 0
-
-
 class RecallIndex:
     """One database's UserIndex copies, least recently used dropped past ``max_rows`` (thread-safe).
 
@@ -330,14 +303,13 @@ class RecallIndex:
         self.max_rows = max_rows
         self.packs = packs  # writes back the packs of heavy users' full reads; packs are read either way
         self._users: OrderedDict[tuple[str, str], UserIndex] = OrderedDict()
-        self._turns: dict[tuple[str, str], _Turn] = {}  # users some recall holds or waits for
+        self._turns = Turns()  # recalls of one user take turns, whatever happens to its copy meanwhile
         self._counted: dict[tuple[str, str], int] = {}  # slots of each copy as last counted in _rows
         self._rows = 0  # slots held over all users
         self._lock = threading.Lock()
         self.full_reads = 0  # refreshes that read a user's rows whole (first use, after a deletion)
         self.pack_reads = 0  # first uses that started from the user's pack (jobs.recall.packs)
-        with _live_lock:
-            _live.add(self)
+        follow_erasures(self)
 
     @property
     def users(self) -> int:
@@ -369,7 +341,7 @@ class RecallIndex:
         tenant's shard tables).
         """
         key = (tenant_id, user_id)
-        with self._turn(key):
+        with self._turns.turn(key):
             with self._lock:
                 index = self._users.get(key)
             read = self._read(conn, tenant_id, user_id, query_text, index, accept, sql)
@@ -433,28 +405,6 @@ class RecallIndex:
             encoding = conn.info.encoding
             return Read(index, [lexeme.encode(encoding) for lexeme in row["query_lexemes"] or []])
 
-    @contextmanager
-    def _turn(self, key: tuple[str, str]) -> Iterator[None]:
-        """The user's turn: one thread at a time works on a user's copy.
-
-        The user's lock lives as long as some thread holds or waits for it, and goes with the last of
-        them, whatever happens to the copy meanwhile. (It used to be dropped with an evicted copy, so a
-        recall arriving then took a new lock while the holder of the old one was still at work: two
-        threads changed one copy at once.)"""
-        with self._lock:
-            turn = self._turns.get(key)
-            if turn is None:
-                turn = self._turns[key] = _Turn()
-            turn.waiting += 1
-        try:
-            with turn.lock:
-                yield
-        finally:
-            with self._lock:
-                turn.waiting -= 1
-                if not turn.waiting:
-                    del self._turns[key]
-
     def _evict(self) -> None:
         """Drop least recently used copies while over max_rows (the newest one always stays). A copy in
         use goes from the cache only: its recall goes on with it, and puts it back when done."""
@@ -473,7 +423,7 @@ class RecallIndex:
         Waits for a recall at work on the copy: it puts the copy back when done, which would outlive a drop
         made meanwhile. A recall that comes after reads the user anew. Returns whether a copy was held."""
         key = (tenant_id, user_id)
-        with self._turn(key), self._lock:
+        with self._turns.turn(key), self._lock:
             held = self._users.pop(key, None) is not None
             if held:
                 self._rows -= self._counted.pop(key)
