@@ -6,13 +6,14 @@ The official SDK retries rate limits, overloads and 5xx itself (``max_retries``,
 
 from __future__ import annotations
 
-from typing import Any
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from jobs.config import Settings
 from jobs.errors import ConfigError
 from jobs.models import ModelCall
+
+if TYPE_CHECKING:  # imported when a client is made: the SDK takes over a second to import, and most
+    import anthropic  # commands (and the Claude Code hooks) never call the model
 
 CACHE_WRITE_FACTOR = 1.25  # cache writes cost 1.25x base input
 CACHE_READ_FACTOR = 0.10  # cache reads cost 0.1x base input
@@ -22,6 +23,8 @@ BATCH_DISCOUNT = 0.5  # Message Batches cost half
 def make_client(settings: Settings) -> anthropic.Anthropic:
     if not settings.anthropic_api_key:
         raise ConfigError("The anthropic extractor needs ANTHROPIC_API_KEY (or use --extractor offline).")
+    import anthropic
+
     return anthropic.Anthropic(
         api_key=settings.anthropic_api_key,
         base_url=settings.anthropic_base_url,

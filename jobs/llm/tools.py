@@ -16,9 +16,8 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import anthropic
 from pydantic import BaseModel, ValidationError
 
 from jobs.config import Settings
@@ -31,6 +30,9 @@ from jobs.errors import (
 from jobs.llm.client import fill_usage, make_client
 from jobs.models import ModelCall
 from jobs.prompts import fingerprint
+
+if TYPE_CHECKING:
+    import anthropic
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,8 @@ class ToolCaller:
         call = ModelCall(template=prompt.template, prompt_hash=prompt.prompt_hash, model=params["model"])
         calls.append(call)
         started = time.perf_counter()
+        import anthropic  # loaded by make_client already; not at module import (jobs.llm.client)
+
         try:
             response = self.client.messages.create(**params)
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
