@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 # Seconds a hook may take before it gives up and exits 0 (below the timeouts written to settings.json).
@@ -78,10 +79,15 @@ def run(args: argparse.Namespace, payload: dict[str, Any]) -> str:
     from jobs.claude_code.places import login_name
 
     user = args.user or login_name()
+    mode: ModuleType
     if args.api:
-        from jobs.claude_code import remote as mode
+        from jobs.claude_code import remote
+
+        mode = remote
     else:
-        from jobs.claude_code import local as mode  # type: ignore[no-redef]
+        from jobs.claude_code import local
+
+        mode = local
     if event == "SessionStart":
         return mode.session_start(args, user, payload)
     if event == "UserPromptSubmit":
@@ -96,10 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     event = "?"
     try:
         args = _parse(sys.argv[1:] if argv is None else argv)
+        from jobs.config import set_env
+
         for item in args.set:
             name, _, value = item.partition("=")
             if name:
-                os.environ[name] = value
+                set_env(name, value)
         payload = json.loads(sys.stdin.read() or "{}")
         if not isinstance(payload, dict):
             raise ValueError("the hook input is not a JSON object")
@@ -109,8 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if out:
             sys.stdout.write(out if out.endswith("\n") else out + "\n")
             sys.stdout.flush()
-        if os.environ.get("EPISODES_HOOK_LOG_ALL"):
-            _log(f"{event}: ok in {time.monotonic() - _started:.3f}s")
+        _log(f"{event}: ok in {time.monotonic() - _started:.3f}s" + (f", printed {len(out)} characters" if out else ""))
     except BaseException as exc:  # noqa: BLE001 - fail open: never break the session
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             return 0

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobs import config
 from jobs.errors import ConfigError
 
 MARKER = "-m jobs.claude_code.hook"
@@ -52,7 +53,7 @@ def hook_command(*, tenant: str, user: str, api: str | None = None, key_env: str
     if budget is not None:
         parts += ["--budget", f"{budget:g}"]
     for name in CARRIED_ENV:
-        value = (env if env is not None else os.environ).get(name)
+        value = env.get(name) if env is not None else config.env(name)
         if value:
             parts += ["--set", f"{name}={value}"]
     return " ".join(shlex.quote(p) for p in parts)

@@ -1,6 +1,6 @@
 """Where the hooks keep their log and per-session state, and the purpose a project's sessions get.
 
-Standard library only (the session-file reader is too): the hook reads these before it knows
+Light imports only (the session-file reader and jobs.config): the hook reads these before it knows
 whether it will import anything else.
 
 Project scoping rides on ``purpose`` (jobs.recall.purposes), not ``agent_id``: recall already filters
@@ -16,10 +16,10 @@ starts a new purpose (EPISODES_PURPOSE_MAP can join the old one to it).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from jobs.claude_code_sessions import AGENT_ID, project_purpose
+from jobs.config import env
 
 TENANT = "local"  # the tenant of Claude Code sessions when none is named, as `episodes ingest --format claude-code`
 LOG_NAME = "claude-code-hooks.log"
@@ -27,7 +27,7 @@ LOG_NAME = "claude-code-hooks.log"
 
 def home() -> Path:
     """$EPISODES_HOME, else the default of jobs.config (read here without importing it)."""
-    raw = os.environ.get("EPISODES_HOME", "").strip()
+    raw = env("EPISODES_HOME")
     if raw:
         return Path(raw).expanduser()
     import platformdirs  # what jobs.config uses for the default; small
@@ -47,7 +47,7 @@ def state_dir(base: Path | None = None) -> Path:
 
 def claude_home() -> Path:
     """Claude Code's folder: $CLAUDE_CONFIG_DIR, else ~/.claude."""
-    raw = os.environ.get("CLAUDE_CONFIG_DIR", "").strip()
+    raw = env("CLAUDE_CONFIG_DIR")
     return Path(raw).expanduser() if raw else Path.home() / ".claude"
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from urllib.parse import urlsplit
 from jobs.claude_code import session_state
 from jobs.claude_code.handover import session_records
 from jobs.claude_code.places import project_purpose
+from jobs.config import env
 
 # injection.NOTHING_RELEVANT_LINE, kept here so that SessionStart imports nothing of jobs.recall
 NOTHING_RELEVANT_LINE = "Nothing in this user's history clearly relates to the opening message.\n"
@@ -35,7 +35,7 @@ def post(api: str, key_env: str, path: str, body: dict[str, Any], timeout: float
     """POST JSON to ``api`` + ``path`` with the bearer key from ``key_env``; the decoded answer."""
     import http.client
 
-    key = os.environ.get(key_env, "").strip()
+    key = env(key_env) or ""
     if not key:
         raise RemoteError(f"no API key in ${key_env}; set it in the environment Claude Code runs in")
     parts = urlsplit(api.rstrip("/") + path)
@@ -123,9 +123,9 @@ def store(api: str, key_env: str, path: Path, *, user_id: str, close: bool, cwd:
 
 
 def _idle_close() -> float | None:
-    from jobs import config
+    from jobs.config import load
 
-    return config.load().idle_close_seconds
+    return load().idle_close_seconds
 
 
 def sync_store(api: str, key_env: str) -> Callable[[Sequence[tuple[str, dict[str, Any]]]], tuple[int, int, list[str]]]:

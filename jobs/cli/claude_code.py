@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from jobs import config
 from jobs.claude_code import hook_settings
 from jobs.claude_code.places import TENANT, claude_home, log_file, login_name
 from jobs.claude_code.sync import session_files, sync
@@ -57,9 +58,7 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
     obj: Context = ctx.obj
     user = user or login_name()
     if api:
-        import os
-
-        if not os.environ.get(key_env):
+        if not config.env(key_env):
             click.echo(f"note: ${key_env} is not set here; the hooks read the key from it in the environment "
                        "Claude Code runs in.", err=True)
     else:

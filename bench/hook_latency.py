@@ -1,0 +1,150 @@
+"""How long the Claude Code SessionStart hook takes, as Claude Code runs it: a new process each time.
+
+    python bench/hook_latency.py [--runs 20] [--sessions 8] [--no-remote]
+
+A scratch home with the embedded server (`episodes init`), one user with ``--sessions`` summarised
+Claude Code sessions of one project (offline extractor), then ``--runs`` cold runs of each:
+
+- ``python -c pass``: the interpreter alone, the floor of any hook written in Python;
+- ``episodes --help``;
+- the SessionStart hook, local mode, on the embedded server (no DATABASE_URL: the default);
+- the SessionStart hook, local mode, with DATABASE_URL (the same server by its URL);
+- the SessionStart hook, remote mode, against a warm `episodes api` (unless ``--no-remote``).
+
+Each hook run must print the block (a run that fails open would look fast); p50 and p95 of the
+wall time are printed side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from _common import percentile, scratch_home
+
+PROJECT = "/home/bench/src/shop-api"
+
+
+def timed(cmd: Sequence[str], env: dict[str, str], stdin: str = "", expect: str | None = None) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=120)
+    took = time.perf_counter() - started
+    if done.returncode != 0 or (expect is not None and expect not in done.stdout):
+        log = Path(env["EPISODES_HOME"]) / "logs" / "claude-code-hooks.log"
+        raise SystemExit(f"{' '.join(cmd[:4])}… did not work (exit {done.returncode}):\n{done.stdout[-500:]}"
+                         f"\n{done.stderr[-2000:]}\n{log.read_text()[-2000:] if log.exists() else ''}")
+    return took
+
+
+def seed(env: dict[str, str], sessions: int) -> None:
+    """``sessions`` closed Claude Code sessions of user ann in PROJECT, summarised offline."""
+    os.environ.update(env)
+    from jobs import config
+    from jobs.claude_code.places import project_purpose
+    from jobs.db import Database
+    from jobs.embeddings import embedder_for
+    from jobs.extract.offline import OfflineExtractor
+    from jobs.ingest import ingest_records
+    from jobs.summarize import run_summarize
+
+    settings = config.load()
+    with Database(settings) as db:
+        records = []
+        for i in range(sessions):
+            day = f"2026-10-{i + 1:02d}T10:00:00+00:00"
+            records.append((f"seed:{i}", {
+                "tenant_id": "bench", "user_id": "ann", "session_id": f"seed-{i}", "agent_id": "claude-code",
+                "purpose": project_purpose(PROJECT), "started_at": day, "ended_at": day, "messages": [
+                    {"role": "user", "content": f"We decided to move service {i} of the shop API to PostgreSQL "
+                                                f"and I will write the migration for table t{i} by Friday."},
+                    {"role": "assistant", "content": "Understood: PostgreSQL for it, migration by Friday."}]}))
+        ingest_records(db, records, tenant_id="bench")
+        embedder = embedder_for(settings)
+        run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_api(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str]:
+    from jobs import config
+    from jobs.db import Database
+    from jobs.service.keys import create_key
+
+    with Database(config.load()) as db:
+        _, secret = create_key(db, "bench", ["recall"], name="hook bench")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/healthz", timeout=2).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("episodes api did not start") from None
+            time.sleep(0.3)
+    return proc, url, secret
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--sessions", type=int, default=8)
+    parser.add_argument("--no-remote", action="store_true")
+    args = parser.parse_args()
+    payload = json.dumps({"hook_event_name": "SessionStart", "source": "startup", "cwd": PROJECT,
+                          "session_id": "bench-session", "transcript_path": "/nonexistent.jsonl"})
+    hook = [sys.executable, "-m", "jobs.claude_code.hook", "--tenant", "bench", "--user", "ann", "--budget", "60"]
+    with scratch_home() as home:
+        env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL" and not k.startswith("EPISODES_HOOK")}
+        env.update(EPISODES_HOME=str(home), EPISODES_LOG_LEVEL="WARNING")
+        timed([sys.executable, "-m", "jobs.cli", "init"], env)
+        seed(env, args.sessions)
+        from jobs.db import start_embedded
+
+        url = start_embedded(home / "pgdata")
+        rows: list[tuple[str, list[float]]] = []
+
+        def measure(name: str, cmd: Sequence[str], run_env: dict[str, str], stdin: str = "",
+                    expect: str | None = None) -> None:
+            timed(cmd, run_env, stdin, expect)  # compiles and caches, as `episodes claude-code install` does
+            rows.append((name, [timed(cmd, run_env, stdin, expect) for _ in range(args.runs)]))
+
+        measure("python -c pass", [sys.executable, "-c", "pass"], env)
+        measure("episodes --help", [sys.executable, "-m", "jobs.cli", "--help"], env)
+        measure("SessionStart hook, local, embedded server", hook, env, payload, "<previous_episodes")
+        measure("SessionStart hook, local, DATABASE_URL", hook, {**env, "DATABASE_URL": url}, payload,
+                "<previous_episodes")
+        if not args.no_remote:
+            proc, api, secret = start_api(env)
+            try:
+                remote = [*hook, "--api", api]
+                measure("SessionStart hook, remote, warm episodes api", remote, {**env, "EPISODES_API_KEY": secret},
+                        payload, "<previous_episodes")
+            finally:
+                proc.terminate()
+                proc.wait(timeout=60)
+    print(f"{args.runs} cold runs each, {args.sessions} summarised sessions of the user in the project; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'command':<48} {'p50 ms':>8} {'p95 ms':>8} {'min ms':>8}")
+    for name, values in rows:
+        print(f"{name:<48} {percentile(values, 0.5) * 1000:8.0f} {percentile(values, 0.95) * 1000:8.0f} "
+              f"{min(values) * 1000:8.0f}")
+
+
+if __name__ == "__main__":
+    main()
