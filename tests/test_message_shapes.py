@@ -417,10 +417,32 @@ def test_both_shapes_summarise_through_the_fake_claude(claude_db: Database, fake
     prompts = [c.body["messages"][0]["content"] for c in fake.calls()]
     anthropic = next(p for p in prompts if "Redis" in p)
     openai = next(p for p in prompts if "Globex" in p)
-    assert '] tool: [tool call Grep: pattern="SessionStore"]' in anthropic
-    assert "] tool: [tool call create_invoice:" in openai and "] system: You are the billing assistant" in openai
+    assert '] tool context: [tool call Grep: pattern="SessionStore"]' in anthropic
+    assert "] tool context: [tool call create_invoice:" in openai and "] system: You are the billing assistant" in openai
     assert "] user: [tool" not in anthropic + openai  # tool output never speaks as the user
     with claude_db.admin() as conn:
         rows = conn.execute("SELECT ev.evidence, t.message_count FROM episode_events ev JOIN episodes e "
                             "ON e.id = ev.episode_id JOIN transcripts t ON t.id = e.transcript_id").fetchall()
     assert rows and all(max(r["evidence"]) < r["message_count"] for r in rows)
+
+
+def test_post_transcripts_takes_every_shape_and_names_unknown_fields(db: Database) -> None:
+    import httpx
+    from api_server import serve
+
+    from jobs.service.keys import create_key
+
+    secret = create_key(db, "acme", ("ingest",), name="shapes")[1]
+    openai = {k: v for k, v in OPENAI_RECORD.items() if k not in ("tenant_id", "endedAt")}
+    with serve(db) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"},
+                                        timeout=60) as client:
+        answer = client.post("/v1/transcripts", json={"transcripts": [
+            {k: v for k, v in ANTHROPIC_RECORD.items() if k != "tenant_id"}, {**openai, "endedAt": "x"}, openai]})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["accepted"], body["rejected"]) == (2, 1)
+    assert body["results"][1]["reason"] == ("unknown field 'endedAt'; did you mean 'ended_at'? "
+                                            "(free-form data goes under 'metadata')")
+    rows = stored(db)
+    assert "[tool call create_invoice:" in rows["openai-1"]["messages"][2]["content"]
+    assert rows["anthropic-1"]["messages"][2]["content"].startswith('[tool call Grep: pattern="SessionStore"]')
