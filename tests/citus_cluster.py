@@ -72,6 +72,7 @@ def create_database(name: str, shards: int = SHARDS) -> str:
         url = create_blank_database(name)
         with psycopg.connect(url) as conn:
             migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
+            migrate.allow_service_login(conn)  # the API's role (0023), as on the embedded server
             cluster.distribute(conn, shard_count=shards)
     return url
 

@@ -77,6 +77,7 @@ def test_the_service_logs_in_as_a_role_that_owns_nothing_and_is_no_superuser(ser
     assert owned["n"] == 0
 
 
+@pytest.mark.citus  # also on the Citus cluster when one is up
 def test_reset_role_in_a_tenant_transaction_gives_no_other_tenant_and_no_owner(db: Database,
                                                                                 service_db: Database) -> None:
     _seed(db)
@@ -94,6 +95,7 @@ def test_reset_role_in_a_tenant_transaction_gives_no_other_tenant_and_no_owner(d
         assert owner is not None and _denied(conn, f'SET ROLE "{owner["rolname"]}"')
 
 
+@pytest.mark.citus  # also on the Citus cluster when one is up
 def test_secrets_are_unreadable_by_the_app_role_and_the_login_role(db: Database, service_db: Database) -> None:
     assert len(link_secret(service_db)) == 64  # made, through the function granted to the login role
     assert link_secret(db) == link_secret(service_db)
@@ -158,6 +160,7 @@ def test_every_definer_function_refuses_another_tenant(db: Database, service_db:
             assert _denied(conn, statement, *args), f["fn"]
 
 
+@pytest.mark.citus  # also on the Citus cluster when one is up
 def test_the_login_role_verifies_keys_only_through_its_functions(db: Database, service_db: Database) -> None:
     key, secret = create_key(db, "acme", ["recall"])
     verifier = KeyVerifier(service_db, ttl=0.0)
