@@ -1,7 +1,8 @@
 """Grounding: keep only what the transcript supports.
 
 Every key event must cite message indexes that exist; indexes that do not are removed, and an
-event left with none is dropped. Every entity must occur in the transcript (case-insensitive);
+event left with none is dropped. Cited messages are kept in order, what someone said before tool
+messages (the first is the one quoted with the event). Every entity must occur in the transcript (case-insensitive);
 the others are dropped. A resolution must name an offered open item and a decision or preference
 that ``replaces`` an earlier one must name an offered current decision or preference, both with
 valid evidence; a resolution that does not is dropped, a replacement that does not is unlinked
@@ -36,7 +37,9 @@ def ground(episode: EpisodeExtraction, messages: list[Message], offered_items: s
     unlinked = 0
     replaced: set[int] = set()
     for event in episode.key_events:
-        evidence = sorted({i for i in event.evidence if 0 <= i < count})
+        # What was said comes first: the first message cited is the event's time and its stored quote,
+        # and tool output (context) is never quoted as what the user or the assistant said.
+        evidence = sorted({i for i in event.evidence if 0 <= i < count}, key=lambda i: (messages[i].role == "tool", i))
         if not evidence:
             continue
         replaces = event.replaces

@@ -26,6 +26,7 @@ import numpy as np
 
 from jobs.embeddings import Embedder, get_embedder
 from jobs.extract.replacements import link_replacements
+from jobs.extract.rules.agent import FAILURE, clean_said, code_names, is_narration, is_tool_text
 from jobs.extract.rules.cues import (
     HEDGE,
     PLEASANTRY,
@@ -74,6 +75,7 @@ SUMMARY_CHARS = 800
 EVENT_WEIGHT = {"decision": 0.5, "preference": 0.45, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2}
 # A later sentence this close to an open item (and saying it is done / not asking again) resolves it.
 RESOLVE_SIMILARITY = {"commitment": 0.6, "open_question": 0.65}
+NARRATION_PENALTY = 0.5  # an agent's working step ranks below anything said about the work itself
 _DONE = re.compile(r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"
                    r"fixed|resolved|took care|here is|here's|went ahead|is now|are now|has been|have been)\b",
                    re.IGNORECASE)
@@ -90,6 +92,7 @@ class Sentence:
     order: int  # global position
     score: float = 0.0
     centrality: float = 0.0  # cosine to the session's centroid; 0.0 unless the sentence was embedded
+    narration: bool = False  # an agent's working step ("Let me check ..."): never an event, never summarised
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,7 +108,9 @@ class OfflineExtractor:
     """Deterministic rule- and embedding-based extractor (see the module docstring for the method)."""
 
     name = "offline"
-    prompt_version = "offline-2"  # 2: preferences, and later decisions replace earlier ones
+    # 2: preferences, and later decisions replace earlier ones; 3: agent sessions (no working narration as
+    # commitments, tool context never quoted or tagged, files and commands as entities)
+    prompt_version = "offline-3"
 
     def __init__(self, embedder: Embedder | None = None, *, embed_budget: int = EMBED_BUDGET) -> None:
         """``embed_budget``: words embedded per transcript, the speed/quality knob (see EMBED_BUDGET)."""
@@ -122,12 +127,13 @@ class OfflineExtractor:
     def extract(self, transcript: Transcript, open_items: list[OpenItem] | None = None) -> ExtractionResult:
         """Build one validated episode. Stateless, so one instance can serve many threads."""
         messages = transcript.messages
-        conversational = [i for i, m in enumerate(messages) if m.role in ("user", "assistant") and m.content.strip()]
-        used = conversational or [i for i, m in enumerate(messages) if m.content.strip()]
-        sentences = _sentences(messages, used)
+        said = [_said(m) for m in messages]
+        conversational = [i for i, m in enumerate(messages) if m.role in ("user", "assistant") and said[i].strip()]
+        used = conversational or [i for i, m in enumerate(messages) if m.role == "system" and said[i].strip()]
+        sentences = _sentences(messages, said, used, transcript)
         embedded = self._score(sentences)
         events = _events(sentences, messages, conversational, transcript)
-        entities = _entities(sentences, messages)
+        entities = _entities(sentences, messages, said)
         names = [m.name for m in messages if m.name]
         tags = key_phrases([(s.text, s.centrality) for s in sentences], names)
         extraction = EpisodeExtraction(
@@ -152,6 +158,7 @@ class OfflineExtractor:
         texts = [s.text for s in sentences]
         lexical_central = tfidf_centrality(texts)
         prescore = [lexical_score(s.text, s.speaker == "assistant") + TFIDF_WEIGHT * c
+                    - (NARRATION_PENALTY if s.narration else 0.0)
                     for s, c in zip(sentences, lexical_central, strict=True)]
         chosen: list[Sentence] = []
         budget = self.embed_budget
@@ -228,14 +235,25 @@ def _item_core(what: str, names: set[str]) -> str:
     return clip(" ".join(core.split()) or what, 300)
 
 
-def _sentences(messages: list[Message], used: list[int]) -> list[Sentence]:
+def _said(message: Message) -> str:
+    """What a message's speaker said, as the extractor reads it: tool messages (and tool traffic flattened
+    into a user or assistant message) are context only, host markup and notices are nobody's words
+    (:mod:`jobs.extract.rules.agent`)."""
+    if message.role == "tool" or is_tool_text(message.content):
+        return ""
+    return clean_said(message.content)
+
+
+def _sentences(messages: list[Message], said: list[str], used: list[int], transcript: Transcript) -> list[Sentence]:
     out: list[Sentence] = []
     for i in used:
         message = messages[i]
         speaker = message.name or message.role
         label = message.name or f"The {message.role}"
-        for text in split_sentences(message.content[:MAX_MESSAGE_CHARS], MAX_SENTENCES_PER_MESSAGE):
-            out.append(Sentence(text, i, speaker, label, len(out)))
+        ref = message.ts or transcript.ended_at or transcript.started_at
+        for text in split_sentences(said[i][:MAX_MESSAGE_CHARS], MAX_SENTENCES_PER_MESSAGE):
+            narration = message.role == "assistant" and is_narration(normalise(text), ref.date() if ref else None)
+            out.append(Sentence(text, i, speaker, label, len(out), narration=narration))
     return out
 
 
@@ -256,6 +274,8 @@ def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list
         best = max(ranked, key=lambda e: (e.sentence.score + (0.05 if e.sentence.speaker not in covered else 0.0),
                                           -e.sentence.order))
         ranked.remove(best)
+        if best.sentence.narration:
+            continue  # "Let me check the project structure." says nothing about the session
         if any(float(best.vector @ p.vector) > 0.8 for p in picked):
             continue  # says the same as one already picked
         picked.append(best)
@@ -269,6 +289,11 @@ def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list
             break
         parts.append(part)
         length += len(part) + 1
+    if not parts and not sentences and any(m.role == "tool" or is_tool_text(m.content) for m in messages):
+        calls = _TOOL_NAME.findall("\n".join(m.content for m in messages))
+        tools = _join(list(dict.fromkeys(calls))[:5])
+        parts = [f"A session of {len(messages)} message(s) with no conversation, only tool activity"
+                 + (f" ({tools})." if tools else ".")]
     if not parts:
         who = _join(list(dict.fromkeys(m.name or f"the {m.role}" for m in messages))) or "nobody"
         parts = [f"A session of {len(messages)} message(s) from {who} with no substantive text."]
@@ -276,6 +301,9 @@ def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list
     if prefix and text.startswith(("The user", "The assistant", "The system", "The tool", "A session")):
         text = text[0].lower() + text[1:]
     return clip(prefix + text, 1200)
+
+
+_TOOL_NAME = re.compile(r"^\[tool (?:call|result|error) ([\w.-]{1,40})", re.MULTILINE)
 
 
 def _lead(sentences: list[Sentence], tags: list[str]) -> str:
@@ -304,9 +332,13 @@ def _events(sentences: list[Sentence], messages: list[Message], conversational: 
         message = messages[s.message]
         if message.role not in ("user", "assistant"):
             continue
+        if s.narration:
+            continue  # an agent's working step is neither a commitment nor a decision
         found = cue(s.text, names)
-        if found and found[0] in ("decision", "preference", "surprise") and message.role == "assistant":
-            found = None  # decisions and surprises are the user's; an assistant "switched" a setting
+        if found and found[0] in ("decision", "preference", "surprise") and message.role == "assistant" \
+                and not (found[0] == "surprise" and FAILURE.search(s.text)):
+            found = None  # decisions are the user's (an assistant "switched" a setting); so are surprises,
+            # except a test or command that failed unexpectedly, which the agent is the first to see
         kind: EventType | None = found[0] if found else None
         due, evidence = None, [s.message]
         if kind is None and _is_open_question(s, messages, conversational, speakers_after):
@@ -372,12 +404,15 @@ def _is_open_question(s: Sentence, messages: list[Message], conversational: list
 # -- entities and importance ---------------------------------------------------------------------
 
 
-def _entities(sentences: list[Sentence], messages: list[Message]) -> list[Entity]:
-    """Speakers, then names found in the text. Each must occur in the transcript as written (the
-    pipeline drops any that don't), so a name found in normalised text is mapped back to its spelling."""
+def _entities(sentences: list[Sentence], messages: list[Message], said: list[str]) -> list[Entity]:
+    """Speakers, then names found in the text, then the files and commands the user or the assistant
+    named (never those only a tool's output mentions). Each must occur in the transcript as written
+    (the pipeline drops any that don't), so a name found in normalised text is mapped back to its
+    spelling."""
     haystack = "\n".join(f"{m.name or ''}\n{m.content}" for m in messages)
     speakers = list(dict.fromkeys(m.name for m in messages if m.name and m.name.strip()))
-    english = [s.text for s in sentences if looks_english(s.text) and not shouting(s.text)]
+    english = [s.text for s in sentences if looks_english(s.text) and not shouting(s.text)
+               and s.text.count("|") < 2]  # a markdown table row is cells, not prose
     out: dict[str, Entity] = {}
     for name in speakers:
         out.setdefault(name.strip()[:120], Entity(name=name.strip()[:120], kind="person"))
@@ -386,6 +421,12 @@ def _entities(sentences: list[Sentence], messages: list[Message]) -> list[Entity
             if spelling in haystack and spelling not in out and normalise(spelling) not in out:
                 out[spelling] = Entity(name=spelling, kind=hit.kind)
                 break
+    for i, m in enumerate(messages):
+        if m.role not in ("user", "assistant") or not said[i]:
+            continue
+        for name, kind in code_names(said[i]):
+            if len(out) < 30 and name not in out and name in haystack:
+                out[name] = Entity(name=name[:120], kind="product" if kind == "product" else "other")
     return list(out.values())[:30]
 
 

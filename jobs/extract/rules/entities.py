@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from jobs.extract.rules.agent import is_service
 from jobs.extract.rules.dates import MONTHS, WEEKDAYS
 from jobs.extract.rules.text import STOPWORDS, words
 from jobs.models import EntityKind
@@ -149,7 +150,7 @@ def _kind(name: str, before: str, after: str, speakers: set[str]) -> EntityKind:
         return "org"
     if _PROJECT.search(name):
         return "project"
-    if _PRODUCT_AFTER.match(after) or re.search(r"[a-z][A-Z]|\d", name):
+    if _PRODUCT_AFTER.match(after) or re.search(r"[a-z][A-Z]|\d", name) or is_service(after):
         return "product"
     if _PLACE_SUFFIX.search(name) or name in _GAZETTEER:
         return "place"

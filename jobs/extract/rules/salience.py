@@ -8,6 +8,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
+from jobs.extract.rules.agent import is_format_tag
 from jobs.extract.rules.cues import GENERIC_PRAISE, PLEASANTRY, SECOND_PERSON, cue
 from jobs.extract.rules.text import (
     STOPWORDS,
@@ -78,7 +79,8 @@ def key_phrases(sentences: list[tuple[str, float]], names: Iterable[str], limit:
                     tf[phrase] += 1
                     boost = 1.5 if any(w in proper for w in run[k : k + n]) else 1.0
                     score[phrase] += weight * boost * (1.0, 1.6, 1.8)[n - 1]
-    candidates = [p for p in score if (" " in p and tf[p] >= 2) or (" " not in p and not p.endswith(("ed", "ly")))]
+    candidates = [p for p in score if ((" " in p and tf[p] >= 2) or (" " not in p and not p.endswith(("ed", "ly"))))
+                  and not is_format_tag(p)]  # "tool", "tool result", "user": the transcript's format, not a topic
     candidates.sort(key=lambda p: (-round(score[p], 5), p))
     chosen: list[str] = []
     del candidates[12 * limit :]  # enough to fill and refine ``limit`` slots
