@@ -147,6 +147,7 @@ class Database:
     def __init__(self, settings: Settings, url: str | None = None, *, embedded_role: str | None = None) -> None:
         self.settings = settings
         self._url = url or settings.database_url
+        self._given_url = url  # EPISODES_SERVICE_DATABASE_URL without DATABASE_URL is not the embedded server
         self._embedded_role = embedded_role  # log in to the embedded server as this role, not its superuser
         self._pool: ConnectionPool[Conn] | None = None
         self._opening = threading.Lock()  # threads sharing a Database open one pool between them
@@ -176,8 +177,9 @@ class Database:
     @property
     def location(self) -> str:
         """Where the data lives, for `episodes status`."""
-        if self.settings.embedded:
-            return f"embedded PostgreSQL in {self.settings.pgdata}"
+        if self.settings.embedded and self._given_url is None:
+            return f"embedded PostgreSQL in {self.settings.pgdata}" + (
+                f" as {self._embedded_role}" if self._embedded_role else "")
         return _redact_url(self.url)
 
     def connect(self, *, autocommit: bool = False) -> Conn:
