@@ -352,19 +352,26 @@ def test_real_claude_code_session_runs_with_the_database_down_and_sync_stores_it
 
 # --- remote mode: the hooks through `episodes api` ----------------------------------------------------
 
+def _at(seconds: float) -> str:
+    """A line's timestamp, ``seconds`` after a start two minutes ago (a session that is not idle)."""
+    import datetime as dt
+
+    start = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=2)
+    return (start + dt.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
 def _session_file(folder: Path, sid: str, cwd: str, said: str) -> Path:
     """A small Claude Code session file: the user's words, the assistant's reply, bookkeeping after."""
     path = folder / f"{sid}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     common = {"sessionId": sid, "cwd": cwd, "isSidechain": False, "version": "2.1.332"}
     lines = [
-        {"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-11-02T09:00:00.000Z", "sessionId": sid},
-        {**common, "type": "attachment", "timestamp": "2026-11-02T09:00:00.500Z", "attachment": {
+        {"type": "queue-operation", "operation": "enqueue", "timestamp": _at(0), "sessionId": sid},
+        {**common, "type": "attachment", "timestamp": _at(0.5), "attachment": {
             "type": "hook_success", "hookEvent": "SessionStart",
             "content": "<previous_episodes as_of=\"2026-11-02\">\nMemory of earlier sessions\n</previous_episodes>"}},
-        {**common, "type": "user", "uuid": "u1", "timestamp": "2026-11-02T09:00:01.000Z",
-         "message": {"role": "user", "content": said}},
-        {**common, "type": "assistant", "uuid": "a1", "timestamp": "2026-11-02T09:00:03.000Z",
+        {**common, "type": "user", "uuid": "u1", "timestamp": _at(1), "message": {"role": "user", "content": said}},
+        {**common, "type": "assistant", "uuid": "a1", "timestamp": _at(3),
          "message": {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "Noted."}]}},
         {"type": "cost-state", "sessionId": sid, "totalCostUSD": 0.0},
     ]
@@ -413,3 +420,29 @@ def test_remote_mode_hands_over_through_the_api_and_injects_its_block_once(tmp_p
         wrong, _ = _hook(start, *args, env={"EPISODES_API_KEY": "ep_" + "x" * 43})
         assert wrong.returncode == 0 and wrong.stdout == ""
         assert "answered 401" in log_file().read_text()
+
+
+def test_precompact_hands_over_open_and_sessionend_closes_the_same_transcript(
+        tmp_path: Path, db: Database) -> None:
+    """Local mode: PreCompact stores the session so far, still open; SessionEnd replaces it, closed."""
+    project = str(tmp_path / "shop-api")
+    file = _session_file(tmp_path / "projects" / "shop", "44444444-dddd", project, DECISION)
+    env = {"DATABASE_URL": db.url}
+    args = ("--tenant", "acme", "--user", "ann", "--budget", "60")
+    base = {"session_id": "44444444-dddd", "cwd": project, "transcript_path": str(file)}
+    done, _ = _hook({**base, "hook_event_name": "PreCompact", "trigger": "auto"}, *args, env=env)
+    assert done.returncode == 0, log_file().read_text()
+    stored = _stored(db)
+    assert [(r["session_id"], r["ended_at"]) for r in stored] == [("44444444-dddd", None)]
+    later = _at(60)
+    with file.open("a") as handle:  # the session goes on after the compaction
+        handle.write(json.dumps({"type": "user", "sessionId": "44444444-dddd", "cwd": project,
+                                 "timestamp": later,
+                                 "message": {"role": "user", "content": "And add an index on user_id."}}) + "\n")
+    done, _ = _hook({**base, "hook_event_name": "SessionEnd", "reason": "prompt_input_exit"}, *args, env=env)
+    assert done.returncode == 0, log_file().read_text()
+    stored = _stored(db)
+    assert len(stored) == 1 and stored[0]["ended_at"] is not None
+    assert stored[0]["ended_at"].isoformat().startswith(later[:19])  # its last message, not the hook's time
+    assert "index on user_id" in stored[0]["messages"]
+    assert session_state.load("44444444-dddd").ended
