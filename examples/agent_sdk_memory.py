@@ -26,7 +26,8 @@ import os
 import sys
 from typing import Any
 
-from claude_agent_sdk import AssistantMessage, ClaudeAgentOptions, HookMatcher, ResultMessage, TextBlock, query
+from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, HookContext, HookInput, HookJSONOutput, HookMatcher,
+                              ResultMessage, TextBlock, query)
 
 from jobs.claude_code_sessions import default_user, project_purpose
 
@@ -69,7 +70,7 @@ async def run(args: argparse.Namespace) -> int:
         memory = ""
     stopped: list[dict[str, Any]] = []
 
-    async def on_stop(event: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
+    async def on_stop(event: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
         stopped.append(dict(event))  # session_id, transcript_path (where Claude Code keeps it), cwd
         return {}
 
