@@ -223,6 +223,15 @@ def test_hook_with_a_bad_payload_or_arguments_exits_0(tmp_path: Path) -> None:
     assert "failed open" in log_file().read_text()
 
 
+def test_the_hooks_do_not_import_the_anthropic_sdk() -> None:
+    """It took 80 % of a local hook's start (recall -> privacy -> compress -> llm); no hook calls the model."""
+    code = ("import sys, jobs.claude_code.hook, jobs.claude_code.local, jobs.claude_code.remote, "
+            "jobs.claude_code.injection; print(sorted(m for m in sys.modules if m.split('.')[0] == 'anthropic'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 # --- the real Claude Code CLI ------------------------------------------------------------------------
 
 DECISION = "We decided to use PostgreSQL with pgvector as the memory store, not SQLite."
