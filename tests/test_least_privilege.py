@@ -22,7 +22,7 @@ from conftest import _url_for
 from jobs import config
 from jobs.cli import cli
 from jobs.db import SERVICE_ROLE, Database
-from jobs.service.keys import KeyVerifier, create_key, key_is_live, revoke_key
+from jobs.service.keys import KeyVerifier, create_key, key_hash, key_is_live, revoke_key
 from jobs.service.page_link import link_secret
 
 SECRET_KEYS = ("memory_link_secret", "erasure_salt")
@@ -279,3 +279,28 @@ def test_keys_create_warns_about_a_tenant_with_no_data(db: Database) -> None:
     assert "holds no transcript or episode" in unknown.stderr
     known = CliRunner().invoke(cli, ["keys", "create", "--tenant", "acme", "--scopes", "recall"])
     assert known.exit_code == 0 and "holds no" not in known.stderr
+
+
+@pytest.mark.citus  # also on the Citus cluster when one is up
+def test_an_unknown_or_revoked_key_costs_no_write(db: Database, service_db: Database) -> None:
+    """Verifying a key anyone can guess is a read: it runs in a READ ONLY transaction (as on a standby) and
+    takes no row-exclusive lock on api_keys; only a live key found is marked used (an UPDATE)."""
+    key, secret = create_key(db, "acme", ["recall"])
+    revoked, revoked_secret = create_key(db, "acme", ["recall"])
+    revoke_key(db, str(revoked.id))
+    locks = ("SELECT array_agg(mode ORDER BY mode) AS modes FROM pg_locks "
+             "WHERE pid = pg_backend_pid() AND relation = 'api_keys'::regclass")
+    for guess in ("ep_" + "A" * 40, revoked_secret):
+        with service_db.login() as conn:
+            conn.execute("SET TRANSACTION READ ONLY")
+            assert conn.execute("SELECT * FROM episodes_verify_key(%s)", (key_hash(guess),)).fetchall() == []
+            assert conn.execute(locks).fetchone() == {"modes": ["AccessShareLock"]}, guess
+            assert conn.execute("SELECT txid_current_if_assigned() AS xid").fetchone() == {"xid": None}
+    with service_db.login() as conn:
+        found = conn.execute("SELECT id FROM episodes_verify_key(%s)", (key_hash(secret),)).fetchall()
+        assert conn.execute(locks).fetchone() == {"modes": ["AccessShareLock", "RowExclusiveLock"]}
+    assert found == [{"id": key.id}]
+    assert KeyVerifier(service_db, ttl=0.0).verify(secret) is not None
+    with db.admin() as conn:
+        used = {r["id"]: r["used"] for r in conn.execute("SELECT id, last_used_at IS NOT NULL AS used FROM api_keys")}
+    assert used == {key.id: True, revoked.id: False}

@@ -81,13 +81,25 @@ $$;
 
 -- 3 ---------------------------------------------------------------------------------------------
 -- A live key by its hash, marked used; no row for an unknown or revoked key. The hash is the
--- credential, so no tenant is checked: the answer names the key's tenant.
+-- credential, so no tenant is checked: the answer names the key's tenant. The key is looked up first
+-- and only a live one found is marked used: an unknown or revoked key (anyone's guess) costs no write,
+-- no transaction id and no WAL.
 CREATE FUNCTION episodes_verify_key(hash bytea)
 RETURNS TABLE (id bigint, prefix text, tenant_id text, name text, scopes text[], rate_limit real)
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
-    UPDATE public.api_keys k SET last_used_at = now()
-    WHERE k.key_hash = hash AND k.revoked_at IS NULL
-    RETURNING k.id, k.prefix, k.tenant_id, k.name, k.scopes, k.rate_limit
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    live public.api_keys%ROWTYPE;
+BEGIN
+    SELECT * INTO live FROM public.api_keys k WHERE k.key_hash = hash AND k.revoked_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    UPDATE public.api_keys k SET last_used_at = now() WHERE k.id = live.id AND k.revoked_at IS NULL;
+    IF NOT FOUND THEN  -- revoked in between
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT live.id, live.prefix, live.tenant_id, live.name, live.scopes, live.rate_limit;
+END
 $$;
 
 -- Whether a key exists and is not revoked (a memory link dies with the key that issued it).
