@@ -212,8 +212,8 @@ def _as_dict(figures: Figures) -> dict[str, Any]:
 
 
 def headline(f: dict[str, Any]) -> str:
-    return (f"{f['extractor']}: {f['summarised']} sessions of {f['files']} files summarised "
-            f"({f['rejected_lines']} bad lines reported); narration {f['narration_events']}/{f['events']} events "
+    return (f"{f['extractor']}: {f['files']} files, {f['sessions']} records ingested ({f['rejected_lines']} bad lines "
+            f"reported), {f['summarised']} sessions summarised; narration {f['narration_events']}/{f['events']} events "
             f"= {f['narration_share'] * 100:.1f} % (goal <= 10 %); format-word tags {f['format_tags']}/{f['tags']} "
             f"(goal 0); summaries quoting tool output {f['tool_quote_summaries']} (goal 0; events: "
             f"{f['tool_quote_events']}); events per session {f['events_per_session']:.2f}")

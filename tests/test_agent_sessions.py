@@ -177,6 +177,7 @@ def test_flattened_tool_text_in_a_user_message_is_context_not_speech(embedder) -
     ("Let the assistant check the MCP servers status.", True),
     ("I'll send you the report tomorrow.", False),
     ("I'll follow up with the security review by Friday.", False),
+    ("I'll check with the billing team and email you.", False),
     ("The claim query locks rows without SKIP LOCKED.", False),
     ("Phoenix server is starting in the background.", False),
 ])

@@ -51,12 +51,13 @@ NARRATION = re.compile(
     r"(?:the assistant|assistant) (?:will|is going to|checks|runs|reads|looks)\b)",
     re.IGNORECASE,
 )
-# A promise for later says when; a working step does not.
+# A promise for later says when, or that the other side will hear back; a working step does neither.
 _LATER = re.compile(
     r"\b(?:later|today|tomorrow|tonight|this (?:afternoon|evening|week)|"
     r"next (?:week|month|time|session|sprint|release)|by (?:monday|tuesday|wednesday|thursday|friday|saturday|"
     r"sunday|eod|end of)|when you(?:'re| are) back|after (?:the|your) (?:meeting|call|"
-    r"review)|follow up|get back to you|remind)\b",
+    r"review)|follow up|get back to you|remind|let you know|(?:send|email|mail|text|call|ping|notify) "
+    r"(?:it |them |this |that )?(?:to )?you)\b",
     re.IGNORECASE,
 )
 # A test, build or command going wrong: an agent noticing that is a surprise worth keeping.
