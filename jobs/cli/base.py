@@ -1,20 +1,29 @@
 """The command group, defined once: settings, logging, the lazily opened database, and errors
 turned into one line on stderr with exit status 1 (tracebacks only with -v).
 
-Commands live in their own modules (jobs/cli/*.py) and import this one; jobs/cli/__init__.py
-registers them on the group. Nothing here imports a command module, so the imports run one way."""
+Commands live in their own modules (jobs/cli/*.py) and import this one; the group finds them through
+the table in jobs/cli/commands.py and imports a command's module only when that command runs or is
+asked for its --help. So this module imports only what `episodes --help` needs (click, jobs.config,
+jobs.errors, jobs.logs): psycopg, jobs.db and jobs.migrate are imported where a database is used."""
 
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import click
-import psycopg
 
-from jobs import config, logs, migrate
-from jobs.db import Database
+from jobs import config, logs
+from jobs.cli.commands import COMMANDS, LazyCommand
 from jobs.errors import EpisodesError, SchemaNotInitialised
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from jobs.db import Database
 
 log = logging.getLogger("jobs.cli")
 
@@ -28,6 +37,9 @@ class Context:
         self._db: Database | None = None
 
     def database(self, *, require_schema: bool = True) -> Database:
+        from jobs import migrate
+        from jobs.db import Database
+
         if self._db is None:
             self._db = Database(self.settings)
         if require_schema:
@@ -50,8 +62,40 @@ class Context:
 
 
 class _Group(click.Group):
-    """Turns EpisodesError, database errors (:func:`database_error`) and unexpected errors into one line on
-    stderr and exit status 1."""
+    """Finds its commands in a table of lazily imported ones (jobs/cli/commands.py) besides any added with
+    ``add_command``; turns EpisodesError, database errors (:func:`database_error`) and unexpected errors
+    into one line on stderr and exit status 1."""
+
+    def __init__(self, *args: object, lazy: Mapping[str, LazyCommand] | None = None, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy: dict[str, LazyCommand] = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command, its module imported the first time it is asked for (then kept in ``commands``)."""
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            self.commands[cmd_name] = load_command(cmd_name, self.lazy[cmd_name])
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands section of --help, from the table for commands not imported yet (the same line
+        click would write: tests/test_cli_start.py compares the two)."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is None:
+                # a stand-in command with the table's help: click shortens it to this width the same way
+                command = click.Command(name, help=self.lazy[name].short_help)
+            if not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -63,14 +107,14 @@ class _Group(click.Group):
                 raise
             click.echo(f"episodes: {_one_line(exc)}", err=True)
             ctx.exit(1)
-        except psycopg.Error as exc:
-            if _verbose(ctx):
-                raise
-            click.echo(f"episodes {ctx.invoked_subcommand or ''}".rstrip() + f": {database_error(exc)}", err=True)
-            ctx.exit(1)
         except Exception as exc:  # noqa: BLE001 - the CLI boundary
             if _verbose(ctx):
                 raise
+            import psycopg  # here, not at the top: `episodes --help` never needs it
+
+            if isinstance(exc, psycopg.Error):
+                click.echo(f"episodes {ctx.invoked_subcommand or ''}".rstrip() + f": {database_error(exc)}", err=True)
+                ctx.exit(1)
             click.echo(f"episodes: unexpected error: {type(exc).__name__}: {_one_line(exc)} (run with -v for details)",
                        err=True)
             ctx.exit(1)
@@ -104,6 +148,8 @@ def database_error(exc: psycopg.Error) -> str:
     text: the server quotes the failing row there (``DETAIL: Failing row contains (...)``: a key's hash,
     a user's message). psycopg's own errors (no SQLSTATE: the value never left this process) are told
     in its words, which hold no data. ``-v`` raises the error itself, with everything."""
+    import psycopg
+
     state = exc.sqlstate
     kind = type(exc).__name__
     if state is None:
@@ -130,7 +176,16 @@ def _verbose(ctx: click.Context) -> bool:
     return isinstance(ctx.obj, Context) and ctx.obj.verbose
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def load_command(name: str, entry: LazyCommand) -> click.Command:
+    """Import the command ``entry.target`` ("module:attribute") names."""
+    module_name, _, attribute = entry.target.partition(":")
+    command = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(command, click.Command) or command.name != name:
+        raise TypeError(f"jobs/cli/commands.py: {entry.target} is not the click command {name!r}; fix the table")
+    return command
+
+
+@click.group(cls=_Group, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging and full tracebacks on errors.")
 @click.version_option(package_name="episodes")
 @click.pass_context
