@@ -7,10 +7,8 @@ import time
 from pathlib import Path
 
 import click
-from tqdm import tqdm
 
 from jobs.cli.base import Context
-from jobs.ingest import ingest as run_ingest
 
 
 @click.command()
@@ -29,6 +27,10 @@ def ingest(obj: Context, paths: tuple[Path, ...], fmt: str, tenant: str | None, 
     Bad records (or, for Claude Code files, bad lines) are reported as FILE:LINE: REASON and
     skipped; the others load. The exit status is 1 when anything was rejected.
     """
+    from tqdm import tqdm  # imported here, as the ingest job: `episodes ingest --help` starts at once
+
+    from jobs.ingest import ingest as run_ingest
+
     db = obj.database()
     started = time.perf_counter()
     with tqdm(desc="ingest", unit="rec", file=sys.stderr, disable=None) as bar:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from jobs import cluster, migrate
 from jobs.cli.base import Context
-from jobs.cli.status_view import render_status
-from jobs.embeddings import embedder_for
+
+# The jobs behind the commands are imported when they run, so `episodes init --help` starts at once
+# (jobs/cli/commands.py).
 
 
 @click.command()
@@ -21,6 +21,9 @@ def init(obj: Context, distributed: bool, shard_count: int | None) -> None:
     """Create the schema, or upgrade it to this version (safe to run again).
 
     On a Citus coordinator it also distributes the tables by tenant, in place (README "Scaling out")."""
+    from jobs import cluster, migrate
+    from jobs.embeddings import embedder_for
+
     db = obj.database(require_schema=False)
     embedder = embedder_for(obj.settings)
     with db.connect() as conn:
@@ -41,4 +44,6 @@ def init(obj: Context, distributed: bool, shard_count: int | None) -> None:
 @click.pass_obj
 def status(obj: Context) -> None:
     """Show where the data lives, the schema version, the queue and the last job runs."""
+    from jobs.cli.status_view import render_status
+
     click.echo(render_status(obj.database(require_schema=False)))
