@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 
+from typing import TYPE_CHECKING
+
 import click
 
-from jobs import migrate
 from jobs.cli.base import Context
-from jobs.db import Database, service_role_warning
+
+if TYPE_CHECKING:  # imported when the server starts: `episodes mcp --help` starts at once
+    from jobs.db import Database
 
 log = logging.getLogger("jobs.cli")
 
@@ -16,6 +19,9 @@ log = logging.getLogger("jobs.cli")
 def service_database(obj: Context, application_name: str) -> Database:
     """The database as the API or the MCP server logs in to it (:meth:`Database.for_service`), its schema
     checked; a role that could RESET ROLE out of episodes_app is said loudly on stderr and in the log."""
+    from jobs import migrate
+    from jobs.db import Database, service_role_warning
+
     db = Database.for_service(obj.settings, application_name)
     try:
         with db.login() as conn:
