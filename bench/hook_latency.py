@@ -12,7 +12,8 @@ Claude Code sessions of one project (offline extractor), then ``--runs`` cold ru
 - the SessionStart hook, remote mode, against a warm `episodes api` (unless ``--no-remote``).
 
 Each hook run must print the block (a run that fails open would look fast); p50 and p95 of the
-wall time are printed side by side.
+wall time are printed side by side, with the median CPU time (user + system) of the process, the
+steadier figure on a shared machine.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -33,15 +36,20 @@ from _common import percentile, scratch_home
 PROJECT = "/home/bench/src/shop-api"
 
 
-def timed(cmd: Sequence[str], env: dict[str, str], stdin: str = "", expect: str | None = None) -> float:
+def timed(cmd: Sequence[str], env: dict[str, str], stdin: str = "", expect: str | None = None) -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of one run of ``cmd``. On a shared machine the CPU time
+    is the steadier figure: the wall time also counts the waits for a core."""
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=120)
     took = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)
     if done.returncode != 0 or (expect is not None and expect not in done.stdout):
         log = Path(env["EPISODES_HOME"]) / "logs" / "claude-code-hooks.log"
         raise SystemExit(f"{' '.join(cmd[:4])}… did not work (exit {done.returncode}):\n{done.stdout[-500:]}"
                          f"\n{done.stderr[-2000:]}\n{log.read_text()[-2000:] if log.exists() else ''}")
-    return took
+    return took, used
 
 
 def seed(env: dict[str, str], sessions: int) -> None:
@@ -85,8 +93,9 @@ def start_api(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str]:
     with Database(config.load()) as db:
         _, secret = create_key(db, "bench", ["recall"], name="hook bench")
     port = free_port()
+    errors = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=errors)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -95,7 +104,8 @@ def start_api(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str]:
             break
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("episodes api did not start") from None
+                errors.seek(0)
+                raise SystemExit(f"episodes api did not start: {errors.read()[-2000:].decode(errors='replace')}") from None
             time.sleep(0.3)
     return proc, url, secret
 
@@ -117,7 +127,7 @@ def main() -> None:
         from jobs.db import start_embedded
 
         url = start_embedded(home / "pgdata")
-        rows: list[tuple[str, list[float]]] = []
+        rows: list[tuple[str, list[tuple[float, float]]]] = []
 
         def measure(name: str, cmd: Sequence[str], run_env: dict[str, str], stdin: str = "",
                     expect: str | None = None) -> None:
@@ -140,10 +150,11 @@ def main() -> None:
                 proc.wait(timeout=60)
     print(f"{args.runs} cold runs each, {args.sessions} summarised sessions of the user in the project; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    print(f"{'command':<48} {'p50 ms':>8} {'p95 ms':>8} {'min ms':>8}")
-    for name, values in rows:
-        print(f"{name:<48} {percentile(values, 0.5) * 1000:8.0f} {percentile(values, 0.95) * 1000:8.0f} "
-              f"{min(values) * 1000:8.0f}")
+    print(f"{'command':<48} {'wall p50 ms':>11} {'wall p95 ms':>11} {'wall min ms':>11} {'cpu p50 ms':>10}")
+    for name, runs in rows:
+        wall, cpu = [w for w, _ in runs], [c for _, c in runs]
+        print(f"{name:<48} {percentile(wall, 0.5) * 1000:11.0f} {percentile(wall, 0.95) * 1000:11.0f} "
+              f"{min(wall) * 1000:11.0f} {percentile(cpu, 0.5) * 1000:10.0f}")
 
 
 if __name__ == "__main__":
