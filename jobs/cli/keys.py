@@ -8,7 +8,6 @@ import re
 import click
 
 from jobs.cli.base import Context
-from jobs.db import one
 from jobs.service.keys import SCOPES, create_key, list_keys, parse_scopes, revoke_key
 from jobs.sql import query
 
@@ -63,6 +62,8 @@ def create(obj: Context, tenant: str, scopes: tuple[str, ...], name: str | None,
     click.echo(secret)
     click.echo(f"key {key.id} ({key.prefix}…) for tenant {key.tenant_id}, scopes {','.join(key.scopes)}. "
                "Store it now: it is shown only once (only its hash is kept).", err=True)
+    from jobs.db import one
+
     with db.tenant(tenant) as conn:
         known = one(conn.execute(query("api_key_tenant_known"), {"tenant_id": tenant}))["known"]
     if not known:

@@ -27,9 +27,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from jobs.db import Database, Row, one
 from jobs.sql import query
+
+if TYPE_CHECKING:  # jobs.db (psycopg) is imported where a key is read or written: `episodes keys --help`
+    from jobs.db import Database, Row  # lists SCOPES from here without it
 
 # recall: recall, reads, search, export; ingest: POST transcripts; edit: correct, erase or pin single
 # episodes (and, with recall, the memory page); admin: erase a user. ``write`` is the scope keys held
@@ -88,6 +91,8 @@ def parse_scopes(text: str) -> tuple[str, ...]:
 def create_key(db: Database, tenant_id: str, scopes: Sequence[str], *, name: str | None = None,
                rate_limit: float | None = None) -> tuple[ApiKey, str]:
     """Store a new key; return it and the secret (the only time the secret exists outside its holder)."""
+    from jobs.db import one
+
     secret = PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii").rstrip("=")
     with db.admin() as conn:
         row = one(conn.execute(query("api_key_insert"), {
@@ -111,6 +116,8 @@ def revoke_key(db: Database, id_or_prefix: str) -> ApiKey | None:
 
 def key_is_live(db: Database, key_id: int) -> bool:
     """Whether the key ``key_id`` exists and is not revoked: a memory link dies with the key that issued it."""
+    from jobs.db import one
+
     with db.login() as conn:
         return bool(one(conn.execute(query("api_key_is_live"), {"key_id": key_id}))["live"])
 
