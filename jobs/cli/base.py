@@ -12,7 +12,7 @@ import datetime as dt
 import importlib
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -66,8 +66,8 @@ class _Group(click.Group):
     ``add_command``; turns EpisodesError, database errors (:func:`database_error`) and unexpected errors
     into one line on stderr and exit status 1."""
 
-    def __init__(self, *args: object, lazy: Mapping[str, LazyCommand] | None = None, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, lazy: Mapping[str, LazyCommand] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.lazy: dict[str, LazyCommand] = dict(lazy or {})
 
     def list_commands(self, ctx: click.Context) -> list[str]:
