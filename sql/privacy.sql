@@ -81,19 +81,10 @@ UPDATE transcripts
 SET status = 'done', lease_owner = NULL, lease_until = NULL, last_error = NULL, next_attempt_at = now()
 WHERE tenant_id = %(tenant_id)s AND id = ANY (%(transcript_ids)s::bigint[])
 
--- name: forget_job_runs_mentioning
--- job_runs has no tenant column; its error text can quote a failing row or name a user
--- (compress errors do). Candidates here, exact word match in Python.
-SELECT id, error, counts::text AS counts
-FROM job_runs
-WHERE strpos(coalesce(error, ''), %(needle)s) > 0 OR strpos(counts::text, %(needle)s) > 0
-FOR UPDATE
-
--- name: forget_scrub_job_run
-UPDATE job_runs
-SET error = CASE WHEN %(scrub_error)s THEN 'error text removed by an erasure' ELSE error END,
-    counts = CASE WHEN %(scrub_counts)s THEN '{}'::jsonb ELSE counts END
-WHERE id = %(id)s
+-- name: forget_scrub_job_runs
+-- After the erasure committed (or, with dry, was rolled back), in a transaction with the tenant set and
+-- no role switched (migration 0026): job_runs is the owner's alone.
+SELECT episodes_scrub_job_runs(%(tenant_id)s, %(user_id)s, %(dry)s) AS n
 
 -- name: insert_erasure
 INSERT INTO erasures (tenant_id, user_hash, counts, kept_transcripts)

@@ -13,7 +13,10 @@ applies: nothing outside the tenant can be touched):
 - the contents of the user's correction audit (``episode_corrections``: it keeps only that a
   correction of an episode's field happened, and when);
 - job-run error texts and counts that name the user (``job_runs`` has no tenant column; a compress
-  failure, for one, names the user it failed for).
+  failure, for one, names the user it failed for). That table is the owner's alone (migration 0026),
+  so they are blanked right after the erasure committed, through ``episodes_scrub_job_runs``, which
+  works only for a user with an erasure recorded; an interruption in between is made good by running
+  the erasure again.
 
 Then it appends a row to ``erasures``: the tenant, a salted hash of the user id (never the id), the
 time, the counts and whether transcripts were kept. Nothing of it is logged with the user id. Once it
@@ -32,20 +35,17 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from jobs.db import Conn, Database, one
+from jobs.db import Conn, Database, one, set_local
 from jobs.errors import SchemaNotInitialised
 from jobs.privacy.erased import announce
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
-
-SCRUBBED = "error text removed by an erasure"
 
 
 def user_hash(conn: Conn, tenant_id: str, user_id: str) -> str:
@@ -124,6 +124,7 @@ def forget_user(
         report.erasure_id = report.requested_at = None  # rolled back with everything else
     else:  # committed: this process's in-memory copies of the user (and of users whose supers went) go now
         announce(tenant_id, sorted({user_id, *(p.user_id for p in report.rebuild)}))
+    report.counts["job_runs_scrubbed"] = _scrub_job_runs(db, tenant_id, user_id, dry_run)
     log.info("user erased" if not dry_run else "erasure dry run", extra={
         "action": "forget_dry_run" if dry_run else "forget", "tenant": tenant_id, "erasure_id": report.erasure_id,
         **{f"n_{k}": v for k, v in report.counts.items()},
@@ -157,7 +158,6 @@ def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetR
         counts["transcripts_kept"] = conn.execute(q("forget_keep_transcripts"), scope).rowcount
     else:
         counts["transcripts"] = conn.execute(q("forget_delete_transcripts"), scope).rowcount
-    counts["job_runs_scrubbed"] = _scrub_job_runs(conn, user_id)
     counts["other_users_supers"] = len(report.rebuild)
     report.counts = counts
     row = one(conn.execute(q("insert_erasure"), {
@@ -167,18 +167,14 @@ def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetR
     report.erasure_id, report.requested_at = row["id"], row["requested_at"]
 
 
-def _scrub_job_runs(conn: Conn, user_id: str) -> int:
-    """Blank job-run errors / counts that name the user (as a whole word, not inside another id)."""
-    word = re.compile(rf"(?<![\w-]){re.escape(user_id)}(?![\w-])")
-    scrubbed = 0
-    for row in conn.execute(query("forget_job_runs_mentioning"), {"needle": user_id}).fetchall():
-        scrub_error = bool(row["error"] and word.search(row["error"]))
-        scrub_counts = bool(word.search(row["counts"]))
-        if scrub_error or scrub_counts:
-            conn.execute(query("forget_scrub_job_run"),
-                         {"id": row["id"], "scrub_error": scrub_error, "scrub_counts": scrub_counts})
-            scrubbed += 1
-    return scrubbed
+def _scrub_job_runs(db: Database, tenant_id: str, user_id: str, dry_run: bool) -> int:
+    """Blank job-run errors / counts that name the user (as a whole word, not inside another id); with
+    ``dry_run`` only count them. Its own transaction, after the erasure's: the tenant set, no role switched
+    (job_runs is the owner's, reached through the function of migration 0026)."""
+    with db.login() as conn:
+        set_local(conn, **{"episodes.tenant_id": tenant_id})
+        return int(one(conn.execute(query("forget_scrub_job_runs"),
+                                    {"tenant_id": tenant_id, "user_id": user_id, "dry": dry_run}))["n"])
 
 
 def erasures_of(db: Database, tenant_id: str, user_id: str) -> list[dict[str, Any]]:
