@@ -11,10 +11,8 @@ import click
 from jobs import config
 from jobs.claude_code import hook_settings
 from jobs.claude_code.places import TENANT, claude_home, log_file, login_name
-from jobs.claude_code.sync import session_files, sync
 from jobs.cli.base import Context
 from jobs.cli.setup import init
-from jobs.embeddings import embedder_for
 
 
 @click.group("claude-code")
@@ -62,6 +60,8 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
             click.echo(f"note: ${key_env} is not set here; the hooks read the key from it in the environment "
                        "Claude Code runs in.", err=True)
     else:
+        from jobs.embeddings import embedder_for  # here: `episodes claude-code --help` starts without onnx
+
         ctx.invoke(init, distributed=False, shard_count=None)
         embedder_for(obj.settings).embed(["warm up"])  # fetches and checks the model files, builds the graph once
     # Compile the hook's modules now, not on the critical path of the first session start.
@@ -114,6 +114,7 @@ def sync_command(obj: Context, tenant: str, user: str | None, api: str | None, k
     A session is finished when its SessionEnd hook fired or its file has been idle for the idle-close
     interval (EPISODES_IDLE_CLOSE); open ones are left for a later sync."""
     from jobs.claude_code import local, remote
+    from jobs.claude_code.sync import session_files, sync
 
     user = user or login_name()
     store = remote.sync_store(api, key_env) if api else local.sync_store(obj.database(), tenant)
