@@ -99,7 +99,8 @@ def test_help_imports_no_heavy_package() -> None:
     assert [name for name in HEAVY if name in loaded] == []
 
 
-@pytest.mark.parametrize("command", [["recall"], ["init"], ["status"], ["ingest"], ["mcp"], ["api"]])
+@pytest.mark.parametrize("command", [["recall"], ["init"], ["status"], ["ingest"], ["mcp"], ["api"], ["keys", "create"],
+                                     ["claude-code"], ["claude-code", "sync"]], ids=" ".join)
 def test_light_commands_help_imports_no_database_driver_or_model_sdk(command: list[str]) -> None:
     loaded = _modules_after(*command, "--help")
     assert [name for name in ("psycopg", "anthropic", "pandas", "numpy", "onnxruntime", "fastapi", "mcp", "uvicorn")
