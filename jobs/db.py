@@ -6,10 +6,12 @@ in milliseconds. Work on tenant data goes through :meth:`Database.tenant`, which
 non-owner role ``episodes_app`` and sets ``episodes.tenant_id`` for the transaction only; the
 row-level policies then hide and refuse every other tenant's rows.
 
-Which role a process logs in as (README "Database roles"): the CLI and ``serve`` as the owner
-(``DATABASE_URL``); the API and the MCP server as ``episodes_service`` (:meth:`Database.for_service`),
-which owns nothing, holds no privilege until it switches to ``episodes_app``, and reaches owner-only
-data (keys, the link secret) only through the functions migration 0023 grants it. Every connection
+Which role a process logs in as (README "Database roles"): the CLI as the owner (``DATABASE_URL``);
+the API and the MCP server as ``episodes_service`` (:meth:`Database.for_service`), which owns nothing,
+holds no privilege until it switches to ``episodes_app``, and reaches owner-only data (keys, the link
+secret) only through the functions migration 0023 grants it; ``serve`` as both
+(:meth:`Database.for_serve`): the owner for claims, leases, maintenance and its singleton locks, which
+are cross-tenant by design, and episodes_service for its tenant transactions. Every connection
 carries ``application_name`` (``Settings.application_name``), so pg_stat_activity tells them apart.
 """
 
@@ -152,7 +154,8 @@ class Database:
         self._pool: ConnectionPool[Conn] | None = None
         self._opening = threading.Lock()  # threads sharing a Database open one pool between them
         self._node_pools: dict[Node, ConnectionPool[Conn]] = {}  # Citus workers recall reads from
-        self._routes = Routes(ask_with(self.admin), self._open_node_pool)
+        self._routes = Routes(ask_with(self._as_app), self._open_node_pool)
+        self._tenants: Database | None = None  # where tenant transactions log in, when not here (for_serve)
 
     @property
     def url(self) -> str:
@@ -173,6 +176,24 @@ class Database:
         if settings.embedded:
             return cls(settings, embedded_role=SERVICE_ROLE)
         return cls(settings)
+
+    @classmethod
+    def for_serve(cls, settings: Settings) -> "Database":
+        """The database as ``episodes serve`` uses it: the owner (``DATABASE_URL``) for :meth:`admin` and
+        :meth:`connect` (claims, leases, maintenance, singleton locks: across tenants, by design), and the
+        login role of :meth:`for_service` for :meth:`tenant` and :meth:`tenant_read`, so that RESET ROLE in
+        a tenant transaction gives a role that reaches no table. On a server that is not the embedded
+        one and with ``EPISODES_SERVICE_DATABASE_URL`` unset there is no such role to log in as: tenant
+        transactions log in as the owner, as before."""
+        owner = cls(settings)
+        if settings.service_database_url or settings.embedded:
+            owner._tenants = cls.for_service(settings, settings.application_name)
+        return owner
+
+    @property
+    def tenant_login(self) -> "Database":
+        """The database this one's tenant transactions log in to (itself, unless made by :meth:`for_serve`)."""
+        return self._tenants if self._tenants is not None else self
 
     @property
     def location(self) -> str:
@@ -269,8 +290,21 @@ class Database:
                 yield conn
 
     @contextmanager
+    def _as_app(self) -> Iterator[Conn]:
+        """A pooled transaction as episodes_app with no tenant, for the Citus metadata a route is read from
+        (jobs.routes): get_shard_id_for_distribution_column wants SELECT on the tables, which the login role
+        episodes_service holds only through episodes_app."""
+        with self.pool.connection() as conn, conn.transaction():
+            set_local(conn, role=APP_ROLE)
+            yield conn
+
+    @contextmanager
     def tenant(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[Conn]:
         """A pooled transaction that can see and write only ``tenant_id``'s rows (``pipeline``: see admin)."""
+        if self._tenants is not None:
+            with self._tenants.tenant(tenant_id, pipeline=pipeline) as conn:
+                yield conn
+            return
         with self.pool.connection() as conn, self._tenant_in(conn, tenant_id, pipeline):
             yield conn
 
@@ -280,6 +314,10 @@ class Database:
         Citus cluster it runs on the worker that holds the tenant's shards, READ ONLY (jobs.routes;
         ``EPISODES_RECALL_ON_WORKERS``), and once the worker has said it still holds them, the texts name
         the shard tables themselves (jobs.shards)."""
+        if self._tenants is not None:
+            with self._tenants.tenant_read(tenant_id, pipeline=pipeline) as read:
+                yield read
+            return
         route = self._routes.route(tenant_id) if self.settings.recall_on_workers and tenant_id else None
         with ExitStack() as stack:
             conn: Conn | None = None
@@ -302,7 +340,7 @@ class Database:
     def moved(self, tenant_id: str) -> bool:
         """A read on the tenant's shard tables found them gone (a shard move): route it anew. Returns
         whether the tenant had a route to a worker."""
-        return self._routes.moved(tenant_id)
+        return self.tenant_login._routes.moved(tenant_id)
 
     @staticmethod
     @contextmanager
@@ -314,6 +352,8 @@ class Database:
             yield conn
 
     def close(self) -> None:
+        if self._tenants is not None:
+            self._tenants.close()
         if self._pool is not None:
             self._pool.close()
             self._pool = None

@@ -150,7 +150,8 @@ class Server:
         backoff = 1.0
         while not self.stopping.is_set():
             try:
-                with psycopg.connect(self.db.url, autocommit=True) as conn:
+                with psycopg.connect(self.db.url, autocommit=True,
+                                     application_name=self.db.settings.application_name) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     log.info("listening", extra={"action": "listen", "channel": CHANNEL})
                     backoff = 1.0

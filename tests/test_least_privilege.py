@@ -18,10 +18,12 @@ import pytest
 from api_server import api_process
 from click.testing import CliRunner
 from conftest import _url_for
+from psycopg.types.json import Jsonb
 
 from jobs import config
 from jobs.cli import cli
 from jobs.db import SERVICE_ROLE, Database
+from jobs.privacy import forget_user
 from jobs.service.keys import KeyVerifier, create_key, key_hash, key_is_live, revoke_key
 from jobs.service.page_link import link_secret
 
@@ -304,3 +306,91 @@ def test_an_unknown_or_revoked_key_costs_no_write(db: Database, service_db: Data
     with db.admin() as conn:
         used = {r["id"]: r["used"] for r in conn.execute("SELECT id, last_used_at IS NOT NULL AS used FROM api_keys")}
     assert used == {key.id: True, revoked.id: False}
+
+
+@pytest.mark.citus  # also on the Citus cluster when one is up
+def test_job_runs_are_out_of_the_tenant_roles_reach_and_forget_still_scrubs_them(db: Database,
+                                                                                 service_db: Database) -> None:
+    """job_runs (runs across tenants; a failure's text can name any tenant's user) is the owner's alone:
+    row-level security on, no privilege for episodes_app or the login role; forget blanks the runs naming
+    the erased user (a whole word, matched literally) after its transaction, also through the service."""
+    weird = "u.zoe+1(x)"  # regular-expression characters, matched as themselves
+    with db.admin() as conn:
+        assert conn.execute("SELECT relrowsecurity AS rls FROM pg_class WHERE oid = 'job_runs'::regclass"
+                            ).fetchone() == {"rls": True}
+        conn.execute("INSERT INTO job_runs (job, worker, status, error, counts) VALUES "
+                     "('compress', 'w', 'failed', %s, '{}'), ('compress', 'w', 'failed', %s, '{}'), "
+                     "('compress', 'w', 'ok', NULL, %s), ('compress', 'w', 'failed', 'globex/u-1x: refused', '{}')",
+                     (f"acme/{weird} 2023: refused", "acme/uXzoe+1(x) 2023: refused", Jsonb({weird: 1})))
+    with service_db.tenant("acme") as conn:
+        for statement in ("SELECT count(*) FROM job_runs", "UPDATE job_runs SET error = NULL",
+                          "INSERT INTO job_runs (job, worker) VALUES ('x', 'y')"):
+            assert _denied(conn, statement), statement
+        conn.execute("RESET ROLE")
+        assert _denied(conn, "SELECT count(*) FROM job_runs")
+        # Blanking run history is refused for a user that was not erased.
+        assert _denied(conn, "SELECT episodes_scrub_job_runs('acme', 'u-1', false)")
+    dry = forget_user(service_db, "acme", weird, dry_run=True)
+    assert dry.counts["job_runs_scrubbed"] == 2
+    report = forget_user(service_db, "acme", weird)
+    assert report.counts["job_runs_scrubbed"] == 2
+    with db.admin() as conn:
+        runs = [(r["error"], r["counts"]) for r in conn.execute("SELECT error, counts FROM job_runs ORDER BY id")]
+    assert runs == [("error text removed by an erasure", {}), ("acme/uXzoe+1(x) 2023: refused", {}),
+                    (None, {}), ("globex/u-1x: refused", {})]
+    assert forget_user(db, "acme", weird).counts["job_runs_scrubbed"] == 0  # as the owner too; nothing left
+
+
+@pytest.mark.citus  # also on the Citus cluster when one is up
+def test_serves_tenant_transactions_log_in_as_the_login_role(db: Database, service_db: Database) -> None:
+    """`episodes serve`'s database (Database.for_serve): claims and maintenance as the owner, tenant
+    transactions as episodes_service, so RESET ROLE inside one gives a role that reaches no table."""
+    _seed(db)
+    serve = Database.for_serve(config.load().with_(application_name="episodes serve"))
+    try:
+        with serve.admin() as conn:
+            owner = conn.execute("SELECT session_user AS who").fetchone()
+        assert owner is not None and owner["who"] != SERVICE_ROLE
+        with serve.tenant("acme") as conn:
+            assert conn.execute("SELECT session_user AS who, count(*) AS n FROM episodes").fetchone() == {
+                "who": SERVICE_ROLE, "n": 1}
+            conn.execute("RESET ROLE")
+            for table in ("episodes", "transcripts", "job_runs", "api_keys", "episodes_secrets"):
+                assert _denied(conn, f"SELECT count(*) FROM {table}"), table
+        with serve.tenant_read("acme") as read:
+            assert read.conn.execute("SELECT session_user AS who").fetchone() == {"who": SERVICE_ROLE}
+    finally:
+        serve.close()
+
+
+def test_episodes_serve_summarizes_as_the_login_role(db: Database, service_db: Database) -> None:
+    """A session summarised by `episodes serve`: its tenant writes came through episodes_service (the only
+    connections of that role named "episodes serve" are its tenant transactions'), its claims as the owner."""
+    from jobs.ingest import ingest_records
+
+    now = time.time()
+    record = {"tenant_id": "acme", "user_id": "u-1", "session_id": "s-serve", "started_at": now - 300,
+              "ended_at": now, "messages": [{"role": "user", "content": "We decided to ship the pricing page Friday."},
+                                            {"role": "assistant", "content": "Noted: pricing page ships Friday."}]}
+    record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 300))
+    record["ended_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    assert not ingest_records(db, [("test:s-serve", record)]).rejected
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
+    env.update(DATABASE_URL=db.url, EPISODES_SERVICE_DATABASE_URL=_service_url(db.url), HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "serve", "--extractor", "offline", "--concurrency", "1",
+                             "--poll", "1s"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            with db.admin() as conn:
+                done = conn.execute("SELECT count(*) AS n FROM episodes WHERE session_id = 's-serve'").fetchone()
+            if done == {"n": 1}:
+                break
+            assert time.monotonic() < deadline, "serve summarised nothing"
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else "serve ended"
+            time.sleep(0.3)
+        users = {r["usename"] for r in _activity(db, "episodes serve")}
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert SERVICE_ROLE in users and len(users) == 2, users  # the owner's pool and listener, and the login role

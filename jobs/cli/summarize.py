@@ -87,10 +87,12 @@ def serve(obj: Context, concurrency: int | None, poll: float | None, maintenance
 
     Every option falls back to its environment variable, then to its default.
     """
+    from jobs.db import Database
     from jobs.extract import make_extractor
     from jobs.serve import ServeOptions, Server
 
-    db = obj.database()
+    obj.database()  # the schema checked (one line and exit 1 if it is not current)
+    db = Database.for_serve(obj.settings)  # tenant work as episodes_service (README "Database roles")
     options = ServeOptions.from_settings(obj.settings, concurrency=concurrency, poll_seconds=poll,
                                          maintenance_seconds=maintenance, compress_cron=compress_cron,
                                          idle_close_seconds=idle_close, shutdown_deadline=shutdown_deadline)
@@ -99,6 +101,7 @@ def serve(obj: Context, concurrency: int | None, poll: float | None, maintenance
         counts = Server(db, chosen, options).run()
     finally:
         chosen.close()
+        db.close()
     click.echo("stopped: " + " · ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 
