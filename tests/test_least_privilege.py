@@ -187,6 +187,11 @@ def test_every_table_with_a_tenant_column_is_under_row_level_security(db: Databa
         """).fetchall()
     assert len(rows) >= 10
     assert [r["name"] for r in rows if not r["rls"]] == []
+    # Tables without a tenant column that can hold a tenant's data: run errors naming users, the secrets.
+    with db.admin() as conn:
+        others = conn.execute("SELECT relname AS name, relrowsecurity AS rls FROM pg_class "
+                              "WHERE oid IN ('job_runs'::regclass, 'episodes_secrets'::regclass)").fetchall()
+    assert sorted((r["name"], r["rls"]) for r in others) == [("episodes_secrets", True), ("job_runs", True)]
 
 
 def _activity(db: Database, application_name: str) -> list[dict[str, Any]]:
