@@ -11,8 +11,7 @@ import numpy as np
 
 from jobs.embeddings.model_cache import Precision, default_cache_dir, verified_encoder
 from jobs.embeddings.model_fetch import model_folder
-from jobs.embeddings.model_files import checked_layout, load_tokenizer
-from jobs.embeddings.onnx_graph import INPUTS
+from jobs.embeddings.model_files import INPUTS, checked_layout, load_tokenizer
 from jobs.embeddings.protocol import Vectors
 from jobs.errors import ConfigError
 

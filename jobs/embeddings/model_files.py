@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 WEIGHTS = "model.safetensors"
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # the encoder graph's inputs, as the tokenizer names them
 DIGESTS = {
     WEIGHTS: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
     "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",

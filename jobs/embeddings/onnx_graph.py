@@ -36,8 +36,9 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from jobs.embeddings.model_files import INPUTS
+
 OPSET = 17  # LayerNormalization is a standard operator from 17 on; the torch export used 17
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT = "last_hidden_state"
 
 
