@@ -320,7 +320,7 @@ def test_real_claude_code_session_2_sees_session_1s_decision_and_no_injected_blo
     stored = _stored(db)
     assert len(stored) == 2
     assert sum(row["messages"].count("previous_episodes") for row in stored) == 0
-    assert sum(row["messages"].count("Memory of earlier sessions") for row in stored) == 0
+    assert sum(row["messages"].count("Quotes from earlier sessions") for row in stored) == 0
 
     # Handing the same sessions over again (sync) changes nothing: summarised exactly once.
     again = CliRunner().invoke(cli, ["claude-code", "sync", "--tenant", "acme", "--user", "ann", "--all"])
