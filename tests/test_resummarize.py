@@ -13,6 +13,7 @@ from jobs.cli import cli
 from jobs.compress import OfflineCompressor, run_compress
 from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor, prompt_version
+from jobs.extract.offline import OfflineExtractor
 from jobs.lifecycle import Selection, plan_resummarize, prune_transcripts, resummarize
 from jobs.lifecycle.resummarize import fixed_prompt_tokens
 from jobs.summarize import run_summarize
@@ -32,7 +33,7 @@ def test_dry_run_counts_and_prices_without_changing_anything(db: Database, tmp_p
     assert plan.cost_live_usd > 0 and abs(plan.cost_batch_usd - plan.cost_live_usd / 2) < 1e-6
     assert {r["status"] for r in rows(db, "SELECT status FROM transcripts")} == {"done"}
     # Under the offline prompt every episode is current already: nothing to do.
-    assert plan_resummarize(db, Selection(), "offline-2").already_current == 4
+    assert plan_resummarize(db, Selection(), OfflineExtractor.prompt_version).already_current == 4
 
 
 def test_requeue_is_idempotent_and_new_episodes_supersede(llm_db: Database, tmp_path: Path, embedder) -> None:
@@ -58,7 +59,7 @@ def test_filters_by_user_time_and_prompt_version(db: Database, tmp_path: Path, e
     assert plan_resummarize(db, Selection(user="u1", since=cut), CLAUDE).requeue == 2
     # Every version is below one not used yet; none is below itself.
     assert plan_resummarize(db, Selection(prompt_version_below="extract-next"), CLAUDE).requeue == 5
-    assert plan_resummarize(db, Selection(prompt_version_below="offline-2"), CLAUDE).requeue == 0
+    assert plan_resummarize(db, Selection(prompt_version_below=OfflineExtractor.prompt_version), CLAUDE).requeue == 0
 
 
 def test_sessions_whose_messages_are_gone_are_skipped_and_counted(db: Database, tmp_path: Path, embedder) -> None:
