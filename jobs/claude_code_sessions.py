@@ -119,9 +119,10 @@ def user_text(text: str) -> str:
 
 
 def read_session_file(path: Path, *, tenant_id: str, user_id: str, idle_close_seconds: float | None,
-                      now: dt.datetime | None = None) -> Iterator[Item]:
+                      now: dt.datetime | None = None, closed: bool = False) -> Iterator[Item]:
     """The transcripts of one session file, then nothing else: bad lines are yielded as they are met
-    (``(path:line, reason)``), each session's record once the whole file is read."""
+    (``(path:line, reason)``), each session's record once the whole file is read. ``closed``: the
+    caller knows the session ended (its SessionEnd hook fired), whatever the file records."""
     now = now or dt.datetime.now(dt.UTC)
     idle = dt.timedelta(seconds=idle_close_seconds or IDLE_CLOSE_SECONDS)
     sessions: dict[str, _Session] = {}
@@ -164,7 +165,7 @@ def read_session_file(path: Path, *, tenant_id: str, user_id: str, idle_close_se
     for session in sessions.values():
         if not session.messages:
             continue  # only snapshots, notices or subagent steps: nothing was said
-        ended = session.ended or (session.last_ts is not None and now - session.last_ts >= idle)
+        ended = closed or session.ended or (session.last_ts is not None and now - session.last_ts >= idle)
         said = [t for m in session.messages if (t := _timestamp(m.get("ts"))) is not None]
         end = max(said) if said else session.last_ts
         record: dict[str, Any] = {

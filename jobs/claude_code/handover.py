@@ -9,7 +9,6 @@ whose SessionEnd hook fired, which the file itself does not always record.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,8 @@ def session_records(path: Path, *, tenant_id: str, user_id: str, close: bool,
     """The records of one session file (and its bad lines). With ``close`` every session in it is
     closed now (SessionEnd fired); without, a session is closed only when it has been idle for the
     idle-close interval (the reader's rule), and left open otherwise."""
-    now = dt.datetime.now(dt.UTC) + dt.timedelta(days=1) if close else None
     for where, item in read_session_file(path, tenant_id=tenant_id, user_id=user_id,
-                                         idle_close_seconds=1.0 if close else idle_close_seconds, now=now):
+                                         idle_close_seconds=idle_close_seconds, closed=close):
         yield where, item if isinstance(item, str) else settled(item, cwd)
 
 

@@ -52,13 +52,10 @@ def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) 
 
 
 def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
-    sid = str(payload.get("session_id") or "")
-    state = session_state.load(sid)
-    prompt = str(payload.get("prompt") or "").strip()
-    if state.prompted or not prompt:
+    claimed = session_state.claim_first_prompt(payload)
+    if claimed is None:
         return ""
-    state.prompted = True
-    session_state.save(sid, state)  # first prompt only, even if this recall fails
+    sid, state, prompt = claimed
     result = Recaller(database()).recall(args.tenant, user, prompt,
                                          purpose=project_purpose(str(payload.get("cwd") or "")),
                                          budget_tokens=injection.PROMPT_BUDGET_TOKENS)
@@ -68,13 +65,8 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
 
 
 def hand_over(args: argparse.Namespace, user: str, payload: dict[str, Any], *, close: bool) -> None:
-    sid = str(payload.get("session_id") or "")
-    if close:  # first, so that `episodes claude-code sync` closes it if the hand-over below fails
-        state = session_state.load(sid)
-        state.ended = True
-        state.cwd, state.transcript_path = payload.get("cwd") or state.cwd, payload.get("transcript_path")
-        session_state.save(sid, state)
-        session_state.prune()
+    if close:
+        session_state.mark_ended(payload)
     path = Path(str(payload.get("transcript_path") or ""))
     db = database()
     report = store(db, path, tenant_id=args.tenant, user_id=user, close=close, cwd=payload.get("cwd"))

@@ -72,13 +72,10 @@ def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) 
 
 
 def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
-    sid = str(payload.get("session_id") or "")
-    state = session_state.load(sid)
-    prompt = str(payload.get("prompt") or "").strip()
-    if state.prompted or not prompt:
+    claimed = session_state.claim_first_prompt(payload)
+    if claimed is None:
         return ""
-    state.prompted = True
-    session_state.save(sid, state)
+    sid, state, prompt = claimed
     answer = post(args.api, args.key_env, "/v1/recall", {
         "user_id": user, "message": prompt[:20_000], "purpose": project_purpose(str(payload.get("cwd") or "")),
         "budget_tokens": PROMPT_BUDGET_TOKENS})
@@ -94,13 +91,8 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
 
 
 def hand_over(args: argparse.Namespace, user: str, payload: dict[str, Any], *, close: bool) -> None:
-    sid = str(payload.get("session_id") or "")
     if close:
-        state = session_state.load(sid)
-        state.ended = True
-        state.cwd, state.transcript_path = payload.get("cwd") or state.cwd, payload.get("transcript_path")
-        session_state.save(sid, state)
-        session_state.prune()
+        session_state.mark_ended(payload)
     store(args.api, args.key_env, Path(str(payload.get("transcript_path") or "")), user_id=user, close=close,
           cwd=payload.get("cwd"), idle_close_seconds=_idle_close())
 

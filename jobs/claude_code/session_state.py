@@ -14,6 +14,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from jobs.claude_code.places import state_dir
 
@@ -81,3 +82,27 @@ def prune(base: Path | None = None, keep_seconds: float = KEEP_SECONDS) -> int:
         except OSError:
             continue
     return removed
+
+
+def claim_first_prompt(payload: dict[str, Any]) -> tuple[str, SessionState, str] | None:
+    """For the UserPromptSubmit hook: the session id, its state and the prompt when this is the
+    session's first prompt (recorded as taken at once, so a failing recall is not retried), else None."""
+    sid = str(payload.get("session_id") or "")
+    state = load(sid)
+    prompt = str(payload.get("prompt") or "").strip()
+    if state.prompted or not prompt:
+        return None
+    state.prompted = True
+    save(sid, state)
+    return sid, state, prompt
+
+
+def mark_ended(payload: dict[str, Any]) -> None:
+    """For the SessionEnd hook, before its hand-over: the session ended, so that `episodes claude-code
+    sync` closes it if the hand-over fails; old state files are pruned on the way."""
+    sid = str(payload.get("session_id") or "")
+    state = load(sid)
+    state.ended = True
+    state.cwd, state.transcript_path = payload.get("cwd") or state.cwd, payload.get("transcript_path")
+    save(sid, state)
+    prune()
