@@ -1,4 +1,4 @@
-"""The Anthropic client and what a model call costs.
+"""The Anthropic client and what a model call costs (the prices: :mod:`jobs.llm.prices`).
 
 The official SDK retries rate limits, overloads and 5xx itself (``max_retries``, honouring
 ``retry-after``); its base URL is configurable, so tests and benchmarks point it at a local fake.
@@ -10,15 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.config import Settings
 from jobs.errors import ConfigError
+from jobs.llm.prices import cost
 from jobs.models import ModelCall
 
 if TYPE_CHECKING:  # imported when a client is made: the SDK takes over a second to import, and most
     import anthropic  # commands (and the Claude Code hooks) never call the model
-
-CACHE_WRITE_FACTOR = 1.25  # cache writes cost 1.25x base input
-CACHE_READ_FACTOR = 0.10  # cache reads cost 0.1x base input
-BATCH_DISCOUNT = 0.5  # Message Batches cost half
-
 
 def make_client(settings: Settings) -> anthropic.Anthropic:
     if not settings.anthropic_api_key:
@@ -34,15 +30,11 @@ def make_client(settings: Settings) -> anthropic.Anthropic:
 
 
 def cost_usd(settings: Settings, call: ModelCall) -> float:
-    per_in = settings.price_input_per_mtok / 1e6
-    per_out = settings.price_output_per_mtok / 1e6
-    cost = (
-        call.input_tokens * per_in
-        + call.cache_write_tokens * per_in * CACHE_WRITE_FACTOR
-        + call.cache_read_tokens * per_in * CACHE_READ_FACTOR
-        + call.output_tokens * per_out
-    )
-    return round(cost * (BATCH_DISCOUNT if call.batch else 1.0), 6)
+    """The call's estimated cost at its model's prices (jobs.llm.prices); a call that names no model
+    (a plan's estimate) is priced as the configured one."""
+    return cost(call.model or settings.model, input_tokens=call.input_tokens, output_tokens=call.output_tokens,
+                cache_write_tokens=call.cache_write_tokens, cache_read_tokens=call.cache_read_tokens,
+                batch=call.batch)
 
 
 def usage_call(settings: Settings, response: Any, *, template: str, prompt_hash: str, batch: bool = False,
