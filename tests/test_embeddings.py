@@ -1,65 +1,71 @@
-"""The local embedder against the torch pipeline it replaced, and the batching wrapper.
+"""The local embedder against the pipeline it replaced, and the batching wrapper.
 
-The runtime builds MiniLM's ONNX graph from the weights without torch; reference_minilm.py keeps
-the torch export + quantize_dynamic pipeline it replaced. Both run on real texts (LoCoMo turns and
-longer runs of turns, or the repository's example transcripts when LoCoMo is absent).
+The runtime builds MiniLM's ONNX graph from the weights without torch. The pipeline it replaced
+(sentence-transformers for the float vectors; the transformer exported with torch.onnx.export and
+quantised with quantize_dynamic for the int8 ones) needs torch, so it ran once, in
+scripts/record_reference_vectors.py, which wrote tests/data/reference_vectors.json: a fixed list of
+texts (the example transcripts' messages, runs of them past the 256-token cut, edge cases) with
+both vectors and the digests of the quantised weight matrices. The tests hold the runtime to that
+file; running the suite needs no torch.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import onnx
 import pytest
-import reference_minilm
-from conftest import EXAMPLES, LOCOMO
 from onnx import numpy_helper
 
 from jobs.embeddings import BatchingEmbedder, MiniLMEmbedder, get_embedder
 from jobs.embeddings.model_cache import default_cache_dir
-from jobs.embeddings.model_fetch import model_folder
+from jobs.embeddings.model_fetch import HUB_REPO, REVISION, model_folder
 from jobs.embeddings.onnx_graph import BertConfig
 from jobs.errors import ConfigError
 from jobs.models import episode_text
 
-EDGE_CASES = ["Maria decided on the Team plan.", "hi", "Über-große Rechnung für Café René: 1.234,56 €",
-              "東京の会議は 🎉 great\tsuccess,  really", "",
-              " ".join(["The user reviewed the quarterly budget and the travel plan."] * 60)]  # > 256 tokens: cut
+REFERENCE = Path(__file__).resolve().parent / "data" / "reference_vectors.json"
+RERECORD = "if the change is meant, re-record with scripts/record_reference_vectors.py (docs/development.md)"
 HEAVY = ("torch", "transformers", "sentence_transformers")
 
 
-def corpus_texts(turns: int = 300, runs: int = 30) -> list[str]:
-    """Varied real texts: ``turns`` single turns spread from the shortest to the longest, and
-    ``runs`` joined runs of 12 consecutive turns (episode-sized, many beyond 256 tokens)."""
-    sources = sorted(LOCOMO.glob("*.json"))
-    if sources:
-        conversations = [[turn["text"] for key, session in json.loads(path.read_text()).items()
-                          if key.startswith("session_") and isinstance(session, list) for turn in session]
-                         for path in sources]
-    else:
-        conversations = [[message["content"] for line in path.read_text().splitlines() if line.strip()
-                          for message in json.loads(line)["messages"]] for path in sorted(EXAMPLES.glob("*.jsonl"))]
-    every = [text for conversation in conversations for text in conversation]
-    by_length = sorted(set(every), key=len)
-    singles = [by_length[i] for i in np.linspace(0, len(by_length) - 1, min(turns, len(by_length))).astype(int)]
-    joined = ["\n".join(every[start:start + 12]) for start in np.linspace(0, len(every) - 12, runs).astype(int)]
-    return list(dict.fromkeys(singles + joined + EDGE_CASES))
+@dataclass(frozen=True)
+class Reference:
+    """tests/data/reference_vectors.json, decoded."""
+
+    texts: list[str]
+    fp32: npt.NDArray[np.float32]
+    int8: npt.NDArray[np.float32]
+    digests: dict[str, list[str]]
+    model: str
+    revision: str
+
+
+def unpacked(rows: list[str]) -> npt.NDArray[np.float32]:
+    return np.stack([np.frombuffer(base64.b64decode(row), dtype="<f4") for row in rows]).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def reference() -> Reference:
+    record = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    entries = record["texts"]
+    return Reference(texts=[entry["text"] for entry in entries], fp32=unpacked([entry["fp32"] for entry in entries]),
+                     int8=unpacked([entry["int8"] for entry in entries]), digests=record["quantised_weights"],
+                     model=record["model"], revision=record["revision"])
 
 
 def cosines(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return np.asarray((a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)))
-
-
-@pytest.fixture(scope="module")
-def texts() -> list[str]:
-    return corpus_texts()
 
 
 @pytest.fixture(scope="module")
@@ -76,46 +82,44 @@ def built(tmp_path_factory: pytest.TempPathFactory, verified: Path) -> dict[str,
             for precision in ("int8", "fp32")}
 
 
-@pytest.fixture(scope="module")
-def reference_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("reference")
-    exported = reference_minilm.export(folder / "torch-export.onnx")
-    return {"fp32": exported, "int8": reference_minilm.quantize(exported, folder / "torch-export-int8.onnx")}
+def test_the_reference_is_of_the_pinned_model_and_covers_the_edge_cases(reference: Reference) -> None:
+    """Vectors recorded from another revision would hold the runtime to the wrong model; the texts
+    reach past the 256-token cut and include the empty, blank and non-Latin cases."""
+    assert (reference.model, reference.revision) == (HUB_REPO, REVISION), RERECORD
+    assert reference.fp32.shape == reference.int8.shape == (len(reference.texts), 384)
+    assert {"", "   \t\n  "} <= set(reference.texts)
+    assert any(len(text) > 3000 for text in reference.texts) and any(ord(c) > 0x3000 for c in "".join(reference.texts))
+    assert np.allclose(np.linalg.norm(reference.fp32, axis=1), 1.0, atol=1e-4)
 
 
 def test_int8_vectors_equal_those_of_the_torch_export_quantised(
-        texts: list[str], built: dict[str, MiniLMEmbedder], reference_files: dict[str, Path]) -> None:
+        reference: Reference, built: dict[str, MiniLMEmbedder]) -> None:
     """The graph built without torch, quantised, gives the int8 vectors the torch export gave."""
-    ours = built["int8"].embed(texts)
-    theirs = reference_minilm.OnnxReference(reference_files["int8"], batch_size=1).embed(texts)
-    assert ours.shape == theirs.shape == (len(texts), 384)
-    assert cosines(ours, theirs).min() >= 0.999
+    ours = built["int8"].embed(reference.texts)
+    assert ours.shape == reference.int8.shape
+    assert cosines(ours, reference.int8).min() >= 0.999, RERECORD
 
 
-def test_fp32_vectors_equal_the_sentence_transformers_model(texts: list[str], built: dict[str, MiniLMEmbedder]) -> None:
-    """The float graph run by ONNX Runtime gives the vectors SentenceTransformer.encode gives."""
-    ours = built["fp32"].embed(texts)
-    reference = reference_minilm.encode(texts)
-    assert ours.shape == reference.shape == (len(texts), 384)
-    assert cosines(ours, reference).min() >= 0.999
-    assert np.abs(ours - reference).max() < 1e-5
+def test_fp32_vectors_equal_the_sentence_transformers_model(reference: Reference,
+                                                            built: dict[str, MiniLMEmbedder]) -> None:
+    """The float graph run by ONNX Runtime gives the vectors SentenceTransformer.encode gave."""
+    ours = built["fp32"].embed(reference.texts)
+    assert ours.shape == reference.fp32.shape
+    assert cosines(ours, reference.fp32).min() >= 0.999, RERECORD
+    assert np.abs(ours - reference.fp32).max() < 1e-5, RERECORD
 
 
 def test_the_graph_quantises_the_same_weight_matrices_as_the_torch_export(
-        built: dict[str, MiniLMEmbedder], reference_files: dict[str, Path]) -> None:
+        reference: Reference, built: dict[str, MiniLMEmbedder]) -> None:
     """Linear layers are MatMul with a constant Wᵀ, so the quantiser finds the torch export's 36
-    matrices and gives them the same int8 values and per-channel scales."""
+    matrices and gives them the same int8 values and per-channel scales (compared by digest)."""
     built["int8"].embed(["build the int8 file"])
-
-    def quantised(path: Path) -> dict[str, list[bytes]]:
-        """Each quantised weight matrix and its per-channel scales, as bytes, by kind."""
-        tensors = onnx.load(path).graph.initializer
-        return {suffix: sorted(numpy_helper.to_array(t).tobytes() for t in tensors if t.name.endswith(suffix))
-                for suffix in ("_quantized", "_scale")}
-
-    ours = quantised(next(built["int8"].cache_dir.glob("*-int8.onnx")))
+    tensors = onnx.load(next(built["int8"].cache_dir.glob("*-int8.onnx"))).graph.initializer
+    ours = {suffix: sorted(hashlib.sha256(numpy_helper.to_array(t).tobytes()).hexdigest()
+                           for t in tensors if t.name.endswith(suffix))
+            for suffix in ("_quantized", "_scale")}
     assert len(ours["_quantized"]) == len(ours["_scale"]) == 36
-    assert ours == quantised(reference_files["int8"])
+    assert ours == reference.digests, RERECORD
 
 
 def test_int8_vectors_stay_close_to_the_float_model_and_rank_the_same() -> None:
@@ -144,9 +148,9 @@ def test_int8_vector_of_a_text_does_not_depend_on_its_batch() -> None:
     """Activations are quantised with one scale per forward pass, so int8 runs one text per pass:
     a text embedded alone and embedded among longer texts gets the same vector."""
     model = get_embedder("minilm")
-    alone = model.embed([EDGE_CASES[0]])[0]
+    alone = model.embed(["Maria decided on the Team plan."])[0]
     among = model.embed(["A much longer text about the quarterly budget, the travel plan and the hiring.",
-                         EDGE_CASES[0], EDGE_CASES[2]])[1]
+                         "Maria decided on the Team plan.", "Über-große Rechnung für Café René: 1.234,56 €"])[1]
     assert np.array_equal(alone, among)
 
 
