@@ -71,7 +71,7 @@ class ServeOptions:
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> ServeOptions:
-        """The options from Settings (the EPISODES_SERVE_*, EPISODES_POLL_INTERVAL, ... variables),
+        """The options from Settings (EPISODES_SERVE_CONCURRENCY, EPISODES_COMPRESS_CRON, ...),
         with each override that is not None (a command-line flag) taking precedence."""
         chosen: dict[str, Any] = {
             "concurrency": settings.serve_concurrency, "poll_seconds": settings.poll_seconds,

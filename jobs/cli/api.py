@@ -24,7 +24,7 @@ def api_command(obj: Context, host: str, port: int, workers: int) -> None:
     """Serve recall, transcripts, episodes, events and users over HTTP with per-tenant API keys.
 
     Create a key first with `episodes keys create`. SIGTERM (or Ctrl-C) stops taking connections
-    and lets requests in flight finish (up to EPISODES_SHUTDOWN_DEADLINE). OpenAPI at /openapi.json.
+    and lets requests in flight finish (up to Settings.shutdown_deadline_seconds, 30 s). OpenAPI at /openapi.json.
     It logs in as episodes_service, or EPISODES_SERVICE_DATABASE_URL (README "Database roles").
     """
     import uvicorn

@@ -92,7 +92,7 @@ def list_command(obj: Context) -> None:
 @click.argument("id_or_prefix")
 @click.pass_obj
 def revoke(obj: Context, id_or_prefix: str) -> None:
-    """Revoke a key by its id or prefix; running services refuse it within EPISODES_API_KEY_CACHE (5 s)."""
+    """Revoke a key by its id or prefix; running services refuse it within 5 s (the services' key cache)."""
     key = revoke_key(obj.database(), id_or_prefix)
     if key is None:
         raise click.ClickException(f"no key with id or prefix {id_or_prefix!r}; see `episodes keys list`")

@@ -64,11 +64,10 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime 
 @click.option("--concurrency", type=click.IntRange(1, 256), default=None,
               help="Summarize worker threads. [env EPISODES_SERVE_CONCURRENCY; default: 4]")
 @click.option("--poll", "poll", type=Duration(), default=None,
-              help="Fallback poll interval (LISTEN/NOTIFY wakes workers at once). [env EPISODES_POLL_INTERVAL; "
-                   "default: 10s]")
+              help="Fallback poll interval (LISTEN/NOTIFY wakes workers at once). [default: 10s]")
 @click.option("--maintenance", "maintenance", type=Duration(), default=None,
               help="How often expired claims are rescued and idle sessions closed. "
-                   "[env EPISODES_MAINTENANCE_INTERVAL; default: 30s]")
+                   "[default: 30s]")
 @click.option("--compress-cron", default=None,
               help="Crontab (UTC) for the compress job. [env EPISODES_COMPRESS_CRON; default: '0 3 1 1 *', "
                    "yearly on 1 January]")
@@ -77,7 +76,7 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime 
                    "[env EPISODES_IDLE_CLOSE; default: 30m]")
 @click.option("--shutdown-deadline", type=Duration(), default=None,
               help="On SIGTERM/SIGINT, how long in-flight work may take before its claims are released. "
-                   "[env EPISODES_SHUTDOWN_DEADLINE; default: 30s]")
+                   "[default: 30s]")
 @click.option("--extractor", type=click.Choice(["auto", "anthropic", "offline"]), default=None, help=EXTRACTOR_HELP)
 @click.pass_obj
 def serve(obj: Context, concurrency: int | None, poll: float | None, maintenance: float | None,

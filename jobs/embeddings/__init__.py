@@ -63,7 +63,7 @@ def _embedder(name: str, threads: int, cache_dir: Path, model_dir: Path | None) 
 
 
 def embedder_for(settings: Settings) -> Embedder:
-    """The configured embedder (EPISODES_EMBEDDER, EPISODES_EMBED_THREADS, EPISODES_CACHE_DIR, EPISODES_MODEL_DIR),
+    """The configured embedder (EPISODES_EMBEDDER, EPISODES_CACHE_DIR, EPISODES_MODEL_DIR),
     one per process."""
     return get_embedder(settings.embedder, threads=settings.embed_threads, cache_dir=settings.cache_dir,
                         model_dir=settings.model_dir)

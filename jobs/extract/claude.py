@@ -1,6 +1,6 @@
 """Claude as the extractor: forced tool use, prompt caching, split-and-reduce for long sessions.
 
-A transcript whose rendered size exceeds ``EPISODES_TRANSCRIPT_TOKEN_BUDGET`` is split on message
+A transcript whose rendered size exceeds ``Settings.transcript_token_budget`` is split on message
 boundaries (a single message larger than the budget is split into labelled pieces), each part is
 extracted with global message indexes, and the part episodes are reduced into one by another
 forced tool call, hierarchically if they do not fit one request. Nothing is truncated.

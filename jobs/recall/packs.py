@@ -10,7 +10,7 @@ ever a starting point. One whose counter has seen a deletion since, or that belo
 (the user was erased and came back) is not read, and the user is read whole as before.
 
 Who writes: the process that just read a user whole, if the user has at least
-``EPISODES_RECALL_PACK_ROWS`` candidates. It holds the copy already, so a pack costs no extra read; it
+``Settings.recall_pack_rows`` candidates. It holds the copy already, so a pack costs no extra read; it
 is written by one background thread per database (:class:`PackWriter`), in its own short transaction
 in the user's tenant, off the request path. The recall that read the user does not wait for it.
 

@@ -6,7 +6,7 @@ their rows into a read of what changed. A ``recall()`` that built a Recaller per
 away every time, so only callers who knew to keep a Recaller had it. Now every call draws on one
 registry per process:
 
-* one RecallIndex per database URL (and embedder, ``EPISODES_RECALL_CACHE_ROWS`` and ``EPISODES_RECALL_PACK_ROWS``), shared by
+* one RecallIndex per database URL (and embedder, ``EPISODES_RECALL_CACHE_ROWS`` and ``Settings.recall_pack_rows``), shared by
   every recall() against that database through whichever Database object: the copies are exact
   for any reader, as each recall checks what changed inside its own transaction;
 * with ``db=None``, one Database (so one connection pool) and one Recaller per set of settings

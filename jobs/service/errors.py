@@ -1,7 +1,7 @@
 """Every error the service answers, as one JSON shape: ``{"error": {"code", "message", "field"?, "request_id"}}``.
 
 Database outages (a refused connection, a pool that cannot hand out a connection in
-``EPISODES_POOL_TIMEOUT``) answer 503 with ``Retry-After``, never 500: the pool checks each
+``Settings.pool_timeout_seconds``) answer 503 with ``Retry-After``, never 500: the pool checks each
 connection as it is handed out, so the service recovers by itself once the database is back.
 """
 

@@ -10,7 +10,7 @@ The table ``api_keys`` (migration 0010) is managed (create, list, revoke) only a
 privilege on it either: it verifies a key and asks whether one is live through owner-rights functions
 granted to it alone (migration 0023), which return what the answer needs and never a hash.
 
-:class:`KeyVerifier` caches each verification for ``EPISODES_API_KEY_CACHE`` seconds (5 by default,
+:class:`KeyVerifier` caches each verification for ``Settings.api_key_cache_seconds`` (5 s,
 per process): a revoked key stops working within that bound, and a busy key costs one lookup (which
 also records ``last_used_at``) per bound instead of one per request.
 """

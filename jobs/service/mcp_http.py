@@ -72,8 +72,7 @@ class McpEndpoint:
         throttle(request, key)
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
-            raise ApiError(413, "body_too_large", f"request body over the limit of {self.max_body:,} bytes "
-                                                  "(EPISODES_API_MAX_BODY)")
+            raise ApiError(413, "body_too_large", f"request body over the limit of {self.max_body:,} bytes")
         request.state.mcp_caller = Caller(key.tenant_id, user, key.scopes)
         await self.manager.handle_request(scope, receive, send)
 

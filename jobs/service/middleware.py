@@ -3,7 +3,7 @@ and the last line of defence against an unexpected exception.
 
 - ``X-Request-Id``: taken from the request when it is a sane token, made up otherwise, echoed on
   the response and put in every error body and log line.
-- The body limit (``EPISODES_API_MAX_BODY``) is enforced when the body is first read, on the declared
+- The body limit (``Settings.api_max_body``, 5 MiB) is enforced when the body is first read, on the declared
   Content-Length and on the bytes as they stream in, so a request that lies about (or omits)
   Content-Length is stopped too: 413, nothing read further. Only when it is read: a route admits the
   request's key first (:class:`jobs.service.auth.KeyFirstRoute`), so a request without a valid key
@@ -66,14 +66,12 @@ class RequestMiddleware:
         async def limited_receive() -> Message:
             nonlocal seen
             if too_large:  # said so up front: not one byte of it is read
-                raise HTTPException(413, f"request body over the limit of {self.max_body:,} bytes "
-                                         "(EPISODES_API_MAX_BODY)")
+                raise HTTPException(413, f"request body over the limit of {self.max_body:,} bytes")
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body:
-                    raise HTTPException(413, f"request body over the limit of {self.max_body:,} bytes "
-                                             "(EPISODES_API_MAX_BODY)")
+                    raise HTTPException(413, f"request body over the limit of {self.max_body:,} bytes")
             return message
 
         try:

@@ -4,7 +4,7 @@ Workers claim with ``FOR UPDATE SKIP LOCKED`` and a lease (:mod:`jobs.summarize.
 model call happens with no database connection held; the episode is written by the one finish
 path shared with Message Batches (:mod:`jobs.summarize.finish`), in one tenant-scoped transaction
 that succeeds only while the worker still holds the lease. Failures go back to the queue with
-exponential backoff and are dead-lettered after ``EPISODES_MAX_ATTEMPTS``. One bad transcript
+exponential backoff and are dead-lettered after ``Settings.max_attempts``. One bad transcript
 never stops the batch.
 """
 
