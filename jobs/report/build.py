@@ -11,6 +11,7 @@ import pandas as pd
 from pandas.api.typing import NaTType, NAType
 from pandas.api.typing.aliases import Scalar
 
+from jobs.concepts import EventType
 from jobs.db import Database
 from jobs.report.charts import (
     Chart,
@@ -21,8 +22,8 @@ from jobs.report.charts import (
     usd_format,
 )
 from jobs.report.data import (
-    EVENT_TYPES,
     cost_per_day,
+    counted_types,
     episodes_per_week,
     events_by_month,
     load_frames,
@@ -93,7 +94,7 @@ def build_report(db: Database, *, tenant: str | None = None, since: dt.date | No
         "summary": summary,
         "episodes_per_week": [{"week": f"{w:%Y-%m-%d}", "episodes": int(n)}
                               for w, n in zip(weekly["week"], weekly["episodes"])],
-        "events_by_month": [{"month": str(r["month"]), **{c: int(r[c]) for c, _, _ in EVENT_TYPES}}
+        "events_by_month": [{"month": str(r["month"]), **{c: int(r[c]) for _, c, _, _ in counted_types(ep)}}
                             for r in _records(monthly)],
         "top_topics": [{"topic": r["topic"], "episodes": int(r["episodes"])} for r in _records(topics)],
         "top_entities": [{"entity": r["entity"], "kind": r["kind"], "episodes": int(r["episodes"]),
@@ -105,7 +106,7 @@ def build_report(db: Database, *, tenant: str | None = None, since: dt.date | No
         "failures": {"dead_letter": summary["dead_letters"], "retrying": summary["retrying"],
                      "model_call": summary["failed_model_calls"]},
     }
-    charts = _charts(weekly, monthly, topics, aging, daily)
+    charts = _charts(weekly, monthly, topics, aging, daily, counted_types(ep))
     tables = _tables(dec, oq, cm, fail, entities, daily, tenant)
     return Report(tenant, since, now or dt.datetime.now(dt.UTC), data, charts, tables)
 
@@ -125,7 +126,7 @@ def _total(df: pd.DataFrame, column: str) -> int:
 
 
 def _charts(weekly: pd.DataFrame, monthly: pd.DataFrame, topics: pd.DataFrame, aging: pd.DataFrame,
-            daily: pd.DataFrame) -> dict[str, Chart]:
+            daily: pd.DataFrame, counted: list[tuple[EventType, str, str, str]]) -> dict[str, Chart]:
     weeks = list(weekly["week"])
     months = [p.to_timestamp() for p in monthly["month"]]
     charts = {
@@ -133,7 +134,7 @@ def _charts(weekly: pd.DataFrame, monthly: pd.DataFrame, topics: pd.DataFrame, a
                                [("Episodes", "#4f46e5", list(weekly["episodes"]))], time_ticks(weeks, False),
                                axis_title="episodes"),
         "events": column_chart("Key events per month", [f"{m:%B %Y}" for m in months],
-                               [(label, colour, list(monthly[col])) for col, label, colour in EVENT_TYPES],
+                               [(label, colour, list(monthly[col])) for _, col, label, colour in counted],
                                time_ticks(months, True), axis_title="events"),
         "topics": bar_chart("Top topics", list(topics["topic"]), list(topics["episodes"])),
         "aging": bar_chart("Open questions by age", list(aging["bucket"]), list(aging["open"]), colour="#d97706",

@@ -16,15 +16,15 @@ from functools import cache
 import pandas as pd
 from psycopg import sql
 
+from jobs.concepts import EVENT_TYPES, EventType
 from jobs.db import Conn, Database, set_local
 from jobs.resources import reports_dir
 from jobs.sql import named_queries
 
 ANALYST_ROLE = "episodes_analyst"
 OPERATOR_ROLE = "episodes_operator"
-# (column of the episodes query, label, chart colour) per key-event type, in the order shown.
-EVENT_TYPES = (("decisions", "Decisions", "#2563eb"), ("open_questions", "Open questions", "#d97706"),
-               ("commitments", "Commitments", "#059669"), ("surprises", "Surprises", "#9333ea"))
+# Chart colours, one per event type in the order of jobs.concepts.EVENT_TYPES.
+EVENT_COLOURS = ("#2563eb", "#d97706", "#059669", "#9333ea", "#db2777", "#0891b2", "#65a30d", "#dc2626")
 # (days open below which a question falls in the bucket, label).
 AGING_BUCKETS = ((7, "under 1 week"), (30, "1–4 weeks"), (91, "1–3 months"), (182, "3–6 months"),
                  (365, "6–12 months"), (math.inf, "over a year"))
@@ -99,9 +99,21 @@ def episodes_per_week(ep: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"week": counts.index, "episodes": counts.to_numpy()})
 
 
+def count_column(event_type: EventType) -> str:
+    """The column of analyst.episode_timeline (and the report's episodes query) counting ``event_type``."""
+    return f"{event_type}s"
+
+
+def counted_types(ep: pd.DataFrame) -> list[tuple[EventType, str, str, str]]:
+    """(type, column, label, colour) of each event type the episodes query counts, in the order of
+    EVENT_TYPES: the chart follows the list and the analyst view, with no copy of its own."""
+    return [(t, count_column(t), count_column(t).replace("_", " ").capitalize(), colour)
+            for t, colour in zip(EVENT_TYPES, EVENT_COLOURS) if count_column(t) in ep.columns]
+
+
 def events_by_month(ep: pd.DataFrame) -> pd.DataFrame:
     """Key events per type and calendar month (UTC) of the session, with empty months as 0."""
-    cols = [c for c, _, _ in EVENT_TYPES]
+    cols = [col for _, col, _, _ in counted_types(ep)]
     if ep.empty:
         return pd.DataFrame(columns=["month", *cols])
     month = utc(ep["ended_at"]).dt.tz_localize(None).dt.to_period("M")
