@@ -127,3 +127,20 @@ def test_idle_close_defaults_to_30_minutes_and_can_be_turned_off(monkeypatch: py
     assert ServeOptions.from_settings(config.Settings(), idle_close_seconds=0.0).idle_close_seconds == 0.0
     bad = CliRunner().invoke(serve, ["--idle-close", "later"])
     assert bad.exit_code == 2 and "not a duration" in bad.output
+
+
+def test_newest_first_is_by_the_day_each_line_shows(db: Database, embedder: Embedder) -> None:
+    """A session left open since January is older than one closed in March (issue 31: a 2025 session was
+    listed above a 2026 one because open sessions came first whatever their age)."""
+    transcript(db, "left-open", [("user", "Half a question from January.")], started="2025-01-10 09:00Z", ended=None)
+    transcript(db, "closed-today", [("user", "This morning's question.")])
+    transcript(db, "closed-yesterday", [("user", "Yesterday's question.")], started="2025-03-03 09:00Z",
+               ended="2025-03-03 09:20Z")
+    shown = Recaller(db, embedder).recall("acme", "maria", OPENING, purpose="support", now=NOW)
+    assert [s.session_id for s in shown.sessions] == ["closed-today", "closed-yesterday"]  # the two newest
+    result = Recaller(db, embedder, RecallConfig(max_unsummarised=3)).recall(
+        "acme", "maria", OPENING, purpose="support", now=NOW)
+    assert [s.session_id for s in result.sessions] == ["closed-today", "closed-yesterday", "left-open"]
+    days = [line[2:12] for line in result.render().split("Not yet summarised (newest first):\n")[1].splitlines()
+            if line.startswith("- ")]
+    assert days == ["2025-03-04", "2025-03-03", "2025-01-10"]
