@@ -91,7 +91,7 @@ def _operation(method: str, path: str, op: dict[str, Any]) -> str:
         for p in params:
             schema = p.get("schema", {})
             lines.append(f"| `{p['name']}` | {p['in']} | {_type(schema)} | {'yes' if p.get('required') else 'no'} "
-                         f"| {_cell(p.get('description') or schema.get('description', ''))} |")
+                         f"| {_cell(_described(p.get('description') or schema.get('description', ''), schema))} |")
         lines.append("")
     body = op.get("requestBody")
     if body:
@@ -113,11 +113,15 @@ def _schema(name: str, schema: dict[str, Any]) -> str:
         required = set(schema.get("required", []))
         lines += ["| field | type | required | description |", "| --- | --- | --- | --- |"]
         for field, spec in properties.items():
-            description = spec.get("description", "")
-            if "default" in spec:
-                description = f"{description} Default: `{json.dumps(spec['default'])}`.".strip()
-            lines.append(f"| `{field}` | {_type(spec)} | {'yes' if field in required else 'no'} | {_cell(description)} |")
+            lines.append(f"| `{field}` | {_type(spec)} | {'yes' if field in required else 'no'} | {_cell(_described(spec.get('description', ''), spec))} |")
     return "\n".join(lines) + "\n"
+
+
+def _described(description: str, schema: dict[str, Any]) -> str:
+    """A field's description with its default, when it has one."""
+    if "default" not in schema:
+        return description
+    return f"{description} Default: `{json.dumps(schema['default'])}`.".strip()
 
 
 def _type(schema: dict[str, Any]) -> str:
