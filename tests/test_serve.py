@@ -8,13 +8,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 
 import fake_anthropic as fa
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
+from waiting import wait_until
 
 from jobs.db import Database
 from jobs.embeddings import get_embedder
@@ -50,13 +50,11 @@ def add(db: Database, session: str, *, closed: bool = True, tenant: str = "acme"
     assert not report.rejected, report.rejected
 
 
-def wait_for(predicate, timeout: float = 30.0) -> bool:  # noqa: ANN001
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
+def listening(db: Database) -> bool:
+    """A connection of this database has run LISTEN on serve's channel and sits idle, subscribed."""
+    with db.admin() as conn:
+        return conn.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND state = 'idle' AND query = %s", (f"LISTEN {CHANNEL}",)).fetchone()["n"] > 0
 
 
 def episodes(db: Database) -> int:
@@ -78,13 +76,13 @@ def server(llm_db: Database) -> Iterator[Server]:
 
 
 def test_notify_wakes_workers_long_before_the_poll(llm_db: Database, server: Server) -> None:
-    time.sleep(0.5)  # let the listener subscribe
+    wait_until(lambda: listening(llm_db), 30, "serve's listener to subscribe")
     add(llm_db, "open", closed=False)
     add(llm_db, "closed")
     # The poll runs every 120 s, so only NOTIFY can explain a pickup within 20 s.
-    assert wait_for(lambda: episodes(llm_db) == 1, timeout=20)
+    wait_until(lambda: episodes(llm_db) == 1, 20, "the closed session's episode")
     add(llm_db, "open")  # the host uploads the session again, now closed
-    assert wait_for(lambda: episodes(llm_db) == 2, timeout=20)
+    wait_until(lambda: episodes(llm_db) == 2, 20, "the episode of the session closed later")
 
 
 def test_every_path_that_makes_a_transcript_due_again_wakes_serve(llm_db: Database) -> None:
@@ -156,13 +154,15 @@ def test_shutdown_releases_claims_still_in_flight_after_the_deadline(llm_db: Dat
         srv = Server(llm_db, extractor, ServeOptions(concurrency=1, poll_seconds=120, shutdown_deadline=0.2))
         thread = threading.Thread(target=srv.run, kwargs={"install_signals": False})
         thread.start()
-        assert wait_for(lambda: len(fake.calls()) == 1, timeout=20)
+        wait_until(lambda: len(fake.calls()) == 1, 20, "the model call")
         srv.stop()
         thread.join(timeout=30)
         with llm_db.admin() as conn:
             row = conn.execute("SELECT status, lease_owner, attempts FROM transcripts").fetchone()
         assert row == {"status": "pending", "lease_owner": None, "attempts": 0}
-        time.sleep(4.5)  # the abandoned call returns; its write must not land
+        # The abandoned call returns and its worker finds the claim gone: its write must not land.
+        wait_until(lambda: sum(srv.counts.values()), 20, "the abandoned call's worker to finish")
+        assert dict(srv.counts) == {"lost": 1}
     assert episodes(llm_db) == 0
 
 
@@ -179,6 +179,12 @@ def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subproc
     base = ["run", "--concurrency", "1"] if "--concurrency" not in args else ["run"]
     return subprocess.Popen([sys.executable, "-m", "jobs.cli", *base, *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def live_leases(db: Database) -> int:
+    with db.admin() as conn:
+        return conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'running' "
+                            "AND lease_until > now()").fetchone()["n"]
 
 
 def assert_exactly_once(db: Database, sessions: int) -> None:
@@ -199,7 +205,7 @@ def test_kill_9_at_every_stage_loses_and_doubles_nothing(llm_db: Database, fake,
     if crash_at == "during_model_call":
         fake.latency = 30.0
         proc = worker(llm_db)
-        assert wait_for(lambda: len(fake.calls()) == 1, timeout=60)
+        wait_until(lambda: len(fake.calls()) == 1, 60, "the worker's model call")
         proc.send_signal(signal.SIGKILL)
         fake.latency = 0.0
     else:
@@ -214,7 +220,7 @@ def test_kill_9_at_every_stage_loses_and_doubles_nothing(llm_db: Database, fake,
     out, err = restart.communicate(timeout=180)
     assert restart.returncode == 0, err
     if "done 3" not in out:  # the killed claim's lease had not expired yet: run again after it has
-        time.sleep(5.5)
+        wait_until(lambda: not live_leases(llm_db), 30, "the killed worker's lease to expire")
         again = worker(llm_db)
         out, err = again.communicate(timeout=180)
         assert again.returncode == 0, err
