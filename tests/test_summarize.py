@@ -7,13 +7,13 @@ transcript queued for retry or dead-lettered with its error. No invalid or dupli
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import fake_anthropic as fa
 import pytest
 from episode_responder import hallucinating_responder
 from psycopg.types.json import Jsonb
+from waiting import wait_until
 
 from jobs.db import Database
 from jobs.embeddings import MiniLMEmbedder
@@ -325,15 +325,24 @@ def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(ll
     with Database(settings, url=llm_db.url) as db, AnthropicExtractor(settings) as extractor:
         first = Summarizer(db, extractor, embedder=embedder, worker="w1")
         transcript = first.claim()
+        with db.admin() as conn:
+            claimed_until = conn.execute("SELECT lease_until FROM transcripts").fetchone()["lease_until"]
         outcome: list[str] = []
         worker = threading.Thread(target=lambda: outcome.append(first.process(transcript)))
         worker.start()
-        time.sleep(3.8)  # past the lease the claim started with
+        wait_until(lambda: fake.calls(), 10, "the first worker's model call")
+
+        def past(moment: object) -> bool:
+            with db.admin() as conn:
+                return conn.execute("SELECT now() > %s AS past", (moment,)).fetchone()["past"]
+
+        wait_until(lambda: past(claimed_until), 10, "the database clock to pass the lease the claim started with")
         rescuer = Summarizer(db, extractor, embedder=embedder, worker="w2")
         assert rescuer.claim() is None
         with db.admin() as conn:
             lease = conn.execute("SELECT lease_owner, lease_until > now() AS live FROM transcripts").fetchone()
         assert lease == {"lease_owner": "w1", "live": True}
+        assert worker.is_alive() and not outcome  # all of it checked while the model call was still running
         worker.join()
         first.close()
         rescuer.close()
