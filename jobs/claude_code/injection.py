@@ -16,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobs.claude_code.session_state import SessionState
+from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.recall.result import RecalledEpisode, RecalledOpenItem, RecalledSession, render_block
 
-START_BUDGET_TOKENS = 1500  # the SessionStart block
+START_BUDGET_TOKENS = DEFAULT_BUDGET_TOKENS  # the SessionStart block
 PROMPT_BUDGET_TOKENS = 800  # what the first prompt adds
 
 

@@ -18,12 +18,13 @@ from urllib.parse import urlsplit
 from jobs.claude_code import session_state
 from jobs.claude_code.handover import session_records
 from jobs.claude_code.places import project_purpose
+from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import env
 
 # injection.NOTHING_RELEVANT_LINE, kept here so that SessionStart imports nothing of jobs.recall
 NOTHING_RELEVANT_LINE = "Nothing in this user's history clearly relates to the opening message.\n"
 TIMEOUT_SECONDS = 4.0
-START_BUDGET_TOKENS = 1500
+START_BUDGET_TOKENS = DEFAULT_BUDGET_TOKENS
 PROMPT_BUDGET_TOKENS = 800
 
 

@@ -8,7 +8,8 @@ import re
 import click
 
 from jobs.cli.base import Context
-from jobs.service.keys import SCOPES, create_key, list_keys, parse_scopes, revoke_key
+from jobs.concepts import SCOPES
+from jobs.service.keys import create_key, list_keys, parse_scopes, revoke_key
 from jobs.sql import query
 
 # The CHECK on api_keys.tenant_id (migration 0010) and on every tenant table: checked here first, so a

@@ -9,12 +9,13 @@ from pathlib import Path
 import click
 
 from jobs.cli.base import Context
+from jobs.concepts import DEFAULT_BUDGET_TOKENS
 
 
 def _positive_budget(ctx: click.Context, param: click.Parameter, value: int) -> int:
     if value < 1:
         raise click.BadParameter(f"{value} tokens cannot hold a block; give a budget of at least 1 "
-                                 "(about 180 shows a session; the default is 1500).")
+                                 f"(about 180 shows a session; the default is {DEFAULT_BUDGET_TOKENS}).")
     return value
 
 
@@ -23,7 +24,7 @@ def _positive_budget(ctx: click.Context, param: click.Parameter, value: int) -> 
 @click.option("--tenant", required=True, help="Tenant of the user.")
 @click.option("--user", "user_id", required=True, help="User whose earlier episodes are recalled.")
 @click.option("--purpose", help="Only episodes of this purpose and 'general' (see EPISODES_PURPOSE_MAP).")
-@click.option("--budget", type=int, default=1500, show_default=True, callback=_positive_budget,
+@click.option("--budget", type=int, default=DEFAULT_BUDGET_TOKENS, show_default=True, callback=_positive_budget,
               help="Token budget of the block (tokens estimated as characters / 4). Below about 180 the block "
                    "may show no session, only how many there are.")
 @click.option("--now", type=click.DateTime(), help="Recall as of this time (UTC); default: now.")
@@ -63,7 +64,7 @@ def eval_group() -> None:
               show_default=True,
               help="oracle: reference summaries and events stand in for episodes; offline / anthropic: "
                    "ingest the sessions and run the summarize job with that extractor.")
-@click.option("--budget", type=click.IntRange(min=1), default=1500, show_default=True,
+@click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET_TOKENS, show_default=True,
               help="Token budget of each recall block.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.pass_obj

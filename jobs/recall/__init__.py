@@ -1,11 +1,12 @@
 """Recall at session start: a user's recent and relevant episodes, as a prompt block within a token budget.
 
-``recall(tenant, user, opening_message, purpose=None, budget_tokens=1500)`` returns the last N
-episodes plus the top K most relevant to the opening message, deduplicated, with a soft time decay,
-super-summaries standing in for compressed periods, and the user's still-open questions and
-commitments, rendered through ``prompts/previous_episodes.j2`` so that the whole block fits
-``budget_tokens``. The top K is exact within the user's rows: every candidate is scored, from an
-in-process copy of the user's scoring columns that each recall brings up to date exactly.
+``recall(tenant, user, opening_message, purpose=None, budget_tokens=DEFAULT_BUDGET_TOKENS)`` (the
+budget of jobs.concepts) returns the last N episodes plus the top K most relevant to the opening
+message, deduplicated, with a soft time decay, super-summaries standing in for compressed periods,
+and the user's still-open questions and commitments, rendered through ``prompts/previous_episodes.j2``
+so that the whole block fits ``budget_tokens``. The top K is exact within the user's rows: every
+candidate is scored, from an in-process copy of the user's scoring columns that each recall brings up
+to date exactly.
 
 The modules, top down:
 

@@ -28,6 +28,7 @@ import datetime as dt
 import threading
 
 from jobs import config as config_module
+from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.db import Database
 from jobs.embeddings import embedder_for
 from jobs.recall.index import RecallIndex
@@ -122,8 +123,8 @@ def close_recallers() -> None:
 
 
 def recall(
-    tenant_id: str, user_id: str, opening_message: str, *, purpose: str | None = None, budget_tokens: int = 1500,
-    now: dt.datetime | None = None, db: Database | None = None,
+    tenant_id: str, user_id: str, opening_message: str, *, purpose: str | None = None,
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS, now: dt.datetime | None = None, db: Database | None = None,
 ) -> Recall:
     """Recent and relevant episodes of one user, fitted to ``budget_tokens`` (see :meth:`Recaller.recall`).
 

@@ -30,6 +30,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from jobs.concepts import SCOPES, Scope
 from jobs.service.errors import ApiError
 from jobs.service.keys import ApiKey, KeyVerifier
 
@@ -105,7 +106,7 @@ def throttle(request: Request, key: ApiKey) -> None:
                        headers={"Retry-After": str(max(1, math.ceil(wait)))})
 
 
-async def admit(request: Request, needed: str) -> ApiKey:
+async def admit(request: Request, needed: Scope) -> ApiKey:
     """The request's key, which must hold ``needed`` and have a token left (401, 403 or 429 otherwise);
     read from the headers only, so the body is never read for a request that is refused."""
     scheme, _, secret = request.headers.get("authorization", "").partition(" ")
@@ -116,7 +117,7 @@ async def admit(request: Request, needed: str) -> ApiKey:
     return key
 
 
-def scope(needed: str) -> Callable[..., Awaitable[ApiKey]]:
+def scope(needed: Scope) -> Callable[..., Awaitable[ApiKey]]:
     """A dependency: the request's verified key, which must hold the scope ``needed``. On a route of
     :class:`KeyFirstRoute` the key was admitted before the body was read; this returns it."""
 
@@ -129,12 +130,12 @@ def scope(needed: str) -> Callable[..., Awaitable[ApiKey]]:
     return authorize
 
 
-def _declared_scope(dependant: Dependant) -> str | None:
+def _declared_scope(dependant: Dependant) -> Scope | None:
     """The scope a route's :func:`scope` dependency asks for, however deep it is declared."""
     for dependency in dependant.dependencies:
         needed = getattr(dependency.call, "needed_scope", None)
-        if isinstance(needed, str):
-            return needed
+        if (known := next((s for s in SCOPES if s == needed), None)) is not None:
+            return known
         if (inner := _declared_scope(dependency)) is not None:
             return inner
     return None

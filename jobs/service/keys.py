@@ -29,16 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from jobs.concepts import IMPLIED_SCOPES, SCOPES, Scope
 from jobs.sql import query
 
 if TYPE_CHECKING:  # jobs.db (psycopg) is imported where a key is read or written: `episodes keys --help`
     from jobs.db import Database, Row  # lists SCOPES from here without it
 
-# recall: recall, reads, search, export; ingest: POST transcripts; edit: correct, erase or pin single
-# episodes (and, with recall, the memory page); admin: erase a user. ``write`` is the scope keys held
-# before ingest and edit were told apart (migration 0024): both of them, as it always allowed.
-SCOPES = ("recall", "ingest", "edit", "write", "admin")
-_IMPLIED = {"write": ("ingest", "edit")}
 PREFIX = "ep_"
 _SECRET = re.compile(r"ep_[A-Za-z0-9_-]{43}")  # what create_key makes: PREFIX + 32 bytes, unpadded base64url
 _PREFIX_LEN = len(PREFIX) + 8  # shown in listings and accepted by revoke; never enough to use the key
@@ -58,7 +54,7 @@ class ApiKey:
     last_used_at: dt.datetime | None = None
     revoked_at: dt.datetime | None = None
 
-    def allows(self, scope: str) -> bool:
+    def allows(self, scope: Scope) -> bool:
         """Whether the key holds ``scope``, itself or through ``write`` (ingest and edit)."""
         return scopes_allow(self.scopes, scope)
 
@@ -69,9 +65,9 @@ class ApiKey:
                    last_used_at=row.get("last_used_at"), revoked_at=row.get("revoked_at"))
 
 
-def scopes_allow(scopes: Sequence[str], scope: str) -> bool:
+def scopes_allow(scopes: Sequence[str], scope: Scope) -> bool:
     """Whether ``scopes`` (a key's, or an MCP session's) hold ``scope``, itself or through ``write``."""
-    return any(scope == held or scope in _IMPLIED.get(held, ()) for held in scopes)
+    return any(scope == held or scope in IMPLIED_SCOPES.get(held, ()) for held in scopes)
 
 
 def key_hash(secret: str) -> bytes:
