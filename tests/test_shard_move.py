@@ -24,6 +24,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
+from waiting import wait_until
 
 from jobs import config
 from jobs.db import APP_ROLE, Database, set_local
@@ -150,15 +151,14 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
                                  (shard, host, port, target[0], target[1]))
                 moved_at = time.perf_counter() - t
             time.sleep(0.2)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        def unfinished() -> int:
             with cluster_db.admin() as conn:
-                left = conn.execute("SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'",
+                return conn.execute("SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'",
                                     (TENANT,)).fetchone()["n"]
-            if not left:
-                break
-            time.sleep(0.5)
-        time.sleep(0.5)  # a last round of recalls after the final commit
+
+        wait_until(lambda: not unfinished(), 120, "every session summarised", every=0.5)
+        after = checker.checks
+        wait_until(lambda: checker.checks >= after + len(USERS), 30, "a last round of recalls after the final commit")
     finally:
         stop.set()
         checker.join(timeout=30)
