@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from jobs.concepts import OPEN_ITEM_TYPES
 from jobs.db import Conn, one
 from jobs.models import EpisodeExtraction, Message, ModelCall, Transcript, search_text
 from jobs.sql import query
@@ -78,7 +79,7 @@ def insert_episode(
             "type": event.type, "what": event.what, "who": event.who, "due": event.due, "occurred_at": when,
             "evidence": event.evidence,
             "evidence_quote": (msg.content if msg else "")[:QUOTE_CHARS] or None,
-            "status": "open" if event.type in ("open_question", "commitment") else "n/a",
+            "status": "open" if event.type in OPEN_ITEM_TYPES else "n/a",
             "source_event_id": source_event_ids[ordinal] if source_event_ids else None,
         })
     with conn.cursor() as cur:

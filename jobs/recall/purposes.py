@@ -7,12 +7,10 @@ With ``purpose=None`` every purpose is recalled. A requested purpose sees its ow
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
+from jobs.concepts import DEFAULT_PURPOSE, PURPOSE, PURPOSE_RULE
 from jobs.errors import ConfigError
-
-_PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
 
 
 def purpose_filter(purpose: str | None, purpose_map: Mapping[str, Sequence[str]] | None = None) -> list[str] | None:
@@ -20,6 +18,6 @@ def purpose_filter(purpose: str | None, purpose_map: Mapping[str, Sequence[str]]
     ``purpose_map`` (Settings.purpose_map, from EPISODES_PURPOSE_MAP) says otherwise."""
     if purpose is None:
         return None
-    if not _PURPOSE.match(purpose):
-        raise ConfigError(f"purpose {purpose!r} is invalid; use 1-64 lowercase letters, digits, _ and -.")
-    return sorted(set((purpose_map or {}).get(purpose, [purpose, "general"])))
+    if not PURPOSE.match(purpose):
+        raise ConfigError(f"purpose {purpose!r} is invalid; use {PURPOSE_RULE}.")
+    return sorted(set((purpose_map or {}).get(purpose, [purpose, DEFAULT_PURPOSE])))

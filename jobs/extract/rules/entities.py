@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from jobs.extract.rules.agent import is_service
 from jobs.extract.rules.dates import MONTHS, WEEKDAYS
 from jobs.extract.rules.text import STOPWORDS, words
-from jobs.models import EntityKind
+from jobs.concepts import EntityKind
 
 _NAME_WORD = r"(?:[A-Z][\w&'-]*[\w]|[A-Z]|[a-z]+[A-Z]\w*)"
 _NAME_SEQ = re.compile(rf"{_NAME_WORD}(?:(?:\s+(?:of|de|la|van|von|&)\s+|\s+){_NAME_WORD}){{0,4}}")
@@ -128,7 +128,7 @@ def find_entities(sentences: list[str], speakers: Iterable[str]) -> list[EntityH
             continue
         if " " not in name and name.lower() in lowercase and not shape:
             continue
-        hit.kind = min(kinds[name], key=_KIND_PRIORITY.index)
+        hit.kind = min(kinds[name], key=KIND_PRIORITY.index)
         out.append(hit)
     out.sort(key=lambda h: (h.name.isupper(), -h.count, h.first, h.name))
     return out
@@ -140,7 +140,8 @@ def _not_name(word: str, drop: frozenset[str]) -> bool:
     return word in drop or word.lower() in STOPWORDS or word.lower() in {"of", "de", "la", "van", "von", "&"}
 
 
-_KIND_PRIORITY: tuple[EntityKind, ...] = ("person", "org", "project", "product", "place", "other")
+# Which kind a name found as several takes, first wins; every kind of jobs.concepts.ENTITY_KINDS.
+KIND_PRIORITY: tuple[EntityKind, ...] = ("person", "org", "project", "product", "place", "other")
 
 
 def _kind(name: str, before: str, after: str, speakers: set[str]) -> EntityKind:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import AwareDatetime
 
-from jobs.models import EventType
+from jobs.concepts import EventType
 from jobs.service import reads
 from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.errors import ApiError
@@ -57,7 +57,7 @@ def get_episode(request: Request, episode_id: int = Path(ge=1, le=2**63 - 1),
 
 @router.get("/v1/events", response_model=EpisodePage, responses=_CURSOR)
 def search_events(request: Request,
-                  type: EventType | None = Query(None, description="One of the event types (jobs.models.EVENT_TYPES)."),
+                  type: EventType | None = Query(None, description="One of the event types (jobs.concepts.EVENT_TYPES)."),
                   user_id: str | None = Query(None, min_length=1, max_length=256, pattern=NO_NUL),
                   q: str | None = Query(None, max_length=500, pattern=NO_NUL, description="full text, web-search syntax"),
                   since: AwareDatetime | None = None,
