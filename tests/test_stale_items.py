@@ -130,3 +130,20 @@ def test_grace_and_age_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EPISODES_STALE_AGE", "half a year")
     with pytest.raises(ConfigError, match="EPISODES_STALE_AGE"):
         config.load()
+
+
+def test_the_same_item_said_in_five_sessions_is_one_line_with_a_count(db: Database, embedder: Embedder) -> None:
+    """Five sessions each ending with the same promise gave five identical "Still open" lines (issue 31):
+    now one, the newest, saying how many sessions said it; other items keep their own lines."""
+    for days in (30, 20, 10, 5, 2):
+        add(db, embedder, f"Call {days} days ago.", days_ago=days, type_="commitment",
+            what="Maria will share the Cost Guard thresholds with Dave." if days % 2 else
+            "maria will share the  cost guard thresholds with Dave")
+    add(db, embedder, "Another call.", days_ago=3, type_="commitment", what="The agent will fix the export.")
+    result = recall(db, embedder, "Where do I change my avatar picture?")
+    assert [(item.what, item.times) for item in result.open_items] == [
+        ("maria will share the  cost guard thresholds with Dave", 5), ("The agent will fix the export.", 1)]
+    assert result.open_items[0].since == (NOW - dt.timedelta(days=2)).date().isoformat()  # the newest
+    block = result.render()
+    assert block.count("cost guard thresholds") == 1
+    assert "(said in 5 sessions): maria will share the cost guard thresholds with Dave" in block

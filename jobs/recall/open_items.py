@@ -40,14 +40,32 @@ def send_open_items(conn: Conn, params: dict[str, Any], limit: int, offset: int 
 
 def open_items(conn: Conn, first: Cursor, copy: UserIndex, params: dict[str, Any], limit: int, now_us: int,
                purposes: Iterable[str] | None, sql: Callable[[str], str] = query) -> list[dict[str, Any]]:
-    """The first ``limit`` items of candidate episodes: the page ``first`` sent, then more as needed."""
+    """The first ``limit`` distinct items of candidate episodes: the page ``first`` sent, then more as needed.
+
+    The same item said again in later sessions (five sessions each ending "Maria will send the order
+    form") is one line, the newest, with ``times`` counting the sessions that said it among the items
+    read: five identical lines would tell the agent nothing more and crowd out the other items."""
     kept: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
     cursor, offset = first, 0
     while True:
         page = cursor.fetchall()
-        kept += [row for row, ok in zip(page, copy.candidates([r["episode_id"] for r in page], now_us, purposes))
-                 if ok]
+        for row, ok in zip(page, copy.candidates([r["episode_id"] for r in page], now_us, purposes)):
+            if not ok:
+                continue
+            key = same_item(row)
+            if key in seen:
+                seen[key]["times"] += 1
+                continue
+            seen[key] = item = {**row, "times": 1}
+            kept.append(item)
         if len(kept) >= limit or len(page) < page_size(limit):
             return kept[:limit]
         offset += len(page)
         cursor = send_open_items(conn, params, limit, offset, sql)
+
+
+def same_item(row: dict[str, Any]) -> tuple[str, str, str]:
+    """What makes two open items one: the type, who, and the words (case, spacing and a final stop aside)."""
+    words = " ".join(str(row["what"]).casefold().split()).rstrip(".!")
+    return str(row["type"]), str(row["who"] or "").casefold(), words

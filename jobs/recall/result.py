@@ -72,6 +72,7 @@ class RecalledOpenItem:
     due: dt.date | None
     occurred_at: dt.datetime
     stale: bool = False  # long overdue or old (migration 0009): listed only as related to the message
+    times: int = 1  # sessions that said this same item (jobs.recall.open_items.same_item): shown once
 
     @property
     def since(self) -> str:
