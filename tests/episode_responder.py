@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from jobs.concepts import OPEN_ITEM_TYPES, STANDING_TYPES
+
 LINE = re.compile(r"^\[(\d+)\] ([^:(]+?)(?: \([^)]*\))?: (.*)$", re.MULTILINE)
 
 
@@ -49,7 +51,7 @@ def episode_for(body: dict[str, Any], hallucinate: bool = False) -> dict[str, An
     }
 
 
-OPEN_ITEM = re.compile(r"^- id (\d+) \((open_question|commitment) since [0-9-]+\): (.*)$", re.MULTILINE)
+OPEN_ITEM = re.compile(rf"^- id (\d+) \(({'|'.join(OPEN_ITEM_TYPES)}) since [0-9-]+\): (.*)$", re.MULTILINE)
 
 
 def resolving_responder(body: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +59,7 @@ def resolving_responder(body: dict[str, Any]) -> dict[str, Any]:
     episode = episode_for(body)
     content = body["messages"][0]["content"]
     episode["resolved_items"] = [
-        {"item_id": int(item_id), "outcome": "answered" if kind == "open_question" else "fulfilled",
+        {"item_id": int(item_id), "outcome": "fulfilled" if kind == "commitment" else "answered",
          "evidence": [0]}
         for item_id, kind, _ in OPEN_ITEM.findall(content)
     ] + [{"item_id": 999999, "outcome": "answered", "evidence": [0]}]  # never offered: must be dropped
@@ -72,7 +74,7 @@ def hallucinating_responder(body: dict[str, Any]) -> dict[str, Any]:
     return episode_for(body, hallucinate=True)
 
 
-CURRENT_DECISION = re.compile(r"^- id (\d+) \((decision|preference) since [0-9-]+\): (.*)$", re.MULTILINE)
+CURRENT_DECISION = re.compile(rf"^- id (\d+) \(({'|'.join(STANDING_TYPES)}) since [0-9-]+\): (.*)$", re.MULTILINE)
 
 
 def replacing_responder(body: dict[str, Any]) -> dict[str, Any]:
