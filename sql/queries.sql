@@ -395,3 +395,8 @@ SELECT pg_try_advisory_lock(%(key)s) AS ok
 
 -- name: advisory_unlock
 SELECT pg_advisory_unlock(%(key)s) AS released
+
+-- name: embedded_other_clients
+-- Who else is connected to the embedded server (`episodes db stop` refuses to stop it under them).
+SELECT application_name FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()

@@ -127,3 +127,31 @@ def test_bad_input_to_commands_is_told_without_a_raw_database_error(
     last = result.stderr.strip().splitlines()[-1]
     assert "unexpected error" not in last and "Traceback" not in result.output
     assert "NUL" in last or "9223372036854775807" in last, last
+
+
+def test_db_stop_stops_the_embedded_server_and_refuses_under_other_programs(tmp_path: Path) -> None:
+    """The embedded PostgreSQL keeps running after every command (issue 31: nothing said so or how to stop
+    it): `episodes db stop` stops it, not under a connected program unless --force, and says so when it
+    is not running; `episodes --help` tells of it."""
+    from jobs import config
+    from jobs.db import start_embedded
+
+    pgdata = config.load().pgdata  # $EPISODES_HOME/pgdata: the test's own (conftest clean_env)
+    url = start_embedded(pgdata)
+    runner = CliRunner()
+    try:
+        with psycopg.connect(url, application_name="episodes serve"):
+            refused = runner.invoke(cli, ["db", "stop"])
+        assert refused.exit_code == 1
+        assert "1 connection to the embedded PostgreSQL (episodes serve)" in refused.stderr
+        assert "--force" in refused.stderr
+        stopped = runner.invoke(cli, ["db", "stop"])
+        assert stopped.exit_code == 0, stopped.output
+        assert stopped.stdout.startswith(f"stopped the embedded PostgreSQL in {pgdata}")
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(url, connect_timeout=2).close()
+        again = runner.invoke(cli, ["db", "stop"])
+        assert again.exit_code == 0 and "is not running; nothing to stop" in again.stdout
+    finally:
+        runner.invoke(cli, ["db", "stop", "--force"])
+    assert "`episodes db stop` stops it" in " ".join(runner.invoke(cli, ["--help"]).stdout.split())

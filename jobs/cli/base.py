@@ -193,7 +193,8 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     """Long-term episodic memory for AI agents, on PostgreSQL.
 
     Configuration comes from environment variables (see the README). With DATABASE_URL unset an
-    embedded PostgreSQL is started in $EPISODES_HOME.
+    embedded PostgreSQL is started in $EPISODES_HOME; it keeps running after each command, so the next
+    one starts at once: `episodes db stop` stops it.
     """
     ctx.obj = Context(verbose)
     # Every connection says which command made it, in pg_stat_activity: "episodes serve", "episodes api"...
