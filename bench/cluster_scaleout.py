@@ -114,7 +114,7 @@ def main() -> None:
                     continue
                 print(f"[{name}] recall: loading {int(counts.sum()):,} episodes ...", file=sys.stderr)
                 results[name].update(recall_figures(url, settings, counts, args))
-                if name == "citus":  # the same, with every read through the coordinator (jobs/routes.py off)
+                if name == "citus":  # the same, with every read through the coordinator (jobs/citus/routes.py off)
                     print("[citus, through the coordinator] recall ...", file=sys.stderr)
                     results["via coordinator"] = recall_figures(url, settings.with_(recall_on_workers=False),
                                                                 counts, args)

@@ -7,9 +7,9 @@ scratch database on the Citus cluster (``../shared/citus/cluster.sh up``), then 
 later recall of a typical user makes, alone, inside a tenant transaction as the recaller opens it
 (``SET LOCAL ROLE episodes_app``, the tenant setting: row-level security applies), and times it from
 send to last row. On the cluster each statement runs on the worker that holds the tenant's shards,
-where ``Database.tenant_read`` sends recall (``jobs/routes.py``), twice: naming the distributed tables
+where ``Database.tenant_read`` sends recall (``jobs/citus/routes.py``), twice: naming the distributed tables
 (as the coordinator and a worker without the tenant's shards run it) and naming the tenant's shard
-tables (jobs/shards.py, as recall runs it on the worker that holds them). Printed: the median per
+tables (jobs/citus/shards.py, as recall runs it on the worker that holds them). Printed: the median per
 statement, each way, and the ratios to one PostgreSQL; the first round only warms up.
 
 A statement on a distributed table is planned by Citus on every run, even locally: on its fast path
@@ -37,8 +37,8 @@ from recall_speed import load_data, plan_users
 
 from jobs import config, migrate
 from jobs.db import APP_ROLE, Database, set_local, start_embedded
-from jobs.routes import Routes, ask_with, node_url
-from jobs.shards import shards
+from jobs.citus.routes import Routes, ask_with, node_url
+from jobs.citus.shards import shards
 from jobs.sql import query
 
 CLUSTER_DB = f"episodes_bench_statements_{os.getpid()}"

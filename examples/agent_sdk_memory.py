@@ -29,7 +29,7 @@ from typing import Any
 from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, HookContext, HookInput, HookJSONOutput, HookMatcher,
                               ResultMessage, TextBlock, query)
 
-from jobs.claude_code_sessions import default_user, project_purpose
+from jobs.formats.claude_code import default_user, project_purpose
 
 BUDGET_TOKENS = 1500
 

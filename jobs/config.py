@@ -159,13 +159,13 @@ class Settings:
     embedder: str = "minilm"
     max_transcript_bytes: int = 4 * 1024 * 1024
     max_messages: int = 5_000
-    tool_result_chars: int = 400  # characters kept of each tool result in a stored transcript (jobs.message_shapes)
+    tool_result_chars: int = 400  # characters kept of each tool result in a stored transcript (jobs.formats.shapes)
     log_format: str = "text"  # text | json
     log_level: str = "INFO"
     price_input_per_mtok: float = 1.0
     price_output_per_mtok: float = 5.0
     recall_cache_rows: int = 300_000
-    recall_on_workers: bool = True  # on a Citus cluster, recall reads from the tenant's worker (jobs.routes)
+    recall_on_workers: bool = True  # on a Citus cluster, recall reads from the tenant's worker (jobs.citus.routes)
     recall_pack_rows: int = 1_000  # users with at least this many candidates get a recall pack (0: none)
     redact: bool = True
     purpose_map: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))

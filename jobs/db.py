@@ -35,8 +35,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from jobs.config import Settings
 from jobs.errors import DatabaseError
-from jobs.routes import Node, Routes, ask_with, node_url
-from jobs.shards import HERE, shards
+from jobs.citus.routes import Node, Routes, ask_with, node_url
+from jobs.citus.shards import HERE, shards
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
@@ -51,11 +51,11 @@ class TenantRead(NamedTuple):
 
     conn: Conn
     query: Callable[[str], str]  # the runtime query of a name (jobs.sql.query), on the shard tables if local
-    on_shards: bool  # whether ``query`` names the tenant's shard tables (jobs.shards)
+    on_shards: bool  # whether ``query`` names the tenant's shard tables (jobs.citus.shards)
 
 
 EMBEDDED_DB_NAME = "episodes"
-NODE_TIMEOUT_SECONDS = 2.0  # to reach a Citus worker recall reads from, before the coordinator serves (jobs.routes)
+NODE_TIMEOUT_SECONDS = 2.0  # to reach a Citus worker recall reads from, before the coordinator serves (jobs.citus.routes)
 APP_ROLE = "episodes_app"
 SERVICE_ROLE = "episodes_service"  # the login role of the API and MCP (migration 0023)
 
@@ -91,7 +91,7 @@ def set_local(conn: Conn, role: str | None = None, **settings: str) -> None:
     """``SET LOCAL`` the role and settings for the rest of ``conn``'s transaction, in one round trip.
 
     SET LOCAL, not ``set_config(..., true)``: on a Citus cluster (``citus.propagate_set_commands =
-    'local'``, set by jobs.cluster) only SET commands travel with the transaction to the workers,
+    'local'``, set by jobs.citus.cluster) only SET commands travel with the transaction to the workers,
     where row-level security and the triggers read them. Values are quoted as literals; names are
     identifiers chosen by the code. In pipeline mode (no multi-statement queries) one per statement."""
     statements = [sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role))] if role else []
@@ -128,7 +128,7 @@ def one(cursor: Cursor) -> DictRow:
 
 
 def _configure_read_only(conn: psycopg.Connection[Any]) -> None:
-    """For a Citus worker's pool (jobs.routes): as :func:`_configure`, and every transaction READ ONLY."""
+    """For a Citus worker's pool (jobs.citus.routes): as :func:`_configure`, and every transaction READ ONLY."""
     _configure(conn)
     conn.read_only = True
 
@@ -246,7 +246,7 @@ class Database:
         )
 
     def _open_node_pool(self, node: Node) -> bool:
-        """Open the pool of a Citus worker that recall reads from (jobs.routes); whether it is open."""
+        """Open the pool of a Citus worker that recall reads from (jobs.citus.routes); whether it is open."""
         if node in self._node_pools:
             return True
         with self._opening:
@@ -292,7 +292,7 @@ class Database:
     @contextmanager
     def _as_app(self) -> Iterator[Conn]:
         """A pooled transaction as episodes_app with no tenant, for the Citus metadata a route is read from
-        (jobs.routes): get_shard_id_for_distribution_column wants SELECT on the tables, which the login role
+        (jobs.citus.routes): get_shard_id_for_distribution_column wants SELECT on the tables, which the login role
         episodes_service holds only through episodes_app."""
         with self.pool.connection() as conn, conn.transaction():
             set_local(conn, role=APP_ROLE)
@@ -311,9 +311,9 @@ class Database:
     @contextmanager
     def tenant_read(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[TenantRead]:
         """Like :meth:`tenant`, for a transaction that only reads, with the texts of its statements. On a
-        Citus cluster it runs on the worker that holds the tenant's shards, READ ONLY (jobs.routes;
+        Citus cluster it runs on the worker that holds the tenant's shards, READ ONLY (jobs.citus.routes;
         ``EPISODES_RECALL_ON_WORKERS``), and once the worker has said it still holds them, the texts name
-        the shard tables themselves (jobs.shards)."""
+        the shard tables themselves (jobs.citus.shards)."""
         if self._tenants is not None:
             with self._tenants.tenant_read(tenant_id, pipeline=pipeline) as read:
                 yield read

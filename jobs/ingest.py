@@ -1,5 +1,5 @@
 """Load transcripts from files: our JSON / JSONL format, LoCoMo conversation files and Claude Code
-session files (:mod:`jobs.claude_code_sessions`).
+session files (:mod:`jobs.formats.claude_code`).
 
 Every record is validated on its own, and files and the HTTP API's records go through one path
 (:func:`ingest_records`). A bad record is reported as ``file:line: reason`` and
@@ -21,14 +21,14 @@ import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
-from jobs.claude_code_sessions import TENANT as CLAUDE_CODE_TENANT
-from jobs.claude_code_sessions import default_user, read_session_file
+from jobs.formats.claude_code import TENANT as CLAUDE_CODE_TENANT
+from jobs.formats.claude_code import default_user, read_session_file
 from jobs.config import Settings
 from jobs.db import Database, notify_eligible
-from jobs.locomo_files import read_locomo
-from jobs.message_shapes import ShapeOptions
+from jobs.formats.locomo import read_locomo
+from jobs.formats.shapes import ShapeOptions
 from jobs.models import TranscriptIn
-from jobs.privacy.redaction import redact_messages
+from jobs.pii.redaction import redact_messages
 from jobs.sql import query
 
 log = logging.getLogger(__name__)

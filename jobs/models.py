@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from jobs.message_shapes import ShapeError, ShapeOptions, normalise_messages
-from jobs.record_envelope import check_metadata, unknown_field
+from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
+from jobs.formats.envelope import check_metadata, unknown_field
 
 EVENT_TYPES = ("decision", "open_question", "commitment", "surprise", "preference")
 ENTITY_KINDS = ("person", "org", "product", "project", "place", "other")
@@ -92,7 +92,7 @@ class Message(BaseModel):
 class TranscriptIn(BaseModel):
     """A finished (or still open) chat session as a host application hands it over.
 
-    ``messages`` may come in any accepted host shape (:mod:`jobs.message_shapes`) and are held in the
+    ``messages`` may come in any accepted host shape (:mod:`jobs.formats.shapes`) and are held in the
     canonical form; validate with ``context={"shapes": ShapeOptions(...)}`` to set how tool output is
     condensed. An unknown field in the record itself is refused, naming the field it was likely
     meant to be (``endedAt`` -> ``ended_at``): a silently dropped ``ended_at`` leaves a session

@@ -1,4 +1,4 @@
--- Named queries of correcting and forgetting one episode (jobs/privacy/correct.py, standing.py,
+-- Named queries of correcting and forgetting one episode (jobs/rights/correct.py, standing.py,
 -- erase_episode.py). Same format as sql/queries.sql: each block starts with "-- name: <name>".
 -- Every query runs inside Database.tenant(): row-level security already hides other tenants. Every
 -- statement still names the tenant on each tenant table it reads or writes: for the planner, for
@@ -9,7 +9,7 @@
 
 -- name: correct_lock_episode
 -- The episode to correct, locked: a re-summarisation of its session (which locks the same row in
--- write_session_episode) waits, then sees the correction (jobs/privacy/standing.py).
+-- write_session_episode) waits, then sees the correction (jobs/rights/standing.py).
 SELECT id, user_id, kind, session_id, status, superseded_by, compressed_into, summary
 FROM episodes
 WHERE tenant_id = %(tenant_id)s AND id = %(episode_id)s

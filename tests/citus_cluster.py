@@ -21,7 +21,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from jobs import cluster, migrate
+from jobs import migrate
+from jobs.citus import cluster
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5701/postgres"
 SHARDS = 4

@@ -4,7 +4,7 @@ Each case is ``(text, [(KIND, value), ...])``: every listed value must be replac
 of that kind covering all of it; anything else detected is a false positive. Card numbers are the
 networks' published test numbers; IBANs are the registry's examples; keys and tokens are made up.
 
-Decisions the labels encode (see jobs/privacy/redaction.py): UUIDs, commit hashes, order / ticket /
+Decisions the labels encode (see jobs/pii/redaction.py): UUIDs, commit hashes, order / ticket /
 invoice numbers, ISBNs, dates, times, prices, version strings and Luhn-invalid numbers are not PII and
 must survive; a value after a password / token / key label is a secret when it looks like one.
 """

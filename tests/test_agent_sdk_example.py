@@ -27,7 +27,7 @@ import pytest
 from click.testing import CliRunner
 from stream_anthropic import StreamAnthropic
 
-from jobs.claude_code_sessions import project_purpose
+from jobs.formats.claude_code import project_purpose
 from jobs.cli import cli
 from jobs.db import Database
 

@@ -267,7 +267,7 @@ def test_analyst_roles_are_read_only_and_cannot_bypass(ro_db: Database) -> None:
                      "WHERE rolname IN ('episodes_analyst', 'episodes_operator') ORDER BY rolname")
     assert [r["rolname"] for r in rows] == ["episodes_analyst", "episodes_operator"]
     assert all(not (r["rolsuper"] or r["rolbypassrls"] or r["rolcreaterole"]) for r in rows)
-    # NOLOGIN on one PostgreSQL; on a cluster Citus reaches the workers as the role itself (jobs.cluster)
+    # NOLOGIN on one PostgreSQL; on a cluster Citus reaches the workers as the role itself (jobs.citus.cluster)
     distributed = owner(ro_db, "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') AS d")[0]["d"]
     assert all(r["rolcanlogin"] == distributed for r in rows)
     with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match='cannot insert into view "event_types"'):

@@ -23,7 +23,7 @@ from api_server import BACKENDS, backend_database, serve
 from jobs import config, migrate
 from jobs.db import Database
 from jobs.errors import ConfigError
-from jobs.privacy import forget_user
+from jobs.rights.forget import forget_user
 from jobs.service.keys import KeyVerifier, create_key, parse_scopes, revoke_key
 
 MARIA = {"user_id": "u-maria", "session_id": "m1", "started_at": "2025-01-21T10:00:00Z",

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import ROOT
 
-from jobs.claude_code_sessions import project_purpose, read_session_file
+from jobs.formats.claude_code import project_purpose, read_session_file
 from jobs.cli import cli
 from jobs.db import Database
 from jobs.extract.offline import OfflineExtractor

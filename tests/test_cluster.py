@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from jobs import cluster
+from jobs.citus import cluster
 from jobs.cli import cli
 
 

@@ -16,13 +16,8 @@ from jobs.cli import cli
 from jobs.db import Database
 from jobs.errors import CorrectionInvalid, EpisodeNotFound
 from jobs.extract.claude import AnthropicExtractor
-from jobs.privacy import (
-    EpisodeCorrection,
-    correct_episode,
-    correction_from,
-    corrections_of,
-)
-from jobs.privacy.standing import same_text
+from jobs.rights.correct import EpisodeCorrection, correct_episode, correction_from, corrections_of
+from jobs.rights.standing import same_text
 from jobs.recall import Recaller
 from jobs.summarize import run_summarize
 

@@ -1,4 +1,4 @@
-"""What an erasure leaves in the database's files and statistics (jobs/privacy/vacuum.py): after
+"""What an erasure leaves in the database's files and statistics (jobs/rights/vacuum.py): after
 `episodes forget` the tables it changed are vacuumed and analysed, so no erased value is left in
 pg_stats; with --vacuum-full no byte of the erased rows is left in the tables' or indexes' files."""
 
@@ -16,7 +16,7 @@ from test_recall import episode_row, unit
 
 from jobs.cli import cli
 from jobs.db import SERVICE_ROLE, Database
-from jobs.privacy.vacuum import ERASED_TABLES, vacuum_after_erasure
+from jobs.rights.vacuum import ERASED_TABLES, vacuum_after_erasure
 from jobs.store import insert_episode
 
 GONE = "gone-zqxv"  # the erased user's id, and a word of each of their summaries

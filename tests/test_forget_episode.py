@@ -22,12 +22,8 @@ from jobs.db import Database
 from jobs.errors import EpisodeNotFound, SuperSummaryNotErasable
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest
-from jobs.privacy import (
-    EpisodeCorrection,
-    correct_episode,
-    corrections_of,
-    forget_episode,
-)
+from jobs.rights.correct import EpisodeCorrection, correct_episode, corrections_of
+from jobs.rights.erase_episode import forget_episode
 from jobs.recall import Recaller
 from jobs.summarize import run_summarize
 

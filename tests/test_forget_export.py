@@ -27,7 +27,8 @@ from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest
 from jobs.models import Entity, EpisodeExtraction, KeyEvent, ModelCall, search_text
-from jobs.privacy import erasures_of, export_user, forget_user
+from jobs.rights.export import export_user
+from jobs.rights.forget import erasures_of, forget_user
 from jobs.store import EpisodeRow, insert_episode, record_calls
 from jobs.summarize import run_summarize
 

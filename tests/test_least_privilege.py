@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 from jobs import config
 from jobs.cli import cli
 from jobs.db import SERVICE_ROLE, Database, set_local
-from jobs.privacy import forget_user
+from jobs.rights.forget import forget_user
 from jobs.service.keys import KeyVerifier, create_key, key_hash, key_is_live, revoke_key
 from jobs.service.page_link import link_secret
 

@@ -1,4 +1,4 @@
-"""Every common message shape in, one canonical form out (jobs/message_shapes.py, issue 30).
+"""Every common message shape in, one canonical form out (jobs/formats/shapes.py, issue 30).
 
 Property tests: any valid list of Anthropic Messages or OpenAI Chat Completions messages
 normalises without error, its text survives verbatim, and tool traffic never speaks as the user.
@@ -21,7 +21,7 @@ from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
 from jobs.ingest import ingest, validate
-from jobs.message_shapes import ShapeError, ShapeOptions, normalise_messages
+from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
 from jobs.models import TranscriptIn
 from jobs.summarize import run_summarize
 

@@ -18,7 +18,8 @@ from jobs.cli import cli
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.lifecycle import apply_policy
-from jobs.privacy import forget_episode, forget_user
+from jobs.rights.erase_episode import forget_episode
+from jobs.rights.forget import forget_user
 from jobs.prune_policy import parse_policy
 from jobs.recall import Recaller, close_recallers, recall, shared_recaller
 from jobs.recall.index import RecallIndex

@@ -15,9 +15,9 @@ from test_recall import NOW, UNBOUNDED, episode_row, unit, words
 from jobs.db import Database, one
 from jobs.embeddings import Embedder, HashingEmbedder
 from jobs.embeddings.recorded import Recorded
-from jobs.privacy.correct import EpisodeCorrection, correct_episode
-from jobs.privacy.erase_episode import forget_episode
-from jobs.privacy.forget import forget_user
+from jobs.rights.correct import EpisodeCorrection, correct_episode
+from jobs.rights.erase_episode import forget_episode
+from jobs.rights.forget import forget_user
 from jobs.recall import RecallConfig, Recaller
 from jobs.recall.index import RecallIndex, Scores, UserIndex
 from jobs.recall.packs import PackWriter, read_pack, write_pack

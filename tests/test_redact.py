@@ -20,13 +20,7 @@ import pytest
 from jobs import config
 from jobs.errors import ConfigError
 from jobs.models import Message, Transcript
-from jobs.privacy import (
-    KINDS,
-    find,
-    redact,
-    redact_messages,
-    redact_transcript,
-)
+from jobs.pii.redaction import KINDS, find, redact, redact_messages, redact_transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redaction_corpus import CASES, HELD_OUT, NEGATIVE  # noqa: E402

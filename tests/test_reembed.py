@@ -23,7 +23,7 @@ from jobs.errors import EmbedderChanged, EmbeddingDimensionMismatch, ReembedInPr
 from jobs.extract.offline import OfflineExtractor
 from jobs.lifecycle.reembed import reembed, reembed_progress
 from jobs.models import episode_text
-from jobs.privacy.correct import EpisodeCorrection, correct_episode
+from jobs.rights.correct import EpisodeCorrection, correct_episode
 from jobs.recall import Recaller
 from jobs.serve import ServeOptions, Server
 

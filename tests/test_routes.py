@@ -1,4 +1,4 @@
-"""Recall's read on the worker that holds the tenant (jobs/routes.py), on one PostgreSQL and on the cluster."""
+"""Recall's read on the worker that holds the tenant (jobs/citus/routes.py), on one PostgreSQL and on the cluster."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from test_shard_move import drop_abandoned_move_slots, workers
 
 from jobs.db import Database, one
 from jobs.recall import Recaller
-from jobs.routes import Routes, ask_with
+from jobs.citus.routes import Routes, ask_with
 from jobs.sql import query as named_query
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
@@ -146,7 +146,7 @@ def test_an_unreachable_worker_leaves_recall_to_the_coordinator(db: Database, ba
     add(db, "the plan for the launch", tenant="acme", vector=query)
     db._routes = Routes(ask_with(db.admin), lambda node: False)  # as if no worker answered
     coordinator = int(psycopg.conninfo.conninfo_to_dict(db.url)["port"])
-    with caplog.at_level(logging.WARNING, logger="jobs.routes"):
+    with caplog.at_level(logging.WARNING, logger="jobs.citus.routes"):
         assert _port(db, "acme") == coordinator
         assert _ids(db, "acme", "u1", query)[0] == 1
     assert any(getattr(r, "action", "") == "route_fallback" for r in caplog.records)

@@ -71,9 +71,9 @@ def test_every_value_the_recall_block_prints_goes_through_inert() -> None:
 
 
 def test_recall_statements_on_shards_name_only_shard_tables() -> None:
-    """jobs.shards: every table a recall statement reads is replaced by its shard table, and nothing else
+    """jobs.citus.shards: every table a recall statement reads is replaced by its shard table, and nothing else
     (a function named like a table, a column) is touched."""
-    from jobs.shards import Shards
+    from jobs.citus.shards import Shards
 
     tables = ["transcripts", "episodes", "episode_events", "recall_versions", "recall_packs", "episodes_settings"]
     on = Shards(102032, {t: 102000 + i for i, t in enumerate(tables)})

@@ -1,4 +1,4 @@
-"""A Claude Code session file as the transcript records we store (the reader is jobs.claude_code_sessions).
+"""A Claude Code session file as the transcript records we store (the reader is jobs.formats.claude_code).
 
 The SessionEnd / PreCompact hooks and ``episodes claude-code sync`` read a session through here,
 so they hand over the same record as `episodes ingest --format claude-code`: the project's
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.claude_code.places import AGENT_ID, project_purpose
-from jobs.claude_code_sessions import read_session_file
+from jobs.formats.claude_code import read_session_file
 
 Item = tuple[str, "dict[str, Any] | str"]  # a location and a record, or a location and why a line was refused
 

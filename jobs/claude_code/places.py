@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.claude_code_sessions import AGENT_ID, project_purpose
+from jobs.formats.claude_code import AGENT_ID, project_purpose
 from jobs.config import env
 
 TENANT = "local"  # the tenant of Claude Code sessions when none is named, as `episodes ingest --format claude-code`

@@ -41,7 +41,8 @@ def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: i
     sources), reopens what it resolved, and keeps its transcript marked never to be summarised again.
     Then the tables it changed are vacuumed and analysed (see --vacuum-full, --no-vacuum).
     """
-    from jobs.privacy import forget_episode, forget_user
+    from jobs.rights.erase_episode import forget_episode
+    from jobs.rights.forget import forget_user
 
     if (user_id is None) == (episode_id is None):
         raise click.UsageError("give exactly one of --user and --episode")
@@ -77,7 +78,7 @@ def vacuum_command(obj: Context, full: bool) -> None:
 
 
 def _vacuum(obj: Context, *, full: bool) -> None:
-    from jobs.privacy.vacuum import vacuum_after_erasure
+    from jobs.rights.vacuum import vacuum_after_erasure
 
     done = vacuum_after_erasure(obj.database(), full=full)
     click.echo(done.line(), err=bool(done.skipped))
@@ -105,7 +106,7 @@ def correct_command(obj: Context, tenant: str, episode_id: int, summary: str | N
     in the audit table `episode_corrections` with its old and new value, and the correction is
     re-applied when the session is summarised again.
     """
-    from jobs.privacy import correct_episode, correction_from
+    from jobs.rights.correct import correct_episode, correction_from
 
     events: dict[int, dict[str, str]] = {}
     for event_id, text in event_texts:
@@ -126,7 +127,7 @@ def correct_command(obj: Context, tenant: str, episode_id: int, summary: str | N
 def export_command(obj: Context, tenant: str, user_id: str, out: Path | None, with_embeddings: bool) -> None:
     """Print everything held about a user as JSON: transcripts, episodes with events and entities,
     super-summaries and model-call metadata ("what do you remember about me?")."""
-    from jobs.privacy import dumps, export_user, write_export
+    from jobs.rights.export import dumps, export_user, write_export
 
     document = export_user(obj.database(), tenant, user_id, with_embeddings=with_embeddings)
     counts = document["counts"]

@@ -21,7 +21,8 @@ def init(obj: Context, distributed: bool, shard_count: int | None) -> None:
     """Create the schema, or upgrade it to this version (safe to run again).
 
     On a Citus coordinator it also distributes the tables by tenant, in place (README "Scaling out")."""
-    from jobs import cluster, migrate
+    from jobs import migrate
+    from jobs.citus import cluster
     from jobs.embeddings import embedder_for
 
     db = obj.database(require_schema=False)

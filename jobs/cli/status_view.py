@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobs import migrate
-from jobs.cluster import cluster_status
+from jobs.citus.cluster import cluster_status
 from jobs.db import Database, one
 from jobs.lifecycle.reembed import reembed_progress
 from jobs.sql import query

@@ -50,7 +50,7 @@ from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words, covers
-from jobs.locomo_files import parse_locomo_time
+from jobs.formats.locomo import parse_locomo_time
 from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens, search_text
 from jobs.recall import Recall, RecallConfig, Recaller
 from jobs.recall.result import RecalledEpisode, line_macros

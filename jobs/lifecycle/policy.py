@@ -4,13 +4,13 @@ Off by default (memory then only decays in recall and is compressed yearly). A p
 (:mod:`jobs.prune_policy` has the grammar and the rule) is judged in the database at one instant
 (migration 0015): :func:`plan_policy` counts, per clause and in total, what would go, what keep
 clauses saved and what pins saved. :func:`apply_policy` lists the ids to delete per tenant and erases
-them in batches, each one short tenant transaction through :func:`jobs.privacy.erase_episodes` (the
+them in batches, each one short tenant transaction through :func:`jobs.rights.erase_episode.erase_episodes` (the
 same erasure as the user's own "forget this episode": events, entities, other versions of the
 session, resolutions and replacements undone, transcripts kept but never summarised again), which
 checks the rule again on the locked rows and records an ``erasures`` row per user with scope
 ``policy``. Super-summaries are never pruned directly: one that included a pruned episode goes in
 the same transaction, and once the tenant's batches are done each affected period is rebuilt once
-from its remaining sources (:func:`jobs.privacy.rebuild_supers`).
+from its remaining sources (:func:`jobs.rights.erase_episode.rebuild_supers`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from psycopg.types.json import Jsonb
 from jobs.compress import Compressor
 from jobs.db import Database, one
 from jobs.embeddings import Embedder
-from jobs.privacy import OUTCOMES, RemovedSuper, erase_episodes, rebuild_supers
+from jobs.rights.erase_episode import OUTCOMES, RemovedSuper, erase_episodes, rebuild_supers
 from jobs.prune_policy import PrunePolicy
 from jobs.sql import query
 

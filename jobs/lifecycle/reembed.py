@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from psycopg import sql
 from psycopg.rows import DictRow
 
-from jobs.cluster import distributed_tables
+from jobs.citus.cluster import distributed_tables
 from jobs.db import Conn, Database, one, set_local
 from jobs.embeddings import Embedder
 from jobs.errors import EpisodesError, ReembedInProgress
@@ -39,7 +39,7 @@ from jobs.runs import finish_run, start_run
 from jobs.sql import query
 
 BATCH_SIZE = 256
-SUPER_VECTOR_EVENTS = 5  # a super-summary's vector covers its first five events (jobs.privacy.reindex)
+SUPER_VECTOR_EVENTS = 5  # a super-summary's vector covers its first five events (jobs.rights.reindex)
 _LOCK_KEY = 0x7265656D  # "reem"
 
 

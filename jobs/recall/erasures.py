@@ -1,4 +1,4 @@
-"""The recall copies of this process follow erasures at once (:mod:`jobs.privacy.erased`).
+"""The recall copies of this process follow erasures at once (:mod:`jobs.rights.erased`).
 
 Every RecallIndex of the process registers here when made (:func:`follow_erasures`), held weakly; an
 erasure committed in this process drops the copies of the users concerned from each of them (and any
@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Collection
 from typing import Protocol
 
-from jobs.privacy.erased import on_erasure
+from jobs.rights.erased import on_erasure
 
 
 class Holder(Protocol):

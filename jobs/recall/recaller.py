@@ -146,7 +146,7 @@ class Recaller:
         (:mod:`jobs.recall.open_items`, which keeps those of candidates in the copy) and the
         unsummarised sessions are sent, and the server runs them while this process scores the copy.
         The chosen rows come back with the COMMIT. On a Citus worker the statements name the tenant's
-        shard tables (jobs.shards); if a shard move drops them during the read, it runs once more."""
+        shard tables (jobs.citus.shards); if a shard move drops them during the read, it runs once more."""
         try:
             return self._read_once(tenant_id, user_id, opening_message, vector, now, purposes)
         except psycopg.errors.UndefinedTable:

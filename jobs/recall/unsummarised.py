@@ -2,7 +2,7 @@
 is not forgotten while summarize has not caught up (or the session is still open).
 
 A line is built from the session's last user messages (``recall_unsummarised`` in ``sql/recall.sql``
-hands over at most three), redacted with :func:`jobs.privacy.redact_messages` (unless
+hands over at most three), redacted with :func:`jobs.pii.redaction.redact_messages` (unless
 ``EPISODES_REDACT=false``, as for everything else), whitespace collapsed, newest kept first: the
 messages that fit ``limit`` characters together are shown oldest first, and a newest message longer
 than the limit on its own is cut, ending with "...". Once the session is summarised its transcript
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobs.models import Message
-from jobs.privacy import redact_messages
+from jobs.pii.redaction import redact_messages
 from jobs.recall.result import RecalledSession, line_macros, skeleton_chars
 
 SEPARATOR = " / "

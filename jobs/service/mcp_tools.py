@@ -12,7 +12,7 @@ an argument, and the tools look the same on both transports. Another user's or a
 episode id is "not found".
 
 The tools call what the REST routes call: :mod:`jobs.service.reads` in ``Database.tenant``, the
-process-wide :class:`~jobs.recall.Recaller`, and :func:`jobs.privacy.forget_episode`. Failures are
+process-wide :class:`~jobs.recall.Recaller`, and :func:`jobs.rights.erase_episode.forget_episode`. Failures are
 MCP tool errors (``is_error`` with one line the model can act on: not found, forbidden, invalid
 argument, database unavailable); the session carries on with the next call.
 """
@@ -33,7 +33,7 @@ from pydantic import Field, ValidationError
 
 from jobs.db import Database
 from jobs.errors import EpisodeNotFound, SuperSummaryNotErasable
-from jobs.privacy import forget_episode
+from jobs.rights.erase_episode import forget_episode
 from jobs.recall import Recaller
 from jobs.service import reads
 from jobs.service.errors import DATABASE_OUTAGES

@@ -1,5 +1,5 @@
 """What the buttons of the memory page do: the same functions as ``PATCH``/``DELETE /v1/episodes/{id}``
-(:func:`jobs.privacy.correct_episode`, :func:`jobs.privacy.forget_episode`), for the link's user only.
+(:func:`jobs.rights.correct.correct_episode`, :func:`jobs.rights.erase_episode.forget_episode`), for the link's user only.
 
 Each returns the HTTP status and a :class:`~jobs.service.page_view.Notice` in plain words. An id
 that is not one of the link's user's current episodes (or open items) is "not here": another user's
@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from jobs.db import Database
 from jobs.errors import CorrectionInvalid, EpisodeNotFound, SuperSummaryNotErasable
-from jobs.privacy import correct_episode, correction_from, forget_episode
+from jobs.rights.correct import correct_episode, correction_from
+from jobs.rights.erase_episode import forget_episode
 from jobs.service.page_link import MemoryLink
 from jobs.service.page_view import Notice, describe
 from jobs.sql import query

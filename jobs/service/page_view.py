@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 
 from jobs.db import Conn
-from jobs.privacy import user_hash
+from jobs.rights.forget import user_hash
 from jobs.resources import reports_dir
 from jobs.service import reads
 from jobs.service.page_link import MemoryLink

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from jobs.config import Settings
 from jobs.db import Database, Row
 from jobs.models import Message, Transcript
-from jobs.privacy import redact_messages
+from jobs.pii.redaction import redact_messages
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ _TENANTS_PER_CLAIM = 20  # tenants tried per claim; more would mean more workers
 
 
 def to_transcript(row: Row, *, redact: bool) -> Transcript:
-    """A claimed row as the extractors see it. Its messages are redacted (jobs.privacy, unless
+    """A claimed row as the extractors see it. Its messages are redacted (jobs.pii.redaction, unless
     Settings.redact is off: EPISODES_REDACT=false), so PII reaches neither the model nor the
     episode, its events, evidence quotes, entities or embedding. The stored transcript is left as
     the host sent it."""

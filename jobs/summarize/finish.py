@@ -33,7 +33,7 @@ from jobs.models import (
     Transcript,
     search_text,
 )
-from jobs.privacy.standing import (
+from jobs.rights.standing import (
     Correction,
     apply_corrections,
     set_statuses,
@@ -88,7 +88,7 @@ class Finisher:
         started = time.perf_counter()
         with self.clock("ground"):
             grounded = ground(result.extraction, transcript.messages, set(offered), set(offered_decisions))
-        # The user's corrections of this session stand (jobs/privacy/standing.py). None is assumed
+        # The user's corrections of this session stand (jobs/rights/standing.py). None is assumed
         # first, which costs one query in the write; if the write finds some, it is done again with them.
         standing: tuple[Correction, ...] = ()
         for _ in range(CORRECTION_ATTEMPTS):

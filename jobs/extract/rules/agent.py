@@ -1,7 +1,7 @@
 """Coding-agent sessions: what in them is conversation, what is the agent's working narration, what is
 tool context, and which code names (files, commands, services) are worth keeping as entities.
 
-In the canonical form (:mod:`jobs.message_shapes`) tool calls and results are messages of role ``tool``,
+In the canonical form (:mod:`jobs.formats.shapes`) tool calls and results are messages of role ``tool``,
 but the user's and the assistant's own text still carries host markup and notices: Claude Code writes
 ``<command-name>/mcp</command-name>`` for a slash command and ``[Request interrupted by user]`` when the
 user stops a step, and a transcript flattened by hand may hold ``[tool result: ...]`` inside a ``user``

@@ -3,7 +3,7 @@ drop an event), ``DELETE /v1/episodes/{id}`` (erase it, rebuilding any super-sum
 it) and ``PUT`` / ``DELETE /v1/episodes/{id}/pin``. All need the edit scope and run in the key's
 tenant; another tenant's id answers 404 like an unknown one.
 
-The work is :mod:`jobs.privacy` (correct_episode, forget_episode) and :mod:`jobs.lifecycle` (pin,
+The work is :mod:`jobs.rights` (correct_episode, forget_episode) and :mod:`jobs.lifecycle` (pin,
 unpin), the same functions the CLI and the user's memory page call. A correction is audited with
 the key's prefix as the actor and survives the session's next re-summarisation (README, "Correcting
 and forgetting one episode").
@@ -14,7 +14,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Path, Request
 
 from jobs.lifecycle import PinChange, pin, unpin
-from jobs.privacy import EpisodeCorrection, correct_episode, forget_episode
+from jobs.rights.correct import EpisodeCorrection, correct_episode
+from jobs.rights.erase_episode import forget_episode
 from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.keys import ApiKey
 from jobs.service.schemas import (

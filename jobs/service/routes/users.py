@@ -8,7 +8,8 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request
 
-from jobs.privacy import export_user, forget_user
+from jobs.rights.export import export_user
+from jobs.rights.forget import forget_user
 from jobs.service import reads
 from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.errors import ApiError

@@ -34,7 +34,7 @@ from jobs.db import Database
 
 log = logging.getLogger(__name__)
 
-# Every table an erasure deletes rows from or updates (jobs.privacy.forget, jobs.privacy.erase_episode,
+# Every table an erasure deletes rows from or updates (jobs.rights.forget, jobs.rights.erase_episode,
 # their triggers and cascades): the old versions of those rows hold the erased data.
 ERASED_TABLES = (
     "episodes", "episode_events", "episode_entities", "episode_lineage", "transcripts", "model_batch_items",

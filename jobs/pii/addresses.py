@@ -7,7 +7,7 @@ import ipaddress
 import re
 from collections.abc import Iterator
 
-from jobs.privacy.detector import Clues, Finding
+from jobs.pii.detector import Clues, Finding
 
 # ------------------------------------------------------------------------------------------------
 # E-mail

@@ -19,7 +19,7 @@ are left as they are.
 Every process connects to the coordinator, and all writes go through it. Advisory locks (serve's
 singleton jobs, compress, prune, reembed) and ``LISTEN``/``NOTIFY`` are node-local, so on the
 coordinator they are cluster-wide for every process of the system. Recall's read alone goes to the
-worker that holds the tenant (:mod:`jobs.routes`), READ ONLY.
+worker that holds the tenant (:mod:`jobs.citus.routes`), READ ONLY.
 
 What the database is told, once: ``citus.propagate_set_commands = 'local'`` (the tenant setting of
 ``SET LOCAL`` travels to the workers, where row-level security reads it: :func:`jobs.db.set_local`),

@@ -21,7 +21,7 @@ tenant-scoped transaction it erases session episodes by id, all or nothing:
   id, the time and the counts, nothing else (as ``episodes forget --user`` records).
 
 Warm per-user recall copies see the deletion through the user's change counter (migration 0016);
-those of the process that erased go at once (:mod:`jobs.privacy.erased`; a caller of
+those of the process that erased go at once (:mod:`jobs.rights.erased`; a caller of
 :func:`erase_episodes` calls :meth:`ErasedEpisodes.announce` after its commit).
 
 A super-summary cannot be erased by itself (:class:`~jobs.errors.SuperSummaryNotErasable`): the next
@@ -48,8 +48,8 @@ from jobs.compress import Compressor, rebuild_period
 from jobs.db import Conn, Database, one
 from jobs.embeddings import Embedder
 from jobs.errors import EpisodeNotFound, EpisodesError, SuperSummaryNotErasable
-from jobs.privacy.erased import announce
-from jobs.privacy.forget import user_hash
+from jobs.rights.erased import announce
+from jobs.rights.forget import user_hash
 from jobs.sql import query
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ What a reader of the file must get right, and what this module does:
 - **Bad lines** are reported with their ``file:line`` and the rest of the file loads.
 
 Messages stay in the Anthropic shape here (with each line's timestamp as ``ts``); validation turns
-them into the canonical form (:mod:`jobs.message_shapes`), condensing the tool output that makes
+them into the canonical form (:mod:`jobs.formats.shapes`), condensing the tool output that makes
 up most of a multi-MB session.
 """
 

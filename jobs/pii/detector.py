@@ -2,8 +2,8 @@
 skip patterns that cannot match.
 
 A detector is a function ``(text, clues) -> Iterator[Finding]`` for one kind of PII
-(:mod:`jobs.privacy.credentials`, :mod:`jobs.privacy.addresses`, :mod:`jobs.privacy.payment`,
-:mod:`jobs.privacy.phones`); :func:`jobs.privacy.redaction.find` runs them and resolves overlaps.
+(:mod:`jobs.pii.credentials`, :mod:`jobs.pii.addresses`, :mod:`jobs.pii.payment`,
+:mod:`jobs.pii.phones`); :func:`jobs.pii.redaction.find` runs them and resolves overlaps.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _count_digits(text: str) -> int:
 
 class Clues(NamedTuple):
     """Facts about one text that let detectors skip patterns, computed once per
-    :func:`~jobs.privacy.redaction.find`.
+    :func:`~jobs.pii.redaction.find`.
 
     Most messages hold no PII, and running every pattern over one costs 50-100 µs. Each
     test below is a necessary condition read off the pattern it guards, so a skipped pattern is one

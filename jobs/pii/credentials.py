@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 
-from jobs.privacy.detector import Clues, Finding, contains_any
+from jobs.pii.detector import Clues, Finding, contains_any
 
 # Each pattern with the literal(s) it cannot match without: a cheap substring test skips the scan.
 _SECRET_PATTERNS: list[tuple[tuple[str, ...], re.Pattern[str]]] = [

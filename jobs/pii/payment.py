@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from jobs.privacy.detector import Clues, Finding
+from jobs.pii.detector import Clues, Finding
 
 # ------------------------------------------------------------------------------------------------
 # IBAN

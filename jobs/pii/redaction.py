@@ -27,9 +27,9 @@ precision and recall per type.
 Redaction is on by default. Every function takes ``enabled=``; callers pass ``Settings.redact``
 (``EPISODES_REDACT=false`` turns it off), read when they run, so tests and callers can change it.
 
-The detectors live beside this module, one per family (:mod:`jobs.privacy.credentials`,
-:mod:`jobs.privacy.addresses`, :mod:`jobs.privacy.payment`, :mod:`jobs.privacy.phones`), on the
-shared :class:`~jobs.privacy.detector.Finding` and prefilter :class:`~jobs.privacy.detector.Clues`;
+The detectors live beside this module, one per family (:mod:`jobs.pii.credentials`,
+:mod:`jobs.pii.addresses`, :mod:`jobs.pii.payment`, :mod:`jobs.pii.phones`), on the
+shared :class:`~jobs.pii.detector.Finding` and prefilter :class:`~jobs.pii.detector.Clues`;
 here they are run in priority order and their findings replaced.
 """
 
@@ -42,11 +42,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jobs.models import Message, Transcript
-from jobs.privacy.addresses import find_emails, find_ips
-from jobs.privacy.credentials import find_secrets
-from jobs.privacy.detector import Clues, Detector, Finding
-from jobs.privacy.payment import find_cards, find_ibans
-from jobs.privacy.phones import find_phones
+from jobs.pii.addresses import find_emails, find_ips
+from jobs.pii.credentials import find_secrets
+from jobs.pii.detector import Clues, Detector, Finding
+from jobs.pii.payment import find_cards, find_ibans
+from jobs.pii.phones import find_phones
 
 # One detector per kind, in priority order: when detections overlap, the kind listed first wins.
 _DETECTORS: dict[str, Detector] = {

@@ -60,6 +60,6 @@ class Shards:
 
 @lru_cache(maxsize=4096)
 def shards(group: int, shard_ids: tuple[tuple[str, int], ...]) -> Shards:
-    """The :class:`Shards` of a route (jobs.routes.Route), one per shard group, so each statement is
+    """The :class:`Shards` of a route (jobs.citus.routes.Route), one per shard group, so each statement is
     rewritten once per process and group."""
     return Shards(group, dict(shard_ids))

@@ -20,7 +20,7 @@ applies: nothing outside the tenant can be touched):
 
 Then it appends a row to ``erasures``: the tenant, a salted hash of the user id (never the id), the
 time, the counts and whether transcripts were kept. Nothing of it is logged with the user id. Once it
-committed, the process's in-memory copies of the user go too (:mod:`jobs.privacy.erased`).
+committed, the process's in-memory copies of the user go too (:mod:`jobs.rights.erased`).
 
 Super-summaries are per (tenant, user, period), so those of an erased user have no sources left
 to be rebuilt from and are simply removed (``jobs.compress.rebuild_period`` would find fewer than
@@ -42,7 +42,7 @@ from psycopg.types.json import Jsonb
 
 from jobs.db import Conn, Database, one, set_local
 from jobs.errors import SchemaNotInitialised
-from jobs.privacy.erased import announce
+from jobs.rights.erased import announce
 from jobs.sql import query
 
 log = logging.getLogger(__name__)

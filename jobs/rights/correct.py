@@ -12,14 +12,14 @@ transaction (row-level security: an id of another tenant is simply not found), a
    so a compressed episode's correction shows where recall shows it;
 4. append one ``episode_corrections`` row per changed field: actor, time, episode, field, old and
    new value. That row is the audit and the durable record of what the user said (migration 0011);
-5. re-embed and re-index every episode touched (:mod:`jobs.privacy.reindex`): recall then finds it by
+5. re-embed and re-index every episode touched (:mod:`jobs.rights.reindex`): recall then finds it by
    the corrected words and no longer by the removed ones, in warm per-user copies too, as the update
    stamps ``changed_xid``.
 
 **A re-summarisation does not undo a correction.** When the session is summarised again (its
 transcript changed, or the prompt version did), the summarize job re-applies the session's
 corrections, in order, to the new extraction before it is embedded and written
-(:mod:`jobs.privacy.standing`): a corrected summary replaces the model's, and an event correction
+(:mod:`jobs.rights.standing`): a corrected summary replaces the model's, and an event correction
 applies to the new episode's event of the same type whose text is near-identical to the text the
 correction was made on. A correction is the user's word about the session, so it is not offered
 to the model to weigh: it is applied.
@@ -48,7 +48,7 @@ from pydantic import (
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import CorrectionInvalid, EpisodeNotFound
-from jobs.privacy.reindex import reindex_episodes
+from jobs.rights.reindex import reindex_episodes
 from jobs.sql import query
 
 log = logging.getLogger(__name__)

@@ -9,12 +9,12 @@ instead of passing through one node.
 
 Only recall's read moves (:meth:`jobs.db.Database.tenant_read`). Its transaction is READ ONLY, so a
 write that strays into it fails loudly instead of going through a worker. Writes, ``LISTEN``/``NOTIFY``
-and advisory locks stay on the coordinator (jobs.cluster).
+and advisory locks stay on the coordinator (jobs.citus.cluster).
 
 A route is the node holding the tenant's shard of ``transcripts`` (every tenant table is co-located
 with it, so all of the tenant's rows are there) and the tenant's shard of each table, read from the
 coordinator's metadata and kept for :data:`ROUTE_SECONDS`. On that node recall's statements name the
-shard tables themselves once the node has said it still holds them (jobs.shards). A stale route (the
+shard tables themselves once the node has said it still holds them (jobs.citus.shards). A stale route (the
 shards moved) costs speed, not truth: the node says so, and the statements name the distributed
 tables, which it plans and sends to the shards' new node, with the transaction's settings; the next
 read asks for the route anew.
@@ -61,7 +61,7 @@ Node = tuple[str, int]
 
 
 class Route(NamedTuple):
-    """Where a tenant's recall reads: the worker, and the tenant's shard ids there (jobs.shards)."""
+    """Where a tenant's recall reads: the worker, and the tenant's shard ids there (jobs.citus.shards)."""
 
     node: Node
     group: int  # the tenant's shard of transcripts: the group's placement is asked before a read on it

@@ -1,0 +1,10 @@
+"""The transcript formats read on the way in, each turned into the one canonical message form.
+
+- :mod:`~jobs.formats.shapes`: a message in our plain shape, the Anthropic Messages shape or the OpenAI Chat
+  Completions shape -> the canonical message (tool calls and results as readable lines).
+- :mod:`~jobs.formats.envelope`: the record around the messages (unknown fields rejected, ``metadata``).
+- :mod:`~jobs.formats.claude_code`: a Claude Code session file -> one transcript.
+- :mod:`~jobs.formats.locomo`: a LoCoMo conversation file -> its sessions.
+
+The lowest layer of the package: these modules read text and import nothing of ``jobs`` but each other.
+"""
