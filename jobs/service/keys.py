@@ -65,7 +65,7 @@ class ApiKey:
                    last_used_at=row.get("last_used_at"), revoked_at=row.get("revoked_at"))
 
 
-def scopes_allow(scopes: Sequence[str], scope: Scope) -> bool:
+def scopes_allow(scopes: Sequence[str], scope: str) -> bool:
     """Whether ``scopes`` (a key's, or an MCP session's) hold ``scope``, itself or through ``write``."""
     return any(scope == held or scope in IMPLIED_SCOPES.get(held, ()) for held in scopes)
 
