@@ -42,7 +42,7 @@ ENTITY_KINDS: Final[tuple[EntityKind, ...]] = get_args(EntityKind)
 # before ingest and edit were told apart (migration 0024): both of them, as it always allowed.
 Scope = Literal["recall", "ingest", "edit", "write", "admin"]
 SCOPES: Final[tuple[Scope, ...]] = get_args(Scope)
-IMPLIED_SCOPES: Final[dict[Scope, tuple[Scope, ...]]] = {"write": ("ingest", "edit")}
+IMPLIED_SCOPES: Final[dict[str, tuple[Scope, ...]]] = {"write": ("ingest", "edit")}
 
 # -- purposes ----------------------------------------------------------------------------------
 
