@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
+from psycopg.rows import tuple_row
 
 T = TypeVar("T")
 
@@ -31,10 +32,28 @@ def wait_until(predicate: Callable[[], T], timeout: float, what: str, every: flo
         time.sleep(every)
 
 
-def blocked_by(url: str, pid: int) -> int:
-    """How many backends wait for a lock that backend ``pid`` holds, asked on a connection of its own
-    (pg_stat_activity keeps one snapshot per transaction, so the holder cannot poll it itself)."""
+def on_citus(conn: psycopg.Connection[Any]) -> bool:
+    return conn.cursor(row_factory=tuple_row).execute(
+        "SELECT count(*) FROM pg_extension WHERE extname = 'citus'").fetchone() == (1,)
+
+
+def backend(conn: psycopg.Connection[Any]) -> int:
+    """The id by which other sessions see this connection's backend hold locks: its process id, or on
+    a Citus cluster its global process id (the locks of a distributed table are taken on the workers)."""
+    function = "citus_backend_gpid" if on_citus(conn) else "pg_backend_pid"
+    row = conn.cursor(row_factory=tuple_row).execute(f"SELECT {function}()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def blocked_by(url: str, holder: int) -> int:
+    """How many sessions wait for a lock that ``holder`` (see :func:`backend`) holds, asked on a connection
+    of its own (pg_stat_activity keeps one snapshot per transaction, so the holder cannot poll it itself).
+    On Citus the waits are on the workers, and citus_lock_waits gathers them by global process id."""
     with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                           "AND %s = ANY(pg_blocking_pids(pid))", (pid,)).fetchone()
+        if on_citus(conn):
+            row = conn.execute("SELECT count(*) FROM citus_lock_waits WHERE blocking_gpid = %s", (holder,)).fetchone()
+        else:
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                               "AND %s = ANY(pg_blocking_pids(pid))", (holder,)).fetchone()
     return int(row[0]) if row else 0
