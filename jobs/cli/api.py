@@ -27,7 +27,7 @@ def api_command(obj: Context, host: str, port: int, workers: int) -> None:
     and lets requests in flight finish (up to Settings.shutdown_deadline_seconds, 30 s). OpenAPI at /openapi.json.
     It logs in as episodes_service, or EPISODES_SERVICE_DATABASE_URL (README "Database roles").
     """
-    import uvicorn
+    from jobs.service import server
 
     service_database(obj, "episodes api").close()  # one line now if unreachable, not current, or too strong
     metrics = Path(tempfile.mkdtemp(prefix="episodes-metrics-")) if workers > 1 else None
@@ -36,7 +36,7 @@ def api_command(obj: Context, host: str, port: int, workers: int) -> None:
     click.echo(f"episodes api listening on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})",
                err=True)
     try:
-        uvicorn.run("jobs.service.app:from_environment", factory=True, host=host, port=port, workers=workers,
+        server.run("jobs.service.app:from_environment", factory=True, host=host, port=port, workers=workers,
                     access_log=False, log_config=None, server_header=False,
                     timeout_graceful_shutdown=max(1, math.ceil(obj.settings.shutdown_deadline_seconds)))
     finally:
