@@ -18,7 +18,7 @@ import httpx
 import psycopg
 import pytest
 import uvicorn
-from conftest import _url_for
+from conftest import BACKENDS, _url_for
 
 from jobs.config import Settings
 from jobs.db import Database
@@ -76,7 +76,7 @@ def scratch_database(admin_url: str, template_db: str, name: str, **settings: An
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-BACKENDS = ["single", "citus"]  # params of a module fixture that runs its module on both (conftest's backends)
+# BACKENDS (conftest): params of a module fixture that runs its module on both; the Citus run is slow.
 
 
 @contextmanager

@@ -85,10 +85,15 @@ def blank_db_url(admin_url: str) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# The backends a test marked ``citus`` runs on. The Citus run is marked ``slow``: the fast tier
+# (``-m "not slow"``, docs/development.md) runs on the embedded PostgreSQL only.
+BACKENDS = ("single", pytest.param("citus", marks=pytest.mark.slow))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests marked ``citus`` that use a database run twice: on one PostgreSQL and on the Citus cluster."""
     if metafunc.definition.get_closest_marker("citus") and "db_url" in metafunc.fixturenames:
-        metafunc.parametrize("backend", ["single", "citus"], indirect=True)
+        metafunc.parametrize("backend", BACKENDS, indirect=True)
 
 
 @pytest.fixture

@@ -56,6 +56,7 @@ def _find_claude() -> str | None:
 
 CLAUDE = _find_claude()
 pytestmark = [
+    pytest.mark.slow,  # real Claude Code sessions
     pytest.mark.skipif(not HAS_SDK, reason="claude-agent-sdk is not installed (pip install -e '.[test]')"),
     pytest.mark.skipif(CLAUDE is None, reason="no Claude Code CLI: claude-agent-sdk's wheel bundles one; or set "
                                               "EPISODES_CLAUDE_BIN, or `npm install @anthropic-ai/claude-code`"),

@@ -29,6 +29,7 @@ import fake_anthropic as fa
 import numpy as np
 import psycopg
 import pytest
+from conftest import BACKENDS
 from episode_responder import resolving_responder
 from psycopg import sql
 
@@ -204,7 +205,7 @@ def _cluster_examples(request: pytest.FixtureRequest, name: str | None) -> tuple
 
 
 # Each fixture below runs its tests once per backend, as the `citus` marker does for `db` (conftest).
-BACKENDS = ("single", "citus")
+# BACKENDS (conftest): the Citus run is marked slow.
 
 
 @pytest.fixture(params=BACKENDS)

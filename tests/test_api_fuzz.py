@@ -4,6 +4,7 @@ couple of dozen examples per operation."""
 
 from __future__ import annotations
 
+import pytest
 import schemathesis
 from api_server import serve
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +14,7 @@ from jobs.db import Database
 from jobs.service.keys import create_key
 
 
+@pytest.mark.slow  # schemathesis fuzzes every operation (~40 s)
 def test_no_server_errors_and_answers_match_the_schema(db: Database) -> None:
     secret = create_key(db, "acme", ("recall", "write", "admin"))[1]
     with serve(db) as url:

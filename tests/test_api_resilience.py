@@ -11,6 +11,7 @@ import time
 
 import httpx
 import psycopg
+import pytest
 from api_server import api_process, serve
 
 from jobs.config import Settings
@@ -61,6 +62,7 @@ def test_an_unexpected_error_is_a_500_with_a_request_id_and_the_service_carries_
         assert httpx.get(f"{url}/healthz").status_code == 200
 
 
+@pytest.mark.slow  # two `episodes api` worker processes start and stop (~50 s)
 def test_two_workers_report_metrics_for_the_whole_service(settings: Settings) -> None:
     with api_process(settings, "--workers", "2") as api:
         for _ in range(20):  # new connections, spread over both workers by the kernel
@@ -73,6 +75,7 @@ def test_two_workers_report_metrics_for_the_whole_service(settings: Settings) ->
     assert api.proc.returncode == 0, api.stderr
 
 
+@pytest.mark.slow  # `episodes api` in a process of its own, a large request (~50 s)
 def test_sigterm_lets_a_request_in_flight_finish(settings: Settings) -> None:
     """SIGTERM arrives while a large POST /v1/transcripts is being written (its first chunk of 250 is
     committed, the rest not yet): the request still completes, every record is stored, and the

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "jobs"
 MAX_LINES = 450
@@ -22,6 +24,7 @@ def test_imports_follow_the_layers_and_form_no_cycle() -> None:
     assert "2 kept, 0 broken" in result.stdout
 
 
+@pytest.mark.slow  # mypy over jobs/ takes ~1-2 min; run it with `python -m pytest tests/test_architecture.py` before committing
 def test_type_checker_finds_no_error() -> None:
     result = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--config-file",
                              str(ROOT / "pyproject.toml")], cwd=ROOT, capture_output=True, text=True)

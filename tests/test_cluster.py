@@ -16,6 +16,8 @@ from click.testing import CliRunner
 from jobs.citus import cluster
 from jobs.cli import cli
 
+pytestmark = pytest.mark.slow  # needs the Citus cluster (skips without it)
+
 
 @pytest.fixture
 def blank_cluster_url() -> Iterator[str]:

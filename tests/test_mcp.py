@@ -293,6 +293,7 @@ def test_stdio_serves_the_command_line_user(world: World) -> None:
     run(body)
 
 
+@pytest.mark.slow  # an MCP server process waits out a lost database (~30 s)
 def test_stdio_a_lost_database_is_a_tool_error_and_the_session_survives(world: World, admin_url: str,
                                                                         template_db: str) -> None:
     name = f"mcp_lost_{os.getpid()}"

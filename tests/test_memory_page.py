@@ -202,6 +202,7 @@ def test_forms_work_without_a_browser_and_forgetting_needs_the_confirmation(api:
     assert r.status_code == 422 and "not one this page offers" in r.text
 
 
+@pytest.mark.slow  # headless Chromium
 @needs_chromium
 def test_in_chromium_correct_one_summary_and_forget_one_episode(api: Api, tmp_path: Path) -> None:
     before = api.episodes("acme", "u-maria")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -99,6 +100,7 @@ def rows(draw: st.DrawFn) -> tuple[list[dict[str, object]], list[RecalledOpenIte
     return out, items, cfg, draw(st.integers(0, 2_000))
 
 
+@pytest.mark.slow  # 300 hypothesis examples (~30 s)
 @settings(max_examples=300, deadline=None)
 @given(rows())
 def test_the_block_fits_its_budget_full_summaries_keep_their_share_and_labels_are_honest(

@@ -176,6 +176,7 @@ def test_cli_report_writes_one_file(edb: Database, tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "last week" in bad.output
 
 
+@pytest.mark.slow  # headless Chromium
 @pytest.mark.skipif(not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None,
                     reason=f"{CHROMIUM} is not installed (apt-get install chromium); the browser check needs it")
 def test_page_renders_in_headless_chromium_without_console_errors(ro_db: Database, tmp_path: Path) -> None:
