@@ -2,7 +2,8 @@
 
 Claude Code reads ``{"hooks": {EVENT: [{"matcher": ..., "hooks": [{"type": "command", "command":
 ..., "timeout": seconds}]}]}}`` from ~/.claude/settings.json (user scope) and .claude/settings.json
-(project scope). Ours are the command hooks whose command runs ``-m jobs.claude_code.hook``;
+(project scope). Ours are the command hooks whose command runs ``-m jobs.claude_code.hook`` (or, for
+the remote SessionStart hook, ``jobs/claude_code/session_start.sh``);
 installing removes those first and adds the current ones (so installing twice changes nothing and
 installing with other options replaces them), and uninstalling removes only them, with any matcher
 group or event they leave empty. Every other key and hook is kept as it was, in its order.
@@ -12,17 +13,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jobs import config
 from jobs.errors import ConfigError
 
 MARKER = "-m jobs.claude_code.hook"
+# The remote SessionStart hook: sh and curl, no Python (jobs/claude_code/session_start.sh).
+SESSION_START_SCRIPT = Path(__file__).with_name("session_start.sh")
+SCRIPT_MARKER = "claude_code/session_start.sh"
+START_ROUTE = "/v1/claude-code/session-start"
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -59,8 +68,30 @@ def hook_command(*, tenant: str, user: str, api: str | None = None, key_env: str
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def check_key_env(name: str) -> str:
+    """The name of the variable the remote hooks read the key from; refused unless a plain variable name
+    (the shell script expands it)."""
+    if not _VARIABLE.match(name):
+        raise ConfigError(f"--key-env {name!r} is not an environment variable name; use e.g. EPISODES_API_KEY.")
+    return name
+
+
+def session_start_command(*, api: str, user: str, key_env: str, budget: float, log: Path) -> str | None:
+    """The remote SessionStart hook as ``sh`` and ``curl`` (no Python starts at a session start), or None
+    where either is missing (the Python hook serves then)."""
+    sh, curl = shutil.which("sh"), shutil.which("curl")
+    if not sh or not curl or not SESSION_START_SCRIPT.is_file():
+        return None
+    url = f"{api.rstrip('/')}{START_ROUTE}?user_id={quote(user, safe='')}"
+    parts = ["sh", str(SESSION_START_SCRIPT), url, check_key_env(key_env), f"{budget:g}", str(log)]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
 def is_ours(hook: object) -> bool:
-    return isinstance(hook, dict) and MARKER in str(hook.get("command", ""))
+    if not isinstance(hook, dict):
+        return False
+    command = str(hook.get("command", ""))
+    return MARKER in command or SCRIPT_MARKER in command.replace(os.sep, "/")
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -117,14 +148,16 @@ def without_ours(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def with_ours(settings: Mapping[str, Any], command: str, events: Sequence[HookEvent] = EVENTS,
-              budget: float | None = None) -> dict[str, Any]:
-    """``settings`` with exactly one group of ours per event, after the user's own groups. With the
-    hook's ``budget`` (seconds), Claude Code waits a few seconds longer than that."""
+              budget: float | None = None, commands: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``settings`` with exactly one group of ours per event, after the user's own groups: ``command``, or
+    the event's own in ``commands``. With the hook's ``budget`` (seconds), Claude Code waits a few seconds
+    longer than that."""
     out = without_ours(settings)
     hooks = dict(out.get("hooks") or {})
     for event in events:
         timeout = max(event.timeout, int(budget) + 5) if budget is not None else event.timeout
-        group: dict[str, Any] = {"hooks": [{"type": "command", "command": command, "timeout": timeout}]}
+        run = (commands or {}).get(event.name, command)
+        group: dict[str, Any] = {"hooks": [{"type": "command", "command": run, "timeout": timeout}]}
         if event.matcher is not None:
             group = {"matcher": event.matcher, **group}
         hooks[event.name] = [*(hooks.get(event.name) or []), group]

@@ -23,11 +23,6 @@ START_BUDGET_TOKENS = DEFAULT_BUDGET_TOKENS  # the SessionStart block
 PROMPT_BUDGET_TOKENS = 800  # what the first prompt adds
 
 
-# The block's line for a recall that found nothing related to its opening message: at session start
-# there is none (the first prompt's hook does relevance), so the line would only mislead.
-NOTHING_RELEVANT_LINE = "Nothing in this user's history clearly relates to the opening message.\n"
-
-
 def has_lines(episodes: Sequence[Any], open_items: Sequence[Any], sessions: Sequence[Any]) -> bool:
     return bool(episodes or open_items or sessions)
 

@@ -17,6 +17,7 @@ from jobs import config
 from jobs.claude_code import injection, session_state
 from jobs.claude_code.handover import session_records
 from jobs.claude_code.places import project_purpose
+from jobs.claude_code.start_view import start_block, start_recall
 from jobs.db import Database
 from jobs.errors import EpisodesError
 from jobs.ingest import IngestReport, ingest_records
@@ -34,17 +35,9 @@ def database() -> Database:
 def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
     sid = str(payload.get("session_id") or "")
     state = session_state.load(sid)
-    db = database()
-    recaller = Recaller(db)
-    result = recaller.recall_vector(args.tenant, user, "", [0.0] * recaller.embedder.dim,
-                                    purpose=project_purpose(str(payload.get("cwd") or "")),
-                                    budget_tokens=injection.START_BUDGET_TOKENS)
+    result = start_recall(Recaller(database()), args.tenant, user, payload.get("cwd"))
     state.cwd, state.transcript_path = payload.get("cwd"), payload.get("transcript_path")
-    if not injection.has_lines(result.episodes, result.open_items, result.sessions):
-        session_state.save(sid, state)
-        return ""
-    result.nothing_relevant = False  # there was no opening message to relate to; the first prompt's hook does that
-    block = result.render()
+    block = start_block(result)
     if block:
         injection.remember_start(state, [ep.id for ep in result.episodes], [item.id for item in result.open_items])
     session_state.save(sid, state)

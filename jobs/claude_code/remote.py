@@ -13,18 +13,15 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from jobs.claude_code import session_state
 from jobs.claude_code.handover import session_records
 from jobs.claude_code.places import project_purpose
-from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import env
 
-# injection.NOTHING_RELEVANT_LINE, kept here so that SessionStart imports nothing of jobs.recall
-NOTHING_RELEVANT_LINE = "Nothing in this user's history clearly relates to the opening message.\n"
 TIMEOUT_SECONDS = 4.0
-START_BUDGET_TOKENS = DEFAULT_BUDGET_TOKENS
+START_ROUTE = "/v1/claude-code/session-start"  # jobs/service/routes/claude_code.py
 PROMPT_BUDGET_TOKENS = 800
 
 
@@ -55,28 +52,38 @@ def post(api: str, key_env: str, path: str, body: dict[str, Any], timeout: float
     return json.loads(raw)
 
 
+def start_view(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The session's start block and the ids it shows, from ``POST /v1/claude-code/session-start`` (the
+    route the installed sh/curl SessionStart hook calls; jobs.claude_code.start_view)."""
+    return dict(post(args.api, args.key_env, f"{START_ROUTE}?user_id={quote(user, safe='')}&format=json",
+                     {"cwd": payload.get("cwd")}))
+
+
 def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
+    """SessionStart where the sh/curl hook could not be installed: the same route, from Python."""
     sid = str(payload.get("session_id") or "")
     state = session_state.load(sid)
-    answer = post(args.api, args.key_env, "/v1/recall", {
-        "user_id": user, "message": "", "purpose": project_purpose(str(payload.get("cwd") or "")),
-        "budget_tokens": START_BUDGET_TOKENS})
+    view = start_view(args, user, payload)
     state.cwd, state.transcript_path = payload.get("cwd"), payload.get("transcript_path")
-    episodes, items = answer.get("episodes") or [], answer.get("open_items") or []
-    block = str(answer.get("block") or "") if (episodes or items or answer.get("sessions")) else ""
-    block = block.replace(NOTHING_RELEVANT_LINE, "", 1)  # no opening message yet (jobs.claude_code.injection)
-    if block:
-        state.episodes = sorted(set(state.episodes) | {int(e["id"]) for e in episodes})
-        state.open_items = sorted(set(state.open_items) | {int(i["id"]) for i in items})
+    remember(state, view)
     session_state.save(sid, state)
-    return block
+    return str(view.get("block") or "")
+
+
+def remember(state: session_state.SessionState, view: dict[str, Any]) -> None:
+    state.episodes = sorted(set(state.episodes) | {int(i) for i in view.get("episodes") or []})
+    state.open_items = sorted(set(state.open_items) | {int(i) for i in view.get("open_items") or []})
 
 
 def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
+    """What recall finds relevant to the first prompt and the session did not see at its start. The
+    start view is asked for again (the sh/curl SessionStart hook keeps no state here): the same
+    recall a moment later, so the same episodes, unless one was summarised in between."""
     claimed = session_state.claim_first_prompt(payload)
     if claimed is None:
         return ""
     sid, state, prompt = claimed
+    remember(state, start_view(args, user, payload))
     answer = post(args.api, args.key_env, "/v1/recall", {
         "user_id": user, "message": prompt[:20_000], "purpose": project_purpose(str(payload.get("cwd") or "")),
         "budget_tokens": PROMPT_BUDGET_TOKENS})

@@ -10,9 +10,13 @@ import click
 
 from jobs import config
 from jobs.claude_code import hook_settings
+from jobs.claude_code.hook import BUDGETS
 from jobs.claude_code.places import TENANT, claude_home, log_file, login_name
 from jobs.cli.base import Context
 from jobs.cli.setup import init
+from jobs.wording import counted
+
+START_BUDGET_SECONDS = BUDGETS["SessionStart"]
 
 
 @click.group("claude-code")
@@ -56,6 +60,7 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
     obj: Context = ctx.obj
     user = user or login_name()
     if api:
+        hook_settings.check_key_env(key_env)
         if not config.env(key_env):
             click.echo(f"note: ${key_env} is not set here; the hooks read the key from it in the environment "
                        "Claude Code runs in.", err=True)
@@ -71,7 +76,17 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
     before = hook_settings.read(path)
     command = hook_settings.hook_command(tenant=tenant, user=user, api=api, key_env=key_env if api else None,
                                          budget=budget)
-    after = hook_settings.with_ours(before, command, budget=budget)
+    commands: dict[str, str] = {}
+    if api:  # the session start waits for its hook: in remote mode sh and curl, no Python, where both exist
+        start = hook_settings.session_start_command(api=api, user=user, key_env=key_env, log=log_file(),
+                                                    budget=budget if budget is not None else START_BUDGET_SECONDS)
+        if start:
+            log_file().parent.mkdir(parents=True, exist_ok=True)  # the script appends to it
+            commands["SessionStart"] = start
+        else:
+            click.echo("note: sh or curl was not found; the SessionStart hook runs in Python (slower to start).",
+                       err=True)
+    after = hook_settings.with_ours(before, command, budget=budget, commands=commands)
     if after == before:
         click.echo(f"Hooks already installed in {path}; nothing changed.")
     else:
@@ -125,8 +140,8 @@ def sync_command(obj: Context, tenant: str, user: str | None, api: str | None, k
         click.echo(f"skipped line {line}", err=True)
     for line in report.rejected:
         click.echo(f"rejected {line}", err=True)
-    click.echo(f"{report.files} session files ({report.known} unchanged since stored): {report.stored} sessions "
-               f"stored, {report.unchanged} already stored, {report.open} still open, {len(report.rejected)} "
-               f"rejected, {len(report.bad_lines)} bad lines skipped.")
+    click.echo(f"{counted(report.files, 'session file')} ({report.known} unchanged since stored): "
+               f"{counted(report.stored, 'session')} stored, {report.unchanged} already stored, {report.open} still "
+               f"open, {len(report.rejected)} rejected, {counted(len(report.bad_lines), 'bad line')} skipped.")
     if report.rejected:
         sys.exit(1)

@@ -28,13 +28,13 @@ from jobs.service.auth import RateLimiter
 from jobs.service.keys import KeyVerifier
 from jobs.service.metrics import Metrics, mark_dead
 from jobs.service.middleware import RequestMiddleware
-from jobs.service.routes import control, episodes, health, recall, transcripts, users
+from jobs.service.routes import claude_code, control, episodes, health, recall, transcripts, users
 from jobs.sql import query
 
 log = logging.getLogger("jobs.service")
 
-ROUTERS = [health.router, recall.router, transcripts.router, episodes.router, control.router, users.router,
-           page_routes.router]
+ROUTERS = [health.router, recall.router, claude_code.router, transcripts.router, episodes.router, control.router,
+           users.router, page_routes.router]
 
 
 def from_environment() -> FastAPI:

@@ -1,0 +1,36 @@
+#!/bin/sh
+# Claude Code's SessionStart hook in remote mode, as `episodes claude-code install --api URL` writes it:
+#
+#   sh session_start.sh URL KEY_ENV SECONDS LOG
+#
+# A session start waits for this hook, so it starts no Python: curl passes the hook's JSON (stdin) to
+# `episodes api` (POST URL, jobs/service/routes/claude_code.py) and prints the answer, the block Claude
+# Code adds to the session's context. It fails open: whatever goes wrong (no key, the service down or
+# slow, a refused key) it prints nothing, exits 0 within SECONDS and appends one line to LOG.
+# The key is read from the variable named KEY_ENV and reaches curl through a pipe as a config line
+# (printf is a shell builtin), so it never appears in a process's arguments.
+url=$1 key_env=$2 seconds=$3 log=$4
+
+note() {
+    printf '%s pid=%s SessionStart: %s\n' "$(date +%Y-%m-%dT%H:%M:%S%z)" "$$" "$1" >>"$log" 2>/dev/null
+}
+
+case $key_env in
+    ''|[0-9]*|*[!A-Za-z0-9_]*) note "failed open: KEY_ENV '$key_env' is not a variable name"; exit 0 ;;
+esac
+eval "key=\${$key_env:-}"
+if [ -z "$key" ]; then
+    note "failed open: no API key in \$$key_env; set it in the environment Claude Code runs in"
+    exit 0
+fi
+# fd 4: the hook's stdout (what Claude Code reads); fd 5: its stdin (the event). curl reads its config (the
+# key) from the pipe on its stdin and the body from fd 5; its errors are captured for the log.
+exec 4>&1 5<&0
+if err=$(printf 'header = "Authorization: Bearer %s"\n' "$key" |
+         curl -sS --fail --connect-timeout 2 --max-time "$seconds" -K - \
+              -H 'Content-Type: application/json' --data-binary @/dev/fd/5 "$url" 2>&1 >&4); then
+    note "ok (remote, curl)"
+else
+    note "failed open: ${err:-curl exited with an error}"
+fi
+exit 0

@@ -1,0 +1,33 @@
+"""What a Claude Code session starts with, computed in one place for every mode.
+
+The SessionStart hook's block is recall with no opening message (there is none yet) and a zero
+query vector, so neither the embedder nor relevance takes part: the user's recent episodes of this
+project (and what is about them across projects, :func:`jobs.claude_code.places.project_purpose`),
+the open items, and the sessions not yet summarised. The local hook computes it on the database;
+``POST /v1/claude-code/session-start`` computes it in `episodes api` for the remote hook. The first
+prompt's hook recomputes the same view to leave out what the session already saw.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jobs.claude_code.injection import START_BUDGET_TOKENS, has_lines
+from jobs.claude_code.places import project_purpose
+
+if TYPE_CHECKING:
+    from jobs.recall.recaller import Recaller
+    from jobs.recall.result import Recall
+
+
+def start_recall(recaller: Recaller, tenant_id: str, user_id: str, cwd: str | None) -> Recall:
+    """The SessionStart recall of ``user_id`` in the project at ``cwd``."""
+    result = recaller.recall_vector(tenant_id, user_id, "", [0.0] * recaller.embedder.dim,
+                                    purpose=project_purpose(cwd or ""), budget_tokens=START_BUDGET_TOKENS)
+    result.nothing_relevant = False  # no opening message to relate to: the first prompt's hook does that
+    return result
+
+
+def start_block(result: Recall) -> str:
+    """The block to inject ("" when the user has nothing yet in this project)."""
+    return result.render() if has_lines(result.episodes, result.open_items, result.sessions) else ""
