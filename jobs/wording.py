@@ -15,4 +15,4 @@ def plural(noun: str) -> str:
 
 def counted(n: int, noun: str, many: str | None = None) -> str:
     """``n`` and ``noun``, in the plural unless ``n`` is 1; ``many`` is the plural where the rule is wrong."""
-    return f"{n} {noun if n == 1 else (many or plural(noun))}"
+    return f"{n:,} {noun if n == 1 else (many or plural(noun))}"

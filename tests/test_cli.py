@@ -69,7 +69,7 @@ def test_init_status_and_ingest_exit_codes(blank_db_url: str, monkeypatch: pytes
     result = runner.invoke(cli, ["ingest", str(path)])
     assert result.exit_code == 1
     assert f"rejected {path}:2: missing field user_id" in result.stderr
-    assert "ingested 1 transcripts (1 new" in result.stdout
+    assert "ingested 1 transcript (1 new" in result.stdout
 
     status = runner.invoke(cli, ["status"])
     assert status.exit_code == 0

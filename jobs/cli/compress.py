@@ -8,6 +8,7 @@ import sys
 import click
 
 from jobs.cli.base import Context
+from jobs.wording import counted
 
 
 @click.command("compress")
@@ -53,7 +54,7 @@ def compress_command(obj: Context, older_than: str, period: str, tenant: str | N
         for group in report.planned:
             verb = {"created": "create", "rebuilt": "rebuild", "removed": "remove"}[group.action]
             click.echo(f"would {verb:<8}{group.tenant_id}  {group.user_id}  {group.period.label}  "
-                       f"({len(group.source_ids)} sessions)")
+                       f"({counted(len(group.source_ids), 'session')})")
         click.echo(report.line())
         return
     compressor = make_compressor(obj.settings, extractor)

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from jobs.cli.base import Context
+from jobs.wording import counted
 
 
 @click.command()
@@ -39,7 +40,7 @@ def ingest(obj: Context, paths: tuple[Path, ...], fmt: str, tenant: str | None, 
     for rejection in report.rejected:
         click.echo(f"rejected {rejection}", err=True)
     click.echo(
-        f"ingested {report.loaded} transcripts ({report.inserted} new, {report.updated} changed, "
+        f"ingested {counted(report.loaded, 'transcript')} ({report.inserted} new, {report.updated} changed, "
         f"{report.unchanged} unchanged), rejected {len(report.rejected)} in {elapsed:.1f}s"
     )
     if report.rejected:

@@ -33,6 +33,7 @@ from jobs.llm.client import cost_usd
 from jobs.models import EpisodeExtraction, ModelCall, estimate_tokens, tool_input_schema
 from jobs.prompts import render, source
 from jobs.sql import query
+from jobs.wording import counted
 
 BATCH_SIZE = 1000
 LINE_TOKENS = 8  # per message: index, speaker and time (as jobs.extract.claude.split_lines counts)
@@ -76,8 +77,8 @@ class ResummarizePlan:
     requeued: int | None = None  # None on a dry run
 
     def line(self) -> str:
-        head = (f"would requeue {self.requeue:,} sessions" if self.requeued is None
-                else f"requeued {self.requeued:,} sessions")
+        head = (f"would requeue {counted(self.requeue, 'session')}" if self.requeued is None
+                else f"requeued {counted(self.requeued, 'session')}")
         return (f"{head} for prompt {self.prompt_version} · est. {self.input_tokens:,} input / "
                 f"{self.output_tokens:,} output tokens · est. cost ${self.cost_live_usd:,.4f} live, "
                 f"${self.cost_batch_usd:,.4f} with --batch · skipped: {self.messages_gone:,} messages gone "

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from jobs.db import Database, one
 from jobs.sql import query
+from jobs.wording import counted
 
 BATCH_SIZE = 500
 
@@ -41,12 +42,11 @@ class PruneReport:
 
     def line(self) -> str:
         when = self.before.strftime("%Y-%m-%d %H:%M UTC")
+        which = f"the messages of {counted(self.transcripts, 'summarised transcript')} that ended before {when}"
         if self.dry_run:
-            return (f"would prune the messages of {self.transcripts:,} summarised transcripts that ended before "
-                    f"{when}: {_mb(self.bytes_before)} of message bodies (dry run, nothing changed)")
-        return (f"pruned the messages of {self.transcripts:,} summarised transcripts that ended before {when}: "
-                f"{_mb(self.bytes_before)} -> {_mb(self.bytes_after)}, {_mb(self.reclaimed)} reclaimed "
-                "(reusable after VACUUM; episodes untouched)")
+            return f"would prune {which}: {_mb(self.bytes_before)} of message bodies (dry run, nothing changed)"
+        return (f"pruned {which}: {_mb(self.bytes_before)} -> {_mb(self.bytes_after)}, {_mb(self.reclaimed)} "
+                "reclaimed (reusable after VACUUM; episodes untouched)")
 
 
 def _mb(n: int) -> str:
