@@ -156,7 +156,9 @@ def main() -> None:
 
             if not args.skip_claude:
                 t = time.perf_counter()
-                with db.admin() as conn:  # sources un-point (SET NULL): what erasures and removals do, in bulk
+                with db.admin() as conn:  # what erasures and removals do (sources un-point, then delete), in bulk
+                    conn.execute("SELECT episodes_release_references(tenant_id, array_agg(id)) FROM episodes "
+                                 "WHERE kind = 'super' GROUP BY tenant_id")
                     deleted = conn.execute("DELETE FROM episodes WHERE kind = 'super'").rowcount
                 print(f"\ndeleted {deleted:,} supers (events, lineage, pointers) in {time.perf_counter() - t:.1f}s")
                 proc, fake_url = fake_server()
