@@ -9,7 +9,9 @@ Claude Code sessions of one project (offline extractor), then ``--runs`` cold ru
 - ``episodes --help``;
 - the SessionStart hook, local mode, on the embedded server (no DATABASE_URL: the default);
 - the SessionStart hook, local mode, with DATABASE_URL (the same server by its URL);
-- the SessionStart hook, remote mode, against a warm `episodes api` (unless ``--no-remote``).
+- the SessionStart hook, remote mode, against a warm `episodes api` (unless ``--no-remote``): the command
+  `episodes claude-code install --api` writes (sh and curl, no Python), and the Python hook it falls back to
+  where sh or curl is missing.
 
 Each hook run must print the block (a run that fails open would look fast); p50 and p95 of the
 wall time are printed side by side, with the median CPU time (user + system) of the process, the
@@ -142,9 +144,17 @@ def main() -> None:
         if not args.no_remote:
             proc, api, secret = start_api(env)
             try:
-                remote = [*hook, "--api", api]
-                measure("SessionStart hook, remote, warm episodes api", remote, {**env, "EPISODES_API_KEY": secret},
-                        payload, "<previous_episodes")
+                from jobs.claude_code.hook_settings import session_start_command
+
+                keyed = {**env, "EPISODES_API_KEY": secret}
+                installed = session_start_command(api=api, user="ann", key_env="EPISODES_API_KEY", budget=60,
+                                                  log=home / "hooks.log")
+                if installed:  # what `episodes claude-code install --api` writes: sh and curl
+                    measure("SessionStart hook, remote, warm episodes api", ["sh", "-c", installed], keyed, payload,
+                            "<previous_episodes")
+                measure("SessionStart hook, remote, Python fallback" if installed else
+                        "SessionStart hook, remote, warm episodes api", [*hook, "--api", api], keyed, payload,
+                        "<previous_episodes")
             finally:
                 proc.terminate()
                 proc.wait(timeout=60)
