@@ -4,13 +4,13 @@ by the changes since scores and recalls exactly as a copy read whole; and no era
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import numpy as np
 import psycopg
 import pytest
 from test_recall import NOW, UNBOUNDED, episode_row, unit, words
+from waiting import backend, blocked_by, wait_until
 
 from jobs.db import Database, one
 from jobs.embeddings import Embedder, HashingEmbedder
@@ -256,9 +256,10 @@ def test_a_pack_read_before_an_erasure_is_never_stored_after_it(db: Database) ->
 
     with db.tenant("acme") as conn:
         assert write_pack(conn, "acme", "u1", fresh)
+        writer = backend(conn)
         eraser = threading.Thread(target=erase)
         eraser.start()
-        time.sleep(0.5)  # let the erasure reach the counter's lock (either order ends without the pack)
+        wait_until(lambda: blocked_by(db.url, writer), 30, "the erasure to wait for the pack's lock")
         assert not done.is_set(), "the erasure waits for the pack's transaction"
     eraser.join()
     assert packs_of(db) == 0
