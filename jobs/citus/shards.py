@@ -2,7 +2,7 @@
 
 A worker plans every statement that names a distributed table (``episodes``) before it runs it on
 the local shard (``episodes_102064``): 0.3–0.6 ms a statement on this machine's workers, most of what a
-later recall costs there beyond one PostgreSQL (``bench/recall_statements.py``). Named by the shard
+later recall costs there beyond one PostgreSQL (``bench/recall.py --mode statements``). Named by the shard
 tables, the same statements are plain PostgreSQL statements: no Citus planning, the same rows, and
 row-level security still applies (Citus gives each shard its table's policies and grants).
 

@@ -10,8 +10,8 @@ class RecallConfig:
     """Selection knobs. The defaults are the production defaults (and what `eval locomo` measures).
 
     rrf_k, w_text and the relevance floor were chosen together on the five LoCoMo conversations, the
-    only data there is, leaving one conversation out (``bench/tune_fusion.py``; README "Recall at
-    session start"); the decay coarsely. Treat the eval's figures as somewhat optimistic.
+    only data there is, leaving one conversation out (docs/benchmarks.md, "How
+    recall's defaults were chosen"); the decay coarsely. Treat the eval's figures as somewhat optimistic.
     """
 
     recent_n: int = 3  # the last N episodes are always offered ("recent"), compactly
@@ -20,7 +20,7 @@ class RecallConfig:
     rank_depth: int = 50  # RRF fuses each list's first rank_depth ranks (at least top_k)
     # Full summaries fill at most full_share of the budget, so the next-ranked episodes still get a compact
     # line each: more evidence sessions in the block at the cost of fewer in full. Chosen on LoCoMo by
-    # answer coverage, leaving one conversation out (bench/tune_fitting.py; README "Recall at session start").
+    # answer coverage, leaving one conversation out (docs/benchmarks.md).
     full_share: float = 0.8
     # Within relevant and within possibly related, episodes of a month the opening message names (or of the
     # month after) are placed first (jobs.recall.time_cues): dates are what neither score knows.

@@ -1,6 +1,6 @@
 """PostgreSQL's ``ts_rank(search_tsv, 'l1' | 'l2' | ..., 1)``, bit for bit, from each lexeme's number of positions.
 
-Why ts_rank and not BM25: on LoCoMo (``bench/tune_fusion.py``: each text score at its own best fusion
+Why ts_rank and not BM25: on LoCoMo (docs/benchmarks.md: each text score at its own best fusion
 and relevance floor, chosen leaving one conversation out) BM25 over the user's own episodes ranked
 about as well without a floor but recalled less with it (all-evidence 0.734, or 0.757 scaled to the
 message's idf mass, against 0.787 for ts_rank): the floor needs a text score that separates a

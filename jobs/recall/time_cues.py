@@ -11,7 +11,7 @@ A month is named by its English name, capitalised, optionally with a day and a y
 "July 14, 2023", "14 July 2023"); a year after it narrows the cue to that year. "May" opening a
 sentence ("May I ask...") is the verb, not the month.
 
-Measured on LoCoMo (``bench/tune_fitting.py --grids time_cues``; 86 of its 760 questions name a
+Measured on LoCoMo (a replay of recall's fitting, docs/benchmarks.md; 86 of its 760 questions name a
 month): strict all-evidence recall 0.730 -> 0.738 with the reference summaries (offline extractor
 0.671 -> 0.676), nothing else lower, no label changed. The rule has no knob to fit.
 """
