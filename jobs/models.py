@@ -17,20 +17,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from jobs.concepts import DEFAULT_PURPOSE, PURPOSE, PURPOSE_RULE, STANDING_TYPES, EntityKind, EventType
 from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
 from jobs.formats.envelope import check_metadata, unknown_field
-
-EVENT_TYPES = ("decision", "open_question", "commitment", "surprise", "preference")
-ENTITY_KINDS = ("person", "org", "product", "project", "place", "other")
-EventType = Literal["decision", "open_question", "commitment", "surprise", "preference"]
-OPEN_ITEM_TYPES = ("open_question", "commitment")  # stay open until a later episode resolves them
-STANDING_TYPES = ("decision", "preference")  # stand until a later episode replaces them (later wins)
-EntityKind = Literal["person", "org", "product", "project", "place", "other"]
+from jobs.tokens import estimate_tokens  # re-exported: every budget counts tokens with it
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _TENANT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
-_PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
 MAX_OPEN_ITEMS = 20  # earlier open questions and commitments offered to an extractor per session
 MAX_CURRENT_DECISIONS = 20  # earlier current decisions and preferences offered to an extractor per session
 # Timestamps more than this far in the future are impossible for a finished session.
@@ -105,7 +99,7 @@ class TranscriptIn(BaseModel):
     user_id: str = Field(min_length=1, max_length=256)
     session_id: str = Field(min_length=1, max_length=256)
     agent_id: str | None = Field(default=None, max_length=256)
-    purpose: str = "general"
+    purpose: str = DEFAULT_PURPOSE
     started_at: dt.datetime | None = None
     ended_at: dt.datetime | None = None
     messages: list[Message] = Field(min_length=1)
@@ -149,8 +143,8 @@ class TranscriptIn(BaseModel):
     @field_validator("purpose")
     @classmethod
     def _purpose(cls, value: str) -> str:
-        if not _PURPOSE.match(value):
-            raise ValueError("purpose must be 1-64 characters of lowercase letters, digits, _ and -")
+        if not PURPOSE.match(value):
+            raise ValueError(f"purpose must be {PURPOSE_RULE}")
         return value
 
     @field_validator("user_id", "session_id", "agent_id")
@@ -354,7 +348,7 @@ class OpenItem:
     commitment (``type`` in OPEN_ITEM_TYPES), or a current decision or preference (STANDING_TYPES)."""
 
     event_id: int
-    type: str
+    type: EventType
     what: str
     since: dt.datetime
 
@@ -416,11 +410,6 @@ class ExtractionResult:
     @property
     def cost_usd(self) -> float:
         return sum(c.cost_usd for c in self.calls)
-
-
-def estimate_tokens(text: str) -> int:
-    """Rough token count used for budgets everywhere: characters / 4 (English prose ~ 4 chars a token)."""
-    return (len(text) + 3) // 4
 
 
 def episode_text(summary: str, topic_tags: Sequence[str], events: Sequence[str], entities: Sequence[str]) -> str:

@@ -21,6 +21,7 @@ import pytest
 from api_server import BACKENDS, backend_database, serve
 
 from jobs import config, migrate
+from jobs.concepts import EVENT_TYPES
 from jobs.db import Database
 from jobs.errors import ConfigError
 from jobs.rights.forget import forget_user
@@ -267,7 +268,7 @@ def test_an_unknown_event_type_is_a_422_naming_the_allowed_ones(api: Api) -> Non
     with api.client("all") as c:
         r = c.get("/v1/events", params={"type": "decisions"})
         assert r.status_code == 422 and r.json()["error"]["field"] == "query.type"
-        for allowed in ("decision", "open_question", "commitment", "surprise", "preference"):
+        for allowed in EVENT_TYPES:
             assert allowed in r.json()["error"]["message"]
         assert c.get("/v1/events", params={"type": "decision"}).status_code == 200
 

@@ -45,6 +45,7 @@ import psycopg
 from psycopg import sql
 
 from jobs import migrate
+from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for
@@ -298,8 +299,8 @@ _UNBOUNDED = 1_000_000
 
 
 def evaluate(
-    db: Database, conversations: Sequence[Conversation], embedder: Embedder, *, budget_tokens: int = 1500,
-    config: RecallConfig | None = None,
+    db: Database, conversations: Sequence[Conversation], embedder: Embedder, *,
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS, config: RecallConfig | None = None,
 ) -> dict[str, Any]:
     """Recall every question with the production defaults (or ``config``) and the baselines."""
     main = Recaller(db, embedder, config)
@@ -347,8 +348,8 @@ def evaluate(
 
 
 def run_eval(
-    settings: Settings, paths: Sequence[Path], *, extractor: str = "oracle", budget_tokens: int = 1500,
-    config: RecallConfig | None = None,
+    settings: Settings, paths: Sequence[Path], *, extractor: str = "oracle",
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS, config: RecallConfig | None = None,
 ) -> dict[str, Any]:
     """Load, build episodes, evaluate, drop the scratch database; return the report."""
     started = time.perf_counter()

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from jobs.models import STANDING_TYPES, Entity, EpisodeExtraction, Message
+from jobs.concepts import STANDING_TYPES
+from jobs.models import Entity, EpisodeExtraction, Message
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from jobs.concepts import EventType
 from jobs.embeddings import Embedder, get_embedder
 from jobs.extract.replacements import link_replacements
 from jobs.extract.rules.agent import FAILURE, clean_said, code_names, is_narration, is_tool_text
@@ -52,7 +53,6 @@ from jobs.models import (
     MAX_OPEN_ITEMS,
     Entity,
     EpisodeExtraction,
-    EventType,
     ExtractionResult,
     KeyEvent,
     Message,
@@ -72,9 +72,13 @@ EMBED_WORDS = 24  # a sentence's first words are enough to place it
 EMBED_BUDGET = 320  # words embedded per transcript in all
 TFIDF_WEIGHT = 0.2  # cheap lexical centrality, used to choose what to embed
 SUMMARY_CHARS = 800
-EVENT_WEIGHT = {"decision": 0.5, "preference": 0.45, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2}
-# A later sentence this close to an open item (and saying it is done / not asking again) resolves it.
-RESOLVE_SIMILARITY = {"commitment": 0.6, "open_question": 0.65}
+# Salience of an event by its type, for choosing the 20 kept; one weight per type of jobs.concepts.EVENT_TYPES
+# (tests/test_concepts.py).
+EVENT_WEIGHT: dict[EventType, float] = {
+    "decision": 0.5, "preference": 0.45, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2}
+# A later sentence this close to an open item (and saying it is done / not asking again) resolves it; one
+# per type of OPEN_ITEM_TYPES.
+RESOLVE_SIMILARITY: dict[EventType, float] = {"commitment": 0.6, "open_question": 0.65}
 NARRATION_PENALTY = 0.5  # an agent's working step ranks below anything said about the work itself
 _DONE = re.compile(r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"
                    r"fixed|resolved|took care|here is|here's|went ahead|is now|are now|has been|have been)\b",

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from jobs.concepts import STANDING_TYPES
 from jobs.embeddings import Embedder
 from jobs.extract.rules.text import clip, normalise
-from jobs.models import STANDING_TYPES, KeyEvent, Message, OpenItem
+from jobs.models import KeyEvent, Message, OpenItem
 
 REPLACE_SIMILARITY = 0.45
 CHANGE_CUE = re.compile(

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import psycopg
 
+from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for, get_embedder
 from jobs.embeddings.recorded import Recorded
@@ -102,7 +103,7 @@ class Recaller:
 
     def recall(
         self, tenant_id: str, user_id: str, opening_message: str, *, purpose: str | None = None,
-        budget_tokens: int = 1500, now: dt.datetime | None = None,
+        budget_tokens: int = DEFAULT_BUDGET_TOKENS, now: dt.datetime | None = None,
     ) -> Recall:
         """Recent and relevant episodes of one user, fitted to ``budget_tokens``."""
         return self.recall_vector(tenant_id, user_id, opening_message, self.embed(opening_message),
@@ -110,7 +111,7 @@ class Recaller:
 
     def recall_vector(
         self, tenant_id: str, user_id: str, opening_message: str, query_vector: np.ndarray | Sequence[float], *,
-        purpose: str | None = None, budget_tokens: int = 1500, now: dt.datetime | None = None,
+        purpose: str | None = None, budget_tokens: int = DEFAULT_BUDGET_TOKENS, now: dt.datetime | None = None,
     ) -> Recall:
         """Like :meth:`recall` with a precomputed query vector (benchmarks, batch callers)."""
         if budget_tokens < 1:

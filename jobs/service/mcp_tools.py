@@ -31,6 +31,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
+from jobs.concepts import (
+    DEFAULT_BUDGET_TOKENS,
+    MAX_BUDGET_TOKENS,
+    MIN_BUDGET_TOKENS,
+    PURPOSE_PATTERN,
+    EventType,
+    Scope,
+)
 from jobs.db import Database
 from jobs.errors import EpisodeNotFound, SuperSummaryNotErasable
 from jobs.rights.erase_episode import forget_episode
@@ -69,7 +77,6 @@ Limit = Annotated[int, Field(ge=1, le=100, description="At most this many items 
 Cursor = Annotated[str | None, Field(max_length=200, pattern=NO_NUL,
                                      description="next_cursor of the previous call, for the next page.")]
 EpisodeId = Annotated[int, Field(ge=1, le=2**63 - 1, description="An episode id, as the other tools return it.")]
-EventType = Literal["decision", "open_question", "commitment", "preference", "surprise"]
 EventStatus = Literal["open", "resolved", "stale", "superseded"]
 
 UNAVAILABLE = "database unavailable: try again in a few seconds"
@@ -103,7 +110,7 @@ class MemoryTools:
     def __init__(self, db: Database, recaller: Recaller, caller_of: CallerOf) -> None:
         self.db, self.recaller, self.caller_of = db, recaller, caller_of
 
-    def _caller(self, ctx: Context[Any, Any], needed: str) -> Caller:
+    def _caller(self, ctx: Context[Any, Any], needed: Scope) -> Caller:
         caller = self.caller_of(ctx)
         if not scopes_allow(caller.scopes, needed):  # `write` holds ingest and edit (jobs.service.keys)
             raise ToolError(f"forbidden: this session lacks the {needed!r} scope (it has: {', '.join(caller.scopes)}); "
@@ -122,10 +129,11 @@ class MemoryTools:
         self, ctx: Context[Any, Any],
         message: Annotated[str, Field(min_length=1, max_length=20_000, pattern=NO_NUL,
                                       description="The user's opening message (or the topic now at hand).")],
-        purpose: Annotated[str | None, Field(pattern=r"^[a-z0-9_-]{1,64}$",
+        purpose: Annotated[str | None, Field(pattern=PURPOSE_PATTERN,
                                              description="The kind of conversation, e.g. sales or support, if "
                                                          "the host uses purposes; omit otherwise.")] = None,
-        budget_tokens: Annotated[int, Field(ge=50, le=100_000, description="Size limit of the block.")] = 1500,
+        budget_tokens: Annotated[int, Field(ge=MIN_BUDGET_TOKENS, le=MAX_BUDGET_TOKENS,
+                                            description="Size limit of the block.")] = DEFAULT_BUDGET_TOKENS,
     ) -> str:
         """Call this once at the start of a conversation, with the user's first message, before answering.
 
