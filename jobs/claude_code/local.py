@@ -11,17 +11,18 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs import config
 from jobs.claude_code import injection, session_state
-from jobs.claude_code.handover import session_records
 from jobs.claude_code.places import project_purpose
 from jobs.claude_code.start_view import start_block, start_recall
 from jobs.db import Database
 from jobs.errors import EpisodesError
-from jobs.ingest import IngestReport, ingest_records
-from jobs.recall import Recaller
+from jobs.recall.recaller import Recaller
+
+if TYPE_CHECKING:
+    from jobs.ingest import IngestReport
 
 POOL_TIMEOUT_SECONDS = 2.0  # a database that does not answer fails the hook fast (it fails open)
 
@@ -72,6 +73,10 @@ def store(db: Database, path: Path, *, tenant_id: str, user_id: str, close: bool
     """Hand one session file over to the database (closed or not), through the one write path of ingest.
 
     A malformed line is not a rejection of the session (the reader reports it and goes on)."""
+    # Imported by the hand-over alone: ingest's pydantic models would add a third to a cold SessionStart.
+    from jobs.claude_code.handover import session_records
+    from jobs.ingest import ingest_records
+
     records = [(where, item) for where, item in session_records(
         path, tenant_id=tenant_id, user_id=user_id, close=close, idle_close_seconds=db.settings.idle_close_seconds,
         cwd=cwd) if isinstance(item, dict)]
@@ -80,6 +85,8 @@ def store(db: Database, path: Path, *, tenant_id: str, user_id: str, close: bool
 
 def sync_store(db: Database, tenant_id: str) -> Callable[[Sequence[tuple[str, dict[str, Any]]]], tuple[int, int, list[str]]]:
     """The store of `episodes claude-code sync` in local mode (jobs.claude_code.sync.Store)."""
+    from jobs.ingest import ingest_records  # not at the top: see store()
+
     def store_records(records: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, list[str]]:
         report = ingest_records(db, list(records), tenant_id=tenant_id)
         return report.inserted + report.updated, report.unchanged, [str(r) for r in report.rejected]

@@ -51,7 +51,7 @@ def mcp_command(obj: Context, tenant: str, user_id: str, read_only: bool) -> Non
 
     It logs in as episodes_service, or EPISODES_SERVICE_DATABASE_URL (README "Database roles").
     """
-    from jobs.recall import shared_recaller
+    from jobs.recall.shared import shared_recaller
     from jobs.service.mcp_tools import Caller, build_server
 
     if not tenant.strip() or not user_id.strip():

@@ -37,7 +37,7 @@ def recall_command(obj: Context, opening_message: str, tenant: str, user_id: str
     Recent episodes plus the ones most relevant to the opening message (exact hybrid search over
     the user's episodes), still-open questions and commitments, within the token budget.
     """
-    from jobs.recall import Recaller
+    from jobs.recall.recaller import Recaller
 
     result = Recaller(obj.database()).recall(
         tenant, user_id, opening_message, purpose=purpose, budget_tokens=budget,

@@ -25,18 +25,36 @@ The modules, top down:
   the selection knobs.
 """
 
-from jobs.recall.config import RecallConfig
-from jobs.recall.purposes import purpose_filter
-from jobs.recall.recaller import Recaller
-from jobs.recall.result import (
-    Recall,
-    RecalledEpisode,
-    RecalledOpenItem,
-    RecalledSession,
-)
-from jobs.recall.shared import close_recallers, recall, shared_recaller
+from __future__ import annotations
 
-__all__ = [
-    "Recall", "RecallConfig", "RecalledEpisode", "RecalledOpenItem", "RecalledSession", "Recaller", "close_recallers",
-    "purpose_filter", "recall", "shared_recaller",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobs.recall.config import RecallConfig
+    from jobs.recall.purposes import purpose_filter
+    from jobs.recall.recaller import Recaller
+    from jobs.recall.result import Recall, RecalledEpisode, RecalledOpenItem, RecalledSession
+    from jobs.recall.shared import close_recallers, recall, shared_recaller
+
+# The public names and the module each comes from, imported at their first use (PEP 562), so that a
+# caller importing one module of the package (the Claude Code SessionStart hook: the recaller) does
+# not pay for the rest. Code inside episodes imports the modules themselves.
+_WHERE = {
+    "RecallConfig": "config", "purpose_filter": "purposes", "Recaller": "recaller", "Recall": "result",
+    "RecalledEpisode": "result", "RecalledOpenItem": "result", "RecalledSession": "result",
+    "close_recallers": "shared", "recall": "shared", "shared_recaller": "shared",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

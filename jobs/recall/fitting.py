@@ -8,7 +8,7 @@ that fall in a month the opening message names first, :mod:`jobs.recall.time_cue
 while full summaries stay within ``full_share`` of the budget, then compactly; the rest of the reserved
 recent ones and the open items' episodes follow.
 
-Tokens are estimated as characters / 4 (:func:`jobs.models.estimate_tokens`), the estimator used
+Tokens are estimated as characters / 4 (:func:`jobs.tokens.estimate_tokens`), the estimator used
 for every budget in episodes; the whole rendered block counts, so ``estimate_tokens(block) <= budget``.
 Lines are measured as the template prints them, after :func:`jobs.prompts.inert` has quoted their text.
 A budget below :func:`minimum_budget` may hold no line at all; the block then says how many earlier
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from jobs.models import estimate_tokens
+from jobs.tokens import estimate_tokens
 from jobs.recall.config import RecallConfig
 from jobs.recall.result import (
     RecalledEpisode,

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
-from jobs.models import estimate_tokens
+from jobs.tokens import estimate_tokens
 from jobs.prompts import environment, render
 
 TEMPLATE = "previous_episodes.j2"

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from jobs.models import Message
-from jobs.pii.redaction import redact_messages
 from jobs.recall.result import RecalledSession, line_macros, skeleton_chars
 
 SEPARATOR = " / "
@@ -37,6 +35,12 @@ def unsummarised_sessions(rows: Sequence[dict[str, Any]], *, chars: int, redact:
 
 def last_words(raw: Sequence[dict[str, Any]], limit: int, redact: bool) -> str:
     """The last user messages, redacted, within ``limit`` characters (see the module docstring)."""
+    # Imported here, when there is a session to show: the pydantic models and the detectors' patterns
+    # are a large share of a cold process's start (the Claude Code SessionStart hook's), which has no
+    # session waiting for summarize in the usual case, while `episodes serve` runs.
+    from jobs.models import Message
+    from jobs.pii.redaction import redact_messages
+
     messages, _ = redact_messages([Message.model_validate(m) for m in raw], enabled=redact)
     texts = [" ".join(m.content.split()) for m in messages]
     kept: list[str] = []

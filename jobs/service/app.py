@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from jobs import config, logs, migrate
 from jobs.db import Database, one
 from jobs.embeddings import embedder_for
-from jobs.recall import shared_recaller
+from jobs.recall.shared import shared_recaller
 from jobs.service import errors, mcp_http, page_routes
 from jobs.service.auth import RateLimiter
 from jobs.service.keys import KeyVerifier

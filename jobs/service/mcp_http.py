@@ -32,7 +32,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from jobs.db import Database
-from jobs.recall import Recaller
+from jobs.recall.recaller import Recaller
 from jobs.service.auth import authenticate, throttle
 from jobs.service.errors import ApiError
 from jobs.service.mcp_tools import Caller, build_server
