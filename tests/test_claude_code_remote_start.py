@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -21,7 +22,8 @@ import httpx
 import pytest
 from api_server import serve
 from click.testing import CliRunner
-from test_claude_code_hooks import DECISION, _hook, _session_file, _summarise
+from stream_anthropic import StreamAnthropic
+from test_claude_code_hooks import CLAUDE, DECISION, MODEL_CACHE, Claude, _hook, _session_file, _stored, _summarise
 
 from jobs.claude_code import hook_settings, session_state
 from jobs.claude_code.places import log_file
@@ -51,9 +53,13 @@ def _run(command: str, payload: dict[str, Any], key: str | None) -> tuple[subpro
     env = {k: v for k, v in os.environ.items() if k != "EPISODES_TEST_KEY"}
     if key is not None:
         env["EPISODES_TEST_KEY"] = key
-    started = time.monotonic()
-    done = subprocess.run(command, shell=True, input=json.dumps(payload), capture_output=True, text=True,
-                          env=env, timeout=60)
+    # Claude Code (Node) hands a hook its stdin as a socket, which cannot be opened again by name (/dev/fd/0)
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.sendall(json.dumps(payload).encode())
+        ours.shutdown(socket.SHUT_WR)
+        started = time.monotonic()
+        done = subprocess.run(command, shell=True, stdin=theirs, capture_output=True, text=True, env=env, timeout=60)
     return done, time.monotonic() - started
 
 
@@ -124,3 +130,31 @@ def test_install_refuses_a_key_variable_the_shell_could_not_expand(tmp_path: Pat
                                       "--key-env", "KEY; rm -rf ~"])
     assert result.exit_code != 0 and "not an environment variable name" in result.output
     assert not (tmp_path / "home" / ".claude" / "settings.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI is not installed: `npm install "
+                                           "@anthropic-ai/claude-code` or put `claude` on PATH")
+def test_real_claude_code_in_remote_mode_session_2_sees_session_1s_decision(
+        tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real CLI with hooks installed by `install --api`: SessionEnd hands session 1 over through the
+    service; session 2's SessionStart (sh and curl) puts its episode into the request to the model."""
+    _, secret = create_key(db, "acme", ["recall", "ingest"], name="claude code")
+    project = tmp_path / "work" / "shop-api"
+    project.mkdir(parents=True)
+    with serve(db) as api, StreamAnthropic(reply="Noted: PostgreSQL with pgvector it is.") as stand_in:
+        monkeypatch.setenv("EPISODES_CACHE_DIR", MODEL_CACHE)
+        _install(tmp_path, monkeypatch, api)
+        claude = Claude(tmp_path / "home", project, stand_in, {"EPISODES_TEST_KEY": secret,
+                                                               "EPISODES_HOME": os.environ["EPISODES_HOME"]})
+        first = claude.run(DECISION)
+        assert first.returncode == 0, first.stderr
+        assert [row["purpose"] for row in _stored(db)] != [], "SessionEnd handed session 1 over through the API"
+        assert _summarise(db) == 1
+        second = claude.run("Which database do we use for the memory store?")
+        assert second.returncode == 0, second.stderr
+    asked = stand_in.messages()[-1].text()
+    start, end = asked.find("<previous_episodes"), asked.find("</previous_episodes>")
+    assert 0 <= start < end and "pgvector" in asked[start:end].lower(), log_file().read_text()[-3000:]
+    assert asked.count("<previous_episodes") == 1, "the first prompt did not repeat what the start injected"
+    assert "SessionStart: ok (remote, curl)" in log_file().read_text()

@@ -23,12 +23,13 @@ if [ -z "$key" ]; then
     note "failed open: no API key in \$$key_env; set it in the environment Claude Code runs in"
     exit 0
 fi
-# fd 4: the hook's stdout (what Claude Code reads); fd 5: its stdin (the event). curl reads its config (the
-# key) from the pipe on its stdin and the body from fd 5; its errors are captured for the log.
-exec 4>&1 5<&0
+# fd 4: the hook's stdout (what Claude Code reads); fd 6: its stdin (the event; Claude Code may pass a socket,
+# which cannot be opened again by name, so curl reads it as its own stdin). curl reads its config (the key)
+# by name from the pipe printf writes to (fd 5); its errors are captured for the log.
+exec 4>&1 6<&0
 if err=$(printf 'header = "Authorization: Bearer %s"\n' "$key" |
-         curl -sS --fail --connect-timeout 2 --max-time "$seconds" -K - \
-              -H 'Content-Type: application/json' --data-binary @/dev/fd/5 "$url" 2>&1 >&4); then
+         curl -sS --fail --connect-timeout 2 --max-time "$seconds" -K /dev/fd/5 \
+              -H 'Content-Type: application/json' --data-binary @- "$url" 5<&0 0<&6 2>&1 >&4); then
     note "ok (remote, curl)"
 else
     note "failed open: ${err:-curl exited with an error}"
