@@ -77,6 +77,10 @@ class TransientModelError(ModelError):
     """The model service failed in a way that may succeed later (rate limit, overload, 5xx, timeout)."""
 
 
+class UserNotFound(EpisodesError):
+    """Nothing is held about this user in this tenant. Check the tenant and the user id."""
+
+
 class EpisodeNotFound(EpisodesError):
     """No such episode in this tenant. Check the id (`episodes export --tenant T --user U` lists a user's episodes)."""
 
@@ -87,6 +91,7 @@ class CorrectionInvalid(EpisodesError):
     def __init__(self, message: str | None = None, *, field: str = "") -> None:
         super().__init__(f"{field}: {message}" if field and message else message)
         self.field = field
+        self.detail = message or str(self)  # without the field: the CLI names its option instead
 
 
 class EpisodeNotPinnable(EpisodesError):

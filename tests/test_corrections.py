@@ -197,10 +197,25 @@ def test_cli_correct(llm_db: Database, embedder) -> None:
               "--drop-event", str(commitment), "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert dry.stdout.startswith(f"would correct episode {episode['id']}: summary, event {commitment} dropped")
+    assert dry.stdout.rstrip().endswith("(dry run, nothing changed)") and "correct_dry_run" not in dry.stderr
+    # Errors name the command's options, not the HTTP API's fields (issue 31: drop_events, events.68.text).
+    short = run("--tenant", "acme", "--episode", str(episode["id"]), "--event-text", str(commitment), "x")
+    assert short.exit_code == 1
+    assert short.stderr.strip() == f"episodes: --event-text {commitment}: String should have at least 3 characters"
+    foreign = run("--tenant", "acme", "--episode", str(episode["id"]), "--drop-event", "999999")
+    assert foreign.stderr.strip() == f"episodes: --drop-event: event 999999 is not an event of episode {episode['id']}"
+    status = run("--tenant", "acme", "--episode", str(episode["id"]), "--event-status", "999999", "done")
+    assert status.stderr.strip().startswith("episodes: --event-status 999999: event 999999 is not an event")
+    nothing = run("--tenant", "acme", "--episode", str(episode["id"]))
+    assert nothing.exit_code == 2 and "give --summary, --drop-event, --event-text or --event-status" in nothing.stderr
+    twice = run("--tenant", "acme", "--episode", str(episode["id"]), "--drop-event", "7", "--drop-event", "7")
+    assert twice.exit_code == 2 and "--drop-event" in twice.stderr and "given twice" in twice.stderr
+    for outcome in (short, foreign, status, nothing, twice):
+        assert "drop_events" not in outcome.stderr and "events." not in outcome.stderr, outcome.stderr
     done = run("--tenant", "acme", "--episode", str(episode["id"]), "--summary", SUMMARY)
     assert done.exit_code == 0 and "recorded as correction #" in done.stdout
     bad = run("--tenant", "acme", "--episode", str(episode["id"]), "--summary", "short")
-    assert bad.exit_code == 1 and "summary: String should have at least 10 characters" in bad.stderr
+    assert bad.exit_code == 1 and "episodes: --summary: String should have at least 10 characters" in bad.stderr
     missing = run("--tenant", "globex", "--episode", str(episode["id"]), "--summary", SUMMARY)
     assert missing.exit_code == 1 and f"episode {episode['id']} not found in tenant 'globex'" in missing.stderr
     assert current(llm_db)["summary"] == SUMMARY

@@ -170,6 +170,11 @@ def test_not_found_super_and_dry_run_change_nothing(llm_db: Database, tmp_path: 
     runner = CliRunner()
     out = runner.invoke(cli, ["forget", "--tenant", "acme", "--episode", str(ids["z2"]), "--dry-run"])
     assert out.exit_code == 0 and out.stdout.startswith(f"would erase episode {ids['z2']}")
+    # What a user needs, not internals (issue 31: the dry run logged `erasures=[]` beside its line).
+    assert out.stdout.rstrip().endswith("(dry run, nothing changed)") and out.stderr == ""
+    user = runner.invoke(cli, ["forget", "--tenant", "acme", "--user", ZOE, "--dry-run", "--no-vacuum"])
+    assert user.exit_code == 0 and user.stderr == "", user.stderr
+    assert "erasure_id" not in user.output and user.stdout.rstrip().endswith("(dry run, nothing changed)")
     both = runner.invoke(cli, ["forget", "--tenant", "acme", "--episode", "1", "--user", ZOE])
     assert both.exit_code == 2 and "exactly one of --user and --episode" in both.output
     missing = runner.invoke(cli, ["forget", "--tenant", "globex", "--episode", str(ids["z2"])])

@@ -333,7 +333,7 @@ def test_cli_export_and_forget(llm_db: Database, tmp_path: Path, embedder) -> No
     out = tmp_path / "export" / "zoe.json"
     result = cli(export_command, "--tenant", "acme", "--user", ZOE, "--out", str(out))
     assert result.exit_code == 0, result.output
-    assert "wrote 3 transcripts, 3 episodes, 1 super-summaries, 4 model calls" in result.stderr
+    assert "wrote 3 transcripts, 3 episodes, 1 super-summary, 4 model calls" in result.stderr
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     assert json.loads(out.read_text())["user_id"] == ZOE
     printed = cli(export_command, "--tenant", "acme", "--user", ZOE)
@@ -347,5 +347,10 @@ def test_cli_export_and_forget(llm_db: Database, tmp_path: Path, embedder) -> No
     assert "recorded as erasure #" in done.stdout
     empty = cli(forget_command, "--tenant", "acme", "--user", ZOE)
     assert empty.exit_code == 0 and "nothing held about user" in empty.stderr
+    # Exporting a user nothing is held about fails, as GET /v1/users/{user}/export answers 404 (issue 31:
+    # the CLI printed an empty document and exited 0); nothing is written.
+    gone = cli(export_command, "--tenant", "acme", "--user", ZOE, "--out", str(tmp_path / "gone.json"))
+    assert gone.exit_code == 1 and not (tmp_path / "gone.json").exists()
+    assert "Nothing is held about user" in str(gone.exception) and gone.stdout == ""
 
 

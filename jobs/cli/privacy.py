@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from jobs.cli.base import Context
+from jobs.errors import CorrectionInvalid, UserNotFound
+from jobs.wording import counted
 
 EPISODE_ID = click.IntRange(1, 2**63 - 1)  # a bigint id: anything else is no episode, told before any query
 
@@ -88,11 +90,11 @@ def _vacuum(obj: Context, *, full: bool) -> None:
 @click.option("--tenant", required=True, help="Tenant of the episode.")
 @click.option("--episode", "episode_id", type=EPISODE_ID, required=True, help="The episode to correct.")
 @click.option("--summary", help="The corrected summary (10-1,200 characters).")
-@click.option("--drop-event", "drop_events", type=int, multiple=True, metavar="ID",
+@click.option("--drop-event", "drop_events", type=EPISODE_ID, multiple=True, metavar="ID",
               help="Remove this event of the episode (repeatable).")
-@click.option("--event-text", "event_texts", type=(int, str), multiple=True, metavar="ID TEXT",
+@click.option("--event-text", "event_texts", type=(EPISODE_ID, str), multiple=True, metavar="ID TEXT",
               help="Replace the text of this event (repeatable).")
-@click.option("--event-status", "event_statuses", type=(int, click.Choice(["open", "done"])), multiple=True,
+@click.option("--event-status", "event_statuses", type=(EPISODE_ID, click.Choice(["open", "done"])), multiple=True,
               metavar="ID open|done", help="Mark an open question or commitment done, or open again (repeatable).")
 @click.option("--actor", default="operator:cli", show_default=True, help="Who asked for it, kept in the audit.")
 @click.option("--dry-run", is_flag=True, help="Check and show the correction; change nothing.")
@@ -108,13 +110,37 @@ def correct_command(obj: Context, tenant: str, episode_id: int, summary: str | N
     """
     from jobs.rights.correct import correct_episode, correction_from
 
+    if summary is None and not (drop_events or event_texts or event_statuses):
+        raise click.UsageError("nothing to correct: give --summary, --drop-event, --event-text or --event-status")
+    twice = sorted({i for i in drop_events if drop_events.count(i) > 1})
+    if twice:
+        raise click.BadParameter(f"event {twice[0]} is given twice", param_hint="--drop-event")
     events: dict[int, dict[str, str]] = {}
     for event_id, text in event_texts:
         events.setdefault(event_id, {})["text"] = text
     for event_id, status in event_statuses:
         events.setdefault(event_id, {})["status"] = status
-    change = correction_from({"summary": summary, "drop_events": list(drop_events), "events": events})
-    click.echo(correct_episode(obj.database(), tenant, episode_id, change, actor=actor, dry_run=dry_run).line())
+    try:
+        change = correction_from({"summary": summary, "drop_events": list(drop_events), "events": events})
+        report = correct_episode(obj.database(), tenant, episode_id, change, actor=actor, dry_run=dry_run)
+    except CorrectionInvalid as exc:
+        raise CorrectionInvalid(exc.detail, field=_flag(exc.field, events)) from None
+    click.echo(report.line())
+
+
+def _flag(field: str, events: dict[int, dict[str, str]]) -> str:
+    """The option of `episodes correct` that gave the part of the correction ``field`` names (the HTTP
+    API's path to it: summary, drop_events[0], events.68.text); "" for the correction as a whole.
+    ``events``: the event changes given, by id (which options named an event)."""
+    parts = field.replace("[", ".").replace("]", "").split(".")
+    if parts[0] == "summary":
+        return "--summary"
+    if parts[0] == "drop_events":
+        return "--drop-event"
+    if parts[0] == "events" and len(parts) > 1:
+        given = parts[2:3] or sorted(events.get(int(parts[1]), {}) if parts[1].isdigit() else [])
+        return "/".join(f"--event-{name}" for name in given or ["text", "status"]) + f" {parts[1]}"
+    return ""
 
 
 @click.command("export")
@@ -131,10 +157,13 @@ def export_command(obj: Context, tenant: str, user_id: str, out: Path | None, wi
 
     document = export_user(obj.database(), tenant, user_id, with_embeddings=with_embeddings)
     counts = document["counts"]
-    summary = (f"{counts['transcripts']} transcripts, {counts['episodes']} episodes, "
-               f"{counts['super_summaries']} super-summaries, {counts['model_calls']} model calls")
     if not any(counts.values()):
-        click.echo(f"nothing held about user {user_id!r} in tenant {tenant!r}", err=True)
+        # As GET /v1/users/{user}/export answers 404: a mistyped id must not look like an empty memory.
+        raise UserNotFound(f"Nothing is held about user {user_id!r} in tenant {tenant!r}; nothing was written. "
+                           "Check the tenant and the user id.")
+    summary = (f"{counted(counts['transcripts'], 'transcript')}, {counted(counts['episodes'], 'episode')}, "
+               f"{counted(counts['super_summaries'], 'super-summary')}, "
+               f"{counted(counts['model_calls'], 'model call')}")
     if out is None:
         click.echo(dumps(document), nl=False)
     else:

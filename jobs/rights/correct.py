@@ -119,7 +119,8 @@ def correction_from(data: Mapping[str, Any]) -> EpisodeCorrection:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "correction"
-        raise CorrectionInvalid(first["msg"], field=where) from None
+        message = first["msg"].removeprefix("Value error, ")  # pydantic's wording for our own checks
+        raise CorrectionInvalid(message, field=where) from None
 
 
 @dataclass
@@ -136,7 +137,8 @@ class CorrectionReport:
             return f"episode {self.episode_id}: nothing changed (the correction matches what is stored)"
         verb = "would correct" if self.dry_run else "corrected"
         supers = [i for i in self.reindexed if i != self.episode_id]
-        text = f"{verb} episode {self.episode_id}: {', '.join(self.changes)}"
+        text = f"{verb} episode {self.episode_id}: {', '.join(self.changes)}" + (
+            " (dry run, nothing changed)" if self.dry_run else "")
         if supers:
             text += f"; also in super-summar{'y' if len(supers) == 1 else 'ies'} {', '.join(map(str, supers))}"
         if self.correction_ids and not self.dry_run:
@@ -182,9 +184,9 @@ def correct_episode(
                 raise _DryRun()
     except _DryRun:
         report.correction_ids = []
-    log.info("episode corrected" if not dry_run else "correction dry run", extra={
-        "action": "correct_dry_run" if dry_run else "correct_episode", "tenant": tenant_id, "episode_id": episode_id,
-        "changes": len(report.changes)})
+    log.log(logging.DEBUG if dry_run else logging.INFO, "correction dry run" if dry_run else "episode corrected",
+            extra={"action": "correct_dry_run" if dry_run else "correct_episode", "tenant": tenant_id,
+                   "episode_id": episode_id, "changes": len(report.changes)})
     return report
 
 

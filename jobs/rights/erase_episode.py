@@ -51,6 +51,7 @@ from jobs.errors import EpisodeNotFound, EpisodesError, SuperSummaryNotErasable
 from jobs.rights.erased import announce
 from jobs.rights.forget import user_hash
 from jobs.sql import query
+from jobs.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -151,21 +152,24 @@ class EpisodeErasure:
         verb = "would erase" if self.dry_run else "erased"
         versions = len(self.erased_ids) - 1
         text = (f"{verb} episode {self.episode_id}"
-                + (f" and {versions} earlier version{'s' if versions > 1 else ''} of its session" if versions else "")
-                + f": {c.get('events', 0)} events, {c.get('entities', 0)} entities, "
-                f"{c.get('super_episodes', 0)} super-summaries, {c.get('corrections_scrubbed', 0)} corrections "
-                f"scrubbed; {c.get('reopened_items', 0)} items reopened, {c.get('restored_decisions', 0)} "
-                f"decisions stand again; transcript kept, never summarised again")
+                + (f" and {counted(versions, 'earlier version')} of its session" if versions else "")
+                + f": {counted(c.get('events', 0), 'event')}, {counted(c.get('entities', 0), 'entity')}, "
+                f"{counted(c.get('super_episodes', 0), 'super-summary')}, "
+                f"{counted(c.get('corrections_scrubbed', 0), 'correction')} scrubbed; "
+                f"{counted(c.get('reopened_items', 0), 'item')} reopened, "
+                f"{counted(c.get('restored_decisions', 0), 'decision')} standing again; transcript kept, never "
+                "summarised again")
         if self.erasure_ids:
             text += "; recorded as erasure " + ", ".join(f"#{i}" for i in self.erasure_ids)
         for s in self.supers:
             if s.status == "current":
-                outcome = self.rebuilt.get(s.id, "to rebuild")
+                outcome = self.rebuilt.get(s.id, "dry_run" if self.dry_run else "to rebuild")
                 text += f"; super-summary {s.id} ({s.label}): {OUTCOMES.get(outcome, outcome)}"
-        return text
+        return text + (" (dry run, nothing changed)" if self.dry_run else "")
 
 
 OUTCOMES = {
+    "dry_run": "would be rebuilt from the remaining sources",
     "created": "rebuilt from the remaining sources",
     "single": "removed, its one remaining source is back in recall",
     "uncompressed": "removed, its one remaining source is back in recall",
@@ -230,10 +234,11 @@ def forget_episode(
     if not dry_run:
         erased.announce(tenant_id)  # committed: the process's in-memory copies of those users go now
         report.rebuilt = rebuild_supers(db, tenant_id, report.supers, compressor=compressor, embedder=embedder)
-    log.info("episode erased" if not dry_run else "episode erasure dry run", extra={
-        "action": "forget_episode_dry_run" if dry_run else "forget_episode", "tenant": tenant_id,
-        "episode_id": episode_id, "erasures": report.erasure_ids, **{f"n_{k}": v for k, v in report.counts.items()},
-    })
+    # A dry run changes nothing and its command prints what it would do: its record is for debugging only.
+    log.log(logging.DEBUG if dry_run else logging.INFO, "episode erasure dry run" if dry_run else "episode erased",
+            extra={"action": "forget_episode_dry_run" if dry_run else "forget_episode", "tenant": tenant_id,
+                   "episode_id": episode_id, "erasures": report.erasure_ids,
+                   **{f"n_{k}": v for k, v in report.counts.items()}})
     return report
 
 

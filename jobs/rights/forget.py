@@ -44,6 +44,7 @@ from jobs.db import Conn, Database, one, set_local
 from jobs.errors import SchemaNotInitialised
 from jobs.rights.erased import announce
 from jobs.sql import query
+from jobs.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -84,21 +85,21 @@ class ForgetReport:
     def line(self) -> str:
         c = self.counts
         verb = "would erase" if self.dry_run else "erased"
-        transcripts = (f"{c.get('transcripts_kept', 0)} transcripts kept" if self.kept_transcripts
-                       else f"{c.get('transcripts', 0)} transcripts")
-        text = (f"{verb} {transcripts}, {c.get('episodes', 0)} episodes "
-                f"({c.get('super_episodes', 0)} super-summaries), {c.get('events', 0)} events, "
-                f"{c.get('entities', 0)} entities, {c.get('model_calls', 0)} model calls")
+        transcripts = (f"{counted(c.get('transcripts_kept', 0), 'transcript')} kept" if self.kept_transcripts
+                       else counted(c.get("transcripts", 0), "transcript"))
+        text = (f"{verb} {transcripts}, {counted(c.get('episodes', 0), 'episode')} "
+                f"({counted(c.get('super_episodes', 0), 'super-summary')}), {counted(c.get('events', 0), 'event')}, "
+                f"{counted(c.get('entities', 0), 'entity')}, {counted(c.get('model_calls', 0), 'model call')}")
         if c.get("job_runs_scrubbed"):
-            text += f", scrubbed {c['job_runs_scrubbed']} job-run errors"
+            text += f", scrubbed {counted(c['job_runs_scrubbed'], 'job-run error')}"
         if self.erasure_id is not None:
             text += f"; recorded as erasure #{self.erasure_id}"
         if self.rebuild:
             users = " ".join(sorted({p.user_id for p in self.rebuild}))
-            text += (f"; removed {len(self.rebuild)} super-summaries of other users that included this user's "
-                     f"episodes (their sources are back in recall; `episodes compress --tenant {self.tenant_id} "
-                     f"--user <user>` rebuilds them: {users})")
-        return text
+            text += (f"; removed {counted(len(self.rebuild), 'super-summary')} of other users that included this "
+                     f"user's episodes (their sources are back in recall; `episodes compress --tenant "
+                     f"{self.tenant_id} --user <user>` rebuilds them: {users})")
+        return text + (" (dry run, nothing changed)" if self.dry_run else "")
 
 
 class _DryRun(Exception):
@@ -125,7 +126,8 @@ def forget_user(
     else:  # committed: this process's in-memory copies of the user (and of users whose supers went) go now
         announce(tenant_id, sorted({user_id, *(p.user_id for p in report.rebuild)}))
     report.counts["job_runs_scrubbed"] = _scrub_job_runs(db, tenant_id, user_id, dry_run)
-    log.info("user erased" if not dry_run else "erasure dry run", extra={
+    # A dry run changes nothing and its command prints what it would do: its record is for debugging only.
+    log.log(logging.DEBUG if dry_run else logging.INFO, "erasure dry run" if dry_run else "user erased", extra={
         "action": "forget_dry_run" if dry_run else "forget", "tenant": tenant_id, "erasure_id": report.erasure_id,
         **{f"n_{k}": v for k, v in report.counts.items()},
     })
