@@ -73,7 +73,8 @@ class ForgetResponse(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"]
-    schema_version: int | None = None
+    schema_version: int = Field(description="/healthz: the schema version this code needs; /readyz: the "
+                                            "database's, which is then the same")
 
 
 class CorrectionResponse(BaseModel):

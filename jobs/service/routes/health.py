@@ -1,8 +1,11 @@
 """Liveness, readiness and metrics, for load balancers and Prometheus. ``/healthz`` is always open and
-touches no database; ``/readyz`` and ``/metrics`` (which read the database, across tenants) are open
-unless ``EPISODES_METRICS_TOKEN`` is set, and then need it as the bearer token."""
+touches no database (its ``schema_version`` is the one the code needs); ``/readyz`` and ``/metrics``
+(which read the database, across tenants) are open unless ``EPISODES_METRICS_TOKEN`` is set, and then
+need it as the bearer token."""
 
 from __future__ import annotations
+
+from functools import cache
 
 from fastapi import APIRouter, Depends, Request, Response
 
@@ -16,8 +19,15 @@ router = APIRouter(tags=["operations"])
 
 @router.get("/healthz", response_model=Health)
 def healthz() -> Health:
-    """The process answers (it does not touch the database)."""
-    return Health(status="ok")
+    """The process answers (it does not touch the database), with the schema version its code needs;
+    ``/readyz`` says whether the database is at it."""
+    return Health(status="ok", schema_version=_code_version())
+
+
+@cache
+def _code_version() -> int:
+    """Read once from the migrations shipped with the code: a health check is asked for every few seconds."""
+    return migrate.code_version()
 
 
 @router.get("/readyz", response_model=Health, dependencies=[Depends(operator)], responses={503: {"description": "database unreachable or schema not current"}})
