@@ -1,0 +1,79 @@
+"""Every script in bench/ runs with tiny arguments, exits 0 and prints its figures (it asserts nothing
+about time: the figures themselves are read by people, docs/benchmarks.md).
+
+A bench nothing runs rots; this runs each one as a user would (a new process, its own scratch
+database), small enough that the whole lot takes a few minutes. Benches that need the Citus cluster
+or the LoCoMo / Claude Code data beside the repository skip when those are missing, saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from citus_cluster import unreachable
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+SHARED = ROOT.parent / "shared" / "data"
+TINY_DATA = ["--episodes", "2000", "--users", "40", "--heavy-users", "2", "--heavy-size", "300"]
+
+# script, tiny arguments, a line its output must hold, what it needs beyond the embedded server
+CASES: dict[str, tuple[str, list[str], str, str | None]] = {
+    "agent_session_quality": ("agent_session_quality.py", ["--limit", "1"], "narration", "claude-code"),
+    "api_load": ("api_load.py", [*TINY_DATA, "--clients", "2", "--warmup", "0.5", "--seconds", "1", "--sample", "5",
+                                 "--write-rate", "5"], "the same over HTTP, one at a time", None),
+    "cli_start": ("cli_start.py", ["--runs", "1"], "episodes --help", None),
+    "cluster_scaleout": ("cluster_scaleout.py", [*TINY_DATA, "--queries", "5", "--transcripts", "6",
+                                                 "--overhead-transcripts", "3", "--latency", "0.1", "--concurrency", "2",
+                                                 "--shards", "4"], "recall p95 ms", "citus"),
+    "compress_scale": ("compress_scale.py", ["--episodes", "100", "--users", "5", "--heavy", "20", "--budget", "6000",
+                                             "--concurrency", "2"], "model calls", None),
+    "hook_latency": ("hook_latency.py", ["--runs", "1", "--sessions", "1", "--no-remote"],
+                     "SessionStart hook, local, embedded server", None),
+    "ingest_rate": ("ingest_rate.py", ["--transcripts", "50", "--messages", "4"], "transcripts/s", None),
+    "offline_extractor_quality": ("offline_extractor_quality.py", ["--limit", "2"], "ROUGE", "locomo"),
+    "recall latency": ("recall.py", ["--mode", "latency", *TINY_DATA, "--queries", "5"],
+                       "later recall, one new episode", None),
+    "recall cold": ("recall.py", ["--mode", "cold", *TINY_DATA, "--rounds", "1"],
+                    "first recall from a pack / full read", None),
+    "recall statements": ("recall.py", ["--mode", "statements", *TINY_DATA, "--sample", "5", "--rounds", "2",
+                                        "--backend", "single"], "all four", None),
+    "reembed": ("reembed.py", ["--episodes", "400", "--users", "4", "--batch", "50"], "vectors written in total", None),
+    "retention": ("retention.py", ["--transcripts", "200", "--messages", "4", "--batch", "50"], "touched: 0", None),
+    "serve_latency": ("serve_latency.py", ["--latency", "0", "--sessions", "2", "--drain", "20", "--workers", "1"],
+                      "exactly once", None),
+    "summarize_statements": ("summarize_statements.py", ["--transcripts", "2", "--backend", "single"],
+                             "client round trips", None),
+    "summarize_throughput": ("summarize_throughput.py", ["--transcripts", "6", "--latency", "0.1", "--concurrency", "2",
+                                                         "--overhead-transcripts", "3"], "of the limit C/L", None),
+}
+
+
+def test_every_bench_script_has_a_smoke_case() -> None:
+    scripts = {path.name for path in BENCH.glob("*.py") if not path.name.startswith("_")}
+    assert scripts == {script for script, *_ in CASES.values()}
+
+
+def _skip_reason(needs: str | None) -> str | None:
+    if needs == "citus":
+        return unreachable()
+    if needs in ("locomo", "claude-code") and not (SHARED / needs).is_dir():
+        return f"{SHARED / needs} is not beside the repository (it is not shipped with it)"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_bench_runs_with_tiny_arguments(case: str) -> None:
+    script, args, expected, needs = CASES[case]
+    if (reason := _skip_reason(needs)) is not None:
+        pytest.skip(reason)
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}  # every bench makes its own scratch database
+    done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT, env=env)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert expected in done.stdout, done.stdout[-3000:]
