@@ -23,6 +23,7 @@ claiming, let in-flight work finish within ``--shutdown-deadline``, then release
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import signal
 import threading
@@ -37,7 +38,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from jobs.compress import scheduled_compress
+from jobs.compress.run import scheduled_compress
 from jobs.config import Settings
 from jobs.db import ELIGIBLE_CHANNEL, Conn, Database, notify_eligible, one
 from jobs.embeddings import BatchingEmbedder, embedder_for
@@ -57,6 +58,7 @@ CHANNEL = ELIGIBLE_CHANNEL
 MAINTENANCE_LOCK = 0x65700001
 COMPRESS_LOCK = 0x65700002
 PRUNE_LOCK = 0x65700003
+CLAUDE_CODE_SYNC_SECONDS = 300.0  # the SessionEnd hook hands sessions over at once; this catches what it missed
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class ServeOptions:
     idle_close_seconds: float | None = None
     shutdown_deadline: float = 30.0
     job_run_retention_days: int = 30
+    # Claude Code sessions on this machine stored every CLAUDE_CODE_SYNC_SECONDS (`serve --claude-code-sync`):
+    # (tenant, user) as `episodes claude-code install` was given them; None: not synced here.
+    claude_code: tuple[str, str] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> ServeOptions:
@@ -92,6 +97,7 @@ class Server:
         embedder = embedder_for(db.settings)
         self.summarizer = Summarizer(db, extractor, worker=self.worker,
                                      embedder=BatchingEmbedder(embedder) if options.concurrency > 1 else embedder)
+        self.summarizer.finisher.stored_level = logging.INFO  # one line per session summarised
         self.compress_fn = compress
         self.stopping = threading.Event()
         self._wake = threading.Condition()
@@ -234,6 +240,27 @@ class Server:
 
     # --- lifecycle --------------------------------------------------------------------------
 
+    def claude_code_sync(self) -> None:
+        """Store this machine's finished Claude Code sessions not yet stored (`episodes claude-code sync`):
+        those whose SessionEnd hook could not hand them over (database down, a crash, a killed terminal)."""
+        if self.options.claude_code is None:
+            return
+        from jobs.claude_code import local
+        from jobs.claude_code.places import claude_home
+        from jobs.claude_code.sync import session_files, sync
+
+        tenant, user = self.options.claude_code
+        try:
+            report = sync(local.sync_store(self.db, tenant), session_files(claude_home() / "projects"),
+                          tenant_id=tenant, user_id=user, idle_close_seconds=self.options.idle_close_seconds)
+        except (EpisodesError, OSError) as exc:
+            log.warning("claude code sync failed: %s", exc, extra={"action": "claude_code_sync"})
+            return
+        if report.stored or report.rejected:
+            log.info("claude code sessions stored", extra={
+                "action": "claude_code_sync", "stored": report.stored, "rejected": len(report.rejected),
+                "still_open": report.open})
+
     def stop(self, *_: object) -> None:
         if not self.stopping.is_set():
             log.info("stopping: no new claims; finishing in-flight work", extra={"action": "shutdown"})
@@ -258,6 +285,10 @@ class Server:
                                max_instances=1, coalesce=True)
         self.scheduler.add_job(self.compress, CronTrigger.from_crontab(o.compress_cron, timezone="UTC"),
                                id="compress", max_instances=1, coalesce=True)
+        if o.claude_code is not None:
+            self.scheduler.add_job(self.claude_code_sync, IntervalTrigger(seconds=CLAUDE_CODE_SYNC_SECONDS),
+                                   id="claude_code_sync", max_instances=1, coalesce=True,
+                                   next_run_time=dt.datetime.now(dt.UTC))
         if self.db.settings.prune_policy is not None:
             self.scheduler.add_job(self.prune, CronTrigger.from_crontab(self.db.settings.prune_cron, timezone="UTC"),
                                    id="prune", max_instances=1, coalesce=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from dataclasses import replace
 
 import click
 from tqdm import tqdm
@@ -78,10 +79,19 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime 
               help="On SIGTERM/SIGINT, how long in-flight work may take before its claims are released. "
                    "[default: 30s]")
 @click.option("--extractor", type=click.Choice(["auto", "anthropic", "offline"]), default=None, help=EXTRACTOR_HELP)
+@click.option("--claude-code-sync", "claude_code_sync", is_flag=True,
+              help="Also store this machine's finished Claude Code sessions every 5 minutes, as `episodes "
+                   "claude-code sync` does (what a SessionEnd hook could not hand over).")
+@click.option("--claude-code-tenant", default="local", show_default=True,
+              help="With --claude-code-sync: the tenant given to `episodes claude-code install`.")
+@click.option("--claude-code-user", default=None,
+              help="With --claude-code-sync: the user given to `episodes claude-code install` [default: the login "
+                   "name].")
 @click.pass_obj
 def serve(obj: Context, concurrency: int | None, poll: float | None, maintenance: float | None,
           compress_cron: str | None, idle_close: float | None, shutdown_deadline: float | None,
-          extractor: str | None) -> None:
+          extractor: str | None, claude_code_sync: bool, claude_code_tenant: str,
+          claude_code_user: str | None) -> None:
     """Run the scheduler: summarize on NOTIFY (and poll), maintenance, yearly compression.
 
     Every option falls back to its environment variable, then to its default.
@@ -95,6 +105,10 @@ def serve(obj: Context, concurrency: int | None, poll: float | None, maintenance
     options = ServeOptions.from_settings(obj.settings, concurrency=concurrency, poll_seconds=poll,
                                          maintenance_seconds=maintenance, compress_cron=compress_cron,
                                          idle_close_seconds=idle_close, shutdown_deadline=shutdown_deadline)
+    if claude_code_sync:
+        from jobs.claude_code.places import login_name
+
+        options = replace(options, claude_code=(claude_code_tenant, claude_code_user or login_name()))
     chosen = make_extractor(obj.settings, extractor)
     try:
         counts = Server(db, chosen, options).run()
