@@ -1,197 +1,206 @@
-"""Settings, read from the environment once, when asked for, into a frozen object.
+"""Settings: every knob of the system, grouped by concern, read from the environment once, when asked
+for, into a frozen object.
 
-Nothing here reads the environment at import time, so tests (and callers) can point a
-process elsewhere by setting variables before calling :func:`load`.
+Each setting is declared once, in :class:`Settings`, with its environment variable, type, default
+and a one-line description; :func:`load` reads the variables from those declarations and
+docs/configuration.md is generated from them (``python -m jobs.config_docs > docs/configuration.md``;
+tests/test_configuration.py checks the page is current and that it names every variable read).
+A setting without a variable is a fixed value kept here so that tests can shrink it
+(``settings.with_(lease_seconds=5)``); no operator needs to change it.
+
+Nothing here reads the environment at import time, so tests (and callers) can point a process
+elsewhere by setting variables before calling :func:`load`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urlsplit
 
 import platformdirs
 
-from jobs.errors import ConfigError, PolicyInvalid
-from jobs.prune_policy import PrunePolicy, parse_policy
+from jobs.config_values import (BOOLEAN, CRON, IDLE, LEVEL, NAME, PATH, POLICY, PUBLIC_URL, PURPOSES, RATE, RETENTION,
+                                SECRET, TEXT, TOKEN, URL, Kind, choice, parse_duration, parse_purpose_map, whole)
+from jobs.errors import ConfigError
+from jobs.prune_policy import PrunePolicy
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+__all__ = ["GROUPS", "OTHER_VARIABLES", "ConfigError", "Settings", "child_environment", "env", "load", "metrics_dir",
+           "parse_duration", "parse_purpose_map", "removed_variables", "set_env", "share_metrics_dir"]
 
+log = logging.getLogger(__name__)
 
-def child_environment(**changes: str) -> dict[str, str]:
-    """This process's environment with ``changes``, for a child process (pip, when the model is fetched)."""
-    return {**os.environ, **changes}
-
-
-def env_bool(name: str, default: bool) -> bool:
-    """A boolean environment variable read now; unset or empty means ``default``."""
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ConfigError(f"{name}={raw!r} is not a boolean; use true or false.")
-
-
-def _int(name: str, default: int, minimum: int = 0) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number.") from None
-    if value < minimum:
-        raise ConfigError(f"{name}={value} must be at least {minimum}.")
-    return value
+# The concerns, in the order the documentation lists them.
+GROUPS: dict[str, str] = {
+    "database": "Database",
+    "model": "Model",
+    "embeddings": "Embeddings",
+    "ingest": "Ingest",
+    "serve": "Serve (summarize, compress, prune)",
+    "recall": "Recall",
+    "privacy": "Privacy",
+    "service": "Service (`episodes api`, MCP over HTTP)",
+    "logs": "Logs",
+}
 
 
-def _float(name: str, default: float, minimum: float = 0.0) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a number.") from None
-    if value < minimum:
-        raise ConfigError(f"{name}={value} must be at least {minimum}.")
-    return value
+def setting(default: Any = None, *, group: str, doc: str, env: str | None = None, kind: Kind = TEXT,
+            shown: str | None = None, factory: Callable[[], Any] | None = None, was: str | None = None,
+            flag: str | None = None) -> Any:
+    """One setting's declaration: ``env`` names its variable (None: a fixed value), ``shown`` how the
+    documentation states the default, ``was`` the variable a fixed value had before, ``flag`` the
+    command-line option that sets it for one command."""
+    meta = {"group": group, "doc": doc, "env": env, "kind": kind, "shown": shown, "was": was, "flag": flag}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-_PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
-
-
-def parse_duration(text: str, what: str = "duration") -> float:
-    """``90s``, ``15m``, ``2h``, ``1d`` or plain seconds -> seconds."""
-    match = _DURATION.match(str(text).lower())
-    if not match:
-        raise ConfigError(f"{what}={text!r} is not a duration; use e.g. 90s, 15m, 2h or 1d.")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-
-
-def _duration(name: str, default: float | None, minimum: float = 0.0) -> float | None:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    value = parse_duration(raw, name)
-    if value < minimum:
-        raise ConfigError(f"{name}={raw!r} must be at least {minimum:g} seconds.")
-    return value
-
-
-def _idle_close(name: str, default: float) -> float | None:
-    """A duration of at least a second, or ``off`` / ``0`` (None: never)."""
-    raw = os.environ.get(name)
-    if raw is not None and raw.strip().lower() in {"off", "0", "none"}:
-        return None
-    return _duration(name, default, minimum=1.0)
-
-
-def _retention(name: str) -> float | None:
-    """A duration of at least a day, or ``keep`` (the default: None, transcripts are kept)."""
-    raw = os.environ.get(name)
-    if raw is None or raw.strip().lower() in {"", "keep", "off", "never"}:
-        return None
-    return _duration(name, None, minimum=86400.0)
-
-
-def parse_purpose_map(raw: str, what: str = "EPISODES_PURPOSE_MAP") -> Mapping[str, tuple[str, ...]]:
-    """``marketing=marketing,general;support=support,billing,general`` -> which purposes each may see."""
-    mapping: dict[str, tuple[str, ...]] = {}
-    for entry in filter(None, (part.strip() for part in raw.split(";"))):
-        key, sep, values = entry.partition("=")
-        names = tuple(v.strip() for v in values.split(",") if v.strip())
-        if not sep or not _PURPOSE.match(key.strip()) or not names or not all(_PURPOSE.match(n) for n in names):
-            raise ConfigError(
-                f"{what} entry {entry!r} is invalid; use purpose=allowed,allowed;other=... e.g. marketing=marketing,general"
-            )
-        mapping[key.strip()] = names
-    return MappingProxyType(mapping)
-
-
-def _cron(name: str, default: str) -> str:
-    value = _str(name, default) or default
-    if len(value.split()) != 5:
-        raise ConfigError(f"{name}={value!r} is not a crontab line of five fields, e.g. '0 3 1 1 *'.")
-    return value
-
-
-def _str(name: str, default: str | None) -> str | None:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    return raw.strip()
+DAY = 86400.0
+_DATA = "the platform's user data directory (~/.local/share/episodes on Linux)"
+_CACHE = "the platform's user cache directory (~/.cache/episodes on Linux)"
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Every knob of the system. The README's configuration table lists the variables."""
+    """Every knob of the system (docs/configuration.md lists them, generated from these declarations)."""
 
-    database_url: str | None = None
-    # The login role of `episodes api` and `episodes mcp` (README "Database roles"); None: on the embedded
-    # server the role episodes_service over its socket, elsewhere DATABASE_URL (with a warning).
-    service_database_url: str | None = None
-    application_name: str = "episodes"  # how this process's connections show in pg_stat_activity
-    home: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir("episodes")))
-    pool_size: int = 8
-    anthropic_api_key: str | None = None
-    anthropic_base_url: str | None = None
-    model: str = "claude-haiku-4-5"
-    extractor: str = "auto"  # auto | anthropic | offline
-    max_retries: int = 4
-    model_timeout_s: float = 60.0
-    max_output_tokens: int = 2048
-    transcript_token_budget: int = 24_000
-    max_attempts: int = 5
-    lease_seconds: int = 40
-    embedder: str = "minilm"
-    max_transcript_bytes: int = 4 * 1024 * 1024
-    max_messages: int = 5_000
-    tool_result_chars: int = 400  # characters kept of each tool result in a stored transcript (jobs.formats.shapes)
-    log_format: str = "text"  # text | json
-    log_level: str = "INFO"
-    price_input_per_mtok: float = 1.0
-    price_output_per_mtok: float = 5.0
-    recall_cache_rows: int = 300_000
-    recall_on_workers: bool = True  # on a Citus cluster, recall reads from the tenant's worker (jobs.citus.routes)
-    recall_pack_rows: int = 1_000  # users with at least this many candidates get a recall pack (0: none)
-    redact: bool = True
-    purpose_map: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
-    embed_threads: int = 1
-    cache_dir: Path = field(default_factory=lambda: Path(platformdirs.user_cache_dir("episodes")))
-    model_dir: Path | None = None  # all-MiniLM-L6-v2's files, provided by the operator (air-gapped hosts); None: fetched
-    serve_concurrency: int = 4
-    poll_seconds: float = 10.0
-    maintenance_seconds: float = 30.0
-    compress_cron: str = "0 3 1 1 *"  # 03:00 UTC on 1 January
-    idle_close_seconds: float | None = 1800.0  # None: never close idle sessions
-    shutdown_deadline_seconds: float = 30.0
-    stale_grace_seconds: float = 30 * 86400.0  # open items overdue by more than this are stale
-    stale_age_seconds: float = 180 * 86400.0  # ... and items without a due date older than this
-    transcript_retention_seconds: float | None = None  # None: keep message bodies forever
-    store_redacted: bool = False  # ingest stores transcripts already redacted
-    pool_timeout_seconds: float = 10.0  # wait for a pooled connection before giving up (the API answers 503)
-    api_max_body: int = 5 * 1024 * 1024  # largest request body `episodes api` reads (413 above)
-    api_key_cache_seconds: float = 5.0  # how long a verified key is trusted without a lookup (revocation bound)
-    api_rate_limit: float | None = 20.0  # requests per second per key when the key sets none; None: unlimited
-    link_secret: str | None = None  # signs memory-page links; None: one generated and kept in the database
-    public_url: str | None = None  # where users reach `episodes api` (memory links); None: links are relative
-    metrics_token: str | None = None  # bearer token /metrics and /readyz require; None: they are open
-    prune_policy: PrunePolicy | None = None  # None: no pruning policy (soft decay and yearly compression only)
-    prune_cron: str = "30 3 * * *"  # when `serve` applies prune_policy: 03:30 UTC daily
-    crash_at: str | None = None  # crash tests only: kill -9 at this named point (jobs.faults)
+    # --- database ---
+    database_url: str | None = setting(
+        group="database", env="DATABASE_URL", kind=URL, shown="unset: the embedded PostgreSQL",
+        doc="PostgreSQL with pgvector to use; unset, the CLI starts an embedded one in EPISODES_HOME.")
+    service_database_url: str | None = setting(
+        group="database", env="EPISODES_SERVICE_DATABASE_URL", kind=URL,
+        shown="unset: episodes_service on the embedded server, else DATABASE_URL (with a warning)",
+        doc="The login role `episodes api`, `episodes mcp` and serve's tenant work connect as (least privilege).")
+    home: Path = setting(
+        group="database", env="EPISODES_HOME", kind=PATH, shown=_DATA,
+        factory=lambda: Path(platformdirs.user_data_dir("episodes")),
+        doc="Where the embedded PostgreSQL keeps its data (pgdata/) and the processes their state.")
+    pool_size: int = setting(8, group="database", env="EPISODES_POOL_SIZE", kind=whole(1),
+                             doc="Connections in each process's pool.")
+    application_name: str = setting("episodes", group="database",
+                                    doc="How this process's connections show in pg_stat_activity (set per command).")
+    pool_timeout_seconds: float = setting(10.0, group="database", shown="10s", was="EPISODES_POOL_TIMEOUT",
+                                          doc="Wait for a pooled connection before giving up (the API answers 503).")
+    recall_on_workers: bool = setting(True, group="database", was="EPISODES_RECALL_ON_WORKERS",
+                                      doc="On a Citus cluster, recall reads from the tenant's worker (jobs.citus.routes).")
+
+    # --- model ---
+    anthropic_api_key: str | None = setting(
+        group="model", env="ANTHROPIC_API_KEY", shown="unset: the offline extractor",
+        doc="Claude's API key; with it, `auto` summarizes with Claude.")
+    anthropic_base_url: str | None = setting(group="model", env="ANTHROPIC_BASE_URL", kind=URL,
+                                             shown="unset: Anthropic's API", doc="Where the anthropic SDK sends calls.")
+    model: str = setting("claude-haiku-4-5", group="model", env="EPISODES_MODEL",
+                         doc="The Claude model that summarizes and compresses; its prices come from the price table.")
+    extractor: str = setting("auto", group="model", env="EPISODES_EXTRACTOR", kind=choice("auto", "anthropic", "offline"),
+                             doc="auto: Claude when ANTHROPIC_API_KEY is set, the offline extractor otherwise.")
+    max_retries: int = setting(4, group="model", was="EPISODES_MAX_RETRIES",
+                               doc="Retries of the anthropic SDK (429 with retry-after, 529, 5xx).")
+    model_timeout_s: float = setting(60.0, group="model", shown="60s", was="EPISODES_MODEL_TIMEOUT",
+                                     doc="Seconds one model call may take.")
+    max_output_tokens: int = setting(2048, group="model", was="EPISODES_MAX_OUTPUT_TOKENS",
+                                     doc="Output tokens asked for per call.")
+    transcript_token_budget: int = setting(24_000, group="model", was="EPISODES_TRANSCRIPT_TOKEN_BUDGET",
+                                           doc="A transcript larger than this is split and reduced, never truncated.")
+
+    # --- embeddings ---
+    embedder: str = setting("minilm", group="embeddings", env="EPISODES_EMBEDDER", kind=NAME,
+                            doc="minilm: all-MiniLM-L6-v2 on ONNX Runtime, locally; voyage: Voyage's API (an extra).")
+    cache_dir: Path = setting(group="embeddings", env="EPISODES_CACHE_DIR", kind=PATH, shown=_CACHE,
+                              factory=lambda: Path(platformdirs.user_cache_dir("episodes")),
+                              doc="Where the embedding model's files are fetched to and its graph is built.")
+    model_dir: Path | None = setting(group="embeddings", env="EPISODES_MODEL_DIR", kind=PATH,
+                                     shown="unset: fetched into EPISODES_CACHE_DIR",
+                                     doc="all-MiniLM-L6-v2's files provided by the operator (air-gapped hosts).")
+    embed_threads: int = setting(1, group="embeddings", was="EPISODES_EMBED_THREADS",
+                                 doc="ONNX Runtime threads per embedding call.")
+
+    # --- ingest ---
+    max_transcript_bytes: int = setting(4 * 1024 * 1024, group="ingest", env="EPISODES_MAX_TRANSCRIPT_BYTES",
+                                        kind=whole(1024), shown="4194304 (4 MiB)",
+                                        doc="The largest transcript accepted (its messages as JSON).")
+    idle_close_seconds: float | None = setting(1800.0, group="ingest", env="EPISODES_IDLE_CLOSE", kind=IDLE,
+                                               shown="30m",
+                                               doc="An open session with no new message for this long counts as ended.")
+    max_messages: int = setting(5_000, group="ingest", was="EPISODES_MAX_MESSAGES",
+                                doc="The most messages one transcript may hold.")
+    tool_result_chars: int = setting(400, group="ingest", was="EPISODES_TOOL_RESULT_CHARS",
+                                     doc="Characters kept of each tool result in a stored transcript (jobs.formats.shapes).")
+
+    # --- serve ---
+    serve_concurrency: int = setting(4, group="serve", env="EPISODES_SERVE_CONCURRENCY", kind=whole(1),
+                                     doc="Summarize worker threads of `episodes serve` (--concurrency).")
+    compress_cron: str = setting("0 3 1 1 *", group="serve", env="EPISODES_COMPRESS_CRON", kind=CRON,
+                                 doc="When `episodes serve` compresses: 03:00 UTC on 1 January (--compress-cron).")
+    prune_policy: PrunePolicy | None = setting(group="serve", env="EPISODES_PRUNE_POLICY", kind=POLICY,
+                                               shown="unset: no pruning (soft decay and yearly compression only)",
+                                               doc="What `episodes serve` prunes (docs: lifecycle).")
+    prune_cron: str = setting("30 3 * * *", group="serve", env="EPISODES_PRUNE_CRON", kind=CRON,
+                              doc="When `episodes serve` applies the pruning policy: 03:30 UTC daily.")
+    max_attempts: int = setting(5, group="serve", was="EPISODES_MAX_ATTEMPTS",
+                                doc="Attempts at a transcript before it is dead-lettered (`episodes retry` requeues).")
+    lease_seconds: int = setting(40, group="serve", shown="40s", was="EPISODES_LEASE_SECONDS",
+                                 doc="A claim's lease; a worker that dies loses its claim after this.")
+    poll_seconds: float = setting(10.0, group="serve", shown="10s", was="EPISODES_POLL_INTERVAL",
+                                  flag="episodes serve --poll",
+                                  doc="The fallback poll of `episodes serve` (LISTEN/NOTIFY wakes it at once).")
+    maintenance_seconds: float = setting(30.0, group="serve", shown="30s", was="EPISODES_MAINTENANCE_INTERVAL",
+                                         flag="episodes serve --maintenance",
+                                         doc="How often serve rescues expired claims and closes idle sessions.")
+    shutdown_deadline_seconds: float = setting(30.0, group="serve", shown="30s", was="EPISODES_SHUTDOWN_DEADLINE",
+                                               flag="episodes serve --shutdown-deadline",
+                                               doc="On SIGTERM, how long work in flight may take (serve and api).")
+
+    # --- recall ---
+    purpose_map: Mapping[str, tuple[str, ...]] = setting(
+        group="recall", env="EPISODES_PURPOSE_MAP", kind=PURPOSES, shown="unset: a purpose sees its own and general",
+        factory=lambda: MappingProxyType({}), doc="Which purposes' episodes a recall of each purpose may see.")
+    recall_cache_rows: int = setting(300_000, group="recall", env="EPISODES_RECALL_CACHE_ROWS", kind=whole(0),
+                                     doc="Episodes each process keeps in its in-memory recall copy (0: none).")
+    recall_pack_rows: int = setting(1_000, group="recall", was="EPISODES_RECALL_PACK_ROWS",
+                                    doc="Users with at least this many candidates get a recall pack (0: none).")
+    stale_grace_seconds: float = setting(30 * DAY, group="recall", shown="30d", was="EPISODES_STALE_GRACE",
+                                         doc="An open item overdue by more than this is stale (leaves recall unless related).")
+    stale_age_seconds: float = setting(180 * DAY, group="recall", shown="180d", was="EPISODES_STALE_AGE",
+                                       doc="... and an open item without a due date older than this.")
+
+    # --- privacy ---
+    redact: bool = setting(True, group="privacy", env="EPISODES_REDACT", kind=BOOLEAN,
+                           doc="Redact personal data from what the model sees and from what recall returns.")
+    store_redacted: bool = setting(False, group="privacy", env="EPISODES_STORE_REDACTED", kind=BOOLEAN,
+                                   doc="Ingest stores transcripts already redacted.")
+    transcript_retention_seconds: float | None = setting(
+        group="privacy", env="EPISODES_TRANSCRIPT_RETENTION", kind=RETENTION, shown="keep",
+        doc="Message bodies of summarised transcripts are dropped after this long.")
+
+    # --- service ---
+    api_rate_limit: float | None = setting(20.0, group="service", env="EPISODES_API_RATE_LIMIT", kind=RATE,
+                                           doc="Requests per second per key when the key sets none.")
+    link_secret: str | None = setting(group="service", env="EPISODES_LINK_SECRET", kind=SECRET,
+                                      shown="unset: one generated and kept in the database",
+                                      doc="Signs the links to the user's memory page.")
+    public_url: str | None = setting(group="service", env="EPISODES_PUBLIC_URL", kind=PUBLIC_URL,
+                                     shown="unset: links are relative",
+                                     doc="Where users reach `episodes api` (memory-page links are built on it).")
+    metrics_token: str | None = setting(group="service", env="EPISODES_METRICS_TOKEN", kind=TOKEN,
+                                        shown="unset: /metrics and /readyz are open",
+                                        doc="Bearer token /metrics and /readyz require.")
+    api_max_body: int = setting(5 * 1024 * 1024, group="service", shown="5242880 (5 MiB)", was="EPISODES_API_MAX_BODY",
+                                doc="The largest request body `episodes api` reads (413 above).")
+    api_key_cache_seconds: float = setting(5.0, group="service", shown="5s", was="EPISODES_API_KEY_CACHE",
+                                           doc="How long a verified key is trusted without a lookup (bounds revocation).")
+
+    # --- logs ---
+    log_format: str = setting("text", group="logs", env="EPISODES_LOG_FORMAT", kind=choice("text", "json"),
+                              doc="text for people, json lines for machines (stderr).")
+    log_level: str = setting("INFO", group="logs", env="EPISODES_LOG_LEVEL", kind=LEVEL,
+                             doc="The least severe level logged.")
 
     @property
     def embedded(self) -> bool:
@@ -213,130 +222,65 @@ class Settings:
         return replace(self, **changes)
 
 
+# Variables read by name outside Settings (documented with the settings): group, description.
+OTHER_VARIABLES: dict[str, tuple[str, str]] = {
+    "EPISODES_API_KEY": ("service", "The API key the Claude Code hooks and examples send in remote mode "
+                                    "(another variable: --key-env)."),
+}
+
+# Variables no longer read, and what took their place; one set warns once per process (see load).
+_GONE_ELSEWHERE: dict[str, str] = {
+    "EPISODES_CRASH_AT": "crash points are armed by the crash tests in the process they kill (jobs.faults)",
+    "EPISODES_PRICE_INPUT_PER_MTOK": "prices come from the table of known models (jobs/llm/prices.py)",
+    "EPISODES_PRICE_OUTPUT_PER_MTOK": "prices come from the table of known models (jobs/llm/prices.py)",
+}
+
+
+def removed_variables() -> dict[str, str]:
+    """Each variable no longer read -> what replaced it (a fixed value, a flag, the price table)."""
+    removed = dict(_GONE_ELSEWHERE)
+    for f in fields(Settings):
+        if f.metadata.get("was"):
+            value = f.metadata["shown"] or f.default
+            flag = f"; `{f.metadata['flag']}` sets it" if f.metadata["flag"] else ""
+            removed[f.metadata["was"]] = f"fixed at {value} (Settings.{f.name}){flag}"
+    return removed
+
+
+_warned: set[str] = set()
+
+
+def _warn_removed() -> None:
+    for name, instead in removed_variables().items():
+        if name in os.environ and name not in _warned:
+            _warned.add(name)
+            log.warning("%s is set but no longer read: %s. Unset it.", name, instead,
+                        extra={"action": "removed_setting", "variable": name})
+
+
 def load() -> Settings:
-    """Read settings from the environment now."""
-    extractor = (_str("EPISODES_EXTRACTOR", "auto") or "auto").lower()
-    if extractor not in {"auto", "anthropic", "offline"}:
-        raise ConfigError(f"EPISODES_EXTRACTOR={extractor!r}; use auto, anthropic or offline.")
-    log_format = (_str("EPISODES_LOG_FORMAT", "text") or "text").lower()
-    if log_format not in {"text", "json"}:
-        raise ConfigError(f"EPISODES_LOG_FORMAT={log_format!r}; use text or json.")
-    home = _str("EPISODES_HOME", None)
-    cache_dir = _str("EPISODES_CACHE_DIR", None)
-    return Settings(
-        database_url=_str("DATABASE_URL", None),
-        service_database_url=_str("EPISODES_SERVICE_DATABASE_URL", None),
-        home=Path(home).expanduser() if home else Path(platformdirs.user_data_dir("episodes")),
-        pool_size=_int("EPISODES_POOL_SIZE", 8, minimum=1),
-        anthropic_api_key=_str("ANTHROPIC_API_KEY", None),
-        anthropic_base_url=_str("ANTHROPIC_BASE_URL", None),
-        model=_str("EPISODES_MODEL", "claude-haiku-4-5") or "claude-haiku-4-5",
-        extractor=extractor,
-        max_retries=_int("EPISODES_MAX_RETRIES", 4),
-        model_timeout_s=_float("EPISODES_MODEL_TIMEOUT", 60.0, minimum=0.1),
-        max_output_tokens=_int("EPISODES_MAX_OUTPUT_TOKENS", 2048, minimum=256),
-        transcript_token_budget=_int("EPISODES_TRANSCRIPT_TOKEN_BUDGET", 24_000, minimum=500),
-        max_attempts=_int("EPISODES_MAX_ATTEMPTS", 5, minimum=1),
-        lease_seconds=_int("EPISODES_LEASE_SECONDS", 40, minimum=5),
-        embedder=(_str("EPISODES_EMBEDDER", "minilm") or "minilm").lower(),
-        max_transcript_bytes=_int("EPISODES_MAX_TRANSCRIPT_BYTES", 4 * 1024 * 1024, minimum=1024),
-        max_messages=_int("EPISODES_MAX_MESSAGES", 5_000, minimum=1),
-        tool_result_chars=_int("EPISODES_TOOL_RESULT_CHARS", 400, minimum=40),
-        log_format=log_format,
-        log_level=(_str("EPISODES_LOG_LEVEL", "INFO") or "INFO").upper(),
-        price_input_per_mtok=_float("EPISODES_PRICE_INPUT_PER_MTOK", 1.0),
-        price_output_per_mtok=_float("EPISODES_PRICE_OUTPUT_PER_MTOK", 5.0),
-        recall_cache_rows=_int("EPISODES_RECALL_CACHE_ROWS", 300_000, minimum=0),
-        recall_on_workers=env_bool("EPISODES_RECALL_ON_WORKERS", True),
-        recall_pack_rows=_int("EPISODES_RECALL_PACK_ROWS", 1_000, minimum=0),
-        redact=env_bool("EPISODES_REDACT", True),
-        purpose_map=parse_purpose_map(os.environ.get("EPISODES_PURPOSE_MAP", "")),
-        embed_threads=_int("EPISODES_EMBED_THREADS", 1, minimum=1),
-        cache_dir=Path(cache_dir).expanduser() if cache_dir else Path(platformdirs.user_cache_dir("episodes")),
-        model_dir=Path(model_dir).expanduser() if (model_dir := _str("EPISODES_MODEL_DIR", None)) else None,
-        serve_concurrency=_int("EPISODES_SERVE_CONCURRENCY", 4, minimum=1),
-        poll_seconds=_duration("EPISODES_POLL_INTERVAL", 10.0, minimum=0.05) or 10.0,
-        maintenance_seconds=_duration("EPISODES_MAINTENANCE_INTERVAL", 30.0, minimum=0.05) or 30.0,
-        compress_cron=_cron("EPISODES_COMPRESS_CRON", "0 3 1 1 *"),
-        idle_close_seconds=_idle_close("EPISODES_IDLE_CLOSE", 1800.0),
-        shutdown_deadline_seconds=_duration("EPISODES_SHUTDOWN_DEADLINE", 30.0) or 0.0,
-        stale_grace_seconds=_duration("EPISODES_STALE_GRACE", 30 * 86400.0) or 0.0,
-        stale_age_seconds=_duration("EPISODES_STALE_AGE", 180 * 86400.0) or 0.0,
-        transcript_retention_seconds=_retention("EPISODES_TRANSCRIPT_RETENTION"),
-        store_redacted=env_bool("EPISODES_STORE_REDACTED", False),
-        pool_timeout_seconds=_duration("EPISODES_POOL_TIMEOUT", 10.0, minimum=0.1) or 10.0,
-        api_max_body=_int("EPISODES_API_MAX_BODY", 5 * 1024 * 1024, minimum=1024),
-        api_key_cache_seconds=_duration("EPISODES_API_KEY_CACHE", 5.0) or 0.0,
-        api_rate_limit=_rate("EPISODES_API_RATE_LIMIT", 20.0),
-        link_secret=_secret("EPISODES_LINK_SECRET"),
-        public_url=_public_url("EPISODES_PUBLIC_URL"),
-        metrics_token=_token("EPISODES_METRICS_TOKEN"),
-        prune_policy=_policy("EPISODES_PRUNE_POLICY"),
-        prune_cron=_cron("EPISODES_PRUNE_CRON", "30 3 * * *"),
-        crash_at=_str("EPISODES_CRASH_AT", None),
-    )
+    """Read settings from the environment now (unset or blank: the default)."""
+    _warn_removed()
+    values: dict[str, Any] = {}
+    for f in fields(Settings):
+        name = f.metadata.get("env")
+        raw = os.environ.get(name) if name else None
+        if name and raw is not None and raw.strip():
+            values[f.name] = f.metadata["kind"].parse(name, raw.strip())
+    return Settings(**values)
 
 
-def _policy(name: str) -> PrunePolicy | None:
-    """A pruning policy (jobs.prune_policy), or unset / ``off`` for none."""
-    raw = os.environ.get(name)
-    if raw is None or raw.strip().lower() in {"", "off", "none"}:
-        return None
-    try:
-        return parse_policy(raw)
-    except PolicyInvalid as exc:
-        raise ConfigError(f"{name}: {exc}") from None
-
-
-def _rate(name: str, default: float | None = None) -> float | None:
-    """Requests per second (a positive number), ``off`` for no limit, unset for ``default``."""
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    if raw.strip().lower() in {"off", "none"}:
-        return None
-    value = _float(name, 0.0)
-    if value <= 0:
-        raise ConfigError(f"{name}={raw!r} must be a positive number of requests per second, or off.")
-    return value
-
-
-def _secret(name: str) -> str | None:
-    """A signing secret: unset, or at least 32 characters (guessable secrets make forgeable links)."""
-    value = _str(name, None)
-    if value is not None and len(value) < 32:
-        raise ConfigError(f"{name} is {len(value)} characters; use at least 32 random characters "
-                          "(e.g. `openssl rand -hex 32`), or unset it to let the database keep one.")
-    return value
-
-
-def _public_url(name: str) -> str | None:
-    """The service's address as its users reach it (``https://host[:port][/prefix]``), without a
-    trailing slash; memory links are built on it, never on a request's Host header."""
-    value = _str(name, None)
-    if value is None:
-        return None
-    parts = urlsplit(value)
-    if parts.scheme not in {"http", "https"} or not parts.hostname or parts.query or parts.fragment:
-        raise ConfigError(f"{name}={value!r}; use the address users reach the service at, e.g. "
-                          "https://memory.example.com or https://example.com/episodes (no query, no fragment).")
-    return value.rstrip("/")
-
-
-def _token(name: str) -> str | None:
-    """A bearer token an operator sets: unset, or at least 32 characters (e.g. `openssl rand -hex 32`)."""
-    value = _str(name, None)
-    if value is not None and (len(value) < 32 or not value.isascii() or not value.isprintable() or " " in value):
-        raise ConfigError(f"{name} must be at least 32 printable ASCII characters without spaces "
-                          "(e.g. `openssl rand -hex 32`), or unset.")
-    return value
+def child_environment(**changes: str) -> dict[str, str]:
+    """This process's environment with ``changes``, for a child process (pip, when the model is fetched)."""
+    return {**os.environ, **changes}
 
 
 def env(name: str) -> str | None:
     """A variable whose name is given at run time, read now (None when unset or blank): the API key
     variable of `episodes claude-code install --key-env`, the settings its hooks carry, and Claude
     Code's own CLAUDE_CONFIG_DIR."""
-    return _str(name, None)
+    raw = os.environ.get(name)
+    return raw.strip() if raw is not None and raw.strip() else None
 
 
 def set_env(name: str, value: str) -> None:

@@ -312,7 +312,7 @@ class Database:
     def tenant_read(self, tenant_id: str, *, pipeline: bool = False) -> Iterator[TenantRead]:
         """Like :meth:`tenant`, for a transaction that only reads, with the texts of its statements. On a
         Citus cluster it runs on the worker that holds the tenant's shards, READ ONLY (jobs.citus.routes;
-        ``EPISODES_RECALL_ON_WORKERS``), and once the worker has said it still holds them, the texts name
+        ``Settings.recall_on_workers``), and once the worker has said it still holds them, the texts name
         the shard tables themselves (jobs.citus.shards)."""
         if self._tenants is not None:
             with self._tenants.tenant_read(tenant_id, pipeline=pipeline) as read:

@@ -248,7 +248,7 @@ def from_objects(objects: Iterable[object], limit: int) -> Iterator[Raw]:
 
 def validate(where: str, raw: dict, settings: Settings, tenant_id: str | None) -> TranscriptIn | Rejection:
     """One record in any accepted message shape, validated into the canonical form (tool output
-    condensed to EPISODES_TOOL_RESULT_CHARS), within the message limits."""
+    condensed to ``Settings.tool_result_chars``), within the message limits."""
     if tenant_id is not None and "tenant_id" not in raw:
         raw = {**raw, "tenant_id": tenant_id}
     try:
@@ -257,8 +257,7 @@ def validate(where: str, raw: dict, settings: Settings, tenant_id: str | None) -
     except ValidationError as exc:
         return Rejection(where, _describe(exc))
     if len(record.messages) > settings.max_messages:
-        return Rejection(where, f"{len(record.messages):,} messages, over the limit of {settings.max_messages:,} "
-                                "(EPISODES_MAX_MESSAGES)")
+        return Rejection(where, f"{len(record.messages):,} messages, over the limit of {settings.max_messages:,}")
     chars = sum(len(m.content) for m in record.messages)
     if chars > settings.max_transcript_bytes:  # a Claude Code file is read whole; its canonical form must fit
         return Rejection(where, f"{chars:,} characters of messages after condensing tool output, over the limit "

@@ -1,5 +1,5 @@
-"""Stale open questions and commitments (issue 16 A): long overdue (due + EPISODES_STALE_GRACE) or old
-without a due date (EPISODES_STALE_AGE) step back from recall unless related to the opening message,
+"""Stale open questions and commitments (issue 16 A): long overdue (due + Settings.stale_grace_seconds) or
+old without a due date (Settings.stale_age_seconds) step back from recall unless related to the opening message,
 and the analyst views show them as stale."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pytest
 from jobs import config
 from jobs.db import Database
 from jobs.embeddings import Embedder
-from jobs.errors import ConfigError
 from jobs.models import EpisodeExtraction, KeyEvent
 from jobs.recall import Recall, Recaller
 from jobs.report import analyst_connection
@@ -122,14 +121,12 @@ def test_the_analyst_views_show_stale_items(db: Database, embedder: Embedder) ->
     assert row == {"status": "done", "stale": False}
 
 
-def test_grace_and_age_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert (config.load().stale_grace_seconds, config.load().stale_age_seconds) == (30 * 86400, 180 * 86400)
+def test_grace_and_age_are_fixed_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """30 days past due, 180 days old without a due date: tuning constants in Settings, which no
+    variable sets any more (EPISODES_STALE_GRACE and _AGE are gone, tests/test_configuration.py)."""
     monkeypatch.setenv("EPISODES_STALE_GRACE", "7d")
-    monkeypatch.setenv("EPISODES_STALE_AGE", "90d")
-    assert (config.load().stale_grace_seconds, config.load().stale_age_seconds) == (7 * 86400, 90 * 86400)
-    monkeypatch.setenv("EPISODES_STALE_AGE", "half a year")
-    with pytest.raises(ConfigError, match="EPISODES_STALE_AGE"):
-        config.load()
+    assert (config.load().stale_grace_seconds, config.load().stale_age_seconds) == (30 * 86400, 180 * 86400)
+    assert "EPISODES_STALE_GRACE" in config.removed_variables()
 
 
 def test_the_same_item_said_in_five_sessions_is_one_line_with_a_count(db: Database, embedder: Embedder) -> None:

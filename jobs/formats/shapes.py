@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-TOOL_RESULT_CHARS = 400  # default condensed size of one tool result (EPISODES_TOOL_RESULT_CHARS)
+TOOL_RESULT_CHARS = 400  # default condensed size of one tool result (Settings.tool_result_chars)
 TOOL_ARG_CHARS = 120  # one argument's value in a tool-call line
 TOOL_CALL_CHARS = 400  # a whole tool-call line
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system",

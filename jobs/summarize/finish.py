@@ -58,6 +58,9 @@ class Finisher:
     embedder: Embedder
     job_run_id: int | None = None
     clock: StageClock = field(default_factory=StageClock)
+    stored_level: int = logging.DEBUG
+    """The level of the one line per summarised session: `episodes serve` logs it at INFO (what it did, as it
+    happens); a run's own report line counts them, so there it is for debugging."""
 
     def prepare(self, transcript: Transcript, prompt_version: str, *, owner: str) -> list[OpenItem] | None:
         """The items to offer, read in one round trip: the open items, then the current decisions and
@@ -111,7 +114,7 @@ class Finisher:
                 # Read with the new episode's id, in one round trip.
                 corrections = standing_corrections(conn, transcript.tenant_id, transcript.session_id)
                 episode_id = write_session_episode(conn, transcript, row, taken=taken, job_run_id=self.job_run_id)
-                crash_point(self.db.settings, "during_commit")
+                crash_point("during_commit")
                 found = corrections()
                 if found != standing:
                     raise psycopg.Rollback()  # a correction arrived: write again with it
@@ -127,8 +130,11 @@ class Finisher:
             return self.fail(transcript, "the session's corrections kept changing while its episode was written",
                              owner=owner, calls=result.calls)
         log.debug("episode stored", extra={
-            "action": "episode_stored", "tenant": transcript.tenant_id, "session": transcript.session_id,
+            "action": "session_summarised", "tenant": transcript.tenant_id, "session": transcript.session_id,
             "episode_id": episode_id, "events": len(corrected.episode.key_events),
+            "tokens_in": sum(c.input_tokens for c in result.calls),
+            "tokens_out": sum(c.output_tokens for c in result.calls),
+            "model_ms": sum(c.latency_ms for c in result.calls),
             "corrections": len(corrected.applied),
             "resolved": len(grounded.episode.resolved_items),
             "replaced": sum(e.replaces is not None for e in grounded.episode.key_events),

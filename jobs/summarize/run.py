@@ -72,11 +72,11 @@ class Summarizer:
         if open_items is None:
             return "skipped"
         result: ExtractionResult | None = None
-        crash_point(self.settings, "after_claim")
+        crash_point("after_claim")
         try:
             with self.leases.held(transcript), self.clock("extract"):
                 result = self.extractor.extract(transcript, open_items)
-            crash_point(self.settings, "after_model_call")
+            crash_point("after_model_call")
             items, decisions = split_offered(open_items)
             return end.finish(transcript, result, [i.event_id for i in items], owner=self.worker,
                               offered_decisions=[i.event_id for i in decisions])

@@ -1,0 +1,164 @@
+"""How an environment variable's text becomes a setting's value: each :class:`Kind` says what a
+variable holds, as the documentation states it, and reads its text (jobs.config declares which
+variable has which kind). Errors name the variable and say what to write instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit
+
+from jobs.errors import ConfigError, PolicyInvalid
+from jobs.prune_policy import PrunePolicy, parse_policy
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a variable holds, as the documentation says it, and how its text is read (``name`` for the
+    error message; the text is stripped and not blank: unset or blank means the default)."""
+
+    describe: str
+    parse: Callable[[str, str], Any]
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+_PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
+
+
+def _boolean(name: str, raw: str) -> bool:
+    value = raw.lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean; use true or false.")
+
+
+def whole(minimum: int) -> Kind:
+    def parse(name: str, raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not a whole number.") from None
+        if value < minimum:
+            raise ConfigError(f"{name}={value} must be at least {minimum}.")
+        return value
+    return Kind(f"whole number ≥ {minimum}", parse)
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """``90s``, ``15m``, ``2h``, ``1d`` or plain seconds -> seconds."""
+    match = _DURATION.match(str(text).lower())
+    if not match:
+        raise ConfigError(f"{what}={text!r} is not a duration; use e.g. 90s, 15m, 2h or 1d.")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def _duration_at_least(name: str, raw: str, minimum: float) -> float:
+    value = parse_duration(raw, name)
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum:g} seconds.")
+    return value
+
+
+def choice(*options: str) -> Kind:
+    def parse(name: str, raw: str) -> str:
+        if raw.lower() not in options:
+            raise ConfigError(f"{name}={raw!r}; use {', '.join(options[:-1])} or {options[-1]}.")
+        return raw.lower()
+    return Kind(" | ".join(options), parse)
+
+
+def _cron(name: str, raw: str) -> str:
+    if len(raw.split()) != 5:
+        raise ConfigError(f"{name}={raw!r} is not a crontab line of five fields, e.g. '0 3 1 1 *'.")
+    return raw
+
+
+def _idle_close(name: str, raw: str) -> float | None:
+    return None if raw.lower() in {"off", "0", "none"} else _duration_at_least(name, raw, 1.0)
+
+
+def _retention(name: str, raw: str) -> float | None:
+    return None if raw.lower() in {"keep", "off", "never"} else _duration_at_least(name, raw, 86400.0)
+
+
+def parse_purpose_map(raw: str, what: str = "EPISODES_PURPOSE_MAP") -> Mapping[str, tuple[str, ...]]:
+    """``marketing=marketing,general;support=support,billing,general`` -> which purposes each may see."""
+    mapping: dict[str, tuple[str, ...]] = {}
+    for entry in filter(None, (part.strip() for part in raw.split(";"))):
+        key, sep, values = entry.partition("=")
+        names = tuple(v.strip() for v in values.split(",") if v.strip())
+        if not sep or not _PURPOSE.match(key.strip()) or not names or not all(_PURPOSE.match(n) for n in names):
+            raise ConfigError(
+                f"{what} entry {entry!r} is invalid; use purpose=allowed,allowed;other=... e.g. marketing=marketing,general"
+            )
+        mapping[key.strip()] = names
+    return MappingProxyType(mapping)
+
+
+def _policy(name: str, raw: str) -> PrunePolicy | None:
+    if raw.lower() in {"off", "none"}:
+        return None
+    try:
+        return parse_policy(raw)
+    except PolicyInvalid as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
+def _rate(name: str, raw: str) -> float | None:
+    if raw.lower() in {"off", "none"}:
+        return None
+    value = float(raw) if re.fullmatch(r"\d+(\.\d*)?|\.\d+", raw) else 0.0
+    if value <= 0:
+        raise ConfigError(f"{name}={raw!r} must be a positive number of requests per second, or off.")
+    return value
+
+
+def _secret(name: str, raw: str) -> str:
+    """At least 32 characters: guessable secrets make forgeable links."""
+    if len(raw) < 32:
+        raise ConfigError(f"{name} is {len(raw)} characters; use at least 32 random characters "
+                          "(e.g. `openssl rand -hex 32`), or unset it to let the database keep one.")
+    return raw
+
+
+def _public_url(name: str, raw: str) -> str:
+    """Memory links are built on it, never on a request's Host header."""
+    parts = urlsplit(raw)
+    if parts.scheme not in {"http", "https"} or not parts.hostname or parts.query or parts.fragment:
+        raise ConfigError(f"{name}={raw!r}; use the address users reach the service at, e.g. "
+                          "https://memory.example.com or https://example.com/episodes (no query, no fragment).")
+    return raw.rstrip("/")
+
+
+def _token(name: str, raw: str) -> str:
+    if len(raw) < 32 or not raw.isascii() or not raw.isprintable() or " " in raw:
+        raise ConfigError(f"{name} must be at least 32 printable ASCII characters without spaces "
+                          "(e.g. `openssl rand -hex 32`), or unset.")
+    return raw
+
+
+TEXT = Kind("text", lambda name, raw: raw)
+URL = Kind("URL", lambda name, raw: raw)
+PATH = Kind("path", lambda name, raw: Path(raw).expanduser())
+BOOLEAN = Kind("true | false", _boolean)
+CRON = Kind("crontab line (UTC)", _cron)
+IDLE = Kind("duration ≥ 1s (90s, 15m, 2h, 1d) | off", _idle_close)
+RETENTION = Kind("duration ≥ 1d | keep", _retention)
+PURPOSES = Kind("purpose=allowed,allowed;other=...", lambda name, raw: parse_purpose_map(raw, name))
+POLICY = Kind("pruning policy (docs: lifecycle) | off", _policy)
+RATE = Kind("requests per second | off", _rate)
+SECRET = Kind("≥ 32 characters", _secret)
+PUBLIC_URL = Kind("http(s) URL", _public_url)
+TOKEN = Kind("≥ 32 printable ASCII characters", _token)
+LEVEL = Kind("DEBUG | INFO | WARNING | ERROR", lambda name, raw: raw.upper())
+NAME = Kind("minilm | voyage", lambda name, raw: raw.lower())

@@ -1,0 +1,102 @@
+"""The configuration is declared once (jobs/config.py) and its page generated from it: the committed
+docs/configuration.md is current, every EPISODES_* variable the code reads is on it and every one on
+it is read and used, there are at most 30 of them and none is a test hook, and a variable that is no
+longer read warns once, naming what replaced it."""
+
+from __future__ import annotations
+
+import ast
+import logging
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from jobs import config, config_docs
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBS = ROOT / "jobs"
+PAGE = ROOT / "docs" / "configuration.md"
+NAME = re.compile(r"EPISODES_[A-Z0-9_]*[A-Z0-9]")
+
+
+def documented() -> set[str]:
+    names = {f.metadata["env"] for f in fields(config.Settings) if f.metadata.get("env")}
+    return names | set(config.OTHER_VARIABLES)
+
+
+def names_read_in_code() -> set[str]:
+    """Every string constant in jobs/ that is a whole variable name: what config.load, config.env and
+    the hooks' carried settings read (docstrings and messages that mention a name are not reads)."""
+    found: set[str] = set()
+    for path in JOBS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and NAME.fullmatch(node.value):
+                found.add(node.value)
+    return found - set(config.removed_variables())
+
+
+def test_the_page_is_generated_from_the_settings() -> None:
+    assert PAGE.read_text("utf-8") == config_docs.render(), \
+        "docs/configuration.md is stale: run `python -m jobs.config_docs > docs/configuration.md`"
+
+
+def test_every_variable_read_is_documented_and_every_documented_one_is_read() -> None:
+    episodes = {n for n in documented() if n.startswith("EPISODES_")}
+    assert names_read_in_code() == episodes
+    page = PAGE.read_text("utf-8")
+    assert {n for n in documented() if f"`{n}`" not in page} == set()
+    assert len(episodes) <= 30, sorted(episodes)
+
+
+def test_every_setting_with_a_variable_is_used_outside_the_settings() -> None:
+    sources = "\n".join(p.read_text("utf-8") for p in JOBS.rglob("*.py") if p.name not in {"config.py", "config_docs.py"})
+    unused = [f.name for f in fields(config.Settings)
+              if f.metadata.get("env") and not re.search(rf"\.{f.name}\b", sources)]
+    assert unused == []
+
+
+def test_messages_and_help_name_only_variables_that_are_read() -> None:
+    """A help text or error message naming a variable that is gone sends a user to a dead end."""
+    stale = sorted(f"{p.relative_to(ROOT)}: {name}" for p in JOBS.rglob("*.py") if p.name != "config.py"
+                   for name in NAME.findall(p.read_text("utf-8")) if name not in documented())
+    assert stale == []
+
+
+def test_no_test_hook_is_a_setting() -> None:
+    assert "crash_at" not in {f.name for f in fields(config.Settings)}
+    assert "EPISODES_CRASH_AT" in config.removed_variables()
+
+
+def test_a_removed_variable_warns_once_naming_what_replaced_it(monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("EPISODES_LEASE_SECONDS", "5")
+    monkeypatch.setenv("EPISODES_PRICE_INPUT_PER_MTOK", "3")
+    monkeypatch.setattr(config, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="jobs.config"):
+        first = config.load()
+        config.load()
+    assert first.lease_seconds == 40  # no longer read
+    warned = {r.variable: r.getMessage() for r in caplog.records if getattr(r, "action", None) == "removed_setting"}
+    assert len([r for r in caplog.records if getattr(r, "action", None) == "removed_setting"]) == 2
+    assert "lease_seconds" in warned["EPISODES_LEASE_SECONDS"]
+    assert "jobs/llm/prices.py" in warned["EPISODES_PRICE_INPUT_PER_MTOK"]
+
+
+def test_variables_still_parse_into_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EPISODES_POOL_SIZE", "3")
+    monkeypatch.setenv("EPISODES_REDACT", "off")
+    monkeypatch.setenv("EPISODES_EXTRACTOR", "Offline")
+    monkeypatch.setenv("EPISODES_HOME", "~/elsewhere")
+    monkeypatch.setenv("EPISODES_MODEL", "  ")  # blank: the default
+    settings = config.load()
+    assert (settings.pool_size, settings.redact, settings.extractor) == (3, False, "offline")
+    assert settings.home == Path("~/elsewhere").expanduser() and settings.model == "claude-haiku-4-5"
+    monkeypatch.setenv("EPISODES_POOL_SIZE", "0")
+    with pytest.raises(config.ConfigError, match="EPISODES_POOL_SIZE=0 must be at least 1"):
+        config.load()
+    monkeypatch.setenv("EPISODES_POOL_SIZE", "8")
+    monkeypatch.setenv("EPISODES_EXTRACTOR", "gpt")
+    with pytest.raises(config.ConfigError, match="use auto, anthropic or offline"):
+        config.load()
