@@ -125,7 +125,7 @@ def main() -> None:
     data = "" if args.summarize_only else (f"data: {int(counts.sum()):,} episodes, {len(counts):,} users "
                                            f"({args.heavy_users} heavy x {args.heavy_size:,}); ")
     print(f"{data}cluster: coordinator + 2 workers, {args.shards} shards per table; cores {os.cpu_count()}")
-    print("citus: recall reads on the tenant's worker (the default); via coordinator: EPISODES_RECALL_ON_WORKERS=off")
+    print("citus: recall reads on the tenant's worker (the default); via coordinator: Settings.recall_on_workers=False")
     print(f"{'':44} {'single':>12} {'citus':>12} {'citus/single':>13} {'via coord.':>11} {'ratio':>7}")
     rows: list[tuple[str, float, float, float | None]] = [] if args.recall_only else [
         ("summarize overhead, ms/episode (C=1, L=0)", s["overhead_ms"], c["overhead_ms"], None),

@@ -120,7 +120,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100_000)
     parser.add_argument("--users", type=int, default=1_000)
     parser.add_argument("--heavy", type=int, default=3_000, help="episodes of one extra user, all in 2024")
-    parser.add_argument("--budget", type=int, default=24_000, help="EPISODES_TRANSCRIPT_TOKEN_BUDGET for Claude")
+    parser.add_argument("--budget", type=int, default=24_000, help="Settings.transcript_token_budget for Claude")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--skip-claude", action="store_true")
     args = parser.parse_args()

@@ -167,8 +167,8 @@ def event_scores(whats: list[str], refs: list[str], embedder) -> dict[str, float
 # -- run -----------------------------------------------------------------------------------------
 
 
-def run(data: Path, limit: int | None = None, embed_budget: int | None = None) -> dict:
-    embedder = get_embedder("minilm")  # what the extractor runs on (the product's default)
+def run(data: Path, limit: int | None = None, embed_budget: int | None = None, threads: int = 1) -> dict:
+    embedder = get_embedder("minilm", threads=threads)  # what the extractor runs on (the product's default)
     judge = get_embedder("minilm-fp32")  # scores with the exact float model, whatever the default
     extractor = OfflineExtractor(embedder) if embed_budget is None else OfflineExtractor(embedder,
                                                                                          embed_budget=embed_budget)
@@ -276,13 +276,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--embed-budget", type=int, default=None,
                         help="words embedded per transcript (the extractor's speed/quality knob)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="ONNX Runtime CPU threads per embed call (default: EPISODES_EMBED_THREADS, else 1)")
+                        help="ONNX Runtime CPU threads per embed call (default: 1)")
     args = parser.parse_args(argv)
-    if args.threads:  # read by the embedder when it is built, which happens in run()
-        os.environ["EPISODES_EMBED_THREADS"] = str(args.threads)
     if not any(args.data.glob("*.json")):
         parser.error(f"no LoCoMo *.json files in {args.data}")
-    result = run(args.data, args.limit, args.embed_budget)
+    result = run(args.data, args.limit, args.embed_budget, args.threads or 1)
     print(json.dumps(result, indent=1, default=str) if args.json else report(result))
 
 
