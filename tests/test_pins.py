@@ -13,7 +13,8 @@ from jobs.cli import cli
 from jobs.compress import OfflineCompressor, run_compress
 from jobs.db import Database
 from jobs.errors import EpisodeNotFound, EpisodesError
-from jobs.lifecycle import Selection, pin, resummarize, unpin
+from jobs.lifecycle import Selection, pin, unpin
+from jobs.lifecycle.resummarize import resummarize
 from jobs.recall import Recaller
 from jobs.recall.config import RecallConfig
 from jobs.recall.scoring import decay

@@ -14,7 +14,8 @@ from jobs.compress import OfflineCompressor, run_compress
 from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor, prompt_version
 from jobs.extract.offline import OfflineExtractor
-from jobs.lifecycle import Selection, plan_resummarize, prune_transcripts, resummarize
+from jobs.lifecycle import Selection, plan_resummarize, prune_transcripts
+from jobs.lifecycle.resummarize import resummarize
 from jobs.lifecycle.resummarize import fixed_prompt_tokens
 from jobs.summarize import run_summarize
 

@@ -44,7 +44,7 @@ def compress_command(obj: Context, older_than: str, period: str, tenant: str | N
     """
     from tqdm import tqdm
 
-    from jobs.compress import make_compressor, run_compress
+    from jobs.compress.run import make_compressor, run_compress
 
     db = obj.database()
     when = now.replace(tzinfo=dt.UTC) if now else None

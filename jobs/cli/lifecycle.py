@@ -36,12 +36,7 @@ def resummarize_command(obj: Context, tenant: str | None, user: str | None, sinc
     picks the sessions up. Safe while `serve` runs; running it twice queues each session once.
     Sessions whose messages retention removed are skipped and counted.
     """
-    from jobs.lifecycle import (
-        Selection,
-        current_prompt_version,
-        plan_resummarize,
-        resummarize,
-    )
+    from jobs.lifecycle.resummarize import Selection, current_prompt_version, plan_resummarize, resummarize
 
     db = obj.database()
     selection = Selection(tenant=tenant, user=user, since=utc(since), until=utc(until), prompt_version_below=below)
@@ -89,7 +84,7 @@ def prune_command(obj: Context, transcripts: bool, policy_text: str | None, olde
     if policy_text is not None:
         _prune_policy(obj, policy_text, tenant, dry_run)
         return
-    from jobs.lifecycle import prune_transcripts
+    from jobs.lifecycle.retention import prune_transcripts
 
     retention = older_than or obj.settings.transcript_retention_seconds
     if not retention:
@@ -106,7 +101,7 @@ def prune_command(obj: Context, transcripts: bool, policy_text: str | None, olde
 
 def _prune_policy(obj: Context, text: str, tenant: str | None, dry_run: bool) -> None:
     from jobs.errors import ConfigError
-    from jobs.lifecycle import apply_policy, plan_policy
+    from jobs.lifecycle.policy import apply_policy, plan_policy
     from jobs.prune_policy import parse_policy
 
     if text == "env":
@@ -131,7 +126,7 @@ def _prune_policy(obj: Context, text: str, tenant: str | None, dry_run: bool) ->
 @click.pass_obj
 def pin_command(obj: Context, tenant: str, episode_id: int) -> None:
     """Pin a session episode: no decay in recall, never compressed, never pruned."""
-    from jobs.lifecycle import pin
+    from jobs.lifecycle.pins import pin
 
     click.echo(pin(obj.database(), tenant, episode_id).line())
 
@@ -142,6 +137,6 @@ def pin_command(obj: Context, tenant: str, episode_id: int) -> None:
 @click.pass_obj
 def unpin_command(obj: Context, tenant: str, episode_id: int) -> None:
     """Unpin an episode: it decays again and may be compressed by the next compress run."""
-    from jobs.lifecycle import unpin
+    from jobs.lifecycle.pins import unpin
 
     click.echo(unpin(obj.database(), tenant, episode_id).line())

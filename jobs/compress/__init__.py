@@ -54,49 +54,82 @@ event rules differ in what an event cites and stay with their job (``ground`` fo
 ``jobs.compress.claude._ground`` for periods) rather than being forced into one function.
 """
 
-from jobs.compress.claude import AnthropicCompressor, prompt_version
-from jobs.compress.compressor import (
-    Compression,
-    Compressor,
-    SourceEpisode,
-    SourceEvent,
-)
-from jobs.compress.group import (
-    GroupOutcome,
-    PreparedGroup,
-    embed_prepared,
-    prepare_group,
-    process_group,
-    super_episode,
-    write_group,
-)
-from jobs.compress.offline import OfflineCompressor
-from jobs.compress.periods import (
-    UNITS,
-    Period,
-    add_months,
-    cutoff_time,
-    parse_age,
-    period_floor,
-    sources_hash,
-)
-from jobs.compress.plan import PlannedGroup, plan
-from jobs.compress.run import (
-    RUN_LOCK_KEY,
-    CompressReport,
-    make_compressor,
-    rebuild_period,
-    run_compress,
-    run_lock,
-    scheduled_compress,
-)
-from jobs.compress.schema import PeriodEvent, PeriodSummary
-from jobs.errors import CompressBusy
+from __future__ import annotations
 
-__all__ = [
-    "RUN_LOCK_KEY", "UNITS", "AnthropicCompressor", "CompressBusy", "CompressReport", "Compression", "Compressor",
-    "GroupOutcome", "OfflineCompressor", "Period", "PeriodEvent", "PeriodSummary", "PlannedGroup", "PreparedGroup",
-    "SourceEpisode", "SourceEvent", "add_months", "cutoff_time", "embed_prepared", "make_compressor", "parse_age",
-    "period_floor", "plan", "prepare_group", "process_group", "prompt_version", "rebuild_period", "run_compress",
-    "run_lock", "scheduled_compress", "sources_hash", "super_episode", "write_group",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobs.compress.claude import AnthropicCompressor, prompt_version
+    from jobs.compress.compressor import (
+        Compression,
+        Compressor,
+        SourceEpisode,
+        SourceEvent,
+    )
+    from jobs.compress.group import (
+        GroupOutcome,
+        PreparedGroup,
+        embed_prepared,
+        prepare_group,
+        process_group,
+        super_episode,
+        write_group,
+    )
+    from jobs.compress.offline import OfflineCompressor
+    from jobs.compress.periods import (
+        UNITS,
+        Period,
+        add_months,
+        cutoff_time,
+        parse_age,
+        period_floor,
+        sources_hash,
+    )
+    from jobs.compress.plan import PlannedGroup
+    from jobs.compress.run import (
+        RUN_LOCK_KEY,
+        CompressReport,
+        make_compressor,
+        rebuild_period,
+        run_compress,
+        run_lock,
+        scheduled_compress,
+    )
+    from jobs.compress.schema import PeriodEvent, PeriodSummary
+    from jobs.errors import CompressBusy
+
+# The public names and the module each comes from, imported at their first use (PEP 562), so that a
+# caller of one piece (pins and erasures rebuild a period: jobs.compress.run) does not import the rest.
+# Code inside episodes imports the modules themselves. No name here is also a module's: ``plan`` (the
+# function) would be shadowed by the module jobs.compress.plan once imported, so it is only there.
+_WHERE = {
+    "AnthropicCompressor": "jobs.compress.claude", "prompt_version": "jobs.compress.claude",
+    "Compression": "jobs.compress.compressor", "Compressor": "jobs.compress.compressor",
+    "SourceEpisode": "jobs.compress.compressor", "SourceEvent": "jobs.compress.compressor",
+    "GroupOutcome": "jobs.compress.group", "PreparedGroup": "jobs.compress.group",
+    "embed_prepared": "jobs.compress.group", "prepare_group": "jobs.compress.group",
+    "process_group": "jobs.compress.group", "super_episode": "jobs.compress.group",
+    "write_group": "jobs.compress.group", "OfflineCompressor": "jobs.compress.offline",
+    "Period": "jobs.compress.periods", "UNITS": "jobs.compress.periods", "add_months": "jobs.compress.periods",
+    "cutoff_time": "jobs.compress.periods", "parse_age": "jobs.compress.periods",
+    "period_floor": "jobs.compress.periods", "sources_hash": "jobs.compress.periods",
+    "PlannedGroup": "jobs.compress.plan", "CompressReport": "jobs.compress.run",
+    "RUN_LOCK_KEY": "jobs.compress.run", "make_compressor": "jobs.compress.run",
+    "rebuild_period": "jobs.compress.run", "run_compress": "jobs.compress.run", "run_lock": "jobs.compress.run",
+    "scheduled_compress": "jobs.compress.run", "PeriodEvent": "jobs.compress.schema",
+    "PeriodSummary": "jobs.compress.schema", "CompressBusy": "jobs.errors",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

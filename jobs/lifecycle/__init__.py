@@ -6,16 +6,46 @@
 - :mod:`~jobs.lifecycle.policy`: the optional pruning policy (erase episodes by age and importance).
 """
 
-from jobs.lifecycle.pins import PinChange, pin, unpin
-from jobs.lifecycle.policy import PolicyPlan, PolicyReport, apply_policy, plan_policy
-from jobs.lifecycle.resummarize import (
-    ResummarizePlan,
-    Selection,
-    current_prompt_version,
-    plan_resummarize,
-    resummarize,
-)
-from jobs.lifecycle.retention import PruneReport, prune_transcripts
+from __future__ import annotations
 
-__all__ = ["PinChange", "PolicyPlan", "PolicyReport", "PruneReport", "apply_policy", "plan_policy", "ResummarizePlan", "Selection", "current_prompt_version",
-           "pin", "plan_resummarize", "prune_transcripts", "resummarize", "unpin"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobs.lifecycle.pins import PinChange, pin, unpin
+    from jobs.lifecycle.policy import PolicyPlan, PolicyReport, apply_policy, plan_policy
+    from jobs.lifecycle.resummarize import (
+        ResummarizePlan,
+        Selection,
+        current_prompt_version,
+        plan_resummarize,
+    )
+    from jobs.lifecycle.retention import PruneReport, prune_transcripts
+
+# The public names and the module each comes from, imported at their first use (PEP 562), so that a
+# caller of one job does not import the others: `episodes status` reads the re-embedding's progress
+# (jobs.lifecycle.reembed) without compress and the model client, which pins and policy bring.
+# Code inside episodes imports the modules themselves. No name here is also a module's: ``resummarize``
+# (the function) would be shadowed by the module jobs.lifecycle.resummarize once imported, so it is only there.
+_WHERE = {
+    "PinChange": "jobs.lifecycle.pins", "pin": "jobs.lifecycle.pins", "unpin": "jobs.lifecycle.pins",
+    "PolicyPlan": "jobs.lifecycle.policy", "PolicyReport": "jobs.lifecycle.policy",
+    "apply_policy": "jobs.lifecycle.policy", "plan_policy": "jobs.lifecycle.policy",
+    "ResummarizePlan": "jobs.lifecycle.resummarize", "Selection": "jobs.lifecycle.resummarize",
+    "current_prompt_version": "jobs.lifecycle.resummarize", "plan_resummarize": "jobs.lifecycle.resummarize",
+    "PruneReport": "jobs.lifecycle.retention",
+    "prune_transcripts": "jobs.lifecycle.retention",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NoReturn
 
-from jobs.compress import rebuild_period
+from jobs.compress.run import rebuild_period
 from jobs.db import Conn, Database
 from jobs.errors import EpisodeNotFound, EpisodeNotPinnable
 from jobs.sql import query

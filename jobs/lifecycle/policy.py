@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from psycopg.types.json import Jsonb
 
-from jobs.compress import Compressor
+from jobs.compress.compressor import Compressor
 from jobs.db import Database, one
 from jobs.embeddings import Embedder
 from jobs.rights.erase_episode import OUTCOMES, RemovedSuper, erase_episodes, rebuild_supers

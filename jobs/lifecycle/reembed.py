@@ -26,17 +26,19 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from psycopg import sql
 from psycopg.rows import DictRow
 
 from jobs.citus.cluster import distributed_tables
 from jobs.db import Conn, Database, one, set_local
-from jobs.embeddings import Embedder
 from jobs.errors import EpisodesError, ReembedInProgress
-from jobs.models import episode_text
 from jobs.runs import finish_run, start_run
 from jobs.sql import query
+
+if TYPE_CHECKING:
+    from jobs.embeddings.protocol import Embedder
 
 BATCH_SIZE = 256
 SUPER_VECTOR_EVENTS = 5  # a super-summary's vector covers its first five events (jobs.rights.reindex)
@@ -182,6 +184,9 @@ def _read(db: Database, after: int, limit: int) -> list[DictRow]:
 
 
 def _texts(rows: list[DictRow]) -> list[str]:
+    # Imported by the re-embedding alone: `episodes status` reads reembed_progress and builds no pydantic model.
+    from jobs.models import episode_text
+
     return [episode_text(r["summary"], r["topic_tags"],
                          r["events"] if r["kind"] == "session" else r["events"][:SUPER_VECTOR_EVENTS], r["entities"])
             for r in rows]

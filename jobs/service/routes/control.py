@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path, Request
 
-from jobs.lifecycle import PinChange, pin, unpin
+from jobs.lifecycle.pins import PinChange, pin, unpin
 from jobs.rights.correct import EpisodeCorrection, correct_episode
 from jobs.rights.erase_episode import forget_episode
 from jobs.service.auth import KeyFirstRoute, scope
