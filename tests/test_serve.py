@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from psycopg.types.json import Jsonb
 from waiting import wait_until
 
+from jobs import logs
 from jobs.db import Database
 from jobs.embeddings import get_embedder
 from jobs.extract.claude import AnthropicExtractor
@@ -83,6 +85,43 @@ def test_notify_wakes_workers_long_before_the_poll(llm_db: Database, server: Ser
     wait_until(lambda: episodes(llm_db) == 1, 20, "the closed session's episode")
     add(llm_db, "open")  # the host uploads the session again, now closed
     wait_until(lambda: episodes(llm_db) == 2, 20, "the episode of the session closed later")
+
+
+def test_serve_logs_each_summarised_session_and_no_scheduler_chatter(llm_db: Database,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """An idle `episodes serve` logged APScheduler's "Running job ..." and "executed successfully" for every
+    poll (29 lines in 44 s) but no line for the session it summarised (issue 31): now one structured line
+    per summarised session and none of the scheduler's."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    logs.setup("text", "INFO")  # as the CLI does
+    extractor = AnthropicExtractor(llm_db.settings)
+    srv = Server(llm_db, extractor, ServeOptions(concurrency=1, poll_seconds=0.2, maintenance_seconds=0.2,
+                                                 shutdown_deadline=5))
+    thread = threading.Thread(target=srv.run, kwargs={"install_signals": False})
+    thread.start()
+    try:
+        add(llm_db, "logged")
+        wait_until(lambda: episodes(llm_db) == 1, 30, "the session's episode")
+        wait_until(lambda: maintenance_runs(llm_db) >= 3, 30, "three maintenance runs (the scheduler at work)")
+    finally:
+        srv.stop()
+        thread.join(timeout=30)
+        extractor.close()
+        root.handlers[:], level = saved
+        root.setLevel(level)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line for line in lines if "apscheduler" in line.lower() or "Running job" in line
+            or "executed successfully" in line] == []
+    (line,) = [line for line in lines if " summarised " in line]
+    assert " INFO " in line and "session=logged" in line and "tenant=acme" in line
+    for field in ("episode_id=", "events=", "tokens_in=", "tokens_out=", "model_ms=", "ms="):
+        assert field in line, line
+
+
+def maintenance_runs(db: Database) -> int:
+    with db.admin() as conn:
+        return conn.execute("SELECT count(*) AS n FROM job_runs WHERE job = 'maintenance'").fetchone()["n"]
 
 
 def test_every_path_that_makes_a_transcript_due_again_wakes_serve(llm_db: Database) -> None:

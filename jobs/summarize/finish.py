@@ -129,7 +129,7 @@ class Finisher:
         else:
             return self.fail(transcript, "the session's corrections kept changing while its episode was written",
                              owner=owner, calls=result.calls)
-        log.debug("episode stored", extra={
+        log.log(self.stored_level, "summarised session %s", transcript.session_id, extra={
             "action": "session_summarised", "tenant": transcript.tenant_id, "session": transcript.session_id,
             "episode_id": episode_id, "events": len(corrected.episode.key_events),
             "tokens_in": sum(c.input_tokens for c in result.calls),
