@@ -6,7 +6,7 @@ in milliseconds. Work on tenant data goes through :meth:`Database.tenant`, which
 non-owner role ``episodes_app`` and sets ``episodes.tenant_id`` for the transaction only; the
 row-level policies then hide and refuse every other tenant's rows.
 
-Which role a process logs in as (README "Database roles"): the CLI as the owner (``DATABASE_URL``);
+Which role a process logs in as (docs/operations.md, "Database roles"): the CLI as the owner (``DATABASE_URL``);
 the API and the MCP server as ``episodes_service`` (:meth:`Database.for_service`), which owns nothing,
 holds no privilege until it switches to ``episodes_app``, and reaches owner-only data (keys, the link
 secret) only through the functions migration 0023 grants it; ``serve`` as both
@@ -399,7 +399,7 @@ def service_role_warning(conn: Conn) -> str | None:
         return None
     what = "a superuser" if row["superuser"] else "the owner of the tables"
     return (f"connected as {row['role']}, {what}: set EPISODES_SERVICE_DATABASE_URL to a login role granted "
-            f"{SERVICE_ROLE} (README, \"Database roles\"), so this process cannot RESET ROLE out of {APP_ROLE}")
+            f"{SERVICE_ROLE} (docs/operations.md, \"Database roles\"), so this process cannot RESET ROLE out of {APP_ROLE}")
 
 
 def _pipelined(conn: Conn, on: bool) -> AbstractContextManager[object]:

@@ -20,7 +20,7 @@ class EpisodesError(Exception):
 
 
 class ConfigError(EpisodesError):
-    """A setting is invalid. Check the environment variables listed in the README."""
+    """A setting is invalid. Check the environment variables listed in docs/configuration.md."""
 
 
 class DatabaseError(EpisodesError):
@@ -106,4 +106,4 @@ class SuperSummaryNotErasable(EpisodesError):
 
 class PolicyInvalid(EpisodesError):
     """The pruning policy does not parse. Write clauses like "keep 30d; keep importance>=0.7; delete
-    importance<0.5 after 90d" (README, Memory over years)."""
+    importance<0.5 after 90d" (docs/lifecycle.md, Pruning policy)."""

@@ -116,7 +116,7 @@ def require_current(conn: psycopg.Connection[Any]) -> int:
 
 def allow_service_login(conn: psycopg.Connection[Any]) -> None:
     """Let episodes_service (migration 0023) log in. For the embedded server only, which trusts every
-    role on its private Unix socket: elsewhere the operator gives it a password (README "Database roles")."""
+    role on its private Unix socket: elsewhere the operator gives it a password (docs/operations.md, "Database roles")."""
     conn.execute("ALTER ROLE episodes_service LOGIN")
 
 

@@ -1,4 +1,4 @@
-"""Scale-out on Citus: the schema distributed by tenant (README "Scaling out").
+"""Scale-out on Citus: the schema distributed by tenant (docs/citus.md).
 
 The schema is the same on one PostgreSQL and on a Citus coordinator (migration 0016 made every key
 hold ``tenant_id``). :func:`distribute` turns a migrated database whose ``citus`` extension is

@@ -3,7 +3,7 @@
 Citus (11 and later) keeps its metadata on every worker, so a worker plans and runs any statement. One
 that names a tenant whose shards the worker holds runs there by local execution: no hop from the
 coordinator, no remote transaction (its BEGIN, SET LOCALs and COMMIT). Measured side by side
-(``bench/cluster_scaleout.py``, README "Scaling out"), a typical user's later recall takes about 1 ms
+(``bench/cluster_scaleout.py``, docs/citus.md), a typical user's later recall takes about 1 ms
 less this way; and the coordinator leaves the read path, so recall load spreads over the workers
 instead of passing through one node.
 

@@ -25,7 +25,7 @@ def api_command(obj: Context, host: str, port: int, workers: int) -> None:
 
     Create a key first with `episodes keys create`. SIGTERM (or Ctrl-C) stops taking connections
     and lets requests in flight finish (up to Settings.shutdown_deadline_seconds, 30 s). OpenAPI at /openapi.json.
-    It logs in as episodes_service, or EPISODES_SERVICE_DATABASE_URL (README "Database roles").
+    It logs in as episodes_service, or EPISODES_SERVICE_DATABASE_URL (docs/operations.md, "Database roles").
     """
     from jobs.service import server
 

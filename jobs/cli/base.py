@@ -192,7 +192,7 @@ def load_command(name: str, entry: LazyCommand) -> click.Command:
 def cli(ctx: click.Context, verbose: bool) -> None:
     """Long-term episodic memory for AI agents, on PostgreSQL.
 
-    Configuration comes from environment variables (see the README). With DATABASE_URL unset an
+    Configuration comes from environment variables (docs/configuration.md). With DATABASE_URL unset an
     embedded PostgreSQL is started in $EPISODES_HOME; it keeps running after each command, so the next
     one starts at once: `episodes db stop` stops it.
     """

@@ -60,7 +60,7 @@ def resummarize_command(obj: Context, tenant: str | None, user: str | None, sinc
               help="Remove the message bodies of summarised transcripts older than the retention.")
 @click.option("--policy", "policy_text", metavar="POLICY",
               help='Erase episodes by a pruning policy, e.g. "keep 30d; keep importance>=0.7; delete '
-                   'importance<0.5 after 90d" (grammar in the README). Pass "env" for EPISODES_PRUNE_POLICY.')
+                   'importance<0.5 after 90d" (grammar in docs/lifecycle.md). Pass "env" for EPISODES_PRUNE_POLICY.')
 @click.option("--older-than", type=Duration(), default=None,
               help="With --transcripts: retention to apply, e.g. 90d. [env EPISODES_TRANSCRIPT_RETENTION]")
 @click.option("--tenant", help="Only this tenant's transcripts or episodes.")

@@ -49,7 +49,7 @@ def mcp_command(obj: Context, tenant: str, user_id: str, read_only: bool) -> Non
 
     Claude Code: claude mcp add episodes -- episodes mcp --tenant acme --user u-maria
 
-    It logs in as episodes_service, or EPISODES_SERVICE_DATABASE_URL (README "Database roles").
+    It logs in as episodes_service, or EPISODES_SERVICE_DATABASE_URL (docs/operations.md, "Database roles").
     """
     from jobs.recall.shared import shared_recaller
     from jobs.service.mcp_tools import Caller, build_server

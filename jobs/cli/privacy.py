@@ -73,8 +73,8 @@ def vacuum_command(obj: Context, full: bool) -> None:
 
     `episodes forget` does it itself; run this after erasures made through the HTTP API, MCP or the
     memory page (their database role may not vacuum), or after `episodes forget --no-vacuum`. Until
-    then the erased rows' index entries and pg_stats samples remain. See the README's privacy section
-    for what stays in WAL, replicas and backups.
+    then the erased rows' index entries and pg_stats samples remain. See docs/privacy.md for what stays
+    in WAL, replicas and backups.
     """
     _vacuum(obj, full=full)
 

@@ -20,7 +20,7 @@ from jobs.cli.base import Context
 def init(obj: Context, distributed: bool, shard_count: int | None) -> None:
     """Create the schema, or upgrade it to this version (safe to run again).
 
-    On a Citus coordinator it also distributes the tables by tenant, in place (README "Scaling out")."""
+    On a Citus coordinator it also distributes the tables by tenant, in place (docs/citus.md)."""
     from jobs import migrate
     from jobs.citus import cluster
     from jobs.embeddings import embedder_for
@@ -29,7 +29,7 @@ def init(obj: Context, distributed: bool, shard_count: int | None) -> None:
     embedder = embedder_for(obj.settings)
     with db.connect() as conn:
         applied = migrate.migrate(conn, embedding_dim=embedder.dim, embedder=embedder.name)
-        if obj.settings.embedded:  # the API and MCP server log in as episodes_service (README "Database roles")
+        if obj.settings.embedded:  # the API and MCP server log in as episodes_service (docs/operations.md, "Database roles")
             migrate.allow_service_login(conn)
         spread = cluster.distribute(conn, shard_count=shard_count) if distributed or cluster.has_citus(conn) else []
     if applied:

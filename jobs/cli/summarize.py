@@ -101,7 +101,7 @@ def serve(obj: Context, concurrency: int | None, poll: float | None, maintenance
     from jobs.serve import ServeOptions, Server
 
     obj.database()  # the schema checked (one line and exit 1 if it is not current)
-    db = Database.for_serve(obj.settings)  # tenant work as episodes_service (README "Database roles")
+    db = Database.for_serve(obj.settings)  # tenant work as episodes_service (docs/operations.md, "Database roles")
     options = ServeOptions.from_settings(obj.settings, concurrency=concurrency, poll_seconds=poll,
                                          maintenance_seconds=maintenance, compress_cron=compress_cron,
                                          idle_close_seconds=idle_close, shutdown_deadline=shutdown_deadline)

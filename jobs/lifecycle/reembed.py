@@ -114,7 +114,7 @@ def reembed(db: Database, embedder: Embedder, name: str, *, batch_size: int = BA
             # COLUMN on a distributed table ("alter table command is currently unsupported").
             raise EpisodesError("`episodes reembed` does not run on a Citus cluster yet: its switch renames a column, "
                                 "which Citus refuses on a distributed table. Re-embed before distributing, or "
-                                "undistribute, re-embed and distribute again (README \"Scaling out\").")
+                                "undistribute, re-embed and distribute again (docs/citus.md).")
     started = time.monotonic()
     report = ReembedReport(name, embedder.dim)
     with _only_runner(db):

@@ -42,7 +42,7 @@ class RecallResponse(BaseModel):
 class TranscriptsRequest(Strict):
     transcripts: list[dict[str, Any]] = Field(
         min_length=1, max_length=1000,
-        description="Transcripts in the ingest format (README, 'Transcript format'); each is validated on its own.")
+        description="Transcripts in the ingest format (docs/transcripts.md); each is validated on its own.")
 
 
 class TranscriptResult(BaseModel):

@@ -5,8 +5,8 @@ tenant; another tenant's id answers 404 like an unknown one.
 
 The work is :mod:`jobs.rights` (correct_episode, forget_episode) and :mod:`jobs.lifecycle` (pin,
 unpin), the same functions the CLI and the user's memory page call. A correction is audited with
-the key's prefix as the actor and survives the session's next re-summarisation (README, "Correcting
-and forgetting one episode").
+the key's prefix as the actor and survives the session's next re-summarisation (docs/memory-page.md,
+"Correcting and forgetting one episode").
 """
 
 from __future__ import annotations
