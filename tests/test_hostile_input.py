@@ -12,7 +12,7 @@ Ingest (one file, good and hostile records together; the good ones load and get 
 - A message that is an object, a record that is not an object, a bad role, empty messages:
   rejected with the reason.
 - A 10 MB transcript: rejected (EPISODES_MAX_TRANSCRIPT_BYTES); 5,001 messages: rejected
-  (EPISODES_MAX_MESSAGES); a 1 MB single message: loads and is summarised whole.
+  (Settings.max_messages); a 1 MB single message: loads and is summarised whole.
 
 Summarise with Claude (the real SDK against the fake server):
 
