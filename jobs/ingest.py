@@ -331,7 +331,9 @@ def ingest_records(
                 seen[key] = where
         if isinstance(item, Rejection):
             _reject(report, item)
-            log.warning("rejected %s", item, extra={"action": "ingest_reject", "location": where})
+            # The caller tells its user (`episodes ingest` prints each, POST /v1/transcripts returns them): a
+            # warning as well printed every rejection twice.
+            log.debug("rejected %s", item, extra={"action": "ingest_reject", "location": where})
             if progress:
                 progress(1)
             continue

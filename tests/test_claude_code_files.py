@@ -198,7 +198,7 @@ def test_bad_lines_are_reported_with_their_line_and_the_rest_loads(db: Database,
     assert f"rejected {path}:3: not a Claude Code line (a JSON int" in result.stderr
     assert f"rejected {path}:4: not a Claude Code line (no type)" in result.stderr
     assert f"rejected {path}:5: user line without a message object" in result.stderr
-    assert "ingested 1 transcripts (1 new" in result.stdout
+    assert "ingested 1 transcript (1 new" in result.stdout
     [row] = stored(db)
     assert [m["content"] for m in row["messages"]] == ["We'll go with Postgres 17.", "Thanks."]
 

@@ -69,6 +69,7 @@ def test_init_status_and_ingest_exit_codes(blank_db_url: str, monkeypatch: pytes
     result = runner.invoke(cli, ["ingest", str(path)])
     assert result.exit_code == 1
     assert f"rejected {path}:2: missing field user_id" in result.stderr
+    assert result.stderr.count(f"{path}:2") == 1  # once, not again as a log line (issue 31)
     assert "ingested 1 transcript (1 new" in result.stdout
 
     status = runner.invoke(cli, ["status"])
