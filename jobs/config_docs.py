@@ -26,7 +26,9 @@ Unset or blank means the default. A value that cannot be read stops the command 
 what to write instead. `episodes serve` also takes flags for its own options (`episodes serve --help`);
 a flag wins over the variable.
 
-Durations are written `90s`, `15m`, `2h`, `1d` or plain seconds.
+Durations are written `90s`, `15m`, `2h`, `1d` or plain seconds. Recall's scoring and fitting
+constants (the relevance floor, fusion weights, decay, how many recent and relevant episodes) are
+not configuration: they were tuned on LoCoMo and live in `jobs/recall/config.py` (`RecallConfig`).
 """
 
 

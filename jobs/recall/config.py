@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class RecallConfig:
-    """Selection knobs. The defaults are the production defaults (and what `eval locomo` measures).
+    """Selection constants. Production uses only these defaults: recall(), the API, MCP and the CLI
+    take no RecallConfig and no variable sets one (docs/configuration.md). They are held in one
+    frozen object so that the eval's baselines (`eval locomo`) and the tests can vary them.
 
     rrf_k, w_text and the relevance floor were chosen together on the five LoCoMo conversations, the
     only data there is, leaving one conversation out (docs/benchmarks.md, "How
@@ -25,7 +27,6 @@ class RecallConfig:
     # Within relevant and within possibly related, episodes of a month the opening message names (or of the
     # month after) are placed first (jobs.recall.time_cues): dates are what neither score knows.
     time_cues: bool = True
-    compact_tail: bool = True  # a relevant episode that no longer fits in full is shown compactly
     # The relevance floor: an episode is "relevant" (and offered as such) only when its cosine similarity
     # to the opening message is >= relevant_similarity, or >= relevant_similarity_with_text while its
     # text match (ts_rank(search_tsv, q, 1)) is >= relevant_text. Below it the block keeps its recent

@@ -95,7 +95,7 @@ def select(
                 chosen[ep.id] = ep
                 used += full
             continue
-        for compact in (False, True) if cfg.compact_tail else (False,):
+        for compact in (False, True):  # a relevant episode that no longer fits in full is shown compactly
             cost = cost_of(ep, compact)
             if used + sum(reserved.values()) + cost <= (budget if compact else full_room):
                 chosen[ep.id] = ep
