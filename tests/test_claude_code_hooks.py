@@ -220,6 +220,39 @@ def test_the_hooks_do_not_import_the_anthropic_sdk() -> None:
     assert done.stdout.strip() == "[]"
 
 
+# What the SessionStart hook must not import: the embedding model's runtime (it passes a zero vector),
+# the model's SDK, the pydantic models (a third of a cold start: recall counts tokens with jobs.tokens)
+# and what only the hand-over or other jobs use (issue 30: a cold process per session start).
+NOT_AT_SESSION_START = ("onnxruntime", "onnx", "tokenizers", "anthropic", "pydantic", "pandas", "httpx",
+                        "jobs.models", "jobs.ingest", "jobs.pii", "jobs.compress", "jobs.llm", "jobs.extract",
+                        "jobs.summarize", "jobs.lifecycle", "jobs.claude_code.handover")
+
+
+def test_a_local_session_start_prints_the_block_without_importing_what_it_does_not_use(
+        tmp_path: Path, db: Database) -> None:
+    project = str(tmp_path / "shop-api")
+    file = _session_file(tmp_path / "projects" / "shop", "55555555-eeee", project, DECISION)
+    args = ["--tenant", "acme", "--user", "ann", "--budget", "60"]
+    env = {**os.environ, "DATABASE_URL": db.url}
+    end = {"hook_event_name": "SessionEnd", "reason": "other", "session_id": "55555555-eeee", "cwd": project,
+           "transcript_path": str(file)}
+    assert _hook(end, *args, env={"DATABASE_URL": db.url})[0].returncode == 0
+    assert _summarise(db) == 1  # nothing waits for summarize: the block is episodes and open items only
+    start = {"hook_event_name": "SessionStart", "source": "startup", "session_id": "66666666-ffff", "cwd": project,
+             "transcript_path": str(tmp_path / "none.jsonl")}
+    modules = tmp_path / "modules.json"
+    code = ("import json, sys\nfrom jobs.claude_code import hook\nhook.main(sys.argv[2:])\n"
+            "open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(modules), *args], input=json.dumps(start), env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("<previous_episodes") and "pgvector" in done.stdout.lower(), log_file().read_text()
+    loaded = json.loads(modules.read_text())
+    assert [m for m in loaded if m.startswith(tuple(f"{name}." for name in NOT_AT_SESSION_START))
+            or m in NOT_AT_SESSION_START] == []
+    assert {"jobs.recall.recaller", "jobs.recall.result", "jinja2", "numpy", "psycopg"} <= set(loaded)
+
+
 # --- the real Claude Code CLI ------------------------------------------------------------------------
 
 DECISION = "We decided to use PostgreSQL with pgvector as the memory store, not SQLite."
