@@ -64,6 +64,14 @@ def test_messages_and_help_name_only_variables_that_are_read() -> None:
     assert stale == []
 
 
+def test_no_page_names_a_variable_that_is_gone() -> None:
+    pages = [ROOT / "README.md", *(p for p in (ROOT / "docs").rglob("*.md") if p != PAGE)]
+    gone = config.removed_variables()
+    stale = sorted(f"{p.relative_to(ROOT)}: {name}" for p in pages for name in NAME.findall(p.read_text("utf-8"))
+                   if name in gone)
+    assert stale == []
+
+
 def test_no_test_hook_is_a_setting() -> None:
     assert "crash_at" not in {f.name for f in fields(config.Settings)}
     assert "EPISODES_CRASH_AT" in config.removed_variables()
