@@ -22,7 +22,17 @@ from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
 from jobs.formats.envelope import check_metadata, unknown_field
 from jobs.tokens import estimate_tokens  # re-exported: every budget counts tokens with it
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Terminal escape sequences, whole (a terminal's colours in pasted or tool output: ESC [ 31 m): removing
+# only the ESC left "[31m" in the text, and the offline extractor made a topic tag of it. CSI (also as
+# the 8-bit \x9b), OSC (a hyperlink or a title, ended by BEL or ESC \ ), DCS/SOS/PM/APC strings, and
+# the short ESC sequences (character sets, keypad modes).
+_ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b[ -/]*[0-~]"
+)
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _TENANT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 MAX_OPEN_ITEMS = 20  # earlier open questions and commitments offered to an extractor per session
@@ -37,8 +47,9 @@ def _clean_text(value: str, what: str) -> str:
         raise ValueError(f"{what} contains invalid UTF-8")
     if "\x00" in value:
         raise ValueError(f"{what} contains a NUL character")
-    # Other control characters are stripped rather than rejected: they carry no meaning here.
-    return _CONTROL.sub("", value)
+    # Escape sequences and other control characters are stripped rather than rejected: they carry no
+    # meaning here.
+    return _CONTROL.sub("", _ESCAPES.sub("", value))
 
 
 def _aware(value: dt.datetime | None, what: str) -> dt.datetime | None:

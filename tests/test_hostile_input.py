@@ -86,8 +86,9 @@ def test_hostile_records_in_one_batch(db: Database, tmp_path: Path, embedder) ->
                                  "agent_id": DROP}), "loaded"),
         ("sql-tenant", line(rec("t1", "hi", tenant=f"acme{DROP}")), "tenant_id must be"),
         ("sql-purpose", line({**rec("p1", "hi"), "purpose": f"support{DROP}"}), "purpose must be"),
-        ("controls", line(rec("controls", "Ring\x07 \x1b[31mred\x1b[0m text\x7f with\x0bvertical\x0ctabs.")),
-         "loaded"),
+        ("controls", line(rec("controls", "Ring\x07 \x1b[31mred\x1b[0m text\x7f with\x0bvertical\x0ctabs.",
+                              "\x1b[1;32mDeploy\x1b[m passed, see \x1b]8;;https://ci.example/1\x07the log\x1b]8;;\x07"
+                              "\x1b(B\x9b2K.")), "loaded"),
         ("nul", line(rec("nul", "before\x00after")), "contains a NUL character"),
         ("bad-utf8", b'{"tenant_id": "acme", "user_id": "u", "session_id": "x", "messages": '
                      b'[{"role": "user", "content": "caf\xc3\x28 \xff"}]}', "invalid UTF-8 at byte"),
@@ -127,7 +128,13 @@ def test_hostile_records_in_one_batch(db: Database, tmp_path: Path, embedder) ->
             "e.summary FROM transcripts t JOIN episodes e ON e.transcript_id = t.id")}
     assert stored[DROP]["user_id"] == DROP and stored[DROP]["agent_id"] == DROP == stored[DROP]["episode_user"]
     assert stored[DROP]["messages"][0]["content"] == f"My name is Robert{DROP}"
-    assert stored["controls"]["messages"][0]["content"] == "Ring [31mred[0m text withverticaltabs."
+    # Escape sequences go whole (issue 31: "[31m" was left in the text and became a topic tag).
+    assert [m["content"] for m in stored["controls"]["messages"]] == [
+        "Ring red text withverticaltabs.", "Deploy passed, see the log."]
+    with db.admin() as conn:
+        tags = conn.execute("SELECT e.topic_tags FROM episodes e JOIN transcripts t ON e.transcript_id = t.id "
+                            "WHERE t.session_id = 'controls'").fetchone()["topic_tags"]
+    assert not [tag for tag in tags if re.search(r"\[|\d+m\b|\x1b", tag)], tags
     assert len(stored["one-mb"]["messages"][0]["content"]) > 1_000_000  # kept whole, not truncated
     assert stored["g1"]["tenant_id"] == "globex" and "Globex" in stored["g1"]["summary"]
     assert all(r["tenant_id"] == "acme" for k, r in stored.items() if k != "g1")
