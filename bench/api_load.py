@@ -22,8 +22,10 @@ requests per second the machine's cores would allow at that cost.
 
 Beside the HTTP figures, in the same run: the documented in-process ``recall()`` (embedding
 included) for a sample of users, against the same users over HTTP one request at a time, so the
-cost of HTTP is a ratio (:func:`one_at_a_time` says how both sides are made comparable). With ``--restart-db`` the embedded PostgreSQL is restarted (pg_ctl
-restart, fast) in the middle of the phase: the bench reports how long recalls answered 503, any
+cost of HTTP is a ratio (:func:`one_at_a_time` says how both sides are made comparable).
+
+With ``--restart-db`` the embedded PostgreSQL is restarted (pg_ctl restart, fast) in the middle of
+the phase: the bench reports how long recalls answered 503, any
 other error, and "wrong answers": probe users that nobody writes to are asked the same question
 ten times a second in every phase (beside the offered rate, not in its latencies), and every 200
 must equal the answer taken before the load.
@@ -351,10 +353,13 @@ async def restart_midway(restart: Callable[[], None], after: float) -> None:
     print(f"  database restarted (pg_ctl restart -m fast) in {time.perf_counter() - started:.2f} s")
 
 
-def one_at_a_time(port: int, keys: dict[str, str], sample: list[int], db: Database,
-                  rng: np.random.Generator) -> tuple[list[float], list[float]]:
-    """Seconds of the in-process ``recall()`` and of the same recall over HTTP, one request at a time,
-    for each user of ``sample``, in alternating order so neither always runs first.
+def one_at_a_time(base: str, port: int, keys: dict[str, str], sample: list[int], db: Database,
+                  rng: np.random.Generator) -> dict[str, list[float]]:
+    """Seconds of the in-process ``recall()`` ("local") and of the same recall over HTTP ("remote"), one
+    request at a time, for each user of ``sample``, in alternating order so neither always runs first;
+    "gap": how long each HTTP answer's body came after its headers (a stall there is Nagle's algorithm
+    waiting for a delayed ACK: jobs/service/server.py); "handler": the service's own mean seconds per
+    timed request, from its /metrics.
 
     The client is one kept-alive ``http.client`` connection with TCP_NODELAY, which sends each request
     (headers and body) in one write. Each user is recalled once on each side before the timed round,
@@ -374,14 +379,20 @@ def one_at_a_time(port: int, keys: dict[str, str], sample: list[int], db: Databa
         connection.request("POST", "/v1/recall", body=body, headers={
             "Authorization": f"Bearer {keys[f't{u % TENANTS}']}", "Content-Type": "application/json"})
         answer = connection.getresponse()
+        headers_at = time.perf_counter()
         text = answer.read()
+        gaps.append(time.perf_counter() - headers_at)
         if answer.status != 200:
             raise SystemExit(f"POST /v1/recall answered {answer.status}: {text[:500]!r}")
 
+    gaps: list[float] = []
     for u in sample:
         in_process(u, "warm up")
         over_http(u, "warm up")
-    local, remote = [], []
+    gaps.clear()
+    before = recall_seconds(base)
+    local: list[float] = []
+    remote: list[float] = []
     for i, u in enumerate(sample):
         message = sentence(rng, 10)
         for side in ((in_process, local), (over_http, remote))[::1 if i % 2 else -1]:
@@ -389,7 +400,9 @@ def one_at_a_time(port: int, keys: dict[str, str], sample: list[int], db: Databa
             side[0](u, message)
             side[1].append(time.perf_counter() - t)
     connection.close()
-    return local, remote
+    after = recall_seconds(base)
+    handler = (after[1] - before[1]) / max(after[0] - before[0], 1)
+    return {"local": local, "remote": remote, "gap": gaps, "handler": [handler]}
 
 
 def main() -> None:
@@ -499,14 +512,13 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
 
         # The HTTP cost as a ratio: the same users, in-process recall() against one request at a time
         # (the writer stopped, so both sides read the same rows).
-        before = recall_seconds(base)
-        local, remote = one_at_a_time(port, keys, [int(u) for u in rng.choice(users, args.sample)], db, rng)
-        after = recall_seconds(base)
-        inside = (after[1] - before[1]) / max(after[0] - before[0], 1)
+        got = one_at_a_time(base, port, keys, [int(u) for u in rng.choice(users, args.sample)], db, rng)
+        local, remote = got["local"], got["remote"]
         print(f"in-process recall() (embedding included): {pct(local)}")
         print(f"the same over HTTP, one at a time:         {pct(remote)}  "
               f"(ratio of medians {np.median(remote) / np.median(local):.2f}; mean {np.mean(remote) * 1000:.1f} ms, "
-              f"of which {inside * 1000:.1f} ms inside the service's handler, warm-up requests included)")
+              f"of which {got['handler'][0] * 1000:.1f} ms in the service's handler; the body came "
+              f"{np.median(got['gap']) * 1000:.2f} ms after the headers, p50)")
         metrics = httpx.get(f"{base}/metrics").text
         rows = [line for line in metrics.splitlines() if line.startswith("episodes_recall_cache_rows")]
         print("service recall copies: " + json.dumps(rows))
