@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
+from jobs.concepts import PURPOSE
 from jobs.errors import ConfigError, PolicyInvalid
 from jobs.prune_policy import PrunePolicy, parse_policy
 
@@ -30,7 +31,6 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-_PURPOSE = re.compile(r"^[a-z0-9_-]{1,64}$")
 
 
 def _boolean(name: str, raw: str) -> bool:
@@ -97,7 +97,7 @@ def parse_purpose_map(raw: str, what: str = "EPISODES_PURPOSE_MAP") -> Mapping[s
     for entry in filter(None, (part.strip() for part in raw.split(";"))):
         key, sep, values = entry.partition("=")
         names = tuple(v.strip() for v in values.split(",") if v.strip())
-        if not sep or not _PURPOSE.match(key.strip()) or not names or not all(_PURPOSE.match(n) for n in names):
+        if not sep or not PURPOSE.match(key.strip()) or not names or not all(PURPOSE.match(n) for n in names):
             raise ConfigError(
                 f"{what} entry {entry!r} is invalid; use purpose=allowed,allowed;other=... e.g. marketing=marketing,general"
             )

@@ -45,6 +45,7 @@ from pydantic import (
     model_validator,
 )
 
+from jobs.concepts import OPEN_ITEM_TYPES
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import CorrectionInvalid, EpisodeNotFound
@@ -53,7 +54,6 @@ from jobs.sql import query
 
 log = logging.getLogger(__name__)
 
-ITEM_TYPES = ("open_question", "commitment")
 NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL: refused as invalid, not left to fail in the database
 EventId = Annotated[int, Field(ge=1, le=2**63 - 1)]  # a bigint id; larger numbers are refused, not sent
 
@@ -199,7 +199,7 @@ def _check(change: EpisodeCorrection, events: Mapping[int, Any], episode_id: int
         if event_id not in events:
             raise CorrectionInvalid(f"event {event_id} is not an event of episode {episode_id}",
                                     field=f"events.{event_id}")
-        if edit.status is not None and events[event_id]["type"] not in ITEM_TYPES:
+        if edit.status is not None and events[event_id]["type"] not in OPEN_ITEM_TYPES:
             raise CorrectionInvalid(f"event {event_id} is a {events[event_id]['type']}; only open questions and "
                                     "commitments have a status", field=f"events.{event_id}.status")
 

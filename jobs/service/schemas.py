@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from jobs.concepts import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS, PURPOSE_PATTERN
+
 NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL; refuse it as a 422, not a database error
 
 
@@ -19,8 +21,8 @@ class Strict(BaseModel):
 class RecallRequest(Strict):
     user_id: str = Field(min_length=1, max_length=256, pattern=NO_NUL)
     message: str = Field(max_length=20_000, pattern=NO_NUL, description="The opening message of the new session.")
-    purpose: str | None = Field(default=None, pattern=r"^[a-z0-9_-]{1,64}$")
-    budget_tokens: int = Field(default=1500, ge=50, le=100_000)
+    purpose: str | None = Field(default=None, pattern=PURPOSE_PATTERN)
+    budget_tokens: int = Field(default=DEFAULT_BUDGET_TOKENS, ge=MIN_BUDGET_TOKENS, le=MAX_BUDGET_TOKENS)
     now: AwareDatetime | None = Field(default=None, description="Recall as of this moment (default: now).")
 
 
