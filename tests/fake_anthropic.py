@@ -294,6 +294,14 @@ class FakeAnthropic:
         with self._lock:
             self._queue.extend(steps)
 
+    def end_batches(self) -> None:
+        """End every batch still in progress now rather than after ``batch_delay``: a test that needs a
+        batch in progress until a point of its choosing sets a long ``batch_delay``, then calls this."""
+        with self._lock:
+            pending = [batch_id for batch_id, batch in self._batches.items() if batch.results is None]
+        for batch_id in pending:
+            self._finish_batch(batch_id)
+
     def calls(self, path: str = "/v1/messages", method: str = "POST") -> list[Recorded]:
         """Recorded requests to one endpoint (by default: message creations)."""
         with self._lock:
