@@ -14,20 +14,36 @@ Nothing here reads the environment: the caller passes the thread count, the cach
 
 from __future__ import annotations
 
+import importlib
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from jobs.config import Settings
-from jobs.embeddings.batching import BatchingEmbedder
-from jobs.embeddings.hashing import HashingEmbedder
-from jobs.embeddings.minilm import MiniLMEmbedder
 from jobs.embeddings.model_cache import default_cache_dir
 from jobs.embeddings.protocol import Embedder, Vectors
-from jobs.embeddings.voyage import VoyageEmbedder
 from jobs.errors import ConfigError
 
+if TYPE_CHECKING:
+    from jobs.config import Settings
+    from jobs.embeddings.batching import BatchingEmbedder
+    from jobs.embeddings.hashing import HashingEmbedder
+    from jobs.embeddings.minilm import MiniLMEmbedder
+    from jobs.embeddings.voyage import VoyageEmbedder
+
+# The embedders' classes, each imported at its first use (PEP 562 here, in _embedder below): a process
+# uses one embedder, and one that never embeds (the Claude Code SessionStart hook) imports only it.
+_WHERE = {"BatchingEmbedder": "jobs.embeddings.batching", "HashingEmbedder": "jobs.embeddings.hashing",
+          "MiniLMEmbedder": "jobs.embeddings.minilm", "VoyageEmbedder": "jobs.embeddings.voyage"}
 __all__ = ["BatchingEmbedder", "Embedder", "HashingEmbedder", "MiniLMEmbedder", "Vectors", "VoyageEmbedder", "embedder_for",
            "get_embedder"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
 
 
 def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | None = None,
@@ -46,14 +62,19 @@ def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | No
 
 @cache
 def _embedder(name: str, threads: int, cache_dir: Path, model_dir: Path | None) -> Embedder:
-    if name in ("minilm", "all-minilm-l6-v2", "all-MiniLM-L6-v2"):
-        return MiniLMEmbedder("int8", threads=threads, cache_dir=cache_dir, model_dir=model_dir)
-    if name == "minilm-fp32":
-        return MiniLMEmbedder("fp32", threads=threads, cache_dir=cache_dir, model_dir=model_dir)
+    if name in ("minilm", "all-minilm-l6-v2", "all-MiniLM-L6-v2", "minilm-fp32"):
+        from jobs.embeddings.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder("fp32" if name == "minilm-fp32" else "int8", threads=threads, cache_dir=cache_dir,
+                              model_dir=model_dir)
     if name.startswith("voyage"):
+        from jobs.embeddings.voyage import VoyageEmbedder
+
         model = name.split(":", 1)[1] if ":" in name else "voyage-3-lite"
         return VoyageEmbedder(model)
     if name == "hashing" or name.startswith("hashing:"):
+        from jobs.embeddings.hashing import HashingEmbedder
+
         dim = name.partition(":")[2] or "256"
         if not dim.isdigit() or not 8 <= int(dim) <= 4096:
             raise ConfigError(f"embedder {name!r}: hashing takes a dimension between 8 and 4096, e.g. hashing:64.")
