@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import fake_anthropic as fa
 import psycopg
@@ -211,13 +212,12 @@ def test_shutdown_releases_claims_still_in_flight_after_the_deadline(llm_db: Dat
 def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
     env.update(DATABASE_URL=llm_db.url, ANTHROPIC_API_KEY="test-key",
-               ANTHROPIC_BASE_URL=llm_db.settings.anthropic_base_url, EPISODES_MAX_RETRIES="0",
-               EPISODES_LEASE_SECONDS="5", EPISODES_EXTRACTOR="anthropic", HF_HUB_OFFLINE="1")
-    if crash_at:
-        env["EPISODES_CRASH_AT"] = crash_at
+               ANTHROPIC_BASE_URL=llm_db.settings.anthropic_base_url, EPISODES_EXTRACTOR="anthropic",
+               HF_HUB_OFFLINE="1")
     base = ["run", "--concurrency", "1"] if "--concurrency" not in args else ["run"]
-    return subprocess.Popen([sys.executable, "-m", "jobs.cli", *base, *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # `episodes run` with no SDK retries, a 5 s lease and the crash point armed (tests/crash_worker.py)
+    return subprocess.Popen([sys.executable, str(Path(__file__).with_name("crash_worker.py")), crash_at or "-",
+                             *base, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def live_leases(db: Database) -> int:
