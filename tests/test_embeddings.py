@@ -28,7 +28,7 @@ import pytest
 from onnx import numpy_helper
 
 from jobs.embeddings import BatchingEmbedder, MiniLMEmbedder, get_embedder
-from jobs.embeddings.model_cache import default_cache_dir
+from jobs.embeddings.model_cache import default_cache_dir, encoder_path
 from jobs.embeddings.model_fetch import HUB_REPO, REVISION, model_folder
 from jobs.embeddings.onnx_graph import BertConfig
 from jobs.errors import ConfigError
@@ -74,11 +74,15 @@ def verified() -> Path:
     return model_folder(default_cache_dir(), weights=True)
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, verified: Path) -> dict[str, MiniLMEmbedder]:
-    """The runtime's embedders, each built from scratch in an empty cache folder."""
-    return {precision: MiniLMEmbedder(precision, cache_dir=tmp_path_factory.mktemp(f"cache-{precision}"),
-                                      model_dir=verified)
+@pytest.fixture(scope="module", params=["machine-cache", pytest.param("from-scratch", marks=pytest.mark.slow)])
+def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+          verified: Path) -> dict[str, MiniLMEmbedder]:
+    """The runtime's embedders: those of the machine's cache folder (built there at their first use on
+    the machine), and (slow) each built from scratch in an empty cache folder."""
+    def cache(precision: str) -> Path:
+        return default_cache_dir() if request.param == "machine-cache" else tmp_path_factory.mktemp(f"cache-{precision}")
+
+    return {precision: MiniLMEmbedder(precision, cache_dir=cache(precision), model_dir=verified)
             for precision in ("int8", "fp32")}
 
 
@@ -114,7 +118,7 @@ def test_the_graph_quantises_the_same_weight_matrices_as_the_torch_export(
     """Linear layers are MatMul with a constant Wᵀ, so the quantiser finds the torch export's 36
     matrices and gives them the same int8 values and per-channel scales (compared by digest)."""
     built["int8"].embed(["build the int8 file"])
-    tensors = onnx.load(next(built["int8"].cache_dir.glob("*-int8.onnx"))).graph.initializer
+    tensors = onnx.load(encoder_path(built["int8"].cache_dir, "int8")).graph.initializer
     ours = {suffix: sorted(hashlib.sha256(numpy_helper.to_array(t).tobytes()).hexdigest()
                            for t in tensors if t.name.endswith(suffix))
             for suffix in ("_quantized", "_scale")}
@@ -179,12 +183,14 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory, verified: Path) -> list[s
             for _ in range(2)]
 
 
+@pytest.mark.slow  # two processes, the first builds the model from scratch
 def test_a_process_embeds_without_importing_torch_even_to_build_the_model(
         two_runs: list[subprocess.CompletedProcess[str]]) -> None:
     """Neither building the model nor loading it imports torch, transformers or sentence-transformers."""
     assert [json.loads(run.stdout) for run in two_runs] == [[[1, 384], []], [[1, 384], []]]
 
 
+@pytest.mark.slow  # two processes, the first builds the model from scratch
 def test_the_first_run_prints_nothing(two_runs: list[subprocess.CompletedProcess[str]]) -> None:
     """Building and quantising the model writes nothing to stderr (the quantiser's advice is
     silenced) and nothing but the script's own line to stdout."""
@@ -203,6 +209,7 @@ class Collected(logging.Handler):
         self.records.append(record)
 
 
+@pytest.mark.slow  # builds the model from scratch
 def test_building_the_model_logs_nothing_where_the_cli_has_set_up_logging(tmp_path: Path, verified: Path) -> None:
     """The CLI logs INFO and up through the root logger. The quantiser's records there (36 lines of
     progress and advice before) are dropped, the application's own still pass, and the root

@@ -221,6 +221,7 @@ def _wait_for_activity(db: Database, application_name: str, proc: subprocess.Pop
     return rows
 
 
+@pytest.mark.slow  # `episodes api` in a process of its own
 def test_the_api_connects_as_the_login_role_and_names_itself(db: Database, service_db: Database,
                                                              settings: config.Settings) -> None:
     _, secret = create_key(db, "acme", ["recall"])
@@ -232,6 +233,7 @@ def test_the_api_connects_as_the_login_role_and_names_itself(db: Database, servi
     assert {r["usename"] for r in rows} == {SERVICE_ROLE}
 
 
+@pytest.mark.slow  # `episodes mcp` in a process of its own
 def test_the_mcp_server_connects_as_the_login_role_and_names_itself(db: Database, service_db: Database) -> None:
     env = {**os.environ, "DATABASE_URL": db.url, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "mcp", "--tenant", "acme", "--user", "u-1"], env=env,
@@ -244,6 +246,7 @@ def test_the_mcp_server_connects_as_the_login_role_and_names_itself(db: Database
     assert {r["usename"] for r in rows} == {SERVICE_ROLE}
 
 
+@pytest.mark.slow  # `episodes mcp` in a process of its own
 def test_the_mcp_server_as_the_owner_warns_saying_what_to_set(db: Database) -> None:
     env = {**os.environ, "DATABASE_URL": db.url, "HF_HUB_OFFLINE": "1"}
     env.pop("EPISODES_SERVICE_DATABASE_URL", None)
@@ -378,6 +381,7 @@ def test_serves_tenant_transactions_log_in_as_the_login_role(db: Database, servi
         serve.close()
 
 
+@pytest.mark.slow  # `episodes serve` in a process of its own
 def test_episodes_serve_summarizes_as_the_login_role(db: Database, service_db: Database) -> None:
     """A session summarised by `episodes serve`: its tenant writes came through episodes_service (the only
     connections of that role named "episodes serve" are its tenant transactions'), its claims as the owner."""

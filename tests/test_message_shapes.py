@@ -167,6 +167,7 @@ def check_invariants(host: list[dict], record: TranscriptIn) -> None:
 # -- properties ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 100 generated transcripts (~40-75 s)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(anthropic_transcripts())
 def test_any_anthropic_transcript_normalises_and_keeps_its_text(host: list[dict]) -> None:
@@ -186,6 +187,7 @@ def test_any_anthropic_transcript_normalises_and_keeps_its_text(host: list[dict]
         assert f"[{label} {named[result['tool_use_id']]}" in tool_text
 
 
+@pytest.mark.slow  # 100 generated transcripts (~30-50 s)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(openai_transcripts())
 def test_any_openai_transcript_normalises_and_keeps_its_text(host: list[dict]) -> None:

@@ -285,6 +285,7 @@ def test_a_missing_file_in_episodes_model_dir_is_named_with_where_to_get_it(veri
 # --- the encoder built from the files -------------------------------------------------------------------
 
 
+@pytest.mark.slow  # builds the model's ONNX files twice
 def test_a_changed_cached_encoder_is_rebuilt_never_used(
         verified: Path, built_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The cached int8 file is replaced by another valid ONNX model (the float encoder, which ONNX
