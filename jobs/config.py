@@ -24,7 +24,7 @@ from typing import Any
 
 import platformdirs
 
-from jobs.config_values import (BOOLEAN, CRON, IDLE, LEVEL, NAME, PATH, POLICY, PUBLIC_URL, PURPOSES, RATE, RETENTION,
+from jobs.config_values import (BOOLEAN, CRON, EMBEDDER, IDLE, LEVEL, PATH, POLICY, PUBLIC_URL, PURPOSES, RATE, RETENTION,
                                 SECRET, TEXT, TOKEN, URL, Kind, choice, parse_duration, parse_purpose_map, whole)
 from jobs.errors import ConfigError
 from jobs.prune_policy import PrunePolicy
@@ -110,8 +110,9 @@ class Settings:
                                            doc="A transcript larger than this is split and reduced, never truncated.")
 
     # --- embeddings ---
-    embedder: str = setting("minilm", group="embeddings", env="EPISODES_EMBEDDER", kind=NAME,
-                            doc="minilm: all-MiniLM-L6-v2 on ONNX Runtime, locally; voyage: Voyage's API (an extra).")
+    embedder: str = setting("minilm", group="embeddings", env="EPISODES_EMBEDDER", kind=EMBEDDER,
+                            doc="minilm: all-MiniLM-L6-v2 (int8) on ONNX Runtime, locally; minilm-fp32: unquantised; "
+                                "voyage: Voyage's API (pip install voyageai; VOYAGE_API_KEY); hashing: tests only.")
     cache_dir: Path = setting(group="embeddings", env="EPISODES_CACHE_DIR", kind=PATH, shown=_CACHE,
                               factory=lambda: Path(platformdirs.user_cache_dir("episodes")),
                               doc="Where the embedding model's files are fetched to and its graph is built.")
