@@ -24,6 +24,8 @@ from jobs.db import Database
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
+NO_LOCOMO = ("the LoCoMo conversations are not shipped with the repository; tests that read them look in "
+             "../shared/data/locomo beside the clone (docs/development.md)")
 TEMPLATE = "episodes_template"
 _counter = itertools.count()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner
-from conftest import LOCOMO
+from conftest import LOCOMO, NO_LOCOMO
 
 from jobs import config
 from jobs.cli import cli
@@ -110,7 +110,7 @@ def test_foreign_questions_and_strict_recall(db: Database, embedder: Embedder, p
     assert "strict" in table and "foreign questions 3" in table
 
 
-@pytest.mark.skipif(not LOCOMO.is_dir(), reason="LoCoMo data not present in ../shared/data/locomo")
+@pytest.mark.skipif(not (LOCOMO / "30.json").is_file(), reason=NO_LOCOMO)
 def test_eval_locomo_oracle_json(settings: config.Settings, admin_url: str) -> None:
     result = CliRunner().invoke(cli, ["eval", "locomo", str(LOCOMO / "30.json"), "--json"])
     assert result.exit_code == 0, result.output

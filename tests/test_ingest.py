@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import LOCOMO
+from conftest import LOCOMO, NO_LOCOMO
 
 from jobs.db import Database
 from jobs.ingest import ingest
@@ -183,7 +183,7 @@ def test_a_byte_order_mark_is_not_an_error(db: Database, tmp_path: Path) -> None
     assert (report.inserted, report.rejected) == (2, [])
 
 
-@pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not present")
+@pytest.mark.skipif(not any(LOCOMO.glob("*.json")), reason=NO_LOCOMO)
 def test_locomo_loads_5_users_and_128_sessions_and_rerun_changes_nothing(db: Database) -> None:
     files = sorted(LOCOMO.glob("*.json"))
     first = ingest(db, files, fmt="locomo")

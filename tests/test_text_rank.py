@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from conftest import LOCOMO
+from conftest import LOCOMO, NO_LOCOMO
 
 from jobs.db import Database
 from jobs.models import EpisodeExtraction
@@ -67,7 +67,7 @@ def _assert_equal(db: Database, queries: Sequence[Sequence[str]]) -> int:
     return compared
 
 
-@pytest.mark.skipif(not (LOCOMO / "26.json").is_file(), reason="LoCoMo data not present in ../shared/data/locomo")
+@pytest.mark.skipif(not (LOCOMO / "26.json").is_file(), reason=NO_LOCOMO)
 def test_locomo_summaries_rank_as_on_the_server(db: Database) -> None:
     rng = np.random.default_rng(1)
     data = json.loads((LOCOMO / "26.json").read_text())
