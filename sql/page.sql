@@ -9,8 +9,10 @@
 SELECT episodes_link_secret(%(candidate)s) AS value
 
 -- name: page_open_items
--- The user's open questions and commitments, as recall would offer them, newest first.
-SELECT ev.id, ev.episode_id, ev.type, ev.what, ev.who, ev.due, ev.occurred_at
+-- The user's open questions and commitments, as recall would offer them, newest first; stale as recall
+-- reads it (past its due date by more than %(grace)s, or without one older than %(age)s: migration 0009).
+SELECT ev.id, ev.episode_id, ev.type, ev.what, ev.who, ev.due, ev.occurred_at,
+       episodes_item_stale(ev.due, ev.occurred_at, now(), %(grace)s::interval, %(age)s::interval) AS stale
 FROM episode_events ev
 JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
 WHERE ev.tenant_id = %(tenant_id)s AND ev.user_id = %(user_id)s

@@ -300,3 +300,51 @@ def test_the_page_template_renders_every_state() -> None:
     assert "has expired" in render(nonce="n1", refused="expired")
     assert "has been changed" in render(nonce="n2", refused="invalid")
     assert "no longer works" in render(nonce="n3", refused="withdrawn")
+
+
+def test_old_open_items_are_listed_apart_as_probably_settled(api: Api, embedder: object) -> None:
+    """Items recall counts as stale (past due by more than the grace, or older than the age without a due
+    date) are not listed as still open (issue 31: 2024 items were), but apart, as older, with the same
+    actions; the page says its notes speak of the user as "the user" (issue 31: it mixed that with "you")."""
+    from jobs.extract.offline import OfflineExtractor
+    from jobs.summarize import run_summarize
+
+    recent = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=2)
+    lea = [{"user_id": "u-lea", "session_id": "lea-old", "started_at": "2024-03-04T10:00:00Z",
+            "ended_at": "2024-03-04T10:20:00Z", "messages": [
+                {"role": "user", "content": "Do the Lisbon invoices include VAT? I need to know before the audit."},
+                {"role": "assistant", "content": "I'll find out and email you tomorrow."}]},
+           {"user_id": "u-lea", "session_id": "lea-new", "started_at": recent.isoformat(),
+            "ended_at": (recent + dt.timedelta(minutes=20)).isoformat(), "messages": [
+                {"role": "user", "content": "Can you check whether the Porto office has its own budget line?"},
+                {"role": "assistant", "content": "I'll check with finance and get back to you by Friday."}]}]
+    with api.client("acme") as acme:
+        assert acme.post("/v1/transcripts", json={"transcripts": lea}).status_code == 200
+    run_summarize(api.db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+    html = httpx.get(api.link("u-lea")).text
+    still_open, older = html.split('id="items-heading"')[1].split('id="older-heading"')
+    older = older.split('id="episodes-heading"')[0]
+    assert "Porto office" in still_open and "Lisbon invoices" not in still_open
+    assert "Lisbon invoices" in older and "This is done" in older
+    assert "past their due date by more than 30 days, or older than 180 days without one" in older
+    assert "they speak of you as &ldquo;the user&rdquo;" in html
+
+
+def test_an_offline_super_summary_reads_without_its_internal_label() -> None:
+    """The offline compressor's first line ("Offline merge of 5 sessions from ... to ...") tells an agent
+    no model wrote the text; the page says it in words for people instead (issue 31)."""
+    from jobs.compress.offline import without_head
+
+    stored = "Offline merge of 2 sessions from 2024-01-03 to 2024-12-20. 2024-01-03: Chose the Team plan."
+    assert without_head(stored) == "2024-01-03: Chose the Team plan."
+    assert without_head("Offline merge is what we discussed.") == "Offline merge is what we discussed."
+    urls = Urls("/memory", "/memory/forget", "/memory/correct", "/memory/item")
+    link = MemoryLink("acme", "u-1", dt.datetime(2025, 1, 1, 12, 15, tzinfo=dt.timezone.utc), 7)
+    episode = {"id": 9, "kind": "super", "title": "The summary of 1 January 2024 to 31 December 2024",
+               "summary": stored, "text": without_head(stored), "by_program": True}
+    html = render(nonce="n", link=link, token="t", urls=urls, content={
+        "episodes": [episode], "more_episodes": False, "items": [], "older_items": [], "more_items": False,
+        "grace_days": 30, "age_days": 180})
+    assert "Offline merge" not in html and "2024-01-03: Chose the Team plan." in html
+    assert "put together by a simple program, without a language model" in html
+    assert 'id="older-heading"' not in html  # no older items: no section

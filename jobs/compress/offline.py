@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -16,6 +17,13 @@ from jobs.models import Entity
 
 OFFLINE_VERSION = "compress-offline-1"
 SUMMARY_CHARS = 1200  # offline summary length
+_HEAD = re.compile(r"^Offline merge of \d+ sessions from \d{4}-\d{2}-\d{2} to \d{4}-\d{2}-\d{2}\.\s*")
+
+
+def without_head(summary: str) -> str:
+    """The summary without its first line, "Offline merge of N sessions from ... to ...": the label says
+    to an agent that no model wrote it; a person's page says so in its own words (jobs/service/page_view)."""
+    return _HEAD.sub("", summary, count=1)
 
 
 class OfflineCompressor:

@@ -91,7 +91,7 @@ def _answer(request: Request, token: str, action: Action | None = None) -> HTMLR
         return HTMLResponse(render(nonce=nonce, refused="withdrawn"), status_code=410, headers=headers)
     status, notice = action(db, link) if action is not None else (200, None)
     with db.tenant(link.tenant_id) as conn:
-        content = page_content(conn, link)
+        content = page_content(conn, link, request.app.state.settings)
     html = render(nonce=nonce, link=link, token=token, urls=_urls(request), content=content, notice=notice)
     return HTMLResponse(html, status_code=status, headers=headers)
 

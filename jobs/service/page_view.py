@@ -15,6 +15,8 @@ from typing import Any
 
 import jinja2
 
+from jobs.compress.offline import without_head
+from jobs.config import Settings
 from jobs.db import Conn
 from jobs.rights.forget import user_hash
 from jobs.resources import reports_dir
@@ -61,22 +63,36 @@ def describe(episode: dict[str, Any]) -> str:
     return f"the conversation of {day(episode['ended_at'] or episode['started_at'])}"
 
 
-def page_content(conn: Conn, link: MemoryLink) -> dict[str, Any]:
-    """The user's current episodes (newest first) and open items, ready for the template."""
+def page_content(conn: Conn, link: MemoryLink, settings: Settings) -> dict[str, Any]:
+    """The user's current episodes (newest first) and open items, ready for the template.
+
+    Open items that recall counts as stale (past their due date by more than the grace, or older than
+    the age without one: Settings.stale_grace_seconds, stale_age_seconds) are listed apart, as older
+    and probably settled, not as still open: recall no longer brings them up unless the user talks of
+    the same thing, and a promise from two years ago listed as open tells the user something untrue.
+    """
     scope = {"tenant_id": link.tenant_id, "user_id": link.user_id}
     # The same read as GET /v1/users/{u}/episodes: current episodes (compressed sessions too), newest first.
     listed = reads.list_episodes(conn, link.tenant_id, link.user_id, limit=MAX_EPISODES)
     episodes = listed.items
-    items = [dict(r) for r in conn.execute(query("page_open_items"), {**scope, "limit": MAX_ITEMS + 1})]
+    items = [dict(r) for r in conn.execute(query("page_open_items"), {
+        **scope, "limit": MAX_ITEMS + 1, "grace": dt.timedelta(seconds=settings.stale_grace_seconds),
+        "age": dt.timedelta(seconds=settings.stale_age_seconds)})]
     for episode in episodes:
         title = describe(episode)
         episode["title"] = title[0].upper() + title[1:]
+        offline_super = episode["kind"] == "super" and episode["model"] == "offline"
+        episode["text"] = without_head(episode["summary"]) if offline_super else episode["summary"]
+        episode["by_program"] = offline_super
     for item in items:
         item["date"] = day(item["occurred_at"])
         item["due_text"] = day(item["due"]) if item["due"] else None
         item["who_text"] = {"user": "you", "assistant": "the assistant"}.get(item["who"] or "", item["who"])
+    shown = items[:MAX_ITEMS]
     return {"episodes": episodes, "more_episodes": listed.next_cursor is not None,
-            "items": items[:MAX_ITEMS], "more_items": len(items) > MAX_ITEMS}
+            "items": [i for i in shown if not i["stale"]], "older_items": [i for i in shown if i["stale"]],
+            "more_items": len(items) > MAX_ITEMS, "grace_days": round(settings.stale_grace_seconds / 86400),
+            "age_days": round(settings.stale_age_seconds / 86400)}
 
 
 def erased_since(conn: Conn, link: MemoryLink) -> bool:
@@ -106,7 +122,8 @@ def render(*, nonce: str, refused: str | None = None, link: MemoryLink | None = 
     return environment().get_template(TEMPLATE).render(
         nonce=nonce, refused=refused, link=link, token=token, urls=urls, notice=notice,
         expires=f"{link.expires_at:%H:%M} UTC" if link else "", **(content or {
-            "episodes": [], "more_episodes": False, "items": [], "more_items": False}))
+            "episodes": [], "more_episodes": False, "items": [], "older_items": [], "more_items": False,
+            "grace_days": 0, "age_days": 0}))
 
 
 def new_nonce() -> str:
