@@ -32,7 +32,7 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
                                                  "--shards", "4"], "recall p95 ms", "citus"),
     "compress_scale": ("compress_scale.py", ["--episodes", "100", "--users", "5", "--heavy", "20", "--budget", "6000",
                                              "--concurrency", "2"], "model calls", None),
-    "hook_latency": ("hook_latency.py", ["--runs", "1", "--sessions", "1", "--no-remote"],
+    "hook_latency": ("hook_latency.py", ["--runs", "1", "--sessions", "1"],
                      "SessionStart hook, local, embedded server", None),
     "ingest_rate": ("ingest_rate.py", ["--transcripts", "50", "--messages", "4"], "transcripts/s", None),
     "offline_extractor_quality": ("offline_extractor_quality.py", ["--limit", "2"], "ROUGE", "locomo"),

@@ -105,11 +105,3 @@ def test_light_commands_help_imports_no_database_driver_or_model_sdk(command: li
     loaded = _modules_after(*command, "--help")
     assert [name for name in ("psycopg", "anthropic", "pandas", "numpy", "onnxruntime", "fastapi", "mcp", "uvicorn")
             if name in loaded] == []
-
-
-@pytest.mark.slow  # runs bench/cli_start.py (many process starts)
-def test_the_bench_runs(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cli_start.py"), "--runs", "2"], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    assert "episodes --help" in done.stdout and "episodes recall --help" in done.stdout
