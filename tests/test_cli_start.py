@@ -18,6 +18,7 @@ from click.testing import CliRunner
 import jobs.cli
 from jobs.cli import cli
 from jobs.cli.commands import COMMANDS
+from jobs.db import Database
 
 HEAVY = ("psycopg", "anthropic", "pandas", "numpy", "onnxruntime", "fastapi", "mcp", "pydantic", "jinja2",
          "uvicorn", "tqdm")
@@ -105,3 +106,19 @@ def test_light_commands_help_imports_no_database_driver_or_model_sdk(command: li
     loaded = _modules_after(*command, "--help")
     assert [name for name in ("psycopg", "anthropic", "pandas", "numpy", "onnxruntime", "fastapi", "mcp", "uvicorn")
             if name in loaded] == []
+
+
+def test_status_imports_no_pydantic_model_numpy_or_template_engine(db: Database) -> None:
+    """`episodes status` reads counts: it took 3 s when jobs.lifecycle imported every job (compress, the
+    model client) to reach the re-embedding's progress."""
+    wrapper = ("import json, sys\n"
+               "from jobs.cli import cli\n"
+               "cli.main(['status'], prog_name='episodes', standalone_mode=False)\n"
+               "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n")
+    done = subprocess.run([sys.executable, "-c", wrapper], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    *shown, modules = done.stdout.strip().splitlines()
+    assert any(line.startswith("transcripts") for line in shown), done.stdout
+    loaded = json.loads(modules)
+    assert [name for name in ("pydantic", "numpy", "jinja2", "anthropic", "onnxruntime", "pandas") if name in loaded] == []
+
