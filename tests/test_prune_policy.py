@@ -200,6 +200,6 @@ def test_cli(db: Database, tmp_path: Path, embedder, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("EPISODES_PRUNE_POLICY", "keep importance>=0.7; delete after 1d")
     done = runner.invoke(cli, ["prune", "--policy", "env", "--tenant", "acme"])
     assert done.exit_code == 0, done.output
-    assert done.output.startswith('policy "keep importance>=0.7; delete after 1d": deleted 4 episodes in 1 batches')
-    assert done.output.endswith("1 saved by keep clauses, 1 saved by pins; recorded as 1 erasures\n")
+    assert done.output.startswith('policy "keep importance>=0.7; delete after 1d": deleted 4 episodes in 1 batch (12 events')
+    assert done.output.endswith("1 saved by keep clauses, 1 saved by pins; recorded as 1 erasure\n")
     assert current_sessions(db) == ["acme-u1-1", "acme-u1-2", "globex-u1-6"]

@@ -7,6 +7,7 @@ from jobs.citus.cluster import cluster_status
 from jobs.db import Database, one
 from jobs.lifecycle.reembed import reembed_progress
 from jobs.sql import query
+from jobs.wording import counted
 
 EMBEDDER_NOTES = {"minilm": ": all-MiniLM-L6-v2, int8 weights", "minilm-fp32": ": all-MiniLM-L6-v2, float32"}
 
@@ -41,8 +42,8 @@ def render_status(db: Database) -> str:
             f"oldest pending {_age(oldest)} · {q['expired_leases']} expired claims"
         )
         hour = one(conn.execute(query("status_last_hour")))
-        lines.append(f"last hour    {hour['episodes']} episodes · {hour['model_calls']} model calls "
-                     f"({hour['failed_calls']} failed)")
+        lines.append(f"last hour    {counted(hour['episodes'], 'episode')} · "
+                     f"{counted(hour['model_calls'], 'model call')} ({hour['failed_calls']} failed)")
         rows = conn.execute(query("status_episodes")).fetchall()
         if rows:
             parts = [f"{r['kind']}/{r['status']} {r['n']}" for r in rows]
@@ -52,13 +53,15 @@ def render_status(db: Database) -> str:
             tokens_out = sum(r["output_tokens"] for r in rows)
             cost = sum(float(r["cost_usd"]) for r in rows)
             lines.append("episodes     " + " · ".join(parts))
-            lines.append(f"grounding    dropped {dropped_ev} ungrounded events, {dropped_en} entities not in the transcript")
+            lines.append(f"grounding    dropped {counted(dropped_ev, 'ungrounded event')}, "
+                         f"{counted(dropped_en, 'entity', 'entities')} not in the transcript")
             lines.append(f"tokens       {tokens_in:,} in / {tokens_out:,} out, est. ${cost:.4f}")
         else:
             lines.append("episodes     none yet (run `episodes run`)")
         dead = conn.execute(query("status_dead_letters"), {"limit": 5}).fetchall()
         for r in dead:
-            lines.append(f"dead letter  {r['tenant_id']}/{r['session_id']} after {r['attempts']} attempts: {r['last_error']}")
+            lines.append(f"dead letter  {r['tenant_id']}/{r['session_id']} after {counted(r['attempts'], 'attempt')}: "
+                         f"{r['last_error']}")
         runs = conn.execute(query("status_job_runs"), {"limit": 5}).fetchall()
         if runs:
             lines.append("last runs")

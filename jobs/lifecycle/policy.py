@@ -28,6 +28,7 @@ from jobs.embeddings import Embedder
 from jobs.rights.erase_episode import OUTCOMES, RemovedSuper, erase_episodes, rebuild_supers
 from jobs.prune_policy import PrunePolicy
 from jobs.sql import query
+from jobs.wording import counted
 
 BATCH_SIZE = 200
 
@@ -47,11 +48,11 @@ class PolicyPlan:
     per_tenant: dict[str, int] = field(default_factory=dict)  # deletable episodes per tenant
 
     def lines(self) -> list[str]:
-        out = [f'policy "{self.policy.text}" over {self.candidates:,} current session episodes:']
+        out = [f'policy "{self.policy.text}" over {counted(self.candidates, "current session episode")}:']
         for c in self.policy.clauses:
             verb = "selects" if c.action == "delete" else "saves"
             out.append(f'  clause {c.number} "{c.text}": {verb} {self.hits.get(c.number, 0):,}')
-        out.append(f"would delete {self.deleted:,} episodes; {self.kept:,} saved by keep clauses, "
+        out.append(f"would delete {counted(self.deleted, 'episode')}; {self.kept:,} saved by keep clauses, "
                    f"{self.pinned:,} saved by pins (dry run, nothing changed)")
         return out
 
@@ -69,11 +70,12 @@ class PolicyReport:
 
     def line(self) -> str:
         p = self.plan
-        text = (f'policy "{p.policy.text}": deleted {self.deleted:,} episodes in {self.batches} batches '
-                f"({self.counts['events']:,} events, {self.counts['entities']:,} entities, "
-                f"{self.counts['reopened_items']:,} items reopened, {self.counts['restored_decisions']:,} "
-                f"decisions stand again; transcripts kept, never summarised again); {p.kept:,} saved by keep "
-                f"clauses, {p.pinned:,} saved by pins; recorded as {self.erasures} erasures")
+        text = (f'policy "{p.policy.text}": deleted {counted(self.deleted, "episode")} in '
+                f"{counted(self.batches, 'batch')} ({counted(self.counts['events'], 'event')}, "
+                f"{counted(self.counts['entities'], 'entity')}, {counted(self.counts['reopened_items'], 'item')} "
+                f"reopened, {counted(self.counts['restored_decisions'], 'decision')} standing again; transcripts "
+                f"kept, never summarised again); {p.kept:,} saved by keep clauses, {p.pinned:,} saved by pins; "
+                f"recorded as {counted(self.erasures, 'erasure')}")
         if self.rebuilt:
             text += "; super-summaries: " + ", ".join(
                 f"{n} {OUTCOMES.get(outcome, outcome)}" for outcome, n in sorted(self.rebuilt.items()))
