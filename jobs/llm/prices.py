@@ -37,14 +37,28 @@ def _list_price(input_per_mtok: float, output_per_mtok: float) -> Price:
     return Price(input_per_mtok, output_per_mtok, round(input_per_mtok * 1.25, 4), round(input_per_mtok * 0.10, 4))
 
 
+# Checked on 2026-11-26 against https://platform.claude.com/docs/en/about-claude/pricing and the models'
+# overview pages. Haiku 5.5 costs more for prompts over 100,000 tokens; ours are capped far below that
+# (Settings.transcript_token_budget), so its lower band is the one that applies.
 PRICES: dict[str, Price] = {
-    "claude-haiku-4-5": _list_price(1.0, 5.0),
-    "claude-sonnet-4-5": _list_price(3.0, 15.0),
+    "claude-fable-5-1": Price(10.0, 50.0, 12.5, 0.25),
+    "claude-fable-5": _list_price(10.0, 50.0),
+    "claude-opus-5-5": Price(4.0, 20.0, 5.0, 0.20),
+    "claude-opus-5": _list_price(5.0, 25.0),
+    "claude-opus-4-8": _list_price(5.0, 25.0),
+    "claude-opus-4-7": _list_price(5.0, 25.0),
+    "claude-opus-4-6": _list_price(5.0, 25.0),
     "claude-opus-4-5": _list_price(5.0, 25.0),
     "claude-opus-4-1": _list_price(15.0, 75.0),
     "claude-opus-4": _list_price(15.0, 75.0),
+    "claude-sonnet-5-5": Price(2.0, 10.0, 2.5, 0.10),  # cache reads 0.05x input since 2026-10-07
+    "claude-sonnet-5": _list_price(2.0, 10.0),
+    "claude-sonnet-4-6": _list_price(3.0, 15.0),
+    "claude-sonnet-4-5": _list_price(3.0, 15.0),
     "claude-sonnet-4": _list_price(3.0, 15.0),
     "claude-3-7-sonnet": _list_price(3.0, 15.0),
+    "claude-haiku-5-5": _list_price(0.10, 0.50),
+    "claude-haiku-4-5": _list_price(1.0, 5.0),
     "claude-3-5-haiku": _list_price(0.8, 4.0),
     "claude-3-haiku": _list_price(0.25, 1.25),
 }
