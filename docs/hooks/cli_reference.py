@@ -17,7 +17,7 @@ from mkdocs.structure.pages import Page
 
 PAGE = "commands.md"
 MARKER = "<!-- generated: the --help of every command -->"
-WIDTH = 100
+WIDTH = 78  # what a code block of the page shows without scrolling
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
