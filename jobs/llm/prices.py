@@ -71,10 +71,15 @@ _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
+def model_id(model: str) -> str:
+    """``model`` without its snapshot date (``claude-haiku-4-5-20251001`` -> ``claude-haiku-4-5``)."""
+    match = _SNAPSHOT.match(model.strip())
+    return match.group("base") if match else model.strip()
+
+
 def known_price(model: str) -> Price | None:
     """The table's price of ``model`` (an id, with or without its snapshot date), or None."""
-    match = _SNAPSHOT.match(model.strip())
-    return PRICES.get(match.group("base")) if match else None
+    return PRICES.get(model_id(model))
 
 
 def price_of(model: str) -> Price:

@@ -28,6 +28,7 @@ from jobs.errors import (
     TransientModelError,
 )
 from jobs.llm.client import fill_usage, make_client
+from jobs.llm.prices import model_id
 from jobs.models import ModelCall
 from jobs.prompts import fingerprint
 
@@ -37,6 +38,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
+
+# Models that answer 400 to a forced tool choice (their migration guides, checked 2026-11-26). They are
+# offered the tool with "auto" and asked to call it; an answer without the call gets the repair request.
+NO_FORCED_TOOL_CHOICE = frozenset({"claude-opus-5-5", "claude-sonnet-5-5"})
+
 
 @dataclass(frozen=True)
 class ToolPrompt:
@@ -57,14 +63,17 @@ class ToolPrompt:
         return {"name": self.tool_name, "description": self.tool_description, "input_schema": self.schema}
 
     def request(self, model: str, max_tokens: int) -> dict[str, Any]:
-        """Keyword arguments for ``messages.create`` (also the params of a batch request)."""
+        """Keyword arguments for ``messages.create`` (also the params of a batch request). The tool is
+        forced where the model accepts that; elsewhere it is offered and the request asks for it."""
+        forced = model_id(model) not in NO_FORCED_TOOL_CHOICE
         return {
             "model": model,
             "max_tokens": max_tokens,
             "system": [{"type": "text", "text": self.system, "cache_control": {"type": "ephemeral"}}],
             "tools": [self.tool()],
-            "tool_choice": {"type": "tool", "name": self.tool_name},
-            "messages": [{"role": "user", "content": self.user}],
+            "tool_choice": {"type": "tool", "name": self.tool_name} if forced else {"type": "auto"},
+            "messages": [{"role": "user", "content": self.user if forced else
+                          f"{self.user}\n\nAnswer only by calling the {self.tool_name} tool, once."}],
         }
 
 
@@ -151,7 +160,7 @@ class ToolCaller:
             return repaired
         block = next((b for b in response.content if getattr(b, "type", None) == "tool_use"), None)
         if block is None:
-            note = f"You must call the {params['tool_choice']['name']} tool. Problem: {reason}"
+            note = f"You must call the {params['tools'][0]['name']} tool. Problem: {reason}"
             repaired["messages"] = [{"role": "user", "content": params["messages"][0]["content"] + "\n\n" + note}]
             return repaired
         repaired["messages"] = [
