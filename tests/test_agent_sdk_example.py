@@ -192,6 +192,6 @@ def test_sdk_agent_answers_with_the_database_down_and_sync_stores_the_session_af
 
     result = CliRunner().invoke(cli, ["claude-code", "sync", "--tenant", "acme", "--user", "ann"])
     assert result.exit_code == 0, result.output
-    assert "1 sessions stored" in result.output, result.output
+    assert "1 session stored" in result.output, result.output
     stored = _stored(db)
     assert len(stored) == 1 and stored[0]["ended_at"] is not None and "pgvector" in stored[0]["messages"]
