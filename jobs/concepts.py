@@ -32,6 +32,11 @@ OPEN_ITEM_TYPES: Final[tuple[EventType, ...]] = ("open_question", "commitment")
 # Stand until a later episode of the same user replaces them (later wins; analyst.decisions).
 STANDING_TYPES: Final[tuple[EventType, ...]] = ("decision", "preference")
 
+# An event's status as the read API and the MCP tools report it, derived as of now (sql/service.sql,
+# "events"): superseded, resolved (resolved or done), stale (an open item past its time), open.
+EventStatus = Literal["open", "resolved", "stale", "superseded"]
+EVENT_STATUSES: Final[tuple[EventStatus, ...]] = get_args(EventStatus)
+
 EntityKind = Literal["person", "org", "product", "project", "place", "other"]
 ENTITY_KINDS: Final[tuple[EntityKind, ...]] = get_args(EntityKind)
 

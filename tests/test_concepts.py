@@ -21,6 +21,7 @@ from jobs.concepts import (
     DEFAULT_BUDGET_TOKENS,
     DEFAULT_PURPOSE,
     ENTITY_KINDS,
+    EVENT_STATUSES,
     EVENT_TYPES,
     MAX_BUDGET_TOKENS,
     MIN_BUDGET_TOKENS,
@@ -110,6 +111,7 @@ def test_the_http_api_and_the_mcp_tools_offer_the_lists(db: Database) -> None:
     spec = create_app(db).openapi()
     params = {p["name"]: p["schema"] for p in spec["paths"]["/v1/events"]["get"]["parameters"]}
     assert _enum(params["type"]) == list(EVENT_TYPES)
+    assert _enum(params["status"]) == list(EVENT_STATUSES)
     recall = spec["components"]["schemas"]["RecallRequest"]["properties"]
     assert recall["budget_tokens"]["default"] == DEFAULT_BUDGET_TOKENS
     assert (recall["budget_tokens"]["minimum"], recall["budget_tokens"]["maximum"]) == (MIN_BUDGET_TOKENS,
@@ -119,6 +121,7 @@ def test_the_http_api_and_the_mcp_tools_offer_the_lists(db: Database) -> None:
     server = build_server(db, Recaller(db), lambda ctx: Caller("acme", "u1", SCOPES))
     tools = {tool.name: tool.input_schema["properties"] for tool in asyncio.run(server.list_tools())}
     assert _enum(tools["list_events"]["type"]) == list(EVENT_TYPES)
+    assert _enum(tools["list_events"]["status"]) == list(EVENT_STATUSES)
     budget = tools["recall_memory"]["budget_tokens"]
     assert (budget["default"], budget["minimum"], budget["maximum"]) == (DEFAULT_BUDGET_TOKENS, MIN_BUDGET_TOKENS,
                                                                          MAX_BUDGET_TOKENS)
@@ -202,7 +205,9 @@ def test_the_offline_rules_cover_exactly_the_known_types() -> None:
     (SCOPES, ("jobs", "sql", "prompts", "reports"), {"jobs/concepts.py"}),
     # the entity finder's tie-break order, checked below to hold every kind
     (ENTITY_KINDS, ("jobs", "sql", "prompts", "reports"), {"jobs/concepts.py", "jobs/extract/rules/entities.py"}),
-], ids=["event_types", "scopes", "entity_kinds"])
+    # the statuses the read API reports, derived in sql/service.sql
+    (EVENT_STATUSES, ("jobs", "sql", "prompts", "reports"), {"jobs/concepts.py", "sql/service.sql"}),
+], ids=["event_types", "scopes", "entity_kinds", "event_statuses"])
 def test_each_list_is_spelled_in_at_most_two_files(names: tuple[str, ...], where: tuple[str, ...],
                                                     allowed: set[str]) -> None:
     """A file that spells every name of a list as a quoted literal holds a copy of the list."""

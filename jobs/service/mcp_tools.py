@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -36,6 +36,7 @@ from jobs.concepts import (
     MAX_BUDGET_TOKENS,
     MIN_BUDGET_TOKENS,
     PURPOSE_PATTERN,
+    EventStatus,
     EventType,
     Scope,
 )
@@ -77,7 +78,6 @@ Limit = Annotated[int, Field(ge=1, le=100, description="At most this many items 
 Cursor = Annotated[str | None, Field(max_length=200, pattern=NO_NUL,
                                      description="next_cursor of the previous call, for the next page.")]
 EpisodeId = Annotated[int, Field(ge=1, le=2**63 - 1, description="An episode id, as the other tools return it.")]
-EventStatus = Literal["open", "resolved", "stale", "superseded"]
 
 UNAVAILABLE = "database unavailable: try again in a few seconds"
 

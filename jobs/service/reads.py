@@ -20,8 +20,6 @@ from typing import Any
 from jobs.db import Conn
 from jobs.sql import query
 
-EVENT_STATUSES = ("open", "resolved", "stale", "superseded")
-
 
 class BadCursor(ValueError):
     """A cursor that this service did not hand out (or that was altered)."""

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import AwareDatetime
 
-from jobs.concepts import EventType
+from jobs.concepts import EventStatus, EventType
 from jobs.service import reads
 from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.errors import ApiError
@@ -61,7 +61,7 @@ def search_events(request: Request,
                   user_id: str | None = Query(None, min_length=1, max_length=256, pattern=NO_NUL),
                   q: str | None = Query(None, max_length=500, pattern=NO_NUL, description="full text, web-search syntax"),
                   since: AwareDatetime | None = None,
-                  status: Literal["open", "resolved", "stale", "superseded"] | None = None,
+                  status: EventStatus | None = None,
                   limit: int = Limit, cursor: str | None = Cursor,
                   key: ApiKey = Depends(scope("recall"))) -> EpisodePage:
     """Typed events by full text, newest first, with their status now ("what did we decide about pricing?")."""
