@@ -228,16 +228,21 @@ NOT_AT_SESSION_START = ("onnxruntime", "onnx", "tokenizers", "anthropic", "pydan
                         "jobs.summarize", "jobs.lifecycle", "jobs.claude_code.handover")
 
 
+@pytest.mark.parametrize("waiting", [False, True], ids=["summarised", "waiting-for-summarize"])
 def test_a_local_session_start_prints_the_block_without_importing_what_it_does_not_use(
-        tmp_path: Path, db: Database) -> None:
+        tmp_path: Path, db: Database, waiting: bool) -> None:
+    """Also with a session still waiting for summarize (common while `serve` is not running): its last
+    words are shown redacted, from the stored text, without building a pydantic model per message."""
     project = str(tmp_path / "shop-api")
-    file = _session_file(tmp_path / "projects" / "shop", "55555555-eeee", project, DECISION)
+    said = DECISION + (" Mail the plan to ann@example.com." if waiting else "")
+    file = _session_file(tmp_path / "projects" / "shop", "55555555-eeee", project, said)
     args = ["--tenant", "acme", "--user", "ann", "--budget", "60"]
     env = {**os.environ, "DATABASE_URL": db.url}
     end = {"hook_event_name": "SessionEnd", "reason": "other", "session_id": "55555555-eeee", "cwd": project,
            "transcript_path": str(file)}
     assert _hook(end, *args, env={"DATABASE_URL": db.url})[0].returncode == 0
-    assert _summarise(db) == 1  # nothing waits for summarize: the block is episodes and open items only
+    if not waiting:
+        assert _summarise(db) == 1  # nothing waits for summarize: the block is episodes and open items only
     start = {"hook_event_name": "SessionStart", "source": "startup", "session_id": "66666666-ffff", "cwd": project,
              "transcript_path": str(tmp_path / "none.jsonl")}
     modules = tmp_path / "modules.json"
@@ -247,9 +252,11 @@ def test_a_local_session_start_prints_the_block_without_importing_what_it_does_n
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("<previous_episodes") and "pgvector" in done.stdout.lower(), log_file().read_text()
+    assert "ann@example.com" not in done.stdout
+    assert ("Not yet summarised" in done.stdout and "[EMAIL]" in done.stdout) is waiting, done.stdout
     loaded = json.loads(modules.read_text())
-    assert [m for m in loaded if m.startswith(tuple(f"{name}." for name in NOT_AT_SESSION_START))
-            or m in NOT_AT_SESSION_START] == []
+    forbidden = tuple(name for name in NOT_AT_SESSION_START if not (waiting and name == "jobs.pii"))
+    assert [m for m in loaded if m.startswith(tuple(f"{name}." for name in forbidden)) or m in forbidden] == []
     assert {"jobs.recall.recaller", "jobs.recall.result", "jinja2", "numpy", "psycopg"} <= set(loaded)
 
 

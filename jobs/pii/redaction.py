@@ -40,13 +40,16 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from jobs.models import Message, Transcript
 from jobs.pii.addresses import find_emails, find_ips
 from jobs.pii.credentials import find_secrets
 from jobs.pii.detector import Clues, Detector, Finding
 from jobs.pii.payment import find_cards, find_ibans
 from jobs.pii.phones import find_phones
+
+if TYPE_CHECKING:  # only annotations: redact() on plain text loads no pydantic model (recall's last words)
+    from jobs.models import Message, Transcript
 
 # One detector per kind, in priority order: when detections overlap, the kind listed first wins.
 _DETECTORS: dict[str, Detector] = {

@@ -35,14 +35,12 @@ def unsummarised_sessions(rows: Sequence[dict[str, Any]], *, chars: int, redact:
 
 def last_words(raw: Sequence[dict[str, Any]], limit: int, redact: bool) -> str:
     """The last user messages, redacted, within ``limit`` characters (see the module docstring)."""
-    # Imported here, when there is a session to show: the pydantic models and the detectors' patterns
-    # are a large share of a cold process's start (the Claude Code SessionStart hook's), which has no
-    # session waiting for summarize in the usual case, while `episodes serve` runs.
-    from jobs.models import Message
-    from jobs.pii.redaction import redact_messages
+    # Imported here, when there is a session to show: the detectors' patterns are a share of a cold
+    # process's start (the Claude Code SessionStart hook's). The stored messages were validated on the
+    # way in, so their text is redacted as it is, without building a pydantic model per message.
+    from jobs.pii.redaction import redact as redact_text
 
-    messages, _ = redact_messages([Message.model_validate(m) for m in raw], enabled=redact)
-    texts = [" ".join(m.content.split()) for m in messages]
+    texts = [" ".join(redact_text(str(m.get("content") or ""), enabled=redact).text.split()) for m in raw]
     kept: list[str] = []
     for text in reversed([t for t in texts if t]):
         if len(SEPARATOR.join([text, *kept])) > limit:
