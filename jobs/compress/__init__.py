@@ -56,8 +56,9 @@ event rules differ in what an event cites and stay with their job (``ground`` fo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jobs.lazy import lazy_names
 
 if TYPE_CHECKING:
     from jobs.compress.claude import AnthropicCompressor, prompt_version
@@ -122,14 +123,4 @@ _WHERE = {
 }
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = lazy_names(globals(), _WHERE)

@@ -14,14 +14,14 @@ Nothing here reads the environment: the caller passes the thread count, the cach
 
 from __future__ import annotations
 
-import importlib
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jobs.embeddings.model_cache import default_cache_dir
 from jobs.embeddings.protocol import Embedder, Vectors
 from jobs.errors import ConfigError
+from jobs.lazy import lazy_names
 
 if TYPE_CHECKING:
     from jobs.config import Settings
@@ -37,13 +37,7 @@ _WHERE = {"BatchingEmbedder": "jobs.embeddings.batching", "HashingEmbedder": "jo
 __all__ = ["BatchingEmbedder", "Embedder", "HashingEmbedder", "MiniLMEmbedder", "Vectors", "VoyageEmbedder", "embedder_for",
            "get_embedder"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(globals(), _WHERE)
 
 
 def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | None = None,

@@ -27,8 +27,9 @@ The modules, top down:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jobs.lazy import lazy_names
 
 if TYPE_CHECKING:
     from jobs.recall.config import RecallConfig
@@ -41,20 +42,10 @@ if TYPE_CHECKING:
 # caller importing one module of the package (the Claude Code SessionStart hook: the recaller) does
 # not pay for the rest. Code inside episodes imports the modules themselves.
 _WHERE = {
-    "RecallConfig": "config", "purpose_filter": "purposes", "Recaller": "recaller", "Recall": "result",
-    "RecalledEpisode": "result", "RecalledOpenItem": "result", "RecalledSession": "result",
-    "close_recallers": "shared", "recall": "shared", "shared_recaller": "shared",
+    "RecallConfig": ".config", "purpose_filter": ".purposes", "Recaller": ".recaller", "Recall": ".result",
+    "RecalledEpisode": ".result", "RecalledOpenItem": ".result", "RecalledSession": ".result",
+    "close_recallers": ".shared", "recall": ".shared", "shared_recaller": ".shared",
 }
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = lazy_names(globals(), _WHERE)
