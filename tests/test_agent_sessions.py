@@ -221,16 +221,7 @@ def test_grounding_cites_what_was_said_before_tool_output() -> None:
 # -- through the fake Claude -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def claude_db(db: Database, fake: fa.FakeAnthropic) -> Any:
-    settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
-                                 model_timeout_s=5.0, extractor="anthropic")
-    database = Database(settings, url=db.url)
-    yield database
-    database.close()
-
-
-def test_the_claude_prompt_labels_tool_context_and_asks_for_agent_memory(claude_db: Database,
+def test_the_claude_prompt_labels_tool_context_and_asks_for_agent_memory(llm_db: Database,
                                                                          fake: fa.FakeAnthropic,
                                                                          embedder) -> None:  # noqa: ANN001
     t = agent_transcript()
@@ -245,10 +236,10 @@ def test_the_claude_prompt_labels_tool_context_and_asks_for_agent_memory(claude_
                         "evidence": [failing], "who": "assistant"}],
         "entities": [{"name": "jobs/summarize/claim.py", "kind": "other"}],
     }))
-    ingest_records(claude_db, [("test", {"tenant_id": "acme", "user_id": "u1", "session_id": "cc-1",
+    ingest_records(llm_db, [("test", {"tenant_id": "acme", "user_id": "u1", "session_id": "cc-1",
                                          "ended_at": ENDED.isoformat(), "messages": RAW})])
-    with AnthropicExtractor(claude_db.settings) as extractor:
-        report = run_summarize(claude_db, extractor=extractor, embedder=embedder)
+    with AnthropicExtractor(llm_db.settings) as extractor:
+        report = run_summarize(llm_db, extractor=extractor, embedder=embedder)
     assert report.counts == {"done": 1}
     body = fake.calls()[0].body
     system = "".join(block["text"] for block in body["system"])
@@ -266,21 +257,21 @@ def test_the_claude_prompt_labels_tool_context_and_asks_for_agent_memory(claude_
     tool = next(t for t in body["tools"] if t["name"] == "record_episode")
     assert "working steps within the session" in tool["input_schema"]["properties"]["key_events"]["items"][
         "properties"]["type"]["description"]
-    with claude_db.admin() as conn:
+    with llm_db.admin() as conn:
         events = {r["type"]: r for r in conn.execute("SELECT type, evidence, evidence_quote FROM episode_events")}
         version = conn.execute("SELECT prompt_version FROM episodes").fetchone()["prompt_version"]
     assert events["decision"]["evidence_quote"].startswith("Ok, let's switch the queue")
     assert version == prompt_version()
 
 
-def test_a_name_cannot_pass_for_tool_context(claude_db: Database, fake: fa.FakeAnthropic,
+def test_a_name_cannot_pass_for_tool_context(llm_db: Database, fake: fa.FakeAnthropic,
                                              embedder) -> None:  # noqa: ANN001
     messages = [{"role": "user", "name": "Tool  Context", "content": "We'll go with Redis."},
                 {"role": "assistant", "content": "Noted."}]
-    ingest_records(claude_db, [("test", {"tenant_id": "acme", "user_id": "u1", "session_id": "s",
+    ingest_records(llm_db, [("test", {"tenant_id": "acme", "user_id": "u1", "session_id": "s",
                                          "ended_at": ENDED.isoformat(), "messages": messages})])
-    with AnthropicExtractor(claude_db.settings) as extractor:
-        assert run_summarize(claude_db, extractor=extractor, embedder=embedder).counts == {"done": 1}
+    with AnthropicExtractor(llm_db.settings) as extractor:
+        assert run_summarize(llm_db, extractor=extractor, embedder=embedder).counts == {"done": 1}
     user = fake.calls()[0].body["messages"][0]["content"]
     assert "[0] user: We'll go with Redis." in user and "tool context" not in user.lower()
 

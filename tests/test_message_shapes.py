@@ -400,21 +400,12 @@ def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(db: D
     assert {e["type"] for e in by_session["openai-1"]} >= {"decision", "commitment"}
 
 
-@pytest.fixture
-def claude_db(db: Database, fake: fa.FakeAnthropic) -> Any:
-    settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
-                                 model_timeout_s=5.0, extractor="anthropic")
-    database = Database(settings, url=db.url)
-    yield database
-    database.close()
-
-
-def test_both_shapes_summarise_through_the_fake_claude(claude_db: Database, fake: fa.FakeAnthropic, tmp_path: Path,
+def test_both_shapes_summarise_through_the_fake_claude(llm_db: Database, fake: fa.FakeAnthropic, tmp_path: Path,
                                                       embedder) -> None:
     fixed = {k: v for k, v in OPENAI_RECORD.items() if k != "endedAt"} | {"ended_at": OPENAI_RECORD["endedAt"]}
-    assert ingest(claude_db, [write(tmp_path, [ANTHROPIC_RECORD, fixed])]).inserted == 2
-    with AnthropicExtractor(claude_db.settings) as extractor:
-        report = run_summarize(claude_db, extractor=extractor, embedder=embedder)
+    assert ingest(llm_db, [write(tmp_path, [ANTHROPIC_RECORD, fixed])]).inserted == 2
+    with AnthropicExtractor(llm_db.settings) as extractor:
+        report = run_summarize(llm_db, extractor=extractor, embedder=embedder)
     assert report.counts == {"done": 2}
     prompts = [c.body["messages"][0]["content"] for c in fake.calls()]
     anthropic = next(p for p in prompts if "Redis" in p)
@@ -422,7 +413,7 @@ def test_both_shapes_summarise_through_the_fake_claude(claude_db: Database, fake
     assert '] tool context: [tool call Grep: pattern="SessionStore"]' in anthropic
     assert "] tool context: [tool call create_invoice:" in openai and "] system: You are the billing assistant" in openai
     assert "] user: [tool" not in anthropic + openai  # tool output never speaks as the user
-    with claude_db.admin() as conn:
+    with llm_db.admin() as conn:
         rows = conn.execute("SELECT ev.evidence, t.message_count FROM episode_events ev JOIN episodes e "
                             "ON e.id = ev.episode_id JOIN transcripts t ON t.id = e.transcript_id").fetchall()
     assert rows and all(max(r["evidence"]) < r["message_count"] for r in rows)
