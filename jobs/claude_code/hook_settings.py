@@ -30,7 +30,7 @@ MARKER = "-m jobs.claude_code.hook"
 # The remote SessionStart hook: sh and curl, no Python (jobs/claude_code/session_start.sh).
 SESSION_START_SCRIPT = Path(__file__).with_name("session_start.sh")
 SCRIPT_MARKER = "claude_code/session_start.sh"
-START_ROUTE = "/v1/claude-code/session-start"
+START_ROUTE = "/v1/claude-code/session-start"  # jobs/service/routes/claude_code.py; the Python hook calls it too
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

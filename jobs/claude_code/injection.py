@@ -15,7 +15,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobs.claude_code.session_state import SessionState
+from jobs.claude_code.session_state import SessionState, remember_start
 from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.recall.result import RecalledEpisode, RecalledOpenItem, RecalledSession, render_block
 
@@ -25,11 +25,6 @@ PROMPT_BUDGET_TOKENS = 800  # what the first prompt adds
 
 def has_lines(episodes: Sequence[Any], open_items: Sequence[Any], sessions: Sequence[Any]) -> bool:
     return bool(episodes or open_items or sessions)
-
-
-def remember_start(state: SessionState, episode_ids: Sequence[int], item_ids: Sequence[int]) -> None:
-    state.episodes = sorted(set(state.episodes) | {int(i) for i in episode_ids})
-    state.open_items = sorted(set(state.open_items) | {int(i) for i in item_ids})
 
 
 def new_for_prompt(state: SessionState, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem]

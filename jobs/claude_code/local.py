@@ -40,7 +40,7 @@ def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) 
     state.cwd, state.transcript_path = payload.get("cwd"), payload.get("transcript_path")
     block = start_block(result)
     if block:
-        injection.remember_start(state, [ep.id for ep in result.episodes], [item.id for item in result.open_items])
+        session_state.remember_start(state, [ep.id for ep in result.episodes], [item.id for item in result.open_items])
     session_state.save(sid, state)
     return block
 

@@ -17,11 +17,11 @@ from urllib.parse import quote, urlsplit
 
 from jobs.claude_code import session_state
 from jobs.claude_code.handover import session_records
+from jobs.claude_code.hook_settings import START_ROUTE
 from jobs.claude_code.places import project_purpose
 from jobs.config import env
 
 TIMEOUT_SECONDS = 4.0
-START_ROUTE = "/v1/claude-code/session-start"  # jobs/service/routes/claude_code.py
 PROMPT_BUDGET_TOKENS = 800
 
 
@@ -65,14 +65,9 @@ def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) 
     state = session_state.load(sid)
     view = start_view(args, user, payload)
     state.cwd, state.transcript_path = payload.get("cwd"), payload.get("transcript_path")
-    remember(state, view)
+    session_state.remember_start(state, view.get("episodes") or [], view.get("open_items") or [])
     session_state.save(sid, state)
     return str(view.get("block") or "")
-
-
-def remember(state: session_state.SessionState, view: dict[str, Any]) -> None:
-    state.episodes = sorted(set(state.episodes) | {int(i) for i in view.get("episodes") or []})
-    state.open_items = sorted(set(state.open_items) | {int(i) for i in view.get("open_items") or []})
 
 
 def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
@@ -83,7 +78,8 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
     if claimed is None:
         return ""
     sid, state, prompt = claimed
-    remember(state, start_view(args, user, payload))
+    view = start_view(args, user, payload)
+    session_state.remember_start(state, view.get("episodes") or [], view.get("open_items") or [])
     answer = post(args.api, args.key_env, "/v1/recall", {
         "user_id": user, "message": prompt[:20_000], "purpose": project_purpose(str(payload.get("cwd") or "")),
         "budget_tokens": PROMPT_BUDGET_TOKENS})

@@ -13,6 +13,7 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +107,9 @@ def mark_ended(payload: dict[str, Any]) -> None:
     state.cwd, state.transcript_path = payload.get("cwd") or state.cwd, payload.get("transcript_path")
     save(sid, state)
     prune()
+
+
+def remember_start(state: SessionState, episode_ids: Sequence[int], item_ids: Sequence[int]) -> None:
+    """Add to what the session was shown: the first prompt's hook leaves these out."""
+    state.episodes = sorted(set(state.episodes) | {int(i) for i in episode_ids})
+    state.open_items = sorted(set(state.open_items) | {int(i) for i in item_ids})
