@@ -87,28 +87,45 @@ def main() -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         started = time.perf_counter()
         first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-        done = 0
-        while done < args.episodes // 2:
-            time.sleep(0.2)
+        done, deadline = 0, time.monotonic() + 600
+        # Poll often: at small sizes a batch takes milliseconds. A finished child leaves no progress row,
+        # so its exit ends the wait too (it finished before the kill could land), and a stall is an error.
+        while done < args.episodes // 2 and first.poll() is None:
+            if time.monotonic() > deadline:
+                first.kill()
+                sys.exit(f"the re-embed made no progress past {done:,} of {args.episodes:,} in 600 s")
+            time.sleep(0.02)
             with db.admin() as conn:
                 progress = reembed_progress(conn)
             done = progress.done if progress else 0
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait()
+        killed = first.poll() is None
+        if killed:
+            os.kill(first.pid, signal.SIGKILL)
+        first_out, _ = first.communicate()
         killed_seconds = time.perf_counter() - started
+        if not killed and first.returncode != 0:
+            sys.exit(f"the re-embed child failed (exit {first.returncode}) before it could be killed")
         with db.admin() as conn:
             progress = reembed_progress(conn)
-        written_first = progress.done if progress else 0
-        second = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-        written, caught_up, seconds, switch, rss = second.stdout.split()
+        if killed:
+            written_first = progress.done if progress else 0
+            second = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+            written, caught_up, seconds, switch, rss = second.stdout.split()
+        else:  # run 1 finished: there is nothing to resume, and its own figures are the run's
+            written_first, (written, caught_up, seconds, switch, rss) = 0, first_out.split()
         time.sleep(1.0)  # recalls after the switch, on the new embedder
         stop.set()
         thread.join()
         with db.admin() as conn:
             dims = conn.execute("SELECT vector_dims(embedding) AS d, count(*) AS n FROM episodes GROUP BY 1").fetchall()
-    print(f"run 1 (killed with SIGKILL at >= half): {written_first:,} vectors in {killed_seconds:.1f}s "
-          f"({written_first / killed_seconds:,.0f} episodes/s)")
-    print(f"run 2 (resumed): {int(written):,} vectors written + {int(caught_up)} caught up at the switch in "
+    if killed:
+        print(f"run 1 (killed with SIGKILL at >= half): {written_first:,} vectors in {killed_seconds:.1f}s "
+              f"({written_first / killed_seconds:,.0f} episodes/s)")
+    else:
+        print(f"run 1 finished before the kill could land ({int(written):,} vectors in {killed_seconds:.1f}s); "
+              "no resume was measured: use more --episodes")
+    print(f"run {2 if killed else 1} ({'resumed' if killed else 'whole'}): {int(written):,} vectors written + "
+          f"{int(caught_up)} caught up at the switch in "
           f"{float(seconds):.1f}s ({int(written) / float(seconds):,.0f} episodes/s); switch {float(switch) * 1000:.0f} ms; "
           f"peak RSS of the re-embed process {rss} MB")
     print(f"vectors written in total: {written_first + int(written):,} for {args.episodes:,} episodes "

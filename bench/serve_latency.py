@@ -24,6 +24,8 @@ from summarize_throughput import fake_server
 from jobs import config, migrate
 from jobs.db import Database, start_embedded
 
+WAIT_SECONDS = 300  # far beyond any healthy start or drain at bench sizes
+
 MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
             {"role": "assistant", "content": "Done. I'll send the invoice by Friday."}]
 
@@ -43,12 +45,22 @@ def stop(procs: list[subprocess.Popen]) -> None:
         p.wait(timeout=60)
 
 
-def wait_ready(db: Database, n: int) -> None:
-    """Wait until n serve processes have started (each records a maintenance run at start)."""
+def check_running(procs: list[subprocess.Popen], deadline: float, waiting_for: str) -> None:
+    """Stop the bench with a reason instead of waiting forever on a serve process that died or stalled."""
+    if dead := [p.returncode for p in procs if p.poll() is not None]:
+        raise SystemExit(f"a serve process exited (codes {dead}) while waiting for {waiting_for}")
+    if time.monotonic() > deadline:
+        raise SystemExit(f"gave up waiting for {waiting_for} after {WAIT_SECONDS} s")
+
+
+def wait_ready(db: Database, procs: list[subprocess.Popen]) -> None:
+    """Wait until the serve processes have started (each records a maintenance run at start)."""
+    deadline = time.monotonic() + WAIT_SECONDS
     while True:
         with db.admin() as conn:
-            if conn.execute("SELECT count(*) AS n FROM job_runs WHERE job = 'maintenance'").fetchone()["n"] >= n:
+            if conn.execute("SELECT count(*) AS n FROM job_runs WHERE job = 'maintenance'").fetchone()["n"] >= len(procs):
                 return
+        check_running(procs, deadline, f"{len(procs)} serve process(es) to start")
         time.sleep(0.2)
 
 
@@ -74,7 +86,7 @@ def main() -> None:
             fake, fake_url = fake_server(args.latency)
             procs = [serve(url, fake_url, 8)]
             try:
-                wait_ready(db, 1)
+                wait_ready(db, procs)
                 time.sleep(2.0)  # let it load the embedder and subscribe
                 closed_at: dict[str, float] = {}
                 for n in range(args.sessions):
@@ -114,12 +126,14 @@ def main() -> None:
                     started = time.time()
                     procs = [serve(url, fake_url, 4) for _ in range(workers)]
                     try:
+                        deadline = time.monotonic() + WAIT_SECONDS
                         while True:
                             with db.admin() as conn:
                                 done = conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'done'"
                                                     ).fetchone()["n"]
                             if done >= args.drain:
                                 break
+                            check_running(procs, deadline, f"{args.drain} transcripts to drain ({done} done)")
                             time.sleep(0.5)
                         took = time.time() - started
                     finally:
