@@ -226,7 +226,7 @@ def percentiles(samples: list[float]) -> str:
         return "no samples"
     ms = np.array(samples) * 1000
     return (f"p50 {np.percentile(ms, 50):6.2f} ms  p95 {np.percentile(ms, 95):6.2f} ms  "
-            f"p99 {np.percentile(ms, 99):6.2f} ms  max {ms.max():6.2f} ms  (n={len(ms)})")
+            f"p99 {np.percentile(ms, 99):6.2f} ms  max {ms.max():6.2f} ms  (n={len(ms):,})")
 
 
 def measure(recaller: Any, users: list[int], rng: np.random.Generator, repeat: int,

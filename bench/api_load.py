@@ -54,7 +54,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import psycopg
-from _data import TENANTS, BenchData, add_data_arguments, bench_data, counts_of, sentence, write_episode
+from _data import TENANTS, BenchData, add_data_arguments, bench_data, counts_of, percentiles, sentence, write_episode
 from pgvector.psycopg import register_vector
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -65,14 +65,6 @@ from jobs.service.keys import create_key
 
 NOW = "2026-01-02T00:00:00+00:00"
 PROBE_RATE = 10.0  # probe recalls a second in every phase, beside the measured ones
-
-
-def pct(samples: list[float]) -> str:
-    if not samples:
-        return "no samples"
-    ms = np.array(samples) * 1000
-    return (f"p50 {np.percentile(ms, 50):6.1f} ms  p95 {np.percentile(ms, 95):6.1f} ms  "
-            f"p99 {np.percentile(ms, 99):6.1f} ms  (n={len(ms):,})")
 
 
 def free_port() -> int:
@@ -485,7 +477,7 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
             ok = len(phase.latencies)
             errors = {k: v for k, v in phase.status.items() if k != 200}
             offered = f"offered {rate:5.0f}/s" if rate else "closed loop"
-            print(f"{clients:4d} clients, {offered}: {pct(phase.latencies)}  {ok / args.seconds:6.1f} recalls/s  "
+            print(f"{clients:4d} clients, {offered}: {percentiles(phase.latencies)}  {ok / args.seconds:6.1f} recalls/s  "
                   f"errors {errors or 0}  probes {phase.probes:,}, wrong answers {phase.wrong}")
             answered = sum(phase.status.values()) or 1
             if not args.restart_db:  # a restart replaces the server's processes mid-phase
@@ -514,8 +506,8 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
         # (the writer stopped, so both sides read the same rows).
         got = one_at_a_time(base, port, keys, [int(u) for u in rng.choice(users, args.sample)], db, rng)
         local, remote = got["local"], got["remote"]
-        print(f"in-process recall() (embedding included): {pct(local)}")
-        print(f"the same over HTTP, one at a time:         {pct(remote)}  "
+        print(f"in-process recall() (embedding included): {percentiles(local)}")
+        print(f"the same over HTTP, one at a time:         {percentiles(remote)}  "
               f"(ratio of medians {np.median(remote) / np.median(local):.2f}; mean {np.mean(remote) * 1000:.1f} ms, "
               f"of which {got['handler'][0] * 1000:.1f} ms in the service's handler; the body came "
               f"{np.median(got['gap']) * 1000:.2f} ms after the headers, p50)")

@@ -22,7 +22,6 @@ from jobs.claude_code.places import project_purpose
 from jobs.config import env
 
 TIMEOUT_SECONDS = 4.0
-PROMPT_BUDGET_TOKENS = 800
 
 
 class RemoteError(Exception):
@@ -78,15 +77,15 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
     if claimed is None:
         return ""
     sid, state, prompt = claimed
-    view = start_view(args, user, payload)
-    session_state.remember_start(state, view.get("episodes") or [], view.get("open_items") or [])
-    answer = post(args.api, args.key_env, "/v1/recall", {
-        "user_id": user, "message": prompt[:20_000], "purpose": project_purpose(str(payload.get("cwd") or "")),
-        "budget_tokens": PROMPT_BUDGET_TOKENS})
     import datetime as dt
 
     from jobs.claude_code import injection
 
+    view = start_view(args, user, payload)
+    session_state.remember_start(state, view.get("episodes") or [], view.get("open_items") or [])
+    answer = post(args.api, args.key_env, "/v1/recall", {
+        "user_id": user, "message": prompt[:20_000], "purpose": project_purpose(str(payload.get("cwd") or "")),
+        "budget_tokens": injection.PROMPT_BUDGET_TOKENS})
     block = injection.prompt_block(state, dt.datetime.fromisoformat(answer["now"]),
                                    injection.episodes_from(answer.get("episodes") or []),
                                    injection.open_items_from(answer.get("open_items") or []))
