@@ -1,4 +1,8 @@
-"""The command Claude Code runs for our hooks: ``python -m jobs.claude_code.hook --tenant T --user U``.
+"""What our hooks do: ``<python> -I jobs/claude_code/launch.py --tenant T --user U`` runs :func:`main`.
+
+The installed command is the launcher (:mod:`jobs.claude_code.launch`), never ``python -m`` in the
+project's folder: that would import a ``jobs`` package of the project instead of ours. ``python -m
+jobs.claude_code.hook`` still works by hand, outside a project.
 
 Claude Code passes the event as JSON on stdin (``hook_event_name``, ``session_id``,
 ``transcript_path``, ``cwd``, ``source`` / ``reason``, ``prompt``) and, for SessionStart and
@@ -38,7 +42,7 @@ _started = time.monotonic()
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m jobs.claude_code.hook", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="jobs/claude_code/launch.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenant", default="local", help="local mode: the tenant (remote mode: the key's)")
     parser.add_argument("--user", default=None, help="default: the login name")
     parser.add_argument("--api", default=None, help="remote mode: the URL of `episodes api`")
@@ -50,15 +54,12 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def _log(line: str) -> None:
-    """One line to the hooks' log; a log that cannot be written is not an error either."""
+    """One line to the hooks' log (owner-only); a log that cannot be written is not an error either."""
     try:
-        from jobs.claude_code.places import log_file
+        from jobs.claude_code.places import append_private, log_file
 
-        path = log_file()
-        path.parent.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(f"{stamp} pid={os.getpid()} {line}\n")
+        append_private(log_file(), f"{stamp} pid={os.getpid()} {line}\n")
     except Exception:  # noqa: BLE001 - fail open
         pass
 
@@ -98,7 +99,9 @@ def run(args: argparse.Namespace, payload: dict[str, Any]) -> str:
     return ""  # an event we were not installed for: nothing to do
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, cwd: str | None = None) -> int:
+    """Run the hook for the event on stdin; always 0. ``cwd``: the project's folder the launcher left,
+    the event's ``cwd`` when the event names none."""
     event = "?"
     try:
         args = _parse(sys.argv[1:] if argv is None else argv)
@@ -108,14 +111,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             name, _, value = item.partition("=")
             if name:
                 set_env(name, value)
-        payload = json.loads(sys.stdin.read() or "{}")
+        payload = json.loads(sys.stdin.buffer.read().decode("utf-8", "replace") or "{}")
         if not isinstance(payload, dict):
             raise ValueError("the hook input is not a JSON object")
+        if cwd and not payload.get("cwd"):
+            payload["cwd"] = cwd
         event = str(payload.get("hook_event_name") or "?")
         _watchdog(args.budget if args.budget is not None else BUDGETS.get(event, 6.0), event)
         out = run(args, payload)
-        if out:
-            sys.stdout.write(out if out.endswith("\n") else out + "\n")
+        if out:  # UTF-8 whatever the locale (Claude Code reads UTF-8; -I ignores PYTHONIOENCODING)
+            sys.stdout.buffer.write((out if out.endswith("\n") else out + "\n").encode("utf-8", "replace"))
             sys.stdout.flush()
         _log(f"{event}: ok in {time.monotonic() - _started:.3f}s" + (f", printed {len(out)} characters" if out else ""))
     except BaseException as exc:  # noqa: BLE001 - fail open: never break the session

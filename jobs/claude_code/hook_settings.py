@@ -1,9 +1,12 @@
 """Our hooks in Claude Code's settings.json: merged in beside the user's own, and taken out exactly.
 
 Claude Code reads ``{"hooks": {EVENT: [{"matcher": ..., "hooks": [{"type": "command", "command":
-..., "timeout": seconds}]}]}}`` from ~/.claude/settings.json (user scope) and .claude/settings.json
-(project scope). Ours are the command hooks whose command runs ``-m jobs.claude_code.hook`` (or, for
-the remote SessionStart hook, ``jobs/claude_code/session_start.sh``);
+..., "timeout": seconds}]}]}}`` from ~/.claude/settings.json (user scope) and, in a project, from
+.claude/settings.json (shared, committed) and .claude/settings.local.json (this person's, not
+committed). Our commands name this machine's Python, its EPISODES_HOME and the user, so the project
+scope writes them to settings.local.json only. Ours are the command hooks whose command runs
+``jobs/claude_code/launch.py`` (``-m jobs.claude_code.hook`` in older installs, recognised so an
+upgrade replaces them; or, for the remote SessionStart hook, ``jobs/claude_code/session_start.sh``);
 installing removes those first and adds the current ones (so installing twice changes nothing and
 installing with other options replaces them), and uninstalling removes only them, with any matcher
 group or event they leave empty. Every other key and hook is kept as it was, in its order.
@@ -26,7 +29,9 @@ from urllib.parse import quote
 from jobs import config
 from jobs.errors import ConfigError
 
-MARKER = "-m jobs.claude_code.hook"
+MARKER = "-m jobs.claude_code.hook"  # the command of installs before the launcher (imported from the project's folder)
+LAUNCHER = Path(__file__).with_name("launch.py")
+LAUNCH_MARKER = "claude_code/launch.py"
 # The remote SessionStart hook: sh and curl, no Python (jobs/claude_code/session_start.sh).
 SESSION_START_SCRIPT = Path(__file__).with_name("session_start.sh")
 SCRIPT_MARKER = "claude_code/session_start.sh"
@@ -51,12 +56,15 @@ EVENTS: tuple[HookEvent, ...] = (
 # Settings the hook needs to find the same data as the CLI that installed it, and that are no secret
 # (DATABASE_URL may hold a password: it stays in the environment Claude Code runs in).
 CARRIED_ENV = ("EPISODES_HOME", "EPISODES_CACHE_DIR", "EPISODES_MODEL_DIR", "EPISODES_EMBEDDER")
+# Those that name folders: carried as absolute paths (the hook runs in the project's folder, then in /).
+CARRIED_PATHS = ("EPISODES_HOME", "EPISODES_CACHE_DIR", "EPISODES_MODEL_DIR")
 
 
 def hook_command(*, tenant: str, user: str, api: str | None = None, key_env: str | None = None,
                  python: str | None = None, env: Mapping[str, str] | None = None, budget: float | None = None) -> str:
-    """The shell command of every one of our hooks (the event comes on stdin)."""
-    parts = [python or sys.executable, "-m", "jobs.claude_code.hook", "--tenant", tenant, "--user", user]
+    """The shell command of every one of our hooks (the event comes on stdin): the launcher by its absolute
+    path in isolated mode (``-I``), so nothing of the project's folder is imported (jobs.claude_code.launch)."""
+    parts = [python or sys.executable, "-I", str(LAUNCHER), "--tenant", tenant, "--user", user]
     if api:
         parts += ["--api", api, "--key-env", key_env or "EPISODES_API_KEY"]
     if budget is not None:
@@ -64,6 +72,8 @@ def hook_command(*, tenant: str, user: str, api: str | None = None, key_env: str
     for name in CARRIED_ENV:
         value = env.get(name) if env is not None else config.env(name)
         if value:
+            if name in CARRIED_PATHS:
+                value = os.path.abspath(os.path.expanduser(value))
             parts += ["--set", f"{name}={value}"]
     return " ".join(shlex.quote(p) for p in parts)
 
@@ -91,7 +101,8 @@ def is_ours(hook: object) -> bool:
     if not isinstance(hook, dict):
         return False
     command = str(hook.get("command", ""))
-    return MARKER in command or SCRIPT_MARKER in command.replace(os.sep, "/")
+    slashed = command.replace(os.sep, "/")
+    return MARKER in command or LAUNCH_MARKER in slashed or SCRIPT_MARKER in slashed
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -178,9 +189,16 @@ def installed_commands(settings: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def settings_path(scope: str, project_dir: Path | None = None) -> Path:
-    """~/.claude/settings.json (``user``) or <project>/.claude/settings.json (``project``)."""
+    """Where install writes our hooks: ~/.claude/settings.json (``user``) or the project's
+    .claude/settings.local.json (``project``: Claude Code's per-person file, never the shared one)."""
     if scope == "user":
         from jobs.claude_code.places import claude_home
 
         return claude_home() / "settings.json"
+    return (project_dir or Path.cwd()) / ".claude" / "settings.local.json"
+
+
+def shared_settings_path(project_dir: Path | None = None) -> Path:
+    """The project's shared .claude/settings.json, where installs before settings.local.json put our
+    hooks (install and uninstall take them out of it)."""
     return (project_dir or Path.cwd()) / ".claude" / "settings.json"

@@ -16,6 +16,7 @@ starts a new purpose (EPISODES_PURPOSE_MAP can join the old one to it).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from jobs.formats.claude_code import AGENT_ID, project_purpose
@@ -45,6 +46,42 @@ def state_dir(base: Path | None = None) -> Path:
     return (base or home()) / "claude-code" / "sessions"
 
 
+def private_dir(path: Path) -> Path:
+    """``path`` as a folder only its owner can enter (0700): created so (with any missing parent), or
+    tightened if it was not. The hooks' log and state say which projects a user works on, and when."""
+    for folder in [*reversed(path.parents), path]:
+        if not folder.exists():
+            folder.mkdir(mode=0o700, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def append_private(path: Path, text: str) -> None:
+    """Append ``text`` to ``path``, a file only its owner can read (0600; an older, wider file is tightened)."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+        os.write(fd, text.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace ``path`` atomically by a file holding ``text`` that only its owner can read (0600)."""
+    private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # a stale temporary file of another mode
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 def claude_home() -> Path:
     """Claude Code's folder: $CLAUDE_CONFIG_DIR, else ~/.claude."""
     raw = env("CLAUDE_CONFIG_DIR")
@@ -61,5 +98,5 @@ def login_name() -> str:
         return "local"
 
 
-__all__ = ["AGENT_ID", "LOG_NAME", "TENANT", "claude_home", "home", "log_file", "login_name", "project_purpose",
-           "state_dir"]
+__all__ = ["AGENT_ID", "LOG_NAME", "TENANT", "append_private", "claude_home", "home", "log_file", "login_name",
+           "private_dir", "project_purpose", "state_dir", "write_private"]

@@ -10,6 +10,7 @@
 # The key is read from the variable named KEY_ENV and reaches curl through a pipe as a config line
 # (printf is a shell builtin), so it never appears in a process's arguments.
 url=$1 key_env=$2 seconds=$3 log=$4
+umask 077  # the log, if this creates it, is the owner's only (as the Python hook's)
 
 note() {
     printf '%s pid=%s SessionStart: %s\n' "$(date +%Y-%m-%dT%H:%M:%S%z)" "$$" "$1" >>"$log" 2>/dev/null

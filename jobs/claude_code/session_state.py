@@ -9,7 +9,6 @@ Standard library only. A file that cannot be read counts as empty: state is a he
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -17,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.claude_code.places import state_dir
+from jobs.claude_code.places import state_dir, write_private
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 KEEP_SECONDS = 30 * 86400.0  # state of sessions older than this is removed by later SessionEnd hooks
@@ -53,10 +52,7 @@ def save(session_id: str, state: SessionState, base: Path | None = None) -> None
     path = _path(session_id, base)
     if path is None:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(state)), "utf-8")
-    os.replace(tmp, path)
+    write_private(path, json.dumps(asdict(state)))  # owner-only, its folder too
 
 
 def ended_sessions(base: Path | None = None) -> dict[str, SessionState]:

@@ -13,7 +13,6 @@ Subagent files (``subagents/``) are the reader's business: it leaves their work 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 from jobs.claude_code import session_state
 from jobs.claude_code.handover import session_records
-from jobs.claude_code.places import home
+from jobs.claude_code.places import home, write_private
 
 # Stores finished records of one file: returns (stored, unchanged, rejections as "where: reason").
 Store = Callable[[Sequence[tuple[str, dict[str, Any]]]], tuple[int, int, list[str]]]
@@ -58,11 +57,7 @@ def _load_ledger(base: Path | None) -> dict[str, list[int]]:
 
 
 def _save_ledger(ledger: dict[str, list[int]], base: Path | None) -> None:
-    path = _ledger_path(base)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(ledger, sort_keys=True), "utf-8")
-    os.replace(tmp, path)
+    write_private(_ledger_path(base), json.dumps(ledger, sort_keys=True))  # owner-only, its folder too
 
 
 def sync(store: Store, files: Iterable[Path], *, tenant_id: str, user_id: str, idle_close_seconds: float | None,
