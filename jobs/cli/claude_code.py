@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import ipaddress
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
 from jobs import config
 from jobs.claude_code import hook_settings
 from jobs.claude_code.hook import BUDGETS
-from jobs.claude_code.places import TENANT, claude_home, log_file, login_name
+from jobs.claude_code.places import TENANT, append_private, claude_home, log_file, login_name
 from jobs.cli.base import Context
 from jobs.cli.setup import init
 from jobs.wording import counted
@@ -28,7 +30,8 @@ def claude_code_group() -> None:
 
 
 _scope = click.option("--scope", type=click.Choice(["user", "project"]), default="user", show_default=True,
-                      help="user: ~/.claude/settings.json; project: .claude/settings.json of --project-dir.")
+                      help="user: ~/.claude/settings.json; project: .claude/settings.local.json of --project-dir "
+                           "(Claude Code's per-person file: the hooks name this machine's paths and user).")
 _project_dir = click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                             help="The project of --scope project (default: the current directory).")
 _api = click.option("--api", metavar="URL", help="Remote mode: the URL of `episodes api` (default: local mode, "
@@ -38,6 +41,18 @@ _key_env = click.option("--key-env", metavar="VAR", default="EPISODES_API_KEY", 
 _tenant = click.option("--tenant", default=TENANT, show_default=True,
                        help="Local mode: the tenant of the sessions (remote mode: the key's).")
 _user = click.option("--user", help="The user the sessions belong to (default: the login name).")
+_AS_INSTALLED = "[default: as `episodes claude-code install` was told, else {}]"
+
+
+def _local_host(url: str) -> bool:
+    """Whether ``url`` names this machine (a key sent there in clear stays on it)."""
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @claude_code_group.command("install")
@@ -57,10 +72,15 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
 
     Local mode also creates or upgrades the schema and prepares the embedder's files, so the first
     session's hooks are as fast as the rest."""
+    from jobs.claude_code import choices
+
     obj: Context = ctx.obj
     user = user or login_name()
     if api:
         hook_settings.check_key_env(key_env)
+        if urlsplit(api).scheme == "http" and not _local_host(api):
+            click.echo(f"warning: {api} is plain http to another machine: every hook sends the API key (and the "
+                       "session) over the network unencrypted. Use https://, or a tunnel to localhost.", err=True)
         if not config.env(key_env):
             click.echo(f"note: ${key_env} is not set here; the hooks read the key from it in the environment "
                        "Claude Code runs in.", err=True)
@@ -74,6 +94,8 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
                     "jobs.claude_code.remote"], check=False, capture_output=True)
     path = hook_settings.settings_path(scope, project_dir)
     before = hook_settings.read(path)
+    if scope == "project":  # installs before settings.local.json wrote this machine's paths into the shared file
+        _take_out_of(hook_settings.shared_settings_path(project_dir), "the shared ")
     command = hook_settings.hook_command(tenant=tenant, user=user, api=api, key_env=key_env if api else None,
                                          budget=budget)
     commands: dict[str, str] = {}
@@ -81,7 +103,7 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
         start = hook_settings.session_start_command(api=api, user=user, key_env=key_env, log=log_file(),
                                                     budget=budget if budget is not None else START_BUDGET_SECONDS)
         if start:
-            log_file().parent.mkdir(parents=True, exist_ok=True)  # the script appends to it
+            append_private(log_file(), "")  # the script appends to it: created owner-only here
             commands["SessionStart"] = start
         else:
             click.echo("note: sh or curl was not found; the SessionStart hook runs in Python (slower to start).",
@@ -96,45 +118,76 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
     mode = f"remote ({api}, key from ${key_env})" if api else f"local ({obj.database(require_schema=False).location})"
     click.echo(f"Mode: {mode}; tenant {tenant if not api else 'of the key'}, user {user}. "
                f"Hooks log to {log_file()}.")
+    saved = choices.record(choices.Choices(tenant=None if api else tenant, user=user, api=api,
+                                           key_env=key_env if api else None))
+    click.echo(f"`episodes claude-code sync` and `serve --claude-code-sync` use these choices (recorded in {saved}).")
+    if scope == "project":
+        _warn_if_committed(path)
+
+
+def _take_out_of(path: Path, which: str = "") -> int:
+    """Remove our hooks from ``path`` (a settings file); how many there were."""
+    before = hook_settings.read(path)
+    found = sum(len(v) for v in hook_settings.installed_commands(before).values())
+    if found:
+        hook_settings.write(path, hook_settings.without_ours(before))
+        click.echo(f"Removed {found} hook{'s' if found != 1 else ''} of ours from {which}{path}.")
+    return found
+
+
+def _warn_if_committed(path: Path) -> None:
+    """settings.local.json names this machine's paths: say so where git would not ignore it."""
+    try:
+        done = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=path.parent, capture_output=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return
+    if done.returncode == 1:  # in a repository, not ignored (128: no repository, or no git)
+        click.echo(f"note: git does not ignore {path}; it holds this machine's paths and user: add "
+                   f"'.claude/settings.local.json' to .gitignore.", err=True)
 
 
 @claude_code_group.command("uninstall")
 @_scope
 @_project_dir
 def uninstall(scope: str, project_dir: Path | None) -> None:
-    """Remove exactly our hooks from Claude Code's settings (the others stay)."""
-    path = hook_settings.settings_path(scope, project_dir)
-    before = hook_settings.read(path)
-    found = sum(len(v) for v in hook_settings.installed_commands(before).values())
-    if not found:
-        click.echo(f"No hooks of ours in {path}; nothing changed.")
-        return
-    hook_settings.write(path, hook_settings.without_ours(before))
-    click.echo(f"Removed {found} hook{'s' if found != 1 else ''} of ours from {path}.")
+    """Remove exactly our hooks from Claude Code's settings (the others stay); in a project from
+    .claude/settings.local.json and, where an older install put them, .claude/settings.json."""
+    paths = [hook_settings.settings_path(scope, project_dir)]
+    if scope == "project":
+        paths.append(hook_settings.shared_settings_path(project_dir))
+    if not sum(_take_out_of(path) for path in paths):
+        click.echo(f"No hooks of ours in {' or '.join(str(p) for p in paths)}; nothing changed.")
 
 
 @claude_code_group.command("sync")
-@_tenant
-@_user
-@_api
-@_key_env
+@click.option("--tenant", default=None, help="Local mode: the tenant of the sessions. " + _AS_INSTALLED.format(TENANT))
+@click.option("--user", default=None, help="The user the sessions belong to. " + _AS_INSTALLED.format("the login name"))
+@click.option("--api", metavar="URL", default=None,
+              help="Remote mode: the URL of `episodes api`. " + _AS_INSTALLED.format("local mode"))
+@click.option("--key-env", metavar="VAR", default=None,
+              help="Remote mode: the variable holding the API key. " + _AS_INSTALLED.format("EPISODES_API_KEY"))
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the session files are (default: ~/.claude/projects).")
 @click.option("--all", "force", is_flag=True, help="Read every file again, even those stored unchanged since.")
 @click.pass_obj
-def sync_command(obj: Context, tenant: str, user: str | None, api: str | None, key_env: str, root: Path | None,
-                 force: bool) -> None:
+def sync_command(obj: Context, tenant: str | None, user: str | None, api: str | None, key_env: str | None,
+                 root: Path | None, force: bool) -> None:
     """Store every finished Claude Code session on this machine not yet stored (safe to run again).
 
     A session is finished when its SessionEnd hook fired or its file has been idle for the idle-close
     interval (EPISODES_IDLE_CLOSE); open ones are left for a later sync."""
-    from jobs.claude_code import local, remote
+    from jobs.claude_code import choices, local, remote
     from jobs.claude_code.sync import session_files, sync
 
-    user = user or login_name()
-    store = remote.sync_store(api, key_env) if api else local.sync_store(obj.database(), tenant)
+    chosen = choices.resolve(tenant=tenant, user=user, api=api, key_env=key_env)
+    click.echo(chosen.line())
+    if chosen.api:
+        hook_settings.check_key_env(chosen.key_env)
+    store = (remote.sync_store(chosen.api, chosen.key_env) if chosen.api
+             else local.sync_store(obj.database(), chosen.tenant))
     files = session_files(root or claude_home() / "projects")
-    report = sync(store, files, tenant_id=tenant, user_id=user, idle_close_seconds=obj.settings.idle_close_seconds,
+    report = sync(store, files, tenant_id=chosen.tenant, user_id=chosen.user, idle_close_seconds=obj.settings.idle_close_seconds,
                   force=force)
     for line in report.bad_lines[:20]:
         click.echo(f"skipped line {line}", err=True)

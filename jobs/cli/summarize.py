@@ -82,15 +82,16 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime 
 @click.option("--claude-code-sync", "claude_code_sync", is_flag=True,
               help="Also store this machine's finished Claude Code sessions every 5 minutes, as `episodes "
                    "claude-code sync` does (what a SessionEnd hook could not hand over).")
-@click.option("--claude-code-tenant", default="local", show_default=True,
-              help="With --claude-code-sync: the tenant given to `episodes claude-code install`.")
+@click.option("--claude-code-tenant", default=None,
+              help="With --claude-code-sync: the tenant of the sessions [default: as `episodes claude-code install` "
+                   "was told, else local].")
 @click.option("--claude-code-user", default=None,
-              help="With --claude-code-sync: the user given to `episodes claude-code install` [default: the login "
-                   "name].")
+              help="With --claude-code-sync: the user of the sessions [default: as `episodes claude-code install` "
+                   "was told, else the login name].")
 @click.pass_obj
 def serve(obj: Context, concurrency: int | None, poll: float | None, maintenance: float | None,
           compress_cron: str | None, idle_close: float | None, shutdown_deadline: float | None,
-          extractor: str | None, claude_code_sync: bool, claude_code_tenant: str,
+          extractor: str | None, claude_code_sync: bool, claude_code_tenant: str | None,
           claude_code_user: str | None) -> None:
     """Run the scheduler: summarize on NOTIFY (and poll), maintenance, yearly compression.
 
@@ -106,9 +107,9 @@ def serve(obj: Context, concurrency: int | None, poll: float | None, maintenance
                                          maintenance_seconds=maintenance, compress_cron=compress_cron,
                                          idle_close_seconds=idle_close, shutdown_deadline=shutdown_deadline)
     if claude_code_sync:
-        from jobs.claude_code.places import login_name
+        from jobs.claude_code.choices import serve_identity
 
-        options = replace(options, claude_code=(claude_code_tenant, claude_code_user or login_name()))
+        options = replace(options, claude_code=serve_identity(claude_code_tenant, claude_code_user, click.echo))
     chosen = make_extractor(obj.settings, extractor)
     try:
         counts = Server(db, chosen, options).run()
