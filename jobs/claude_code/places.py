@@ -8,8 +8,8 @@ by purpose (a purpose sees its own episodes and ``general`` ones, unless EPISODE
 otherwise), analysts already group by it, and ``agent_id`` stays ``claude-code`` for every project.
 So a session in a project recalls that project's sessions plus the user's ``general`` episodes (what
 other hosts, chat above all, learnt about the user), and not another project's coding sessions.
-The purpose is ``cc-<folder name>-<6 hex of the full path>`` (readable in recall and SQL; two
-folders of one name kept apart); the session-file reader sets it, so a session stored by a hook,
+The purpose is ``cc-<folder name>-<16 hex of the full path>`` (readable in recall and SQL; two
+folders of one name, or a look-alike made to collide, kept apart: 64 bits); the session-file reader sets it, so a session stored by a hook,
 by sync or by `episodes ingest --format claude-code` is the same record. Moving a project's folder
 starts a new purpose (EPISODES_PURPOSE_MAP can join the old one to it).
 """

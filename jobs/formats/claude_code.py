@@ -19,7 +19,7 @@ What a reader of the file must get right, and what this module does:
   files, store one session twice.
 - **Project and times from the lines.** ``cwd`` (the project), ``gitBranch`` and the Claude Code
   version go to the record's ``metadata``; ``agent_id`` is ``claude-code``; the ``purpose`` is the
-  project's, ``cc-<folder>-<6 hex of the path>`` (:func:`project_purpose`), which is how recall
+  project's, ``cc-<folder>-<16 hex of the path>`` (:func:`project_purpose`), which is how recall
   scopes by project (the rule of the hooks, jobs/claude_code/places.py, so a session stored by a hook
   and by ``episodes ingest --format claude-code`` is the same record). ``started_at`` is the
   session's first timestamp.
@@ -54,6 +54,8 @@ from typing import Any
 AGENT_ID = "claude-code"
 TENANT = "local"  # the tenant of the sessions when none is named
 PURPOSE_PREFIX = "cc-"
+PURPOSE_DIGEST_HEX = 16  # 64 bits of the project path's SHA-256 (issue 35: 24 bits were forged in 3.5 s)
+PURPOSE_SLUG_CHARS = 64 - len(PURPOSE_PREFIX) - 1 - PURPOSE_DIGEST_HEX
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 IDLE_CLOSE_SECONDS = 1800.0  # when idle close is switched off, files still close after this long
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one line (one huge tool result) read at most
@@ -92,11 +94,14 @@ def default_user() -> str:
 
 
 def project_purpose(cwd: str) -> str:
-    """The purpose of the sessions run in ``cwd``: ``cc-<folder name>-<6 hex of the full path>``
-    (readable, and two folders of one name kept apart; always a valid purpose)."""
+    """The purpose of the sessions run in ``cwd``: ``cc-<folder name>-<16 hex of the full path>``
+    (readable, and two folders kept apart: 64 bits of SHA-256, as no look-alike path can be searched
+    for; 24 bits were found in seconds). At most 64 characters: the name is cut, never the digest.
+    sql/migrations/0028_project_scope_bits.sql computes the same from a stored project path."""
     path = os.path.normpath(os.path.abspath(cwd or "/"))
-    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:6]
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:PURPOSE_DIGEST_HEX]
     slug = _NOT_SLUG.sub("-", os.path.basename(path).lower()).strip("-")[:48] or "root"
+    slug = slug[:PURPOSE_SLUG_CHARS].rstrip("-")  # 3 + 44 + 1 + 16 = 64, the purpose's limit
     return f"{PURPOSE_PREFIX}{slug}-{digest}"
 
 
