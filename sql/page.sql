@@ -3,10 +3,11 @@
 -- names the tenant and joins on tenant_id, so on a Citus cluster it goes whole to the tenant's node.
 
 -- name: page_link_secret
--- The memory-link signing secret when EPISODES_LINK_SECRET is unset: the first worker to ask writes its
--- candidate; every later ask (any worker, any restart) gets that one. Kept in the owner-only
--- episodes_secrets (0023), reached through an owner-rights function granted to the service's role only.
-SELECT episodes_link_secret(%(candidate)s) AS value
+-- The memory-link signing secret when EPISODES_LINK_SECRET is unset: drawn by the database on the first
+-- ask (0027: no caller chooses it); every later ask (any worker, any restart) gets that one. Kept in the
+-- owner-only episodes_secrets (0023), reached through an owner-rights function granted to the service's
+-- role only.
+SELECT episodes_link_secret() AS value
 
 -- name: page_open_items
 -- The user's open questions and commitments, as recall would offer them, newest first; stale as recall

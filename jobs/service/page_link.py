@@ -10,10 +10,12 @@ any worker holding the secret can check one, and a link is refused when its mac 
 payload is not the shape above. The tenant and the user come from the verified payload only, so a
 link cannot be pointed at another user or tenant.
 
-The secret is ``EPISODES_LINK_SECRET`` when set; otherwise 32 random bytes generated on first use
-and kept in the owner-only ``episodes_secrets`` (key ``memory_link_secret``, written once by the
-function ``episodes_link_secret``, migration 0023), so every worker and every restart of the service
-agrees on it. Rotating it (set the variable, or delete the row) invalidates every link handed out.
+The secret is ``EPISODES_LINK_SECRET`` when set; otherwise 32 random bytes (64 hex characters) drawn
+by the database on first use and kept in the owner-only ``episodes_secrets`` (key
+``memory_link_secret``, written once by the owner-rights function ``episodes_link_secret()``,
+migration 0027, which takes no argument: no caller can choose the secret), so every worker and every
+restart of the service agrees on it. Rotating it (set the variable, or delete the row) invalidates
+every link handed out.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import datetime as dt
 import hashlib
 import hmac
 import json
-import secrets
 from dataclasses import dataclass
 
 from jobs.db import Database, one
@@ -62,7 +63,7 @@ def link_secret(db: Database) -> bytes:
     if db.settings.link_secret is not None:
         return db.settings.link_secret.encode("utf-8")
     with db.login() as conn:  # the service's role: through the function granted to it (jobs.db)
-        row = one(conn.execute(query("page_link_secret"), {"candidate": secrets.token_hex(32)}))
+        row = one(conn.execute(query("page_link_secret")))
     return str(row["value"]).encode("utf-8")
 
 
