@@ -56,6 +56,7 @@ def current_version(conn: psycopg.Connection[Any]) -> int | None:
 def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str) -> list[Migration]:
     """Bring the schema up to date; return the migrations applied (empty when already current)."""
     conn.autocommit = True
+    conn.add_notice_handler(_log_warning)
     conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
     try:
         conn.execute(
@@ -97,6 +98,15 @@ def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str)
         return applied
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+        conn.remove_notice_handler(_log_warning)
+
+
+def _log_warning(diag: psycopg.errors.Diagnostic) -> None:
+    """A migration's WARNING (e.g. 0027 when the migrating role may not revoke TEMPORARY), with its hint,
+    is logged: psycopg drops server notices that no handler takes."""
+    if diag.severity_nonlocalized == "WARNING":
+        hint = f" {diag.message_hint}" if diag.message_hint else ""
+        log.warning("%s.%s", diag.message_primary, hint, extra={"action": "migrate_warning"})
 
 
 def require_current(conn: psycopg.Connection[Any]) -> int:

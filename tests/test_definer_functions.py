@@ -12,6 +12,7 @@ all. Also the memory-link secret: made inside the database, never chosen by whoe
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -152,11 +153,13 @@ def test_a_temporary_look_alike_does_not_run_as_the_owner(temp_allowed: str, fun
     assert ran_as in {(None, None), ("", "")}, f"{function} ran the caller's code as {ran_as[0] if ran_as else '?'}"
 
 
-def test_the_tenant_facing_roles_may_create_no_temporary_object(blank_db_url: str) -> None:
+def test_the_tenant_facing_roles_may_create_no_temporary_object(blank_db_url: str,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
     """On a database made as `episodes init` makes it: TEMPORARY is the owner's alone, so the login role can
     make no look-alike in the first place (neither as itself nor as episodes_app), and the bump still works."""
-    with psycopg.connect(blank_db_url) as conn:
+    with psycopg.connect(blank_db_url) as conn, caplog.at_level(logging.WARNING, logger="jobs.migrate"):
         migrate.migrate(conn, embedding_dim=3, embedder="tiny")
+        assert [r.getMessage() for r in caplog.records] == []  # the owner could revoke: nothing to tell
         migrate.allow_service_login(conn)
         allowed = {role: conn.execute("SELECT has_database_privilege(%s, current_database(), 'TEMPORARY')",
                                       (role,)).fetchone()[0] for role in TENANT_FACING}
@@ -229,3 +232,17 @@ def test_the_upgrade_replaces_a_link_secret_a_caller_may_have_chosen(blank_db_ur
         service.close()
     assert secret != b"0" * 64 and re.fullmatch(rb"[0-9a-f]{64}", secret)
 
+
+
+def test_a_migrations_warning_is_logged_with_what_to_do(blank_db_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """0027 warns, with the statement to run, when the migrating role may not revoke TEMPORARY; psycopg drops
+    server notices nobody handles, so `episodes init` logs a migration's warnings (and only its warnings)."""
+    shipped = migrate.available()
+    warns = migrate.Migration(shipped[-1].version + 1, "warns", "DO $$ BEGIN RAISE NOTICE 'chatter'; "
+                              "RAISE WARNING 'the roles keep TEMPORARY' USING HINT = 'Run: REVOKE ...'; END $$;")
+    monkeypatch.setattr(migrate, "available", lambda: [*shipped, warns])
+    with psycopg.connect(blank_db_url) as conn, caplog.at_level(logging.INFO, logger="jobs.migrate"):
+        migrate.migrate(conn, embedding_dim=3, embedder="tiny")
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if getattr(r, "action", "") == "migrate_warning"]
+    assert said == [("WARNING", "the roles keep TEMPORARY. Run: REVOKE ...")]
