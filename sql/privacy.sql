@@ -12,8 +12,9 @@ SELECT episodes_user_hash(%(tenant_id)s, %(user_id)s) AS user_hash
 
 -- name: forget_lock_transcripts
 -- Lock the user's transcripts first: a summarize worker completes a transcript by updating this
--- row, so it either committed before (and its episode is found below) or finds the row gone.
-SELECT id
+-- row, so it either committed before (and its episode is found below) or finds the row gone. Their
+-- session ids go to the CLI (the Claude Code files of this machine named by them) and are never logged.
+SELECT id, session_id
 FROM transcripts
 WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
 ORDER BY id
@@ -75,16 +76,26 @@ DELETE FROM transcripts
 WHERE tenant_id = %(tenant_id)s AND id = ANY (%(transcript_ids)s::bigint[])
 
 -- name: forget_keep_transcripts
--- Kept transcripts are marked done, so no worker, retry or lease rescue summarises them again
--- (that would re-create what was erased); a worker holding a claim loses it and writes nothing.
+-- Kept transcripts are marked done and forgotten (migration 0011's trigger holds them at done), so no
+-- worker, retry or lease rescue summarises them again (that would re-create what was erased); a worker
+-- holding a claim loses it and writes nothing.
 UPDATE transcripts
-SET status = 'done', lease_owner = NULL, lease_until = NULL, last_error = NULL, next_attempt_at = now()
+SET status = 'done', lease_owner = NULL, lease_until = NULL, last_error = NULL, next_attempt_at = now(),
+    forgotten_at = coalesce(forgotten_at, now())
 WHERE tenant_id = %(tenant_id)s AND id = ANY (%(transcript_ids)s::bigint[])
 
 -- name: forget_scrub_job_runs
 -- After the erasure committed (or, with dry, was rolled back), in a transaction with the tenant set and
 -- no role switched (migration 0026): job_runs is the owner's alone.
 SELECT episodes_scrub_job_runs(%(tenant_id)s, %(user_id)s, %(dry)s) AS n
+
+-- name: job_run_tenants
+-- The tenants a job run touched: those of its model calls (jobs.runs.finish_run, as the owner). An
+-- erasure scrubs the error texts of its own tenant's runs only (episodes_scrub_job_runs, migration 0029).
+SELECT DISTINCT tenant_id FROM model_calls WHERE job_run_id = %(id)s ORDER BY tenant_id
+
+-- name: record_job_run_tenants
+UPDATE job_runs SET tenants = %(tenants)s WHERE id = %(id)s
 
 -- name: insert_erasure
 INSERT INTO erasures (tenant_id, user_hash, counts, kept_transcripts)

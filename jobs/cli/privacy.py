@@ -38,7 +38,9 @@ def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: i
 
     --user removes the user's episodes (with events, entities, embeddings and any super-summary that
     included them), model-call records and transcripts (unless --keep-transcripts); a salted hash
-    stands in for the user id in the audit. --episode removes one session episode, the earlier
+    stands in for the user id in the audit. The erased sessions are refused from then on, whatever
+    path brings them back; this machine's Claude Code sync ledger and hook state of them go too
+    (Claude Code's own copies in ~/.claude/projects are named, not deleted). --episode removes one session episode, the earlier
     versions of its session and every super-summary that included it (rebuilt from the remaining
     sources), reopens what it resolved, and keeps its transcript marked never to be summarised again.
     Then the tables it changed are vacuumed and analysed (see --vacuum-full, --no-vacuum).
@@ -59,8 +61,23 @@ def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: i
         if not report.found:
             click.echo(f"nothing held about user {user_id!r} in tenant {tenant!r}", err=True)
         click.echo(report.line())
+        if report.session_ids:
+            _forget_on_this_machine(report.session_ids, dry_run=dry_run)
     if not dry_run and vacuum != "none":
         _vacuum(obj, full=vacuum == "full")
+
+
+def _forget_on_this_machine(session_ids: list[str], *, dry_run: bool) -> None:
+    """The erased sessions' records of the Claude Code hooks and sync on this machine go too; Claude Code's
+    own session files are named, not touched (jobs.claude_code.erase)."""
+    from jobs.claude_code.erase import clear
+
+    paths = "ingest, POST /v1/transcripts, Claude Code sync and hooks, INSERT"
+    click.echo(f"these {counted(len(session_ids), 'session')} would be refused from then on ({paths})" if dry_run else
+               f"these {counted(len(session_ids), 'session')} are refused from now on, on every path ({paths}); "
+               "new sessions are stored")
+    for line in clear(session_ids, dry_run=dry_run).lines(dry_run=dry_run):
+        click.echo(line)
 
 
 @click.command("vacuum")

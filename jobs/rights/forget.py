@@ -18,6 +18,12 @@ applies: nothing outside the tenant can be touched):
   works only for a user with an erasure recorded; an interruption in between is made good by running
   the erasure again.
 
+Each erased session (deleted or kept) is recorded in ``erased_sessions`` as a keyed hash of its tenant
+and session id, by a trigger of ``transcripts`` that fires inside this transaction only (it is marked
+with ``SET LOCAL episodes.erasing``, migration 0029); another trigger refuses any later row of such a
+session, on every path into ``transcripts`` (ingest, ``POST /v1/transcripts``, Claude Code sync and
+hooks, a hand INSERT), with a message naming the day of the erasure. New sessions are accepted.
+
 Then it appends a row to ``erasures``: the tenant, a salted hash of the user id (never the id), the
 time, the counts and whether transcripts were kept. Nothing of it is logged with the user id. Once it
 committed, the process's in-memory copies of the user go too (:mod:`jobs.rights.erased`).
@@ -76,6 +82,9 @@ class ForgetReport:
     erasure_id: int | None = None
     requested_at: dt.datetime | None = None
     rebuild: list[Period] = field(default_factory=list)
+    # The session ids of the erased transcripts: for the CLI, which clears this machine's Claude Code
+    # records of them (jobs.claude_code.erase). Never logged, never in line().
+    session_ids: list[str] = field(default_factory=list, repr=False)
 
     @property
     def found(self) -> bool:
@@ -137,7 +146,12 @@ def forget_user(
 def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetReport) -> None:
     q = query
     scope: dict[str, Any] = {"tenant_id": tenant_id, "user_id": user_id}
-    transcript_ids = [r["id"] for r in conn.execute(q("forget_lock_transcripts"), scope)]
+    # Marks this transaction as an erasure: the transcripts it deletes or keeps are recorded as erased
+    # sessions (migration 0029), never stored again. A dry run's records roll back with the rest.
+    set_local(conn, **{"episodes.erasing": "user"})
+    transcripts = conn.execute(q("forget_lock_transcripts"), scope).fetchall()
+    transcript_ids = [r["id"] for r in transcripts]
+    report.session_ids = [r["session_id"] for r in transcripts]
     scope["transcript_ids"] = transcript_ids
     episodes = conn.execute(q("forget_episodes"), scope).fetchall()
     scope["episode_ids"] = [e["id"] for e in episodes]
