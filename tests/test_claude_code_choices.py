@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_claude_code_hooks import MODEL_CACHE
+from stream_anthropic import StreamAnthropic
+from test_claude_code_hook_isolation import _hostile_project
+from test_claude_code_hooks import DECISION, MODEL_CACHE, Claude, needs_claude
 from test_least_privilege import _service_url
 from test_serve_claude_code_sync import _old_session
 from waiting import wait_until
@@ -144,3 +146,32 @@ def test_a_session_start_hook_log_created_by_install_is_owner_only(tmp_path: Pat
     from jobs.claude_code.places import log_file
 
     assert stat.S_IMODE(log_file().stat().st_mode) == 0o600 and stat.S_IMODE(log_file().parent.stat().st_mode) == 0o700
+
+
+@needs_claude
+@pytest.mark.slow
+def test_real_claude_code_runs_the_hooks_of_settings_local_json_and_none_of_the_projects_code(
+        tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real CLI in a project holding a hostile jobs/ package, hooks installed with --scope project."""
+    home, project = tmp_path / "cc-home", tmp_path / "work" / "shop-api"
+    (home / ".claude").mkdir(parents=True)
+    marker = tmp_path / "hostile-code-ran"
+    _hostile_project(project, marker)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("EPISODES_CACHE_DIR", MODEL_CACHE)
+    result = CliRunner().invoke(cli, ["claude-code", "install", "--scope", "project", "--project-dir", str(project),
+                                      "--tenant", "acme", "--user", "ann", "--budget", "60"])
+    assert result.exit_code == 0, result.output
+    assert not (project / ".claude" / "settings.json").exists()
+    env = {"DATABASE_URL": db.url, "EPISODES_CACHE_DIR": MODEL_CACHE, "EPISODES_HOME": os.environ["EPISODES_HOME"]}
+    with StreamAnthropic(reply="Noted: PostgreSQL with pgvector it is.") as stand_in:
+        claude = Claude(home, project, stand_in, env)
+        first = claude.run(DECISION)
+        assert first.returncode == 0, first.stderr
+        second = claude.run("Which database did we choose?")
+        assert second.returncode == 0, second.stderr
+        asked = [request.text() for request in stand_in.messages()]
+    assert [user for user, _ in _rows(db, "acme")] == ["ann", "ann"]  # each SessionEnd hook handed its session over
+    assert "<previous_episodes" in asked[-1] and "pgvector" in asked[-1].lower()  # session 2's SessionStart hook
+    assert not marker.exists() and not any("HOSTILE" in text for text in asked)
