@@ -39,11 +39,11 @@ def _safe_path(cwd: str) -> list[str]:
 
 
 def _log_failure(argv: list[str], cwd: str, exc: BaseException) -> None:
-    """One line to $EPISODES_HOME/logs/claude-code-hooks.log without importing anything of ours (which
-    is what failed); owner-only, as the hook's own log (jobs.claude_code.places)."""
+    """One line to the hooks' log without importing anything of ours (which is what failed): in the
+    EPISODES_HOME the command carries (``--set EPISODES_HOME=...``, as install writes it), else in
+    jobs.config's default folder; owner-only, as the hook's own log (jobs.claude_code.places)."""
     try:
-        base = next((a.partition("=")[2] for a in reversed(argv) if a.startswith("EPISODES_HOME=")), "") \
-            or os.environ.get("EPISODES_HOME", "").strip()
+        base = next((a.partition("=")[2] for a in reversed(argv) if a.startswith("EPISODES_HOME=")), "")
         if not base:
             import platformdirs  # what jobs.config's default is; absent: no log
 
