@@ -175,3 +175,29 @@ def test_real_claude_code_runs_the_hooks_of_settings_local_json_and_none_of_the_
     assert [user for user, _ in _rows(db, "acme")] == ["ann", "ann"]  # each SessionEnd hook handed its session over
     assert "<previous_episodes" in asked[-1] and "pgvector" in asked[-1].lower()  # session 2's SessionStart hook
     assert not marker.exists() and not any("HOSTILE" in text for text in asked)
+
+
+def test_after_a_remote_install_sync_stores_through_the_api_and_serve_asks_for_a_tenant(
+        tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    from api_server import serve
+
+    from jobs.claude_code.choices import serve_identity
+    from jobs.errors import ConfigError
+    from jobs.service.keys import create_key
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    _, secret = create_key(db, "acme", ["recall", "ingest"], name="claude code")
+    monkeypatch.setenv("MY_KEY", secret)
+    _old_session(tmp_path, "dddd-4444", "/work/shop")
+    with serve(db) as api:
+        runner = CliRunner()
+        installed = runner.invoke(cli, ["claude-code", "install", "--user", "ann", "--api", api, "--key-env", "MY_KEY"])
+        assert installed.exit_code == 0, installed.output
+        synced = runner.invoke(cli, ["claude-code", "sync"])
+    assert synced.exit_code == 0, synced.output
+    assert f"Storing as user ann, remote ({api}, key from $MY_KEY) (as installed:" in synced.output
+    assert _rows(db, "acme") == [("ann", "dddd-4444")]
+    with pytest.raises(ConfigError, match="remote mode"):  # serve writes to its own database: which tenant?
+        serve_identity(None, None, print)
+    assert serve_identity("acme", None, lambda line: None) == ("acme", "ann")
