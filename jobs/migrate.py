@@ -102,9 +102,10 @@ def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str)
 
 
 def _log_warning(diag: psycopg.errors.Diagnostic) -> None:
-    """A migration's WARNING (e.g. 0027 when the migrating role may not revoke TEMPORARY), with its hint,
-    is logged: psycopg drops server notices that no handler takes."""
-    if diag.severity_nonlocalized == "WARNING":
+    """A WARNING of our migrations (its text starts with "episodes: ", e.g. 0027's when the migrating role may
+    not revoke TEMPORARY) is logged with its hint: psycopg drops server notices that no handler takes. Other
+    servers' warnings are not (Citus warns, expectedly, of every view over a table not distributed yet)."""
+    if diag.severity_nonlocalized == "WARNING" and (diag.message_primary or "").startswith("episodes: "):
         hint = f" {diag.message_hint}" if diag.message_hint else ""
         log.warning("%s.%s", diag.message_primary, hint, extra={"action": "migrate_warning"})
 
