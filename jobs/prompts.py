@@ -1,7 +1,10 @@
 """Jinja2 templates in prompts/, rendered with StrictUndefined so a missing variable fails loudly.
 
-Stored text that a template quotes into a model's prompt as data (the recall block) goes through
-the ``inert`` filter (:func:`inert`), so it cannot open or close the block or start a line of its own.
+Stored text that a template quotes into a model's prompt as data goes through the ``inert`` filter
+(:func:`inert`), so it cannot open or close the block or start a line of its own: the recall block,
+and the earlier events, episodes and partial summaries that the summariser's and compressor's prompts
+quote. Message bodies of the transcript being summarised keep their lines and go through
+``inert_lines`` (:func:`inert_lines`). Both decide each character by one allow-list (:func:`_quote`).
 """
 
 from __future__ import annotations
@@ -28,59 +31,103 @@ def environment() -> jinja2.Environment:
         trim_blocks=False,
     )
     env.filters["inert"] = inert
+    env.filters["inert_lines"] = inert_lines
     return env
 
 
-def _table() -> dict[int, str | None]:
-    """What each special character becomes (None: removed): controls become spaces, invisible format
-    characters go, look-alikes of ``<`` ``>`` ``/`` become those, and ``&`` ``<`` ``>`` become XML
-    character references."""
-    # controls, and the whitespace NFKC leaves other than the space (line and paragraph separators)
-    table: dict[int, str | None] = {c: " " for c in [*range(0x20), *range(0x7F, 0xA0), 0x1680, 0x2028, 0x2029]}
-    table.update({c: None for first, last in _FORMAT for c in range(first, last + 1)})
-    table.update({ord(c): "&lt;" for c in "<\u2329\u27e8\u3008\u276c\u276e\u2770\u29fc\u1438\u02c2\u2989\u2991"
-                                        "\ufe3f\u226e"})
-    table.update({ord(c): "&gt;" for c in ">\u232a\u27e9\u3009\u276d\u276f\u2771\u29fd\u1433\u02c3\u298a\u2992"
-                                        "\ufe40\u226f"})
-    table.update({0x27EA: "&lt;&lt;", 0x27EB: "&gt;&gt;", ord("&"): "&amp;"})
-    table.update({0x2264: "&lt;=", 0x2265: "&gt;=", 0x2266: "&lt;=", 0x2267: "&gt;="})  # what they mean, unbent
-    table.update({ord(c): '"' for c in "\u00ab\u00bb\u300a\u300b"})  # double angle quotation marks: quotes
-    table.update({ord(c): "'" for c in "\u2039\u203a"})  # single angle quotation marks: quotes
-    table.update({ord(c): "/" for c in "\u2044\u2215\u29f8\u2571\u27cb"})
-    table.update({c: "\ufffd" for c in range(0xD800, 0xE000)})  # lone surrogates cannot be sent as UTF-8
-    return table
+class _Quoted(dict[int, str]):
+    """A ``str.translate`` table that decides each character on first sight (:func:`_quote`) and
+    keeps the decision; characters that no version of Unicode known here has assigned are decided
+    every time, so hostile text cannot grow the table past the assigned repertoire."""
+
+    def __init__(self, keep_ascii: bool) -> None:
+        super().__init__()
+        self.keep_ascii = keep_ascii
+
+    def __missing__(self, code: int) -> str:
+        ch = chr(code)
+        if self.keep_ascii and code < 0x80:
+            out = ch
+        elif self.keep_ascii:  # kept when both it and its compatibility form pass; else the form, quoted
+            folded = unicodedata.normalize("NFKC", ch)
+            quoted = "".join(_quote(c) for c in folded)
+            out = ch if quoted == folded and _quote(ch) == ch else quoted
+        else:
+            out = _quote(ch)
+        if unicodedata.category(ch) not in _UNKNOWN:
+            self[code] = out
+        return out
 
 
-# Unicode's format characters (category Cf: zero-width joiners and spaces, bidirectional overrides and
-# isolates, the invisible "tag" characters, soft hyphen, ...) as of Unicode 15; tests check the list
-# against the running Python's unicodedata.
-_FORMAT = [(0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891),
-           (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064),
-           (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD),
-           (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F)]
-_INERT = _table()
+# Shapes that read as < or > when they point left or right (named so by Unicode), unless the name is an
+# arrow's (an arrow has a shaft); and the names of a rising stroke, read as /.
+_POINTING = re.compile(r"ANGLE|ARROWHEAD|TRIANGLE|CHEVRON|POINTING|POINTER|PRECEDES|SUCCEEDS")
+_SHAFT = re.compile(r"ARROW(?!HEAD)")
+_RISING = re.compile(r"(?<!REVERSE )(?<!REVERSED )SOLIDUS|(?<!BACK)(?<!FALLING DIAGONAL )SLASH|RISING DIAGONAL"
+                     r"|DIAGONAL UPPER RIGHT TO LOWER LEFT")
+# Look-alikes whose names say nothing of their shape: the characters Unicode's confusables data (UTS #39,
+# confusables.txt) lists for < > / that are not letters of a living script (Katakana NO and the CJK
+# stroke radical stay: a / alone cannot open a tag once every < is quoted).
+_UNNAMED = {"\u1438": "&lt;", "\u16b2": "&lt;", "\U0001d236": "&lt;", "\u1433": "&gt;", "\U00016f3f": "&gt;",
+            "\U0001d237": "&gt;", "\u1735": "/", "\u2041": "/", "\U0001d23a": "/", "\u3033": "/", "\u31d3": "/"}
+_ASCII = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_UNKNOWN = ("Cn", "Co", "Cs")  # unassigned here, private use, lone surrogates: what they look like is unknown
+_KEPT = ("L", "M", "N")  # letters (but modifier letters), marks, numbers: kept unless listed in _UNNAMED
+
+
+def _quote(ch: str) -> str:
+    """What one character (already NFKC-normalised) becomes in quoted text: the allow-list.
+
+    Kept as it is: printable ASCII but ``< > &`` (written ``&lt; &gt; &amp;``); letters, marks and
+    numbers; symbols and punctuation whose Unicode name names no left- or right-pointing shape, no
+    less-than or greater-than and no rising stroke. Those become what they look like (``&lt;``,
+    ``&gt;``, ``/``; angle quotation marks become quotes; relations keep their meaning, ``≤`` is
+    ``&lt;=``), and so do the few look-alikes whose names do not tell (:data:`_UNNAMED`). Controls
+    and separators become spaces, format characters go, and a character this Python's Unicode does
+    not know (unassigned, private use, a lone surrogate) becomes U+FFFD: whatever a later Unicode
+    makes of it, it cannot pass for a bracket.
+    """
+    if ch < "\x80":
+        return " " if ch < " " or ch == "\x7f" else _ASCII.get(ch, ch)
+    if ch in _UNNAMED:
+        return _UNNAMED[ch]
+    category = unicodedata.category(ch)
+    if category == "Cf":
+        return ""
+    if category in _UNKNOWN:
+        return "\ufffd"
+    if category[0] in "CZ":
+        return " "
+    if category[0] in _KEPT and category != "Lm":
+        return ch
+    name = unicodedata.name(ch, "")
+    less, greater = name.count("LESS-THAN"), name.count("GREATER-THAN")
+    if less or greater:  # a relation: written with ASCII signs, meaning kept
+        signs = ("&lt;&gt;" if name.find("LESS-THAN") < name.find("GREATER-THAN") else "&gt;&lt;") if less and greater \
+            else ("&lt;" if less else "&gt;") * (3 if "VERY MUCH" in name else 2 if "MUCH" in name else 1)
+        return ("not " if re.search(r"\b(?:NOT|NEITHER)\b", name) else "") + signs + ("=" if "EQUAL" in name else "")
+    if "NORMAL SUBGROUP" in name:  # a triangle named for what it means: \u22b2 and \u22b3, with bars and strokes
+        return ("not " if "NOT" in name else "") + ("&gt;" if "CONTAINS" in name else "&lt;") \
+            + ("=" if "EQUAL" in name else "")
+    if _POINTING.search(name) and not _SHAFT.search(name):
+        if "QUOTATION MARK" in name:
+            return '"' if "DOUBLE" in name else "'"
+        left, right = "LEFT" in name or "PRECEDES" in name, "RIGHT" in name or "SUCCEEDS" in name
+        if left or right:
+            return (("&lt;" if left else "") + ("&gt;" if right else "")) * (2 if "DOUBLE" in name else 1)
+    if _RISING.search(name):
+        return "/"
+    return ch
+
+
+_INERT = _Quoted(keep_ascii=False)  # every character decided, after NFKC: for one-line quotes
+_INERT_LINES = _Quoted(keep_ascii=True)  # non-ASCII characters only, no NFKC of the text: for message bodies
 _ASCII_SPECIAL = re.compile(r"[\x00-\x1f\x7f&<>]")  # (one character class: an alternation scans 20x slower)
 _SPACES = re.compile(r"  +")
 
 
-def _class(codes: list[int], *wide: tuple[int, int]) -> re.Pattern[str]:
-    """A regular expression matching one of ``codes`` (consecutive ones as ranges) or of the ``wide`` ranges."""
-    runs: list[tuple[int, int]] = []
-    for code in sorted(codes):
-        runs.append((runs.pop()[0], code) if runs and code == runs[-1][1] + 1 else (code, code))
-    return re.compile("[" + "".join(re.escape(chr(a)) + ("" if a == b else "-" + re.escape(chr(b)))
-                                    for a, b in [*runs, *wide]) + "]")
-
-
-# What _INERT changes, found in C and replaced one match at a time. Above U+D7FF everything matches
-# (the replacement then leaves what _INERT does not list): one range scans several times faster than
-# the dozens of astral and surrogate ones it stands for.
-_SPECIAL = _class([c for c in _INERT if c < 0xD800], (0xD800, 0x10FFFF))
-_REPLACE = {chr(code): to or "" for code, to in _INERT.items()}
-
-
 def _replace(found: re.Match[str]) -> str:
-    return _REPLACE.get(found.group(), found.group())
+    return _INERT[ord(found.group())]
 
 
 def inert(value: object) -> str:
@@ -91,6 +138,7 @@ def inert(value: object) -> str:
     runs of spaces become one (and none is kept at either end), look-alikes of ``<`` ``>`` ``/`` are
     folded to them (angle quotation marks to quotes), and ``&`` ``<`` ``>`` are written as ``&amp;``
     ``&lt;`` ``&gt;``. A line break in stored text is a space, so nothing stored starts a line.
+    Which characters pass as they are is an allow-list (:func:`_quote`), not a list of look-alikes.
 
     Why XML escaping: the block is XML-like, and escaped text is how XML carries a ``<``; a model
     reads ``&lt;`` as the character, the escaped form never folds back into a tag under any
@@ -102,10 +150,20 @@ def inert(value: object) -> str:
     if text.isascii():  # the common case: a small class scans fastest
         text = _ASCII_SPECIAL.sub(_replace, text)
     else:
-        text = _SPECIAL.sub(_replace, unicodedata.normalize("NFKC", text))
+        text = unicodedata.normalize("NFKC", text).translate(_INERT)
     if "  " in text:
         text = _SPACES.sub(" ", text)
     return text.strip(" ")
+
+
+def inert_lines(value: object) -> str:
+    """A message body quoted in a transcript: its lines, spaces and ASCII kept (the transcript's own
+    delimiters are escaped by the extractor, which knows them), every other character through the
+    allow-list of :func:`inert` as its compatibility form, so a fullwidth, runic or triangular
+    look-alike of ``<`` ``>`` cannot open or close a tag, and invisible characters go. Text grows only
+    where such a character stands."""
+    text = str(value)
+    return text if text.isascii() else text.translate(_INERT_LINES)
 
 
 def _load(name: str) -> str:

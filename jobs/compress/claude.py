@@ -11,11 +11,16 @@ first shrunk to fit (:func:`_fit`: fewer events shown, then no entities, then a 
 source event id shown in that request (once), and an entity must occur in the request text
 (:func:`jobs.extract.grounding.ground_entities`, the session rule for entities). What is dropped is
 counted on the super.
+
+**Quoting.** Every stored text a block shows (summaries, tags, events, names, purposes) goes through
+the templates' ``inert`` filter (:func:`jobs.prompts.inert`): one line, no markup, no look-alike of
+``< > /``, so a stored episode cannot close ``<episode>`` or forge another.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import html
 import json
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -45,11 +50,6 @@ def prompt_version() -> str:
     schema = tool_input_schema(PeriodSummary)
     return "compress-" + fingerprint(source(SYSTEM_TEMPLATE), source(SESSIONS_TEMPLATE), source(REDUCE_TEMPLATE),
                                      json.dumps(schema, sort_keys=True))
-
-
-def _clean(text: str) -> str:
-    """One line, and no markup that could close the input's delimiters."""
-    return " ".join(str(text).split()).replace("<", "&lt;")
 
 
 @dataclass
@@ -193,19 +193,19 @@ class AnthropicCompressor:
 
     @staticmethod
     def _event_views(events: Sequence[SourceEvent], restated: dict[int, str] | None = None) -> list[_EventView]:
-        return [_EventView(e.id, EVENT_LABELS.get(e.type, e.type), _clean(e.who) if e.who else None, e.due,
-                           _clean((restated or {}).get(e.id, e.what))) for e in events]
+        return [_EventView(e.id, EVENT_LABELS.get(e.type, e.type), e.who or None, e.due,
+                           (restated or {}).get(e.id, e.what)) for e in events]
 
     def _episode_view(self, s: SourceEpisode) -> _Block:
-        return _Block(summary=_clean(s.summary), topic_tags=[_clean(t) for t in s.topic_tags],
-                      events=self._event_views(s.events), entities=[_clean(f"{n} ({k})") for n, k in s.entities],
+        return _Block(summary=s.summary, topic_tags=list(s.topic_tags),
+                      events=self._event_views(s.events), entities=[f"{n} ({k})" for n, k in s.entities],
                       id=s.id, date=s.ended_at.date().isoformat(), purpose=s.purpose, importance=s.importance)
 
     def _partial_view(self, p: _Partial, by_id: dict[int, SourceEvent]) -> _Block:
         restated = dict(p.events)
-        return _Block(summary=_clean(p.summary), topic_tags=list(p.topic_tags),
+        return _Block(summary=p.summary, topic_tags=list(p.topic_tags),
                       events=self._event_views([by_id[i] for i, _ in p.events], restated),
-                      entities=[_clean(f"{e.name} ({e.kind})") for e in p.entities],
+                      entities=[f"{e.name} ({e.kind})" for e in p.entities],
                       first=p.first.isoformat(), last=p.last.isoformat(), sessions=p.sessions)
 
 
@@ -220,7 +220,7 @@ def _ground(out: PeriodSummary, user: str, shown: list[_Block], dropped: Counter
             dropped["events"] += 1
         elif ident not in {i for i, _ in events}:
             events.append((ident, ev.what))
-    entities, ungrounded = ground_entities(out.entities, user)
+    entities, ungrounded = ground_entities(out.entities, html.unescape(user))  # names as the model read them
     dropped["entities"] += ungrounded
     return _Partial(out.summary, out.topic_tags, events, entities, out.importance, first, last, sessions)
 
