@@ -43,14 +43,14 @@ from jobs.config import Settings
 from jobs.db import ELIGIBLE_CHANNEL, Conn, Database, notify_eligible, one
 from jobs.embeddings import BatchingEmbedder, embedder_for
 from jobs.embeddings.recorded import check_recorded
-from jobs.errors import ConfigError, EmbedderChanged, EpisodesError
+from jobs.errors import EmbedderChanged, EpisodesError
 from jobs.extract import Extractor
 from jobs.lifecycle.policy import apply_policy
 from jobs.lifecycle.retention import prune_transcripts
-from jobs.models import Transcript
 from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
 from jobs.summarize import Summarizer
+from jobs.summarize.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +98,13 @@ class Server:
         self.summarizer = Summarizer(db, extractor, worker=self.worker,
                                      embedder=BatchingEmbedder(embedder) if options.concurrency > 1 else embedder)
         self.summarizer.finisher.stored_level = logging.INFO  # one line per session summarised
+        # The summarize worker of `episodes run` too, driven for ever: a thread with nothing to claim sleeps
+        # until woken (NOTIFY) or the poll.
+        self.summarize = Worker(self.summarizer, threads=options.concurrency, idle=self._sleep)
         self.compress_fn = compress
         self.stopping = threading.Event()
         self._wake = threading.Condition()
         self._pending_wakes = 0
-        self.counts: Counter = Counter()
-        self._in_flight: dict[int, Transcript] = {}  # by id: the claims the worker threads hold
-        self._lock = threading.Lock()
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.fatal: EpisodesError | None = None  # why serving stopped on its own (raised by run)
 
@@ -120,35 +120,6 @@ class Server:
             if self._pending_wakes == 0 and not self.stopping.is_set():
                 self._wake.wait(timeout=self.options.poll_seconds)
             self._pending_wakes = 0
-
-    # --- summarize workers ------------------------------------------------------------------
-
-    def _work(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                transcript = self.summarizer.claim()
-            except psycopg.Error as exc:
-                log.error("claim failed: %s", exc, extra={"action": "claim_error"})
-                time.sleep(1.0)
-                continue
-            if transcript is None:
-                self._sleep()
-                continue
-            with self._lock:
-                self._in_flight[transcript.id] = transcript
-            try:
-                outcome = self.summarizer.process(transcript)
-            except ConfigError as exc:  # every transcript would fail the same way: stop serving
-                log.error("configuration error: %s", exc, extra={"action": "config_error"})
-                outcome = "error"
-                self.stop()
-            except Exception:  # noqa: BLE001 - a worker thread must survive anything
-                log.exception("worker error", extra={"action": "worker_error"})
-                outcome = "error"
-            finally:
-                with self._lock:
-                    self._in_flight.pop(transcript.id, None)
-            self.counts[outcome] += 1
 
     # --- listener ---------------------------------------------------------------------------
 
@@ -261,11 +232,16 @@ class Server:
                 "action": "claude_code_sync", "stored": report.stored, "rejected": len(report.rejected),
                 "still_open": report.open})
 
+    @property
+    def counts(self) -> Counter[str]:
+        """The summarize outcomes so far (done, failed, dead, skipped, lost, error)."""
+        return self.summarize.counts
+
     def stop(self, *_: object) -> None:
         if not self.stopping.is_set():
             log.info("stopping: no new claims; finishing in-flight work", extra={"action": "shutdown"})
         self.stopping.set()
-        self.summarizer.stop.set()
+        self.summarize.stop()
         with self._wake:
             self._wake.notify_all()
 
@@ -296,25 +272,21 @@ class Server:
         # wait for it (it takes seconds).
         self.summarizer.embedder.embed(["warm up"])
         self.scheduler.start()
-        threads = [threading.Thread(target=self._listen, name="listen", daemon=True)]
-        threads += [threading.Thread(target=self._work, name=f"summarize-{i}", daemon=True)
-                    for i in range(o.concurrency)]
-        for t in threads:
-            t.start()
+        threading.Thread(target=self._listen, name="listen", daemon=True).start()
+        self.summarize.start()
         log.info("serving", extra={"action": "serve_start", "worker": self.worker, "concurrency": o.concurrency})
         self.maintenance()
         while not self.stopping.wait(0.5):
-            pass
+            if self.summarize.fatal is not None:  # a wrong setting: every session would fail the same way
+                log.error("configuration error: %s", self.summarize.fatal, extra={"action": "config_error"})
+                if isinstance(self.summarize.fatal, EpisodesError):
+                    self.fatal = self.fatal or self.summarize.fatal
+                self.stop()
         self.scheduler.shutdown(wait=False)
-        deadline = time.monotonic() + o.shutdown_deadline
-        for t in threads[1:]:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
-        self.summarizer.close()  # no more lease extensions: what is left is released below
-        with self._lock:
-            left = list(self._in_flight.values())
-        for transcript in left:  # give unfinished claims back now (waking other processes), not at lease expiry
-            self.summarizer.finisher.release(transcript, owner=self.worker)
-        log.info("stopped", extra={"action": "serve_stop", "released": len(left), **dict(self.counts)})
+        self.summarize.join(o.shutdown_deadline)
+        # Give unfinished claims back now (waking other processes), not at lease expiry.
+        released = self.summarize.release()
+        log.info("stopped", extra={"action": "serve_stop", "released": released, **dict(self.counts)})
         if self.fatal:
             raise self.fatal
         return self.counts

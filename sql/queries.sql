@@ -224,6 +224,10 @@ INSERT INTO job_runs (job, worker) VALUES (%(job)s, %(worker)s) RETURNING id
 UPDATE job_runs SET finished_at = now(), status = %(status)s, counts = %(counts)s, error = %(error)s
 WHERE id = %(id)s
 
+-- name: job_run_interrupted
+-- A run stopped by SIGINT / SIGTERM before its work was done (`episodes run`; migration 0031).
+UPDATE job_runs SET status = 'interrupted' WHERE id = %(id)s AND status = 'ok'
+
 -- name: rescue_expired_leases
 -- Work held by a dead worker goes back to the queue once its lease has expired. The attempt it
 -- used stays counted, so a transcript that kills workers is eventually dead-lettered. Across
@@ -263,7 +267,10 @@ SELECT pg_notify(%(channel)s, %(tenant)s)
 -- name: status_queue
 SELECT count(*) FILTER (WHERE status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now()) AS due,
        count(*) FILTER (WHERE status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at > now()) AS backing_off,
-       extract(epoch FROM now() - min(ended_at) FILTER (WHERE status = 'pending' AND ended_at IS NOT NULL))
+       -- Counted from when the session was handed over: its row arrived or last changed (updated_at), or
+       -- it closed later (ended_at), not from when it ended: an imported 2023 session is not 3 years late.
+       extract(epoch FROM now() - min(least(now(), greatest(updated_at, ended_at)))
+                                  FILTER (WHERE status = 'pending' AND ended_at IS NOT NULL))
            AS oldest_pending_seconds,
        count(*) FILTER (WHERE status = 'running' AND lease_until < now()) AS expired_leases
 FROM transcripts
@@ -386,7 +393,9 @@ WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND lease_owner = %(owner)s
 
 -- name: job_run_model_totals
 SELECT coalesce(sum(input_tokens), 0) AS i, coalesce(sum(output_tokens), 0) AS o,
-       coalesce(sum(cache_read_tokens), 0) AS c, coalesce(sum(cost_usd), 0) AS usd
+       coalesce(sum(cache_read_tokens), 0) AS c, coalesce(sum(cost_usd), 0) AS usd,
+       count(*) AS calls, count(*) FILTER (WHERE outcome <> 'ok') AS failed,
+       max(error) FILTER (WHERE outcome <> 'ok') AS an_error  -- one failed call's error, for the run's message
 FROM model_calls WHERE job_run_id = %(job_run_id)s
 
 -- name: try_advisory_lock

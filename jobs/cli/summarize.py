@@ -7,13 +7,19 @@ for the model SDK and the scheduler.
 from __future__ import annotations
 
 import datetime as dt
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 import click
 from tqdm import tqdm
 
 from jobs.cli.base import EXTRACTOR_HELP, Context, Duration, utc
+from jobs.errors import EpisodesError
+from jobs.wording import counted
 
 
 @click.command()
@@ -52,13 +58,40 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime 
     total = count_eligible(db, tenant, since_utc)
     if limit is not None:
         total = min(total, limit)
+    interrupt = threading.Event()
     try:
-        with tqdm(total=total, desc="summarize", unit="ep", file=sys.stderr, disable=None) as bar:
+        with stop_on_signals(interrupt), \
+                tqdm(total=total, desc="summarize", unit="ep", file=sys.stderr, disable=None) as bar:
             report = run_summarize(db, extractor=chosen, limit=limit, tenant=tenant, since=since_utc,
-                                   concurrency=concurrency, progress=bar.update)
+                                   concurrency=concurrency, progress=bar.update, interrupt=interrupt)
     finally:
         chosen.close()
     click.echo(report.line())
+    if report.interrupted:
+        left = count_eligible(db, tenant, since_utc)
+        click.echo(f"interrupted: no new sessions taken; {counted(report.released, 'claim')} given back; "
+                   f"{counted(left, 'session')} still queued (`episodes run` goes on with them)", err=True)
+        click.get_current_context().exit(INTERRUPTED_EXIT)
+    if report.all_calls_failed:
+        raise EpisodesError(report.failure())
+
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+
+
+@contextmanager
+def stop_on_signals(interrupt: threading.Event) -> Iterator[None]:
+    """While inside: SIGINT (Ctrl-C) and SIGTERM set ``interrupt`` instead of raising
+    KeyboardInterrupt in whatever the main thread is doing; the previous handlers come back after."""
+    def handle(signum: int, frame: object) -> None:
+        interrupt.set()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @click.command()

@@ -3,7 +3,10 @@
 - :mod:`~jobs.summarize.claim`: claims and leases (``FOR UPDATE SKIP LOCKED``, a lease keeper).
 - :mod:`~jobs.summarize.finish`: the one path from an extraction to a stored episode, shared by
   live runs and Message Batches: offered open items, grounding, embedding, the write, failures.
-- :mod:`~jobs.summarize.run`: the live job (threads of claim, extract, finish).
+- :mod:`~jobs.summarize.run`: the live job: one transcript claimed, extracted and finished (``Summarizer``),
+  and ``episodes run`` (``run_summarize``).
+- :mod:`~jobs.summarize.worker`: the threads that claim, process and count, for ``run`` (until the queue
+  is empty) and ``serve`` (for ever); how they stop and give their claims back.
 - :mod:`~jobs.summarize.batches`: backfills through the Message Batches API at half price.
 """
 

@@ -36,7 +36,7 @@ from jobs.extract.claude import AnthropicExtractor, BatchRequest
 from jobs.models import EpisodeExtraction, ExtractionResult, Transcript
 from jobs.runs import worker_id
 from jobs.sql import query
-from jobs.summarize.claim import Claimer, to_transcript
+from jobs.summarize.claim import Claimer, UnreadableTranscript, to_transcript
 from jobs.summarize.finish import Finisher
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,12 @@ class BatchRunner:
             size = 0
             claimer = Claimer(self.db, owner=owner, lease_seconds=BATCH_LEASE_SECONDS)
             while len(items) < MAX_REQUESTS and (limit is None or report.counts["claimed"] < limit):
-                transcript = claimer.claim(tenant, since)
+                try:
+                    transcript = claimer.claim(tenant, since)
+                except UnreadableTranscript as exc:  # a row INSERTed by hand in no shape we read
+                    self.finisher.fail(exc.transcript, str(exc), owner=owner, permanent=True)
+                    report.counts["dead"] += 1
+                    continue
                 if transcript is None:
                     break
                 report.counts["claimed"] += 1

@@ -15,9 +15,14 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+
+from pydantic import ValidationError
 
 from jobs.config import Settings
 from jobs.db import Database, Row
+from jobs.errors import EpisodesError
+from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
 from jobs.models import Message, Transcript
 from jobs.pii.redaction import redact_messages
 from jobs.sql import query
@@ -27,21 +32,61 @@ log = logging.getLogger(__name__)
 _TENANTS_PER_CLAIM = 20  # tenants tried per claim; more would mean more workers than that racing
 
 
-def to_transcript(row: Row, *, redact: bool) -> Transcript:
-    """A claimed row as the extractors see it. Its messages are redacted (jobs.pii.redaction, unless
-    Settings.redact is off: EPISODES_REDACT=false), so PII reaches neither the model nor the
-    episode, its events, evidence quotes, entities or embedding. The stored transcript is left as
-    the host sent it."""
-    messages, counts = redact_messages([Message.model_validate(m) for m in row["messages"]], enabled=redact)
+class UnreadableTranscript(EpisodesError):
+    """A claimed row whose messages fit none of the accepted shapes (a row INSERTed by hand, unchecked).
+    ``transcript`` is the claim, with no messages, for the dead letter; the text is one line: where, and
+    what is wrong (``messages.3.role: 'bot' is not one of user, ...``)."""
+
+    def __init__(self, reason: str, transcript: Transcript) -> None:
+        super().__init__(reason)
+        self.transcript = transcript
+
+
+def to_transcript(row: Row, *, redact: bool, options: ShapeOptions | None = None) -> Transcript:
+    """A claimed row as the extractors see it. Its messages go through the normaliser ingest uses
+    (jobs.formats.shapes), so a row INSERTed by hand in any shape ingest accepts (Anthropic content
+    blocks, OpenAI tool calls) reads as an ingested one; then they are redacted (jobs.pii.redaction,
+    unless Settings.redact is off: EPISODES_REDACT=false), so PII reaches neither the model nor the
+    episode, its events, evidence quotes, entities or embedding. The stored transcript is left as the
+    host sent it. Raises :class:`UnreadableTranscript` when the messages cannot be read."""
+    transcript = Transcript(
+        id=row["id"], tenant_id=row["tenant_id"], user_id=row["user_id"], session_id=row["session_id"],
+        purpose=row["purpose"], started_at=row["started_at"], ended_at=row["ended_at"],
+        messages=[], content_hash=row["content_hash"],
+        agent_id=row["agent_id"], attempts=row["attempts"],
+    )
+    try:
+        messages, counts = redact_messages(read_messages(row["messages"], options), enabled=redact)
+    except ValueError as exc:  # ShapeError and pydantic's ValidationError are ValueErrors
+        raise UnreadableTranscript(unreadable(exc), transcript) from None
     if counts:
         log.debug("redacted", extra={"action": "redact", "transcript_id": row["id"],
                                      **{f"redacted_{k.lower()}": n for k, n in counts.items()}})
-    return Transcript(
-        id=row["id"], tenant_id=row["tenant_id"], user_id=row["user_id"], session_id=row["session_id"],
-        purpose=row["purpose"], started_at=row["started_at"], ended_at=row["ended_at"],
-        messages=messages, content_hash=row["content_hash"],
-        agent_id=row["agent_id"], attempts=row["attempts"],
-    )
+    return replace(transcript, messages=messages)
+
+
+def read_messages(raw: object, options: ShapeOptions | None = None) -> list[Message]:
+    """Stored messages in any accepted shape, as canonical messages (ValueError when unreadable)."""
+    if not isinstance(raw, list) or not raw:
+        raise ShapeError(f"messages: expected a non-empty list of messages, got {type(raw).__name__}")
+    canonical = normalise_messages(raw, options)
+    if not canonical:
+        raise ShapeError("messages: no message has any content (only thinking or empty blocks)")
+    messages = []
+    for index, message in enumerate(canonical):
+        try:
+            messages.append(Message.model_validate(message))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in (f"messages.{index}", *first["loc"]))
+            raise ShapeError(f"{where}: {first['msg']}") from None
+    return messages
+
+
+def unreadable(exc: ValueError) -> str:
+    """Why a row's messages cannot be read, in one line of at most 300 characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 class Claimer:
@@ -68,9 +113,12 @@ class Claimer:
         self._scope: tuple[str | None, dt.datetime | None] | None = None  # the filter the list was read for
         self._read_at = float("-inf")  # when the read of the list began
         self._turn = 0
+        self._shapes = ShapeOptions(tool_result_chars=db.settings.tool_result_chars)  # as ingest condenses
 
     def claim(self, tenant: str | None = None, since: dt.datetime | None = None) -> Transcript | None:
-        """Claim the next eligible transcript (of ``tenant``, ended ``since``, when given); None when there is none."""
+        """Claim the next eligible transcript (of ``tenant``, ended ``since``, when given); None when there is none.
+        Raises :class:`UnreadableTranscript` for a claimed row whose messages cannot be read: the caller
+        dead-letters it (``Finisher.fail``) and claims on."""
         candidates, fresh = self._candidates(tenant, since, reread=False)
         while True:
             for candidate in candidates:
@@ -78,7 +126,7 @@ class Claimer:
                 if row is not None:
                     log.debug("claimed", extra={"action": "claim_transcript", "transcript_id": row["id"],
                                                 "tenant": row["tenant_id"], "attempt": row["attempts"]})
-                    return to_transcript(row, redact=self.db.settings.redact)
+                    return to_transcript(row, redact=self.db.settings.redact, options=self._shapes)
                 with self._lock:  # nothing due there now, or other workers took the rest
                     if candidate in self._tenants:
                         self._tenants.remove(candidate)

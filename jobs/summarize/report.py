@@ -40,10 +40,27 @@ class RunReport:
     cost_usd: float = 0.0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    model_calls: int = 0
+    failed_calls: int = 0
+    call_error: str | None = None  # one failed call's error
+    interrupted: bool = False  # stopped by SIGINT / SIGTERM before the queue was empty
+    released: int = 0  # claims given back when it stopped (due again at once)
 
     @property
     def done(self) -> int:
         return self.counts["done"]
+
+    @property
+    def all_calls_failed(self) -> bool:
+        """The run called the model and not one call succeeded: a wrong key, model or endpoint, or an outage."""
+        return self.model_calls > 0 and self.failed_calls == self.model_calls
+
+    def failure(self) -> str:
+        """What to tell the operator when every model call failed."""
+        error = " ".join((self.call_error or "no error text").split())[:300]
+        return (f"every model call of this run failed ({self.failed_calls} of {self.model_calls}, e.g. {error}). "
+                "Check ANTHROPIC_API_KEY, EPISODES_MODEL and ANTHROPIC_BASE_URL, and the model service's status; "
+                "the sessions stay queued for the next run")
 
     def line(self) -> str:
         c = self.counts

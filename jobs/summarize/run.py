@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from jobs.config import Settings
 from jobs.db import Database, notify_eligible, one
@@ -29,6 +28,7 @@ from jobs.sql import query
 from jobs.summarize.claim import Claimer, LeaseKeeper
 from jobs.summarize.finish import Finisher
 from jobs.summarize.report import RunReport, StageClock
+from jobs.summarize.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,11 @@ class Summarizer:
                             calls=result.calls if result else ())
 
 
+INTERRUPT_GRACE_SECONDS = 3.0
+"""After an interrupt, how long sessions in flight may take to finish before their claims are given
+back (a Ctrl-C means stop: a model call that has not answered by then is abandoned)."""
+
+
 def run_summarize(
     db: Database,
     *,
@@ -105,61 +110,60 @@ def run_summarize(
     progress: Callable[[int], object] | None = None,
     embedder: Embedder | None = None,
     job: str = "summarize",
+    interrupt: threading.Event | None = None,
+    grace_seconds: float = INTERRUPT_GRACE_SECONDS,
 ) -> RunReport:
-    """Process eligible transcripts until none is left (or ``limit`` were claimed)."""
+    """Process eligible transcripts until none is left (or ``limit`` were claimed).
+
+    ``interrupt`` set (the CLI sets it on SIGINT / SIGTERM), or a KeyboardInterrupt here: no new
+    claims; sessions in flight get ``grace_seconds`` to finish, then their claims are given back; the
+    run is recorded as interrupted and ``RunReport.interrupted`` is set (a KeyboardInterrupt is raised
+    again once that is done)."""
     report = RunReport()
     started = time.perf_counter()
-    worker = worker_id()
-    run_id = start_run(db, job, worker)
+    worker_name = worker_id()
+    run_id = start_run(db, job, worker_name)
     embedder = embedder or embedder_for(db.settings)
     if concurrency > 1:
         embedder = BatchingEmbedder(embedder)
-    summarizer = Summarizer(db, extractor, embedder=embedder, worker=worker, job_run_id=run_id)
-    lock = threading.Lock()
-    claimed = 0
-    fatal: list[BaseException] = []
-
-    def loop() -> None:
-        nonlocal claimed
-        while not summarizer.stop.is_set():
-            with lock:
-                if limit is not None and claimed >= limit:
-                    return
-                claimed += 1
-            with summarizer.clock("claim"):
-                transcript = summarizer.claim(tenant, since)
-            if transcript is None:
-                return
-            try:
-                outcome = summarizer.process(transcript)
-            except ConfigError as exc:  # a setting is wrong: every transcript would fail the same way
-                fatal.append(exc)
-                summarizer.stop.set()
-                return
-            with lock:
-                report.counts[outcome] += 1
-            if progress:
-                progress(1)
-
-    workers = max(1, concurrency)
+    summarizer = Summarizer(db, extractor, embedder=embedder, worker=worker_name, job_run_id=run_id)
+    worker = Worker(summarizer, threads=concurrency, tenant=tenant, since=since, limit=limit, progress=progress)
+    keyboard = False
     try:
-        if workers == 1:
-            loop()
-        else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="summarize") as pool:
-                for future in [pool.submit(loop) for _ in range(workers)]:
-                    future.result()
+        worker.start()
+        try:
+            while not worker.join(0.2):
+                if interrupt is not None and interrupt.is_set():
+                    report.interrupted = True
+                    break
+        except KeyboardInterrupt:
+            report.interrupted = keyboard = True
+        if report.interrupted:
+            worker.stop()
+            worker.join(grace_seconds)
     finally:
-        summarizer.close()
+        worker.stop()
+        report.released = worker.release()
+        report.counts = worker.counts
         report.seconds = time.perf_counter() - started
         report.stage_seconds = dict(summarizer.clock.seconds)
         with db.admin() as conn:
             totals = one(conn.execute(query("job_run_model_totals"), {"job_run_id": run_id}))
         report.input_tokens, report.output_tokens = int(totals["i"]), int(totals["o"])
         report.cache_read_tokens, report.cost_usd = int(totals["c"]), float(totals["usd"])
-        finish_run(db, run_id, counts=report.counts, error=fatal[0] if fatal else None)
-    if fatal:
-        raise fatal[0]
+        report.model_calls, report.failed_calls = int(totals["calls"]), int(totals["failed"])
+        report.call_error = totals["an_error"]
+        error: BaseException | str | None = worker.fatal
+        if error is None and report.all_calls_failed:
+            error = report.failure()
+        finish_run(db, run_id, counts=report.counts, error=error)
+        if report.interrupted and error is None:
+            with db.admin() as conn:
+                conn.execute(query("job_run_interrupted"), {"id": run_id})
+    if keyboard:
+        raise KeyboardInterrupt
+    if worker.fatal is not None:
+        raise worker.fatal
     return report
 
 

@@ -1,0 +1,169 @@
+"""The one summarize worker of `episodes run` and `episodes serve`: threads that claim a transcript,
+process it and count the outcome, driven until the queue is empty (``run``) or for ever (``serve``).
+
+Stopping is the same for both: :meth:`Worker.stop` makes every thread stop claiming at once; the
+threads finish what they hold; whoever stops the worker waits a while for them (:meth:`Worker.join`)
+and then gives back what is still held (:meth:`Worker.release`), so nothing is left ``running``
+until its lease expires. A thread that is still in a model call when its claim is given back finds
+the claim gone when it returns, and writes nothing (``lost``).
+
+A row whose messages cannot be read (INSERTed by hand in no shape ingest accepts) is dead-lettered
+with its reason when it is claimed, and the worker claims on: one bad row never stops the batch.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import psycopg
+
+from jobs.errors import ConfigError
+from jobs.models import Transcript
+from jobs.summarize.claim import UnreadableTranscript
+
+if TYPE_CHECKING:
+    from jobs.summarize.run import Summarizer
+
+log = logging.getLogger(__name__)
+
+CLAIM_RETRY_SECONDS = 1.0  # serve: wait after a failed claim (the database restarting) before the next
+
+
+class Worker:
+    """``threads`` threads of one :class:`Summarizer`.
+
+    ``idle``: what a thread does when nothing is left to claim. None (``episodes run``): it ends. A
+    function (``episodes serve``): it is called (it sleeps until woken or the poll) and the thread
+    claims again, until stopped; then errors other than a wrong setting are logged and survived too.
+    ``limit``: claims at most this many; ``progress`` is called with 1 for every outcome."""
+
+    def __init__(self, summarizer: Summarizer, *, threads: int = 1, tenant: str | None = None,
+                 since: dt.datetime | None = None, limit: int | None = None,
+                 progress: Callable[[int], object] | None = None, idle: Callable[[], object] | None = None) -> None:
+        self.summarizer = summarizer
+        self.threads = max(1, threads)
+        self.tenant, self.since, self.limit = tenant, since, limit
+        self.progress = progress
+        self.idle = idle
+        self.fatal: BaseException | None = None  # why the worker stopped on its own (a wrong setting; run: any error)
+        self._counts: Counter[str] = Counter()
+        self._in_flight: dict[int, Transcript] = {}  # by id: the claims the threads hold
+        self._claimed = 0
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def stopping(self) -> threading.Event:
+        return self.summarizer.stop
+
+    @property
+    def counts(self) -> Counter[str]:
+        """The outcomes so far (done, failed, dead, skipped, lost, error), a copy."""
+        with self._lock:
+            return Counter(self._counts)
+
+    def start(self) -> None:
+        """Start the threads (daemon threads: a thread stuck in a model call never keeps the process alive)."""
+        self._threads = [threading.Thread(target=self._loop, name=f"summarize-{i}", daemon=True)
+                         for i in range(self.threads)]
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """No new claims from now on; the threads finish what they hold."""
+        self.stopping.set()
+
+    def alive(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the threads, at most ``timeout`` seconds in all; whether they all ended."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not self.alive()
+
+    def release(self) -> int:
+        """Give back every claim still held (after :meth:`stop` and :meth:`join`), due again at once;
+        how many. The lease keeper stops first, so no lease is extended after this."""
+        self.summarizer.close()
+        with self._lock:
+            held = list(self._in_flight.values())
+        for transcript in held:
+            self.summarizer.finisher.release(transcript, owner=self.summarizer.worker)
+        return len(held)
+
+    # --- one thread -----------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self.stopping.is_set():
+            if not self._take_turn():
+                return
+            try:
+                outcome = self._step()
+            except ConfigError as exc:  # a setting is wrong: every transcript would fail the same way
+                self._stop_with(exc)
+                return
+            except Exception as exc:  # noqa: BLE001 - run: stop and report; serve: survive
+                if self.idle is None:
+                    self._stop_with(exc)
+                    return
+                if isinstance(exc, psycopg.Error):
+                    log.error("claim failed: %s", exc, extra={"action": "claim_error"})
+                else:
+                    log.exception("worker error", extra={"action": "worker_error"})
+                self._count("error")
+                self.stopping.wait(CLAIM_RETRY_SECONDS)
+                continue
+            if outcome is None:
+                if self.idle is None:
+                    return
+                self.idle()
+            else:
+                self._count(outcome)
+
+    def _take_turn(self) -> bool:
+        """Count a claim against ``limit``; False when the limit is reached."""
+        with self._lock:
+            if self.limit is not None and self._claimed >= self.limit:
+                return False
+            self._claimed += 1
+            return True
+
+    def _step(self) -> str | None:
+        """Claim one transcript and process it; its outcome, or None when there was nothing to claim."""
+        summarizer = self.summarizer
+        try:
+            with summarizer.clock("claim"):
+                transcript = summarizer.claim(self.tenant, self.since)
+        except UnreadableTranscript as exc:
+            return summarizer.finisher.fail(exc.transcript, str(exc), owner=summarizer.worker, permanent=True)
+        if transcript is None:
+            with self._lock:
+                self._claimed -= 1  # nothing was claimed
+            return None
+        with self._lock:
+            self._in_flight[transcript.id] = transcript
+        try:
+            return summarizer.process(transcript)
+        finally:
+            with self._lock:
+                self._in_flight.pop(transcript.id, None)
+
+    def _count(self, outcome: str) -> None:
+        with self._lock:
+            self._counts[outcome] += 1
+        if self.progress is not None:
+            self.progress(1)
+
+    def _stop_with(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.fatal is None:
+                self.fatal = exc
+        self.stop()
