@@ -196,6 +196,14 @@ class Settings:
                                 doc="The largest request body `episodes api` reads (413 above).")
     api_key_cache_seconds: float = setting(5.0, group="service", shown="5s", was="EPISODES_API_KEY_CACHE",
                                            doc="How long a verified key is trusted without a lookup (bounds revocation).")
+    api_header_timeout_seconds: float = setting(10.0, group="service", shown="10s",
+                                                doc="A request's headers must arrive within this of the connection "
+                                                    "opening or the previous answer, or the connection is closed.")
+    api_keep_alive_seconds: float = setting(5.0, group="service", shown="5s",
+                                            doc="A kept-alive connection with no request is closed after this.")
+    api_db_wait_seconds: float = setting(1.0, group="service", shown="1s",
+                                         doc="A request of `episodes api` waits this long for a database connection, "
+                                             "then answers 503 with Retry-After.")
 
     # --- logs ---
     log_format: str = setting("text", group="logs", env="EPISODES_LOG_FORMAT", kind=choice("text", "json"),

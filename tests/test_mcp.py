@@ -264,6 +264,22 @@ def test_http_refuses_a_request_without_a_key_or_a_user(world: World) -> None:
     assert "X-Episodes-User" in no_user.json()["error"]["message"]
 
 
+def test_http_get_opens_no_endless_stream(world: World) -> None:
+    """GET would open a stream for server-initiated messages, which this server never sends: it stayed open
+    for ever. It answers 405 with Allow: POST (the MCP specification's answer for no such stream), and ends."""
+    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {world.keys['acme']}",
+               "X-Episodes-User": "u-maria"}
+    with httpx.stream("GET", f"{world.url}/mcp", headers=headers, timeout=30) as r:
+        body = r.read()  # the answer ends; an open stream would end this test with a read timeout
+        assert r.status_code == 405 and r.headers["allow"] == "POST", body
+    assert json.loads(body)["error"]["code"] == "method_not_allowed"
+
+    async def tools_still_work() -> None:  # clients carry on over POST
+        async with world.http("acme") as client:
+            assert (await client.list_tools()).tools
+    run(tools_still_work)
+
+
 # --- stdio: `episodes mcp` as a subprocess --------------------------------------------------------
 
 

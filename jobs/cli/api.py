@@ -29,16 +29,22 @@ def api_command(obj: Context, host: str, port: int, workers: int) -> None:
     """
     from jobs.service import server
 
-    service_database(obj, "episodes api").close()  # one line now if unreachable, not current, or too strong
-    metrics = Path(tempfile.mkdtemp(prefix="episodes-metrics-")) if workers > 1 else None
-    if metrics is not None:
-        config.share_metrics_dir(metrics)  # before the workers start: they inherit it
-    click.echo(f"episodes api listening on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})",
-               err=True)
+    sock = server.listen(host, port)  # first: a port in use is one line, before anything says "listening"
+    port = sock.getsockname()[1]  # the one chosen, for --port 0
     try:
-        server.run("jobs.service.app:from_environment", factory=True, host=host, port=port, workers=workers,
-                    access_log=False, log_config=None, server_header=False,
-                    timeout_graceful_shutdown=max(1, math.ceil(obj.settings.shutdown_deadline_seconds)))
-    finally:
+        service_database(obj, "episodes api").close()  # one line now if unreachable, not current, or too strong
+        metrics = Path(tempfile.mkdtemp(prefix="episodes-metrics-")) if workers > 1 else None
         if metrics is not None:
-            shutil.rmtree(metrics, ignore_errors=True)
+            config.share_metrics_dir(metrics)  # before the workers start: they inherit it
+        click.echo(f"episodes api listening on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})",
+                   err=True)
+        try:
+            server.run("jobs.service.app:from_environment", sock, factory=True, workers=workers,
+                       access_log=False, log_config=None, server_header=False,
+                       timeout_graceful_shutdown=max(1, math.ceil(obj.settings.shutdown_deadline_seconds)),
+                       **server.options(obj.settings))
+        finally:
+            if metrics is not None:
+                shutil.rmtree(metrics, ignore_errors=True)
+    finally:
+        sock.close()

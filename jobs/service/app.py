@@ -41,7 +41,9 @@ def from_environment() -> FastAPI:
     """The app of `episodes api`, built in each worker process from the environment's settings."""
     settings = config.load()
     logs.setup(settings.log_format, settings.log_level)
-    app = create_app(Database.for_service(settings, "episodes api"), close_db=True)  # its login role (jobs.db)
+    # Its login role (jobs.db); a request waits api_db_wait_seconds for a connection, not the CLI's pool timeout.
+    service = settings.with_(pool_timeout_seconds=settings.api_db_wait_seconds)
+    app = create_app(Database.for_service(service, "episodes api"), close_db=True)
     # The worker process is the service's alone, and what is alive now (modules, the app) lives as long
     # as it does: take it out of the cyclic collector's full passes, each of which stopped the worker
     # to scan these ~180,000 objects again (see episodes_gc_pause_seconds; bench/README.md).
@@ -79,8 +81,9 @@ def create_app(db: Database, *, close_db: bool = False) -> FastAPI:
     app.state.recaller = shared_recaller(db)
     app.state.metrics = metrics = Metrics(queue_depth)
     app.state.mcp = mcp_http.mount(app, db, app.state.recaller, settings.api_max_body)
+    app.state.breaker = breaker = errors.Breaker()
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)
-    app.add_middleware(RequestMiddleware, max_body=settings.api_max_body, metrics=metrics)
+    app.add_middleware(RequestMiddleware, max_body=settings.api_max_body, metrics=metrics, breaker=breaker)
     return app

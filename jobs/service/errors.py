@@ -1,13 +1,21 @@
 """Every error the service answers, as one JSON shape: ``{"error": {"code", "message", "field"?, "request_id"}}``.
 
 Database outages (a refused connection, a pool that cannot hand out a connection in
-``Settings.pool_timeout_seconds``) answer 503 with ``Retry-After``, never 500: the pool checks each
+``Settings.api_db_wait_seconds``, 1 s) answer 503 with ``Retry-After``, never 500: the pool checks each
 connection as it is handed out, so the service recovers by itself once the database is back.
+
+Fail fast: once a request found the database unreachable (its connection refused, or a pool that had
+nothing to hand out and a fresh connection that failed too: a pool that is merely busy does not count),
+the :class:`Breaker` opens and every request but ``/healthz`` answers 503 at once, without waiting on
+the pool, until ``Retry-After`` has passed; then requests go to the database again.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import threading
+import time
 
 import psycopg
 from fastapi import FastAPI, Request
@@ -30,6 +38,33 @@ RETRY_AFTER_OUTAGE = 5  # seconds a client waits after a 503
 # What a database outage raises (a refused or lost connection, a pool with nothing to hand out):
 # a 503 on the REST routes, "database unavailable" from the MCP tools.
 DATABASE_OUTAGES: tuple[type[Exception], ...] = (psycopg.OperationalError, PoolTimeout, DatabaseError)
+
+
+class Breaker:
+    """Open for :data:`RETRY_AFTER_OUTAGE` seconds after the database was found unreachable."""
+
+    def __init__(self, seconds: float = RETRY_AFTER_OUTAGE) -> None:
+        self.seconds = seconds
+        self._until = 0.0
+        self._lock = threading.Lock()
+
+    def trip(self) -> None:
+        with self._lock:
+            self._until = time.monotonic() + self.seconds
+
+    def retry_after(self) -> int | None:
+        """Whole seconds until requests go to the database again, or None when they go now."""
+        left = self._until - time.monotonic()
+        return max(1, math.ceil(left)) if left > 0 else None
+
+
+def unreachable(url: str) -> bool:
+    """Whether a fresh connection to ``url`` fails (a pool that timed out may only be busy)."""
+    try:
+        with psycopg.connect(url, connect_timeout=2, application_name="episodes api probe"):
+            return False
+    except psycopg.Error:
+        return True
 
 
 class ApiError(Exception):
@@ -80,6 +115,8 @@ def install(app: FastAPI) -> None:
                               str(exc.detail), headers=dict(exc.headers) if exc.headers else None)
 
     def _outage(request: Request, exc: Exception) -> JSONResponse:
+        if not isinstance(exc, PoolTimeout) or unreachable(request.app.state.db.url):
+            request.app.state.breaker.trip()
         log.warning("database unavailable: %s", " ".join(str(exc).split())[:300],
                     extra={"action": "api_db_unavailable", "request_id": request_id(request)})
         return error_response(request, 503, "database_unavailable",

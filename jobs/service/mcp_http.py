@@ -16,6 +16,12 @@ Why stateless, JSON responses: every tool is one request and one answer (none as
 anything back), so no session state needs to live in the process, and ``episodes api --workers N``
 serves any request from any worker. DNS-rebinding protection (a check of the Host header, for
 servers that trust anyone who can reach them) is off: every request must carry a key.
+
+Why only POST: the transport's ``GET`` opens a stream for messages the server starts on its own, and
+this server starts none; such a stream stayed open for ever, holding a connection and a worker's task
+per client. ``GET`` (and any method but ``POST``) answers 405 with ``Allow: POST``, which the MCP
+specification names as the answer of a server that offers no such stream; clients then carry on with
+POST alone.
 """
 
 from __future__ import annotations
@@ -67,6 +73,10 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        if request.method != "POST":  # no stream of server-initiated messages: nothing for GET to wait on
+            raise ApiError(405, "method_not_allowed", "this MCP endpoint takes POST only (no server-initiated "
+                                                      "stream): send each JSON-RPC message as a POST",
+                           headers={"Allow": "POST"})
         key = await authenticate(request, _bearer(request))  # from the headers: no byte of the body read yet
         user = _user(request)
         throttle(request, key)

@@ -11,6 +11,8 @@ and the last line of defence against an unexpected exception.
 - ``Cache-Control: no-store`` and ``X-Content-Type-Options: nosniff`` on every answer that does not set
   its own: most of what the service answers is somebody's memory, which no browser or proxy cache
   should keep, and no answer is meant to be sniffed into another type.
+- While the database is known to be down (:class:`jobs.service.errors.Breaker`), every request but
+  ``/healthz`` answers 503 with ``Retry-After`` at once, its body unread.
 - An exception no handler took becomes a 500 JSON body naming the request id, logged with its
   traceback; the worker carries on with the next request.
 """
@@ -26,6 +28,7 @@ import uuid
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from jobs.service.errors import RETRY_AFTER_OUTAGE, Breaker
 from jobs.service.metrics import Metrics
 
 log = logging.getLogger("jobs.service.access")
@@ -35,8 +38,9 @@ _PRIVATE = ((b"cache-control", b"no-store"), (b"x-content-type-options", b"nosni
 
 
 class RequestMiddleware:
-    def __init__(self, app: ASGIApp, *, max_body: int, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, *, max_body: int, metrics: Metrics, breaker: Breaker | None = None) -> None:
         self.app, self.max_body, self.metrics = app, max_body, metrics
+        self.breaker = breaker or Breaker(RETRY_AFTER_OUTAGE)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -75,7 +79,13 @@ class RequestMiddleware:
             return message
 
         try:
-            await self.app(scope, limited_receive, send_with_id)
+            wait = None if scope.get("path") == "/healthz" else self.breaker.retry_after()
+            if wait is not None:
+                await _json(send_with_id, 503, "database_unavailable",
+                            "the database is unavailable; retry after the time in Retry-After", rid,
+                            headers=[(b"retry-after", str(wait).encode())])
+            else:
+                await self.app(scope, limited_receive, send_with_id)
         except Exception:
             log.exception("unexpected error", extra={"action": "api_error", "request_id": rid,
                                                      "path": scope.get("path")})
@@ -99,8 +109,10 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _json(send: Send, status: int, code: str, message: str, rid: str) -> None:
+async def _json(send: Send, status: int, code: str, message: str, rid: str,
+                headers: list[tuple[bytes, bytes]] | None = None) -> None:
     body = json.dumps({"error": {"code": code, "message": message, "request_id": rid}}).encode()
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
     await send({"type": "http.response.body", "body": body})
