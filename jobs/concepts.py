@@ -42,10 +42,11 @@ ENTITY_KINDS: Final[tuple[EntityKind, ...]] = get_args(EntityKind)
 
 # -- API key scopes ----------------------------------------------------------------------------
 
-# recall: recall, reads, search, export; ingest: POST transcripts; edit: correct, erase or pin single
-# episodes (and, with recall, the memory page); admin: erase a user. ``write`` is the scope keys held
-# before ingest and edit were told apart (migration 0024): both of them, as it always allowed.
-Scope = Literal["recall", "ingest", "edit", "write", "admin"]
+# recall: recall, reads, search; ingest: POST transcripts; edit: correct, erase or pin single
+# episodes (and, with recall, the memory page); admin: erase a user; export: everything held about a user,
+# raw transcripts included (migration 0030). ``write`` is the scope keys held before ingest and edit were
+# told apart (migration 0024): both of them, as it always allowed.
+Scope = Literal["recall", "ingest", "edit", "write", "admin", "export"]
 SCOPES: Final[tuple[Scope, ...]] = get_args(Scope)
 IMPLIED_SCOPES: Final[dict[str, tuple[Scope, ...]]] = {"write": ("ingest", "edit")}
 

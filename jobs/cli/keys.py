@@ -46,9 +46,10 @@ def _scopes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str
 @keys_group.command("create")
 @click.option("--tenant", required=True, callback=_tenant, help="The tenant the key reads and writes (its only one).")
 @click.option("--scopes", required=True, callback=_scopes,
-              help=f"Comma-separated: {', '.join(SCOPES)} (recall: recall, reads, search, export; "
+              help=f"Comma-separated: {', '.join(SCOPES)} (recall: recall, reads, search; "
                    "ingest: post transcripts; edit: correct, erase or pin single episodes, memory-page links with "
-                   "recall; write: ingest and edit; admin: erase a user).")
+                   "recall; write: ingest and edit; admin: erase a user; export: a user's whole export, raw "
+                   "transcripts included).")
 @click.option("--name", callback=_name, help="A label for listings, e.g. the application that holds the key.")
 @click.option("--rate-limit", type=click.FloatRange(min=0.001, min_open=False),
               help="Requests per second allowed to this key (per worker; default EPISODES_API_RATE_LIMIT, 20).")

@@ -1,5 +1,6 @@
 """A user as a whole: ``DELETE /v1/users/{user_id}`` (what `episodes forget` does, scope admin) and
-``GET /v1/users/{user_id}/export`` (what `episodes export` does, scope recall). A user the tenant
+``GET /v1/users/{user_id}/export`` (what `episodes export` does, scope export: raw transcripts are more
+than a recall key needs; migration 0030 gave it to the keys that held recall then). A user the tenant
 holds nothing about answers 404."""
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def forget(request: Request, user_id: str = UserId, keep_transcripts: bool = Fal
 
 @router.get("/v1/users/{user_id}/export", response_model=dict[str, Any], responses=_NOT_FOUND)
 def export(request: Request, user_id: str = UserId, with_embeddings: bool = False,
-           key: ApiKey = Depends(scope("recall"))) -> dict[str, Any]:
-    """Everything held about the user as one JSON document (format episodes-user-export/1)."""
+           key: ApiKey = Depends(scope("export"))) -> dict[str, Any]:
+    """Everything held about the user as one JSON document (format episodes-user-export/1), raw transcripts
+    and their metadata included: the key needs the ``export`` scope, which ``recall`` does not give."""
     _known(request, key, user_id)
     return export_user(request.app.state.db, key.tenant_id, user_id, with_embeddings=with_embeddings)
