@@ -78,10 +78,11 @@ WHERE tenant_id = %(tenant_id)s AND id = ANY (%(transcript_ids)s::bigint[])
 -- name: forget_keep_transcripts
 -- Kept transcripts are marked done and forgotten (migration 0011's trigger holds them at done), so no
 -- worker, retry or lease rescue summarises them again (that would re-create what was erased); a worker
--- holding a claim loses it and writes nothing.
+-- holding a claim loses it and writes nothing. now(), not coalesce(forgotten_at, now()): Citus refuses a
+-- STABLE function called with a column in an UPDATE of a distributed table.
 UPDATE transcripts
 SET status = 'done', lease_owner = NULL, lease_until = NULL, last_error = NULL, next_attempt_at = now(),
-    forgotten_at = coalesce(forgotten_at, now())
+    forgotten_at = now()
 WHERE tenant_id = %(tenant_id)s AND id = ANY (%(transcript_ids)s::bigint[])
 
 -- name: forget_scrub_job_runs
@@ -166,7 +167,8 @@ SELECT jsonb_build_object(
                    'started_at', t.started_at, 'ended_at', t.ended_at, 'source', t.source,
                    'created_at', t.created_at, 'updated_at', t.updated_at, 'status', t.status,
                    'attempts', t.attempts, 'last_error', t.last_error
-               )) || jsonb_build_object('messages', t.messages) ORDER BY t.started_at NULLS LAST, t.id)
+               )) || jsonb_build_object('metadata', t.metadata, 'messages', t.messages)
+               ORDER BY t.started_at NULLS LAST, t.id)
         FROM t), '[]'::jsonb),
     'episodes', coalesce((SELECT jsonb_agg(doc ORDER BY started_at, id) FROM docs WHERE kind = 'session'),
                          '[]'::jsonb),

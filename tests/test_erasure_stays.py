@@ -119,8 +119,7 @@ def test_a_hand_insert_of_an_erased_session_is_refused(db: Database, tmp_path: P
     for open_conn in (lambda: db.tenant("acme"), db.admin):  # as the app role in the tenant, and as the owner
         with pytest.raises(psycopg.errors.IntegrityError) as refused, open_conn() as conn:
             conn.execute(insert, ("u-zoe", "z-1"))
-        assert refused.value.diag.constraint_name == "erased_sessions"
-        assert "erased on" in str(refused.value)
+        assert refused.value.sqlstate == "23000" and "erased on" in str(refused.value)
     with db.tenant("acme") as conn:
         conn.execute(insert, ("u-zoe", "z-2"))  # a new session
     assert _sessions(db) == [("u-zoe", "z-2")]

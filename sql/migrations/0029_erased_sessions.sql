@@ -55,7 +55,8 @@ $$;
 -- Refuses a transcript row whose session was erased (BEFORE INSERT, so also an INSERT ... ON CONFLICT DO
 -- UPDATE onto a transcript kept by --keep-transcripts). Raised, not skipped: ingest, POST /v1/transcripts
 -- and sync report the record as refused with this message, and a hand INSERT fails with it; nothing says
--- "stored". SQLSTATE 23000 with the constraint name erased_sessions, for code that tells it apart.
+-- "stored". SQLSTATE 23000 with the constraint name erased_sessions, for code that tells it apart (on a
+-- Citus cluster the coordinator passes on the SQLSTATE and the message, not the constraint name).
 CREATE FUNCTION transcripts_stay_erased() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
