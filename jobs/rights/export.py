@@ -2,7 +2,9 @@
 
 The document (format ``episodes-user-export/1``) holds, for one (tenant, user):
 
-- ``transcripts``: every stored session with its messages as stored, times, purpose and work state;
+- ``transcripts``: every stored session with its messages as stored, times, purpose, work state and
+  ``metadata``, what the host handed over beside it (a Claude Code session's project folder, git branch
+  and client version; null when none was given);
 - ``episodes``: the session episodes (current and superseded), each with its key events (evidence
   indexes and quotes) and entities;
 - ``super_summaries``: the compressed periods, with the ids of the episodes each one ``replaces``;
@@ -35,6 +37,8 @@ NOTES = [
     "secrets is replaced by placeholders like [EMAIL] before a session is summarised.",
     "Super-summaries condense older episodes of a period; 'replaces' lists the episodes they stand for.",
     "Model calls list what each call cost and how it ended; prompts and answers are not stored.",
+    "A session's metadata is what the application (or Claude Code) handed over beside it, such as the "
+    "project folder, git branch and program versions; null when it gave none.",
 ]
 
 
