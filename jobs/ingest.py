@@ -25,6 +25,7 @@ from jobs.formats.claude_code import TENANT as CLAUDE_CODE_TENANT
 from jobs.formats.claude_code import default_user, read_session_file
 from jobs.config import Settings
 from jobs.db import Database, notify_eligible
+from jobs.formats.detect import detect, format_hint
 from jobs.formats.locomo import read_locomo
 from jobs.formats.shapes import ShapeOptions
 from jobs.models import TranscriptIn
@@ -220,15 +221,19 @@ def discover(paths: Iterable[Path], suffixes: tuple[str, ...] = (".json", ".json
 
 def read_records(path: Path, settings: Settings, fmt: str = "auto", tenant_id: str | None = None,
                  user_id: str | None = None) -> Iterator[Raw]:
+    """The records of one file. ``auto`` tells a Claude Code session file, a JSONL file and a whole JSON
+    document (pretty-printed, an array, whatever its name) apart by their first lines
+    (:func:`jobs.formats.detect.detect`)."""
+    kind = detect(path) if fmt == "auto" else None
     if fmt == "locomo":
         for where, item in read_locomo(path, tenant_id or "locomo"):
             yield where, Rejection(where, item) if isinstance(item, str) else item
-    elif fmt == "claude-code":
+    elif fmt == "claude-code" or kind == "claude-code":
         for where, item in read_session_file(path, tenant_id=tenant_id or CLAUDE_CODE_TENANT,
                                              user_id=user_id or default_user(),
                                              idle_close_seconds=settings.idle_close_seconds):
             yield where, Rejection(where, item) if isinstance(item, str) else item
-    elif path.suffix == ".jsonl":
+    elif path.suffix == ".jsonl" and kind == "lines":
         yield from _read_jsonl(path, settings.max_transcript_bytes)
     else:
         yield from _read_json(path, settings.max_transcript_bytes)
@@ -255,7 +260,7 @@ def validate(where: str, raw: dict, settings: Settings, tenant_id: str | None) -
         record = TranscriptIn.model_validate(
             raw, context={"shapes": ShapeOptions(tool_result_chars=settings.tool_result_chars)})
     except ValidationError as exc:
-        return Rejection(where, _describe(exc))
+        return Rejection(where, format_hint(raw) or _describe(exc))
     if len(record.messages) > settings.max_messages:
         return Rejection(where, f"{len(record.messages):,} messages, over the limit of {settings.max_messages:,}")
     chars = sum(len(m.content) for m in record.messages)

@@ -145,8 +145,11 @@ def read_session_file(path: Path, *, tenant_id: str, user_id: str, idle_close_se
             except UnicodeDecodeError as exc:
                 yield where, f"invalid UTF-8 at byte {exc.start}"
                 continue
-            except (json.JSONDecodeError, RecursionError) as exc:
-                yield where, f"not valid JSON: {getattr(exc, 'msg', 'nested too deeply')}"
+            except json.JSONDecodeError as exc:  # the column in its line, as ingest tells it for JSONL
+                yield where, f"not valid JSON at column {exc.colno}: {exc.msg}"
+                continue
+            except RecursionError:
+                yield where, "not valid JSON: nested too deeply"
                 continue
             if not isinstance(line, dict):
                 yield where, f"not a Claude Code line (a JSON {type(line).__name__}, expected an object)"
