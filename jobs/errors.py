@@ -27,8 +27,17 @@ class DatabaseError(EpisodesError):
     """The database could not be reached. Check DATABASE_URL, or unset it to use the embedded server."""
 
 
+# How to upgrade. The name `episodes` on PyPI belongs to another project: no message may advise installing it.
+UPGRADE = ("Upgrade episodes from its repository: in your clone, git pull, then pip install -e . (a deployment: "
+           "pip install --require-hashes -r requirements/runtime.txt && pip install --no-deps .); see "
+           "docs/getting-started.md. The package named episodes on PyPI is another project's: do not install it by name.")
+
+
 class SchemaTooNew(EpisodesError):
-    """The database schema is newer than this version of episodes. Upgrade episodes (pip install -U episodes)."""
+    """The database schema is newer than this version of episodes."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(f"{message or (self.__doc__ or '').strip()} {UPGRADE}")
 
 
 class SchemaNotInitialised(EpisodesError):

@@ -71,8 +71,8 @@ def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str)
         code = code_version()
         if have > code:
             raise SchemaTooNew(
-                f"The database schema is at version {have}, newer than this code ({code}). "
-                "Upgrade episodes (pip install -U episodes) before using this database."
+                f"The database schema is at version {have}, newer than this code ({code}): upgrade before "
+                "using this database."
             )
         applied = []
         for migration in available():
