@@ -19,16 +19,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import psycopg
 
 from jobs.errors import ConfigError
 from jobs.models import Transcript
 from jobs.summarize.claim import UnreadableTranscript
-
-if TYPE_CHECKING:
-    from jobs.summarize.run import Summarizer
+from jobs.summarize.summarizer import Summarizer
 
 log = logging.getLogger(__name__)
 
