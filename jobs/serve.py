@@ -1,6 +1,7 @@
 """`episodes serve`: the long-running scheduler.
 
-* Summarize workers (``--concurrency`` threads) sleep until woken: by ``LISTEN`` on the channel
+* Summarize workers (``--concurrency`` threads of :class:`jobs.summarize.worker.Worker`, the worker of
+  `episodes run` driven for ever) sleep when the queue is empty until woken: by ``LISTEN`` on the channel
   that every path making a transcript eligible notifies (:func:`jobs.db.notify_eligible`; ingest,
   idle close, lease rescue, retries and claims given back: sub-second pickup), or by the interval
   poll (an APScheduler job; the fallback when a notification is missed, and for host applications

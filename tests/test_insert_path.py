@@ -133,3 +133,28 @@ def test_the_documented_insert_works_as_written(db: Database, embedder) -> None:
     assert report.counts == {"done": 1}
     (summary,) = summaries(db).values()
     assert "Monday" in summary
+
+
+def test_a_batch_backfill_dead_letters_a_garbage_row_and_submits_the_rest(db: Database, embedder) -> None:
+    import fake_anthropic as fa
+    from episode_responder import responder
+
+    from jobs.extract.claude import AnthropicExtractor
+    from jobs.summarize import BatchRunner
+
+    insert(db, "garbage", [{"foo": 1}])
+    insert(db, "anthropic", ANTHROPIC)
+    with fa.FakeAnthropic(responder=responder) as fake:
+        settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
+                                     extractor="anthropic")
+        database = Database(settings, url=db.url)
+        try:
+            with AnthropicExtractor(settings) as claude:
+                report = BatchRunner(database, claude, embedder).submit()
+        finally:
+            database.close()
+    assert len(report.submitted) == 1 and report.counts["claimed"] == 1 and report.counts["dead"] == 1
+    assert "dead 1 (messages unreadable)" in report.line()
+    found = rows(db)
+    assert found["garbage"]["status"] == "dead" and found["garbage"]["last_error"].startswith("messages.0.role:")
+    assert found["anthropic"]["lease_owner"].startswith("batch:")

@@ -64,7 +64,8 @@ class BatchReport:
         c = self.counts
         return (f"batches submitted {len(self.submitted)} · ingested {c['batches_ingested']} · "
                 f"episodes {c['done']} · failed {c['failed']} (back to the queue) · "
-                f"too long for one request {c['too_long']} (left for a live run)")
+                f"too long for one request {c['too_long']} (left for a live run)"
+                + (f" · dead {c['dead']} (messages unreadable)" if c["dead"] else ""))
 
 
 class BatchRunner:
