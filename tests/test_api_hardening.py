@@ -114,8 +114,8 @@ def test_a_link_dies_with_the_key_that_issued_it(api: Api) -> None:
     assert page.status_code == 410 and "no longer works" in page.text and "Business plan" not in page.text
     with api.db.admin() as conn:
         ep = conn.execute("SELECT id, summary FROM episodes WHERE user_id = 'u-maria'").fetchone()
-    r = httpx.post(f"{api.url}/memory/correct", data={"token": token, "episode_id": ep["id"],
-                                                       "summary": "Rewritten after the key was revoked."})
+    r = httpx.post(f"{api.url}/memory/correct", params={"token": token},
+                   data={"episode_id": ep["id"], "summary": "Rewritten after the key was revoked."})
     assert r.status_code == 410
     with api.db.admin() as conn:
         assert conn.execute("SELECT summary FROM episodes WHERE id = %s", (ep["id"],)).fetchone() == {
@@ -239,7 +239,7 @@ def test_personal_answers_are_never_stored_or_sniffed(api: Api) -> None:
         token = _token(c.post("/v1/users/u-maria/memory-link").json()["url"])
     answers += [httpx.get(f"{api.url}/v1/users/u-maria/export"),
                 httpx.get(f"{api.url}/memory", params={"token": token}),
-                httpx.post(f"{api.url}/memory/item", data={"token": token, "event_id": "0", "action": "done"})]
+                httpx.post(f"{api.url}/memory/item", params={"token": token}, data={"event_id": "0", "action": "done"})]
     for r in answers:
         assert r.headers.get("cache-control") == "no-store", (r.request.url, r.status_code, r.headers)
         assert r.headers.get("x-content-type-options") == "nosniff", (r.request.url, r.headers)

@@ -9,6 +9,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,9 +142,9 @@ def test_link_refuses_another_users_or_tenants_episode_and_changes_nothing(api: 
     omar = api.episodes("acme", "u-omar")["o1"]
     sam = api.episodes("globex", "u-sam")["g1"]
     for victim in (omar, sam):
-        r = httpx.post(f"{api.url}/memory/forget", data={"token": token, "episode_id": victim["id"], "confirm": "yes"})
+        r = httpx.post(f"{api.url}/memory/forget", params={"token": token}, data={"episode_id": victim["id"], "confirm": "yes"})
         assert r.status_code == 404 and "no longer here" in r.text
-        r = httpx.post(f"{api.url}/memory/correct", data={"token": token, "episode_id": victim["id"],
+        r = httpx.post(f"{api.url}/memory/correct", params={"token": token}, data={"episode_id": victim["id"],
                                                           "summary": "Rewritten by somebody else entirely."})
         assert r.status_code == 404
     assert api.episodes("acme", "u-omar")["o1"] == omar and api.episodes("globex", "u-sam")["g1"] == sam
@@ -156,7 +157,7 @@ def test_altered_and_expired_links_answer_a_plain_page_asking_for_a_new_one(api:
                 _forged(payload, mac, "u-omar"), _forged(payload, mac, "u-maria", tenant="globex")):
         r = httpx.get(f"{api.url}/memory", params={"token": bad})
         assert r.status_code == 403 and "ask for a new link" in r.text and "Business plan" not in r.text, bad
-        r = httpx.post(f"{api.url}/memory/forget", data={"token": bad, "episode_id": "1", "confirm": "yes"})
+        r = httpx.post(f"{api.url}/memory/forget", params={"token": bad}, data={"episode_id": "1", "confirm": "yes"})
         assert r.status_code == 403
     secret = link_secret(api.db)
     key_id = _key_id(token=_token(url))
@@ -165,6 +166,28 @@ def test_altered_and_expired_links_answer_a_plain_page_asking_for_a_new_one(api:
     r = httpx.get(f"{api.url}/memory", params={"token": expired})
     assert r.status_code == 410 and "has expired" in r.text and "ask for a new link" in r.text
     assert "Thursday" not in r.text and "default-src 'none'" in r.headers["content-security-policy"]
+
+
+def test_a_form_with_a_bad_or_expired_link_is_refused_before_its_body_is_read(api: Api) -> None:
+    """The form says it sends a megabyte and sends a few bytes: with an altered, expired or missing link the
+    refusal comes at once (the token is in the form's address, checked first); a worker never waits for,
+    reads or parses the body of someone without a live link."""
+    token = _token(api.link("u-maria"))
+    expired, _ = sign(link_secret(api.db), "acme", "u-maria", _key_id(token),
+                      dt.datetime.now(dt.timezone.utc) - LIFETIME - dt.timedelta(seconds=1))
+    host, port = urlsplit(api.url).hostname or "", urlsplit(api.url).port or 80
+    for form in ("forget", "correct", "item"):
+        for bad, status in ((token[:-2] + "AA", 403), (expired, 410), ("", 403)):
+            with socket.create_connection((host, port)) as sock:
+                sock.settimeout(30)  # the answer must not wait for the rest of the body
+                sock.sendall(f"POST /memory/{form}?token={bad} HTTP/1.1\r\nHost: x\r\n"
+                             "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000000\r\n\r\n"
+                             "episode_id=1&confirm=yes&summary=".encode())
+                answer = b""
+                while b"</html>" not in answer and (chunk := sock.recv(65536)):
+                    answer += chunk
+            assert answer.startswith(f"HTTP/1.1 {status}".encode()), (form, bad, answer[:200])
+            assert b"ask for a new link" in answer
 
 
 def _key_id(token: str) -> int:
@@ -182,23 +205,23 @@ def _forged(payload: str, mac: str, user_id: str, tenant: str = "acme") -> str:
 def test_forms_work_without_a_browser_and_forgetting_needs_the_confirmation(api: Api) -> None:
     token = _token(api.link("u-maria"))
     m1 = api.episodes("acme", "u-maria")["m1"]
-    r = httpx.post(f"{api.url}/memory/forget", data={"token": token, "episode_id": m1["id"]})
+    r = httpx.post(f"{api.url}/memory/forget", params={"token": token}, data={"episode_id": m1["id"]})
     assert r.status_code == 422 and "cannot be undone" in r.text and "m1" in api.episodes("acme", "u-maria")
-    r = httpx.post(f"{api.url}/memory/correct", data={"token": token, "episode_id": m1["id"], "summary": "short"})
+    r = httpx.post(f"{api.url}/memory/correct", params={"token": token}, data={"episode_id": m1["id"], "summary": "short"})
     assert r.status_code == 422 and "between 10 and 1,200 characters" in r.text
     assert api.episodes("acme", "u-maria")["m1"]["summary"] == m1["summary"]
     with api.db.admin() as conn:
         items = conn.execute("SELECT id, type, what FROM episode_events WHERE episode_id = %s AND type IN "
                              "('open_question', 'commitment') AND status = 'open' ORDER BY id", (m1["id"],)).fetchall()
     assert items, "the offline extractor found no open item in m1"
-    r = httpx.post(f"{api.url}/memory/item", data={"token": token, "event_id": items[0]["id"], "action": "done"})
+    r = httpx.post(f"{api.url}/memory/item", params={"token": token}, data={"event_id": items[0]["id"], "action": "done"})
     assert r.status_code == 200 and "Marked as done" in r.text
     with api.db.admin() as conn:
         status = conn.execute("SELECT status FROM episode_events WHERE id = %s", (items[0]["id"],)).fetchone()
         audit = conn.execute("SELECT actor, field FROM episode_corrections WHERE event_id = %s",
                              (items[0]["id"],)).fetchall()
     assert status["status"] == "done" and audit == [{"actor": "user:u-maria", "field": "event.status"}]
-    r = httpx.post(f"{api.url}/memory/item", data={"token": token, "event_id": items[0]["id"], "action": "delete"})
+    r = httpx.post(f"{api.url}/memory/item", params={"token": token}, data={"event_id": items[0]["id"], "action": "delete"})
     assert r.status_code == 422 and "not one this page offers" in r.text
 
 
