@@ -14,13 +14,20 @@ from typing import Any
 import click
 
 from jobs.cli.base import Context
+from jobs.cli.db_connect import psql_command, url_command
 from jobs.errors import ConfigError, DatabaseError, EpisodesError
 from jobs.wording import counted
 
 
 @click.group("db")
 def db_group() -> None:
-    """The embedded PostgreSQL (DATABASE_URL unset): it keeps running after each command; stop it here."""
+    """The database: its URL, a psql on it, and the embedded PostgreSQL (DATABASE_URL unset), which keeps
+    running after each command: stop it here."""
+
+
+# `db url` and `db psql` live in their own module
+db_group.add_command(url_command)
+db_group.add_command(psql_command)
 
 
 @db_group.command("stop")
