@@ -60,7 +60,7 @@ def test_ingest_of_the_same_file_after_forget_stores_nothing_and_says_why(db: Da
 
     again = _run("ingest", str(path))
     assert _sessions(db) == []
-    assert "these 2 sessions are refused from now on" in done.stdout
+    assert "its 2 sessions are refused from then on, on every path" in done.stdout
     assert "0 new" in again.stdout, again.output
     refused = [line for line in again.stderr.splitlines() if "erased on" in line]
     assert len(refused) == 2 and all("(episodes forget)" in line for line in refused), again.stderr

@@ -340,10 +340,14 @@ def test_cli_export_and_forget(llm_db: Database, tmp_path: Path, embedder) -> No
     assert json.loads(printed.stdout)["counts"]["episodes"] == 3
 
     dry = cli(forget_command, "--tenant", "acme", "--user", ZOE, "--dry-run")
-    assert dry.exit_code == 0 and dry.stdout.startswith("would erase 3 transcripts, 5 episodes")
+    assert dry.exit_code == 0 and dry.stdout.splitlines()[-1].startswith("would erase 3 transcripts, 5 episodes")
+    # This machine's Claude Code records of the erased sessions are part of what forget says it does.
+    assert dry.stdout.startswith("this machine's Claude Code records of these sessions: would remove 0 sync-ledger")
     done = cli(forget_command, "--tenant", "acme", "--user", ZOE)
     assert done.exit_code == 0, done.output
-    assert done.stdout.startswith("erased 3 transcripts, 5 episodes (2 super-summaries)")
+    assert any(line.startswith("erased 3 transcripts, 5 episodes (2 super-summaries)")
+               for line in done.stdout.splitlines()), done.stdout
+    assert "its 3 sessions are refused from then on" in done.stdout
     assert "recorded as erasure #" in done.stdout
     empty = cli(forget_command, "--tenant", "acme", "--user", ZOE)
     assert empty.exit_code == 0 and "nothing held about user" in empty.stderr

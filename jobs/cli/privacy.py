@@ -60,9 +60,9 @@ def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: i
         report = forget_user(obj.database(), tenant, user_id, keep_transcripts=keep_transcripts, dry_run=dry_run)
         if not report.found:
             click.echo(f"nothing held about user {user_id!r} in tenant {tenant!r}", err=True)
-        click.echo(report.line())
         if report.session_ids:
             _forget_on_this_machine(report.session_ids, dry_run=dry_run)
+        click.echo(report.line())
     if not dry_run and vacuum != "none":
         _vacuum(obj, full=vacuum == "full")
 
@@ -72,10 +72,6 @@ def _forget_on_this_machine(session_ids: list[str], *, dry_run: bool) -> None:
     own session files are named, not touched (jobs.claude_code.erase)."""
     from jobs.claude_code.erase import clear
 
-    paths = "ingest, POST /v1/transcripts, Claude Code sync and hooks, INSERT"
-    click.echo(f"these {counted(len(session_ids), 'session')} would be refused from then on ({paths})" if dry_run else
-               f"these {counted(len(session_ids), 'session')} are refused from now on, on every path ({paths}); "
-               "new sessions are stored")
     for line in clear(session_ids, dry_run=dry_run).lines(dry_run=dry_run):
         click.echo(line)
 

@@ -99,6 +99,10 @@ class ForgetReport:
         text = (f"{verb} {transcripts}, {counted(c.get('episodes', 0), 'episode')} "
                 f"({counted(c.get('super_episodes', 0), 'super-summary')}), {counted(c.get('events', 0), 'event')}, "
                 f"{counted(c.get('entities', 0), 'entity')}, {counted(c.get('model_calls', 0), 'model call')}")
+        if self.session_ids:
+            text += (f"; {'its' if len(self.session_ids) > 1 else 'the'} {counted(len(self.session_ids), 'session')} "
+                     f"{'would be' if self.dry_run else 'are' if len(self.session_ids) > 1 else 'is'} refused from "
+                     "then on, on every path (new sessions are stored)")
         if c.get("job_runs_scrubbed"):
             text += f", scrubbed {counted(c['job_runs_scrubbed'], 'job-run error')}"
         if self.erasure_id is not None:

@@ -51,6 +51,12 @@ BEGIN
     EXECUTE 'ALTER TABLE erased_sessions ENABLE ROW LEVEL SECURITY';
 END
 $$;
+-- No role but the owner holds a privilege on either table. Should one be granted by mistake, these
+-- policies still show the app role no key at all and only its own tenant's hashes.
+CREATE POLICY nobody ON erasure_keys TO episodes_app USING (false) WITH CHECK (false);
+CREATE POLICY tenant_isolation ON erased_sessions TO episodes_app
+    USING (tenant_id = current_setting('episodes.tenant_id', true))
+    WITH CHECK (tenant_id = current_setting('episodes.tenant_id', true));
 
 -- Refuses a transcript row whose session was erased (BEFORE INSERT, so also an INSERT ... ON CONFLICT DO
 -- UPDATE onto a transcript kept by --keep-transcripts). Raised, not skipped: ingest, POST /v1/transcripts
