@@ -163,6 +163,8 @@ def test_claude_code_sync_after_forget_stores_nothing_again(db: Database, tmp_pa
     again = _run(*sync)
     assert _sessions(db) == []
     assert "0 sessions stored" in again.stdout and "erased on" in again.stderr, again.output
+    quiet = _run(*sync)  # said once: the file is not read again until it changes
+    assert quiet.exit_code == 0 and "(1 unchanged since stored)" in quiet.stdout and quiet.stderr == "", quiet.output
 
     # The SessionEnd hook of the resumed session hands it over: refused, and the hook fails open.
     end = {"hook_event_name": "SessionEnd", "reason": "other", "session_id": sid, "cwd": "/work/shop",

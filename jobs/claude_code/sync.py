@@ -24,6 +24,9 @@ from jobs.claude_code.places import home, write_private
 
 # Stores finished records of one file: returns (stored, unchanged, rejections as "where: reason").
 Store = Callable[[Sequence[tuple[str, dict[str, Any]]]], tuple[int, int, list[str]]]
+# How the database refuses a session that `episodes forget` erased (migration 0029): reported once, and
+# the file is not read again until it changes (a resumed session is refused again, once).
+ERASED = "an erased session is not stored again"
 
 
 @dataclass
@@ -93,7 +96,7 @@ def sync(store: Store, files: Iterable[Path], *, tenant_id: str, user_id: str, i
             report.stored += stored
             report.unchanged += unchanged
             report.rejected += rejected
-            if rejected:
+            if any(ERASED not in reason for reason in rejected):
                 continue  # read again next time
         if not still_open:
             ledger[key] = signature
