@@ -10,8 +10,8 @@ hooks and `episodes claude-code sync` keep two records of their own under $EPISO
 
 :func:`clear` removes those of the given session ids, and lists the session files Claude Code itself
 still keeps of them (``~/.claude/projects/<project>/<session id>.jsonl``): those are Claude Code's,
-not ours, and stay; `episodes forget` says where they are. A sync reads them again and the database
-refuses them, naming the day of the erasure.
+not ours, and stay; `episodes forget` says where they are. The next sync reads them again and the
+database refuses them, naming the day of the erasure (said once: a file is read again when it changes).
 
 Only this machine: an erasure through the HTTP API or MCP reaches the database, not the files of the
 machines whose hooks handed the sessions over.
@@ -47,8 +47,8 @@ class Cleared:
             more = f" (+{len(self.claude_copies) - 5} more)" if len(self.claude_copies) > 5 else ""
             out.append(f"Claude Code still holds its own copies of {counted(len(self.claude_copies), 'session file')} "
                        f"in {self.projects}: {shown}{more}. They are Claude Code's files and were left in place: "
-                       "delete them to remove these sessions from this machine (until then `episodes claude-code "
-                       "sync` reports them as erased and never stores them).")
+                       "delete them to remove these sessions from this machine (`episodes claude-code sync` reports "
+                       "them once as erased and never stores them).")
         elif self.projects is not None:
             out.append(f"Claude Code holds no copy of these sessions in {self.projects}.")
         return out
