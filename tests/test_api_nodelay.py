@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from jobs.service.server import Config
+from jobs.service.server import Config, listen
 
 
 def accepted_nodelay(listener: socket.socket) -> int:
@@ -45,6 +45,16 @@ def accepted_nodelay(listener: socket.socket) -> int:
 def test_the_workers_listening_socket_gives_tcp_nodelay() -> None:
     listener = Config("jobs.service.app:from_environment", factory=True, host="127.0.0.1", port=0,
                       workers=2).bind_socket()
+    try:
+        assert listener.family == socket.AF_INET and listener.proto == socket.IPPROTO_TCP
+        assert accepted_nodelay(listener) != 0
+    finally:
+        listener.close()
+
+
+def test_the_socket_episodes_api_binds_first_gives_tcp_nodelay() -> None:
+    """`episodes api` binds its port before anything else (jobs.service.server.listen), for one worker or many."""
+    listener = listen("127.0.0.1", 0)
     try:
         assert listener.family == socket.AF_INET and listener.proto == socket.IPPROTO_TCP
         assert accepted_nodelay(listener) != 0

@@ -71,10 +71,7 @@ class TimedH11Protocol(H11Protocol):
         super().__init__(config, *args, **kwargs)
         self.header_timeout = float(getattr(config, "header_timeout", 10.0))
         self._header_deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._await_headers()
+        self._await_headers()  # made as the connection is accepted, just before connection_made
 
     def handle_events(self) -> None:
         super().handle_events()
@@ -101,8 +98,9 @@ class TimedH11Protocol(H11Protocol):
 
     def _too_slow(self) -> None:
         self._header_deadline = None
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-            self.transport.close()
+        transport: asyncio.Transport | None = self.transport
+        if transport is not None and not transport.is_closing() and self.conn.their_state is h11.IDLE:
+            transport.close()
 
 
 def options(settings: Settings) -> dict[str, Any]:
