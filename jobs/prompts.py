@@ -65,9 +65,10 @@ _POINTING = re.compile(r"ANGLE|ARROWHEAD|TRIANGLE|CHEVRON|POINTING|POINTER|PRECE
 _SHAFT = re.compile(r"ARROW(?!HEAD)")
 _RISING = re.compile(r"(?<!REVERSE )(?<!REVERSED )SOLIDUS|(?<!BACK)(?<!FALLING DIAGONAL )SLASH|RISING DIAGONAL"
                      r"|DIAGONAL UPPER RIGHT TO LOWER LEFT")
-# Look-alikes whose names say nothing of their shape: the characters Unicode's confusables data (UTS #39,
-# confusables.txt) lists for < > / that are not letters of a living script (Katakana NO and the CJK
-# stroke radical stay: a / alone cannot open a tag once every < is quoted).
+# Look-alikes whose names say nothing of their shape: what Unicode's confusables data (UTS #39,
+# confusables.txt) lists for < and >, even the Canadian syllabics PA and PO that Cree and Inuktitut are
+# written with (each could open a tag), and its symbols for /. Its letters for / (Katakana NO, the CJK
+# stroke) stay: a / alone cannot open a tag once every < is quoted.
 _UNNAMED = {"\u1438": "&lt;", "\u16b2": "&lt;", "\U0001d236": "&lt;", "\u1433": "&gt;", "\U00016f3f": "&gt;",
             "\U0001d237": "&gt;", "\u1735": "/", "\u2041": "/", "\U0001d23a": "/", "\u3033": "/", "\u31d3": "/"}
 _ASCII = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
