@@ -59,9 +59,9 @@ def api(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pyte
                           home=tmp_path_factory.mktemp("home"), api_max_body=64 * 1024,
                           api_key_cache_seconds=0.0) as db:
         keys = {}
-        for label, tenant, scopes, rate in [("acme", "acme", ("recall", "write", "admin"), None),
-                                            ("globex", "globex", ("recall", "write", "admin"), None),
-                                            ("acme_read", "acme", ("recall",), None),
+        for label, tenant, scopes, rate in [("acme", "acme", ("recall", "write", "admin", "export"), None),
+                                            ("globex", "globex", ("recall", "write", "admin", "export"), None),
+                                            ("acme_read", "acme", ("recall", "export"), None),
                                             ("acme_slow", "acme", ("recall",), 0.01)]:
             keys[label] = create_key(db, tenant, scopes, name=label, rate_limit=rate)[1]
         with serve(db) as url:
