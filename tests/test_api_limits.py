@@ -107,3 +107,18 @@ def test_a_database_gone_answers_503_at_once(settings: Settings, db: Database, a
             time.sleep(0.5)
         else:
             raise AssertionError("the service did not recover after the database came back")
+
+
+def test_a_busy_pool_is_not_taken_for_a_database_gone(settings: Settings) -> None:
+    """Every connection of the pool in use: that request answers 503 after its wait, but the database still
+    takes a fresh connection, so the next requests are not refused without trying (the breaker stays shut)."""
+    from api_server import serve
+
+    with Database(settings.with_(pool_size=1, pool_timeout_seconds=0.5)) as db, serve(db) as url:
+        secret = create_key(db, "acme", ("recall",))[1]
+        auth = {"Authorization": f"Bearer {secret}"}
+        assert httpx.get(f"{url}/v1/users/u/episodes", headers=auth, timeout=30).status_code == 200
+        with db.pool.connection():  # the only connection, held
+            busy = httpx.get(f"{url}/v1/users/u/episodes", headers=auth, timeout=30)
+        assert busy.status_code == 503, busy.text
+        assert httpx.get(f"{url}/v1/users/u/episodes", headers=auth, timeout=30).status_code == 200
