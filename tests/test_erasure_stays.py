@@ -17,12 +17,15 @@ import psycopg
 import pytest
 from api_server import serve
 from click.testing import CliRunner, Result
+from test_least_privilege import service_db  # noqa: F401 - the fixture: the database as `episodes api` logs in
 from test_serve_claude_code_sync import _old_session
 
 from jobs.claude_code.places import log_file, state_dir
 from jobs.claude_code.session_state import SessionState, save
 from jobs.cli import cli
 from jobs.db import Database
+from jobs.ingest import ingest_records
+from jobs.rights.forget import forget_user
 from jobs.service.keys import create_key
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
@@ -123,11 +126,13 @@ def test_a_hand_insert_of_an_erased_session_is_refused(db: Database, tmp_path: P
     with db.tenant("acme") as conn:
         conn.execute(insert, ("u-zoe", "z-2"))  # a new session
     assert _sessions(db) == [("u-zoe", "z-2")]
-    # Nothing of the erased session is readable by the tenant's role; the owner's tables hold hashes only.
+    # The tenant's role reads no key and cannot undo an erasure; the owner's tables hold hashes only.
     with db.tenant("acme") as conn:
-        for table in ("erased_sessions", "erasure_keys"):
+        assert conn.execute("SELECT count(*) AS n FROM erasure_keys").fetchone() == {"n": 0}
+        for statement in ("DELETE FROM erased_sessions", "UPDATE erasure_keys SET key = repeat('0', 64)",
+                          "INSERT INTO erasure_keys VALUES ('acme', repeat('0', 64))"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
-                conn.execute(f"SELECT * FROM {table}")
+                conn.execute(statement)
     with db.admin() as conn:
         rows = conn.execute("SELECT * FROM erased_sessions").fetchall()
     assert len(rows) == 1 and "z-1" not in json.dumps(rows, default=str)
@@ -182,3 +187,15 @@ def test_claude_code_sync_after_forget_stores_nothing_again(db: Database, tmp_pa
     new = _run(*sync)
     assert "1 session stored" in new.stdout, new.output
     assert _sessions(db) == [("ann", "bbbb-2222-new")]
+
+
+def test_an_erasure_through_the_service_login_role_stays(db: Database, service_db: Database) -> None:
+    """As `episodes api` and `serve`'s tenant work log in (episodes_service, owning nothing): the erasure
+    records its sessions and the refusal holds, also on a Citus cluster, where the triggers run on the worker."""
+    records = [("t:1", _record("z-1", "Book the Zanzibar tour."))]
+    assert ingest_records(service_db, records).inserted == 1
+    assert forget_user(service_db, "acme", "u-zoe").counts["transcripts"] == 1
+    again = ingest_records(service_db, records)
+    assert again.inserted == 0 and len(again.rejected) == 1 and "erased on" in str(again.rejected[0])
+    assert ingest_records(service_db, [("t:2", _record("z-2", "A new session."))]).inserted == 1
+    assert _sessions(db) == [("u-zoe", "z-2")]

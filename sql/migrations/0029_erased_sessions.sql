@@ -11,9 +11,9 @@
 --    The key is a random secret per tenant (erasure_keys), not the database's erasure salt: on a Citus
 --    cluster the trigger runs on the worker holding the tenant's shard, where episodes_secrets (the
 --    coordinator's alone) is not, so the key is a co-located tenant table, owner only like the salt.
---    Both tables: the owner's alone (no grant, row-level security on with no policy), reached through
---    the owner-rights trigger functions below, which pin search_path with pg_temp last and name every
---    relation by schema.
+--    Both tables are written by the owner alone, through the owner-rights trigger functions below (which
+--    pin search_path with pg_temp last and name every relation by schema); the app role reads no key and
+--    only its own tenant's hashes (row-level security; see the grant below).
 -- 2. forget marks its transaction (SET LOCAL episodes.erasing = 'user', which reaches the workers as the
 --    tenant setting does); a row trigger records every transcript the transaction deletes or keeps
 --    (UPDATE, --keep-transcripts). Outside an erasure nothing is recorded: an operator's own DELETE of a
@@ -51,8 +51,11 @@ BEGIN
     EXECUTE 'ALTER TABLE erased_sessions ENABLE ROW LEVEL SECURITY';
 END
 $$;
--- No role but the owner holds a privilege on either table. Should one be granted by mistake, these
--- policies still show the app role no key at all and only its own tenant's hashes.
+-- The app role may SELECT both, and sees through their policies no key at all and its own tenant's
+-- hashes only; it may write neither. The grant is for Citus: the recall route (jobs.citus.routes) asks,
+-- as the app role, get_shard_id_for_distribution_column for every table co-located with transcripts, and
+-- Citus wants SELECT on each.
+GRANT SELECT ON erasure_keys, erased_sessions TO episodes_app;
 CREATE POLICY nobody ON erasure_keys TO episodes_app USING (false) WITH CHECK (false);
 CREATE POLICY tenant_isolation ON erased_sessions TO episodes_app
     USING (tenant_id = current_setting('episodes.tenant_id', true))
