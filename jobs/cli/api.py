@@ -25,6 +25,7 @@ def api_command(obj: Context, host: str, port: int, workers: int) -> None:
 
     Create a key first with `episodes keys create`. SIGTERM (or Ctrl-C) stops taking connections
     and lets requests in flight finish (up to Settings.shutdown_deadline_seconds, 30 s). OpenAPI at /openapi.json.
+    The port is bound first: one in use is one line and exit status 1.
     It logs in as episodes_service, or EPISODES_SERVICE_DATABASE_URL (docs/operations.md, "Database roles").
     """
     from jobs.service import server
