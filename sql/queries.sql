@@ -240,12 +240,12 @@ RETURNING id
 
 -- name: idle_close
 -- Treat an open session with no new message for the idle period as closed. Across tenants; the
--- self-join is on (tenant_id, id), which a Citus cluster runs shard by shard.
+-- self-join is on (tenant_id, id), which a Citus cluster runs shard by shard. A ts that is not a time
+-- (a row inserted by hand) counts as unknown (migration 0031), rather than failing the statement.
 UPDATE transcripts t
 SET ended_at = greatest(coalesce(t.started_at, act.last_at), act.last_at)
 FROM (
-    SELECT tenant_id, id, coalesce((SELECT max((m ->> 'ts')::timestamptz) FROM jsonb_array_elements(messages) m),
-                        updated_at) AS last_at
+    SELECT tenant_id, id, episodes_last_message_time(messages, updated_at) AS last_at
     FROM transcripts
     WHERE ended_at IS NULL AND status = 'pending'
 ) act

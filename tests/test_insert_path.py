@@ -158,3 +158,20 @@ def test_a_batch_backfill_dead_letters_a_garbage_row_and_submits_the_rest(db: Da
     found = rows(db)
     assert found["garbage"]["status"] == "dead" and found["garbage"]["last_error"].startswith("messages.0.role:")
     assert found["anthropic"]["lease_owner"].startswith("batch:")
+
+
+def test_an_open_row_with_an_unreadable_time_does_not_stop_idle_close(db: Database, embedder) -> None:
+    """Maintenance closes idle sessions by their last message's ts: a hand-inserted open row whose ts is not a
+    time made that statement fail every 30 s, for every tenant. Its time is now taken as unknown (the row's
+    updated_at counts), and the row is dead-lettered with its reason once it is claimed."""
+    with db.tenant("acme") as conn:
+        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, messages) VALUES "
+                     "('acme', 'u-maria', 'bad-ts', %s), ('acme', 'u-maria', 'idle', %s)",
+                     (Jsonb([{"role": "user", "content": "hello", "ts": "last tuesday"}]), Jsonb(PLAIN)))
+    with db.admin() as conn:
+        conn.execute("UPDATE transcripts SET updated_at = now() - interval '2 hours'")
+    srv = Server(db, OfflineExtractor(embedder), ServeOptions(idle_close_seconds=3600))
+    assert srv.maintenance() == {"rescued": 0, "idle_closed": 2, "pruned_runs": 0}
+    report = run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
+    assert report.counts == {"done": 1, "dead": 1}
+    assert rows(db)["bad-ts"]["last_error"].startswith("messages.0.ts:")
