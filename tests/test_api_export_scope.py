@@ -1,5 +1,5 @@
 """The ``export`` scope (issue 35, item 7): a key that recalls cannot export a user's raw transcripts;
-one with ``export`` can; keys that held ``recall`` before migration 0030 were given ``export``, visibly."""
+one with ``export`` can; of the keys from before migration 0030, only those holding ``admin`` were given ``export``, visibly."""
 
 from __future__ import annotations
 
@@ -43,13 +43,14 @@ def test_export_is_a_scope_keys_can_be_created_with() -> None:
     assert parse_scopes("recall,export") == ("recall", "export")
 
 
-def test_keys_that_held_recall_before_0030_keep_exporting(blank_db_url: str) -> None:
+def test_only_admin_keys_from_before_0030_keep_exporting(blank_db_url: str) -> None:
     with psycopg.connect(blank_db_url) as conn:
         migrate.migrate(conn, embedding_dim=384, embedder="test")
         conn.execute("INSERT INTO api_keys (prefix, key_hash, tenant_id, scopes) VALUES "
                      "('ep_AAAAAAAA', sha256('a'), 'acme', ARRAY['recall']), "
                      "('ep_BBBBBBBB', sha256('b'), 'acme', ARRAY['ingest']), "
-                     "('ep_CCCCCCCC', sha256('c'), 'acme', ARRAY['recall', 'write'])")
+                     "('ep_CCCCCCCC', sha256('c'), 'acme', ARRAY['recall', 'write']), "
+                     "('ep_EEEEEEEE', sha256('e'), 'acme', ARRAY['recall', 'admin'])")
         conn.execute("DELETE FROM schema_migrations WHERE version = 30")  # as a database from before 0030
         applied = migrate.migrate(conn, embedding_dim=384, embedder="test")
         assert [m.version for m in applied] == [30]
@@ -57,8 +58,8 @@ def test_keys_that_held_recall_before_0030_keep_exporting(blank_db_url: str) -> 
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute("INSERT INTO api_keys (prefix, key_hash, tenant_id, scopes) "
                          "VALUES ('ep_DDDDDDDD', sha256('d'), 'acme', ARRAY['export', 'everything'])")
-    assert scopes == {"ep_AAAAAAAA": ["recall", "export"], "ep_BBBBBBBB": ["ingest"],
-                      "ep_CCCCCCCC": ["recall", "write", "export"]}
+    assert scopes == {"ep_AAAAAAAA": ["recall"], "ep_BBBBBBBB": ["ingest"],
+                      "ep_CCCCCCCC": ["recall", "write"], "ep_EEEEEEEE": ["recall", "admin", "export"]}
 
 
 def test_listing_shows_the_scope(db: Database) -> None:

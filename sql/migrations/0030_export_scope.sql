@@ -4,13 +4,15 @@
 -- user, while a recall key only needs the episodes recall shows. Export is a scope of its own now; a key
 -- created with `--scopes recall` cannot export.
 --
--- Existing keys that hold `recall` get `export` added here, visibly (`episodes keys list` shows it):
--- taking it away would break, without warning, the applications that answer their users' access
--- requests through their key, and 0024 kept `write` whole for the same reason. An operator narrows such a
--- key by creating one with `--scopes recall` and revoking the old one (docs/service.md, "Keys and scopes").
+-- Existing keys: only those that hold `admin` (an operator's key: it can erase a user, and export is the
+-- other half of a user's rights) get `export` added here, visibly (`episodes keys list` shows it). A key
+-- without `admin` loses the export it had through `recall`: those are the keys handed to agents and hooks
+-- (the documented ones are `recall,ingest`), whose holder should read what recall shows and no raw
+-- transcript. An application that answers access requests through such a key gets a 403 that names the
+-- scope; the operator creates a key with `--scopes export` for it (docs/service.md, "Keys and scopes").
 ALTER TABLE api_keys DROP CONSTRAINT api_keys_scopes_check;
 ALTER TABLE api_keys ADD CONSTRAINT api_keys_scopes_check
     CHECK (cardinality(scopes) >= 1
            AND scopes <@ ARRAY['recall', 'ingest', 'edit', 'write', 'admin', 'export']::text[]);
 UPDATE api_keys SET scopes = scopes || 'export'::text
- WHERE 'recall' = ANY (scopes) AND NOT 'export' = ANY (scopes);
+ WHERE 'admin' = ANY (scopes) AND NOT 'export' = ANY (scopes);
