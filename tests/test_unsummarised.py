@@ -75,6 +75,23 @@ def test_pii_in_the_last_messages_does_not_reach_the_block(db: Database, embedde
     assert "Send it to [EMAIL] or call me on [PHONE]." in block
 
 
+def test_a_row_inserted_by_hand_in_content_blocks_shows_its_words_not_the_blocks(
+        db: Database, embedder: Embedder) -> None:
+    # A host may INSERT Anthropic content blocks (docs/transcripts.md); they are normalised at claim time,
+    # so until then the line reads the text blocks themselves (a tool result is no word of the user's).
+    with db.tenant("acme") as conn:
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, messages) "
+            "VALUES ('acme', 'maria', 'blocks', 'support', '2025-03-04 09:00Z', '2025-03-04 09:20Z', %s)",
+            (Jsonb([{"role": "user", "content": [{"type": "text", "text": "Ship the Business plan order."},
+                                                 {"type": "tool_result", "tool_use_id": "t1",
+                                                  "content": "SECRET-TOOL-OUTPUT"}]}]),))
+    block = Recaller(db, embedder).recall("acme", "maria", OPENING, now=NOW).render()
+    (line,) = [ln for ln in block.splitlines() if ln.startswith("- 2025-03-04")]
+    assert line.endswith("the user's last words: Ship the Business plan order.")
+    assert "type" not in line and "SECRET-TOOL-OUTPUT" not in block
+
+
 def test_an_open_session_shows_and_the_line_is_bounded_and_budgeted(db: Database, embedder: Embedder) -> None:
     long = "Our Snowflake bill doubled last month " * 20
     transcript(db, "open", [("user", "Short first question?"), ("user", long)], ended=None,

@@ -33,6 +33,18 @@ def unsummarised_sessions(rows: Sequence[dict[str, Any]], *, chars: int, redact:
     return sessions
 
 
+def _text_of(content: object) -> str:
+    """What a stored message says in words: its text, or the text blocks of a message inserted by hand in
+    Anthropic's or OpenAI's content-block shape (read through the normaliser only at claim time); tool
+    results, images and anything else carry no words of the user's."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(block.get("text") or "") for block in content
+                        if isinstance(block, dict) and block.get("type") == "text")
+    return ""
+
+
 def last_words(raw: Sequence[dict[str, Any]], limit: int, redact: bool) -> str:
     """The last user messages, redacted, within ``limit`` characters (see the module docstring)."""
     # Imported here, when there is a session to show: the detectors' patterns are a share of a cold
@@ -40,7 +52,7 @@ def last_words(raw: Sequence[dict[str, Any]], limit: int, redact: bool) -> str:
     # way in, so their text is redacted as it is, without building a pydantic model per message.
     from jobs.pii.redaction import redact as redact_text
 
-    texts = [" ".join(redact_text(str(m.get("content") or ""), enabled=redact).text.split()) for m in raw]
+    texts = [" ".join(redact_text(_text_of(m.get("content")), enabled=redact).text.split()) for m in raw]
     kept: list[str] = []
     for text in reversed([t for t in texts if t]):
         if len(SEPARATOR.join([text, *kept])) > limit:
