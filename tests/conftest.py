@@ -132,6 +132,9 @@ def db_url(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
     name = f"test_{os.getpid()}_{next(_counter)}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+        # A database-level privilege is not copied from the template: take TEMPORARY away again, as
+        # migration 0027 does, so the tests run with the privileges a migrated database has.
+        conn.execute(f'REVOKE TEMPORARY ON DATABASE "{name}" FROM PUBLIC')
     yield _url_for(admin_url, name)
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
