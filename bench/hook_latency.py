@@ -120,7 +120,10 @@ def main() -> None:
     args = parser.parse_args()
     payload = json.dumps({"hook_event_name": "SessionStart", "source": "startup", "cwd": PROJECT,
                           "session_id": "bench-session", "transcript_path": "/nonexistent.jsonl"})
-    hook = [sys.executable, "-m", "jobs.claude_code.hook", "--tenant", "bench", "--user", "ann", "--budget", "60"]
+    from jobs.claude_code.hook_settings import LAUNCHER
+
+    # The command as `episodes claude-code install` writes it: the launcher by path, in isolated mode.
+    hook = [sys.executable, "-I", str(LAUNCHER), "--tenant", "bench", "--user", "ann", "--budget", "60"]
     with scratch_home() as home:
         env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL" and not k.startswith("EPISODES_HOOK")}
         env.update(EPISODES_HOME=str(home), EPISODES_LOG_LEVEL="WARNING")
