@@ -339,6 +339,12 @@ def test_views_count_what_the_tables_hold(ro_db: Database) -> None:
 def test_security_barrier_keeps_a_leaky_function_from_seeing_other_tenants(edb: Database) -> None:
     seen: list[str] = []
     with edb.pool.connection() as conn:
+        # Migration 0027 takes TEMPORARY from the analyst role, so it can create no such function; the
+        # barrier must hold on its own (a database restored without --create has PostgreSQL's defaults
+        # back), so the role is given the privilege for this test.
+        grant = sql.SQL("{} TEMPORARY ON DATABASE {} {} episodes_analyst")
+        database = sql.Identifier(conn.info.dbname)
+        conn.execute(grant.format(sql.SQL("GRANT"), database, sql.SQL("TO")))
         # only the function's own notices (a cluster adds some of its own)
         conn.add_notice_handler(lambda d: seen.append(d.message_primary or "") if d.severity_nonlocalized == "NOTICE"
                                 and (d.message_primary or "").startswith("saw ") else None)
@@ -348,6 +354,7 @@ def test_security_barrier_keeps_a_leaky_function_from_seeing_other_tenants(edb: 
                 conn.execute("CREATE FUNCTION pg_temp.leak(t text, w text) RETURNS boolean LANGUAGE plpgsql "
                              "COST 0.0001 AS $$ BEGIN RAISE NOTICE 'saw % %', t, w; RETURN true; END $$")
                 rows = conn.execute("SELECT what FROM analyst.decisions WHERE pg_temp.leak(tenant_id, what)").fetchall()
+        conn.execute(grant.format(sql.SQL("REVOKE"), database, sql.SQL("FROM")))
     assert rows and len(seen) == len(rows)
     assert all(message.startswith("saw acme ") for message in seen)
 

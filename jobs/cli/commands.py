@@ -33,7 +33,8 @@ COMMANDS: dict[str, LazyCommand] = {
         "Correct one episode: its summary, an event's text or status, or drop an event."),
     "db": LazyCommand(
         "jobs.cli.db:db_group",
-        "The embedded PostgreSQL (DATABASE_URL unset): it keeps running after each command; stop it here."),
+        "The database: its URL, a psql on it, and the embedded PostgreSQL (DATABASE_URL unset), which keeps "
+        "running after each command: stop it here."),
     "demo": LazyCommand(
         "jobs.cli.demo:demo",
         "Initialise the database, load the bundled example transcripts, summarise them, compress the old "
