@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,25 @@ def test_the_installed_hook_runs_none_of_a_projects_jobs_package_and_works_besid
     # Item 7: what the hooks keep says which projects a user works on, and when: owner-only.
     assert _mode(log_file()) == 0o600 and _mode(log_file().parent) == 0o700
     assert _mode(state_dir() / "88888880-bbbb.json") == 0o600 and _mode(state_dir()) == 0o700
+
+
+@pytest.mark.slow
+def test_install_run_from_a_project_holding_a_jobs_package_runs_none_of_it(tmp_path: Path, db: Database) -> None:
+    """`episodes claude-code install` is run in the project's folder too (``--scope project`` asks for it): the
+    command itself, and every Python it starts (compiling the hook's modules), import nothing from there."""
+    marker = tmp_path / "hostile-code-ran"
+    project = _hostile_project(tmp_path / "evil-repo", marker)
+    home = tmp_path / "home"
+    episodes = shutil.which("episodes", path=os.path.dirname(sys.executable))
+    assert episodes, "the episodes console script is installed beside this Python"
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "DATABASE_URL": db.url, "EPISODES_HOME": str(home / "ep"),
+           "EPISODES_CACHE_DIR": MODEL_CACHE}
+    done = subprocess.run([episodes, "claude-code", "install", "--scope", "project", "--tenant", "acme",
+                           "--user", "ann"], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "HOSTILE" not in done.stdout + done.stderr
+    assert not marker.exists(), "the project's jobs package ran during install"
+    assert (project / ".claude" / "settings.local.json").exists()
 
 
 def test_the_launcher_fails_open_when_our_own_package_cannot_be_imported(tmp_path: Path) -> None:

@@ -89,9 +89,10 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
 
         ctx.invoke(init, distributed=False, shard_count=None)
         embedder_for(obj.settings).embed(["warm up"])  # fetches and checks the model files, builds the graph once
-    # Compile the hook's modules now, not on the critical path of the first session start.
-    subprocess.run([sys.executable, "-c", "import jobs.claude_code.hook, jobs.claude_code.local, "
-                    "jobs.claude_code.remote"], check=False, capture_output=True)
+    # Compile the hook's modules now, not on the critical path of the first session start: isolated (-I)
+    # and from /, as the hooks run, so a `jobs/` package of the folder install runs in is never imported.
+    subprocess.run([sys.executable, "-I", "-c", "import jobs.claude_code.hook, jobs.claude_code.local, "
+                    "jobs.claude_code.remote"], check=False, capture_output=True, cwd="/")
     path = hook_settings.settings_path(scope, project_dir)
     before = hook_settings.read(path)
     if scope == "project":  # installs before settings.local.json wrote this machine's paths into the shared file

