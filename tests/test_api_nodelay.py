@@ -1,8 +1,8 @@
-"""`episodes api --workers N` binds a listening socket whose accepted connections get TCP_NODELAY.
+"""`episodes api` binds a listening socket whose accepted connections get TCP_NODELAY, for one worker or many.
 
 uvicorn's own ``Config.bind_socket`` leaves the protocol number at 0, so asyncio never set TCP_NODELAY on
 what the workers accepted, and each kept-alive response's body waited for the client's delayed ACK of
-its headers (~40 ms on Linux; jobs/service/server.py). With one worker asyncio binds the socket itself.
+its headers (~40 ms on Linux; jobs/service/server.py). The service binds its socket itself (``listen``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from jobs.service.server import Config, listen
+from jobs.service.server import listen
 
 
 def accepted_nodelay(listener: socket.socket) -> int:
@@ -40,16 +40,6 @@ def accepted_nodelay(listener: socket.socket) -> int:
             await server.wait_closed()
 
     return asyncio.run(main())
-
-
-def test_the_workers_listening_socket_gives_tcp_nodelay() -> None:
-    listener = Config("jobs.service.app:from_environment", factory=True, host="127.0.0.1", port=0,
-                      workers=2).bind_socket()
-    try:
-        assert listener.family == socket.AF_INET and listener.proto == socket.IPPROTO_TCP
-        assert accepted_nodelay(listener) != 0
-    finally:
-        listener.close()
 
 
 def test_the_socket_episodes_api_binds_first_gives_tcp_nodelay() -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jobs.claude_code.places import claude_home, state_dir
-from jobs.claude_code.sync import _load_ledger, _save_ledger
+from jobs.claude_code.sync import load_ledger, save_ledger
 from jobs.wording import counted
 
 
@@ -69,13 +69,13 @@ def clear(session_ids: Collection[str], *, base: Path | None = None, projects: P
     done = Cleared(projects=folder if folder.is_dir() else None)
     if not ids:
         return done
-    ledger = _load_ledger(base)
+    ledger = load_ledger(base)
     gone = [key for key in ledger if Path(key).stem in ids]
     done.ledger_entries = len(gone)
     if gone and not dry_run:
         for key in gone:
             del ledger[key]
-        _save_ledger(ledger, base)
+        save_ledger(ledger, base)
     for sid in sorted(ids):
         path = state_dir(base) / f"{sid}.json"
         if path.is_file():

@@ -51,7 +51,7 @@ def _ledger_path(base: Path | None) -> Path:
     return (base or home()) / "claude-code" / "synced.json"
 
 
-def _load_ledger(base: Path | None) -> dict[str, list[int]]:
+def load_ledger(base: Path | None) -> dict[str, list[int]]:
     try:
         data = json.loads(_ledger_path(base).read_text("utf-8"))
     except (OSError, ValueError):
@@ -59,7 +59,7 @@ def _load_ledger(base: Path | None) -> dict[str, list[int]]:
     return data if isinstance(data, dict) else {}
 
 
-def _save_ledger(ledger: dict[str, list[int]], base: Path | None) -> None:
+def save_ledger(ledger: dict[str, list[int]], base: Path | None) -> None:
     write_private(_ledger_path(base), json.dumps(ledger, sort_keys=True))  # owner-only, its folder too
 
 
@@ -67,7 +67,7 @@ def sync(store: Store, files: Iterable[Path], *, tenant_id: str, user_id: str, i
          force: bool = False, base: Path | None = None) -> SyncReport:
     """Hand every finished session in ``files`` to ``store``; ``force`` reads files the ledger knows too."""
     report = SyncReport()
-    ledger = _load_ledger(base)
+    ledger = load_ledger(base)
     ended = session_state.ended_sessions(base)
     for path in files:
         report.files += 1
@@ -100,5 +100,5 @@ def sync(store: Store, files: Iterable[Path], *, tenant_id: str, user_id: str, i
                 continue  # read again next time
         if not still_open:
             ledger[key] = signature
-    _save_ledger(ledger, base)
+    save_ledger(ledger, base)
     return report

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from jobs.formats.shapes import ShapeError, normalise_messages
 from jobs.recall.result import RecalledSession, line_macros, skeleton_chars
 
 SEPARATOR = " / "
@@ -33,16 +34,16 @@ def unsummarised_sessions(rows: Sequence[dict[str, Any]], *, chars: int, redact:
     return sessions
 
 
-def _text_of(content: object) -> str:
-    """What a stored message says in words: its text, or the text blocks of a message inserted by hand in
-    Anthropic's or OpenAI's content-block shape (read through the normaliser only at claim time); tool
-    results, images and anything else carry no words of the user's."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(block.get("text") or "") for block in content
-                        if isinstance(block, dict) and block.get("type") == "text")
-    return ""
+def _said(message: object) -> str:
+    """What a stored user message says in words. Rows ingested are canonical already; a row INSERTed by
+    hand may hold Anthropic or OpenAI content blocks until claim time normalises it, so it goes through
+    the same normaliser (jobs.formats.shapes): its text, without tool results or images. A message no
+    shape fits says nothing here (summarize dead-letters it)."""
+    try:
+        said = normalise_messages([message])
+    except ShapeError:
+        return ""
+    return " ".join(str(m["content"]) for m in said if m["role"] == "user")
 
 
 def last_words(raw: Sequence[dict[str, Any]], limit: int, redact: bool) -> str:
@@ -52,7 +53,7 @@ def last_words(raw: Sequence[dict[str, Any]], limit: int, redact: bool) -> str:
     # way in, so their text is redacted as it is, without building a pydantic model per message.
     from jobs.pii.redaction import redact as redact_text
 
-    texts = [" ".join(redact_text(_text_of(m.get("content")), enabled=redact).text.split()) for m in raw]
+    texts = [" ".join(redact_text(_said(m), enabled=redact).text.split()) for m in raw]
     kept: list[str] = []
     for text in reversed([t for t in texts if t]):
         if len(SEPARATOR.join([text, *kept])) > limit:

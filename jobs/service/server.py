@@ -1,14 +1,13 @@
 """Run the HTTP service under uvicorn with TCP_NODELAY on every connection, whatever the worker count.
 
-With ``--workers`` > 1 uvicorn binds the listening socket itself (``Config.bind_socket``) and leaves its
-protocol number at 0. Accepted sockets inherit it, and asyncio turns TCP_NODELAY on only for a socket
-that says ``IPPROTO_TCP``; so Nagle's algorithm stayed on. A response leaves in two writes (headers,
-then body): the body waited until the client acknowledged the headers, and Linux clients delay that
-acknowledgement by up to 40 ms. On a kept-alive connection a recall took ~40 ms more than the service
-spent on it (bench/api_load.py; uvicorn issue #3149). With one worker asyncio binds from the host and
-port, the socket says ``IPPROTO_TCP``, and the delay never showed.
+The listening socket is ours (:func:`listen`), made with ``IPPROTO_TCP``: asyncio turns TCP_NODELAY on
+only for accepted sockets that say so, and uvicorn's own ``Config.bind_socket`` (used with ``--workers``
+> 1) leaves the protocol number at 0, so Nagle's algorithm stayed on. A response leaves in two writes
+(headers, then body): the body waited until the client acknowledged the headers, and Linux clients
+delay that acknowledgement by up to 40 ms. On a kept-alive connection a recall took ~40 ms more than the
+service spent on it (bench/api_load.py; uvicorn issue #3149).
 
-The listening socket is bound before anything says "listening" (:func:`listen`): a port already in use
+It is bound before anything says "listening": a port already in use
 is one line and exit status 1 (``port N is in use; choose another with --port``), not a banner and then
 uvicorn's traceback.
 
@@ -44,24 +43,11 @@ class PortInUse(EpisodesError):
 
 
 class Config(uvicorn.Config):
-    """uvicorn's configuration, with a listening socket whose accepted connections get TCP_NODELAY, and
-    the header timeout of :class:`TimedH11Protocol`."""
+    """uvicorn's configuration with the header timeout of :class:`TimedH11Protocol`."""
 
     def __init__(self, app: Any, *, header_timeout: float = 10.0, **options: Any) -> None:
         super().__init__(app, **options)
         self.header_timeout = header_timeout
-
-    def bind_socket(self) -> socket.socket:
-        sock = super().bind_socket()
-        return tcp_socket(sock)
-
-
-def tcp_socket(sock: socket.socket) -> socket.socket:
-    """``sock`` itself if asyncio will set TCP_NODELAY on what it accepts; a TCP socket left at protocol 0
-    comes back as the same descriptor saying ``IPPROTO_TCP`` (``sock`` is detached)."""
-    if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto != socket.IPPROTO_TCP:
-        return socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
-    return sock
 
 
 class TimedH11Protocol(H11Protocol):
