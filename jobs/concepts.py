@@ -25,7 +25,7 @@ from typing import Final, Literal, get_args
 
 # -- key events --------------------------------------------------------------------------------
 
-EventType = Literal["decision", "open_question", "commitment", "surprise", "preference"]
+EventType = Literal["decision", "open_question", "commitment", "surprise", "preference", "fact"]
 EVENT_TYPES: Final[tuple[EventType, ...]] = get_args(EventType)
 # Stay open until a later episode answers or fulfils them (recall's "still open", the memory page).
 OPEN_ITEM_TYPES: Final[tuple[EventType, ...]] = ("open_question", "commitment")

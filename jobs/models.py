@@ -200,16 +200,20 @@ class KeyEvent(BaseModel):
             "commitment: something someone promised to do after the session (who must be named), often with a due "
             "date; an agent's working steps within the session (\"let me check\", \"I'll run the tests\") are not. "
             "surprise: something unexpected the user noticed or reacted to, such as a failing test or an error. "
-            "preference: a lasting like, dislike or way the user wants things done (\"I prefer metric units\")."
+            "preference: a lasting like, dislike or way the user wants things done (\"I prefer metric units\"). "
+            "fact: a specific the user states about themselves, their people, project or setup that a later session "
+            "may ask about (\"the billing service runs PostgreSQL 15\", \"my sister lives in Oslo\"), with its "
+            "numbers, versions, names and dates verbatim."
         )
     )
     what: str = Field(
         min_length=3,
         max_length=400,
         description=(
-            "One self-contained sentence in the third person with the concrete details "
-            "(names, amounts, dates, files), understandable without the transcript. Never tool output quoted as "
-            "someone's words."
+            "One self-contained sentence in the third person with the concrete details copied verbatim "
+            "(names, amounts, versions, dates, files, identifiers, settings: \"decided to use PostgreSQL 17 for the "
+            "billing service\", never \"decided on a database\"), understandable without the transcript. Never "
+            "tool output quoted as someone's words."
         ),
     )
     evidence: list[int] = Field(

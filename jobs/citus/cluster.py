@@ -48,7 +48,7 @@ REFERENCE_TABLES = ("event_types", "job_runs", "model_batches", "episodes_settin
 # Co-located with the first, in the order their foreign keys need.
 TENANT_TABLES = ("transcripts", "episodes", "episode_events", "episode_entities", "episode_lineage", "model_calls",
                  "model_batch_items", "erasures", "episode_corrections", "recall_versions",
-                 "recall_packs", "erasure_keys", "erased_sessions")
+                 "recall_packs", "erasure_keys", "erased_sessions", "episode_lines")
 LOGIN_ROLES = ("episodes_app", "episodes_analyst", "episodes_operator")
 
 

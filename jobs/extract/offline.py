@@ -75,7 +75,7 @@ SUMMARY_CHARS = 800
 # Salience of an event by its type, for choosing the 20 kept; one weight per type of jobs.concepts.EVENT_TYPES
 # (tests/test_concepts.py).
 EVENT_WEIGHT: dict[EventType, float] = {
-    "decision": 0.5, "preference": 0.45, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2}
+    "decision": 0.5, "preference": 0.45, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2, "fact": 0.4}
 # A later sentence this close to an open item (and saying it is done / not asking again) resolves it; one
 # per type of OPEN_ITEM_TYPES.
 RESOLVE_SIMILARITY: dict[EventType, float] = {"commitment": 0.6, "open_question": 0.65}
