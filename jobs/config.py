@@ -28,6 +28,7 @@ from jobs.config_values import (BOOLEAN, CRON, EMBEDDER, IDLE, LEVEL, PATH, POLI
                                 SECRET, TEXT, TOKEN, URL, Kind, choice, parse_duration, parse_purpose_map, whole)
 from jobs.errors import ConfigError
 from jobs.prune_policy import PrunePolicy
+from jobs.registry import EXTRACTORS, installed
 
 __all__ = ["GROUPS", "OTHER_VARIABLES", "ConfigError", "Settings", "child_environment", "env", "load", "metrics_dir",
            "parse_duration", "parse_purpose_map", "removed_variables", "set_env", "share_metrics_dir"]
@@ -61,6 +62,17 @@ def setting(default: Any = None, *, group: str, doc: str, env: str | None = None
 
 
 DAY = 86400.0
+
+
+def _extractor(name: str, raw: str) -> str:
+    """auto or a name registered in the episodes.extractors entry points (jobs.registry)."""
+    have = installed(EXTRACTORS)
+    if raw.lower() != "auto" and raw.lower() not in have:
+        raise ConfigError(f"{name}={raw!r}; use auto, {', '.join(have)} (the extractors installed).")
+    return raw.lower()
+
+
+EXTRACTOR = Kind("auto | anthropic | claude-code | openai | offline | another installed back end", _extractor)
 _DATA = "the platform's user data directory (~/.local/share/episodes on Linux)"
 _CACHE = "the platform's user cache directory (~/.cache/episodes on Linux)"
 
@@ -98,8 +110,13 @@ class Settings:
                                              shown="unset: Anthropic's API", doc="Where the anthropic SDK sends calls.")
     model: str = setting("claude-haiku-4-5", group="model", env="EPISODES_MODEL",
                          doc="The Claude model that summarizes and compresses; its prices come from the price table.")
-    extractor: str = setting("auto", group="model", env="EPISODES_EXTRACTOR", kind=choice("auto", "anthropic", "offline"),
-                             doc="auto: Claude when ANTHROPIC_API_KEY is set, the offline extractor otherwise.")
+    extractor: str = setting("auto", group="model", env="EPISODES_EXTRACTOR", kind=EXTRACTOR,
+                             doc="Who summarizes (docs/extractors.md). auto: anthropic when ANTHROPIC_API_KEY is set, "
+                                 "else openai when OPENAI_BASE_URL is, else offline; never claude-code (opt in).")
+    openai_base_url: str | None = setting(group="model", env="OPENAI_BASE_URL", kind=URL,
+                                          shown="unset: `auto` does not pick openai",
+                                          doc="An OpenAI-compatible endpoint (the openai SDK reads it too); with it "
+                                              "and no ANTHROPIC_API_KEY, `auto` summarizes through it.")
     max_retries: int = setting(4, group="model", was="EPISODES_MAX_RETRIES",
                                doc="Retries of the anthropic SDK (429 with retry-after, 529, 5xx).")
     model_timeout_s: float = setting(60.0, group="model", shown="60s", was="EPISODES_MODEL_TIMEOUT",
@@ -222,10 +239,16 @@ class Settings:
 
     @property
     def resolved_extractor(self) -> str:
-        """`auto` means Claude when an API key is configured, the offline extractor otherwise."""
-        if self.extractor == "auto":
-            return "anthropic" if self.anthropic_api_key else "offline"
-        return self.extractor
+        """The one place that decides what `auto` means: anthropic with ANTHROPIC_API_KEY, else openai
+        with OPENAI_BASE_URL (when that back end is installed), else offline. Never claude-code: it
+        spends the user's subscription, so the user names it."""
+        if self.extractor != "auto":
+            return self.extractor
+        if self.anthropic_api_key:
+            return "anthropic"
+        if self.openai_base_url and "openai" in installed(EXTRACTORS):
+            return "openai"
+        return "offline"
 
     def with_(self, **changes: Any) -> "Settings":
         return replace(self, **changes)

@@ -228,4 +228,8 @@ def utc(moment: dt.datetime | None) -> dt.datetime | None:
     return moment.replace(tzinfo=dt.UTC) if moment is not None and moment.tzinfo is None else moment
 
 
-EXTRACTOR_HELP = "auto (default): Claude when ANTHROPIC_API_KEY is set, else the offline extractor."
+EXTRACTOR_HELP = ("Who summarizes: anthropic, claude-code (your Claude Code login; spends your subscription), "
+                  "openai (OPENAI_BASE_URL), offline, or another installed back end (docs/extractors.md). "
+                  "auto (default): anthropic when ANTHROPIC_API_KEY is set, else openai when OPENAI_BASE_URL "
+                  "is, else offline. [env EPISODES_EXTRACTOR]")
+

@@ -20,8 +20,9 @@ from jobs.wording import counted
 @click.option("--user", "user_id", help="Only this user.")
 @click.option("--dry-run", is_flag=True,
               help="List the periods that would be compressed, rebuilt or removed; change nothing, call no model.")
-@click.option("--extractor", type=click.Choice(["auto", "anthropic", "offline"]), default=None,
-              help="auto (default): Claude when ANTHROPIC_API_KEY is set, else the offline merge.")
+@click.option("--extractor", metavar="NAME", default=None,
+              help="Who compresses, as for `episodes run`: anthropic, claude-code, offline (the deterministic merge) "
+                   "or another installed compressor. auto (default): as EPISODES_EXTRACTOR resolves.")
 @click.option("--purge-embeddings", is_flag=True,
               help="Also drop the embedding vectors of compressed source episodes (~1.5 KB each at 384-d). "
                    "They are out of recall anyway; the trade-off: analysts lose vector search over old "

@@ -20,7 +20,7 @@ from jobs.cli.base import EXTRACTOR_HELP, Context, Duration, utc
 @click.option("--prompt-version-below", "below", metavar="V",
               help="Only episodes made with a prompt version older than V (first used before V was; any "
                    "version is older than one not used yet).")
-@click.option("--extractor", type=click.Choice(["auto", "anthropic", "offline"]), default=None,
+@click.option("--extractor", metavar="NAME", default=None,
               help="Whose prompt version is current. " + EXTRACTOR_HELP)
 @click.option("--dry-run", is_flag=True, help="Count the sessions and estimate tokens and cost; change nothing.")
 @click.option("--batch", is_flag=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jobs import migrate
 from jobs.citus.cluster import cluster_status
+from jobs.config import Settings
 from jobs.db import Database, one
 from jobs.lifecycle.reembed import reembed_progress
 from jobs.sql import query
@@ -27,10 +28,7 @@ def render_status(db: Database) -> str:
             lines.extend(spread.lines())
         if have >= 14 and (progress := reembed_progress(conn)) is not None:  # migration 0014
             lines.append(f"reembed      {progress.line()} (`episodes reembed --embedder {progress.embedder}` resumes)")
-        extractor = settings.resolved_extractor
-        label = f"anthropic ({settings.model})" if extractor == "anthropic" else \
-            "offline (no ANTHROPIC_API_KEY: deterministic, lower quality)"
-        lines.append(f"extractor    {label}")
+        lines.append(f"extractor    {extractor_label(settings)}")
         lines.append(f"embedder     {settings.embedder}{EMBEDDER_NOTES.get(settings.embedder, '')} (EPISODES_EMBEDDER)")
         states = {r["state"]: r["n"] for r in conn.execute(query("status_transcripts"))}
         order = ["open", "pending", "running", "done", "dead"]
@@ -75,6 +73,20 @@ def render_status(db: Database) -> str:
                     + (f" error: {r['error']}" if r["error"] else "")
                 )
     return "\n".join(lines)
+
+
+def extractor_label(settings: Settings) -> str:
+    """The back end new episodes come from, and its model, as `auto` resolves it (Settings.resolved_extractor)."""
+    chosen = settings.resolved_extractor
+    how = "EPISODES_EXTRACTOR" if settings.extractor != "auto" else "auto"
+    if chosen == "offline":
+        why = "no ANTHROPIC_API_KEY or OPENAI_BASE_URL" if settings.extractor == "auto" else "EPISODES_EXTRACTOR"
+        return f"offline ({why}: deterministic, lower quality)"
+    if chosen == "anthropic":
+        return f"anthropic, model {settings.model} ({how})"
+    if chosen == "openai":
+        return f"openai at {settings.openai_base_url or 'the SDK default'} ({how})"
+    return f"{chosen} ({how})"
 
 
 def _age(seconds: float | None) -> str:

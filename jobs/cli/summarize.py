@@ -26,7 +26,7 @@ from jobs.wording import counted
 @click.option("--limit", type=click.IntRange(min=1), help="Process at most this many transcripts.")
 @click.option("--tenant", help="Only this tenant's transcripts.")
 @click.option("--since", type=click.DateTime(), help="Only sessions that ended at or after this time (UTC).")
-@click.option("--extractor", type=click.Choice(["auto", "anthropic", "offline"]), default=None, help=EXTRACTOR_HELP)
+@click.option("--extractor", metavar="NAME", default=None, help=EXTRACTOR_HELP)
 @click.option("--concurrency", type=click.IntRange(1, 256), default=4, show_default=True,
               help="Transcripts processed at once (threads).")
 @click.option("--batch", is_flag=True,
@@ -111,7 +111,7 @@ def stop_on_signals(interrupt: threading.Event) -> Iterator[None]:
 @click.option("--shutdown-deadline", type=Duration(), default=None,
               help="On SIGTERM/SIGINT, how long in-flight work may take before its claims are released. "
                    "[default: 30s]")
-@click.option("--extractor", type=click.Choice(["auto", "anthropic", "offline"]), default=None, help=EXTRACTOR_HELP)
+@click.option("--extractor", metavar="NAME", default=None, help=EXTRACTOR_HELP)
 @click.option("--claude-code-sync", "claude_code_sync", is_flag=True,
               help="Also store this machine's finished Claude Code sessions every 5 minutes, as `episodes "
                    "claude-code sync` does (what a SessionEnd hook could not hand over).")

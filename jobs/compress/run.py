@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from jobs.compress.claude import AnthropicCompressor
 from jobs.compress.compressor import Compressor
 from jobs.compress.group import (
     GroupOutcome,
@@ -37,7 +36,6 @@ from jobs.compress.group import (
     process_group,
     write_group,
 )
-from jobs.compress.offline import OfflineCompressor
 from jobs.compress.periods import UNITS, Period, cutoff_time, period_floor
 from jobs.compress.plan import PlannedGroup, plan
 from jobs.compress.state import damaged_history, delete_supers, group_scope, lock_user
@@ -45,6 +43,7 @@ from jobs.config import Settings
 from jobs.db import Database, one
 from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import CompressBusy, ConfigError
+from jobs.registry import COMPRESSORS, load
 from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
 
@@ -54,17 +53,16 @@ RUN_LOCK_KEY = 0x6570697363707273  # "episcprs": one compress runner per databas
 
 
 def make_compressor(settings: Settings, name: str | None = None, embedder: Embedder | None = None) -> Compressor:
-    """anthropic, offline, or auto (anthropic when a key is configured) — as the summarize job picks.
+    """The compressor registered as ``name`` in the ``episodes.compressors`` entry points
+    (:mod:`jobs.registry`): anthropic, offline, claude-code or a third party's.
 
     ``name`` None or ``auto`` means the extractor setting (``EPISODES_EXTRACTOR``) as
-    :attr:`Settings.resolved_extractor` resolves it.
+    :attr:`Settings.resolved_extractor` resolves it, so a period is compressed by the back end
+    that summarises its sessions.
     """
     chosen = settings.resolved_extractor if name in (None, "", "auto") else name
-    if chosen == "anthropic":
-        return AnthropicCompressor(settings)
-    if chosen == "offline":
-        return OfflineCompressor(embedder, settings)
-    raise ConfigError(f"unknown compressor {chosen!r}; use anthropic or offline")
+    compressor: Compressor = load(COMPRESSORS, chosen, "compressor")(settings, embedder)
+    return compressor
 
 
 @dataclass

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from jobs.embeddings.model_cache import default_cache_dir
 from jobs.embeddings.protocol import Embedder, Vectors
-from jobs.errors import ConfigError
 from jobs.lazy import lazy_names
+from jobs.registry import EMBEDDERS, load
 
 if TYPE_CHECKING:
     from jobs.config import Settings
@@ -42,7 +42,8 @@ __getattr__, __dir__ = lazy_names(globals(), _WHERE)
 
 def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | None = None,
                  model_dir: Path | None = None) -> Embedder:
-    """The embedder called ``name``: ``minilm`` (int8), ``minilm-fp32``, ``voyage[:model]`` or ``hashing[:dim]``.
+    """The embedder called ``name``: ``minilm`` (int8), ``minilm-fp32``, ``voyage[:model]``, ``hashing[:dim]``
+    or another registered in the ``episodes.embedders`` entry points (:mod:`jobs.registry`).
 
     ``hashing`` is for tests and offline use (:mod:`jobs.embeddings.hashing`). The name recorded by
     ``episodes init`` for MiniLM (``all-MiniLM-L6-v2``) is accepted too, in any case.
@@ -54,27 +55,16 @@ def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | No
     return _embedder(name, threads, cache_dir or default_cache_dir(), model_dir)
 
 
+ALIASES = {"all-minilm-l6-v2": "minilm"}  # the name `episodes init` records for MiniLM, in any case
+
+
 @cache
 def _embedder(name: str, threads: int, cache_dir: Path, model_dir: Path | None) -> Embedder:
-    if name in ("minilm", "all-minilm-l6-v2", "all-MiniLM-L6-v2", "minilm-fp32"):
-        from jobs.embeddings.minilm import MiniLMEmbedder
-
-        return MiniLMEmbedder("fp32" if name == "minilm-fp32" else "int8", threads=threads, cache_dir=cache_dir,
-                              model_dir=model_dir)
-    if name.startswith("voyage"):
-        from jobs.embeddings.voyage import VoyageEmbedder
-
-        model = name.split(":", 1)[1] if ":" in name else "voyage-3-lite"
-        return VoyageEmbedder(model)
-    if name == "hashing" or name.startswith("hashing:"):
-        from jobs.embeddings.hashing import HashingEmbedder
-
-        dim = name.partition(":")[2] or "256"
-        if not dim.isdigit() or not 8 <= int(dim) <= 4096:
-            raise ConfigError(f"embedder {name!r}: hashing takes a dimension between 8 and 4096, e.g. hashing:64.")
-        return HashingEmbedder(int(dim))
-    raise ConfigError(f"EPISODES_EMBEDDER={name!r} is unknown; use minilm, minilm-fp32, voyage[:model] "
-                      "or hashing[:dim] (tests and offline use).")
+    base, _, option = name.partition(":")
+    base = ALIASES.get(base.lower(), base.lower())
+    made = load(EMBEDDERS, base, "embedder")(option or None, threads, cache_dir, model_dir)
+    embedder: Embedder = made
+    return embedder
 
 
 def embedder_for(settings: Settings) -> Embedder:

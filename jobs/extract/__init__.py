@@ -1,8 +1,11 @@
 """Extractors turn one transcript into one validated :class:`~jobs.models.EpisodeExtraction`.
 
-Two implementations share the :class:`Extractor` protocol: :mod:`jobs.extract.claude` (Claude,
-forced tool use) and :mod:`jobs.extract.offline` (deterministic, no network, lower quality,
-labelled ``offline``). :func:`make_extractor` picks one from the settings.
+Every extractor follows the :class:`Extractor` protocol and is registered by name in the
+``episodes.extractors`` entry-point group (:mod:`jobs.registry`; the built-in ones are in
+:mod:`jobs.extract.registry`): ``anthropic`` (:mod:`jobs.extract.claude`, forced tool use) and
+``offline`` (:mod:`jobs.extract.offline`: deterministic, no network, lower quality, labelled
+``offline``). :func:`make_extractor` picks one by name, ``auto`` as
+:attr:`jobs.config.Settings.resolved_extractor` decides.
 """
 
 from __future__ import annotations
@@ -10,9 +13,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from jobs.config import Settings
-from jobs.embeddings import embedder_for
-from jobs.errors import ConfigError
 from jobs.models import ExtractionResult, OpenItem, Transcript
+from jobs.registry import EXTRACTORS, load
 
 
 class Extractor(Protocol):
@@ -29,19 +31,10 @@ class Extractor(Protocol):
 
 
 def make_extractor(settings: Settings, name: str | None = None) -> Extractor:
-    """The extractor by name: anthropic, offline, or auto (anthropic when a key is configured)."""
-    chosen = name or settings.resolved_extractor
-    if chosen == "auto":
-        chosen = settings.resolved_extractor
-    if chosen == "anthropic":
-        from jobs.extract.claude import AnthropicExtractor
-
-        return AnthropicExtractor(settings)
-    if chosen == "offline":
-        from jobs.extract.offline import OfflineExtractor
-
-        return OfflineExtractor(embedder_for(settings))
-    raise ConfigError(f"unknown extractor {chosen!r}; use anthropic or offline")
+    """The extractor registered as ``name`` (None or ``auto``: as the settings resolve it)."""
+    chosen = settings.resolved_extractor if name in (None, "", "auto") else name
+    extractor: Extractor = load(EXTRACTORS, chosen, "extractor")(settings)
+    return extractor
 
 
 __all__ = ["Extractor", "make_extractor"]
