@@ -4,12 +4,16 @@ Run from the repository root:
 
     python bench/offline_extractor_quality.py            # readable report
     python bench/offline_extractor_quality.py --json     # machine-readable
+    python bench/offline_extractor_quality.py --coding   # coding sessions: Claude Code files and sde-bench chats
 
 The data is read from ``../shared/data/locomo`` (override with ``--data``) and never copied into the
 repository. Each session becomes one transcript (every turn is a ``user`` message named after its
 speaker; a shared photo is appended as `` [shares a photo: <caption>]``; message index i = turn i+1),
 the offline extractor runs on it, and its episode is compared with LoCoMo's references. What each
 figure means is printed in the report header (see ``HEADER``).
+
+``--coding`` measures coding sessions instead (bench/_coding_quality.py): the Claude Code
+session files of ``../shared/data/claude-code`` and the decision chats of ``../shared/data/sde-bench``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout, without installing
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from jobs.embeddings import get_embedder  # noqa: E402
 from jobs.extract.offline import OfflineExtractor  # noqa: E402
@@ -277,7 +282,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="words embedded per transcript (the extractor's speed/quality knob)")
     parser.add_argument("--threads", type=int, default=None,
                         help="ONNX Runtime CPU threads per embed call (default: 1)")
+    parser.add_argument("--coding", action="store_true",
+                        help="measure coding sessions (../shared/data/claude-code and sde-bench) instead of LoCoMo")
+    parser.add_argument("--show", action="store_true", help="with --coding: every tuning-set event and tag")
     args = parser.parse_args(argv)
+    if args.coding:
+        import _coding_quality as coding_quality
+
+        shared = args.data.parent if args.data != DEFAULT_DATA else DEFAULT_DATA.parent
+        result = coding_quality.run(shared / "claude-code", shared / "sde-bench", args.limit)
+        print(json.dumps(result, indent=1, default=str) if args.json else coding_quality.report(result, args.show))
+        return
     if not any(args.data.glob("*.json")):
         parser.error(f"no LoCoMo *.json files in {args.data}")
     result = run(args.data, args.limit, args.embed_budget, args.threads or 1)
