@@ -20,7 +20,8 @@ from jobs.recall import RecallConfig
 
 KEYS = {"all_evidence_recall", "any_evidence_recall", "mean_block_tokens", "p95_block_tokens", "per_category",
         "baselines", "all_evidence_recall_full_text", "all_evidence_recall_strict", "answer_coverage",
-        "foreign_questions", "foreign_relevant_share", "foreign_mean_relevant_tokens"}
+        "foreign_questions", "foreign_relevant_share", "foreign_mean_relevant_tokens", "baseline_answer_coverage",
+        "answer_coverage_ratio", "per_conversation"}
 
 
 def test_malformed_evidence_is_skipped_and_counted(tmp_path: Path) -> None:
@@ -110,6 +111,33 @@ def test_foreign_questions_and_strict_recall(db: Database, embedder: Embedder, p
     assert "strict" in table and "foreign questions 3" in table
 
 
+def test_raw_baseline_beside_the_block(db: Database, embedder: Embedder, pair: list[Path]) -> None:
+    """The raw-message baseline reads the ingested sessions; the table shows it, the ratio, per conversation."""
+    from jobs.eval.locomo import RAW_TENANT, ingest_raw
+
+    conversations = [load_conversation(p) for p in pair]
+    build_oracle(db, conversations, embedder)
+    without = evaluate(db, conversations, embedder, raw_tenant=RAW_TENANT)
+    assert without["baseline_answer_coverage"] == 0.0 and without["answer_coverage_ratio"] is None
+    ingest_raw(db, pair)
+    report = evaluate(db, conversations, embedder, raw_tenant=RAW_TENANT)
+    assert report["answer_coverage"] == report["baseline_answer_coverage"] == 1.0  # the turns hold the answers
+    assert report["answer_coverage_ratio"] == 1.0
+    assert set(report["per_conversation"]) == {"cook", "cyclist"}
+    assert report["per_conversation"]["cyclist"]["questions"] == 1
+    assert report["per_category"]["4"]["baseline_answer_coverage"] == 1.0
+    # A budget of one short line: the block's frame leaves no room for the answer, the baseline's line fits.
+    tight = evaluate(db, conversations, embedder, raw_tenant=RAW_TENANT, budget_tokens=30)
+    assert tight["baseline_answer_coverage"] > tight["answer_coverage"]
+    full = {**report, "extractor": "oracle", "episodes": 5, "sessions": 5, "seconds": 0.0}
+    table = format_report(full, per_conversation=True)
+    header = table.splitlines()[2].split()
+    assert header[4:7] == ["answer", "raw", "ratio"]
+    overall = table.splitlines()[3].split()
+    assert overall[-6:-3] == ["1.000", "1.000", "1.00"]  # answer, raw, ratio
+    assert "conversation cyclist" in table and "conversation cyclist" not in format_report(full)
+
+
 @pytest.mark.skipif(not (LOCOMO / "30.json").is_file(), reason=NO_LOCOMO)
 def test_eval_locomo_oracle_json(settings: config.Settings, admin_url: str) -> None:
     result = CliRunner().invoke(cli, ["eval", "locomo", str(LOCOMO / "30.json"), "--json"])
@@ -124,6 +152,8 @@ def test_eval_locomo_oracle_json(settings: config.Settings, admin_url: str) -> N
     for name in ("last_8", "vector_top_8", "vector_within_budget"):
         assert 0.0 <= report["baselines"][name]["all_evidence_recall"] <= 1.0
     assert report["extractor"] == "oracle" and report["episodes"] == 19
+    assert 0.0 < report["baseline_answer_coverage"] <= 1.0  # the oracle path ingests the turns for it
+    assert set(report["per_conversation"]) == {"30"}
     with psycopg.connect(admin_url) as conn:  # the scratch database is gone
         left = conn.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'episodes_eval_%'").fetchone()
     assert left == (0,)

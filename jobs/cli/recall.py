@@ -67,17 +67,22 @@ def eval_group() -> None:
 @click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET_TOKENS, show_default=True,
               help="Token budget of each recall block.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--per-conversation", is_flag=True,
+              help="Also print one row per conversation (the JSON always holds per_conversation).")
 @click.pass_obj
-def locomo_command(obj: Context, paths: tuple[Path, ...], extractor: str, budget: int, as_json: bool) -> None:
+def locomo_command(obj: Context, paths: tuple[Path, ...], extractor: str, budget: int, as_json: bool,
+                   per_conversation: bool) -> None:
     """Recall LoCoMo questions (categories 1-4) and report evidence recall and block size.
 
     PATHS are LoCoMo conversation files or directories of them. They are loaded into a scratch
     database (episodes_eval_<pid>) on the configured server, which is dropped afterwards. Reports
-    all-evidence and any-evidence recall, mean and p95 block tokens, per category, and baselines.
+    all-evidence and any-evidence recall, mean and p95 block tokens, per category, and baselines,
+    and the block's answer coverage beside the raw-message baseline's (every user and assistant
+    message embedded, the closest to the question filling the same budget) with their ratio.
     """
     from jobs.eval.locomo import format_report, run_eval
 
     if extractor == "offline" and not as_json:
         click.echo("Using the offline extractor: deterministic, lower quality than Claude.", err=True)
     report = run_eval(obj.settings, list(paths), extractor=extractor, budget_tokens=budget)
-    click.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+    click.echo(json.dumps(report, indent=2) if as_json else format_report(report, per_conversation=per_conversation))

@@ -25,6 +25,13 @@ characters / 4. Evidence ids are ``D<session>:<turn>``; malformed ones (``D:11:2
 skipped and counted, and a question left with no usable evidence is left out and counted.
 Baselines: the last 8 episodes (no budget), the top 8 by vector (no budget; DESIGN.md's yardstick),
 and the vector ranking cut to the same token budget.
+
+Answer coverage is set beside the *raw-message baseline* (:mod:`jobs.eval.baseline`: every user and
+assistant message of the user's transcripts embedded with the same embedder, the closest to the
+question filling the same budget, no dates) and their ratio (block / baseline), overall, per
+category and per conversation. The extracted paths read the messages the summarize job read; the
+oracle path ingests the same sessions as transcripts under a tenant of their own
+(``locomo-raw``), which recall never reads, so the oracle's blocks stay free of transcripts.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words, covers
+from jobs.eval.baseline import MessageIndex
 from jobs.formats.locomo import parse_locomo_time
 from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens, search_text
 from jobs.recall import Recall, RecallConfig, Recaller
@@ -58,6 +66,7 @@ from jobs.recall.result import RecalledEpisode, line_macros
 from jobs.store import EpisodeRow, insert_episode
 
 TENANT = "locomo"
+RAW_TENANT = "locomo-raw"  # the oracle path's transcripts, read by the raw-message baseline only
 CATEGORIES = (1, 2, 3, 4)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _SESSION = re.compile(r"^session_(\d+)$")
@@ -207,6 +216,13 @@ def build_extracted(db: Database, paths: Sequence[Path], extractor_name: str) ->
     return run.done
 
 
+def ingest_raw(db: Database, paths: Sequence[Path]) -> None:
+    """The oracle path's transcripts for the raw-message baseline, in a tenant recall never reads."""
+    from jobs.ingest import ingest
+
+    ingest(db, list(paths), fmt="locomo", tenant_id=RAW_TENANT)
+
+
 @dataclass
 class _Tally:
     all_hits: int = 0
@@ -214,15 +230,17 @@ class _Tally:
     full_hits: int = 0
     covered: int = 0
     coverable: int = 0
+    baseline_covered: int = 0
     tokens: list[int] = field(default_factory=list)
     episodes: list[int] = field(default_factory=list)
 
-    def add(self, q: Question, shown: set[int], full: set[int], block: str) -> None:
+    def add(self, q: Question, shown: set[int], full: set[int], block: str, baseline: str = "") -> None:
         self.all_hits += q.sessions <= shown
         self.any_hits += bool(q.sessions & shown)
         self.full_hits += q.sessions <= full
         self.coverable += bool(q.answer_words)
         self.covered += covers(block, q.answer_words)
+        self.baseline_covered += covers(baseline, q.answer_words)
         self.tokens.append(estimate_tokens(block))
         self.episodes.append(len(shown))
 
@@ -236,6 +254,10 @@ class _Tally:
             # the same figure under its issue-16 name: evidence sessions shown in full, not as a compact line
             "all_evidence_recall_strict": round(self.full_hits / n, 4) if n else 0.0,
             "answer_coverage": round(self.covered / self.coverable, 4) if self.coverable else 0.0,
+            "baseline_answer_coverage": round(self.baseline_covered / self.coverable, 4) if self.coverable else 0.0,
+            # block / raw-message baseline; None when the baseline covers nothing
+            "answer_coverage_ratio": (round(self.covered / self.baseline_covered, 3) if self.baseline_covered
+                                      else None),
             "mean_block_tokens": round(float(np.mean(self.tokens)), 1) if n else 0.0,
             "p95_block_tokens": round(float(np.percentile(self.tokens, 95)), 1) if n else 0.0,
             "mean_episodes": round(float(np.mean(self.episodes)), 2) if n else 0.0,
@@ -300,10 +322,14 @@ _UNBOUNDED = 1_000_000
 
 def evaluate(
     db: Database, conversations: Sequence[Conversation], embedder: Embedder, *,
-    budget_tokens: int = DEFAULT_BUDGET_TOKENS, config: RecallConfig | None = None,
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS, config: RecallConfig | None = None, raw_tenant: str = TENANT,
 ) -> dict[str, Any]:
-    """Recall every question with the production defaults (or ``config``) and the baselines."""
+    """Recall every question with the production defaults (or ``config``) and the baselines.
+
+    The raw-message baseline reads the user's transcripts in ``raw_tenant`` (see the module docstring).
+    """
     main = Recaller(db, embedder, config)
+    raw = MessageIndex(db, embedder)
     baselines = {name: Recaller(db, embedder, cfg) for name, cfg in BASELINES.items()}
     tallies: dict[str, dict[int | str, _Tally]] = {"main": {}, **{name: {} for name in baselines}}
     foreign = _ForeignTally()
@@ -316,6 +342,7 @@ def evaluate(
                 foreign.add(main.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens,
                                                now=conv.now))
         for q, vec in zip(conv.questions, vectors[id(conv)]):
+            baseline = raw.block(raw_tenant, conv.user_id, vec, budget_tokens)
             results: dict[str, Recall] = {
                 "main": main.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens,
                                            now=conv.now),
@@ -328,14 +355,16 @@ def evaluate(
                 shown = _sessions(result.episodes)
                 full = _sessions([ep for ep in result.episodes if not ep.compact])
                 block = result.render()
-                for key in ("all", q.category):
-                    tallies[name].setdefault(key, _Tally()).add(q, shown, full, block)
+                for key in ("all", q.category, conv.user_id):
+                    tallies[name].setdefault(key, _Tally()).add(q, shown, full, block, baseline)
     overall = tallies["main"]["all"].summary()
     return {
         **overall,
         **foreign.summary(),
         "per_category": {str(c): {"name": CATEGORY_NAMES[c], **tallies["main"][c].summary()}
                          for c in CATEGORIES if c in tallies["main"]},
+        "per_conversation": {conv.path.stem: tallies["main"][conv.user_id].summary()
+                             for conv in conversations if conv.user_id in tallies["main"]},
         "baselines": {name: {**tallies[name]["all"].summary(),
                              "per_category": {str(c): tallies[name][c].summary()
                                               for c in CATEGORIES if c in tallies[name]}}
@@ -360,9 +389,11 @@ def run_eval(
     with scratch_database(settings, embedder) as db:
         if extractor == "oracle":
             episodes = build_oracle(db, conversations, embedder)
+            ingest_raw(db, [c.path for c in conversations])
         else:
             episodes = build_extracted(db, [c.path for c in conversations], extractor)
-        report = evaluate(db, conversations, embedder, budget_tokens=budget_tokens, config=config)
+        report = evaluate(db, conversations, embedder, budget_tokens=budget_tokens, config=config,
+                          raw_tenant=RAW_TENANT if extractor == "oracle" else TENANT)
     return {**report, "extractor": extractor, "episodes": episodes,
             "sessions": sum(len(c.sessions) for c in conversations), "seconds": round(time.perf_counter() - started, 1)}
 
@@ -374,24 +405,33 @@ def _files(paths: Sequence[Path]) -> list[Path]:
     return found
 
 
-def format_report(report: dict[str, Any]) -> str:
-    """The human-readable table printed without --json."""
-    def row(label: str, r: dict[str, Any]) -> str:
+def _ratio(r: dict[str, Any]) -> str:
+    return "-" if r.get("answer_coverage_ratio") is None else f"{r['answer_coverage_ratio']:.2f}"
+
+
+def format_report(report: dict[str, Any], *, per_conversation: bool = False) -> str:
+    """The human-readable table printed without --json (with one row per conversation if asked)."""
+    def row(label: str, r: dict[str, Any], raw: bool = True) -> str:
+        base = f"{r['baseline_answer_coverage']:>8.3f} {_ratio(r):>6}" if raw else f"{'':>8} {'':>6}"
         return (f"{label:<24} {r['questions']:>5} {r['all_evidence_recall']:>8.3f} {r['any_evidence_recall']:>8.3f} "
-                f"{r['all_evidence_recall_strict']:>8.3f} {r['answer_coverage']:>8.3f} {r['mean_block_tokens']:>8.0f} "
-                f"{r['p95_block_tokens']:>8.0f} {r['mean_episodes']:>7.1f}")
+                f"{r['all_evidence_recall_strict']:>8.3f} {r['answer_coverage']:>8.3f} {base} "
+                f"{r['mean_block_tokens']:>8.0f} {r['p95_block_tokens']:>8.0f} {r['mean_episodes']:>7.1f}")
 
     lines = [
         f"LoCoMo recall: {report['conversations']} conversations, {report['sessions']} sessions, "
         f"{report['episodes']} episodes ({report['extractor']}), budget {report['budget_tokens']} tokens (chars/4)",
-        f"{'':<24} {'n':>5} {'all-ev':>8} {'any-ev':>8} {'strict':>8} {'answer':>8} {'mean tok':>8} {'p95 tok':>8} "
-        f"{'eps':>7}",
+        "answer = the block's answer coverage; raw = the raw-message baseline's in the same budget; ratio = answer / raw",
+        f"{'':<24} {'n':>5} {'all-ev':>8} {'any-ev':>8} {'strict':>8} {'answer':>8} {'raw':>8} {'ratio':>6} "
+        f"{'mean tok':>8} {'p95 tok':>8} {'eps':>7}",
         row("recall (defaults)", report),
     ]
     for c, r in report["per_category"].items():
         lines.append(row(f"  category {c} {r['name']}", r))
+    if per_conversation:
+        for name, r in report.get("per_conversation", {}).items():
+            lines.append(row(f"  conversation {name}", r))
     for name, r in report["baselines"].items():
-        lines.append(row(f"baseline {name}", r))
+        lines.append(row(f"baseline {name}", r, raw=False))
     lines.append(
         f"foreign questions {report['foreign_questions']}: {report['foreign_relevant_share']:.3f} of blocks label an "
         f"episode relevant, {report['foreign_mean_relevant_tokens']:.0f} tokens on relevant episodes on average "
