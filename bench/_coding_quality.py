@@ -173,8 +173,8 @@ def sde_bench(data: Path, limit: int | None, extractor: OfflineExtractor) -> lis
         else:
             events = first
         decisions = [e for e in events if e.type == "decision"]
-        row.update(decisions=len(decisions), events=len(events), coverage=round(_coverage(decisions, task["policy"]), 3),
-                   types=dict(Counter(e.type for e in events)))
+        row.update(decisions=len(decisions), events=len(events), types=dict(Counter(e.type for e in events)),
+                   coverage=round(_coverage(decisions, task["policy"]), 3))
         rows.append(row)
     return rows
 
@@ -225,7 +225,8 @@ def report(result: dict[str, Any], show: bool = False) -> str:
                       f"  a decision event: {_share(with_decision, len(part))}; events per chat "
                       f"{statistics.fmean(t['events'] for t in part):.1f}, decisions per chat "
                       f"{statistics.fmean(t['decisions'] for t in part):.1f}",
-                      f"  policy words held by the best decision event: mean {statistics.fmean(t['coverage'] for t in part):.2f}, "
+                      f"  policy words held by the best decision event: mean "
+                      f"{statistics.fmean(t['coverage'] for t in part):.2f}, "
                       f"tasks with >= half {sum(t['coverage'] >= 0.5 for t in part)}/{len(part)}"]
             if amended:
                 lines.append(f"  a decision of the amending chat replaces one of the first: "

@@ -2,11 +2,12 @@
 
 It is the default when no Anthropic key is configured, so the system runs end to end anywhere. It is
 honestly lower quality than Claude: the summary is a lead ("who talked about what") plus a few salient
-sentences of the transcript turned into the third person (or quoted), tags are frequent key phrases,
-key events come from cue phrases ("we'll go with", "I prefer", "I'll send ... by Friday", a question
-nobody answered) and entities from capitalisation. A new decision or preference replaces an offered
-earlier one only with a change cue and a close meaning (:mod:`jobs.extract.replacements`). Output
-is deterministic: the same transcript always yields the same episode, and every result is labelled
+sentences of the transcript turned into the third person (or quoted), tags are frequent noun phrases
+(:mod:`jobs.extract.rules.topics`), key events come from cue phrases ("let's use X for Y", "we'll go with",
+"I prefer", "I'll send ... by Friday", "we're on Django 4.2", a question nobody answered, an assistant's
+"Settled: ..." that the user agreed to) with their specifics verbatim, and entities from capitalisation.
+A new decision or preference replaces an offered earlier one only with a change cue and a close meaning
+(:mod:`jobs.extract.replacements`). Output is deterministic: the same transcript always yields the same episode, and every result is labelled
 ``model="offline"`` so nobody mistakes it for a model's.
 
 How sentences are scored: the lexically most promising ones are embedded once (all-MiniLM-L6-v2, within
@@ -29,6 +30,8 @@ from jobs.embeddings import Embedder, get_embedder
 from jobs.extract.replacements import link_replacements
 from jobs.extract.rules.agent import FAILURE, clean_said, code_names, is_narration, is_tool_text
 from jobs.extract.rules.cues import (
+    AGREEMENT,
+    DECISION_LABEL,
     HEDGE,
     PLEASANTRY,
     SMALL_TALK_QUESTION,
@@ -42,13 +45,14 @@ from jobs.extract.rules.entities import find_entities
 from jobs.extract.rules.salience import key_phrases, lexical_score, tfidf_centrality
 from jobs.extract.rules.text import (
     clip,
+    content_words,
     looks_english,
     normalise,
     shouting,
     split_sentences,
     words,
 )
-from jobs.extract.rules.voice import attribute, third_person
+from jobs.extract.rules.voice import INTERJECTION, attribute, decision_what, third_person
 from jobs.models import (
     MAX_OPEN_ITEMS,
     Entity,
@@ -79,6 +83,7 @@ EVENT_WEIGHT: dict[EventType, float] = {
 # A later sentence this close to an open item (and saying it is done / not asking again) resolves it; one
 # per type of OPEN_ITEM_TYPES.
 RESOLVE_SIMILARITY: dict[EventType, float] = {"commitment": 0.6, "open_question": 0.65}
+MAX_FACTS = 5  # facts kept per episode: the specifics a later session asks about, without crowding out the rest
 NARRATION_PENALTY = 0.5  # an agent's working step ranks below anything said about the work itself
 _DONE = re.compile(r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"
                    r"fixed|resolved|took care|here is|here's|went ahead|is now|are now|has been|have been)\b",
@@ -113,8 +118,9 @@ class OfflineExtractor:
 
     name = "offline"
     # 2: preferences, and later decisions replace earlier ones; 3: agent sessions (no working narration as
-    # commitments, tool context never quoted or tagged, files and commands as entities)
-    prompt_version = "offline-3"
+    # commitments, tool context never quoted or tagged, files and commands as entities); 4: decisions with their
+    # objects verbatim, facts, noun-phrase topics, no note-taking as commitments, amendments link (issue 36)
+    prompt_version = "offline-4"
 
     def __init__(self, embedder: Embedder | None = None, *, embed_budget: int = EMBED_BUDGET) -> None:
         """``embed_budget``: words embedded per transcript, the speed/quality knob (see EMBED_BUDGET)."""
@@ -329,7 +335,7 @@ def _join(items: list[str]) -> str:
 def _events(sentences: list[Sentence], messages: list[Message], conversational: list[int],
             transcript: Transcript) -> list[KeyEvent]:
     """Cue-phrase events, one per (type, message), most salient first, at most 20."""
-    best: dict[tuple[str, int], tuple[float, KeyEvent]] = {}
+    best: dict[tuple[str, int, int], tuple[float, KeyEvent]] = {}  # (type, message, sentence of a fact)
     speakers_after = _next_other_speaker(messages, conversational)
     names = {w for m in messages if m.name for w in m.name.split()}
     for s in sentences:
@@ -339,12 +345,20 @@ def _events(sentences: list[Sentence], messages: list[Message], conversational: 
         if s.narration:
             continue  # an agent's working step is neither a commitment nor a decision
         found = cue(s.text, names)
-        if found and found[0] in ("decision", "preference", "surprise") and message.role == "assistant" \
+        who, label, evidence = s.speaker, s.label, [s.message]
+        if found and found[0] == "decision" and message.role == "assistant" and DECISION_LABEL.match(normalise(s.text)):
+            agreed = _agreement(s.message, messages, conversational)  # "Settled: ..." that the user agreed to
+            if agreed is not None:
+                user = messages[agreed]
+                who, label, evidence = user.name or user.role, user.name or f"The {user.role}", [s.message, agreed]
+            else:
+                found = None
+        elif found and found[0] in ("decision", "preference", "surprise", "fact") and message.role == "assistant" \
                 and not (found[0] == "surprise" and FAILURE.search(s.text)):
-            found = None  # decisions are the user's (an assistant "switched" a setting); so are surprises,
-            # except a test or command that failed unexpectedly, which the agent is the first to see
+            found = None  # decisions, preferences and facts are the user's (an assistant "switched" a setting); so
+            # are surprises, except a test or command that failed unexpectedly, which the agent is the first to see
         kind: EventType | None = found[0] if found else None
-        due, evidence = None, [s.message]
+        due = None
         if kind is None and _is_open_question(s, messages, conversational, speakers_after):
             kind = "open_question"
             reply = speakers_after.get(s.message)  # the "not sure" answer is evidence too
@@ -355,29 +369,47 @@ def _events(sentences: list[Sentence], messages: list[Message], conversational: 
             question = clip(normalise(s.text).replace('"', "'"), 300)
             what = f'{s.label} asked "{question}", which was left unanswered.'
         elif found is not None:
-            what = _event_what(s, found[0], found[1])
+            what = _event_what(s, found[0], found[1], label)
             if kind == "commitment":
                 ref = message.ts or transcript.ended_at or transcript.started_at
                 due = resolve_due(normalise(s.text), ref.date()) if ref else None
         salience = round(EVENT_WEIGHT[kind] + s.score + (0.15 if due else 0.0), 5)
-        event = KeyEvent(type=kind, what=what, evidence=evidence, who=s.speaker[:100], due=due)
-        key = (kind, s.message)
+        event = KeyEvent(type=kind, what=what, evidence=evidence, who=who[:100], due=due)
+        key = (kind, s.message, s.order if kind == "fact" else -1)  # every fact a message states; else one a type
         if key not in best or salience > best[key][0]:
             best[key] = (salience, event)
     ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[0][1], item[0][0]))
-    return [event for _, (_, event) in ranked[:20]]
+    facts = [key for key, _ in ranked if key[0] == "fact"][MAX_FACTS:]  # the least salient facts beyond the cap
+    return [event for key, (_, event) in ranked if key not in facts][:20]
 
 
-def _event_what(s: Sentence, kind: CueType, start: int) -> str:
-    """The event as a third-person sentence: the cue's own clause if it rewrites cleanly ("I joined a gym"
-    inside a longer sentence), else the whole sentence rewritten, else the sentence quoted."""
+def _agreement(index: int, messages: list[Message], conversational: list[int]) -> int | None:
+    """The user's message next to an assistant's message (the one before or after it) that agrees with it."""
+    pos = conversational.index(index)
+    for j in (conversational[pos + 1 : pos + 2] + conversational[max(pos - 1, 0) : pos]):
+        if messages[j].role == "user" and AGREEMENT.match(normalise(messages[j].content[:200])):
+            return j
+    return None
+
+
+def _event_what(s: Sentence, kind: CueType, start: int, label: str) -> str:
+    """The event as a third-person sentence. A decision keeps its object verbatim ("Let's use PostgreSQL 17 for
+    the billing service" -> "The user decided to use PostgreSQL 17 for the billing service"); a fact is the
+    whole sentence (its specifics); otherwise the cue's own clause if it rewrites cleanly ("I joined a gym" inside
+    a longer sentence), else the whole sentence rewritten, else the sentence quoted. ``label`` names who the
+    event is credited to (the user who agreed to an assistant's "Settled: ...")."""
     clause = clause_from(s.text, start)
     what = None
-    if len(clause.split()) >= 4 and re.match(r"I\b|I'", clause):
+    lead = INTERJECTION.sub("", normalise(s.text)[:start])
+    if kind == "decision" and label == s.label and not content_words(lead):  # nothing said before the cue
+        what = decision_what(clause, s.label)
+    if what is None and kind != "fact" and label == s.label and len(clause.split()) >= 4 \
+            and re.match(r"I\b|I'", clause):
         what = third_person(clause, s.label)
     if what is None:
-        verb = {"decision": "decided", "preference": "said", "commitment": "committed", "surprise": "was surprised"}[kind]
-        what = attribute(s.text, s.label, verb)
+        verb = {"decision": "decided", "preference": "said", "commitment": "committed", "surprise": "was surprised",
+                "fact": "said"}[kind]
+        what = attribute(s.text, label, verb)
     what = what.rstrip(":;,- ")
     return clip(what if re.search(r"[.!?…\"]$", what) else what + ".", 400)
 

@@ -29,6 +29,22 @@ _NOTICE = re.compile(
     r"running local commands\b.*|\[image\]|\[audio\]|\[(?:document|file)(?::[^\]]*)?\])\s*$",
     re.IGNORECASE | re.DOTALL,
 )
+# Text a host writes in the user's turn that is not the user's: Claude Code's compaction summary ("This session
+# is being continued from a previous conversation ...", a model's summary of earlier work) and hook feedback
+# ("Stop hook feedback:", "PreToolUse:Bash hook error: ..."). The whole message is dropped.
+_HOST_TEXT = re.compile(
+    r"^\s*(?:this session is being continued from a previous conversation\b|"
+    r"(?:[a-z]+(?::[\w*|.-]+)? )?hook (?:feedback|blocking error|error|output|success)\b[^\n]*:)",
+    re.IGNORECASE,
+)
+# What an agent reports done ("I've implemented the retry in jobs/retry.py", "Fixed the flaky test by ..."):
+# not an event, but what the session achieved, so it ranks high for the summary.
+WORK_DONE = re.compile(
+    r"^\W*(?:(?:done|ok(?:ay)?|great|good|so|now)\W+)*(?:(?:i|we)(?:'ve| have)? )?(?:(?:just|now|also) )?"
+    r"(?:implemented|fixed|added|created|updated|refactored|removed|renamed|moved|wrote|migrated|replaced|"
+    r"changed|configured|resolved|rewrote|extracted|split|merged|deployed|upgraded)\b",
+    re.IGNORECASE,
+)
 # Tool traffic that a hand-flattened transcript put inside a user or assistant message.
 _TOOL_TEXT = re.compile(r"^\s*\[(?:tool[ _](?:call|result|error|use)|tool_result|tool_use|function[ _]call)\b",
                         re.IGNORECASE)
@@ -52,12 +68,21 @@ NARRATION = re.compile(
     re.IGNORECASE,
 )
 # A promise for later says when, or that the other side will hear back; a working step does neither.
+# "Later", "next time" or "follow up" alone do not count: "I'll make a note to follow up on that" is the
+# agent talking about its own work, and such lines filled every block's "still open" (issue 36).
 _LATER = re.compile(
-    r"\b(?:later|today|tomorrow|tonight|this (?:afternoon|evening|week)|"
-    r"next (?:week|month|time|session|sprint|release)|by (?:monday|tuesday|wednesday|thursday|friday|saturday|"
+    r"\b(?:today|tomorrow|tonight|this (?:afternoon|evening|week)|"
+    r"next (?:week|month|sprint|release)|by (?:monday|tuesday|wednesday|thursday|friday|saturday|"
     r"sunday|eod|end of)|when you(?:'re| are) back|after (?:the|your) (?:meeting|call|"
-    r"review)|follow up|get back to you|remind|let you know|(?:send|email|mail|text|call|ping|notify) "
+    r"review)|get back to you|let you know|(?:send|email|mail|text|call|ping|notify|remind) "
     r"(?:it |them |this |that )?(?:to )?you)\b",
+    re.IGNORECASE,
+)
+# Bookkeeping about the conversation itself: never a promise, whatever follows ("... to follow up on that").
+_NOTE_TAKING = re.compile(
+    r"^\W*" + _LEAD_IN + r"(?:i|we|the assistant)(?:'ll| will| shall|'m going to| am going to| is going to)? "
+    r"(?:make a note|note (?:that|this|it|down)|take (?:a )?note|keep (?:that|this|it|them) in mind|"
+    r"bear (?:that|this|it) in mind|keep track|remember (?:that|this|it)|log (?:that|this|it))\b",
     re.IGNORECASE,
 )
 # A test, build or command going wrong: an agent noticing that is a surprise worth keeping.
@@ -103,6 +128,8 @@ _SERVICE_AFTER = re.compile(r"^\s+(?:server|service|database|db|api|cluster|queu
 
 def clean_said(text: str) -> str:
     """A user's or assistant's text without host markup, notices or inlined tool traffic: what they said."""
+    if _HOST_TEXT.match(text):
+        return ""
     if "<" in text:
         text = _COMMAND_MARKUP.sub(" ", text)
         text = _TAG.sub(" ", text)
@@ -121,6 +148,8 @@ def is_tool_text(text: str) -> bool:
 def is_narration(sentence: str, reference: dt.date | None = None) -> bool:
     """An agent's working step ("Let me check ...", "I'll run the tests", "Now I ..."), not a promise for
     later: the same words with a time ("I'll send it by Friday", "tomorrow") are a commitment."""
+    if _NOTE_TAKING.search(sentence):
+        return True
     if not NARRATION.search(sentence):
         return False
     if _LATER.search(sentence):

@@ -12,7 +12,7 @@ from jobs.extract.rules.dates import resolve_due
 from jobs.extract.rules.text import content_words, normalise
 
 # The event types a cue can suggest; an open question is found from the dialogue, not from a cue.
-CueType = Literal["decision", "preference", "commitment", "surprise"]
+CueType = Literal["decision", "preference", "commitment", "surprise", "fact"]
 
 PLEASANTRY = re.compile(
     r"^\W*(?:hey|hi|hello|thanks|thank you|bye|good ?bye|see you|talk (?:to you )?soon|take care|"
@@ -21,7 +21,12 @@ PLEASANTRY = re.compile(
     re.IGNORECASE,
 )
 
-DECISION_LABEL = re.compile(r"^\W*decision(?: then| made)?\s*[:—–-]\s*(.{3,})", re.IGNORECASE)
+# "Decision: ...", "Settled: ...", "Amended rule: ...", "Amendment to the merge rule from last month: ...": a
+# decision stated as a label (the user's own, or an assistant's that the user agrees to).
+DECISION_LABEL = re.compile(
+    r"^\W*(?:(?:decision(?: then| made)?)\s*[:—–-]|(?:decided|settled|agreed|final (?:rule|decision|call|answer)|"
+    r"(?:new|amended|updated|revised|the) (?:rule|policy|decision|convention)|amendment(?: to [^:]{1,80})?)\s*:)"
+    r"\s*(.{3,})", re.IGNORECASE)
 _ADV = r"(?: (?:just|also|finally|already|really|definitely|probably|actually|officially|recently|now))?+"
 STRONG_DECISION = re.compile(
     r"\b(?:(?:we|i)(?:'ll| will|'re going to| are going to|'m going to| am going to)? go(?:ing)? with|"
@@ -31,10 +36,31 @@ STRONG_DECISION = re.compile(
     r"(?:i|we)(?:'ve| have)?" + _ADV + r" (?:signed up|registered|enrolled|subscribed|joined|applied|adopted|"
     r"booked|started|bought|purchased|quit|upgraded|downgraded|switched|submitted|accepted|moved|"
     r"cancel(?:l)?ed|reserved|ordered)|"
-    r"(?:we|i)(?:'ll| will) (?:keep (?:using|polling|the)|stick with|stay (?:with|on)))\b"
-    r"|^\W*decision(?: then| made)?\s*[:—–-]",
+    r"(?:we|i)(?:'ll| will) (?:keep (?:using|polling|the)|stick with|stay (?:with|on))|"
+    r"(?:we|i)(?:'ll| will| shall|'re going to| are going to)(?: just| now| all)? (?:use|adopt|switch to|move to|"
+    r"migrate to|standardi[sz]e on)|(?:we|i)(?:'re| are|'m| am) (?:going|sticking|staying) with|"
+    r"(?:amend(?:s|ed|ing)?|supersed(?:e|es|ed|ing)|overrid(?:e|es|ing)) (?:the|our|my|that|this|last|previous|"
+    r"earlier|keep-\w+)|the decision is)\b"
+    r"|^\W*(?:(?:ok(?:ay)?|so|then|alright|right|yes|yeah|fine)\W+)*(?:go with|switch to|stick with|keep using|"
+    r"standardi[sz]e on|migrate to|use (?!(?:your|you|it|this|that)\b)\S.{0,80}\bfor\b)(?!\s+(?:your|you|it)\b)",
     re.IGNORECASE,
 )
+# A specific the speaker states about themselves or their setup: "we're on Django 4.2", "the API runs on port
+# 8080", "my daughter is 7". Counts only with a specific after it (:data:`SPECIFIC`).
+FACT = re.compile(
+    r"\b(?:(?:we|i)(?:'re| are|'m| am)(?: (?:now|currently|still|already|all))? (?:on|using|running|in|at|"
+    r"based in|from|deploying (?:to|on)|hosted on|building (?:on|with)|pinned to|stuck on)|"
+    r"(?:we|i)(?: (?:now|currently|still|already|mostly|only|all))? (?:use|run|deploy (?:to|on)|host (?:on|at|with)|"
+    r"live in|work (?:at|for|on)|target|build with|pin)|my name is|i was born|i(?:'m| am) \d+|"
+    r"(?:our|my|the|this) (?!(?:issue|problem|thing|question|point|idea|reason|trick|catch|answer|result|"
+    r"difference|key|best|main|only|first|last|next|same|other|good|bad|worst|fact|truth|plan|goal)\b)"
+    r"(?:[\w.+#/-]+ ){0,3}?(?:is|are|was|runs|run|uses|listens on|lives in|is called|is named|is set to|"
+    r"defaults to|is pinned to|points to|is hosted on|turned \d)"
+    r"(?! (?:that|whether|why|how|what|because|not|so|very|really|too|just|a bit|also|still)\b))\b",
+    re.IGNORECASE,
+)
+# A number, a version, a code span or identifier, or a capitalised name inside the sentence.
+SPECIFIC = re.compile(r"\d|`[^`]+`|(?<=[\w,] )[A-Z][\w.+#-]*|\b\w+[._/]\w+")
 WEAK_DECISION = re.compile(
     r"\b(?:let's (?:go with|try|use|book|schedule|switch|meet|plan|start|pick|choose|move|set up|do|get|"
     r"order|buy|sign|call|skip|cancel|stick with|keep the)\b"
@@ -95,6 +121,13 @@ GENERIC_PRAISE = re.compile(
     r"well done|way to go|you deserve|keep going|keep (?:pushing|at it)|you can do it|that's awesome)\b",
     re.IGNORECASE,
 )
+# A reply that agrees with what was just proposed or written down ("Yes", "Agreed.", "Sounds good, ship it").
+AGREEMENT = re.compile(
+    r"^\W*(?:yes|yep|yeah|yup|agreed|i agree|sounds (?:good|right|great)|ok(?:ay)?|perfect|great|exactly|correct|"
+    r"right|do it|go ahead|let's do (?:it|that)|ship it|lgtm|looks good|that works|works for me|deal|fine|approved|"
+    r"confirmed|makes sense|good call)\b(?![^.!?]*\b(?:but|except|however|not|don't|no)\b)",
+    re.IGNORECASE,
+)
 SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours)\b", re.IGNORECASE)
 
 
@@ -107,6 +140,8 @@ def cue(sentence: str, names: Iterable[str] = ()) -> tuple[CueType, int] | None:
     if text.rstrip().endswith("?"):
         return None
     substance = len(content_words(text, exclude=names))  # "Jon, I'm gonna make it!" has none
+    if DECISION_LABEL.match(text):
+        return "decision", 0
     if m := STRONG_DECISION.search(text):
         return "decision", m.start()
     if (m := PREFERENCE.search(text)) and substance >= 2:
@@ -122,6 +157,9 @@ def cue(sentence: str, names: Iterable[str] = ()) -> tuple[CueType, int] | None:
     if (m := WOW.search(text)) and substance >= 5 and not GENERIC_PRAISE.search(text) \
             and not SECOND_PERSON.search(text):  # "wow, you ..." is praise for the other speaker
         return "surprise", m.start()
+    if (m := FACT.search(text)) and m.start() <= 60 and SPECIFIC.search(text, m.end() - 1) \
+            and not HEDGE.search(text) and substance >= 1:
+        return "fact", m.start()
     return None
 
 

@@ -8,8 +8,9 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
-from jobs.extract.rules.agent import is_format_tag
+from jobs.extract.rules.agent import WORK_DONE, is_format_tag
 from jobs.extract.rules.cues import GENERIC_PRAISE, PLEASANTRY, SECOND_PERSON, cue
+from jobs.extract.rules.topics import determined_phrases, is_topic, verbs_in
 from jobs.extract.rules.text import (
     STOPWORDS,
     content_words,
@@ -34,6 +35,7 @@ def lexical_score(text: str, by_assistant: bool) -> float:
     score += 0.06 if has_number(text) else 0.0
     score += 0.08 if not by_assistant and _SELF_STATEMENT.match(text) else 0.0
     score += 0.1 if found and found[0] in ("decision", "commitment") else 0.0
+    score += 0.15 if by_assistant and WORK_DONE.match(text) else 0.0  # what the session achieved
     score -= 0.12 if GENERIC_PRAISE.search(text) and informative <= 3 else 0.0
     score -= 0.06 if SECOND_PERSON.search(text) else 0.0  # mostly reactions to the other speaker
     score -= 0.2 if text.lstrip().startswith("[") else 0.0  # an annotation such as a photo caption
@@ -62,25 +64,32 @@ def tfidf_centrality(texts: list[str]) -> list[float]:
 
 
 def key_phrases(sentences: list[tuple[str, float]], names: Iterable[str], limit: int = 5) -> list[str]:
-    """Up to ``limit`` lowercase key phrases from (sentence, centrality) pairs: runs of content words,
-    scored by frequency weighted by centrality, boosted when the transcript capitalises them
+    """Up to ``limit`` lowercase key phrases from (sentence, centrality) pairs: runs of content words that can
+    be topics (:func:`jobs.extract.rules.topics.is_topic`; a noun compound after an article counts when said
+    once), scored by frequency weighted by centrality, boosted when the transcript capitalises them
     mid-sentence (places, products). A longer phrase replaces a shorter one it covers when it
     accounts for at least half of its uses ("team plan" over "team")."""
     lowered = {normalise(n).lower() for n in names}
     proper = {w.lower() for text, _ in sentences for w in re.findall(r"(?<=\w[ ,])([A-Z][a-z]+)", text)}
     score: dict[str, float] = defaultdict(float)
     tf: Counter[str] = Counter()
+    heads: set[str] = set()  # words that end a run somewhere: nouns, not only modifiers ("outer" in "outer web")
     for text, centrality in sentences:
         weight = 0.5 + max(centrality, 0.0)
         for run in _runs(text, lowered):
+            heads.add(run[-1])
             for n in (1, 2, 3):
                 for k in range(len(run) - n + 1):
                     phrase = " ".join(run[k : k + n])
                     tf[phrase] += 1
                     boost = 1.5 if any(w in proper for w in run[k : k + n]) else 1.0
                     score[phrase] += weight * boost * (1.0, 1.6, 1.8)[n - 1]
-    candidates = [p for p in score if ((" " in p and tf[p] >= 2) or (" " not in p and not p.endswith(("ed", "ly"))))
-                  and not is_format_tag(p)]  # "tool", "tool result", "user": the transcript's format, not a topic
+    texts = [text for text, _ in sentences]
+    verbs, compounds = verbs_in(texts), determined_phrases(texts)
+    candidates = [p for p in score if ((" " in p and (tf[p] >= 2 or p in compounds))
+                                       or (" " not in p and not p.endswith(("ed", "ly")) and p in heads))
+                  and not is_format_tag(p)  # "tool", "tool result", "user": the transcript's format, not a topic
+                  and is_topic(p, verbs)]  # a noun phrase naming the subject, not "update" or "tests"
     candidates.sort(key=lambda p: (-round(score[p], 5), p))
     chosen: list[str] = []
     del candidates[12 * limit :]  # enough to fill and refine ``limit`` slots

@@ -179,3 +179,38 @@ def attribute(sentence: str, label: str, verb: str = "said") -> str:
         body = body[0].upper() + body[1:]
     return f'{label} {verb}: "{body.replace(chr(34), chr(39))}"'
 
+
+
+_DECISION_SUBJECT = re.compile(
+    r"^(?:let's|let us|(?:we|i)(?:'ll| will| shall|'re going to| are going to|'m going to| am going to|'ve| have|"
+    r"'re| are|'m| am)?)(?:\s+(?:just|also|finally|now|officially|definitely|all|already))*\s+", re.IGNORECASE)
+_DECISION_PAST = re.compile(r"^(?:decided|chose|chosen|opted|agreed|settled|picked|committed|switched|moved)\b",
+                            re.IGNORECASE)
+_IMPERATIVE = re.compile(r"^(?:use|go with|switch to|stick with|keep using|standardi[sz]e on|migrate to|move to|"
+                         r"adopt|pick|choose)\b", re.IGNORECASE)
+
+
+def decision_what(clause: str, label: str) -> str | None:
+    """A decision's clause as "<label> decided to <what>", its object kept verbatim: "Let's use PostgreSQL 17
+    for the billing service" -> "The user decided to use PostgreSQL 17 for the billing service". ``None`` when
+    the clause does not start with a plain decision form (the caller quotes the sentence instead)."""
+    text = re.sub(r"^(?:(?:ok(?:ay)?|so|then|alright|right|yes|yeah|fine)\W+)+", "", normalise(clause).strip(),
+                  flags=re.IGNORECASE).rstrip(".!;:, ")
+    if m := _DECISION_SUBJECT.match(text):
+        rest = text[m.end():]
+        if _DECISION_PAST.match(rest):  # "we decided to use X", "we've agreed to ..."
+            what = rest
+        elif re.match(r"going with\b|sticking with\b|staying with\b", rest, re.IGNORECASE):
+            what = "decided to " + {"going": "go", "sticking": "stick", "staying": "stay"}[rest.split()[0].lower()] \
+                + rest[len(rest.split()[0]):]
+        elif m.group(0).strip() and _IMPERATIVE.match(rest):  # "let's use X", "we'll go with Y"
+            what = "decided to " + rest
+        else:
+            return None
+    elif _IMPERATIVE.match(text):  # "Use Redis for the session cache."
+        what = "decided to " + text[0].lower() + text[1:]
+    else:
+        return None
+    if len(what.split()) < 3:
+        return None
+    return f"{label} {what}."

@@ -1,0 +1,94 @@
+"""Which key phrases can be topics: noun phrases naming the subject (the component, the library, the feature),
+never a verb or a generic word.
+
+A coding session says "add", "update", "read", "tests", "task", "write", "fix" and "file" more than anything
+else, and tags made of them say nothing (issue 36 found sessions tagged ``update, add, read, tests, task``).
+Two rules, no tagger:
+
+- **Stop lists**: :data:`GENERIC` (work verbs, generic nouns of software work and of chat, number words): a
+  phrase made only of such words is never a topic; :data:`WORK_VERBS` never start or end one ("update config"
+  and "config update" both give way to "config"), while a generic noun may end one ("migration plan").
+- **Verbs of this transcript** (:func:`verbs_in`): a word the transcript uses as a verb -- after "let's",
+  "I'll", "can you", "please", before an object ("catches it") or opening an imperative sentence before an
+  article ("Write the plan") -- and
+  never after an article or possessive ("the write") is a verb here, so it neither starts nor ends a topic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from jobs.extract.rules.text import normalise
+
+# Work verbs: never a topic, never the first or last word of one ("update config" gives way to "config").
+WORK_VERBS = frozenset(
+    """
+    add adds added adding update updates updated updating read reads reading write writes writing wrote written
+    fix fixes fixed fixing run runs ran running check checks checked checking create creates created creating
+    implement implements implemented implementing remove removes removed removing delete deletes deleted deleting
+    move moves moved moving rename renamed install installed installing get gets show shows showed shown handle
+    handles handled use uses using pushed pulled merged edit edited editing modify modified look looked see saw
+    try tried open opened close closed save saved load loaded reviewed doing let lets want need needs needed
+    appear appears start started stop follow following follows make makes made do does did done tested changed
+    """.split()
+)
+# Generic words: a topic never consists of these alone ("tests", "task", "file", "plan"), though one may name a
+# kind of thing inside a topic ("migration plan", "config file").
+GENERIC = WORK_VERBS | frozenset(
+    """
+    test tests task tasks file files change changes build builds set sets list lists call calls return returns
+    support commit commits merge review next step steps part parts issue issues problem problems question
+    questions answer answers example examples thing things stuff way ways line lines code codes error errors
+    output input data value values result results version versions work works note notes item items option
+    options case cases point points detail details info information plan plans help sure okay yes no maybe ready
+    feature features function functions method methods class classes module modules script scripts project
+    projects repo todo todos session sessions summary summaries context approach solution solutions idea ideas
+    text section sections doesnt dont isnt cant wont didnt implementation
+    one two three four five six seven eight nine ten eleven twelve hundred thousand first second third
+    """.split()
+)
+_DETERMINER = r"(?:the|a|an|this|that|these|those|our|my|your|its|their|his|her|each|every|some|any|no)"
+_AS_VERB = re.compile(
+    r"\b(?:let's|let me|i'll|we'll|you'll|i will|we will|please|can you|could you|would you|will you|should|"
+    r"must|don't|didn't|doesn't)\s+([a-z][a-z'-]+)\b", re.IGNORECASE)
+_IMPERATIVE_START = re.compile(r"(?:^|[.!?]\s+|\n)\s*([A-Za-z][a-z'-]+)\s+" + _DETERMINER + r"\b")
+_BEFORE_OBJECT = re.compile(r"\b([a-z][a-z'-]+)\s+(?:it|them|him|her|me|us|" + _DETERMINER[3:] + r"\b")
+_AS_NOUN = re.compile(r"\b" + _DETERMINER + r"\s+(?:[a-z0-9_-]+\s+)?([a-z][a-z'-]+)\b", re.IGNORECASE)
+
+
+def verbs_in(texts: Iterable[str]) -> frozenset[str]:
+    """Lowercase words ``texts`` use as verbs and never as nouns (see the module docstring)."""
+    verbs: set[str] = set()
+    nouns: set[str] = set()
+    for raw in texts:
+        text = normalise(raw)
+        verbs.update(m.group(1).lower() for m in _AS_VERB.finditer(text))
+        verbs.update(m.group(1).lower() for m in _IMPERATIVE_START.finditer(text))
+        verbs.update(m.group(1) for m in _BEFORE_OBJECT.finditer(text)  # "outer web catches it"
+                     if not m.group(1).endswith("ing"))  # "painting a mural": the hobby is still a topic
+        nouns.update(m.group(1).lower() for m in _AS_NOUN.finditer(text))
+    return frozenset(verbs - nouns)
+
+
+def is_topic(phrase: str, verbs: frozenset[str] = frozenset()) -> bool:
+    """Can ``phrase`` (lowercase words) be a topic: not all generic, neither starting nor ending with a work verb
+    or one of this transcript's ``verbs``."""
+    parts = phrase.split()
+    if not parts or all(p in GENERIC for p in parts):
+        return False
+    return not any(edge in WORK_VERBS or edge in verbs for edge in (parts[0], parts[-1]))
+
+
+def determined_phrases(texts: Iterable[str]) -> frozenset[str]:
+    """Two- and three-word phrases that follow an article or possessive somewhere in ``texts`` ("the billing
+    service", "our migration plan"): noun compounds, topics even when said once."""
+    out: set[str] = set()
+    for raw in texts:
+        for m in _DETERMINED.finditer(normalise(raw).lower()):
+            words = m.group(1).split()
+            out.update(" ".join(words[:n]) for n in (2, 3) if len(words) >= n)
+    return frozenset(out)
+
+
+_DETERMINED = re.compile(r"\b" + _DETERMINER + r"\s+([a-z][\w'-]*(?:\s+[a-z][\w'-]*){1,2})")
