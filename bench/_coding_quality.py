@@ -219,6 +219,8 @@ def report(result: dict[str, Any], show: bool = False) -> str:
     if tasks:
         for amended in (False, True):
             part = [t for t in tasks if t["amended"] is amended]
+            if not part:
+                continue
             with_decision = sum(t["decisions"] > 0 for t in part)
             lines += ["", f"sde-bench {'amended' if amended else 'single-chat'} tasks ({len(part)}, held out; "
                           f"{'the second chat' if amended else 'the chat'} extracted):",

@@ -152,3 +152,50 @@ def test_the_offline_extractor_links_a_clear_reversal_and_ignores_an_unrelated_d
     assert [e.type for e in unrelated] == ["decision"] and unrelated[0].replaces is None
     no_cue = _offline(embedder, "We decided to keep the weekly reports short, two pages at most.")
     assert all(e.replaces is None for e in no_cue)
+
+
+def _two_sessions(embedder, amendment: str) -> tuple[list, list]:  # noqa: ANN001
+    """Session 1 settles a merge rule (an assistant's "Settled:" the user agrees to) and an unrelated decision;
+    session 2, a month later, says ``amendment``. Returns both sessions' key events."""
+    import datetime as dt
+
+    from jobs.extract.offline import OfflineExtractor
+    from jobs.models import Message, OpenItem, Transcript
+
+    first_day = dt.datetime(2026, 3, 2, 10, 0, tzinfo=dt.UTC)
+
+    def session(said: list[tuple[str, str]], when: dt.datetime, sid: str) -> Transcript:
+        return Transcript(id=1, tenant_id="acme", user_id="u1", session_id=sid, purpose="general", started_at=None,
+                          ended_at=when, messages=[Message(role=role, content=text) for role, text in said])
+
+    extractor = OfflineExtractor(embedder)
+    one = extractor.extract(session([
+        ("user", "When two tags collide in a merge, which one wins?"),
+        ("assistant", "Settled: on a tag collision, merge keeps the latest tag."),
+        ("user", "Yes, agreed. Also, let's use pytest-xdist for the CI runs.")], first_day, "s1")).extraction.key_events
+    offered = [OpenItem(10 + k, e.type, e.what, first_day) for k, e in enumerate(one) if e.type == "decision"]
+    two = extractor.extract(session([("user", amendment), ("assistant", "Understood.")],
+                                    first_day + dt.timedelta(days=30), "s2"), offered).extraction.key_events
+    return one, two
+
+
+@pytest.mark.parametrize("amendment", [
+    "Amendment to the merge rule from last month: on a tag collision, merge keeps the earliest tag.",
+    "Superseding keep-latest: on a tag collision, we keep the earliest tag now.",
+    "Let's switch from keep-latest to keep-earliest for tag collisions in merge.",
+])
+def test_an_offline_amendment_links_to_the_rule_it_supersedes(embedder, amendment: str) -> None:  # noqa: ANN001
+    one, two = _two_sessions(embedder, amendment)
+    assert [e.what for e in one if e.type == "decision"] == [
+        'The user decided: "on a tag collision, merge keeps the latest tag."',
+        "The user decided to use pytest-xdist for the CI runs."]
+    [decision] = [e for e in two if e.type == "decision"]
+    assert decision.replaces == 10, "the merge rule, not the CI decision"
+    assert "earliest" in decision.what
+
+
+def test_an_offline_decision_without_an_amendment_cue_replaces_nothing(embedder) -> None:  # noqa: ANN001
+    _, two = _two_sessions(embedder, "Let's use the Redis cache for the session store instead of memcached.")
+    assert [e.replaces for e in two if e.type == "decision"] == [None]
+    _, no_cue = _two_sessions(embedder, "Decision: on a tag collision, merge keeps the earliest tag.")
+    assert [e.replaces for e in no_cue if e.type == "decision"] == [None]  # conservative: no cue, no link
