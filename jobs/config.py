@@ -117,12 +117,28 @@ class Settings:
                                           shown="unset: `auto` does not pick openai",
                                           doc="An OpenAI-compatible endpoint (the openai SDK reads it too); with it "
                                               "and no ANTHROPIC_API_KEY, `auto` summarizes through it.")
+    openai_api_key: str | None = setting(group="model", env="OPENAI_API_KEY", shown="unset: a placeholder",
+                                         doc="The key the openai back end sends (a local server needs none).")
+    openai_mode: str = setting("auto", group="model", env="EPISODES_OPENAI_MODE",
+                               kind=choice("auto", "json_schema", "tools", "json_object"),
+                               doc="How the openai back end asks for structured output; auto: json_schema, then "
+                                   "tools, then json_object where the server rejects one (docs/openai-compatible.md).")
+    daily_token_cap: int | None = setting(group="model", env="EPISODES_DAILY_TOKEN_CAP", kind=whole(1),
+                                          shown="unset: no cap",
+                                          doc="Tokens the back end in use may spend per UTC day; then `run` and "
+                                              "`serve` hold the rest of the queue for the next day.")
+    daily_session_cap: int | None = setting(group="model", env="EPISODES_DAILY_SESSION_CAP", kind=whole(1),
+                                            shown="unset: no cap",
+                                            doc="Sessions the back end in use may summarize per UTC day (as above).")
     max_retries: int = setting(4, group="model", was="EPISODES_MAX_RETRIES",
                                doc="Retries of the anthropic SDK (429 with retry-after, 529, 5xx).")
     model_timeout_s: float = setting(60.0, group="model", shown="60s", was="EPISODES_MODEL_TIMEOUT",
                                      doc="Seconds one model call may take.")
     max_output_tokens: int = setting(2048, group="model", was="EPISODES_MAX_OUTPUT_TOKENS",
                                      doc="Output tokens asked for per call.")
+    claude_code_timeout_seconds: float = setting(300.0, group="model", shown="300s",
+                                                 doc="Seconds one `claude -p` run of the claude-code extractor may "
+                                                     "take, its own retries included.")
     transcript_token_budget: int = setting(24_000, group="model", was="EPISODES_TRANSCRIPT_TOKEN_BUDGET",
                                            doc="A transcript larger than this is split and reduced, never truncated.")
 

@@ -34,6 +34,7 @@ from jobs.compress.schema import PeriodSummary
 from jobs.config import Settings
 from jobs.extract.grounding import ground_entities
 from jobs.llm import ToolCaller, ToolPrompt, pack, reduce_levels
+from jobs.llm.repair import Caller
 from jobs.models import Entity, ModelCall, estimate_tokens, tool_input_schema
 from jobs.prompts import environment, fingerprint, render, source
 
@@ -114,7 +115,7 @@ def _macro(template: str, name: str) -> Callable[[_Block], str]:
 class AnthropicCompressor:
     """Compress with Claude (EPISODES_MODEL) through :class:`jobs.llm.ToolCaller`."""
 
-    def __init__(self, settings: Settings, caller: ToolCaller | None = None) -> None:
+    def __init__(self, settings: Settings, caller: Caller | None = None) -> None:
         self.settings = settings
         self.caller = caller or ToolCaller(settings)
         self.name = settings.model

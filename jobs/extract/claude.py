@@ -25,6 +25,7 @@ from jobs.llm import (
     reduce_levels,
     usage_call,
 )
+from jobs.llm.repair import Caller
 from jobs.models import (
     EpisodeExtraction,
     ExtractionResult,
@@ -133,7 +134,7 @@ class BatchRequest:
 class AnthropicExtractor:
     """Extract an episode with Claude (model from EPISODES_MODEL)."""
 
-    def __init__(self, settings: Settings, caller: ToolCaller | None = None) -> None:
+    def __init__(self, settings: Settings, caller: Caller | None = None) -> None:
         self.settings = settings
         self.caller = caller or ToolCaller(settings)
         self.name = settings.model

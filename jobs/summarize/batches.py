@@ -33,6 +33,7 @@ from jobs.db import Database, notify_eligible
 from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import ConfigError
 from jobs.extract.claude import AnthropicExtractor, BatchRequest
+from jobs.llm import ToolCaller
 from jobs.models import EpisodeExtraction, ExtractionResult, Transcript
 from jobs.runs import worker_id
 from jobs.sql import query
@@ -73,6 +74,8 @@ class BatchRunner:
         self.db = db
         self.settings = db.settings
         self.extractor = extractor
+        if not isinstance(extractor.caller, ToolCaller):  # the openai back end shares the class, not the API
+            raise ConfigError("Message Batches (--batch) are the anthropic back end's; run without --batch.")
         self.client = extractor.caller.client
         self.finisher = Finisher(db, embedder or embedder_for(self.settings))
         self.worker = worker_id()

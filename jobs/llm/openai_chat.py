@@ -1,0 +1,289 @@
+"""Any OpenAI Chat Completions endpoint through the official ``openai`` SDK: Ollama, vLLM, llama.cpp's
+server, LM Studio, or OpenAI's own API (docs/openai-compatible.md).
+
+The request is the one every back end renders (:class:`jobs.llm.tools.ToolPrompt`: system text, user
+text, the output's JSON schema); how the answer is asked for is ``EPISODES_OPENAI_MODE``:
+
+- ``json_schema``: ``response_format={"type": "json_schema", ...}``, the schema enforced by the server
+  where it can (vLLM's and llama.cpp's grammars, Ollama's ``format``, OpenAI's structured outputs);
+- ``tools``: one function offered and forced (``tool_choice``), its arguments are the answer;
+- ``json_object``: JSON mode, the schema stated in the system text;
+- ``auto`` (default): ``json_schema``, and on a 400 that says the server does not support it, ``tools``,
+  then ``json_object``; the first that works is kept for the rest of the process.
+
+Whatever the mode, the answer is validated by the same pydantic model and the same repair-once rule
+(:class:`jobs.llm.repair.RepairingCaller`) as the anthropic path. The SDK retries 408, 409, 429 and
+5xx itself (``max_retries``, honouring ``retry-after``); what is left becomes one line: the server
+is down, a timeout, a rate limit, a rejected key, a model the server does not have.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from jobs.config import Settings
+from jobs.errors import ConfigError, ExtractionError, TransientModelError
+from jobs.llm.repair import (
+    REPAIR_MAX_TOKENS,
+    Problem,
+    RepairingCaller,
+    ToolRequest,
+    refusal_note,
+    short,
+    truncated_note,
+    validate,
+)
+from jobs.llm.spend import OPENAI, label, record_usage
+from jobs.models import ModelCall, estimate_tokens
+
+if TYPE_CHECKING:  # imported when a client is made: most commands never call a model
+    import openai
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=BaseModel)
+
+MODES = ("json_schema", "tools", "json_object")
+"""How the answer is asked for, best first: ``auto`` walks down this list."""
+
+PLACEHOLDER_KEY = "not-needed"  # a local server takes any key; the SDK insists on one
+
+# A 400 (or 422, 501) whose text says the server cannot do what the request asks: try the next mode.
+_UNSUPPORTED = re.compile(r"response_format|json_schema|json_object|tool|function|not supported|unsupported|"
+                          r"not implemented|jinja|grammar", re.IGNORECASE)
+
+
+def make_openai_client(settings: Settings) -> openai.OpenAI:
+    """The SDK's client for OPENAI_BASE_URL with OPENAI_API_KEY (a placeholder when unset: local servers
+    need none), the shared retries and timeout."""
+    if not settings.openai_base_url and not settings.openai_api_key:
+        raise ConfigError("The openai back end needs OPENAI_BASE_URL (a local server such as Ollama: "
+                          "http://localhost:11434/v1) or OPENAI_API_KEY (OpenAI's API); see docs/openai-compatible.md.")
+    import openai
+
+    return openai.OpenAI(api_key=settings.openai_api_key or PLACEHOLDER_KEY, base_url=settings.openai_base_url,
+                         max_retries=settings.max_retries, timeout=settings.model_timeout_s)
+
+
+class ChatCaller(RepairingCaller):
+    """Chat Completions with structured output, validated into a pydantic object (one repair)."""
+
+    def __init__(self, settings: Settings, client: openai.OpenAI | None = None) -> None:
+        self.settings = settings
+        self.client = client or make_openai_client(settings)
+        self.base_url = str(self.client.base_url).rstrip("/")
+        self._modes = list(MODES) if settings.openai_mode == "auto" else [settings.openai_mode]
+        self._lock = threading.Lock()
+
+    @property
+    def mode(self) -> str:
+        """The mode requests use now (``auto`` settles on the first the server accepts)."""
+        with self._lock:
+            return self._modes[0]
+
+    def close(self) -> None:
+        self.client.close()
+
+    # --- the request ------------------------------------------------------------------------
+
+    def request(self, prompt: ToolRequest) -> dict[str, Any]:
+        return self._params(prompt, self.mode)
+
+    def _params(self, prompt: ToolRequest, mode: str) -> dict[str, Any]:
+        system = prompt.system + "\n\n" + _answer_rule(prompt, mode)
+        params: dict[str, Any] = {
+            "model": self.settings.model,
+            "max_tokens": self.settings.max_output_tokens,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt.user}],
+        }
+        if mode == "json_schema":
+            params["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": prompt.tool_name, "description": prompt.tool_description, "schema": prompt.schema}}
+        elif mode == "tools":
+            params["tools"] = [{"type": "function", "function": {
+                "name": prompt.tool_name, "description": prompt.tool_description, "parameters": prompt.schema}}]
+            params["tool_choice"] = {"type": "function", "function": {"name": prompt.tool_name}}
+        else:
+            params["response_format"] = {"type": "json_object"}
+        return params
+
+    def send(self, prompt: ToolRequest, params: dict[str, Any], calls: list[ModelCall]) -> Any:
+        """One request; in ``auto`` mode a 400 saying the mode is unsupported moves to the next mode."""
+        while True:
+            try:
+                return self._send_once(prompt, params, calls)
+            except _Unsupported as exc:
+                params = self._next_mode(prompt, params, exc)
+
+    def _next_mode(self, prompt: ToolRequest, params: dict[str, Any], exc: _Unsupported) -> dict[str, Any]:
+        tried = _mode_of(params)
+        with self._lock:
+            if self._modes[0] == tried and len(self._modes) > 1:
+                self._modes.pop(0)
+            now = self._modes[0]
+        if now == tried:
+            raise exc.error
+        log.warning("the model server does not support %s output (%s); using %s", tried, exc.reason, now,
+                    extra={"action": "openai_mode_fallback", "from": tried, "to": now})
+        fresh = self._params(prompt, now)
+        if params["messages"][1:] != fresh["messages"][1:]:  # a repair request: keep its conversation
+            fresh["messages"] = [fresh["messages"][0], *params["messages"][1:]]
+            fresh["max_tokens"] = params["max_tokens"]
+        return fresh
+
+    def _send_once(self, prompt: ToolRequest, params: dict[str, Any], calls: list[ModelCall]) -> Any:
+        import openai
+
+        call = ModelCall(template=prompt.template, prompt_hash=prompt.prompt_hash, model=label(OPENAI, params["model"]))
+        calls.append(call)
+        started = time.perf_counter()
+        where = f"the model server at {self.base_url}"
+        try:
+            response = self.client.chat.completions.create(**params)
+        except openai.APITimeoutError as exc:
+            call.outcome, call.error = "transient", f"timeout after {self.settings.model_timeout_s:g}s"
+            raise TransientModelError(f"{where} did not answer within {self.settings.model_timeout_s:g}s "
+                                      "(timeout, after retries)", calls=calls) from exc
+        except openai.APIConnectionError as exc:
+            call.outcome, call.error = "transient", f"cannot connect: {short(exc.__cause__ or exc)}"
+            raise TransientModelError(f"cannot reach {where} ({short(exc.__cause__ or exc)}): is it running? "
+                                      "Check OPENAI_BASE_URL", calls=calls) from exc
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            call.outcome, call.error = "error", short(exc)
+            raise ConfigError(f"{where} rejected the key ({exc.status_code}): {short(exc)}. "
+                              "Check OPENAI_API_KEY.") from exc
+        except openai.NotFoundError as exc:
+            call.outcome, call.error = "error", short(exc)
+            raise ConfigError(f"{where} answered 404 for model {params['model']!r}: {short(exc)}. Set "
+                              "EPISODES_MODEL to a model it serves, and check OPENAI_BASE_URL (it usually ends "
+                              "in /v1).") from exc
+        except openai.APIStatusError as exc:
+            call.outcome, call.error = "error", short(exc)
+            if exc.status_code in (400, 422, 501) and _UNSUPPORTED.search(str(exc)) and \
+                    _mode_of(params) != "json_object" and self.settings.openai_mode == "auto":
+                raise _Unsupported(short(exc), ExtractionError(
+                    f"{where} rejected the request ({exc.status_code}): {short(exc)}", calls=calls)) from exc
+            if exc.status_code >= 500 or exc.status_code in (408, 409, 429):
+                call.outcome = "transient"
+                kind = "rate limited (429)" if exc.status_code == 429 else f"error {exc.status_code}"
+                raise TransientModelError(f"{where}: {kind} after retries: {short(exc)}", calls=calls) from exc
+            raise ExtractionError(f"{where} rejected the request ({exc.status_code}): {short(exc)}",
+                                  calls=calls) from exc
+        except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not a completion
+            call.outcome, call.error = "transient", f"unreadable response: {short(exc)}"
+            raise TransientModelError(f"unreadable response from {where}: {short(exc)}", calls=calls) from exc
+        finally:
+            call.latency_ms = int((time.perf_counter() - started) * 1000)
+        if getattr(response, "model", None):
+            call.model = label(OPENAI, response.model)
+        _record(call, params, response)
+        return response
+
+    # --- the answer -------------------------------------------------------------------------
+
+    def read(self, response: Any, prompt: ToolRequest, output: type[T]) -> T | Problem:
+        return parse_chat_output(response, prompt.tool_name, output)
+
+    def repair(self, params: dict[str, Any], response: Any, problem: Problem) -> dict[str, Any]:
+        outcome, reason = problem
+        mode = _mode_of(params)
+        how = f"Call the {params['tools'][0]['function']['name']} function" if mode == "tools" else "Answer"
+        repaired = dict(params)
+        first = params["messages"][:2]
+        if outcome == "max_tokens":
+            repaired["max_tokens"] = min(params["max_tokens"] * 2, REPAIR_MAX_TOKENS)
+            repaired["messages"] = [first[0], {"role": "user", "content": first[1]["content"] + "\n\n" +
+                                               truncated_note(how)}]
+            return repaired
+        if outcome == "refusal":
+            note = refusal_note("by calling the function" if mode == "tools" else "as one JSON object")
+            repaired["messages"] = [first[0], {"role": "user", "content": first[1]["content"] + "\n\n" + note}]
+            return repaired
+        message = response.choices[0].message if response.choices else None
+        tool_call = next(iter(getattr(message, "tool_calls", None) or []), None)
+        if mode == "tools" and tool_call is not None:
+            repaired["messages"] = [*first, {
+                "role": "assistant", "content": None,
+                "tool_calls": [{"id": tool_call.id, "type": "function", "function": {
+                    "name": tool_call.function.name, "arguments": tool_call.function.arguments}}],
+            }, {"role": "tool", "tool_call_id": tool_call.id,
+                "content": f"The arguments are invalid: {reason}. Call the function again with corrected arguments."}]
+            return repaired
+        said = (getattr(message, "content", None) or "").strip()
+        fix = f"Your answer is unusable: {reason}. {how} again, with one corrected JSON object and nothing else."
+        repaired["messages"] = [*first, {"role": "assistant", "content": said}, {"role": "user", "content": fix}] \
+            if said else [first[0], {"role": "user", "content": first[1]["content"] + "\n\n" + fix}]
+        return repaired
+
+
+class _Unsupported(Exception):
+    """The server rejected the output mode (``auto`` tries the next); ``error``: what to raise when none is left."""
+
+    def __init__(self, reason: str, error: ExtractionError) -> None:
+        super().__init__(reason)
+        self.reason, self.error = reason, error
+
+
+def _mode_of(params: dict[str, Any]) -> str:
+    if "tools" in params:
+        return "tools"
+    return str(params["response_format"]["type"])
+
+
+def _answer_rule(prompt: ToolRequest, mode: str) -> str:
+    """The system text's last paragraph: how this request wants the answer (the templates name a tool)."""
+    if mode == "tools":
+        return f"Answer only by calling the `{prompt.tool_name}` function, once."
+    rule = (f"Here `{prompt.tool_name}` is not a tool to call: answer with what its input would be, as one JSON "
+            "object and nothing else (no prose, no code fence).")
+    if mode == "json_object":
+        rule += " The object must match this JSON schema:\n" + json.dumps(prompt.schema, separators=(",", ":"))
+    return rule
+
+
+def _record(call: ModelCall, params: dict[str, Any], response: Any) -> None:
+    """Tokens from the answer's usage (estimated from the text when a server sends none) and the cost."""
+    usage = getattr(response, "usage", None)
+    if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+        record_usage(call, input_tokens=(usage.prompt_tokens or 0) - cached, output_tokens=usage.completion_tokens or 0,
+                     cache_read_tokens=cached)
+        return
+    sent = sum(estimate_tokens(str(m.get("content") or "")) for m in params["messages"])
+    answer = "".join(str(c.message.content or "") + "".join(t.function.arguments or "" for t in
+                                                            (c.message.tool_calls or []))
+                     for c in (response.choices or []))
+    record_usage(call, input_tokens=sent, output_tokens=estimate_tokens(answer))
+
+
+def parse_chat_output(response: Any, name: str, output: type[T]) -> T | Problem:
+    """The validated object in a Chat Completions answer (a tool call named ``name``, else the message
+    text as JSON), or (outcome, reason) when it is unusable: refusal, max_tokens or invalid."""
+    if not response.choices:
+        return "invalid", "empty answer (no choices)"
+    choice = response.choices[0]
+    message = choice.message
+    if getattr(message, "refusal", None) or choice.finish_reason == "content_filter":
+        return "refusal", f"refused: {short(ValueError(message.refusal or 'content_filter'))}"
+    if choice.finish_reason == "length":
+        return "max_tokens", "the answer was cut off at max_tokens (finish_reason length)"
+    tool_call = next((t for t in (message.tool_calls or []) if getattr(t, "function", None) is not None
+                      and t.function.name == name), None)
+    text = tool_call.function.arguments if tool_call is not None else message.content
+    if message.tool_calls and tool_call is None:
+        return "invalid", f"no {name} function call in the answer"
+    if not text or not text.strip():
+        return "invalid", "empty answer"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return "invalid", f"malformed JSON ({exc})"
+    return validate(data, output, "the answer")

@@ -1,0 +1,131 @@
+"""Spend: what every back end's model calls cost, recorded the same way, and the daily cap on it.
+
+**Which back end made a call.** A model-call row (and an episode) names it in its ``model``: a bare
+model id is the anthropic back end (``claude-haiku-4-5``), any other back end prefixes its name
+(``openai/llama3.2``, ``claude-code/claude-haiku-4-5``): :func:`label` writes that name,
+:func:`backend_of` and the SQL of sql/spend.sql read it back.
+
+**Recording.** :func:`record_usage` is the one way a back end fills a call's tokens and cost: the cost
+its service reported (the Claude Code CLI's ``total_cost_usd``) when there is one, else the model's
+price from the table (:mod:`jobs.llm.prices`) when it is known, else 0 and the price is unknown (a
+local model): never another model's price.
+
+**The daily cap.** ``EPISODES_DAILY_TOKEN_CAP`` and ``EPISODES_DAILY_SESSION_CAP`` bound what the
+back end in use spends per UTC day (tokens in and out, cache reads and writes included; sessions it
+was called for). :class:`DailyCap` reads today's spend from the model-call rows, so every process
+sharing the database counts toward one cap; the summarize worker asks it before each claim.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from jobs.config import Settings
+from jobs.db import Database, one
+from jobs.llm.prices import known_price
+from jobs.models import ModelCall
+from jobs.sql import query
+from jobs.wording import counted
+
+ANTHROPIC = "anthropic"
+OPENAI = "openai"
+
+
+def label(backend: str, model: str) -> str:
+    """How a call or an episode names its back end and model: the bare id for anthropic."""
+    return model if backend == ANTHROPIC else f"{backend}/{model}"
+
+
+def backend_of(name: str) -> str:
+    """The back end of a model-call row's or an extractor's name (``offline`` makes no model calls)."""
+    if name == "offline":
+        return "offline"
+    return name.split("/", 1)[0] if "/" in name else ANTHROPIC
+
+
+def model_of(name: str) -> str:
+    """The model id in a name written by :func:`label`."""
+    return name.split("/", 1)[1] if "/" in name else name
+
+
+def record_usage(call: ModelCall, *, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0,
+                 cache_write_tokens: int = 0, cost_usd: float | None = None) -> None:
+    """Set a call's tokens and its cost: ``cost_usd`` as the service reported it, else priced from the
+    table (:func:`estimate_cost`), else 0 (the price is unknown)."""
+    call.input_tokens, call.output_tokens = input_tokens, output_tokens
+    call.cache_read_tokens, call.cache_write_tokens = cache_read_tokens, cache_write_tokens
+    if cost_usd is None:
+        cost_usd = estimate_cost(call.model, input_tokens + cache_write_tokens, output_tokens, cache_read_tokens,
+                                 batch=call.batch) or 0.0
+    call.cost_usd = round(cost_usd, 6)
+
+
+def estimate_cost(name: str, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0, *,
+                  batch: bool = False) -> float | None:
+    """US dollars at the table's price of the model in ``name`` (any back end), or None when it has
+    none (a local model: its cost is unknown, not zero and not another model's)."""
+    price = known_price(model_of(name))
+    if price is None:
+        return None
+    total = (input_tokens * price.input + output_tokens * price.output + cache_read_tokens * price.cache_read) / 1e6
+    return round(total * (0.5 if batch else 1.0), 6)
+
+
+def day_start(now: dt.datetime | None = None) -> dt.datetime:
+    """The start of the UTC day of ``now`` (default: now): when the daily caps start again."""
+    now = now or dt.datetime.now(dt.UTC)
+    return now.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What one back end spent since the start of the day."""
+
+    tokens: int = 0
+    sessions: int = 0
+    cost_usd: float = 0.0
+
+
+def spend_today(db: Database, backend: str, now: dt.datetime | None = None) -> Spend:
+    """Today's (UTC) spend of ``backend``, from every process's model-call rows."""
+    with db.admin() as conn:
+        row = one(conn.execute(query("backend_spend_since"), {"backend": backend, "since": day_start(now)}))
+    return Spend(int(row["tokens"]), int(row["sessions"]), float(row["usd"]))
+
+
+@dataclass(frozen=True)
+class DailyCap:
+    """The day's limits for one back end (None: no limit)."""
+
+    backend: str
+    tokens: int | None = None
+    sessions: int | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, backend: str) -> DailyCap | None:
+        """The cap of ``backend`` (EPISODES_DAILY_TOKEN_CAP, EPISODES_DAILY_SESSION_CAP); None when
+        neither is set, or for the offline back end (it calls no model and costs nothing)."""
+        if backend == "offline" or (settings.daily_token_cap is None and settings.daily_session_cap is None):
+            return None
+        return cls(backend, settings.daily_token_cap, settings.daily_session_cap)
+
+    def reached(self, spend: Spend, in_flight: int = 0) -> str | None:
+        """Why no more sessions may start today, or None. ``in_flight``: sessions claimed and not yet
+        recorded (they count toward the session cap)."""
+        if self.tokens is not None and spend.tokens >= self.tokens:
+            return (f"the daily token cap of {self.backend} is reached ({spend.tokens:,} of {self.tokens:,} tokens "
+                    "today, EPISODES_DAILY_TOKEN_CAP)")
+        if self.sessions is not None and spend.sessions + in_flight >= self.sessions:
+            return (f"the daily session cap of {self.backend} is reached ({counted(spend.sessions, 'session')} of "
+                    f"{self.sessions:,} today, EPISODES_DAILY_SESSION_CAP)")
+        return None
+
+    def check(self, db: Database, in_flight: int = 0, now: dt.datetime | None = None) -> str | None:
+        """:meth:`reached` with today's spend read now."""
+        return self.reached(spend_today(db, self.backend, now), in_flight)
+
+
+def next_day(now: dt.datetime | None = None) -> dt.datetime:
+    """When the caps start again: the next 00:00 UTC."""
+    return day_start(now) + dt.timedelta(days=1)
