@@ -7,6 +7,10 @@ tests/fake_anthropic.py does not speak. This server answers every request with o
 every request body, so a test can read what the CLI sent to the model (its system prompt and the
 context hooks added). Non-streaming requests get the same text as one JSON message. Any other path
 (``count_tokens``, telemetry) gets an empty ``{}`` 200. Standard library only.
+
+A reply may also be a :class:`ToolUse` (the answer calls a tool: with ``--json-schema`` the CLI asks
+for its ``StructuredOutput`` tool) or a :class:`Fault` (an HTTP error status with Anthropic's error
+body), so tests can script what the model answers and how the service fails.
 """
 
 from __future__ import annotations
@@ -20,7 +24,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-Reply = str | Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """An answer that calls ``name`` with ``input`` (streamed as input_json_delta; stop_reason tool_use)."""
+
+    input: Any
+    name: str = "StructuredOutput"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An error answer: ``status`` with Anthropic's error body (e.g. 500 api_error, 529 overloaded_error)."""
+
+    status: int
+    type: str = "api_error"
+    message: str = "Internal server error"
+
+
+Answer = str | ToolUse | Fault
+Reply = Answer | Callable[[dict[str, Any]], Answer]
 
 
 @dataclass
@@ -88,11 +112,16 @@ class StreamAnthropic:
                 if parts.path != "/v1/messages" or not isinstance(body, dict):
                     self._send_json(200, {"input_tokens": 1} if parts.path.endswith("count_tokens") else {})
                     return
-                text = outer.reply(body) if callable(outer.reply) else outer.reply
-                if body.get("stream"):
-                    self._stream(body, text)
+                answer = outer.reply(body) if callable(outer.reply) else outer.reply
+                if isinstance(answer, Fault):
+                    self._send_json(answer.status, {"type": "error", "error": {"type": answer.type,
+                                                                                "message": answer.message}})
+                elif isinstance(answer, ToolUse):
+                    self._stream_tool(body, answer)
+                elif body.get("stream"):
+                    self._stream(body, answer)
                 else:
-                    self._send_json(200, _message(body, text))
+                    self._send_json(200, _message(body, answer))
 
             def _send_json(self, status: int, obj: Any) -> None:
                 data = json.dumps(obj).encode()
@@ -116,6 +145,31 @@ class StreamAnthropic:
                     ("message_delta", {"type": "message_delta",
                                        "delta": {"stop_reason": "end_turn", "stop_sequence": None},
                                        "usage": {"output_tokens": max(1, len(text) // 4)}}),
+                    ("message_stop", {"type": "message_stop"}),
+                ]
+                data = b"".join(f"event: {name}\ndata: {json.dumps(obj)}\n\n".encode() for name, obj in events)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream_tool(self, body: dict[str, Any], answer: ToolUse) -> None:
+                message = _message(body, "")
+                message["content"] = []
+                message["stop_reason"] = None
+                partial = json.dumps(answer.input)
+                block = {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": answer.name, "input": {}}
+                events: list[tuple[str, dict[str, Any]]] = [
+                    ("message_start", {"type": "message_start", "message": message}),
+                    ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+                    ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                             "delta": {"type": "input_json_delta", "partial_json": partial}}),
+                    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                    ("message_delta", {"type": "message_delta",
+                                       "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                                       "usage": {"output_tokens": max(1, len(partial) // 4)}}),
                     ("message_stop", {"type": "message_stop"}),
                 ]
                 data = b"".join(f"event: {name}\ndata: {json.dumps(obj)}\n\n".encode() for name, obj in events)

@@ -86,6 +86,8 @@ def extractor_label(settings: Settings) -> str:
         return f"anthropic, model {settings.model} ({how})"
     if chosen == "openai":
         return f"openai at {settings.openai_base_url or 'the SDK default'} ({how})"
+    if chosen == "claude-code":
+        return f"claude-code, model {settings.model} through your Claude Code login ({how}; spends your subscription)"
     return f"{chosen} ({how})"
 
 

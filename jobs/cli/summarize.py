@@ -18,6 +18,7 @@ import click
 from tqdm import tqdm
 
 from jobs.cli.base import EXTRACTOR_HELP, Context, Duration, utc
+from jobs.config import Settings
 from jobs.errors import EpisodesError
 from jobs.wording import counted
 
@@ -66,7 +67,7 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime 
                                    concurrency=concurrency, progress=bar.update, interrupt=interrupt)
     finally:
         chosen.close()
-    click.echo(report.line())
+    click.echo(f"{report.line()} · {made_by(obj.settings, extractor, chosen.name)}")
     if report.interrupted:
         left = count_eligible(db, tenant, since_utc)
         click.echo(f"interrupted: no new sessions taken; {counted(report.released, 'claim')} given back; "
@@ -74,6 +75,13 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime 
         click.get_current_context().exit(INTERRUPTED_EXIT)
     if report.all_calls_failed:
         raise EpisodesError(report.failure())
+
+
+def made_by(settings: Settings, asked: str | None, model: str) -> str:
+    """Which back end and model the run's episodes come from, e.g. ``by claude-code (claude-haiku-4-5)``."""
+    backend = settings.resolved_extractor if asked in (None, "", "auto") else asked
+    model = model.removeprefix(f"{backend}:")
+    return f"by {backend}" if model == backend else f"by {backend} ({model})"
 
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C

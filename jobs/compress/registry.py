@@ -13,6 +13,7 @@ from jobs.embeddings import Embedder
 
 if TYPE_CHECKING:
     from jobs.compress.claude import AnthropicCompressor
+    from jobs.compress.claude_code import ClaudeCodeCompressor
     from jobs.compress.offline import OfflineCompressor
 
 
@@ -28,3 +29,10 @@ def offline(settings: Settings, embedder: Embedder | None = None) -> OfflineComp
     from jobs.compress.offline import OfflineCompressor
 
     return OfflineCompressor(embedder, settings)
+
+
+def claude_code(settings: Settings, embedder: Embedder | None = None) -> ClaudeCodeCompressor:
+    """The `claude` CLI on PATH with the user's own login (opt-in: it spends their subscription)."""
+    from jobs.compress.claude_code import ClaudeCodeCompressor
+
+    return ClaudeCodeCompressor(settings)

@@ -13,6 +13,7 @@ from jobs.embeddings import embedder_for
 
 if TYPE_CHECKING:
     from jobs.extract.claude import AnthropicExtractor
+    from jobs.extract.claude_code import ClaudeCodeExtractor
     from jobs.extract.offline import OfflineExtractor
 
 
@@ -28,3 +29,10 @@ def offline(settings: Settings) -> OfflineExtractor:
     from jobs.extract.offline import OfflineExtractor
 
     return OfflineExtractor(embedder_for(settings))
+
+
+def claude_code(settings: Settings) -> ClaudeCodeExtractor:
+    """The `claude` CLI on PATH with the user's own login (opt-in: it spends their subscription)."""
+    from jobs.extract.claude_code import ClaudeCodeExtractor
+
+    return ClaudeCodeExtractor(settings)
