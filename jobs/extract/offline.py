@@ -83,6 +83,7 @@ EVENT_WEIGHT: dict[EventType, float] = {
 # A later sentence this close to an open item (and saying it is done / not asking again) resolves it; one
 # per type of OPEN_ITEM_TYPES.
 RESOLVE_SIMILARITY: dict[EventType, float] = {"commitment": 0.6, "open_question": 0.65}
+LEAD_TYPES: tuple[EventType, ...] = ("decision",)  # an event of these types opens the summary (see _summary)
 MAX_FACTS = 5  # facts kept per episode: the specifics a later session asks about, without crowding out the rest
 NARRATION_PENALTY = 0.5  # an agent's working step ranks below anything said about the work itself
 _DONE = re.compile(r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"
@@ -147,7 +148,7 @@ class OfflineExtractor:
         names = [m.name for m in messages if m.name]
         tags = key_phrases([(s.text, s.centrality) for s in sentences], names)
         extraction = EpisodeExtraction(
-            summary=_summary(sentences, embedded, messages, transcript, tags),
+            summary=_summary(sentences, embedded, messages, transcript, tags, events),
             topic_tags=tags,
             key_events=link_replacements(events, open_items or [], messages, self.embedder),
             entities=entities,
@@ -271,11 +272,17 @@ def _sentences(messages: list[Message], said: list[str], used: list[int], transc
 
 
 def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list[Message], transcript: Transcript,
-             tags: list[str]) -> str:
-    """Who talked about what, then 2-3 salient, non-redundant sentences in original order, third person."""
+             tags: list[str], events: list[KeyEvent]) -> str:
+    """The session's first decision (else fact) when it has one, who talked about what, then 2-3 salient,
+    non-redundant sentences in original order, third person. The decision comes first because a block that
+    has room for one sentence of a recent session shows the first one: "the user decided to use PostgreSQL 17
+    for the billing service" carries what the next session needs; "talked about billing service" does not."""
     date = transcript.started_at or transcript.ended_at
     prefix = f"On {date.day} {date:%B %Y}, " if date else ""
     lead = _lead(sentences, tags)
+    first = next((e for kind in LEAD_TYPES for e in events if e.type == kind), None)
+    if first is not None:
+        lead = f"{first.what.rstrip()} {lead}".strip()
     ranked = sorted(embedded, key=lambda e: (-e.sentence.score, e.sentence.order))
     want = 1 if len(ranked) < 3 else 2 if len(ranked) < 8 else 3
     picked: list[Embedded] = []
@@ -288,6 +295,8 @@ def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list
             continue  # "Let me check the project structure." says nothing about the session
         if any(float(best.vector @ p.vector) > 0.8 for p in picked):
             continue  # says the same as one already picked
+        if first is not None and best.sentence.message in first.evidence and _restates(best.sentence.text, first.what):
+            continue  # the decision that leads the summary already says it
         picked.append(best)
         covered.add(best.sentence.speaker)
     parts = [lead] if lead else []
@@ -311,6 +320,12 @@ def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list
     if prefix and text.startswith(("The user", "The assistant", "The system", "The tool", "A session")):
         text = text[0].lower() + text[1:]
     return clip(prefix + text, 1200)
+
+
+def _restates(sentence: str, what: str) -> bool:
+    """Most of the sentence's content words are in ``what`` (an event made from it)."""
+    said = set(content_words(sentence))
+    return bool(said) and len(said & set(content_words(what))) >= 0.6 * len(said)
 
 
 _TOOL_NAME = re.compile(r"^\[tool (?:call|result|error) ([\w.-]{1,40})", re.MULTILINE)

@@ -44,7 +44,7 @@ GENERIC = WORK_VERBS | frozenset(
     options case cases point points detail details info information plan plans help sure okay yes no maybe ready
     feature features function functions method methods class classes module modules script scripts project
     projects repo todo todos session sessions summary summaries context approach solution solutions idea ideas
-    text section sections doesnt dont isnt cant wont didnt implementation
+    text section sections doesnt dont isnt cant wont didnt implementation understood noted thanks
     one two three four five six seven eight nine ten eleven twelve hundred thousand first second third
     """.split()
 )
