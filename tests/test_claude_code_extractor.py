@@ -266,6 +266,30 @@ def test_our_runs_skip_the_users_hooks_mcp_servers_and_memory_and_leave_no_sessi
     done = subprocess.run([CLAUDE or "claude", "-p", "hello"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120, env={**os.environ, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
     assert done.returncode == 0, done.stderr
-    assert {"SessionStart", "UserPromptSubmit", "Stop"} <= {p.name for p in marks.iterdir()}
+    assert {"SessionStart", "UserPromptSubmit", "Stop", "mcp"} <= {p.name for p in marks.iterdir()}
     assert session_files(home) != []
     assert "pirate" in stand_in.messages()[-1].text()
+
+
+def test_compress_and_resummarize_take_claude_code_too(cc_db: Database, stand_in: StreamAnthropic,
+                                                       embedder: Any) -> None:
+    from test_compress import supers, year_2024
+
+    from jobs.extract.claude import prompt_version
+
+    sources = year_2024(cc_db, embedder)
+    period = {"summary": "Over 2024 Maria chose the Acme Team plan and kept monthly billing.",
+              "topic_tags": ["pricing"], "importance": 0.7, "key_events": [],
+              "entities": [{"name": "Maria", "kind": "person"}]}
+    stand_in.reply = Script(otherwise=ToolUse(period))
+    result = CliRunner().invoke(cli, ["compress", "--extractor", "claude-code", "--now", "2026-11-21"])
+    assert result.exit_code == 0, result.output
+    sup, = supers(cc_db)
+    assert sup["model"] == "claude-code:claude-haiku-4-5" and sup["summary"] == period["summary"]
+    request, = stand_in.messages()
+    assert [t["name"] for t in request.body["tools"]] == ["StructuredOutput"]
+    assert "record_period_summary" not in request.text() and "`StructuredOutput` tool" in request.text()
+    assert len(sources) == 3
+    # resummarize: claude-code's episodes are on the Claude path's prompt version.
+    dry = CliRunner().invoke(cli, ["resummarize", "--extractor", "claude-code", "--dry-run"])
+    assert dry.exit_code == 0 and f"for prompt {prompt_version()}" in dry.output, dry.output
