@@ -1,4 +1,4 @@
-"""CLI commands `episodes recall` and `episodes eval locomo` (registered on the group in jobs/cli/__init__.py)."""
+"""CLI commands `episodes recall`, `episodes eval locomo` and `episodes eval coding` (registered on the group in jobs/cli/__init__.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from jobs.concepts import DEFAULT_BUDGET_TOKENS
 def _positive_budget(ctx: click.Context, param: click.Parameter, value: int) -> int:
     if value < 1:
         raise click.BadParameter(f"{value} tokens cannot hold a block; give a budget of at least 1 "
-                                 f"(about 180 shows a session; the default is {DEFAULT_BUDGET_TOKENS}).")
+                                 f"(about 210 shows a session; the default is {DEFAULT_BUDGET_TOKENS}).")
     return value
 
 
@@ -25,7 +25,7 @@ def _positive_budget(ctx: click.Context, param: click.Parameter, value: int) -> 
 @click.option("--user", "user_id", required=True, help="User whose earlier episodes are recalled.")
 @click.option("--purpose", help="Only episodes of this purpose and 'general' (see EPISODES_PURPOSE_MAP).")
 @click.option("--budget", type=int, default=DEFAULT_BUDGET_TOKENS, show_default=True, callback=_positive_budget,
-              help="Token budget of the block (tokens estimated as characters / 4). Below about 180 the block "
+              help="Token budget of the block (tokens estimated as characters / 4). Below about 210 the block "
                    "may show no session, only how many there are.")
 @click.option("--now", type=click.DateTime(), help="Recall as of this time (UTC); default: now.")
 @click.option("--json", "as_json", is_flag=True, help="Print the episodes, their scores and reasons as JSON.")
@@ -86,3 +86,36 @@ def locomo_command(obj: Context, paths: tuple[Path, ...], extractor: str, budget
         click.echo("Using the offline extractor: deterministic, lower quality than Claude.", err=True)
     report = run_eval(obj.settings, list(paths), extractor=extractor, budget_tokens=budget)
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report, per_conversation=per_conversation))
+
+
+@eval_group.command("coding")
+@click.option("--sde-bench", "sde_bench", type=click.Path(path_type=Path), default=Path("../shared/data/sde-bench"),
+              show_default=True, help="Folder of vectorize-io/sde-bench (decoy_conversations.json, MANIFEST.json, tasks/).")
+@click.option("--claude-code", "claude_code_root", type=click.Path(path_type=Path),
+              default=Path("../shared/data/claude-code"), show_default=True,
+              help="Folder of the Claude Code session files that jobs/eval/questions/claude_code.json asks about.")
+@click.option("--only", type=click.Choice(["sde-bench", "claude-code"]), help="Measure one data set only.")
+@click.option("--extractor", default="offline", show_default=True,
+              help="The extractor that summarises the sessions (any installed name, as for summarize).")
+@click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET_TOKENS, show_default=True,
+              help="Token budget of each recall block (and of the raw-message baseline).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+@click.pass_obj
+def coding_command(obj: Context, sde_bench: Path, claude_code_root: Path, only: str | None, extractor: str,
+                   budget: int, as_json: bool) -> None:
+    """Measure what the block carries into the next coding session, beside the raw-message baseline.
+
+    sde-bench: per task, a user holding the 140 decoy chats and the task's own chat(s), summarised end
+    to end; the task's bug report opens the next session. Reports evidence (the decision chat's episode
+    in the block), answer coverage of the task's policy words beside the raw-message baseline's, how many
+    of the 6 amended tasks present the latest rule as the one that holds, and the still-open items shown.
+    Claude Code: the project's own questions about real session files, one user per file. Each data set
+    runs in a scratch database (episodes_eval_<pid>) on the configured server, dropped afterwards.
+    """
+    from jobs.eval.coding import format_report, run
+
+    if extractor == "offline" and not as_json:
+        click.echo("Using the offline extractor: deterministic, lower quality than Claude.", err=True)
+    report = run(obj.settings, sde_bench=sde_bench, claude_code_root=claude_code_root, only=only,
+                 extractor=extractor, budget_tokens=budget)
+    click.echo(json.dumps(report, indent=2, default=str) if as_json else format_report(report))

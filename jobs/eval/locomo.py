@@ -38,20 +38,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg
-from psycopg import sql
 
-from jobs import migrate
 from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import Settings
 from jobs.db import Database
@@ -59,6 +54,7 @@ from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words, covers
 from jobs.eval.baseline import MessageIndex
+from jobs.eval.scratch import scratch_database
 from jobs.formats.locomo import parse_locomo_time
 from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens, search_text
 from jobs.recall import Recall, RecallConfig, Recaller
@@ -145,31 +141,6 @@ def load_conversation(path: Path) -> Conversation:
         else:
             conv.unusable_questions += 1
     return conv
-
-
-@contextmanager
-def scratch_database(settings: Settings, embedder: Embedder) -> Iterator[Database]:
-    """A fresh, migrated database beside the configured one; dropped on exit."""
-    base = Database(settings)
-    name = f"episodes_eval_{os.getpid()}"
-    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-    try:
-        with base.connect(autocommit=True) as conn:
-            conn.execute(drop)
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        info = psycopg.conninfo.conninfo_to_dict(base.url)
-        info["dbname"] = name
-        db = Database(settings.with_(database_url=psycopg.conninfo.make_conninfo("", **info)))
-        try:
-            with db.connect() as conn:
-                migrate.migrate(conn, embedding_dim=embedder.dim, embedder=embedder.name)
-            yield db
-        finally:
-            db.close()
-            with base.connect(autocommit=True) as conn:
-                conn.execute(drop)
-    finally:
-        base.close()
 
 
 def build_oracle(db: Database, conversations: Sequence[Conversation], embedder: Embedder) -> int:

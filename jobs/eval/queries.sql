@@ -6,3 +6,15 @@ SELECT session_id, messages
 FROM transcripts
 WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
 ORDER BY started_at, session_id;
+
+-- name: eval_user_episodes
+-- The session episodes of one user (current ones), with the session each summarises.
+SELECT id, session_id, ended_at
+FROM episodes
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND kind = 'session' AND status = 'current';
+
+-- name: eval_user_last_ended
+-- When the user's latest transcript ended (the next session starts after it).
+SELECT max(ended_at) AS ended_at
+FROM transcripts
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s;

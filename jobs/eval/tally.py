@@ -1,0 +1,40 @@
+"""The figures of one group of coding questions (jobs.eval.coding): evidence, block and baseline coverage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.eval.answers import covers
+from jobs.tokens import estimate_tokens
+
+
+@dataclass
+class CodingTally:
+    """Counts for one group of questions (a data set, or a part of one)."""
+
+    questions: int = 0
+    evidence: int = 0
+    coverable: int = 0
+    covered: int = 0
+    baseline_covered: int = 0
+    tokens: list[int] = field(default_factory=list)
+
+    def add(self, *, evidence: bool, answer_words: frozenset[str], block: str, baseline: str) -> None:
+        self.questions += 1
+        self.evidence += evidence
+        self.coverable += bool(answer_words)
+        self.covered += covers(block, answer_words)
+        self.baseline_covered += covers(baseline, answer_words)
+        self.tokens.append(estimate_tokens(block))
+
+    def summary(self) -> dict[str, Any]:
+        n, c = self.questions, self.coverable
+        return {
+            "questions": n,
+            "evidence_recall": round(self.evidence / n, 4) if n else 0.0,
+            "answer_coverage": round(self.covered / c, 4) if c else 0.0,
+            "baseline_answer_coverage": round(self.baseline_covered / c, 4) if c else 0.0,
+            "answer_coverage_ratio": round(self.covered / self.baseline_covered, 3) if self.baseline_covered else None,
+            "mean_block_tokens": round(sum(self.tokens) / n, 1) if n else 0.0,
+        }
