@@ -3,7 +3,7 @@
 -- name: backend_spend_since
 -- What one back end spent since %(since)s (the start of the UTC day, for the daily caps): tokens in and
 -- out (cache reads and writes included), the sessions it was called for, the cost. A model-call row
--- names its back end in its model: "openai/llama3.2", "claude-code/claude-haiku-4-5"; a bare model id
+-- names its back end in its model: "openai:llama3.2:3b", "claude-code:claude-haiku-4-5"; a bare model id
 -- is the anthropic back end (jobs.llm.spend.label). Grouped by tenant first, so on a Citus cluster each
 -- shard counts its own sessions; index model_calls_created_idx (migration 0033) finds the day's rows.
 SELECT coalesce(sum(tokens), 0)::bigint AS tokens, count(transcript_id) AS sessions,
@@ -13,7 +13,7 @@ FROM (
            sum(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens) AS tokens, sum(cost_usd) AS usd
     FROM model_calls
     WHERE created_at >= %(since)s
-      AND CASE WHEN strpos(model, '/') > 0 THEN split_part(model, '/', 1) ELSE 'anthropic' END = %(backend)s
+      AND CASE WHEN strpos(model, ':') > 0 THEN split_part(model, ':', 1) ELSE 'anthropic' END = %(backend)s
     GROUP BY tenant_id, transcript_id
 ) per_session
 

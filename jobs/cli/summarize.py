@@ -36,9 +36,13 @@ from jobs.wording import counted
 @click.option("--no-wait", is_flag=True, help="With --batch: submit and return; a later --batch run collects.")
 @click.option("--batch-poll", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
               help="With --batch: seconds between status checks.")
+@click.option("--dry-run", is_flag=True,
+              help="Print what the queued sessions would cost with the chosen back end (and how much of a daily "
+                   "cap is left), calling no model and claiming nothing.")
 @click.pass_obj
 def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime | None, extractor: str | None,
-        concurrency: int, batch: bool = False, no_wait: bool = False, batch_poll: float = 30.0) -> None:
+        concurrency: int, batch: bool = False, no_wait: bool = False, batch_poll: float = 30.0,
+        dry_run: bool = False) -> None:
     """Summarise every eligible (closed, not yet summarised) transcript once."""
     from jobs.extract import make_extractor
     from jobs.extract.claude import AnthropicExtractor
@@ -46,6 +50,9 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime 
 
     db = obj.database()
     since_utc = utc(since)
+    if dry_run:
+        click.echo(dry_run_line(obj, extractor, limit=limit, tenant=tenant, since=since_utc))
+        return
     if batch:
         with AnthropicExtractor(obj.settings) as claude:
             batches = BatchRunner(db, claude).run(limit=limit, tenant=tenant, since=since_utc, wait=not no_wait,
@@ -82,6 +89,23 @@ def made_by(settings: Settings, asked: str | None, model: str) -> str:
     backend = settings.resolved_extractor if asked in (None, "", "auto") else asked
     model = model.removeprefix(f"{backend}:")
     return f"by {backend}" if model == backend else f"by {backend} ({model})"
+
+
+def dry_run_line(obj: Context, extractor: str | None, *, limit: int | None, tenant: str | None,
+                 since: dt.datetime | None) -> str:
+    """`run --dry-run`: the queued sessions priced for the chosen back end (jobs.summarize.backlog)."""
+    from jobs.extract import make_extractor
+    from jobs.lifecycle.resummarize import DEFAULT_OUTPUT_TOKENS, LINE_TOKENS, fixed_prompt_tokens
+    from jobs.summarize.backlog import estimate_backlog
+
+    chosen = make_extractor(obj.settings, extractor)  # builds its client; calls nothing
+    try:
+        name = chosen.name
+    finally:
+        chosen.close()
+    return estimate_backlog(obj.database(), name, fixed_tokens=fixed_prompt_tokens(), line_tokens=LINE_TOKENS,
+                            default_output_tokens=DEFAULT_OUTPUT_TOKENS, tenant=tenant, since=since,
+                            limit=limit).line()
 
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C

@@ -3,7 +3,7 @@
 The Claude compressor's prompts, packing, reduction and grounding
 (:class:`~jobs.compress.claude.AnthropicCompressor`) with the Chat Completions caller
 (:class:`jobs.llm.openai_chat.ChatCaller`), as the extractor of the same name does; its supers and
-calls are labelled ``openai/<model>``.
+calls are labelled ``openai:<model>``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Everything but the wire is the Claude path's: the same templates and prompt vers
 split-and-reduce for long sessions (:class:`~jobs.extract.claude.AnthropicExtractor`), the same
 pydantic validation and repair-once rule (:class:`jobs.llm.repair.RepairingCaller`), and, after it,
 the same grounding and dead-letter rules of the summarize job. Only the caller differs:
-:class:`jobs.llm.openai_chat.ChatCaller`. Its episodes and calls are labelled ``openai/<model>``
+:class:`jobs.llm.openai_chat.ChatCaller`. Its episodes and calls are labelled ``openai:<model>``
 (:func:`jobs.llm.spend.label`).
 """
 

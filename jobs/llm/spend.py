@@ -1,8 +1,8 @@
 """Spend: what every back end's model calls cost, recorded the same way, and the daily cap on it.
 
 **Which back end made a call.** A model-call row (and an episode) names it in its ``model``: a bare
-model id is the anthropic back end (``claude-haiku-4-5``), any other back end prefixes its name
-(``openai/llama3.2``, ``claude-code/claude-haiku-4-5``): :func:`label` writes that name,
+model id is the anthropic back end (``claude-haiku-4-5``), any other back end prefixes its name and a
+colon (``openai:llama3.2:3b``, ``claude-code:claude-haiku-4-5``): :func:`label` writes that name,
 :func:`backend_of` and the SQL of sql/spend.sql read it back.
 
 **Recording.** :func:`record_usage` is the one way a back end fills a call's tokens and cost: the cost
@@ -34,19 +34,19 @@ OPENAI = "openai"
 
 def label(backend: str, model: str) -> str:
     """How a call or an episode names its back end and model: the bare id for anthropic."""
-    return model if backend == ANTHROPIC else f"{backend}/{model}"
+    return model if backend == ANTHROPIC else f"{backend}:{model}"
 
 
 def backend_of(name: str) -> str:
     """The back end of a model-call row's or an extractor's name (``offline`` makes no model calls)."""
     if name == "offline":
         return "offline"
-    return name.split("/", 1)[0] if "/" in name else ANTHROPIC
+    return name.split(":", 1)[0] if ":" in name else ANTHROPIC
 
 
 def model_of(name: str) -> str:
     """The model id in a name written by :func:`label`."""
-    return name.split("/", 1)[1] if "/" in name else name
+    return name.split(":", 1)[1] if ":" in name else name
 
 
 def record_usage(call: ModelCall, *, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0,
@@ -117,7 +117,8 @@ class DailyCap:
             return (f"the daily token cap of {self.backend} is reached ({spend.tokens:,} of {self.tokens:,} tokens "
                     "today, EPISODES_DAILY_TOKEN_CAP)")
         if self.sessions is not None and spend.sessions + in_flight >= self.sessions:
-            return (f"the daily session cap of {self.backend} is reached ({counted(spend.sessions, 'session')} of "
+            taken = spend.sessions + in_flight  # those in progress count: they will have been called today
+            return (f"the daily session cap of {self.backend} is reached ({counted(taken, 'session')} of "
                     f"{self.sessions:,} today, EPISODES_DAILY_SESSION_CAP)")
         return None
 

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from jobs.wording import counted
+
 
 class StageClock:
     """Wall seconds per stage of the summarize loop, summed over episodes and threads.
@@ -30,6 +32,13 @@ class StageClock:
                 self.seconds[stage] += elapsed
 
 
+WHAT_TO_CHECK = {  # per back end, when every call failed
+    "anthropic": "Check ANTHROPIC_API_KEY, EPISODES_MODEL and ANTHROPIC_BASE_URL, and the model service's status",
+    "openai": "Check that the server at OPENAI_BASE_URL is running and serves EPISODES_MODEL, and OPENAI_API_KEY",
+    "claude-code": "Check that `claude` is on PATH and logged in (`claude /login`), and EPISODES_MODEL",
+}
+
+
 @dataclass
 class RunReport:
     counts: Counter[str] = field(default_factory=Counter)
@@ -45,6 +54,10 @@ class RunReport:
     call_error: str | None = None  # one failed call's error
     interrupted: bool = False  # stopped by SIGINT / SIGTERM before the queue was empty
     released: int = 0  # claims given back when it stopped (due again at once)
+    held_reason: str | None = None  # the daily cap reached (EPISODES_DAILY_*_CAP): claiming stopped for the day
+    held: int = 0  # sessions still queued when the cap stopped the run: held for the next day
+    backend: str = "anthropic"  # the back end whose calls these are (jobs.llm.spend.backend_of)
+    priced: bool = True  # False: the model has no known price (a local model), so the cost is unknown, not $0
 
     @property
     def done(self) -> int:
@@ -59,13 +72,16 @@ class RunReport:
         """What to tell the operator when every model call failed."""
         error = " ".join((self.call_error or "no error text").split())[:300]
         return (f"every model call of this run failed ({self.failed_calls} of {self.model_calls}, e.g. {error}). "
-                "Check ANTHROPIC_API_KEY, EPISODES_MODEL and ANTHROPIC_BASE_URL, and the model service's status; "
+                f"{WHAT_TO_CHECK.get(self.backend, 'Check the back end and EPISODES_MODEL')}; "
                 "the sessions stay queued for the next run")
 
     def line(self) -> str:
         c = self.counts
+        held = (f" · {counted(self.held, 'session')} held for tomorrow: {self.held_reason}"
+                if self.held_reason is not None else "")
+        cost = f"est. cost ${self.cost_usd:.4f}" if self.priced or not self.model_calls else "cost unknown (no price)"
         return (
             f"done {c['done']} · failed {c['failed']} (will retry) · dead {c['dead']} · skipped {c['skipped']} · "
             f"tokens {self.input_tokens:,} in / {self.output_tokens:,} out ({self.cache_read_tokens:,} cached) · "
-            f"est. cost ${self.cost_usd:.4f} · {self.seconds:.1f}s"
+            f"{cost} · {self.seconds:.1f}s{held}"
         )

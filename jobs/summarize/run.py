@@ -13,6 +13,7 @@ from collections.abc import Callable
 from jobs.db import Database, notify_eligible, one
 from jobs.embeddings import BatchingEmbedder, Embedder, embedder_for
 from jobs.extract import Extractor
+from jobs.llm.spend import backend_of, estimate_cost
 from jobs.runs import finish_run, start_run, worker_id
 from jobs.sql import query
 from jobs.summarize.report import RunReport
@@ -70,6 +71,8 @@ def run_summarize(
         worker.stop()
         report.released = worker.release()
         report.counts = worker.counts
+        if worker.held is not None and not report.interrupted:
+            report.held_reason, report.held = worker.held, count_eligible(db, tenant, since)
         report.seconds = time.perf_counter() - started
         report.stage_seconds = dict(summarizer.clock.seconds)
         with db.admin() as conn:
@@ -78,6 +81,8 @@ def run_summarize(
         report.cache_read_tokens, report.cost_usd = int(totals["c"]), float(totals["usd"])
         report.model_calls, report.failed_calls = int(totals["calls"]), int(totals["failed"])
         report.call_error = totals["an_error"]
+        report.priced = estimate_cost(extractor.name, 0, 0) is not None
+        report.backend = backend_of(extractor.name)
         error: BaseException | str | None = worker.fatal
         if error is None and report.all_calls_failed:
             error = report.failure()

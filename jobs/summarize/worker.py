@@ -9,6 +9,11 @@ the claim gone when it returns, and writes nothing (``lost``).
 
 A row whose messages cannot be read (INSERTed by hand in no shape ingest accepts) is dead-lettered
 with its reason when it is claimed, and the worker claims on: one bad row never stops the batch.
+
+The daily cap (``EPISODES_DAILY_TOKEN_CAP``, ``EPISODES_DAILY_SESSION_CAP``; :class:`jobs.llm.spend.DailyCap`)
+is asked before each claim. Once the back end's spend for the UTC day reaches it, no thread claims:
+``run`` ends and reports the sessions held (:attr:`Worker.held`), ``serve`` logs it once and idles
+until the next day, and the queued sessions wait, untouched, for the day after.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Callable
 import psycopg
 
 from jobs.errors import ConfigError
+from jobs.llm.spend import DailyCap, backend_of, day_start, next_day
 from jobs.models import Transcript
 from jobs.summarize.claim import UnreadableTranscript
 from jobs.summarize.summarizer import Summarizer
@@ -54,6 +60,11 @@ class Worker:
         self._claimed = 0
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self.cap = DailyCap.from_settings(summarizer.settings, backend_of(summarizer.extractor.name))
+        self.held: str | None = None  # why claiming stopped for the day (the cap reached), if it did
+        self._cap_lock = threading.Lock()  # one cap check at a time, so two threads cannot both take the last session
+        self._claiming = 0  # sessions let past the cap whose claim is not yet in _in_flight
+        self._held_logged: object = None  # the day whose hold was logged (serve logs it once a day)
 
     @property
     def stopping(self) -> threading.Event:
@@ -134,13 +145,21 @@ class Worker:
             return True
 
     def _step(self) -> str | None:
-        """Claim one transcript and process it; its outcome, or None when there was nothing to claim."""
+        """Claim one transcript and process it; its outcome, or None when there was nothing to claim
+        (or the day's cap is reached)."""
         summarizer = self.summarizer
+        if not self._may_claim():
+            with self._lock:
+                self._claimed -= 1
+            return None
         try:
             with summarizer.clock("claim"):
                 transcript = summarizer.claim(self.tenant, self.since)
         except UnreadableTranscript as exc:
             return summarizer.finisher.fail(exc.transcript, str(exc), owner=summarizer.worker, permanent=True)
+        finally:
+            with self._lock:
+                self._claiming -= 1
         if transcript is None:
             with self._lock:
                 self._claimed -= 1  # nothing was claimed
@@ -152,6 +171,33 @@ class Worker:
         finally:
             with self._lock:
                 self._in_flight.pop(transcript.id, None)
+
+    def _may_claim(self) -> bool:
+        """False when the day's cap is reached (then ``held`` says why); True reserves a place for one
+        claim (``_claiming``), which :meth:`_step` gives back once the claim is made or not."""
+        with self._cap_lock:
+            if self.cap is not None:
+                with self._lock:
+                    pending = len(self._in_flight) + self._claiming
+                reason = self.cap.check(self.summarizer.db, in_flight=pending)
+                if reason is not None:
+                    self._hold(reason)
+                    return False
+            with self._lock:
+                self._claiming += 1
+            return True
+
+    def _hold(self, reason: str) -> None:
+        """Note the hold; log it once a day (serve checks again at every wake-up)."""
+        today = day_start()
+        with self._lock:
+            self.held = reason
+            first = self._held_logged != today
+            self._held_logged = today
+        if first:
+            log.warning("%s: no more sessions are taken until %s; the queue is held for then", reason,
+                        f"{next_day():%Y-%m-%d %H:%M} UTC",
+                        extra={"action": "daily_cap_reached", "backend": self.cap.backend if self.cap else None})
 
     def _count(self, outcome: str) -> None:
         with self._lock:

@@ -1,0 +1,182 @@
+"""Spend you can see and cap: the daily token and session caps hold the queue for the next day in
+`run` and in serve's worker, per back end; `run --dry-run` prices the backlog without calling a model.
+The model is the real `openai` SDK against tests/fake_openai.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import fake_openai as fo
+import pytest
+from click.testing import CliRunner
+from psycopg.types.json import Jsonb
+from test_openai_backend import MODEL, model_like
+
+from jobs.cli import cli
+from jobs.db import Database
+from jobs.extract.openai_chat import OpenAIExtractor
+from jobs.lifecycle.resummarize import DEFAULT_OUTPUT_TOKENS, LINE_TOKENS, fixed_prompt_tokens
+from jobs.llm.spend import estimate_cost, spend_today
+from jobs.summarize import Summarizer, run_summarize
+from jobs.summarize.worker import Worker
+
+MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
+            {"role": "assistant", "content": "Done. I'll send the invoice by Friday."}]
+
+
+@pytest.fixture(autouse=True)
+def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[fo.FakeOpenAI]:
+    with fo.FakeOpenAI(model_like) as fake:
+        yield fake
+
+
+def add(db: Database, count: int) -> None:
+    with db.tenant("acme") as conn:
+        for n in range(count):
+            conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, "
+                         "messages, content_hash) VALUES ('acme', 'u1', %s, 'support', '2025-03-04 09:00Z', "
+                         "'2025-03-04 09:20Z', %s, %s)", (f"s{n}", Jsonb(MESSAGES), f"hash-{n}"))
+
+
+def statuses(db: Database) -> dict[str, int]:
+    with db.admin() as conn:
+        return {r["status"]: r["n"] for r in conn.execute(
+            "SELECT status, count(*) AS n FROM transcripts GROUP BY status")}
+
+
+def a_day_passes(db: Database) -> None:
+    """Today's spend becomes yesterday's (what the cap reads is the rows of the current UTC day)."""
+    with db.admin() as conn:
+        conn.execute("UPDATE model_calls SET created_at = created_at - interval '1 day'")
+
+
+def capped(db: Database, server: fo.FakeOpenAI, **caps: int) -> Database:
+    settings = db.settings.with_(openai_base_url=server.base_url, model=MODEL, max_retries=0, **caps)
+    return Database(settings, url=db.url)
+
+
+def run(db: Database, embedder: Any, concurrency: int = 1) -> Any:
+    with OpenAIExtractor(db.settings) as extractor:
+        return run_summarize(db, extractor=extractor, embedder=embedder, concurrency=concurrency)
+
+
+def test_the_session_cap_holds_the_rest_until_the_next_day(db: Database, server: fo.FakeOpenAI, embedder: Any) -> None:
+    add(db, 5)
+    database = capped(db, server, daily_session_cap=2)
+    try:
+        report = run(database, embedder, concurrency=3)  # three threads may not take a third session between them
+        assert report.counts["done"] == 2 and report.held == 3
+        assert report.line().endswith("3 sessions held for tomorrow: the daily session cap of openai is reached "
+                                      "(2 sessions of 2 today, EPISODES_DAILY_SESSION_CAP)")
+        assert statuses(db) == {"done": 2, "pending": 3}
+        with db.admin() as conn:  # held, not tried: no attempt counted, no error
+            assert conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'pending' AND attempts = 0 "
+                                "AND last_error IS NULL").fetchone()["n"] == 3
+        assert run(database, embedder).counts["done"] == 0  # still today: nothing more
+        a_day_passes(db)
+        assert run(database, embedder).counts["done"] == 2  # the next day's two
+        assert statuses(db) == {"done": 4, "pending": 1}
+    finally:
+        database.close()
+
+
+def test_the_token_cap_stops_claiming_once_reached(db: Database, server: fo.FakeOpenAI, embedder: Any) -> None:
+    add(db, 3)
+    database = capped(db, server, daily_token_cap=1)
+    try:
+        report = run(database, embedder)
+        assert report.counts["done"] == 1 and report.held == 2  # the first is taken under the cap, then it is spent
+        spent = spend_today(database, "openai")
+        assert spent.sessions == 1 and spent.tokens == report.input_tokens + report.output_tokens > 1
+        assert "the daily token cap of openai is reached" in (report.held_reason or "")
+    finally:
+        database.close()
+
+
+def test_each_back_end_has_its_own_cap(db: Database, server: fo.FakeOpenAI, embedder: Any) -> None:
+    add(db, 1)
+    with db.admin() as conn:  # a day of Claude spend: not the openai back end's
+        conn.execute("INSERT INTO model_calls (tenant_id, template, prompt_hash, model, input_tokens, outcome) "
+                     "VALUES ('acme', 't', 'h', 'claude-haiku-4-5', 10000000, 'ok')")
+    database = capped(db, server, daily_token_cap=1000)
+    try:
+        assert run(database, embedder).counts["done"] == 1
+        assert spend_today(database, "anthropic").tokens == 10_000_000
+    finally:
+        database.close()
+
+
+def test_serve_holds_the_queue_and_says_so_once(db: Database, server: fo.FakeOpenAI, embedder: Any,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    add(db, 2)
+    database = capped(db, server, daily_session_cap=1)
+    idles = threading.Semaphore(0)
+    with OpenAIExtractor(database.settings) as extractor:
+        summarizer = Summarizer(database, extractor, embedder=embedder)
+        worker = Worker(summarizer, threads=2, idle=idles.release)  # serve's worker: idles instead of ending
+        with caplog.at_level(logging.WARNING, logger="jobs.summarize.worker"):
+            worker.start()
+            for _ in range(6):  # woken six times (the poll, NOTIFY): each time it asks the cap again
+                assert idles.acquire(timeout=30)
+            worker.stop()
+            assert worker.join(30)
+        worker.release()
+    database.close()
+    assert worker.counts["done"] == 1 and statuses(db) == {"done": 1, "pending": 1}
+    held = [r for r in caplog.records if getattr(r, "action", None) == "daily_cap_reached"]
+    assert len(held) == 1  # once a day, not at every wake-up
+    assert held[0].getMessage().startswith("the daily session cap of openai is reached (1 session of 1 today")
+    assert "no more sessions are taken until" in held[0].getMessage()
+
+
+def test_run_says_what_it_held(db: Database, server: fo.FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    add(db, 2)
+    for name, value in (("OPENAI_BASE_URL", server.base_url), ("EPISODES_MODEL", MODEL),
+                        ("EPISODES_DAILY_SESSION_CAP", "1")):
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(cli, ["run", "--extractor", "openai"])
+    assert result.exit_code == 0, result.output
+    assert "done 1 ·" in result.output and "1 session held for tomorrow" in result.output
+
+
+def test_the_dry_run_prices_the_backlog_and_calls_nothing(db: Database, server: fo.FakeOpenAI,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    add(db, 3)
+    chars = sum(len(m["content"]) for m in MESSAGES) * 3
+    tokens_in = 3 * fixed_prompt_tokens() + (chars + 3) // 4 + LINE_TOKENS * 6
+    tokens_out = 3 * DEFAULT_OUTPUT_TOKENS  # no episode made by a model yet to measure
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("EPISODES_MODEL", MODEL)
+    local = CliRunner().invoke(cli, ["run", "--dry-run", "--extractor", "openai"])
+    assert local.exit_code == 0, local.output
+    assert local.output.strip() == (
+        f"dry run, nothing claimed: 3 sessions queued for openai:{MODEL} · est. {tokens_in:,} input / "
+        f"{tokens_out:,} output tokens · cost unknown: no price for {MODEL} (a local model costs what its machine does)")
+
+    monkeypatch.setenv("EPISODES_MODEL", "claude-haiku-4-5")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")  # the client is built, never called
+    monkeypatch.setenv("EPISODES_DAILY_TOKEN_CAP", str(tokens_in + tokens_out))
+    with db.admin() as conn:  # a third of the cap already spent today
+        conn.execute("INSERT INTO model_calls (tenant_id, template, prompt_hash, model, input_tokens, outcome) "
+                     "VALUES ('acme', 't', 'h', 'claude-haiku-4-5', %s, 'ok')", ((tokens_in + tokens_out) // 3,))
+    claude = CliRunner().invoke(cli, ["run", "--dry-run", "--extractor", "anthropic", "--limit", "2"])
+    assert claude.exit_code == 0, claude.output
+    two_in, two_out = 2 * fixed_prompt_tokens() + (chars * 2 // 3 + 3) // 4 + LINE_TOKENS * 4, 2 * DEFAULT_OUTPUT_TOKENS
+    cost = estimate_cost("claude-haiku-4-5", two_in, two_out)
+    assert cost is not None and cost > 0
+    assert claude.output.strip() == (
+        f"dry run, nothing claimed: 2 sessions queued for claude-haiku-4-5 · est. {two_in:,} input / {two_out:,} "
+        f"output tokens · est. cost ${cost:,.4f} at claude-haiku-4-5's list price · daily cap: "
+        f"{(tokens_in + tokens_out) // 3:,} of {tokens_in + tokens_out:,} tokens spent today; about 2 fit today, "
+        "0 would wait for tomorrow")
+    assert server.calls() == [] and statuses(db) == {"pending": 3}  # no model called, nothing claimed
