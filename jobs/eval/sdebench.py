@@ -39,6 +39,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,16 @@ def build(db: Database, data: SdeBench, extractor_name: str) -> dict[str, int]:
     return {"decoy_episodes": decoy_episodes, "task_episodes": task_episodes}
 
 
+def latest_rule_holds(shown: Mapping[str, object], superseded: str, amending: str) -> bool:
+    """The amending session's episode is shown, and the superseded one's is absent or marked replaced.
+
+    ``shown`` maps the block's session ids to their recalled episodes; ``replaced_on`` is read with
+    getattr so the figure works on trees from before the field.
+    """
+    old = shown.get(superseded)
+    return amending in shown and (old is None or getattr(old, "replaced_on", None) is not None)
+
+
 def _loaded(report: IngestReport) -> None:
     if report.rejected:
         raise EpisodesError(f"sde-bench: {len(report.rejected)} chats were not loaded, first: {report.rejected[0]}")
@@ -207,10 +218,9 @@ def evaluate(db: Database, data: SdeBench, embedder: Embedder, *,
                                "open_items": len(result.open_items), "foreign_open_items": n_foreign}
         if task.amended:
             old = shown.get(task.session_id(0))
-            replaced = old is not None and getattr(old, "replaced_on", None) is not None
-            row["latest_rule_holds"] = evidence and (old is None or replaced)
+            row["latest_rule_holds"] = latest_rule_holds(shown, task.session_id(0), latest)
             row["superseded_shown"] = old is not None
-            row["superseded_marked_replaced"] = replaced
+            row["superseded_marked_replaced"] = old is not None and getattr(old, "replaced_on", None) is not None
             holds += row["latest_rule_holds"]
         per_task[task.task_id] = row
     n = len(data.tasks)
