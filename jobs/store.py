@@ -16,7 +16,7 @@ import numpy as np
 
 from jobs.concepts import OPEN_ITEM_TYPES
 from jobs.db import Conn, one
-from jobs.models import EpisodeExtraction, Message, ModelCall, Transcript, search_text
+from jobs.models import EpisodeExtraction, EpisodeLine, Message, ModelCall, Transcript, search_text
 from jobs.sql import query
 
 QUOTE_CHARS = 280
@@ -44,6 +44,8 @@ class EpisodeRow:
     calls: Sequence[ModelCall] = ()
     dropped_events: int = 0
     dropped_entities: int = 0
+    lines: Sequence[EpisodeLine] = ()  # the session's lines the episode keeps (jobs.extract.lines)
+    line_vectors: np.ndarray | None = None  # their embeddings, one row per line
 
 
 def insert_episode(
@@ -85,6 +87,14 @@ def insert_episode(
     with conn.cursor() as cur:
         if events:
             cur.executemany(query("insert_event"), events)
+        if row.lines:
+            vectors = row.line_vectors
+            cur.executemany(query("insert_line"), [
+                {"tenant_id": row.tenant_id, "user_id": row.user_id, "episode_id": episode_id, "ordinal": k,
+                 "message_index": line.message_index, "speaker": line.speaker[:200], "said_at": line.said_at,
+                 "text": line.text, "embedding": None if vectors is None else vectors[k]}
+                for k, line in enumerate(row.lines)
+            ])
         if ep.entities:
             cur.executemany(query("insert_entity"), [
                 {"tenant_id": row.tenant_id, "user_id": row.user_id, "episode_id": episode_id,

@@ -136,6 +136,14 @@ en AS (
     WHERE tenant_id = %(tenant_id)s AND episode_id IN (SELECT id FROM e)
     GROUP BY episode_id
 ),
+ln AS (
+    SELECT episode_id, jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+               'message_index', message_index, 'speaker', speaker, 'said_at', said_at, 'text', text
+           )) ORDER BY ordinal) AS lines
+    FROM episode_lines
+    WHERE tenant_id = %(tenant_id)s AND episode_id IN (SELECT id FROM e)
+    GROUP BY episode_id
+),
 li AS (
     SELECT super_episode_id, jsonb_agg(source_episode_id ORDER BY source_episode_id) AS sources
     FROM episode_lineage
@@ -154,10 +162,12 @@ docs AS (
                'created_at', e.created_at,
                'embedding', CASE WHEN %(with_embeddings)s THEN to_jsonb(e.embedding::real[]) END
            )) || jsonb_build_object('events', coalesce(ev.events, '[]'::jsonb),
-                                    'entities', coalesce(en.entities, '[]'::jsonb)) AS doc
+                                    'entities', coalesce(en.entities, '[]'::jsonb),
+                                    'lines', coalesce(ln.lines, '[]'::jsonb)) AS doc
     FROM e
     LEFT JOIN ev ON ev.episode_id = e.id
     LEFT JOIN en ON en.episode_id = e.id
+    LEFT JOIN ln ON ln.episode_id = e.id
     LEFT JOIN li ON li.super_episode_id = e.id
 )
 SELECT jsonb_build_object(

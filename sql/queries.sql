@@ -209,6 +209,12 @@ INSERT INTO episode_entities (tenant_id, user_id, episode_id, name, kind)
 VALUES (%(tenant_id)s, %(user_id)s, %(episode_id)s, %(name)s, %(kind)s)
 ON CONFLICT DO NOTHING
 
+-- name: insert_line
+-- A verbatim line the episode keeps (jobs/extract/lines.py), with its embedding.
+INSERT INTO episode_lines (tenant_id, user_id, episode_id, ordinal, message_index, speaker, said_at, text, embedding)
+VALUES (%(tenant_id)s, %(user_id)s, %(episode_id)s, %(ordinal)s, %(message_index)s, %(speaker)s, %(said_at)s,
+        %(text)s, %(embedding)s)
+
 -- name: insert_model_call
 INSERT INTO model_calls (tenant_id, user_id, transcript_id, job_run_id, template, prompt_hash, model, batch,
                          input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,

@@ -165,3 +165,27 @@ SET version = EXCLUDED.version, epoch = EXCLUDED.epoch, dim = EXCLUDED.dim, rows
     vectors = EXCLUDED.vectors, lengths = EXCLUDED.lengths, lexemes = EXCLUDED.lexemes, bounds = EXCLUDED.bounds,
     slots = EXCLUDED.slots, tf = EXCLUDED.tf, written_at = EXCLUDED.written_at
 RETURNING version
+
+-- name: recall_lines
+-- The verbatim lines (episode_lines, migration 0032) of the chosen episodes that best match the opening
+-- message, by cosine similarity with the same embedder, best first; jobs/recall/fitting.py quotes them
+-- under their episodes within the budget. Exact (no index: the chosen episodes' lines are a few hundred
+-- rows). A line whose vector has another dimension (between `episodes reembed`'s switch and its lines'
+-- rewrite) is left out. One table, the tenant named once, no subquery: Citus' fast path.
+SELECT l.episode_id, l.ordinal, l.speaker, l.text, l.said_at,
+       1 - (l.embedding <=> %(vector)s::vector) AS similarity
+FROM episode_lines l
+WHERE l.tenant_id = %(tenant_id)s AND l.user_id = %(user_id)s AND l.episode_id = ANY (%(ids)s::bigint[])
+  AND l.embedding IS NOT NULL AND vector_dims(l.embedding) = %(dim)s
+ORDER BY l.embedding <=> %(vector)s::vector, l.episode_id, l.ordinal
+LIMIT %(limit)s
+
+-- name: recall_replaced
+-- Of the chosen episodes, those holding a decision or preference that a later session replaced (later
+-- wins, migration 0008), with when the first replacement was made: the block marks them so.
+SELECT old.episode_id, min(new.occurred_at) AS replaced_at
+FROM episode_events old
+JOIN episode_events new ON new.tenant_id = old.tenant_id AND new.id = old.superseded_by
+WHERE old.tenant_id = %(tenant_id)s AND new.tenant_id = %(tenant_id)s
+  AND old.episode_id = ANY (%(ids)s::bigint[]) AND old.superseded_by IS NOT NULL
+GROUP BY old.episode_id

@@ -74,6 +74,7 @@ HEADER = re.compile(r"^Quotes from earlier sessions with this user, not instruct
 SMALL = re.compile(r"^\d+ earlier sessions? with this user, but this budget is too small to show any: ask with at "
                    r"least \d+ tokens\.$")
 FIRST = re.compile(r'^<previous_episodes as_of="\d{4}-\d{2}-\d{2}">$')
+QUOTE = re.compile(r"^  > [^\n]+?: ")  # a line of an episode's session, quoted under it (episode_lines)
 ITEM = re.compile(r"^- (?:\d{4}-\d{2}-\d{2}(?: to \d{4}-\d{2}-\d{2})?(?: \[[a-z0-9_-]+\])? \((?:closed|still open|"
                   r"(?:relevant|possibly related|recent|open item)(?:, (?:possibly related|recent|open item))*)\)"
                   r"|(?:decision|open question|commitment|surprise|preference)(?: \(|, since |, due ))")
@@ -89,7 +90,7 @@ def check_block(block: str, lines_expected: int | None = None) -> None:
     assert FIRST.match(lines[0]) and lines[-1] == "</previous_episodes>", block
     items = 0
     for line in lines[1:-1]:
-        assert line in HEADERS or HEADER.match(line) or SMALL.match(line) or ITEM.match(line), line
+        assert line in HEADERS or HEADER.match(line) or SMALL.match(line) or ITEM.match(line) or QUOTE.match(line), line
         assert not re.search(ROLE_MARKER, line), line
         items += line.startswith("- ")
     if lines_expected is not None:

@@ -56,3 +56,9 @@ class RecallConfig:
     open_items_share: float = 0.25  # at most this share of the budget for open items
     compact_chars: int = 200  # length of a compact line's text
     max_unsummarised: int = 2  # sessions not yet summarised, one line each of their last user messages
+    # Episode lines (issue 36): the chosen episodes' verbatim lines best matching the opening message are
+    # quoted under them. max_lines: lines read per recall (best first); line_similarity: the least cosine
+    # similarity of a line worth its room; header_chars: the compact line above an episode's quotes.
+    max_lines: int = 120
+    line_similarity: float = 0.2
+    header_chars: int = 120

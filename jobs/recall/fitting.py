@@ -21,7 +21,7 @@ import datetime as dt
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import cache
 from typing import Any
 
@@ -31,22 +31,27 @@ from jobs.tokens import estimate_tokens
 from jobs.recall.config import RecallConfig
 from jobs.recall.result import (
     RecalledEpisode,
+    RecalledLine,
     RecalledOpenItem,
     line_macros,
     nothing_relevant_chars,
     render_block,
     skeleton_chars,
 )
+from jobs.extract.rules.text import STOPWORDS
+from jobs.recall.relative_dates import resolve_relative_dates
 from jobs.recall.time_cues import Cue, falls_in, named_months
 
 
 def select(
     rows: Sequence[dict[str, Any]], vectors: dict[int, np.ndarray], open_items: Sequence[RecalledOpenItem],
     cfg: RecallConfig, budget_tokens: int, opening_message: str, now: dt.datetime,
+    lines: Sequence[RecalledLine] = (),
 ) -> tuple[list[RecalledEpisode], list[RecalledOpenItem]]:
     """Deduplicate, prioritise and fit to the budget; return episodes oldest first and open items.
 
-    ``rows`` come ordered by relevance rank, then recency rank; ``vectors`` are unit embeddings by id.
+    ``rows`` come ordered by relevance rank, then recency rank; ``vectors`` are unit embeddings by id;
+    ``lines`` are the chosen episodes' lines best first (``recall_lines``).
     """
     episodes = [_episode(row) for row in rows]
     unique = _dedup(episodes, vectors, cfg.dedup_similarity)
@@ -55,39 +60,56 @@ def select(
     recent = sorted((ep for ep in unique if ep.recency_rank is not None), key=lambda ep: ep.recency_rank or 0)
     cues = named_months(opening_message) if cfg.time_cues else frozenset()
     relevant, related = _named_months_first(relevant, cues), _named_months_first(related, cues)
+    by_id = {ep.id: ep for ep in unique}
+    quotable = [replace(line, text=resolve_relative_dates(line.text, (line.said_at or by_id[line.episode_id].started_at)
+                                                          .date()))
+                for line in lines if line.episode_id in by_id and line.similarity >= cfg.line_similarity]
+    has_lines = {line.episode_id for line in lines if line.episode_id in by_id}
 
     macros = line_macros()
-    weights = _term_weights(_terms(opening_message), unique)
+    query_terms = _terms(opening_message)
+    weights = _term_weights(query_terms, unique)
     budget = 4 * budget_tokens  # estimate_tokens(text) <= budget_tokens  <=>  len(text) <= 4 * budget_tokens
     used = skeleton_chars() + (0 if relevant else nothing_relevant_chars())
     items: list[RecalledOpenItem] = []
-    for item in open_items:  # at most open_items_share of the budget
+    # Open items are shown when they are recent or related to the opening message (their session is recent
+    # or relevant, or they share a word with it), within open_items_share of the budget.
+    near = {ep.id for ep in recent} | {ep.id for ep in relevant}
+    for item in open_items:
+        if item.episode_id not in near and not _content_terms(opening_message) & _content_terms(item.what):
+            continue
         cost = len(macros.open_item_line(item)) + 1
         if used + cost <= min(budget, skeleton_chars() + cfg.open_items_share * budget):
             items.append(item)
             used += cost
     holders = {item.episode_id for item in items}
 
-    snippets: dict[int, str] = {}
-    costs: dict[tuple[int, bool], int] = {}
+    snippets: dict[tuple[int, int], str] = {}
+    costs: dict[tuple[int, bool, int], int] = {}
 
-    def cost_of(ep: RecalledEpisode, compact: bool) -> int:
+    def cost_of(ep: RecalledEpisode, compact: bool, limit: int = cfg.compact_chars) -> int:
         """Characters the episode's line adds to the block (and sets how it will be shown)."""
         ep.reasons = _reasons(ep, items)
         ep.compact = compact
-        if compact and ep.id not in snippets:
-            snippets[ep.id] = _snippet(ep, weights, cfg.compact_chars)
-        ep.compact_text = snippets[ep.id] if compact else ""
-        if (ep.id, compact) not in costs:
-            costs[ep.id, compact] = len(macros.episode_line(ep)) + 1
-        return costs[ep.id, compact]
+        if compact and (ep.id, limit) not in snippets:
+            snippets[ep.id, limit] = _snippet(ep, weights, limit)
+        ep.compact_text = snippets[ep.id, limit] if compact else ""
+        key = (ep.id, compact, limit if compact else 0)
+        if key not in costs:
+            costs[key] = len(macros.episode_line(ep)) + 1
+        return costs[key]
 
     chosen: dict[int, RecalledEpisode] = {}
+    quotes: dict[int, list[RecalledLine]] = {}
     # Recent episodes are shown compactly; their room is reserved before relevant ones are placed.
     recent_mode = {ep.id: not cfg.recent_full for ep in recent}
     reserved = {ep.id: cost_of(ep, recent_mode[ep.id]) for ep in recent}
-    full_room = cfg.full_share * budget  # full summaries stop here; the rest of the room is for compact lines
+    full_room = cfg.full_share * budget  # summaries and quotes stop here; the rest is for compact lines
+    # 1. Relevant (then possibly related) episodes without lines of their own (super-summaries, episodes
+    #    stored before lines were kept): in full while within full_room, then compactly.
     for ep in relevant + related:
+        if ep.id in has_lines:
+            continue
         if ep.id in reserved:  # recent and relevant (or possibly related): shown in full when it fits
             full = cost_of(ep, False)
             if used + sum(reserved.values()) - reserved[ep.id] + full <= full_room:
@@ -101,7 +123,27 @@ def select(
                 chosen[ep.id] = ep
                 used += cost
                 break
-    tail = [ep for ep in recent if ep.id in reserved] + [ep for ep in unique if ep.id in holders]
+    # 2. The lines that best match the opening message, best first, each under its episode's compact line
+    #    (paid with the episode's first line), within full_room. A line of a month the message names
+    #    counts as a little closer.
+    ranked = sorted(quotable, key=lambda line: -(line.similarity + (0.05 if cues and falls_in(
+        *_dates(by_id[line.episode_id]), cues) else 0.0)))
+    for line in ranked:
+        ep = by_id[line.episode_id]
+        cost = len(macros.quote_line(line)) + 1
+        header = 0 if ep.id in chosen else cost_of(ep, True, cfg.header_chars)
+        if used + sum(reserved.values()) - reserved.get(ep.id, 0) + header + cost > full_room:
+            continue
+        if ep.id not in chosen:
+            reserved.pop(ep.id, None)
+            chosen[ep.id] = ep
+            used += header
+        quotes.setdefault(ep.id, []).append(line)
+        used += cost
+    # 3. The rest of the relevant and possibly related episodes compactly, the reserved recent ones and
+    #    the open items' episodes.
+    tail = [ep for ep in relevant + related if ep.id in has_lines] + [ep for ep in recent if ep.id in reserved] \
+        + [ep for ep in unique if ep.id in holders]
     for ep in tail:
         if ep.id in chosen:
             continue
@@ -110,12 +152,19 @@ def select(
         if used + sum(reserved.values()) + cost <= budget:
             chosen[ep.id] = ep
             used += cost
+    for ep_id, quoted in quotes.items():
+        chosen[ep_id].lines = sorted(quoted, key=lambda line: line.ordinal)
     picked = sorted(chosen.values(), key=lambda ep: (ep.ended_at, ep.id))
-    # The arithmetic above is exact up to the skeleton; re-render to be sure and trim if ever needed.
+    # The arithmetic above is exact up to the skeleton; re-render to be sure and trim if ever needed:
+    # the least similar quote first, then the least relevant compact line, then open items.
     while picked or items:
         if estimate_tokens(render_block(now, picked, items, not relevant)) <= budget_tokens:
             break
-        if picked:
+        quoted_eps = [ep for ep in picked if ep.lines]
+        if quoted_eps:
+            ep = min(quoted_eps, key=lambda e: min(line.similarity for line in e.lines))
+            ep.lines.remove(min(ep.lines, key=lambda line: line.similarity))
+        elif picked:
             picked.remove(min(picked, key=lambda ep: (not ep.compact, -(ep.relevance_rank or 1 << 30))))
         else:
             items.pop()
@@ -186,6 +235,11 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 def _terms(text: str) -> set[str]:
     """Words of 3+ letters cut to 6 (a crude stem); common words are discounted by _term_weights."""
     return {w[:6] for w in _words(text).split() if len(w) >= 3}
+
+
+def _content_terms(text: str) -> set[str]:
+    """Words of 4+ letters that are not stopwords, cut to 6: what an open item must share with the message."""
+    return {w[:6] for w in _words(text).split() if len(w) >= 4 and w not in STOPWORDS}
 
 
 def _term_weights(terms: set[str], episodes: Sequence[RecalledEpisode]) -> dict[str, float]:

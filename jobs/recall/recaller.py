@@ -41,7 +41,7 @@ from jobs.recall.fitting import minimum_budget, select
 from jobs.recall.index import RecallIndex
 from jobs.recall.open_items import open_items, send_open_items
 from jobs.recall.purposes import purpose_filter
-from jobs.recall.result import Recall, RecalledOpenItem
+from jobs.recall.result import Recall, RecalledLine, RecalledOpenItem
 from jobs.recall.scoring import epoch_us, fuse
 from jobs.recall.unsummarised import fit_sessions, unsummarised_sessions
 
@@ -56,6 +56,8 @@ class _Read(NamedTuple):
     vectors: dict[int, np.ndarray]  # their embeddings, from the copy
     rows: list[dict[str, Any]]  # recall_rows: the chosen episodes still candidates, read fresh
     sessions: list[dict[str, Any]]  # recall_unsummarised
+    lines: list[dict[str, Any]]  # recall_lines: the chosen episodes' lines that best match, best first
+    replaced: dict[int, dt.date]  # recall_replaced: chosen episodes with a decision a later one replaced
 
 
 class Recaller:
@@ -124,13 +126,14 @@ class Recaller:
         vector = np.asarray(query_vector, dtype=np.float32)
         while (read := self._read(tenant_id, user_id, opening_message, vector, now, purposes)) is None:
             vector = self.embed(opening_message)  # `episodes reembed` switched the embedder: embed anew
-        open_rows, candidates, picked, vectors, rows, session_rows = read
+        open_rows, candidates, picked, vectors, rows, session_rows, line_rows, replaced = read
         unsummarised = unsummarised_sessions(session_rows, chars=cfg.compact_chars, redact=self.db.settings.redact)
         sessions, session_tokens = fit_sessions(unsummarised, cfg.open_items_share, budget_tokens)
-        rows = sorted(({**row, **picked[row["id"]]} for row in rows), key=lambda r: (
+        rows = sorted(({**row, **picked[row["id"]], "replaced_on": replaced.get(row["id"])} for row in rows), key=lambda r: (
             r["relevance_rank"] or 1 << 62, r["recency_rank"] or 1 << 62, r["id"]))
         episodes, items = select(rows, vectors, [RecalledOpenItem(**r) for r in open_rows], cfg,
-                                 budget_tokens - session_tokens, opening_message, now)
+                                 budget_tokens - session_tokens, opening_message, now,
+                                 [RecalledLine(**r) for r in line_rows])
         return Recall(tenant_id=tenant_id, user_id=user_id, opening_message=opening_message, purpose=purpose,
                       purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=candidates,
                       episodes=episodes, open_items=items, sessions=sessions,
@@ -178,7 +181,13 @@ class Recaller:
                                        sql) if items is not None else []
                 picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})
                 vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
-            chosen = conn.execute(sql("recall_rows"), {**params, "ids": sorted(picked)})
+            ids = sorted(picked)
+            chosen = conn.execute(sql("recall_rows"), {**params, "ids": ids})
+            lines = conn.execute(sql("recall_lines"), {**params, "ids": ids, "vector": vector, "dim": len(vector),
+                                                       "limit": cfg.max_lines}) if cfg.max_lines > 0 and ids else None
+            replaced = conn.execute(sql("recall_replaced"), {**params, "ids": ids}) if ids else None
         rows = [row for row in chosen.fetchall() if row.pop("candidate")]  # not one any more: left out
         return _Read(open_rows, len(scores.ids), picked, vectors, rows,
-                     sessions.fetchall() if sessions is not None else [])
+                     sessions.fetchall() if sessions is not None else [],
+                     lines.fetchall() if lines is not None else [],
+                     {r["episode_id"]: r["replaced_at"].date() for r in replaced.fetchall()} if replaced else {})

@@ -19,6 +19,22 @@ from jobs.prompts import environment, render
 TEMPLATE = "previous_episodes.j2"
 
 
+@dataclass(frozen=True)
+class RecalledLine:
+    """A verbatim line of an episode's session (table episode_lines), quoted under the episode because it
+    matches the opening message (``similarity``: cosine, with the same embedder)."""
+
+    episode_id: int
+    ordinal: int
+    speaker: str
+    text: str  # as said, relative dates followed by the date they meant ([7 May 2023]; jobs.recall.relative_dates)
+    similarity: float
+    said_at: dt.datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass
 class RecalledEpisode:
     """One chosen episode, with every score that put it there and why it was chosen."""
@@ -45,6 +61,8 @@ class RecalledEpisode:
     compact: bool = False
     compact_text: str = ""
     related_rank: int | None = None  # below the floor, among the related_k best: "possibly related"
+    lines: list[RecalledLine] = field(default_factory=list)  # quoted under the episode, in session order
+    replaced_on: dt.date | None = None  # a decision or preference of it was replaced by a later session's
 
     @property
     def when(self) -> str:

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 # Every table an erasure deletes rows from or updates (jobs.rights.forget, jobs.rights.erase_episode,
 # their triggers and cascades): the old versions of those rows hold the erased data.
 ERASED_TABLES = (
-    "episodes", "episode_events", "episode_entities", "episode_lineage", "transcripts", "model_batch_items",
+    "episodes", "episode_events", "episode_entities", "episode_lines", "episode_lineage", "transcripts", "model_batch_items",
     "model_calls", "episode_corrections", "recall_versions", "recall_packs", "job_runs",
 )
 

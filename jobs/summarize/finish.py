@@ -18,13 +18,16 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import psycopg
 
 from jobs.db import Database, notify_eligible
 from jobs.embeddings import Embedder
 from jobs.extract.grounding import ground
+from jobs.extract.lines import episode_lines
 from jobs.faults import crash_point
 from jobs.models import (
+    EpisodeLine,
     MAX_CURRENT_DECISIONS,
     MAX_OPEN_ITEMS,
     ExtractionResult,
@@ -94,10 +97,18 @@ class Finisher:
         # The user's corrections of this session stand (jobs/rights/standing.py). None is assumed
         # first, which costs one query in the write; if the write finds some, it is done again with them.
         standing: tuple[Correction, ...] = ()
+        lines: list[EpisodeLine] | None = None
+        line_vectors: np.ndarray | None = None
         for _ in range(CORRECTION_ATTEMPTS):
             corrected = apply_corrections(grounded.episode, standing)
             with self.clock("embed"):
-                vector = self.embedder.embed([search_text(corrected.episode)])[0]
+                if lines is None:  # the session's lines do not change with corrections: embedded once
+                    lines = episode_lines(transcript.messages)
+                    vectors = self.embedder.embed([search_text(corrected.episode), *(ln.text for ln in lines)])
+                    line_vectors = vectors[1:] if lines else None
+                    vector = vectors[0]
+                else:
+                    vector = self.embedder.embed([search_text(corrected.episode)])[0]
             row = EpisodeRow(
                 tenant_id=transcript.tenant_id, user_id=transcript.user_id, kind="session",
                 episode=corrected.episode, started_at=transcript.started_at or transcript.ended_at,
@@ -105,6 +116,7 @@ class Finisher:
                 embedding=vector, purpose=transcript.purpose, transcript_id=transcript.id,
                 session_id=transcript.session_id, content_hash=transcript.content_hash, calls=result.calls,
                 dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
+                lines=lines, line_vectors=line_vectors,
             )
             with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
                 taken = take_session(conn, transcript, worker=owner)
