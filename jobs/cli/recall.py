@@ -93,7 +93,7 @@ def locomo_command(obj: Context, paths: tuple[Path, ...], extractor: str, budget
               show_default=True, help="Folder of vectorize-io/sde-bench (decoy_conversations.json, MANIFEST.json, tasks/).")
 @click.option("--claude-code", "claude_code_root", type=click.Path(path_type=Path),
               default=Path("../shared/data/claude-code"), show_default=True,
-              help="Folder of the Claude Code session files that jobs/eval/questions/claude_code.json asks about.")
+              help="Folder of the Claude Code session files that jobs/eval/claude_code_questions.json asks about.")
 @click.option("--only", type=click.Choice(["sde-bench", "claude-code"]), help="Measure one data set only.")
 @click.option("--extractor", default="offline", show_default=True,
               help="The extractor that summarises the sessions (any installed name, as for summarize).")

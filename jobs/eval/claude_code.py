@@ -1,7 +1,7 @@
 """Real Claude Code sessions in `episodes eval coding`: our own questions, block against baseline.
 
 Data: the session files of ``../shared/data/claude-code`` (its README names each source and licence)
-that :file:`jobs/eval/questions/claude_code.json` asks about. Those questions were written for issue
+that :file:`jobs/eval/claude_code_questions.json` asks about. Those questions were written for issue
 36 from the sessions alone, before any block was seen, and are never changed after seeing results
 (the file says so); each reference answer is made of specifics said verbatim in its session.
 
@@ -57,8 +57,8 @@ class CodingQuestion:
 
 
 def shipped_questions() -> dict[str, Any]:
-    """jobs/eval/questions/claude_code.json, as shipped with the package."""
-    text = files("jobs.eval").joinpath("questions", "claude_code.json").read_text(encoding="utf-8")
+    """jobs/eval/claude_code_questions.json, as shipped with the package."""
+    text = files("jobs.eval").joinpath("claude_code_questions.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 

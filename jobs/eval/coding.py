@@ -53,7 +53,7 @@ def format_report(report: dict[str, Any]) -> str:
     if "claude_code" in report:
         r = report["claude_code"]
         parts.append(format_table(
-            f"Claude Code sessions: {r['files']} files, {r['questions']} questions (jobs/eval/questions/claude_code.json)",
+            f"Claude Code sessions: {r['files']} files, {r['questions']} questions (jobs/eval/claude_code_questions.json)",
             {"all questions": r, **{f"  answer said in {k}": v for k, v in r["per_answer_place"].items()},
              **{f"  {k}": v for k, v in r["per_file"].items()}},
             [f"{r['seconds']}s"],
