@@ -316,3 +316,25 @@ def test_a_run_whose_every_call_failed_exits_non_zero(db: Database, openai_env: 
     assert "Check that the server at OPENAI_BASE_URL is running" in error
     assert {r["status"] for r in rows(db, "SELECT status FROM transcripts")} == {"pending"}  # retried later
     assert rows(db, "SELECT count(*) AS n FROM episodes")[0]["n"] == 0
+
+
+def test_compress_and_resummarize_take_openai_too(db: Database, openai_env: fo.FakeOpenAI, embedder: Any) -> None:
+    from test_compress import supers, year_2024
+
+    from jobs.extract.claude import prompt_version
+
+    year_2024(db, embedder)
+    period = {"summary": "Over 2024 Maria chose the Acme Team plan and kept monthly billing.",
+              "topic_tags": ["pricing"], "importance": 0.7, "key_events": [],
+              "entities": [{"name": "Maria", "kind": "person"}]}
+    openai_env.responder = lambda body: period
+    result = CliRunner().invoke(cli, ["compress", "--extractor", "openai", "--now", "2026-11-21"])
+    assert result.exit_code == 0, result.output
+    sup, = supers(db)
+    assert sup["model"] == f"openai:{MODEL}" and sup["summary"] == period["summary"]
+    request, = openai_env.calls()
+    assert request.body["response_format"]["json_schema"]["name"] == "record_period_summary"
+    call, = rows(db, "SELECT model, outcome, input_tokens FROM model_calls")
+    assert call["model"] == f"openai:{MODEL}" and call["outcome"] == "ok" and call["input_tokens"] > 0
+    dry = CliRunner().invoke(cli, ["resummarize", "--extractor", "openai", "--dry-run"])
+    assert dry.exit_code == 0 and f"for prompt {prompt_version()}" in dry.output, dry.output

@@ -89,11 +89,11 @@ class ResummarizePlan:
 def current_prompt_version(settings: Settings, extractor: str | None = None) -> str:
     """The prompt version new episodes get from ``extractor`` (auto: Claude with an API key)."""
     chosen = settings.resolved_extractor if extractor in (None, "auto") else extractor
-    if chosen in ("anthropic", "claude-code"):  # claude-code asks with the Claude path's prompts
+    if chosen in ("anthropic", "claude-code", "openai"):  # claude-code and openai ask with the Claude path's prompts
         return claude_prompt_version()
     if chosen == "offline":
         return OfflineExtractor.prompt_version
-    raise ConfigError(f"unknown extractor {chosen!r}; use auto, anthropic, claude-code or offline.")
+    raise ConfigError(f"unknown extractor {chosen!r}; use auto, anthropic, claude-code, openai or offline.")
 
 
 def fixed_prompt_tokens() -> int:
