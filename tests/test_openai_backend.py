@@ -116,6 +116,13 @@ def test_auto_falls_back_to_tools_then_json_object_and_keeps_what_works() -> Non
     assert "not supported" in (first.calls[0].error or "")
 
 
+def test_a_500_that_names_the_unsupported_format_falls_back_too(server: fo.FakeOpenAI) -> None:
+    server.enqueue(fo.error(500, 'response_format type must be one of "text" or "json_object", but got: json_schema'))
+    result = extract(settings_for(server))  # an older llama.cpp build answers so
+    assert [fo.mode_of(c.body) for c in server.calls()] == ["json_schema", "tools"]
+    assert [c.outcome for c in result.calls] == ["error", "ok"]
+
+
 def test_a_fixed_mode_does_not_fall_back() -> None:
     with fo.FakeOpenAI(model_like, supports=frozenset({"tools"})) as server:
         with pytest.raises(ExtractionError, match="rejected the request \\(400\\)"):

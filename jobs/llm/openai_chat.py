@@ -58,6 +58,9 @@ PLACEHOLDER_KEY = "not-needed"  # a local server takes any key; the SDK insists 
 # A 400 (or 422, 501) whose text says the server cannot do what the request asks: try the next mode.
 _UNSUPPORTED = re.compile(r"response_format|json_schema|json_object|tool|function|not supported|unsupported|"
                           r"not implemented|jinja|grammar", re.IGNORECASE)
+# Some servers answer 500 instead (older llama.cpp builds: 'response_format type must be one of "text" or
+# "json_object", but got: json_schema'); after the SDK's retries, only a text that names the feature counts.
+_UNSUPPORTED_500 = re.compile(r"response_format|json_schema|not supported|unsupported|jinja", re.IGNORECASE)
 
 
 def make_openai_client(settings: Settings) -> openai.OpenAI:
@@ -166,7 +169,9 @@ class ChatCaller(RepairingCaller):
                               "in /v1).") from exc
         except openai.APIStatusError as exc:
             call.outcome, call.error = "error", short(exc)
-            if exc.status_code in (400, 422, 501) and _UNSUPPORTED.search(str(exc)) and \
+            unsupported = (_UNSUPPORTED if exc.status_code in (400, 422, 501) else
+                           _UNSUPPORTED_500 if exc.status_code == 500 else None)
+            if unsupported is not None and unsupported.search(str(exc)) and \
                     _mode_of(params) != "json_object" and self.settings.openai_mode == "auto":
                 raise _Unsupported(short(exc), ExtractionError(
                     f"{where} rejected the request ({exc.status_code}): {short(exc)}", calls=calls)) from exc
