@@ -145,6 +145,7 @@ def test_episodes_run_with_claude_code_end_to_end(cc_db: Database, home: Path, s
     monkeypatch.setenv("EPISODES_EXTRACTOR", "claude-code")
     status = CliRunner().invoke(cli, ["status"])
     assert "extractor    claude-code, model claude-haiku-4-5 through your Claude Code login" in status.output
+    assert "made by      claude-code (claude-haiku-4-5) 1" in status.output
 
 
 def test_an_answer_that_fails_validation_is_repaired_once_quoting_the_error(

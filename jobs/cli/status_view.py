@@ -5,8 +5,9 @@ from __future__ import annotations
 from jobs import migrate
 from jobs.citus.cluster import cluster_status
 from jobs.config import Settings
-from jobs.db import Database, one
+from jobs.db import Conn, Database, one
 from jobs.lifecycle.reembed import reembed_progress
+from jobs.llm.spend import backend_of, model_of
 from jobs.sql import query
 from jobs.wording import counted
 
@@ -51,6 +52,7 @@ def render_status(db: Database) -> str:
             tokens_out = sum(r["output_tokens"] for r in rows)
             cost = sum(float(r["cost_usd"]) for r in rows)
             lines.append("episodes     " + " · ".join(parts))
+            lines.append("made by      " + made_by(conn))
             lines.append(f"grounding    dropped {counted(dropped_ev, 'ungrounded event')}, "
                          f"{counted(dropped_en, 'entity', 'entities')} not in the transcript")
             lines.append(f"tokens       {tokens_in:,} in / {tokens_out:,} out, est. ${cost:.4f}")
@@ -73,6 +75,17 @@ def render_status(db: Database) -> str:
                     + (f" error: {r['error']}" if r["error"] else "")
                 )
     return "\n".join(lines)
+
+
+def made_by(conn: Conn) -> str:
+    """Which back ends and models wrote the current episodes, most first (jobs.llm.spend names them)."""
+    found = conn.execute("SELECT model, count(*) AS n FROM episodes WHERE status = 'current' "
+                         "GROUP BY model ORDER BY n DESC, model LIMIT 6").fetchall()
+    named = []
+    for r in found:
+        backend, model = backend_of(r["model"]), model_of(r["model"])
+        named.append(f"{backend} {r['n']}" if model == backend else f"{backend} ({model}) {r['n']}")
+    return " · ".join(named)
 
 
 def extractor_label(settings: Settings) -> str:
