@@ -294,3 +294,19 @@ def test_compress_and_resummarize_take_claude_code_too(cc_db: Database, stand_in
     # resummarize: claude-code's episodes are on the Claude path's prompt version.
     dry = CliRunner().invoke(cli, ["resummarize", "--extractor", "claude-code", "--dry-run"])
     assert dry.exit_code == 0 and f"for prompt {prompt_version()}" in dry.output, dry.output
+
+
+def test_no_session_file_under_a_claude_config_dir_either(cc_db: Database, stand_in: StreamAnthropic, embedder: Any,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config_dir = tmp_path / "claude-config"
+    config_dir.mkdir()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config_dir))
+    add(cc_db)
+    assert run(cc_db, embedder) == {"done": 1}
+    assert sorted((config_dir / "projects").rglob("*.jsonl")) == []
+    # The control: a plain run under the same CLAUDE_CONFIG_DIR keeps its session there.
+    stand_in.reply = Script(otherwise="Noted.")
+    done = subprocess.run([CLAUDE or "claude", "-p", "hello"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+    assert done.returncode == 0, done.stderr
+    assert sorted((config_dir / "projects").rglob("*.jsonl")) != []
