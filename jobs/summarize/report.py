@@ -54,7 +54,7 @@ class RunReport:
     call_error: str | None = None  # one failed call's error
     interrupted: bool = False  # stopped by SIGINT / SIGTERM before the queue was empty
     released: int = 0  # claims given back when it stopped (due again at once)
-    held_reason: str | None = None  # the daily cap reached (EPISODES_DAILY_*_CAP): claiming stopped for the day
+    held_reason: str | None = None  # the daily cap reached (jobs.llm.spend.DailyCap): claiming stopped for the day
     held: int = 0  # sessions still queued when the cap stopped the run: held for the next day
     backend: str = "anthropic"  # the back end whose calls these are (jobs.llm.spend.backend_of)
     priced: bool = True  # False: the model has no known price (a local model), so the cost is unknown, not $0
