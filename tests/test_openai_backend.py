@@ -274,6 +274,7 @@ def test_episodes_run_with_openai_end_to_end(db: Database, openai_env: fo.FakeOp
     result = CliRunner().invoke(cli, ["run", "--extractor", "openai"])
     assert result.exit_code == 0, result.output
     assert "done 1" in result.output and "cost unknown (no price)" in result.output
+    assert result.output.rstrip().endswith(f"· by openai ({MODEL})")  # the back end and model, on the run's line
     episode, = rows(db, "SELECT model, prompt_version, summary, input_tokens FROM episodes")
     assert episode["model"] == f"openai:{MODEL}" and episode["input_tokens"] > 0
     from jobs.extract.claude import prompt_version
