@@ -24,6 +24,8 @@ TINY_DATA = ["--episodes", "2000", "--users", "40", "--heavy-users", "2", "--hea
 # script, tiny arguments, a line its output must hold, what it needs beyond the embedded server
 CASES: dict[str, tuple[str, list[str], str, str | None]] = {
     "agent_session_quality": ("agent_session_quality.py", ["--limit", "1"], "narration", "claude-code"),
+    "answer_coverage": ("answer_coverage.py", ["--conversations", "1", "--sde-tasks", "2", "--sde-decoys", "5"],
+                        "ratio = block / raw", "locomo"),
     "api_load": ("api_load.py", [*TINY_DATA, "--clients", "2", "--warmup", "0.5", "--seconds", "1", "--sample", "5",
                                  "--write-rate", "5"], "the same over HTTP, one at a time", None),
     "cli_start": ("cli_start.py", ["--runs", "1"], "episodes --help", None),
