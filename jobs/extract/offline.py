@@ -5,7 +5,8 @@ honestly lower quality than Claude: the summary is a lead ("who talked about wha
 sentences of the transcript turned into the third person (or quoted), tags are frequent noun phrases
 (:mod:`jobs.extract.rules.topics`), key events come from cue phrases ("let's use X for Y", "we'll go with",
 "I prefer", "I'll send ... by Friday", "we're on Django 4.2", a question nobody answered, an assistant's
-"Settled: ..." that the user agreed to) with their specifics verbatim, and entities from capitalisation.
+"Settled: ..." that the user agreed to) with their specifics verbatim (:mod:`jobs.extract.offline_events`),
+and entities from capitalisation.
 A new decision or preference replaces an offered earlier one only with a change cue and a close meaning
 (:mod:`jobs.extract.replacements`). Output is deterministic: the same transcript always yields the same episode, and every result is labelled
 ``model="offline"`` so nobody mistakes it for a model's.
@@ -27,20 +28,10 @@ import numpy as np
 
 from jobs.concepts import EventType
 from jobs.embeddings import Embedder, get_embedder
+from jobs.extract.offline_events import Sentence, find_events
 from jobs.extract.replacements import link_replacements
-from jobs.extract.rules.agent import FAILURE, clean_said, code_names, is_narration, is_tool_text
-from jobs.extract.rules.cues import (
-    AGREEMENT,
-    DECISION_LABEL,
-    HEDGE,
-    PLEASANTRY,
-    SMALL_TALK_QUESTION,
-    UNANSWERED,
-    CueType,
-    clause_from,
-    cue,
-)
-from jobs.extract.rules.dates import resolve_due
+from jobs.extract.rules.agent import clean_said, code_names, is_narration, is_tool_text
+from jobs.extract.rules.cues import HEDGE
 from jobs.extract.rules.entities import find_entities
 from jobs.extract.rules.salience import key_phrases, lexical_score, tfidf_centrality
 from jobs.extract.rules.text import (
@@ -50,9 +41,8 @@ from jobs.extract.rules.text import (
     normalise,
     shouting,
     split_sentences,
-    words,
 )
-from jobs.extract.rules.voice import INTERJECTION, attribute, decision_what, third_person
+from jobs.extract.rules.voice import attribute
 from jobs.models import (
     MAX_OPEN_ITEMS,
     Entity,
@@ -76,33 +66,16 @@ EMBED_WORDS = 24  # a sentence's first words are enough to place it
 EMBED_BUDGET = 320  # words embedded per transcript in all
 TFIDF_WEIGHT = 0.2  # cheap lexical centrality, used to choose what to embed
 SUMMARY_CHARS = 800
-# Salience of an event by its type, for choosing the 20 kept; one weight per type of jobs.concepts.EVENT_TYPES
-# (tests/test_concepts.py).
-EVENT_WEIGHT: dict[EventType, float] = {
-    "decision": 0.5, "preference": 0.45, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2, "fact": 0.4}
 # A later sentence this close to an open item (and saying it is done / not asking again) resolves it; one
 # per type of OPEN_ITEM_TYPES.
 RESOLVE_SIMILARITY: dict[EventType, float] = {"commitment": 0.6, "open_question": 0.65}
 LEAD_TYPES: tuple[EventType, ...] = ("decision",)  # an event of these types opens the summary (see _summary)
-MAX_FACTS = 5  # facts kept per episode: the specifics a later session asks about, without crowding out the rest
 NARRATION_PENALTY = 0.5  # an agent's working step ranks below anything said about the work itself
 _DONE = re.compile(r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"
                    r"fixed|resolved|took care|here is|here's|went ahead|is now|are now|has been|have been)\b",
                    re.IGNORECASE)
 _STILL_OPEN = re.compile(r"\b(?:still|wonder|not sure|don't know|no idea|haven't|hasn't|not yet|waiting)\b",
                          re.IGNORECASE)
-
-
-@dataclass
-class Sentence:
-    text: str
-    message: int  # index of the message in the transcript
-    speaker: str  # for KeyEvent.who: the name, else the role
-    label: str  # how the speaker is written in prose: "Dana", "The user"
-    order: int  # global position
-    score: float = 0.0
-    centrality: float = 0.0  # cosine to the session's centroid; 0.0 unless the sentence was embedded
-    narration: bool = False  # an agent's working step ("Let me check ..."): never an event, never summarised
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,7 +116,7 @@ class OfflineExtractor:
         used = conversational or [i for i, m in enumerate(messages) if m.role == "system" and said[i].strip()]
         sentences = _sentences(messages, said, used, transcript)
         embedded = self._score(sentences)
-        events = _events(sentences, messages, conversational, transcript)
+        events = find_events(sentences, messages, conversational, transcript)
         entities = _entities(sentences, messages, said)
         names = [m.name for m in messages if m.name]
         tags = key_phrases([(s.text, s.centrality) for s in sentences], names)
@@ -342,114 +315,6 @@ def _lead(sentences: list[Sentence], tags: list[str]) -> str:
 
 def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else ""
-
-
-# -- key events ----------------------------------------------------------------------------------
-
-
-def _events(sentences: list[Sentence], messages: list[Message], conversational: list[int],
-            transcript: Transcript) -> list[KeyEvent]:
-    """Cue-phrase events, one per (type, message), most salient first, at most 20."""
-    best: dict[tuple[str, int, int], tuple[float, KeyEvent]] = {}  # (type, message, sentence of a fact)
-    speakers_after = _next_other_speaker(messages, conversational)
-    names = {w for m in messages if m.name for w in m.name.split()}
-    for s in sentences:
-        message = messages[s.message]
-        if message.role not in ("user", "assistant"):
-            continue
-        if s.narration:
-            continue  # an agent's working step is neither a commitment nor a decision
-        found = cue(s.text, names)
-        who, label, evidence = s.speaker, s.label, [s.message]
-        if found and found[0] == "decision" and message.role == "assistant" and DECISION_LABEL.match(normalise(s.text)):
-            agreed = _agreement(s.message, messages, conversational)  # "Settled: ..." that the user agreed to
-            if agreed is not None:
-                user = messages[agreed]
-                who, label, evidence = user.name or user.role, user.name or f"The {user.role}", [s.message, agreed]
-            else:
-                found = None
-        elif found and found[0] in ("decision", "preference", "surprise", "fact") and message.role == "assistant" \
-                and not (found[0] == "surprise" and FAILURE.search(s.text)):
-            found = None  # decisions, preferences and facts are the user's (an assistant "switched" a setting); so
-            # are surprises, except a test or command that failed unexpectedly, which the agent is the first to see
-        kind: EventType | None = found[0] if found else None
-        due = None
-        if kind is None and _is_open_question(s, messages, conversational, speakers_after):
-            kind = "open_question"
-            reply = speakers_after.get(s.message)  # the "not sure" answer is evidence too
-            evidence = [s.message] if reply is None else [s.message, reply]
-        if kind is None:
-            continue
-        if kind == "open_question":
-            question = clip(normalise(s.text).replace('"', "'"), 300)
-            what = f'{s.label} asked "{question}", which was left unanswered.'
-        elif found is not None:
-            what = _event_what(s, found[0], found[1], label)
-            if kind == "commitment":
-                ref = message.ts or transcript.ended_at or transcript.started_at
-                due = resolve_due(normalise(s.text), ref.date()) if ref else None
-        salience = round(EVENT_WEIGHT[kind] + s.score + (0.15 if due else 0.0), 5)
-        event = KeyEvent(type=kind, what=what, evidence=evidence, who=who[:100], due=due)
-        key = (kind, s.message, s.order if kind == "fact" else -1)  # every fact a message states; else one a type
-        if key not in best or salience > best[key][0]:
-            best[key] = (salience, event)
-    ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[0][1], item[0][0]))
-    facts = [key for key, _ in ranked if key[0] == "fact"][MAX_FACTS:]  # the least salient facts beyond the cap
-    return [event for key, (_, event) in ranked if key not in facts][:20]
-
-
-def _agreement(index: int, messages: list[Message], conversational: list[int]) -> int | None:
-    """The user's message next to an assistant's message (the one before or after it) that agrees with it."""
-    pos = conversational.index(index)
-    for j in (conversational[pos + 1 : pos + 2] + conversational[max(pos - 1, 0) : pos]):
-        if messages[j].role == "user" and AGREEMENT.match(normalise(messages[j].content[:200])):
-            return j
-    return None
-
-
-def _event_what(s: Sentence, kind: CueType, start: int, label: str) -> str:
-    """The event as a third-person sentence. A decision keeps its object verbatim ("Let's use PostgreSQL 17 for
-    the billing service" -> "The user decided to use PostgreSQL 17 for the billing service"); a fact is the
-    whole sentence (its specifics); otherwise the cue's own clause if it rewrites cleanly ("I joined a gym" inside
-    a longer sentence), else the whole sentence rewritten, else the sentence quoted. ``label`` names who the
-    event is credited to (the user who agreed to an assistant's "Settled: ...")."""
-    clause = clause_from(s.text, start)
-    what = None
-    lead = INTERJECTION.sub("", normalise(s.text)[:start])
-    if kind == "decision" and label == s.label and not content_words(lead):  # nothing said before the cue
-        what = decision_what(clause, s.label)
-    if what is None and kind != "fact" and label == s.label and len(clause.split()) >= 4 \
-            and re.match(r"I\b|I'", clause):
-        what = third_person(clause, s.label)
-    if what is None:
-        verb = {"decision": "decided", "preference": "said", "commitment": "committed", "surprise": "was surprised",
-                "fact": "said"}[kind]
-        what = attribute(s.text, label, verb)
-    what = what.rstrip(":;,- ")
-    return clip(what if re.search(r"[.!?…\"]$", what) else what + ".", 400)
-
-
-def _next_other_speaker(messages: list[Message], conversational: list[int]) -> dict[int, int | None]:
-    """For each message, the index of the next message by someone else (None if nobody spoke after)."""
-    out: dict[int, int | None] = {}
-    for pos, i in enumerate(conversational):
-        out[i] = next((j for j in conversational[pos + 1 :] if messages[j].speaker != messages[i].speaker), None)
-    return out
-
-
-def _is_open_question(s: Sentence, messages: list[Message], conversational: list[int],
-                      next_other: dict[int, int | None]) -> bool:
-    """A real question nobody answered: the session ended, or the reply admits not knowing. Conservative:
-    small talk ("how are you?") and short questions never count."""
-    text = normalise(s.text).strip()
-    if not text.endswith("?") or len(words(text)) < 4:
-        return False
-    if SMALL_TALK_QUESTION.search(text) or PLEASANTRY.search(text):
-        return False
-    reply = next_other.get(s.message)
-    if reply is None:  # nobody spoke after it; a one-speaker session of several messages is not a dialogue
-        return len({messages[i].speaker for i in conversational}) > 1 or len(conversational) == 1
-    return bool(UNANSWERED.search(normalise(messages[reply].content[:300])))
 
 
 # -- entities and importance ---------------------------------------------------------------------
