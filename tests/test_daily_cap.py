@@ -180,3 +180,18 @@ def test_the_dry_run_prices_the_backlog_and_calls_nothing(db: Database, server: 
         f"{(tokens_in + tokens_out) // 3:,} of {tokens_in + tokens_out:,} tokens spent today; about 2 fit today, "
         "0 would wait for tomorrow")
     assert server.calls() == [] and statuses(db) == {"pending": 3}  # no model called, nothing claimed
+
+
+def test_status_shows_the_days_spend_and_the_cap(db: Database, server: fo.FakeOpenAI,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    add(db, 2)
+    for name, value in (("OPENAI_BASE_URL", server.base_url), ("EPISODES_MODEL", MODEL),
+                        ("EPISODES_DAILY_SESSION_CAP", "1")):
+        monkeypatch.setenv(name, value)
+    assert CliRunner().invoke(cli, ["run"]).exit_code == 0  # auto: openai, from OPENAI_BASE_URL
+    spent = spend_today(db, "openai")
+    status = CliRunner().invoke(cli, ["status"])
+    assert status.exit_code == 0, status.output
+    today, = [line for line in status.output.splitlines() if line.startswith("today")]
+    assert today == (f"today        openai spent {spent.tokens:,} tokens on 1 session, est. $0.0000 · daily cap "
+                     "1 session: reached, the queue is held until 00:00 UTC")

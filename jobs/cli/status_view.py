@@ -7,7 +7,7 @@ from jobs.citus.cluster import cluster_status
 from jobs.config import Settings
 from jobs.db import Conn, Database, one
 from jobs.lifecycle.reembed import reembed_progress
-from jobs.llm.spend import backend_of, model_of
+from jobs.llm.spend import DailyCap, backend_of, model_of, spend_today
 from jobs.sql import query
 from jobs.wording import counted
 
@@ -30,6 +30,8 @@ def render_status(db: Database) -> str:
         if have >= 14 and (progress := reembed_progress(conn)) is not None:  # migration 0014
             lines.append(f"reembed      {progress.line()} (`episodes reembed --embedder {progress.embedder}` resumes)")
         lines.append(f"extractor    {extractor_label(settings)}")
+        if settings.resolved_extractor != "offline":
+            lines.append(f"today        {spend_line(db)}")
         lines.append(f"embedder     {settings.embedder}{EMBEDDER_NOTES.get(settings.embedder, '')} (EPISODES_EMBEDDER)")
         states = {r["state"]: r["n"] for r in conn.execute(query("status_transcripts"))}
         order = ["open", "pending", "running", "done", "dead"]
@@ -86,6 +88,20 @@ def made_by(conn: Conn) -> str:
         backend, model = backend_of(r["model"]), model_of(r["model"])
         named.append(f"{backend} {r['n']}" if model == backend else f"{backend} ({model}) {r['n']}")
     return " · ".join(named)
+
+
+def spend_line(db: Database) -> str:
+    """What the back end in use spent today (UTC), and its daily cap (jobs.llm.spend)."""
+    backend = db.settings.resolved_extractor
+    spent = spend_today(db, backend)
+    line = f"{backend} spent {spent.tokens:,} tokens on {counted(spent.sessions, 'session')}, est. ${spent.cost_usd:.4f}"
+    cap = DailyCap.from_settings(db.settings, backend)
+    if cap is None:
+        return line + " · no daily cap (EPISODES_DAILY_TOKEN_CAP, EPISODES_DAILY_SESSION_CAP)"
+    limits = " and ".join(x for x in (f"{cap.tokens:,} tokens" if cap.tokens is not None else "",
+                                      f"{counted(cap.sessions, 'session')}" if cap.sessions is not None else "") if x)
+    held = cap.reached(spent)
+    return line + f" · daily cap {limits}" + (": reached, the queue is held until 00:00 UTC" if held else "")
 
 
 def extractor_label(settings: Settings) -> str:
