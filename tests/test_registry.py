@@ -70,6 +70,14 @@ def test_the_installed_back_ends_are_the_ones_pyproject_declares() -> None:
             f"{group}: reinstall episodes (pip install -e .) to register {sorted(declared[group])}"
 
 
+def test_every_declared_back_end_imports_and_is_callable() -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["entry-points"]
+    for group, names in declared.items():
+        if group.startswith("episodes."):
+            for name in names:
+                assert callable(registry.load(group, name, "back end")), (group, name)
+
+
 def test_an_unknown_name_says_which_back_ends_are_installed() -> None:
     settings = config.Settings()
     with pytest.raises(ConfigError, match=r"unknown extractor 'gpt'; installed: anthropic, .*offline"):
