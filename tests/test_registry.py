@@ -146,3 +146,14 @@ def test_an_unknown_extractor_setting_fails_when_read(monkeypatch: pytest.Monkey
     monkeypatch.setenv("EPISODES_EXTRACTOR", "gpt")
     with pytest.raises(ConfigError, match=r"EPISODES_EXTRACTOR='gpt'; use auto, anthropic, .*offline"):
         config.load()
+
+
+def test_a_run_says_which_back_end_made_its_episodes_and_how_to_get_better_ones(db: object) -> None:
+    from click.testing import CliRunner
+
+    from jobs.cli import cli
+
+    result = CliRunner().invoke(cli, ["run", "--extractor", "offline"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().endswith("· by offline")
+    assert "--extractor claude-code summarises with your Claude Code login" in result.stderr

@@ -232,4 +232,5 @@ EXTRACTOR_HELP = ("Who summarizes: anthropic, claude-code (your Claude Code logi
                   "openai (OPENAI_BASE_URL), offline, or another installed back end (docs/extractors.md). "
                   "auto (default): anthropic when ANTHROPIC_API_KEY is set, else openai when OPENAI_BASE_URL "
                   "is, else offline. [env EPISODES_EXTRACTOR]")
-
+OFFLINE_NOTICE = ("Using the offline {what}: deterministic, lower quality than a model (no ANTHROPIC_API_KEY or "
+                  "OPENAI_BASE_URL; --extractor claude-code summarises with your Claude Code login: docs/extractors.md).")

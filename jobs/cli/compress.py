@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from jobs.cli.base import Context
+from jobs.cli.base import OFFLINE_NOTICE, Context
 from jobs.wording import counted
 
 
@@ -60,8 +60,7 @@ def compress_command(obj: Context, older_than: str, period: str, tenant: str | N
         return
     compressor = make_compressor(obj.settings, extractor)
     if compressor.name == "offline":
-        click.echo("Using the offline compressor (no ANTHROPIC_API_KEY): deterministic, lower quality than Claude.",
-                   err=True)
+        click.echo(OFFLINE_NOTICE.format(what="compressor"), err=True)
     try:
         with tqdm(desc="compress", unit="period", file=sys.stderr, disable=None) as bar:
             report = run_compress(db, older_than=older_than, period=period, tenant=tenant, user=user_id,

@@ -17,7 +17,7 @@ from dataclasses import replace
 import click
 from tqdm import tqdm
 
-from jobs.cli.base import EXTRACTOR_HELP, Context, Duration, utc
+from jobs.cli.base import EXTRACTOR_HELP, OFFLINE_NOTICE, Context, Duration, utc
 from jobs.config import Settings
 from jobs.errors import EpisodesError
 from jobs.wording import counted
@@ -61,8 +61,7 @@ def run(obj: Context, limit: int | None, tenant: str | None, since: dt.datetime 
         return
     chosen = make_extractor(obj.settings, extractor)
     if chosen.name == "offline":
-        click.echo("Using the offline extractor (no ANTHROPIC_API_KEY): deterministic, lower quality than Claude.",
-                   err=True)
+        click.echo(OFFLINE_NOTICE.format(what="extractor"), err=True)
     total = count_eligible(db, tenant, since_utc)
     if limit is not None:
         total = min(total, limit)
