@@ -88,6 +88,34 @@ def test_an_assistants_settled_rule_is_a_decision_only_when_the_user_agrees(embe
     assert not whats(refused, "decision")
 
 
+@pytest.mark.parametrize(("chat", "decision"), [
+    ([("user", "How many retries for the webhook sender?"),
+      ("assistant", "I'd suggest 5 retries with exponential backoff capped at 30 seconds."),
+      ("user", "Agreed, let's do that.")],
+     'The user decided: "5 retries with exponential backoff capped at 30 seconds."'),
+    ([("user", "Finance says 0.125 must become 0.13."),
+      ("assistant", "Got it: money rounds half up to two decimals, using Decimal with ROUND_HALF_UP."),
+      ("user", "Exactly.")],
+     'The user decided: "Money rounds half up to two decimals, using Decimal with ROUND_HALF_UP."'),
+    ([("user", "The rule is: slugs are lowercase ASCII, words joined by single hyphens."), ("assistant", "Ok.")],
+     'The user decided: "The rule is: slugs are lowercase ASCII, words joined by single hyphens."'),
+    ([("user", "Going forward, deploy waves are 10% of hosts."), ("assistant", "Ok.")],
+     'The user decided: "Going forward, deploy waves are 10% of hosts."'),
+    ([("user", "Cache keys must always include the tenant id."), ("assistant", "Makes sense.")],
+     'The user decided: "Cache keys must always include the tenant id."'),
+])
+def test_a_rule_settled_in_a_dev_chat_is_the_users_decision(embedder, chat: list[tuple[str, str]],  # noqa: ANN001
+                                                            decision: str) -> None:
+    assert whats(extract(embedder, *chat), "decision") == [decision]
+
+
+def test_a_proposal_the_user_turns_down_is_no_decision(embedder) -> None:  # noqa: ANN001
+    episode = extract(embedder, ("user", "How many retries for the webhook sender?"),
+                      ("assistant", "I'd suggest 5 retries with exponential backoff capped at 30 seconds."),
+                      ("user", "No, not that many."))
+    assert not whats(episode, "decision")
+
+
 def test_an_assistants_own_choice_is_not_the_users_decision(embedder) -> None:  # noqa: ANN001
     episode = extract(embedder, ("user", "The import is slow."),
                       ("assistant", "We'll use a COPY statement for the import instead of INSERTs."))

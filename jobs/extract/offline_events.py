@@ -13,6 +13,7 @@ from jobs.extract.rules.cues import (
     AGREEMENT,
     DECISION_LABEL,
     PLEASANTRY,
+    PROPOSAL,
     SMALL_TALK_QUESTION,
     UNANSWERED,
     CueType,
@@ -57,13 +58,15 @@ def find_events(sentences: list[Sentence], messages: list[Message], conversation
             continue  # an agent's working step is neither a commitment nor a decision
         found = cue(s.text, names)
         who, label, evidence = s.speaker, s.label, [s.message]
-        if found and found[0] == "decision" and message.role == "assistant" and DECISION_LABEL.match(normalise(s.text)):
-            agreed = _agreement(s.message, messages, conversational)  # "Settled: ..." that the user agreed to
+        text = normalise(s.text)
+        labelled = bool(DECISION_LABEL.match(text))
+        if message.role == "assistant" and (labelled or PROPOSAL.match(text)) and not text.rstrip().endswith("?"):
+            # "Settled: ..." (the user agreeing before or after), "I'd suggest ..." (the user agreeing after)
+            agreed = _agreement(s.message, messages, conversational, before=labelled)
+            found = ("decision", 0) if agreed is not None else None
             if agreed is not None:
                 user = messages[agreed]
                 who, label, evidence = user.name or user.role, user.name or f"The {user.role}", [s.message, agreed]
-            else:
-                found = None
         elif found and found[0] in ("decision", "preference", "surprise", "fact") and message.role == "assistant" \
                 and not (found[0] == "surprise" and FAILURE.search(s.text)):
             found = None  # decisions, preferences and facts are the user's (an assistant "switched" a setting); so
@@ -94,10 +97,10 @@ def find_events(sentences: list[Sentence], messages: list[Message], conversation
     return [event for key, (_, event) in ranked if key not in facts][:20]
 
 
-def _agreement(index: int, messages: list[Message], conversational: list[int]) -> int | None:
-    """The user's message next to an assistant's message (the one before or after it) that agrees with it."""
+def _agreement(index: int, messages: list[Message], conversational: list[int], before: bool) -> int | None:
+    """The user's message after an assistant's message (or, ``before``, the one before it) that agrees with it."""
     pos = conversational.index(index)
-    for j in (conversational[pos + 1 : pos + 2] + conversational[max(pos - 1, 0) : pos]):
+    for j in (conversational[pos + 1 : pos + 2] + (conversational[max(pos - 1, 0) : pos] if before else [])):
         if messages[j].role == "user" and AGREEMENT.match(normalise(messages[j].content[:200])):
             return j
     return None
@@ -109,6 +112,11 @@ def _event_what(s: Sentence, kind: CueType, start: int, label: str) -> str:
     whole sentence (its specifics); otherwise the cue's own clause if it rewrites cleanly ("I joined a gym" inside
     a longer sentence), else the whole sentence rewritten, else the sentence quoted. ``label`` names who the
     event is credited to (the user who agreed to an assistant's "Settled: ...")."""
+    if label != s.label:  # an assistant's rule the user agreed to: the rule, quoted without its lead-in
+        body = PROPOSAL.sub("", normalise(s.text), count=1).strip()
+        if not DECISION_LABEL.match(body) and body != normalise(s.text).strip():
+            return clip(f'{label} decided: "{body[0].upper() + body[1:]}"'.replace(chr(34) * 2, chr(34)), 400) \
+                if body else attribute(s.text, label, "decided")
     clause = clause_from(s.text, start)
     what = None
     lead = INTERJECTION.sub("", normalise(s.text)[:start])

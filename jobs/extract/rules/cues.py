@@ -45,6 +45,10 @@ STRONG_DECISION = re.compile(
     r"standardi[sz]e on|migrate to|use (?!(?:your|you|it|this|that)\b)\S.{0,80}\bfor\b)(?!\s+(?:your|you|it)\b)",
     re.IGNORECASE,
 )
+# A standing rule ("Going forward, ...", "The rule is ...", "Cache keys must always ..."); weaker than a
+# preference ("I prefer metric units from now on" stays a preference).
+RULE = re.compile(r"\b(?:going forward|from now on|the (?:rule|policy|convention|standard) (?:is|will be|should be)|"
+                  r"(?<!you )(?:must|should) (?:always|never))\b", re.IGNORECASE)
 # A specific the speaker states about themselves or their setup: "we're on Django 4.2", "the API runs on port
 # 8080", "my daughter is 7". Counts only with a specific after it (:data:`SPECIFIC`).
 FACT = re.compile(
@@ -121,6 +125,15 @@ GENERIC_PRAISE = re.compile(
     r"well done|way to go|you deserve|keep going|keep (?:pushing|at it)|you can do it|that's awesome)\b",
     re.IGNORECASE,
 )
+# An assistant proposing or restating a rule ("I'd suggest five retries ...", "Got it: money rounds half up ...",
+# "So the rule is ...", "To confirm: ..."): the user's decision once the user's next message agrees.
+PROPOSAL = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|so|right|great|perfect|then)\W+)*(?:(?:got it|understood|noted|confirmed|to confirm|"
+    r"to summari[sz]e|to recap|in summary|in short|summary)\s*[:—–-]\s*|(?:so,? )?the (?:rule|policy|convention) "
+    r"(?:is|would be|will be)\b[:,]?\s*|i(?:'d| would) (?:suggest|recommend|propose)\b\s*|"
+    r"i (?:suggest|recommend|propose)\b\s*|my (?:suggestion|recommendation) (?:is|would be)\b[:,]?\s*)",
+    re.IGNORECASE,
+)
 # A reply that agrees with what was just proposed or written down ("Yes", "Agreed.", "Sounds good, ship it").
 AGREEMENT = re.compile(
     r"^\W*(?:yes|yep|yeah|yup|agreed|i agree|sounds (?:good|right|great)|ok(?:ay)?|perfect|great|exactly|correct|"
@@ -146,6 +159,8 @@ def cue(sentence: str, names: Iterable[str] = ()) -> tuple[CueType, int] | None:
         return "decision", m.start()
     if (m := PREFERENCE.search(text)) and substance >= 2:
         return "preference", m.start()
+    if (m := RULE.search(text)) and substance >= 2:
+        return "decision", m.start()
     if (m := COMMITMENT.search(text)) and not HEDGE.search(text):
         if substance >= 2 or ACTION_VERBS.search(text[m.start():]):
             return "commitment", m.start()
