@@ -5,7 +5,8 @@ Two data sets beside the repository, read, never copied:
 - ``../shared/data/claude-code``: real Claude Code session files. Each session is read with the claude-code
   format, normalised to canonical messages and extracted offline (no database: the extractor alone). Two of
   them are the **tuning set** the rules were developed on (:data:`TUNING`); the rest are **held out** and
-  reported apart. Per session: events by type, topics, and
+  reported apart. Per session: events by type, topics (and those made only of the words the issue found as
+  topics: add, update, read, tests, task, write, fix, file), and
   - **narration**: events that are the assistant's working narration, judged by
     ``bench/agent_session_quality.py``'s :func:`is_narration_event` (written for that bench from the issue's
     examples, independent of the extractor's filter): the assistant's event (``who`` is ``assistant`` or the
@@ -42,6 +43,8 @@ from jobs.formats.claude_code import read_session_file
 from jobs.formats.shapes import normalise_messages
 from jobs.models import KeyEvent, Message, OpenItem, Transcript
 
+# The words issue 36 found as whole topics of real sessions: a topic made only of these names no subject.
+ISSUE_WORDS = frozenset("add update read tests task write fix file".split())
 TUNING = ("claude-code-log-representative_messages.jsonl", "spotter-tool-heavy.jsonl")
 WHEN = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
 _HOOK_BLOCK = re.compile(r"<([a-z-]*hook[a-z-]*)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
@@ -132,6 +135,7 @@ def claude_code(data: Path, limit: int | None, extractor: OfflineExtractor) -> l
                 "types": dict(Counter(e["type"] for e in events)), "events": len(events),
                 "narration": sum(is_narration_event(e) for e in events),
                 "tags": list(episode.topic_tags), "format_tags": [t for t in episode.topic_tags if is_format_tag(t)],
+                "verb_tags": [t for t in episode.topic_tags if set(t.split()) <= ISSUE_WORDS],
                 "quoted_as_user": len(as_user), "summary": episode.summary,
                 "event_texts": [f"{e['type']} ({e['who']}): {e['what']}" for e in events],
             })
@@ -205,8 +209,9 @@ def report(result: dict[str, Any], show: bool = False) -> str:
                       f"{len({r['file'] for r in part})} files):",
                   f"  events per session {events / len(part):.2f}, by type {json.dumps(dict(sorted(types.items())))}",
                   f"  narration {_share(sum(r['narration'] for r in part), events)} of events (goal <= 10 %)",
-                  f"  format-word topics {sum(len(r['format_tags']) for r in part)}; topics per session "
-                  f"{statistics.fmean(len(r['tags']) for r in part):.1f}",
+                  f"  format-word topics {sum(len(r['format_tags']) for r in part)}; topics that are only "
+                  f"{'/'.join(sorted(ISSUE_WORDS))}: {sum(len(r['verb_tags']) for r in part)} (goal 0); "
+                  f"topics per session {statistics.fmean(len(r['tags']) for r in part):.1f}",
                   f"  events or summary sentences quoting a compaction summary, hook or tool output as the user: "
                   f"{sum(r['quoted_as_user'] for r in part)} (goal 0)"]
         for r in part:
