@@ -94,17 +94,6 @@ class Message(BaseModel):
         return self.name or self.role
 
 
-@dataclass(frozen=True)
-class EpisodeLine:
-    """A verbatim line of a session that its episode keeps (jobs.extract.lines, table episode_lines): the
-    transcript message it is from (its index), who said it, when, and the text."""
-
-    message_index: int
-    speaker: str
-    said_at: dt.datetime | None
-    text: str
-
-
 class TranscriptIn(BaseModel):
     """A finished (or still open) chat session as a host application hands it over.
 

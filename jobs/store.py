@@ -16,10 +16,21 @@ import numpy as np
 
 from jobs.concepts import OPEN_ITEM_TYPES
 from jobs.db import Conn, one
-from jobs.models import EpisodeExtraction, EpisodeLine, Message, ModelCall, Transcript, search_text
+from jobs.models import EpisodeExtraction, Message, ModelCall, Transcript, search_text
 from jobs.sql import query
 
 QUOTE_CHARS = 280
+
+
+@dataclass(frozen=True)
+class EpisodeLine:
+    """A verbatim line of a session that its episode keeps (jobs.extract.lines, table episode_lines): the
+    transcript message it is from (its index), who said it, when, and the text."""
+
+    message_index: int
+    speaker: str
+    said_at: dt.datetime | None
+    text: str
 
 
 @dataclass(frozen=True)

@@ -168,16 +168,25 @@ RETURNING version
 
 -- name: recall_lines
 -- The verbatim lines (episode_lines, migration 0032) of the chosen episodes that best match the opening
--- message, by cosine similarity with the same embedder, best first; jobs/recall/fitting.py quotes them
--- under their episodes within the budget. Exact (no index: the chosen episodes' lines are a few hundred
--- rows). A line whose vector has another dimension (between `episodes reembed`'s switch and its lines'
--- rewrite) is left out. One table, the tenant named once, no subquery: Citus' fast path.
-SELECT l.episode_id, l.ordinal, l.speaker, l.text, l.said_at,
-       1 - (l.embedding <=> %(vector)s::vector) AS similarity
-FROM episode_lines l
-WHERE l.tenant_id = %(tenant_id)s AND l.user_id = %(user_id)s AND l.episode_id = ANY (%(ids)s::bigint[])
-  AND l.embedding IS NOT NULL AND vector_dims(l.embedding) = %(dim)s
-ORDER BY l.embedding <=> %(vector)s::vector, l.episode_id, l.ordinal
+-- message, best first; jobs/recall/fitting.py quotes them under their episodes within the budget. A line's
+-- `similarity` is its cosine similarity to the message (same embedder); its `score` is that or, if
+-- higher, %(neighbour)s times the best similarity of the line before or after it in the same session: the
+-- answer to a matching question is the next line, and the question before a matching answer says what it
+-- answers. Exact (no index: the chosen episodes' lines are a few hundred rows). A line whose vector has
+-- another dimension (between `episodes reembed`'s switch and its lines' rewrite) is left out. The tenant
+-- named in the one table it reads: on a cluster a router query, on the tenant's shard a plain one.
+WITH s AS (
+    SELECT l.episode_id, l.ordinal, l.speaker, l.text, l.said_at,
+           1 - (l.embedding <=> %(vector)s::vector) AS similarity
+    FROM episode_lines l
+    WHERE l.tenant_id = %(tenant_id)s AND l.user_id = %(user_id)s AND l.episode_id = ANY (%(ids)s::bigint[])
+      AND l.embedding IS NOT NULL AND vector_dims(l.embedding) = %(dim)s
+)
+SELECT episode_id, ordinal, speaker, text, said_at, similarity,
+       greatest(similarity, %(neighbour)s * max(similarity) OVER near) AS score
+FROM s
+WINDOW near AS (PARTITION BY episode_id ORDER BY ordinal ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING)
+ORDER BY score DESC, episode_id, ordinal
 LIMIT %(limit)s
 
 -- name: recall_replaced

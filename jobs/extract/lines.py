@@ -30,7 +30,8 @@ from collections.abc import Sequence
 
 from jobs.extract.rules.agent import clean_said, is_narration, is_tool_text
 from jobs.extract.rules.text import split_sentences
-from jobs.models import EpisodeLine, Message
+from jobs.models import Message
+from jobs.store import EpisodeLine
 
 MAX_LINES = 60  # lines kept per episode
 LINE_CHARS = 300  # characters per line at most

@@ -59,6 +59,8 @@ class RecallConfig:
     # Episode lines (issue 36): the chosen episodes' verbatim lines best matching the opening message are
     # quoted under them. max_lines: lines read per recall (best first); line_similarity: the least cosine
     # similarity of a line worth its room; header_chars: the compact line above an episode's quotes.
+    # line_neighbour: a line next to a matching one scores this share of its similarity (sql/recall.sql).
     max_lines: int = 120
     line_similarity: float = 0.2
-    header_chars: int = 120
+    line_neighbour: float = 0.8
+    header_chars: int = 80

@@ -63,7 +63,7 @@ def select(
     by_id = {ep.id: ep for ep in unique}
     quotable = [replace(line, text=resolve_relative_dates(line.text, (line.said_at or by_id[line.episode_id].started_at)
                                                           .date()))
-                for line in lines if line.episode_id in by_id and line.similarity >= cfg.line_similarity]
+                for line in lines if line.episode_id in by_id and max(line.similarity, line.score) >= cfg.line_similarity]
     has_lines = {line.episode_id for line in lines if line.episode_id in by_id}
 
     macros = line_macros()
@@ -126,7 +126,7 @@ def select(
     # 2. The lines that best match the opening message, best first, each under its episode's compact line
     #    (paid with the episode's first line), within full_room. A line of a month the message names
     #    counts as a little closer.
-    ranked = sorted(quotable, key=lambda line: -(line.similarity + (0.05 if cues and falls_in(
+    ranked = sorted(quotable, key=lambda line: -(max(line.similarity, line.score) + (0.05 if cues and falls_in(
         *_dates(by_id[line.episode_id]), cues) else 0.0)))
     for line in ranked:
         ep = by_id[line.episode_id]
@@ -162,8 +162,8 @@ def select(
             break
         quoted_eps = [ep for ep in picked if ep.lines]
         if quoted_eps:
-            ep = min(quoted_eps, key=lambda e: min(line.similarity for line in e.lines))
-            ep.lines.remove(min(ep.lines, key=lambda line: line.similarity))
+            ep = min(quoted_eps, key=lambda e: min(max(line.similarity, line.score) for line in e.lines))
+            ep.lines.remove(min(ep.lines, key=lambda line: max(line.similarity, line.score)))
         elif picked:
             picked.remove(min(picked, key=lambda ep: (not ep.compact, -(ep.relevance_rank or 1 << 30))))
         else:

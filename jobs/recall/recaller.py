@@ -184,7 +184,7 @@ class Recaller:
             ids = sorted(picked)
             chosen = conn.execute(sql("recall_rows"), {**params, "ids": ids})
             lines = conn.execute(sql("recall_lines"), {**params, "ids": ids, "vector": vector, "dim": len(vector),
-                                                       "limit": cfg.max_lines}) if cfg.max_lines > 0 and ids else None
+                                                       "limit": cfg.max_lines, "neighbour": cfg.line_neighbour}) if cfg.max_lines > 0 and ids else None
             replaced = conn.execute(sql("recall_replaced"), {**params, "ids": ids}) if ids else None
         rows = [row for row in chosen.fetchall() if row.pop("candidate")]  # not one any more: left out
         return _Read(open_rows, len(scores.ids), picked, vectors, rows,

@@ -30,6 +30,7 @@ class RecalledLine:
     text: str  # as said, relative dates followed by the date they meant ([7 May 2023]; jobs.recall.relative_dates)
     similarity: float
     said_at: dt.datetime | None = None
+    score: float = 0.0  # its similarity, or a share of its neighbour's when that is higher (sql/recall.sql)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

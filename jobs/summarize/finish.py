@@ -27,7 +27,6 @@ from jobs.extract.grounding import ground
 from jobs.extract.lines import episode_lines
 from jobs.faults import crash_point
 from jobs.models import (
-    EpisodeLine,
     MAX_CURRENT_DECISIONS,
     MAX_OPEN_ITEMS,
     ExtractionResult,
@@ -43,7 +42,7 @@ from jobs.rights.standing import (
     standing_corrections,
 )
 from jobs.sql import query
-from jobs.store import EpisodeRow, record_calls, take_session, write_session_episode
+from jobs.store import EpisodeLine, EpisodeRow, record_calls, take_session, write_session_episode
 from jobs.summarize.report import StageClock
 
 log = logging.getLogger(__name__)
