@@ -48,6 +48,7 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
     "retention": ("retention.py", ["--transcripts", "200", "--messages", "4", "--batch", "50"], "touched: 0", None),
     "serve_latency": ("serve_latency.py", ["--latency", "0", "--sessions", "2", "--drain", "20", "--workers", "1"],
                       "exactly once", None),
+    "spend_cap": ("spend_cap.py", ["--sessions", "200", "--checks", "3", "--claims", "100"], "far from the cap", None),
     "summarize_statements": ("summarize_statements.py", ["--transcripts", "2", "--backend", "single"],
                              "client round trips", None),
     "summarize_throughput": ("summarize_throughput.py", ["--transcripts", "6", "--latency", "0.1", "--concurrency", "2",

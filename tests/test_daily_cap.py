@@ -21,7 +21,7 @@ from jobs.cli import cli
 from jobs.db import Database
 from jobs.extract.openai_chat import OpenAIExtractor
 from jobs.lifecycle.resummarize import DEFAULT_OUTPUT_TOKENS, LINE_TOKENS, fixed_prompt_tokens
-from jobs.llm.spend import day_start, estimate_cost, spend_today
+from jobs.llm.spend import CapGauge, DailyCap, day_start, estimate_cost, spend_today
 from jobs.summarize import Summarizer, run_summarize
 from jobs.summarize.worker import Worker
 
@@ -199,3 +199,20 @@ def test_status_shows_the_days_spend_and_the_cap(db: Database, server: fo.FakeOp
     today, = [line for line in status.output.splitlines() if line.startswith("today")]
     assert today == (f"today        openai spent {spent.tokens:,} tokens on 1 session, est. $0.0000 · daily cap "
                      "1 session: reached, the queue is held until 00:00 UTC")
+
+
+def test_the_gauge_reads_the_days_spend_rarely_far_from_the_cap_and_at_each_claim_near_it(db: Database) -> None:
+    add(db, 1)
+    with db.admin() as conn:  # one session of 1,000 tokens today
+        conn.execute("INSERT INTO model_calls (tenant_id, transcript_id, template, prompt_hash, model, input_tokens, "
+                     "outcome) SELECT 'acme', id, 't', 'h', 'openai:m', 1000, 'ok' FROM transcripts")
+    far = CapGauge(DailyCap("openai", tokens=1_000_000, sessions=1_000), db)
+    assert all(far.check(in_flight=0) is None for _ in range(50))
+    assert far.reads == 1  # 50 sessions projected at 2,000 tokens each: far from both caps
+    near = CapGauge(DailyCap("openai", tokens=3_000), db)
+    assert [near.check(in_flight=0) is None for _ in range(5)] == [True] * 5
+    assert near.reads == 5  # within twice a session's tokens of the cap: read before every claim
+    sessions = CapGauge(DailyCap("openai", sessions=3), db)
+    # The worker passes the sessions it holds; the two started here are still in progress.
+    assert [sessions.check(in_flight=n) for n in (0, 1)] == [None, None]
+    assert "(3 sessions of 3 today" in (sessions.check(in_flight=2) or "")  # 1 recorded + 2 in progress

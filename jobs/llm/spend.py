@@ -19,6 +19,7 @@ sharing the database counts toward one cap; the summarize worker asks it before 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import dataclass
 
 from jobs.config import Settings
@@ -125,6 +126,58 @@ class DailyCap:
     def check(self, db: Database, in_flight: int = 0, now: dt.datetime | None = None) -> str | None:
         """:meth:`reached` with today's spend read now."""
         return self.reached(spend_today(db, self.backend, now), in_flight)
+
+
+class CapGauge:
+    """One process's view of a cap between reads of the day's spend (the summarize worker's, asked
+    before each claim under one lock).
+
+    Reading the day's spend costs a scan of the day's model calls (bench/spend_cap.py), so it is read
+    again only when :data:`REFRESH_SECONDS` have passed, the day has changed, or the sessions this
+    process started since the last read could bring the spend near the cap: projected at twice the
+    day's mean tokens a session, and sessions counted exactly (those in progress at the read plus
+    those started since). Near the cap, every claim reads it: the cap is checked exactly where it
+    matters, and the overshoot is what is in progress when it is reached (and what other processes
+    start within :data:`REFRESH_SECONDS` while far from it)."""
+
+    REFRESH_SECONDS = 10.0
+
+    def __init__(self, cap: DailyCap, db: Database) -> None:
+        self.cap, self.db = cap, db
+        self.reads = 0  # how often the day's spend was read (bench/spend_cap.py prints it)
+        self._spent: Spend | None = None
+        self._read_at = 0.0
+        self._day: dt.datetime | None = None
+        self._pending = 0  # sessions in progress at the read, plus those started since
+
+    def check(self, in_flight: int) -> str | None:
+        """Why no session may start now, or None: then one is counted as started."""
+        if self._stale():
+            self._spent, self._read_at, self._day = spend_today(self.db, self.cap.backend), time.monotonic(), day_start()
+            self._pending = in_flight
+            self.reads += 1
+        assert self._spent is not None
+        reason = self.cap.reached(self._spent, self._pending)
+        if reason is None:
+            self._pending += 1
+        return reason
+
+    def unstarted(self) -> None:
+        """The session counted by the last :meth:`check` was not started after all (nothing to claim)."""
+        self._pending = max(0, self._pending - 1)
+
+    def _stale(self) -> bool:
+        spent = self._spent
+        if spent is None or time.monotonic() - self._read_at > self.REFRESH_SECONDS or self._day != day_start():
+            return True
+        if self.cap.sessions is not None and spent.sessions + self._pending + 1 >= self.cap.sessions:
+            return True
+        if self.cap.tokens is not None:
+            if spent.sessions == 0:
+                return True  # no measure of a session's tokens yet
+            per_session = spent.tokens / spent.sessions
+            return spent.tokens + 2 * per_session * (self._pending + 1) >= self.cap.tokens
+        return False
 
 
 def next_day(now: dt.datetime | None = None) -> dt.datetime:

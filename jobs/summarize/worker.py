@@ -28,7 +28,7 @@ from collections.abc import Callable
 import psycopg
 
 from jobs.errors import ConfigError
-from jobs.llm.spend import DailyCap, backend_of, day_start, next_day
+from jobs.llm.spend import CapGauge, DailyCap, backend_of, day_start, next_day
 from jobs.models import Transcript
 from jobs.summarize.claim import UnreadableTranscript
 from jobs.summarize.summarizer import Summarizer
@@ -60,7 +60,8 @@ class Worker:
         self._claimed = 0
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self.cap = DailyCap.from_settings(summarizer.settings, backend_of(summarizer.extractor.name))
+        cap = DailyCap.from_settings(summarizer.settings, backend_of(summarizer.extractor.name))
+        self.cap = CapGauge(cap, summarizer.db) if cap is not None else None
         self.held: str | None = None  # why claiming stopped for the day (the cap reached), if it did
         self._cap_lock = threading.Lock()  # one cap check at a time, so two threads cannot both take the last session
         self._claiming = 0  # sessions let past the cap whose claim is not yet in _in_flight
@@ -156,11 +157,13 @@ class Worker:
             with summarizer.clock("claim"):
                 transcript = summarizer.claim(self.tenant, self.since)
         except UnreadableTranscript as exc:
+            self._unstarted()  # dead-lettered at the claim: no model call
             return summarizer.finisher.fail(exc.transcript, str(exc), owner=summarizer.worker, permanent=True)
         finally:
             with self._lock:
                 self._claiming -= 1
         if transcript is None:
+            self._unstarted()
             with self._lock:
                 self._claimed -= 1  # nothing was claimed
             return None
@@ -179,13 +182,18 @@ class Worker:
             if self.cap is not None:
                 with self._lock:
                     pending = len(self._in_flight) + self._claiming
-                reason = self.cap.check(self.summarizer.db, in_flight=pending)
+                reason = self.cap.check(in_flight=pending)
                 if reason is not None:
                     self._hold(reason)
                     return False
             with self._lock:
                 self._claiming += 1
             return True
+
+    def _unstarted(self) -> None:
+        if self.cap is not None:
+            with self._cap_lock:
+                self.cap.unstarted()
 
     def _hold(self, reason: str) -> None:
         """Note the hold; log it once a day (serve checks again at every wake-up)."""
@@ -197,7 +205,7 @@ class Worker:
         if first:
             log.warning("%s: no more sessions are taken until %s; the queue is held for then", reason,
                         f"{next_day():%Y-%m-%d %H:%M} UTC",
-                        extra={"action": "daily_cap_reached", "backend": self.cap.backend if self.cap else None})
+                        extra={"action": "daily_cap_reached", "backend": self.cap.cap.backend if self.cap else None})
 
     def _count(self, outcome: str) -> None:
         with self._lock:
