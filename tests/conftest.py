@@ -34,7 +34,7 @@ _counter = itertools.count()
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Tests never inherit configuration from the shell running them."""
     for name in list(os.environ):
-        if name.startswith(("EPISODES_", "ANTHROPIC_")) or name == "DATABASE_URL":
+        if name.startswith(("EPISODES_", "ANTHROPIC_", "OPENAI_")) or name == "DATABASE_URL":
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("EPISODES_HOME", str(tmp_path / "home"))
 

@@ -29,12 +29,6 @@ MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team
             {"role": "assistant", "content": "Done. I'll send the invoice by Friday."}]
 
 
-@pytest.fixture(autouse=True)
-def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 def server() -> Iterator[fo.FakeOpenAI]:
     with fo.FakeOpenAI(model_like) as fake:

@@ -38,12 +38,6 @@ def model_like(body: dict[str, Any]) -> dict[str, Any]:
     return episode_for({"messages": [{"content": user}]})
 
 
-@pytest.fixture(autouse=True)
-def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
 def server() -> Iterator[fo.FakeOpenAI]:
     with fo.FakeOpenAI(model_like) as fake:

@@ -3,7 +3,8 @@
 One code path for every model call (extraction, reduction, compression): the fixed part of the
 prompt (tool schema + system text) is marked for prompt caching; the output must arrive as the
 forced tool's input and validate against the pydantic model. On invalid input or a truncated
-answer (``max_tokens``) one repair request is made, quoting the validation errors; then it fails.
+answer (``max_tokens``) one repair request is made, quoting the validation errors; then it fails
+(the rule is :class:`jobs.llm.repair.RepairingCaller`'s, shared with the other back ends).
 A refusal fails at once. Every failure raises a :class:`~jobs.errors.ModelError` whose ``calls``
 hold the calls made so far, failed ones included. Transient failures (429, 529, 5xx, timeouts, connection errors) are
 retried by the SDK itself (``max_retries``, honouring ``retry-after``) and then surface as
