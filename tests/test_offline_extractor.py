@@ -181,8 +181,8 @@ def test_events_are_ordered_by_salience_and_capped(extractor: OfflineExtractor) 
 
 def test_summary_is_dated_third_person_and_bounded(support: EpisodeExtraction) -> None:
     summary = support.summary
-    # The session's decision opens it (a block with room for one sentence shows the first), then the lead.
-    assert summary.startswith("On 4 March 2025, Dana decided to go with the Team plan at $49/seat. "
+    # The session's decision opens it (a block with room for one sentence shows the first), with the lead.
+    assert summary.startswith("On 4 March 2025, Dana decided to go with the Team plan at $49/seat; "
                               "Dana and the assistant talked about ")
     assert "Dana will send the signed contract by Friday." in summary
     assert not summary.startswith("I ") and " I'll " not in summary.replace('"', " ").split("said:")[0]

@@ -246,16 +246,18 @@ def _sentences(messages: list[Message], said: list[str], used: list[int], transc
 
 def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list[Message], transcript: Transcript,
              tags: list[str], events: list[KeyEvent]) -> str:
-    """The session's first decision (else fact) when it has one, who talked about what, then 2-3 salient,
-    non-redundant sentences in original order, third person. The decision comes first because a block that
-    has room for one sentence of a recent session shows the first one: "the user decided to use PostgreSQL 17
-    for the billing service" carries what the next session needs; "talked about billing service" does not."""
+    """The session's first decision when it has one and who talked about what, in one dated sentence, then 2-3
+    salient, non-redundant sentences in original order, third person. The decision comes first because a block
+    that has room for one sentence of a recent session shows the first one: "the user decided to use PostgreSQL
+    17 for the billing service" carries what the next session needs; "talked about billing service" does not.
+    One sentence, because a block quoting the sentence that best matches a question keeps its date with it."""
     date = transcript.started_at or transcript.ended_at
     prefix = f"On {date.day} {date:%B %Y}, " if date else ""
     lead = _lead(sentences, tags)
     first = next((e for kind in LEAD_TYPES for e in events if e.type == kind), None)
-    if first is not None:
-        lead = f"{first.what.rstrip()} {lead}".strip()
+    if first is not None:  # one sentence, so the date stays with both: "On 4 March, Dana decided to ...; Dana and ..."
+        decided = first.what.rstrip().removesuffix(".")
+        lead = f"{decided}; {lead[0].lower() + lead[1:] if lead.startswith('The ') else lead}" if lead else decided + "."
     ranked = sorted(embedded, key=lambda e: (-e.sentence.score, e.sentence.order))
     want = 1 if len(ranked) < 3 else 2 if len(ranked) < 8 else 3
     picked: list[Embedded] = []
