@@ -117,6 +117,18 @@ def test_a_500_that_names_the_unsupported_format_falls_back_too(server: fo.FakeO
     assert [c.outcome for c in result.calls] == ["error", "ok"]
 
 
+def test_a_model_that_wants_max_completion_tokens_gets_it(server: fo.FakeOpenAI) -> None:
+    server.enqueue(fo.error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                 "Use 'max_completion_tokens' instead."))
+    with OpenAIExtractor(settings_for(server, max_output_tokens=1000)) as extractor:
+        extractor.extract(TRANSCRIPT)
+        extractor.extract(TRANSCRIPT)
+    first, second, third = (c.body for c in server.calls())
+    assert first["max_tokens"] == 1000 and "max_completion_tokens" not in first
+    assert second["max_completion_tokens"] == 1000 and "max_tokens" not in second  # the same mode, renamed
+    assert fo.mode_of(second) == "json_schema" and third["max_completion_tokens"] == 1000  # kept afterwards
+
+
 def test_a_fixed_mode_does_not_fall_back() -> None:
     with fo.FakeOpenAI(model_like, supports=frozenset({"tools"})) as server:
         with pytest.raises(ExtractionError, match="rejected the request \\(400\\)"):

@@ -84,6 +84,7 @@ class ChatCaller(RepairingCaller):
         self.base_url = str(self.client.base_url).rstrip("/")
         self._modes = list(MODES) if settings.openai_mode == "auto" else [settings.openai_mode]
         self._lock = threading.Lock()
+        self._completion_tokens = False  # send max_completion_tokens: OpenAI's reasoning models refuse max_tokens
 
     @property
     def mode(self) -> str:
@@ -123,6 +124,9 @@ class ChatCaller(RepairingCaller):
             try:
                 return self._send_once(prompt, params, calls)
             except _Unsupported as exc:
+                if exc.completion_tokens:
+                    self._completion_tokens = True
+                    continue
                 params = self._next_mode(prompt, params, exc)
 
     def _next_mode(self, prompt: ToolRequest, params: dict[str, Any], exc: _Unsupported) -> dict[str, Any]:
@@ -149,7 +153,10 @@ class ChatCaller(RepairingCaller):
         started = time.perf_counter()
         where = f"the model server at {self.base_url}"
         try:
-            response = self.client.chat.completions.create(**params)
+            sent = dict(params)
+            if self._completion_tokens:
+                sent["max_completion_tokens"] = sent.pop("max_tokens")
+            response = self.client.chat.completions.create(**sent)
         except openai.APITimeoutError as exc:
             call.outcome, call.error = "transient", f"timeout after {self.settings.model_timeout_s:g}s"
             raise TransientModelError(f"{where} did not answer within {self.settings.model_timeout_s:g}s "
@@ -169,6 +176,8 @@ class ChatCaller(RepairingCaller):
                               "in /v1).") from exc
         except openai.APIStatusError as exc:
             call.outcome, call.error = "error", short(exc)
+            if exc.status_code == 400 and "max_completion_tokens" in str(exc) and not self._completion_tokens:
+                raise _Unsupported(short(exc), ExtractionError(short(exc), calls=calls), completion_tokens=True) from exc
             unsupported = (_UNSUPPORTED if exc.status_code in (400, 422, 501) else
                            _UNSUPPORTED_500 if exc.status_code == 500 else None)
             if unsupported is not None and unsupported.search(str(exc)) and \
@@ -231,9 +240,10 @@ class ChatCaller(RepairingCaller):
 class _Unsupported(Exception):
     """The server rejected the output mode (``auto`` tries the next); ``error``: what to raise when none is left."""
 
-    def __init__(self, reason: str, error: ExtractionError) -> None:
+    def __init__(self, reason: str, error: ExtractionError, completion_tokens: bool = False) -> None:
         super().__init__(reason)
         self.reason, self.error = reason, error
+        self.completion_tokens = completion_tokens  # the server wants max_completion_tokens instead of max_tokens
 
 
 def _mode_of(params: dict[str, Any]) -> str:
