@@ -95,6 +95,8 @@ def test_a_small_budget_leaves_the_baseline_less(db: Database, embedder: Embedde
     sdebench.build(db, data, "offline")
     report = sdebench.evaluate(db, data, embedder, budget_tokens=40)
     assert report["baseline_answer_coverage"] < 1.0 and report["mean_block_tokens"] <= 40
+    # The graded view: some of the answer words are there, not all.
+    assert 0.0 < report["baseline_answer_word_share"] < 1.0
 
 
 def test_missing_folders_are_named(tmp_path: Path) -> None:
@@ -128,6 +130,7 @@ def test_claude_code_questions_on_a_fixture(db: Database, embedder: Embedder) ->
     report = claude_code.evaluate(db, questions, embedder)
     assert report["questions"] == 3 and report["evidence_recall"] == 1.0
     assert report["baseline_answer_coverage"] == pytest.approx(2 / 3, abs=1e-3)  # the walrus is nowhere
+    assert report["baseline_answer_word_share"] == pytest.approx(2 / 3, abs=1e-3)  # not a word of it
     assert report["answer_coverage"] <= 2 / 3 + 1e-3
     assert set(report["per_file"]) == {"session.jsonl"}
 

@@ -46,6 +46,8 @@ def format_report(report: dict[str, Any]) -> str:
             {"all tasks": r, **{f"  {k}": v for k, v in r["per_source"].items()}},
             [f"latest rule holds (amended chat shown, superseded one absent or marked replaced): "
              f"{amended['latest_rule_holds']} of {amended['tasks']}",
+             f"mean share of the answer words held: block {r['answer_word_share']:.3f}, raw "
+             f"{r['baseline_answer_word_share']:.3f}",
              f"still open items per block: {still['mean_items']:.1f} on average, {still['mean_foreign_items']:.1f} "
              f"from chats other than the task's ({still['blocks_with_foreign_items']} of {r['tasks']} blocks show any)",
              f"{r['seconds']}s"],
