@@ -63,4 +63,11 @@ class RecallConfig:
     max_lines: int = 120
     line_similarity: float = 0.2
     line_neighbour: float = 0.8
+    # An episode above the relevance floor is "relevant" only if a line of it (when it has lines) is at least
+    # this similar to the opening message; else it is possibly related (jobs.recall.fitting._line_supported).
+    relevant_line_similarity: float = 0.45
+    # A line's rank adds this share of its episode's similarity: the session that matches gets more of its lines.
+    line_episode_weight: float = 0.25
+    # An open item of an episode neither recent nor relevant is shown if the episode is this similar.
+    open_item_similarity: float = 0.4
     header_chars: int = 80

@@ -38,7 +38,6 @@ from jobs.recall.result import (
     render_block,
     skeleton_chars,
 )
-from jobs.extract.rules.text import STOPWORDS
 from jobs.recall.relative_dates import resolve_relative_dates
 from jobs.recall.time_cues import Cue, falls_in, named_months
 
@@ -53,7 +52,7 @@ def select(
     ``rows`` come ordered by relevance rank, then recency rank; ``vectors`` are unit embeddings by id;
     ``lines`` are the chosen episodes' lines best first (``recall_lines``).
     """
-    episodes = [_episode(row) for row in rows]
+    episodes = _line_supported([_episode(row) for row in rows], lines, cfg.relevant_line_similarity)
     unique = _dedup(episodes, vectors, cfg.dedup_similarity)
     relevant = [ep for ep in unique if ep.relevance_rank is not None]
     related = sorted((ep for ep in unique if ep.related_rank is not None), key=lambda ep: ep.related_rank or 0)
@@ -72,11 +71,12 @@ def select(
     budget = 4 * budget_tokens  # estimate_tokens(text) <= budget_tokens  <=>  len(text) <= 4 * budget_tokens
     used = skeleton_chars() + (0 if relevant else nothing_relevant_chars())
     items: list[RecalledOpenItem] = []
-    # Open items are shown when they are recent or related to the opening message (their session is recent
-    # or relevant, or they share a word with it), within open_items_share of the budget.
-    near = {ep.id for ep in recent} | {ep.id for ep in relevant}
+    # Open items are shown when they are recent or related to the opening message (their session is recent,
+    # relevant, or at least open_item_similarity similar to it), within open_items_share of the budget.
+    near = {ep.id for ep in recent} | {ep.id for ep in relevant} | {
+        ep.id for ep in unique if (ep.similarity or 0.0) >= cfg.open_item_similarity}
     for item in open_items:
-        if item.episode_id not in near and not _content_terms(opening_message) & _content_terms(item.what):
+        if item.episode_id not in near:
             continue
         cost = len(macros.open_item_line(item)) + 1
         if used + cost <= min(budget, skeleton_chars() + cfg.open_items_share * budget):
@@ -126,8 +126,12 @@ def select(
     # 2. The lines that best match the opening message, best first, each under its episode's compact line
     #    (paid with the episode's first line), within full_room. A line of a month the message names
     #    counts as a little closer.
-    ranked = sorted(quotable, key=lambda line: -(max(line.similarity, line.score) + (0.05 if cues and falls_in(
-        *_dates(by_id[line.episode_id]), cues) else 0.0)))
+    def line_rank(line: RecalledLine) -> float:
+        ep = by_id[line.episode_id]
+        return max(line.similarity, line.score) + cfg.line_episode_weight * (ep.similarity or 0.0) + (
+            0.05 if cues and falls_in(*_dates(ep), cues) else 0.0)
+
+    ranked = sorted(quotable, key=lambda line: -line_rank(line))
     for line in ranked:
         ep = by_id[line.episode_id]
         cost = len(macros.quote_line(line)) + 1
@@ -158,7 +162,9 @@ def select(
     # The arithmetic above is exact up to the skeleton; re-render to be sure and trim if ever needed:
     # the least similar quote first, then the least relevant compact line, then open items.
     while picked or items:
-        if estimate_tokens(render_block(now, picked, items, not relevant)) <= budget_tokens:
+        # The block says nothing relates when no relevant episode is shown (Recall.nothing_relevant).
+        nothing = not any(ep.relevance_rank is not None for ep in picked)
+        if estimate_tokens(render_block(now, picked, items, nothing)) <= budget_tokens:
             break
         quoted_eps = [ep for ep in picked if ep.lines]
         if quoted_eps:
@@ -169,6 +175,22 @@ def select(
         else:
             items.pop()
     return picked, items
+
+
+def _line_supported(episodes: list[RecalledEpisode], lines: Sequence[RecalledLine], floor: float
+                    ) -> list[RecalledEpisode]:
+    """An episode above the relevance floor whose session has lines, none of them at least ``floor`` similar
+    to the opening message, is only possibly related: its summary resembles the message, nothing said in it
+    does. Such episodes go after the possibly related ones."""
+    best: dict[int, float] = {}
+    for line in lines:
+        best[line.episode_id] = max(best.get(line.episode_id, -1.0), line.similarity)
+    last = max((ep.related_rank or 0 for ep in episodes), default=0)
+    for ep in episodes:
+        if ep.relevance_rank is not None and ep.id in best and best[ep.id] < floor:
+            last += 1
+            ep.relevance_rank, ep.related_rank = None, last
+    return episodes
 
 
 @cache
@@ -235,11 +257,6 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 def _terms(text: str) -> set[str]:
     """Words of 3+ letters cut to 6 (a crude stem); common words are discounted by _term_weights."""
     return {w[:6] for w in _words(text).split() if len(w) >= 3}
-
-
-def _content_terms(text: str) -> set[str]:
-    """Words of 4+ letters that are not stopwords, cut to 6: what an open item must share with the message."""
-    return {w[:6] for w in _words(text).split() if len(w) >= 4 and w not in STOPWORDS}
 
 
 def _term_weights(terms: set[str], episodes: Sequence[RecalledEpisode]) -> dict[str, float]:

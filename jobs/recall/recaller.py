@@ -137,7 +137,7 @@ class Recaller:
         return Recall(tenant_id=tenant_id, user_id=user_id, opening_message=opening_message, purpose=purpose,
                       purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=candidates,
                       episodes=episodes, open_items=items, sessions=sessions,
-                      nothing_relevant=not any(row["relevance_rank"] for row in rows),
+                      nothing_relevant=not any(ep.relevance_rank for ep in episodes),
                       unsummarised=len(unsummarised), minimum_budget=minimum_budget(cfg))
 
     def _read(self, tenant_id: str, user_id: str, opening_message: str, vector: np.ndarray, now: dt.datetime,
