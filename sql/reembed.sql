@@ -62,3 +62,18 @@ FROM episodes_settings
 -- name: reembed_count
 -- Episodes with a vector: what a re-embed would do (purged sources of compressed periods have none).
 SELECT count(*) AS n FROM episodes WHERE embedding IS NOT NULL
+
+-- name: reembed_lines_batch
+-- After the switch: the next episode lines (migration 0032) in key order, to embed again with the new
+-- embedder (jobs/lifecycle/reembed.py). Keyset pagination over the primary key.
+SELECT tenant_id, episode_id, ordinal, text
+FROM episode_lines
+WHERE (tenant_id, episode_id, ordinal) > (%(tenant_id)s, %(episode_id)s, %(ordinal)s)
+ORDER BY tenant_id, episode_id, ordinal
+LIMIT %(limit)s
+
+-- name: reembed_lines_write
+UPDATE episode_lines l SET embedding = v.vec::vector
+FROM unnest(%(tenants)s::text[], %(episodes)s::bigint[], %(ordinals)s::int[], %(vecs)s::text[])
+     AS v(tenant_id, episode_id, ordinal, vec)
+WHERE l.tenant_id = v.tenant_id AND l.episode_id = v.episode_id AND l.ordinal = v.ordinal

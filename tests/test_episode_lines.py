@@ -114,3 +114,34 @@ def test_a_hostile_line_is_quoted_as_data(db: Database, embedder) -> None:  # no
     result = Recaller(db, embedder).recall("acme", "u1", "What is my PostgreSQL password policy?", now=NOW)
     assert any(ep.lines for ep in result.episodes)
     check_block(result.render())
+
+
+def _fact_responder(body: dict) -> dict:  # noqa: ANN001 - the fake server's request body
+    from episode_responder import episode_for
+
+    episode = episode_for(body)
+    episode["key_events"].append({"type": "fact", "what": "The billing service runs PostgreSQL 15.4 today.",
+                                  "evidence": [3], "who": "assistant"})
+    return episode
+
+
+def test_the_claude_path_asks_for_verbatim_specifics_and_stores_facts_and_lines(llm_db: Database, fake,  # noqa: ANN001
+                                                                                embedder) -> None:  # noqa: ANN001
+    """Through the anthropic SDK against the fake server: the prompt asks for specifics verbatim and offers
+    the `fact` type; a fact event and the session's lines are stored."""
+    from jobs.extract.claude import AnthropicExtractor
+
+    _add(llm_db, "billing", BILLING, "2025-03-03")
+    fake.responder = _fact_responder
+    with AnthropicExtractor(llm_db.settings) as claude:
+        assert run_summarize(llm_db, extractor=claude, embedder=embedder).counts["done"] == 1
+    body = fake.calls()[-1].body
+    system = body["system"] if isinstance(body["system"], str) else " ".join(b["text"] for b in body["system"])
+    assert "Keep the specifics verbatim in events" in system and "Facts are specifics the user states" in system
+    (tool,) = body["tools"]
+    assert "fact" in tool["input_schema"]["properties"]["key_events"]["items"]["properties"]["type"]["enum"]
+    with llm_db.tenant("acme") as conn:
+        types = [r["type"] for r in conn.execute("SELECT type FROM episode_events ORDER BY ordinal")]
+        lines = [r["text"] for r in conn.execute("SELECT text FROM episode_lines ORDER BY ordinal")]
+    assert "fact" in types
+    assert lines and lines[0].startswith("Let's use PostgreSQL 17")

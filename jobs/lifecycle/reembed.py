@@ -71,10 +71,12 @@ class ReembedReport:
     total: int = 0
     seconds: float = 0.0
     switch_seconds: float = 0.0
+    lines: int = 0  # episode lines embedded again after the switch
 
     def line(self) -> str:
         return (f"re-embedded with {self.embedder} ({self.dim}-d): {self.written:,} vectors written in this run, "
-                f"{self.caught_up:,} caught up at the switch, {self.total:,} episodes now on {self.embedder} · "
+                f"{self.caught_up:,} caught up at the switch, {self.total:,} episodes now on {self.embedder}, "
+                f"{self.lines:,} episode lines · "
                 f"{self.seconds:.1f}s (switch {self.switch_seconds * 1000:.0f} ms)")
 
 
@@ -136,6 +138,7 @@ def reembed(db: Database, embedder: Embedder, name: str, *, batch_size: int = BA
             with db.admin() as conn:
                 report.caught_up, report.total = _switch(conn, embedder, name, batch_size)
             report.switch_seconds = time.monotonic() - switch_started
+            report.lines = _rewrite_lines(db, embedder, batch_size)
         except BaseException as exc:
             finish_run(db, run_id, counts={"written": report.written}, error=repr(exc))
             raise
@@ -221,6 +224,26 @@ def _switch(conn: Conn, embedder: Embedder, name: str, batch_size: int) -> tuple
     conn.execute(query("reembed_invalidate_copies"))
     conn.execute(query("reembed_end"))
     return caught_up, int(counts["total"])
+
+
+def _rewrite_lines(db: Database, embedder: Embedder, batch_size: int) -> int:
+    """Embed every episode line again with the new embedder, after the switch (so lines written meanwhile
+    already have its vectors), a batch per transaction; return how many. Until a line is rewritten, recall
+    skips it if its vector has another dimension (sql/recall.sql recall_lines)."""
+    key: dict[str, object] = {"tenant_id": "", "episode_id": -1, "ordinal": -1}
+    written = 0
+    while True:
+        with db.admin() as conn:
+            rows = conn.execute(query("reembed_lines_batch"), {**key, "limit": batch_size}).fetchall()
+            if not rows:
+                return written
+            vectors = embedder.embed([r["text"] for r in rows])
+            conn.execute(query("reembed_lines_write"), {
+                "tenants": [r["tenant_id"] for r in rows], "episodes": [r["episode_id"] for r in rows],
+                "ordinals": [r["ordinal"] for r in rows],
+                "vecs": ["[" + ",".join(f"{x:.7g}" for x in v) + "]" for v in vectors]})
+        written += len(rows)
+        key = {"tenant_id": rows[-1]["tenant_id"], "episode_id": rows[-1]["episode_id"], "ordinal": rows[-1]["ordinal"]}
 
 
 def _drop_next(conn: Conn) -> None:
