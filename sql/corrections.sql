@@ -24,6 +24,12 @@ ORDER BY ordinal
 -- name: correct_set_summary
 UPDATE episodes SET summary = %(summary)s WHERE tenant_id = %(tenant_id)s AND id = %(episode_id)s
 
+-- name: correct_drop_lines
+-- A corrected episode keeps no verbatim lines of its session (migration 0032): recall shows the corrected
+-- summary in full instead of quotes that may say what the user corrected.
+DELETE FROM episode_lines
+WHERE tenant_id = %(tenant_id)s AND episode_id = ANY (%(ids)s::bigint[])
+
 -- name: correct_drop_event
 -- The event and its copies in super-summaries (source_event_id). Returns the episodes touched.
 DELETE FROM episode_events

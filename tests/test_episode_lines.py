@@ -145,3 +145,27 @@ def test_the_claude_path_asks_for_verbatim_specifics_and_stores_facts_and_lines(
         lines = [r["text"] for r in conn.execute("SELECT text FROM episode_lines ORDER BY ordinal")]
     assert "fact" in types
     assert lines and lines[0].startswith("Let's use PostgreSQL 17")
+
+
+def test_a_corrected_episode_keeps_no_quotes_even_when_summarised_again(db: Database, embedder) -> None:  # noqa: ANN001
+    """The user's correction wins over the session's words: the episode's lines go, recall shows the corrected
+    summary, and a re-summarisation (the standing correction applied again) stores no lines either."""
+    from jobs.rights.correct import EpisodeCorrection, correct_episode
+
+    _add(db, "billing", BILLING, "2025-03-03")
+    run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
+    with db.tenant("acme") as conn:
+        (episode_id,) = [r["id"] for r in conn.execute("SELECT id FROM episodes WHERE status = 'current'")]
+    correct_episode(db, "acme", episode_id, EpisodeCorrection(summary="The user chose PostgreSQL 16, not 17."),
+                    actor="user:test", embedder=embedder)
+    with db.tenant("acme") as conn:
+        assert conn.execute("SELECT count(*) AS n FROM episode_lines").fetchone()["n"] == 0
+    result = Recaller(db, embedder).recall("acme", "u1", "Which PostgreSQL version for billing?", now=NOW)
+    assert "PostgreSQL 16, not 17" in result.render() and not any(ep.lines for ep in result.episodes)
+    with db.tenant("acme") as conn:
+        conn.execute("UPDATE transcripts SET content_hash = 'changed', status = 'pending'")
+    run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
+    with db.tenant("acme") as conn:
+        current = conn.execute("SELECT id, summary FROM episodes WHERE status = 'current'").fetchone()
+        assert current["id"] != episode_id and current["summary"] == "The user chose PostgreSQL 16, not 17."
+        assert conn.execute("SELECT count(*) AS n FROM episode_lines").fetchone()["n"] == 0

@@ -242,6 +242,8 @@ def _apply(conn: Any, episode: Mapping[str, Any], events: Mapping[int, Any], cha
                                                              {"tenant_id": tenant_id, "event_id": event_id}))
         audit(f"event {event_id} dropped", field="event.drop", event_id=event_id, event_type=event["type"],
               event_text=event["what"], old_value=event["what"], new_value=None)
+    if touched:  # the user corrected what the episode holds: its quotes of the session must not contradict it
+        conn.execute(query("correct_drop_lines"), {"tenant_id": tenant_id, "ids": sorted(touched)})
     return touched
 
 

@@ -115,7 +115,10 @@ class Finisher:
                 embedding=vector, purpose=transcript.purpose, transcript_id=transcript.id,
                 session_id=transcript.session_id, content_hash=transcript.content_hash, calls=result.calls,
                 dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
-                lines=lines, line_vectors=line_vectors,
+                # A session the user corrected keeps no lines (as jobs.rights.correct drops them): its quotes
+                # might say what the user corrected. A status change contradicts no quote.
+                **({"lines": lines, "line_vectors": line_vectors}
+                   if all(c.field == "event.status" for c in standing) else {}),
             )
             with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
                 taken = take_session(conn, transcript, worker=owner)
