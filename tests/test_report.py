@@ -71,10 +71,10 @@ def expected(db: Database, tenant: str | None = None, since: dt.date | None = No
                   AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)) AS dead_letters""", p)[0]
     weeks = owner(db, f"SELECT date_trunc('week', e.ended_at AT TIME ZONE 'UTC')::date AS week, count(*) AS n "
                       f"{SESSION_EPISODES.format(scope=scope)} GROUP BY 1", p)
-    # Preferences are not counted by analyst.episode_timeline, so not charted (tests/test_concepts.py
+    # Preferences and facts are not counted by analyst.episode_timeline, so not charted (tests/test_concepts.py
     # ties the chart to the view's count columns).
     months = owner(db, f"SELECT to_char(e.ended_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month, ev.type, count(*) AS n "
-                       f"{EVENTS.format(scope=scope)} AND ev.type <> 'preference' GROUP BY 1, 2", p)
+                       f"{EVENTS.format(scope=scope)} AND ev.type NOT IN ('preference', 'fact') GROUP BY 1, 2", p)
     tagged = SESSION_EPISODES.replace("FROM episodes e", "FROM episodes e, unnest(e.topic_tags) tag")
     topics = owner(db, f"SELECT tag, count(*) AS n {tagged.format(scope=scope)} "
                        "GROUP BY tag ORDER BY n DESC, tag LIMIT 12", p)

@@ -21,13 +21,16 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from jobs.config import Settings
 from jobs.db import Database, one
 from jobs.llm.prices import known_price
-from jobs.models import ModelCall
 from jobs.sql import query
 from jobs.wording import counted
+
+if TYPE_CHECKING:  # `episodes status` reads the spend without loading pydantic
+    from jobs.models import ModelCall
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai"

@@ -108,6 +108,9 @@ class Finisher:
                     vector = vectors[0]
                 else:
                     vector = self.embedder.embed([search_text(corrected.episode)])[0]
+            # A session the user corrected keeps no lines (as jobs.rights.correct drops them): its quotes
+            # might say what the user corrected. A status change contradicts no quote.
+            quoted = all(c.field == "event.status" for c in standing)
             row = EpisodeRow(
                 tenant_id=transcript.tenant_id, user_id=transcript.user_id, kind="session",
                 episode=corrected.episode, started_at=transcript.started_at or transcript.ended_at,
@@ -115,10 +118,7 @@ class Finisher:
                 embedding=vector, purpose=transcript.purpose, transcript_id=transcript.id,
                 session_id=transcript.session_id, content_hash=transcript.content_hash, calls=result.calls,
                 dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
-                # A session the user corrected keeps no lines (as jobs.rights.correct drops them): its quotes
-                # might say what the user corrected. A status change contradicts no quote.
-                **({"lines": lines, "line_vectors": line_vectors}
-                   if all(c.field == "event.status" for c in standing) else {}),
+                lines=lines if quoted else (), line_vectors=line_vectors if quoted else None,
             )
             with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
                 taken = take_session(conn, transcript, worker=owner)
