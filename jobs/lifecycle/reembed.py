@@ -26,7 +26,7 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 from psycopg.rows import DictRow
@@ -201,7 +201,7 @@ def _write(conn: Conn, embedder: Embedder, rows: list[DictRow]) -> int:
     set_local(conn, **{"episodes.reembed_write": "on"})
     cursor = conn.execute(query("reembed_write"), {
         "ids": [r["id"] for r in rows], "versions": [r["changed_version"] for r in rows],
-        "vecs": ["[" + ",".join(f"{x:.7g}" for x in v) + "]" for v in vectors]})
+        "vecs": _vector_texts(vectors)})
     set_local(conn, **{"episodes.reembed_write": "off"})
     return cursor.rowcount
 
@@ -226,6 +226,11 @@ def _switch(conn: Conn, embedder: Embedder, name: str, batch_size: int) -> tuple
     return caught_up, int(counts["total"])
 
 
+def _vector_texts(vectors: Any) -> list[str]:
+    """pgvector's text form of each vector, for an unnest(%s::text[]) that casts them (sql/reembed.sql)."""
+    return ["[" + ",".join(f"{x:.7g}" for x in v) + "]" for v in vectors]
+
+
 def _rewrite_lines(db: Database, embedder: Embedder, batch_size: int) -> int:
     """Embed every episode line again with the new embedder, after the switch (so lines written meanwhile
     already have its vectors), a batch per transaction; return how many. Until a line is rewritten, recall
@@ -241,7 +246,7 @@ def _rewrite_lines(db: Database, embedder: Embedder, batch_size: int) -> int:
             conn.execute(query("reembed_lines_write"), {
                 "tenants": [r["tenant_id"] for r in rows], "episodes": [r["episode_id"] for r in rows],
                 "ordinals": [r["ordinal"] for r in rows],
-                "vecs": ["[" + ",".join(f"{x:.7g}" for x in v) + "]" for v in vectors]})
+                "vecs": _vector_texts(vectors)})
         written += len(rows)
         key = {"tenant_id": rows[-1]["tenant_id"], "episode_id": rows[-1]["episode_id"], "ordinal": rows[-1]["ordinal"]}
 
