@@ -57,15 +57,16 @@ def _words(text: str) -> list[str]:
 
 def _runs(text: str, n: int = 8) -> set[str]:
     w = _words(text)
-    return {" ".join(w[k:k + n]) for k in range(len(w) - n + 1)}
+    return {" ".join(w[k : k + n]) for k in range(len(w) - n + 1)}
 
 
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(_text(b.get("text") or b.get("content") or "") if isinstance(b, dict) else str(b)
-                         for b in content)
+        return "\n".join(
+            _text(b.get("text") or b.get("content") or "") if isinstance(b, dict) else str(b) for b in content
+        )
     return ""
 
 
@@ -96,8 +97,11 @@ def not_the_users(path: Path) -> tuple[str, str]:
             text = _text(block.get("text"))
             hooks = [m.group(2) for m in _HOOK_BLOCK.finditer(text)]
             foreign.extend(hooks)
-            if line.get("isCompactSummary") or text.lower().lstrip().startswith(_COMPACTED) \
-                    or re.match(r"\s*\w+ hook (?:feedback|error|output)", text, re.IGNORECASE):
+            if (
+                line.get("isCompactSummary")
+                or text.lower().lstrip().startswith(_COMPACTED)
+                or re.match(r"\s*\w+ hook (?:feedback|error|output)", text, re.IGNORECASE)
+            ):
                 foreign.append(text)
             else:
                 typed.append(_HOOK_BLOCK.sub(" ", text))
@@ -113,32 +117,51 @@ def claude_code(data: Path, limit: int | None, extractor: OfflineExtractor) -> l
     for path in sorted(data.glob("*.jsonl"))[:limit]:
         foreign_text, typed_text = not_the_users(path)
         foreign, typed = _runs(foreign_text), _runs(typed_text)
-        for _, record in read_session_file(path, tenant_id="bench", user_id="bench", idle_close_seconds=None,
-                                           now=WHEN, closed=True):
+        for _, record in read_session_file(
+            path, tenant_id="bench", user_id="bench", idle_close_seconds=None, now=WHEN, closed=True
+        ):
             if isinstance(record, str):
                 continue
             try:
                 messages = [Message(**m) for m in normalise_messages(record["messages"])]
             except (ValueError, TypeError):
                 continue
-            transcript = Transcript(id=1, tenant_id="bench", user_id="bench", session_id=record["session_id"],
-                                    purpose="general", started_at=None, ended_at=WHEN, messages=messages)
+            transcript = Transcript(
+                id=1,
+                tenant_id="bench",
+                user_id="bench",
+                session_id=record["session_id"],
+                purpose="general",
+                started_at=None,
+                ended_at=WHEN,
+                messages=messages,
+            )
             episode = extractor.extract(transcript).extraction
             events = [e.model_dump() for e in episode.key_events]
             user_sentences = [s for s in re.split(r"(?<=[.!?\"])\s+", episode.summary) if s.startswith("The user")]
-            as_user = [e for e in events if (e.get("who") or "").lower() == "user"
-                       and _quotes_foreign(e["what"], foreign, typed)]
+            as_user = [
+                e
+                for e in events
+                if (e.get("who") or "").lower() == "user" and _quotes_foreign(e["what"], foreign, typed)
+            ]
             as_user += [{"what": s} for s in user_sentences if _quotes_foreign(s, foreign, typed)]
-            rows.append({
-                "file": path.name, "set": "tuning" if path.name in TUNING else "held-out",
-                "session": record["session_id"], "messages": len(messages),
-                "types": dict(Counter(e["type"] for e in events)), "events": len(events),
-                "narration": sum(is_narration_event(e) for e in events),
-                "tags": list(episode.topic_tags), "format_tags": [t for t in episode.topic_tags if is_format_tag(t)],
-                "verb_tags": [t for t in episode.topic_tags if set(t.split()) <= ISSUE_WORDS],
-                "quoted_as_user": len(as_user), "summary": episode.summary,
-                "event_texts": [f"{e['type']} ({e['who']}): {e['what']}" for e in events],
-            })
+            rows.append(
+                {
+                    "file": path.name,
+                    "set": "tuning" if path.name in TUNING else "held-out",
+                    "session": record["session_id"],
+                    "messages": len(messages),
+                    "types": dict(Counter(e["type"] for e in events)),
+                    "events": len(events),
+                    "narration": sum(is_narration_event(e) for e in events),
+                    "tags": list(episode.topic_tags),
+                    "format_tags": [t for t in episode.topic_tags if is_format_tag(t)],
+                    "verb_tags": [t for t in episode.topic_tags if set(t.split()) <= ISSUE_WORDS],
+                    "quoted_as_user": len(as_user),
+                    "summary": episode.summary,
+                    "event_texts": [f"{e['type']} ({e['who']}): {e['what']}" for e in events],
+                }
+            )
     return rows
 
 
@@ -147,10 +170,21 @@ def _policy_words(policy: str) -> set[str]:
 
 
 def _chat(turns: list[dict[str, Any]], when: dt.datetime, session: str) -> Transcript:
-    messages = [Message(role="assistant" if t.get("role") == "assistant" else "user", content=t["text"])
-                for t in turns if str(t.get("text") or "").strip()]
-    return Transcript(id=1, tenant_id="bench", user_id="bench", session_id=session, purpose="general",
-                      started_at=None, ended_at=when, messages=messages)
+    messages = [
+        Message(role="assistant" if t.get("role") == "assistant" else "user", content=t["text"])
+        for t in turns
+        if str(t.get("text") or "").strip()
+    ]
+    return Transcript(
+        id=1,
+        tenant_id="bench",
+        user_id="bench",
+        session_id=session,
+        purpose="general",
+        started_at=None,
+        ended_at=when,
+        messages=messages,
+    )
 
 
 def _coverage(decisions: list[KeyEvent], policy: str) -> float:
@@ -169,16 +203,23 @@ def sde_bench(data: Path, limit: int | None, extractor: OfflineExtractor) -> lis
         first = extractor.extract(_chat(chats[0], WHEN, "first")).extraction.key_events
         row: dict[str, Any] = {"task": path.stem, "amended": len(chats) > 1}
         if len(chats) > 1:
-            offered = [OpenItem(k + 1, e.type, e.what, WHEN) for k, e in enumerate(first)
-                       if e.type in ("decision", "preference")]
+            offered = [
+                OpenItem(k + 1, e.type, e.what, WHEN)
+                for k, e in enumerate(first)
+                if e.type in ("decision", "preference")
+            ]
             later = extractor.extract(_chat(chats[1], WHEN + dt.timedelta(days=30), "second"), offered)
             events = later.extraction.key_events
             row["replaces"] = any(e.replaces is not None for e in events)
         else:
             events = first
         decisions = [e for e in events if e.type == "decision"]
-        row.update(decisions=len(decisions), events=len(events), types=dict(Counter(e.type for e in events)),
-                   coverage=round(_coverage(decisions, task["policy"]), 3))
+        row.update(
+            decisions=len(decisions),
+            events=len(events),
+            types=dict(Counter(e.type for e in events)),
+            coverage=round(_coverage(decisions, task["policy"]), 3),
+        )
         rows.append(row)
     return rows
 
@@ -196,8 +237,10 @@ def _share(part: int, whole: int) -> str:
 
 
 def report(result: dict[str, Any], show: bool = False) -> str:
-    lines = [f"Offline extractor ({result['extractor']}) on coding sessions; see bench/_coding_quality.py for "
-             "what each figure means."]
+    lines = [
+        f"Offline extractor ({result['extractor']}) on coding sessions; see bench/_coding_quality.py for "
+        "what each figure means."
+    ]
     rows = result["claude_code"]
     for which in ("tuning", "held-out"):
         part = [r for r in rows if r["set"] == which]
@@ -205,18 +248,22 @@ def report(result: dict[str, Any], show: bool = False) -> str:
             continue
         events = sum(r["events"] for r in part)
         types = sum((Counter(r["types"]) for r in part), Counter())
-        lines += ["", f"Claude Code sessions, {which} set ({len(part)} sessions in "
-                      f"{len({r['file'] for r in part})} files):",
-                  f"  events per session {events / len(part):.2f}, by type {json.dumps(dict(sorted(types.items())))}",
-                  f"  narration {_share(sum(r['narration'] for r in part), events)} of events (goal <= 10 %)",
-                  f"  format-word topics {sum(len(r['format_tags']) for r in part)}; topics that are only "
-                  f"{'/'.join(sorted(ISSUE_WORDS))}: {sum(len(r['verb_tags']) for r in part)} (goal 0); "
-                  f"topics per session {statistics.fmean(len(r['tags']) for r in part):.1f}",
-                  f"  events or summary sentences quoting a compaction summary, hook or tool output as the user: "
-                  f"{sum(r['quoted_as_user'] for r in part)} (goal 0)"]
+        lines += [
+            "",
+            f"Claude Code sessions, {which} set ({len(part)} sessions in {len({r['file'] for r in part})} files):",
+            f"  events per session {events / len(part):.2f}, by type {json.dumps(dict(sorted(types.items())))}",
+            f"  narration {_share(sum(r['narration'] for r in part), events)} of events (goal <= 10 %)",
+            f"  format-word topics {sum(len(r['format_tags']) for r in part)}; topics that are only "
+            f"{'/'.join(sorted(ISSUE_WORDS))}: {sum(len(r['verb_tags']) for r in part)} (goal 0); "
+            f"topics per session {statistics.fmean(len(r['tags']) for r in part):.1f}",
+            f"  events or summary sentences quoting a compaction summary, hook or tool output as the user: "
+            f"{sum(r['quoted_as_user'] for r in part)} (goal 0)",
+        ]
         for r in part:
-            lines.append(f"  {r['file'][:44]:44} {r['messages']:4} msgs {r['events']:3} events "
-                         f"{json.dumps(r['types'])} narration {r['narration']}  topics {r['tags']}")
+            lines.append(
+                f"  {r['file'][:44]:44} {r['messages']:4} msgs {r['events']:3} events "
+                f"{json.dumps(r['types'])} narration {r['narration']}  topics {r['tags']}"
+            )
             if show and which == "tuning":
                 lines.append(f"      summary: {r['summary']}")
                 lines += [f"      {t}" for t in r["event_texts"]]
@@ -227,15 +274,20 @@ def report(result: dict[str, Any], show: bool = False) -> str:
             if not part:
                 continue
             with_decision = sum(t["decisions"] > 0 for t in part)
-            lines += ["", f"sde-bench {'amended' if amended else 'single-chat'} tasks ({len(part)}, held out; "
-                          f"{'the second chat' if amended else 'the chat'} extracted):",
-                      f"  a decision event: {_share(with_decision, len(part))}; events per chat "
-                      f"{statistics.fmean(t['events'] for t in part):.1f}, decisions per chat "
-                      f"{statistics.fmean(t['decisions'] for t in part):.1f}",
-                      f"  policy words held by the best decision event: mean "
-                      f"{statistics.fmean(t['coverage'] for t in part):.2f}, "
-                      f"tasks with >= half {sum(t['coverage'] >= 0.5 for t in part)}/{len(part)}"]
+            lines += [
+                "",
+                f"sde-bench {'amended' if amended else 'single-chat'} tasks ({len(part)}, held out; "
+                f"{'the second chat' if amended else 'the chat'} extracted):",
+                f"  a decision event: {_share(with_decision, len(part))}; events per chat "
+                f"{statistics.fmean(t['events'] for t in part):.1f}, decisions per chat "
+                f"{statistics.fmean(t['decisions'] for t in part):.1f}",
+                f"  policy words held by the best decision event: mean "
+                f"{statistics.fmean(t['coverage'] for t in part):.2f}, "
+                f"tasks with >= half {sum(t['coverage'] >= 0.5 for t in part)}/{len(part)}",
+            ]
             if amended:
-                lines.append(f"  a decision of the amending chat replaces one of the first: "
-                             f"{sum(bool(t.get('replaces')) for t in part)}/{len(part)}")
+                lines.append(
+                    f"  a decision of the amending chat replaces one of the first: "
+                    f"{sum(bool(t.get('replaces')) for t in part)}/{len(part)}"
+                )
     return "\n".join(lines)

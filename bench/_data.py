@@ -94,8 +94,9 @@ def unit_vector(rng: np.random.Generator) -> np.ndarray:
 def migrate_bench(conn: psycopg.Connection[Any]) -> list[migrate.Migration]:
     """Migrate the bench database; one kept from older runs recorded 'bench-random', relabelled here."""
     applied = migrate.migrate(conn, embedding_dim=DIM, embedder=EMBEDDER)
-    conn.execute("UPDATE episodes_settings SET value = %s WHERE key = 'embedder' AND value = 'bench-random'",
-                 (EMBEDDER,))
+    conn.execute(
+        "UPDATE episodes_settings SET value = %s WHERE key = 'embedder' AND value = 'bench-random'", (EMBEDDER,)
+    )
     return applied
 
 
@@ -107,8 +108,10 @@ def load_data(conn: psycopg.Connection[Any], counts: np.ndarray, seed: int, chun
     base = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)
     seconds = np.sort(rng.uniform(0, 3 * 365 * 86400, len(owners)))  # time order = insertion order
     rng.shuffle(owners)
-    conn.execute("CREATE UNLOGGED TABLE IF NOT EXISTS bench_stage (n bigint, tenant_id text, user_id text, "
-                 "summary text, importance real, ended_at timestamptz, embedding vector(%s))" % DIM)
+    conn.execute(
+        "CREATE UNLOGGED TABLE IF NOT EXISTS bench_stage (n bigint, tenant_id text, user_id text, "
+        f"summary text, importance real, ended_at timestamptz, embedding vector({DIM}))"
+    )
     for start in range(0, len(owners), chunk):
         stop = min(start + chunk, len(owners))
         vectors = rng.standard_normal((stop - start, DIM), dtype=np.float32)
@@ -119,14 +122,24 @@ def load_data(conn: psycopg.Connection[Any], counts: np.ndarray, seed: int, chun
             copy.set_types(["int8", "text", "text", "text", "float4", "timestamptz", "vector"])
             for j, i in enumerate(range(start, stop)):
                 u = int(owners[i])
-                copy.write_row((i, f"t{u % TENANTS}", f"u{u}", sentence(rng, int(lengths[j])), float(importance[j]),
-                                base + dt.timedelta(seconds=float(seconds[i])), vectors[j]))
+                copy.write_row(
+                    (
+                        i,
+                        f"t{u % TENANTS}",
+                        f"u{u}",
+                        sentence(rng, int(lengths[j])),
+                        float(importance[j]),
+                        base + dt.timedelta(seconds=float(seconds[i])),
+                        vectors[j],
+                    )
+                )
         conn.execute(
             """INSERT INTO episodes (tenant_id, user_id, kind, session_id, purpose, summary, topic_tags, importance,
                                      started_at, ended_at, search_tsv, embedding, model, prompt_version)
                SELECT tenant_id, user_id, 'session', 'bench-' || n, 'general', summary, '{}', importance,
                       ended_at, ended_at, to_tsvector('english', summary), embedding, 'bench', 'bench'
-               FROM bench_stage ORDER BY n""")
+               FROM bench_stage ORDER BY n"""
+        )
         conn.execute("TRUNCATE bench_stage")
         conn.commit()
         print(f"  loaded {stop:,} / {len(owners):,} ({time.perf_counter() - started:.0f}s)", file=sys.stderr)
@@ -145,8 +158,15 @@ def write_episode(conn: psycopg.Connection[Any], user: int, rng: np.random.Gener
         "INSERT INTO episodes (tenant_id, user_id, kind, session_id, summary, importance, started_at, ended_at, "
         "search_tsv, embedding, model, prompt_version) VALUES (%(t)s, %(u)s, 'session', %(s)s, %(m)s, 0.5, %(e)s, "
         "%(e)s, to_tsvector('english', %(m)s), %(v)s, 'bench', 'bench')",
-        {"t": f"t{user % TENANTS}", "u": f"u{user}", "s": f"new-{user}-{rng.integers(1 << 62)}", "m": message,
-         "e": ended, "v": unit_vector(rng)})
+        {
+            "t": f"t{user % TENANTS}",
+            "u": f"u{user}",
+            "s": f"new-{user}-{rng.integers(1 << 62)}",
+            "m": message,
+            "e": ended,
+            "v": unit_vector(rng),
+        },
+    )
     conn.commit()
 
 
@@ -200,13 +220,17 @@ def bench_data(args: argparse.Namespace, shared_buffers: str | None = None) -> I
             migrate_bench(conn)
             conn.autocommit = False
             register_vector(conn)
-            have = conn.execute("SELECT count(*) FROM episodes WHERE model = 'bench' AND session_id LIKE 'bench-%%'"
-                                ).fetchone()
+            have = conn.execute(
+                "SELECT count(*) FROM episodes WHERE model = 'bench' AND session_id LIKE 'bench-%%'"
+            ).fetchone()
             if not have or have[0] != counts.sum():
                 conn.execute("TRUNCATE episodes CASCADE")
                 conn.commit()
-                print(f"loading {counts.sum():,} episodes for {len(counts):,} users "
-                      f"({args.heavy_users} with {counts[0]:,} each)...", file=sys.stderr)
+                print(
+                    f"loading {counts.sum():,} episodes for {len(counts):,} users "
+                    f"({args.heavy_users} with {counts[0]:,} each)...",
+                    file=sys.stderr,
+                )
                 print(f"load: {load_data(conn, counts, args.seed):.0f}s")
             conn.execute("DELETE FROM episodes WHERE model = 'bench' AND session_id LIKE 'new-%%'")  # earlier runs
             conn.commit()
@@ -225,12 +249,15 @@ def percentiles(samples: list[float]) -> str:
     if not samples:
         return "no samples"
     ms = np.array(samples) * 1000
-    return (f"p50 {np.percentile(ms, 50):6.2f} ms  p95 {np.percentile(ms, 95):6.2f} ms  "
-            f"p99 {np.percentile(ms, 99):6.2f} ms  max {ms.max():6.2f} ms  (n={len(ms):,})")
+    return (
+        f"p50 {np.percentile(ms, 50):6.2f} ms  p95 {np.percentile(ms, 95):6.2f} ms  "
+        f"p99 {np.percentile(ms, 99):6.2f} ms  max {ms.max():6.2f} ms  (n={len(ms):,})"
+    )
 
 
-def measure(recaller: Any, users: list[int], rng: np.random.Generator, repeat: int,
-            write: psycopg.Connection[Any] | None = None) -> tuple[list[float], list[int]]:
+def measure(
+    recaller: Any, users: list[int], rng: np.random.Generator, repeat: int, write: psycopg.Connection[Any] | None = None
+) -> tuple[list[float], list[int]]:
     """Time ``Recaller.recall_vector`` for ``users`` (``repeat`` rounds; a precomputed query vector);
     with ``write``, one new episode of the user is committed before each recall. Seconds, candidates."""
     times: list[float] = []

@@ -60,20 +60,33 @@ USER = "bench-user"
 
 # -- the bench's own judges (not the extractor's rules) -------------------------------------------
 
-_LATER = re.compile(r"\b(?:tomorrow|tonight|later|next (?:week|month|time|session)|by (?:mon|tues|wednes|thurs|fri|"
-                    r"satur|sun)day|end of (?:the )?(?:day|week))\b", re.IGNORECASE)
-_STEP_VERB = (r"(?:check|run|look|read|see|search|find|start|create|add|write|update|fix|apply|draft|research|"
-              r"help|implement|examine|inspect|explore|verify|test|try|make|set up|install|open|review|"
-              r"investigate|debug|edit|change|modify|use|build|get|go|begin|analy[sz]e|trace|now|first|next|then)")
+_LATER = re.compile(
+    r"\b(?:tomorrow|tonight|later|next (?:week|month|time|session)|by (?:mon|tues|wednes|thurs|fri|"
+    r"satur|sun)day|end of (?:the )?(?:day|week))\b",
+    re.IGNORECASE,
+)
+_STEP_VERB = (
+    r"(?:check|run|look|read|see|search|find|start|create|add|write|update|fix|apply|draft|research|"
+    r"help|implement|examine|inspect|explore|verify|test|try|make|set up|install|open|review|"
+    r"investigate|debug|edit|change|modify|use|build|get|go|begin|analy[sz]e|trace|now|first|next|then)"
+)
 _NARRATION_TEXT = [
     re.compile(r"^\W*let the assistant\b", re.IGNORECASE),
-    re.compile(r"^\W*the assistant (?:will|is going to|is about to|plans to|needs to|wants to|committed to|"
-               r"checks|runs|reads|looks|starts|begins)\b", re.IGNORECASE),
-    re.compile(r"^\W*the assistant (?:said|committed|decided|was surprised)\W+\"\W*(?:(?:\w+)[,!.:]\s+)*"
-               r"(?:let me|let's|i'll|i will|i'm going to|i am going to|i need to|i'm|now,? (?:i|let)|"
-               r"next,? (?:i|let)|first,? (?:i|let)|then,? (?:i|let))\b", re.IGNORECASE),
-    re.compile(r"^\W*(?:(?:\w+)[,!.:]\s+)*(?:let me|let's|i'll|i will|i'm going to|now,? i|next,? i)\s+"
-               + _STEP_VERB + r"\b", re.IGNORECASE),
+    re.compile(
+        r"^\W*the assistant (?:will|is going to|is about to|plans to|needs to|wants to|committed to|"
+        r"checks|runs|reads|looks|starts|begins)\b",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"^\W*the assistant (?:said|committed|decided|was surprised)\W+\"\W*(?:(?:\w+)[,!.:]\s+)*"
+        r"(?:let me|let's|i'll|i will|i'm going to|i am going to|i need to|i'm|now,? (?:i|let)|"
+        r"next,? (?:i|let)|first,? (?:i|let)|then,? (?:i|let))\b",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"^\W*(?:(?:\w+)[,!.:]\s+)*(?:let me|let's|i'll|i will|i'm going to|now,? i|next,? i)\s+" + _STEP_VERB + r"\b",
+        re.IGNORECASE,
+    ),
 ]
 FORMAT_TAGS = frozenset(
     "tool tools result results user users assistant assistants call calls output outputs json jsonl message messages "
@@ -88,7 +101,8 @@ def is_narration_event(event: dict[str, Any]) -> bool:
     """Is this key event the assistant's working narration (see the module docstring)?"""
     what = event["what"]
     by_assistant = (event.get("who") or "").strip().lower() == "assistant" or re.match(
-        r"^\W*(?:let )?the assistant\b", what, re.IGNORECASE)
+        r"^\W*(?:let )?the assistant\b", what, re.IGNORECASE
+    )
     if not by_assistant or _LATER.search(what):
         return False
     return any(p.search(what) for p in _NARRATION_TEXT)
@@ -117,7 +131,7 @@ def quotes_tool_output(text: str, messages: list[dict[str, Any]]) -> bool:
             return True
     words = _squash(text).split()
     for k in range(len(words) - 7):
-        run = " ".join(words[k:k + 8])
+        run = " ".join(words[k : k + 8])
         if any(run in t for t in tool) and not any(run in s for s in said):
             return True
     return False
@@ -158,18 +172,25 @@ def measure(db: Database, paths: list[Path], extractor: Extractor) -> Figures:
 
     report = ingest(db, paths, fmt="claude-code", tenant_id=TENANT, user_id=USER)
     run_summarize(db, extractor=extractor, tenant=TENANT)
-    figures = Figures(files=len(paths), sessions=report.loaded, rejected_lines=len(report.rejected),
-                      extractor=f"{extractor.name} {extractor.prompt_version}")
+    figures = Figures(
+        files=len(paths),
+        sessions=report.loaded,
+        rejected_lines=len(report.rejected),
+        extractor=f"{extractor.name} {extractor.prompt_version}",
+    )
     with db.admin() as conn:
         rows = conn.execute(
             "SELECT e.id, t.session_id, t.messages, t.source, e.summary, e.topic_tags "
             "FROM episodes e JOIN transcripts t ON t.tenant_id = e.tenant_id AND t.session_id = e.session_id "
             "WHERE e.tenant_id = %s AND e.kind = 'session' AND e.status = 'current' ORDER BY t.session_id",
-            (TENANT,)).fetchall()
+            (TENANT,),
+        ).fetchall()
         for row in rows:
             events = conn.execute(
                 "SELECT type, what, who, evidence, evidence_quote FROM episode_events "
-                "WHERE tenant_id = %s AND episode_id = %s ORDER BY ordinal", (TENANT, row["id"])).fetchall()
+                "WHERE tenant_id = %s AND episode_id = %s ORDER BY ordinal",
+                (TENANT, row["id"]),
+            ).fetchall()
             messages = row["messages"]
             narration = [e for e in events if is_narration_event(e)]
             bad_tags = [t for t in row["topic_tags"] if is_format_tag(t)]
@@ -182,12 +203,20 @@ def measure(db: Database, paths: list[Path], extractor: Extractor) -> Figures:
             figures.format_tags += len(bad_tags)
             figures.tool_quote_summaries += int(quote)
             figures.tool_quote_events += len(event_quotes)
-            figures.per_session.append({
-                "session": row["session_id"], "messages": len(messages), "summary": row["summary"],
-                "tags": list(row["topic_tags"]), "format_tags": bad_tags, "quotes_tool_output": quote,
-                "events": [{"type": e["type"], "who": e["who"], "what": e["what"],
-                            "narration": e in narration} for e in events],
-            })
+            figures.per_session.append(
+                {
+                    "session": row["session_id"],
+                    "messages": len(messages),
+                    "summary": row["summary"],
+                    "tags": list(row["topic_tags"]),
+                    "format_tags": bad_tags,
+                    "quotes_tool_output": quote,
+                    "events": [
+                        {"type": e["type"], "who": e["who"], "what": e["what"], "narration": e in narration}
+                        for e in events
+                    ],
+                }
+            )
     return figures
 
 
@@ -212,11 +241,13 @@ def _as_dict(figures: Figures) -> dict[str, Any]:
 
 
 def headline(f: dict[str, Any]) -> str:
-    return (f"{f['extractor']}: {f['files']} files, {f['sessions']} records ingested ({f['rejected_lines']} bad lines "
-            f"reported), {f['summarised']} sessions summarised; narration {f['narration_events']}/{f['events']} events "
-            f"= {f['narration_share'] * 100:.1f} % (goal <= 10 %); format-word tags {f['format_tags']}/{f['tags']} "
-            f"(goal 0); summaries quoting tool output {f['tool_quote_summaries']} (goal 0; events: "
-            f"{f['tool_quote_events']}); events per session {f['events_per_session']:.2f}")
+    return (
+        f"{f['extractor']}: {f['files']} files, {f['sessions']} records ingested ({f['rejected_lines']} bad lines "
+        f"reported), {f['summarised']} sessions summarised; narration {f['narration_events']}/{f['events']} events "
+        f"= {f['narration_share'] * 100:.1f} % (goal <= 10 %); format-word tags {f['format_tags']}/{f['tags']} "
+        f"(goal 0); summaries quoting tool output {f['tool_quote_summaries']} (goal 0; events: "
+        f"{f['tool_quote_events']}); events per session {f['events_per_session']:.2f}"
+    )
 
 
 def main() -> None:
@@ -247,8 +278,10 @@ def main() -> None:
         print(f"\n{label or 'sessions'}:" if args.show or args.before else "\nsessions:")
         for s in figures["per_session"]:
             narr = sum(e["narration"] for e in s["events"])
-            print(f"  {s['session'][:36]:36} {s['messages']:4} msgs  {len(s['events'])} events ({narr} narration)  "
-                  f"tags {s['tags']}{'  QUOTES TOOL OUTPUT' if s['quotes_tool_output'] else ''}")
+            print(
+                f"  {s['session'][:36]:36} {s['messages']:4} msgs  {len(s['events'])} events ({narr} narration)  "
+                f"tags {s['tags']}{'  QUOTES TOOL OUTPUT' if s['quotes_tool_output'] else ''}"
+            )
             if args.show:
                 print(f"      summary: {s['summary']}")
                 for e in s["events"]:

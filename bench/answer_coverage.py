@@ -59,7 +59,7 @@ def _sde_bench(settings: Any, folder: Path, tasks: int | None, decoys: int | Non
     data = sdebench.load(folder)
     if tasks is not None:  # keep both sources: amended tasks first, then the others
         ordered = [t for t in data.tasks if t.amended] + [t for t in data.tasks if not t.amended]
-        picked = {t.task_id for t in ordered[:(tasks + 1) // 2]} | {t.task_id for t in ordered[::-1][:tasks // 2]}
+        picked = {t.task_id for t in ordered[: (tasks + 1) // 2]} | {t.task_id for t in ordered[::-1][: tasks // 2]}
         data = dataclasses.replace(data, tasks=[t for t in data.tasks if t.task_id in picked])
     if decoys is not None:
         data = dataclasses.replace(data, decoys=data.decoys[:decoys])
@@ -90,14 +90,18 @@ def _ratio(r: dict[str, Any]) -> str:
 
 
 def _row(label: str, r: dict[str, Any], evidence_key: str) -> str:
-    return (f"{label:<34} {r['questions']:>5} {r[evidence_key]:>9.3f} {r['answer_coverage']:>7.3f} "
-            f"{r['baseline_answer_coverage']:>7.3f} {_ratio(r):>6}")
+    return (
+        f"{label:<34} {r['questions']:>5} {r[evidence_key]:>9.3f} {r['answer_coverage']:>7.3f} "
+        f"{r['baseline_answer_coverage']:>7.3f} {_ratio(r):>6}"
+    )
 
 
 def report(parts: dict[str, Any]) -> str:
-    lines = ["Answer coverage, offline extractor end to end, budget "
-             f"{parts['budget_tokens']} tokens: block vs the raw-message baseline (ratio = block / raw)",
-             f"{'':<34} {'n':>5} {'evidence':>9} {'block':>7} {'raw':>7} {'ratio':>6}"]
+    lines = [
+        "Answer coverage, offline extractor end to end, budget "
+        f"{parts['budget_tokens']} tokens: block vs the raw-message baseline (ratio = block / raw)",
+        f"{'':<34} {'n':>5} {'evidence':>9} {'block':>7} {'raw':>7} {'ratio':>6}",
+    ]
     for name, title in (("locomo", "LoCoMo"), ("sde_bench", "sde-bench"), ("claude_code", "Claude Code")):
         r = parts.get(name)
         if r is None:
@@ -107,20 +111,26 @@ def report(parts: dict[str, Any]) -> str:
             continue
         if name == "locomo":
             lines.append(_row(f"LoCoMo ({r['conversations']} conversations)", r, "all_evidence_recall"))
-            lines += [_row(f"  category {c} {v['name']}", v, "all_evidence_recall") for c, v in r["per_category"].items()]
+            lines += [
+                _row(f"  category {c} {v['name']}", v, "all_evidence_recall") for c, v in r["per_category"].items()
+            ]
             lines += [_row(f"  conversation {c}", v, "all_evidence_recall") for c, v in r["per_conversation"].items()]
             extra = f"foreign questions with anything labelled relevant: {r['foreign_relevant_share']:.3f}"
         elif name == "sde_bench":
             lines.append(_row(f"sde-bench ({r['tasks']} tasks, {r['decoys']} decoys)", r, "evidence_recall"))
             lines += [_row(f"  {s}", v, "evidence_recall") for s, v in r["per_source"].items()]
-            extra = (f"latest rule holds {r['amended']['latest_rule_holds']} of {r['amended']['tasks']}; still open "
-                     f"per block {r['still_open']['mean_items']:.1f}, from other chats "
-                     f"{r['still_open']['mean_foreign_items']:.1f}")
+            extra = (
+                f"latest rule holds {r['amended']['latest_rule_holds']} of {r['amended']['tasks']}; still open "
+                f"per block {r['still_open']['mean_items']:.1f}, from other chats "
+                f"{r['still_open']['mean_foreign_items']:.1f}"
+            )
         else:
             lines.append(_row(f"Claude Code ({r['files']} files)", r, "evidence_recall"))
             lines += [_row(f"  answer said in {k}", v, "evidence_recall") for k, v in r["per_answer_place"].items()]
             extra = ""
-        lines.append(f"  {extra + '; ' if extra else ''}{r['bench_seconds']}s, peak RSS {r['peak_rss_mb_after']:.0f} MB")
+        lines.append(
+            f"  {extra + '; ' if extra else ''}{r['bench_seconds']}s, peak RSS {r['peak_rss_mb_after']:.0f} MB"
+        )
     lines.append(f"total {parts['seconds']}s, peak RSS {parts['peak_rss_mb']:.0f} MB")
     return "\n".join(lines)
 
@@ -133,8 +143,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--locomo", type=Path, default=SHARED / "locomo", help="folder of LoCoMo *.json files")
     parser.add_argument("--sde-bench", type=Path, default=SHARED / "sde-bench", help="folder of sde-bench")
-    parser.add_argument("--claude-code", type=Path, default=SHARED / "claude-code",
-                        help="folder of the Claude Code session files")
+    parser.add_argument(
+        "--claude-code", type=Path, default=SHARED / "claude-code", help="folder of the Claude Code session files"
+    )
     parser.add_argument("--conversations", type=int, default=None, help="only the first N LoCoMo conversations")
     parser.add_argument("--sde-tasks", type=int, default=None, help="only N sde-bench tasks (half of them amended)")
     parser.add_argument("--sde-decoys", type=int, default=None, help="only the first N sde-bench decoy chats")
@@ -146,8 +157,11 @@ def main(argv: list[str] | None = None) -> None:
     with scratch_home() as home:
         settings = config.load().with_(database_url=start_embedded(home / "pgdata"), home=home)
         _timed("locomo", parts, lambda: _locomo(settings, args.locomo, args.conversations, args.budget))
-        _timed("sde_bench", parts, lambda: _sde_bench(settings, args.sde_bench, args.sde_tasks, args.sde_decoys,
-                                                      args.budget))
+        _timed(
+            "sde_bench",
+            parts,
+            lambda: _sde_bench(settings, args.sde_bench, args.sde_tasks, args.sde_decoys, args.budget),
+        )
         _timed("claude_code", parts, lambda: _claude_code(settings, args.claude_code, args.budget))
     parts["seconds"] = round(time.perf_counter() - started, 1)
     parts["peak_rss_mb"] = round(peak_rss_mb(), 1)

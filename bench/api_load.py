@@ -149,9 +149,11 @@ class CpuClock:
     def read(self) -> dict[str, float]:
         postmaster = int((self.pgdata / "postmaster.pid").read_text().split()[0])
         me = resource.getrusage(resource.RUSAGE_SELF)
-        return {"service": cpu_seconds(process_tree(self.service_pid)),
-                "postgres": cpu_seconds(process_tree(postmaster)),
-                "load generator": me.ru_utime + me.ru_stime}
+        return {
+            "service": cpu_seconds(process_tree(self.service_pid)),
+            "postgres": cpu_seconds(process_tree(postmaster)),
+            "load generator": me.ru_utime + me.ru_stime,
+        }
 
 
 class Writer(threading.Thread):
@@ -226,8 +228,10 @@ class Connection:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
-        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
         try:
             self.writer.write(head + body)
             header = await self.reader.readuntil(b"\r\n\r\n")
@@ -240,7 +244,9 @@ class Connection:
         try:
             lines = header.split(b"\r\n")
             status = int(lines[0].split(b" ", 2)[1])
-            length = next(int(line.split(b":", 1)[1]) for line in lines[1:] if line.lower().startswith(b"content-length:"))
+            length = next(
+                int(line.split(b":", 1)[1]) for line in lines[1:] if line.lower().startswith(b"content-length:")
+            )
             return status, await self.reader.readexactly(length)
         except (OSError, asyncio.IncompleteReadError, StopIteration, ValueError):
             self.close()
@@ -252,9 +258,16 @@ class Connection:
         self.reader = self.writer = None
 
 
-async def client_loop(base: tuple[str, int], keys: dict[str, str], users: np.ndarray, until: float,
-                      phase: Phase | None, seed: int, probe: dict[int, tuple[str, list[int]]] | None = None,
-                      interval: float = 0.0) -> None:
+async def client_loop(
+    base: tuple[str, int],
+    keys: dict[str, str],
+    users: np.ndarray,
+    until: float,
+    phase: Phase | None,
+    seed: int,
+    probe: dict[int, tuple[str, list[int]]] | None = None,
+    interval: float = 0.0,
+) -> None:
     """One client on its own connection. With ``interval`` > 0 it sends on a schedule (Poisson
     arrivals, mean ``interval``) and a latency counts from the scheduled moment, so time spent queued
     behind a slow answer counts too (no coordinated omission); with 0 it sends the next request when
@@ -273,8 +286,9 @@ async def client_loop(base: tuple[str, int], keys: dict[str, str], users: np.nda
         scheduled += rng.exponential(interval) if interval else 0.0
         body = b""
         try:
-            status, body = await connection.post("/v1/recall", keys[tenant], json.dumps(
-                {"user_id": f"u{u}", "message": message, "now": NOW}).encode())
+            status, body = await connection.post(
+                "/v1/recall", keys[tenant], json.dumps({"user_id": f"u{u}", "message": message, "now": NOW}).encode()
+            )
             key: int | str = status
         except ConnectionError:
             key = "connection lost"
@@ -308,22 +322,35 @@ async def prime(base: tuple[str, int], keys: dict[str, str], users: int, passes:
         connection = Connection(*base)
         while order:
             u = order.pop()
-            await connection.post("/v1/recall", keys[f"t{u % TENANTS}"], json.dumps(
-                {"user_id": f"u{u}", "message": "prime", "now": NOW}).encode())
+            await connection.post(
+                "/v1/recall",
+                keys[f"t{u % TENANTS}"],
+                json.dumps({"user_id": f"u{u}", "message": "prime", "now": NOW}).encode(),
+            )
         connection.close()
 
     await asyncio.gather(*(one_client() for _ in range(clients)))
     return time.perf_counter() - started
 
 
-async def run_phase(base: tuple[str, int], keys: dict[str, str], users: np.ndarray, clients: int, warmup: float,
-                    seconds: float, probe: dict[int, tuple[str, list[int]]], restart: Callable[[], None] | None,
-                    rate: float, clock: CpuClock) -> Phase:
+async def run_phase(
+    base: tuple[str, int],
+    keys: dict[str, str],
+    users: np.ndarray,
+    clients: int,
+    warmup: float,
+    seconds: float,
+    probe: dict[int, tuple[str, list[int]]],
+    restart: Callable[[], None] | None,
+    rate: float,
+    clock: CpuClock,
+) -> Phase:
     phase = Phase()
     warm_until = time.perf_counter() + warmup
     interval = clients / rate if rate else 0.0
-    await asyncio.gather(*(client_loop(base, keys, users, warm_until, None, i, interval=interval)
-                           for i in range(clients)))
+    await asyncio.gather(
+        *(client_loop(base, keys, users, warm_until, None, i, interval=interval) for i in range(clients))
+    )
     before = clock.read()
     until = time.perf_counter() + seconds
     tasks = [client_loop(base, keys, users, until, phase, 1000 + i, interval=interval) for i in range(clients)]
@@ -345,8 +372,9 @@ async def restart_midway(restart: Callable[[], None], after: float) -> None:
     print(f"  database restarted (pg_ctl restart -m fast) in {time.perf_counter() - started:.2f} s")
 
 
-def one_at_a_time(base: str, port: int, keys: dict[str, str], sample: list[int], db: Database,
-                  rng: np.random.Generator) -> dict[str, list[float]]:
+def one_at_a_time(
+    base: str, port: int, keys: dict[str, str], sample: list[int], db: Database, rng: np.random.Generator
+) -> dict[str, list[float]]:
     """Seconds of the in-process ``recall()`` ("local") and of the same recall over HTTP ("remote"), one
     request at a time, for each user of ``sample``, in alternating order so neither always runs first;
     "gap": how long each HTTP answer's body came after its headers (a stall there is Nagle's algorithm
@@ -368,8 +396,12 @@ def one_at_a_time(base: str, port: int, keys: dict[str, str], sample: list[int],
 
     def over_http(u: int, message: str) -> None:
         body = json.dumps({"user_id": f"u{u}", "message": message, "now": NOW}).encode()
-        connection.request("POST", "/v1/recall", body=body, headers={
-            "Authorization": f"Bearer {keys[f't{u % TENANTS}']}", "Content-Type": "application/json"})
+        connection.request(
+            "POST",
+            "/v1/recall",
+            body=body,
+            headers={"Authorization": f"Bearer {keys[f't{u % TENANTS}']}", "Content-Type": "application/json"},
+        )
         answer = connection.getresponse()
         headers_at = time.perf_counter()
         text = answer.read()
@@ -387,7 +419,7 @@ def one_at_a_time(base: str, port: int, keys: dict[str, str], sample: list[int],
     remote: list[float] = []
     for i, u in enumerate(sample):
         message = sentence(rng, 10)
-        for side in ((in_process, local), (over_http, remote))[::1 if i % 2 else -1]:
+        for side in ((in_process, local), (over_http, remote))[:: 1 if i % 2 else -1]:
             t = time.perf_counter()
             side[0](u, message)
             side[1].append(time.perf_counter() - t)
@@ -402,20 +434,30 @@ def main() -> None:
     add_data_arguments(parser)
     parser.add_argument("--clients", default="8,32,128", help="concurrent clients per phase, comma-separated")
     parser.add_argument("--workers", type=int, default=2, help="episodes api --workers")
-    parser.add_argument("--rate", default="0", help="offered recalls/s in total, comma-separated, one phase each "
-                                                    "(Poisson arrivals over the clients); 0: closed loop, as fast as "
-                                                    "answers come")
+    parser.add_argument(
+        "--rate",
+        default="0",
+        help="offered recalls/s in total, comma-separated, one phase each "
+        "(Poisson arrivals over the clients); 0: closed loop, as fast as "
+        "answers come",
+    )
     parser.add_argument("--warmup", type=float, default=20.0)
     parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--prime", type=int, default=1, help="before the phases, this many recalls of every user "
-                                                              "(0: none; the copies then fill during the warm-up)")
+    parser.add_argument(
+        "--prime",
+        type=int,
+        default=1,
+        help="before the phases, this many recalls of every user (0: none; the copies then fill during the warm-up)",
+    )
     parser.add_argument("--write-rate", type=float, default=20.0, help="new episodes committed per second")
     parser.add_argument("--sample", type=int, default=100, help="users in the in-process vs HTTP comparison")
     parser.add_argument("--restart-db", action="store_true", help="restart the database in the middle of each phase")
     args = parser.parse_args()
     if load().database_url is not None:
-        sys.exit("api_load.py runs on the embedded server (it reads its processes' CPU time and can restart it): "
-                 "unset DATABASE_URL")
+        sys.exit(
+            "api_load.py runs on the embedded server (it reads its processes' CPU time and can restart it): "
+            "unset DATABASE_URL"
+        )
     with bench_data(args) as data:
         run(args, data)
 
@@ -424,8 +466,13 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
     server, url, pgdata = data.server, data.url, data.home / "pgdata"
 
     def restart_db() -> None:  # pg_ctl keeps the socket and port; it runs as the server's system user
-        subprocess.run([str(server.bin_path / "pg_ctl"), "-D", str(pgdata), "restart", "-m", "fast", "-w", "-s"],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, user=server.system_user)
+        subprocess.run(
+            [str(server.bin_path / "pg_ctl"), "-D", str(pgdata), "restart", "-m", "fast", "-w", "-s"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            user=server.system_user,
+        )
 
     rng = np.random.default_rng(args.seed)
     counts = counts_of(args)
@@ -435,10 +482,18 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
     probe_users = [int(u) for u in rng.choice(np.arange(args.heavy_users, len(counts)), 5, replace=False)]
 
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": url, "EPISODES_LOG_LEVEL": "WARNING",
-           "EPISODES_API_RATE_LIMIT": "off"}  # a capacity bench: one key per tenant asks faster than the default 20/s
-    api = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port), "--workers",
-                            str(args.workers)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "EPISODES_LOG_LEVEL": "WARNING",
+        "EPISODES_API_RATE_LIMIT": "off",
+    }  # a capacity bench: one key per tenant asks faster than the default 20/s
+    api = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "api", "--port", str(port), "--workers", str(args.workers)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     base = f"http://127.0.0.1:{port}"
     writer = Writer(url, counts, args.write_rate, set(probe_users))
     try:
@@ -455,13 +510,18 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
             api.terminate()
         if api.poll() is not None:
             sys.exit("episodes api did not become ready: " + (api.stderr.read().decode()[-2000:] if api.stderr else ""))
-        print(f"episodes api --workers {args.workers} on {args.episodes:,} episodes of {args.users:,} users; "
-              f"cores: {os.cpu_count()}; writer: {args.write_rate:g} episodes/s")
+        print(
+            f"episodes api --workers {args.workers} on {args.episodes:,} episodes of {args.users:,} users; "
+            f"cores: {os.cpu_count()}; writer: {args.write_rate:g} episodes/s"
+        )
         probe: dict[int, tuple[str, list[int]]] = {}
         with httpx.Client(base_url=base, timeout=30) as c:
             for u in probe_users:
-                body = c.post("/v1/recall", headers={"Authorization": f"Bearer {keys[f't{u % TENANTS}']}"},
-                              json={"user_id": f"u{u}", "message": f"probe question {u}", "now": NOW}).json()
+                body = c.post(
+                    "/v1/recall",
+                    headers={"Authorization": f"Bearer {keys[f't{u % TENANTS}']}"},
+                    json={"user_id": f"u{u}", "message": f"probe question {u}", "now": NOW},
+                ).json()
                 probe[u] = (body["block"], [e["id"] for e in body["episodes"]])
         if args.prime:
             took = asyncio.run(prime(("127.0.0.1", port), keys, len(counts), args.prime))
@@ -472,45 +532,73 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
         plan = [(int(c), float(r)) for c in args.clients.split(",") for r in args.rate.split(",")]
         for clients, rate in plan:
             gc_before = gc_passes(base)
-            phase = asyncio.run(run_phase(("127.0.0.1", port), keys, users, clients, args.warmup, args.seconds, probe,
-                                          restart_db if args.restart_db else None, rate, clock))
+            phase = asyncio.run(
+                run_phase(
+                    ("127.0.0.1", port),
+                    keys,
+                    users,
+                    clients,
+                    args.warmup,
+                    args.seconds,
+                    probe,
+                    restart_db if args.restart_db else None,
+                    rate,
+                    clock,
+                )
+            )
             ok = len(phase.latencies)
             errors = {k: v for k, v in phase.status.items() if k != 200}
             offered = f"offered {rate:5.0f}/s" if rate else "closed loop"
-            print(f"{clients:4d} clients, {offered}: {percentiles(phase.latencies)}  {ok / args.seconds:6.1f} recalls/s  "
-                  f"errors {errors or 0}  probes {phase.probes:,}, wrong answers {phase.wrong}")
+            print(
+                f"{clients:4d} clients, {offered}: {percentiles(phase.latencies)}  {ok / args.seconds:6.1f} recalls/s  "
+                f"errors {errors or 0}  probes {phase.probes:,}, wrong answers {phase.wrong}"
+            )
             answered = sum(phase.status.values()) or 1
             if not args.restart_db:  # a restart replaces the server's processes mid-phase
                 spent = {name: 1000 * cpu / answered for name, cpu in phase.cpu.items()}
                 total = sum(spent.values())
-                print("      CPU per answered request: " + ", ".join(f"{n} {ms:.2f} ms" for n, ms in spent.items())
-                      + f"; total {total:.2f} ms, so {os.cpu_count()} cores allow at most "
-                      f"{1000 * (os.cpu_count() or 1) / total:.0f} requests/s at this cost")
+                print(
+                    "      CPU per answered request: "
+                    + ", ".join(f"{n} {ms:.2f} ms" for n, ms in spent.items())
+                    + f"; total {total:.2f} ms, so {os.cpu_count()} cores allow at most "
+                    f"{1000 * (os.cpu_count() or 1) / total:.0f} requests/s at this cost"
+                )
                 gc_after = gc_passes(base)
-                print("      garbage collector, both workers, warm-up included: " + ", ".join(
-                    f"generation {g} {gc_after[g][0] - gc_before.get(g, (0, 0))[0]:,.0f} passes "
-                    f"{gc_after[g][1] - gc_before.get(g, (0, 0))[1]:.2f} s" for g in sorted(gc_after)))
+                print(
+                    "      garbage collector, both workers, warm-up included: "
+                    + ", ".join(
+                        f"generation {g} {gc_after[g][0] - gc_before.get(g, (0, 0))[0]:,.0f} passes "
+                        f"{gc_after[g][1] - gc_before.get(g, (0, 0))[1]:.2f} s"
+                        for g in sorted(gc_after)
+                    )
+                )
             if phase.first_503 is not None and phase.last_503 is not None:
-                print(f"      answered 503 for {phase.last_503 - phase.first_503:.2f} s "
-                      f"({phase.status.get(503, 0)} responses), then recovered by itself")
+                print(
+                    f"      answered 503 for {phase.last_503 - phase.first_503:.2f} s "
+                    f"({phase.status.get(503, 0)} responses), then recovered by itself"
+                )
         workers = worker_pids(api.pid)
         print("RSS per worker: " + ", ".join(f"{rss_mb(p):.0f} MB" for p in workers))
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         busy = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
         writer.stop.set()
         writer.join()
-        print(f"load generator CPU: {busy:.1f} s over the phases; writer committed {writer.written:,} episodes "
-              f"({writer.failed} failed while the database was down)")
+        print(
+            f"load generator CPU: {busy:.1f} s over the phases; writer committed {writer.written:,} episodes "
+            f"({writer.failed} failed while the database was down)"
+        )
 
         # The HTTP cost as a ratio: the same users, in-process recall() against one request at a time
         # (the writer stopped, so both sides read the same rows).
         got = one_at_a_time(base, port, keys, [int(u) for u in rng.choice(users, args.sample)], db, rng)
         local, remote = got["local"], got["remote"]
         print(f"in-process recall() (embedding included): {percentiles(local)}")
-        print(f"the same over HTTP, one at a time:         {percentiles(remote)}  "
-              f"(ratio of medians {np.median(remote) / np.median(local):.2f}; mean {np.mean(remote) * 1000:.1f} ms, "
-              f"of which {got['handler'][0] * 1000:.1f} ms in the service's handler; the body came "
-              f"{np.median(got['gap']) * 1000:.2f} ms after the headers, p50)")
+        print(
+            f"the same over HTTP, one at a time:         {percentiles(remote)}  "
+            f"(ratio of medians {np.median(remote) / np.median(local):.2f}; mean {np.mean(remote) * 1000:.1f} ms, "
+            f"of which {got['handler'][0] * 1000:.1f} ms in the service's handler; the body came "
+            f"{np.median(got['gap']) * 1000:.2f} ms after the headers, p50)"
+        )
         metrics = httpx.get(f"{base}/metrics").text
         rows = [line for line in metrics.splitlines() if line.startswith("episodes_recall_cache_rows")]
         print("service recall copies: " + json.dumps(rows))

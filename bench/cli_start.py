@@ -58,8 +58,10 @@ def main() -> None:
     print(f"{'command':<34} {'wall p50 ms':>11} {'wall p95 ms':>11} {'wall min ms':>11} {'cpu p50 ms':>10}")
     for name, runs in rows:
         wall, cpu = [w for w, _ in runs], [c for _, c in runs]
-        print(f"{name:<34} {percentile(wall, 0.5) * 1000:11.0f} {percentile(wall, 0.95) * 1000:11.0f} "
-              f"{min(wall) * 1000:11.0f} {percentile(cpu, 0.5) * 1000:10.0f}")
+        print(
+            f"{name:<34} {percentile(wall, 0.5) * 1000:11.0f} {percentile(wall, 0.95) * 1000:11.0f} "
+            f"{min(wall) * 1000:11.0f} {percentile(cpu, 0.5) * 1000:10.0f}"
+        )
     if (ROOT / "jobs" / "claude_code" / "hook.py").exists():
         print("The Claude Code SessionStart hook: python bench/hook_latency.py (local and remote mode).")
 

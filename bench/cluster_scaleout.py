@@ -44,10 +44,14 @@ CLUSTER_DB = f"episodes_bench_cluster_{os.getpid()}"  # others may run this benc
 def summarize_figures(settings: config.Settings, small: Path, big: Path, args: argparse.Namespace) -> dict:
     one = phase(settings, args.overhead_transcripts, 1, 0.0, small, "anthropic")
     full = phase(settings, args.transcripts, args.concurrency, args.latency, big, "anthropic")
-    return {"overhead_ms": (one["wall"] - one["http_s"]) / one["done"] * 1000, "rate": full["rate"],
-            "limit": args.concurrency / args.latency, "stages": breakdown(one),
-            "stages_full": breakdown(full),
-            "once": (full["episodes"], full["distinct"], args.transcripts)}
+    return {
+        "overhead_ms": (one["wall"] - one["http_s"]) / one["done"] * 1000,
+        "rate": full["rate"],
+        "limit": args.concurrency / args.latency,
+        "stages": breakdown(one),
+        "stages_full": breakdown(full),
+        "once": (full["episodes"], full["distinct"], args.transcripts),
+    }
 
 
 def recall_figures(url: str, settings: config.Settings, counts: np.ndarray, args: argparse.Namespace) -> dict:
@@ -117,25 +121,44 @@ def main() -> None:
                 results[name].update(recall_figures(url, settings, counts, args))
                 if name == "citus":  # the same, with every read through the coordinator (jobs/citus/routes.py off)
                     print("[citus, through the coordinator] recall ...", file=sys.stderr)
-                    results["via coordinator"] = recall_figures(url, settings.with_(recall_on_workers=False),
-                                                                counts, args)
+                    results["via coordinator"] = recall_figures(
+                        url, settings.with_(recall_on_workers=False), counts, args
+                    )
         finally:
             drop_database(CLUSTER_DB)
     s, c, v = results["single"], results["citus"], results.get("via coordinator", {})
-    data = "" if args.summarize_only else (f"data: {int(counts.sum()):,} episodes, {len(counts):,} users "
-                                           f"({args.heavy_users} heavy x {args.heavy_size:,}); ")
+    data = (
+        ""
+        if args.summarize_only
+        else (
+            f"data: {int(counts.sum()):,} episodes, {len(counts):,} users "
+            f"({args.heavy_users} heavy x {args.heavy_size:,}); "
+        )
+    )
     print(f"{data}cluster: coordinator + 2 workers, {args.shards} shards per table; cores {os.cpu_count()}")
     print("citus: recall reads on the tenant's worker (the default); via coordinator: Settings.recall_on_workers=False")
     print(f"{'':44} {'single':>12} {'citus':>12} {'citus/single':>13} {'via coord.':>11} {'ratio':>7}")
-    rows: list[tuple[str, float, float, float | None]] = [] if args.recall_only else [
-        ("summarize overhead, ms/episode (C=1, L=0)", s["overhead_ms"], c["overhead_ms"], None),
-        (f"summarize episodes/s (C={args.concurrency}, L={args.latency}s)", s["rate"], c["rate"], None),
-    ]
-    rows += [] if args.summarize_only else [
-        (f"recall p95 ms, {label}", p95(s[key]), p95(c[key]), p95(v[key]))
-        for label, key in (("first of a typical user", "first"), ("first of a heavy user", "first_heavy"),
-                           ("later, typical (1 new)", "later"), ("later, heavy (1 new)", "later_heavy"))
-    ]
+    rows: list[tuple[str, float, float, float | None]] = (
+        []
+        if args.recall_only
+        else [
+            ("summarize overhead, ms/episode (C=1, L=0)", s["overhead_ms"], c["overhead_ms"], None),
+            (f"summarize episodes/s (C={args.concurrency}, L={args.latency}s)", s["rate"], c["rate"], None),
+        ]
+    )
+    rows += (
+        []
+        if args.summarize_only
+        else [
+            (f"recall p95 ms, {label}", p95(s[key]), p95(c[key]), p95(v[key]))
+            for label, key in (
+                ("first of a typical user", "first"),
+                ("first of a heavy user", "first_heavy"),
+                ("later, typical (1 new)", "later"),
+                ("later, heavy (1 new)", "later_heavy"),
+            )
+        ]
+    )
     for label, a, b, via in rows:
         tail = "" if via is None else f" {via:11.2f} {via / a:6.2f}x"
         print(f"{label:44} {a:12.2f} {b:12.2f} {b / a:12.2f}x{tail}")
@@ -144,8 +167,10 @@ def main() -> None:
             print(f"[{name}] later recall, typical: {percentiles(r['later'])}")
         if args.recall_only or "rate" not in r:
             continue
-        print(f"[{name}] summarize: {r['rate']:.2f} episodes/s = {r['rate'] / r['limit']:.1%} of C/L; exactly once: "
-              f"{r['once'][0]} current episodes for {r['once'][1]} sessions of {r['once'][2]} transcripts")
+        print(
+            f"[{name}] summarize: {r['rate']:.2f} episodes/s = {r['rate'] / r['limit']:.1%} of C/L; exactly once: "
+            f"{r['once'][0]} current episodes for {r['once'][1]} sessions of {r['once'][2]} transcripts"
+        )
         print(f"[{name}] summarize stages, ms/episode at C=1: {r['stages']}")
         print(f"[{name}] summarize stages, ms/episode at C={args.concurrency}: {r['stages_full']}")
     print(f"peak RSS {peak_rss_mb():.0f} MB")

@@ -30,8 +30,20 @@ from jobs.db import Database, start_embedded
 from jobs.embeddings import get_embedder
 
 NOW = dt.datetime(2026, 11, 21, 12, tzinfo=dt.UTC)
-TOPICS = ["pricing", "onboarding", "billing", "api limits", "single sign-on", "data export", "warehouse migration",
-          "renewal", "security review", "webhooks", "mobile app", "reporting"]
+TOPICS = [
+    "pricing",
+    "onboarding",
+    "billing",
+    "api limits",
+    "single sign-on",
+    "data export",
+    "warehouse migration",
+    "renewal",
+    "security review",
+    "webhooks",
+    "mobile app",
+    "reporting",
+]
 PRODUCTS = ["Acme Cloud", "Globex CRM", "Initech Ledger", "Umbrella Analytics", "Hooli Mail", "Stark Storage"]
 NAMES = ["Maria", "Dana", "Ken", "Priya", "Tomas", "Aiko", "Lena", "Omar"]
 
@@ -45,19 +57,38 @@ def generate(episodes: int, users: int, heavy: int, seed: int = 7) -> tuple[list
     eps, events, ents = [], [], []
     for eid, (tenant, user, year) in enumerate(owners, start=1):
         topic, product, name = rng.randrange(len(TOPICS)), rng.randrange(len(PRODUCTS)), rng.choice(NAMES)
-        ended = (year + dt.timedelta(seconds=rng.randrange(365 * 86400)) if year
-                 else start + dt.timedelta(seconds=rng.randrange(span)))
-        summary = (f"{name} worked with the agent on {TOPICS[topic]} for {PRODUCTS[product]}; "
-                   f"they went through the options and agreed on next steps (case {eid}).")
-        eps.append((eid, tenant, user, f"bench-{eid}", summary,
-                    "{" + f'"{TOPICS[topic]}","{PRODUCTS[product].lower()}"' + "}", round(rng.uniform(0.2, 0.9), 2),
-                    ended - dt.timedelta(minutes=25), ended, topic * len(PRODUCTS) + product))
-        for ordinal, kind in enumerate(rng.sample(["decision", "open_question", "commitment", "surprise"],
-                                                  rng.randrange(4))):
-            what = {"decision": f"{name} decided to move {PRODUCTS[product]} to the annual plan (case {eid}).",
-                    "open_question": f"{name} asked whether {TOPICS[topic]} covers the EU region (case {eid}).",
-                    "commitment": f"The agent promised {name} a written {TOPICS[topic]} guide (case {eid}).",
-                    "surprise": f"{name} did not expect the {TOPICS[topic]} limit (case {eid})."}[kind]
+        ended = (
+            year + dt.timedelta(seconds=rng.randrange(365 * 86400))
+            if year
+            else start + dt.timedelta(seconds=rng.randrange(span))
+        )
+        summary = (
+            f"{name} worked with the agent on {TOPICS[topic]} for {PRODUCTS[product]}; "
+            f"they went through the options and agreed on next steps (case {eid})."
+        )
+        eps.append(
+            (
+                eid,
+                tenant,
+                user,
+                f"bench-{eid}",
+                summary,
+                "{" + f'"{TOPICS[topic]}","{PRODUCTS[product].lower()}"' + "}",
+                round(rng.uniform(0.2, 0.9), 2),
+                ended - dt.timedelta(minutes=25),
+                ended,
+                topic * len(PRODUCTS) + product,
+            )
+        )
+        for ordinal, kind in enumerate(
+            rng.sample(["decision", "open_question", "commitment", "surprise"], rng.randrange(4))
+        ):
+            what = {
+                "decision": f"{name} decided to move {PRODUCTS[product]} to the annual plan (case {eid}).",
+                "open_question": f"{name} asked whether {TOPICS[topic]} covers the EU region (case {eid}).",
+                "commitment": f"The agent promised {name} a written {TOPICS[topic]} guide (case {eid}).",
+                "surprise": f"{name} did not expect the {TOPICS[topic]} limit (case {eid}).",
+            }[kind]
             status = "open" if kind in ("open_question", "commitment") else "n/a"
             events.append((tenant, user, eid, ordinal, kind, what, name, ended, f"{{{ordinal}}}", status))
         ents += [(tenant, user, eid, name, "person"), (tenant, user, eid, PRODUCTS[product], "product")]
@@ -66,13 +97,33 @@ def generate(episodes: int, users: int, heavy: int, seed: int = 7) -> tuple[list
 
 def load(db: Database, episodes: list[tuple], events: list[tuple], entities: list[tuple], vectors: list[str]) -> None:
     with db.admin() as conn, conn.cursor() as cur:
-        with cur.copy("COPY episodes (id, tenant_id, user_id, kind, session_id, purpose, summary, topic_tags, "
-                      "importance, started_at, ended_at, embedding, model, prompt_version) FROM STDIN") as copy:
+        with cur.copy(
+            "COPY episodes (id, tenant_id, user_id, kind, session_id, purpose, summary, topic_tags, "
+            "importance, started_at, ended_at, embedding, model, prompt_version) FROM STDIN"
+        ) as copy:
             for eid, tenant, user, session, summary, tags, importance, started, ended, vec in episodes:
-                copy.write_row((eid, tenant, user, "session", session, "support", summary, tags, importance,
-                                started, ended, vectors[vec], "bench", "bench"))
-        with cur.copy("COPY episode_events (tenant_id, user_id, episode_id, ordinal, type, what, who, occurred_at, "
-                      "evidence, status) FROM STDIN") as copy:
+                copy.write_row(
+                    (
+                        eid,
+                        tenant,
+                        user,
+                        "session",
+                        session,
+                        "support",
+                        summary,
+                        tags,
+                        importance,
+                        started,
+                        ended,
+                        vectors[vec],
+                        "bench",
+                        "bench",
+                    )
+                )
+        with cur.copy(
+            "COPY episode_events (tenant_id, user_id, episode_id, ordinal, type, what, who, occurred_at, "
+            "evidence, status) FROM STDIN"
+        ) as copy:
             for row in events:
                 copy.write_row(row)
         with cur.copy("COPY episode_entities (tenant_id, user_id, episode_id, name, kind) FROM STDIN") as copy:
@@ -85,9 +136,20 @@ def load(db: Database, episodes: list[tuple], events: list[tuple], entities: lis
 
 def fake_server() -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fake_anthropic.py"), "--port", "0", "--latency", "0",
-         "--responder", "test_compress:compress_responder"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT / "tests", env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+        [
+            sys.executable,
+            str(ROOT / "tests" / "fake_anthropic.py"),
+            "--port",
+            "0",
+            "--latency",
+            "0",
+            "--responder",
+            "test_compress:compress_responder",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT / "tests",
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
     )
     line = proc.stdout.readline().strip()
     if not line.startswith("FAKE_ANTHROPIC_URL="):
@@ -130,8 +192,10 @@ def main() -> None:
     vectors = ["[" + ",".join(f"{x:.6f}" for x in v) + "]" for v in embedder.embed(pool)]
     t = time.perf_counter()
     episodes, events, entities = generate(args.episodes, args.users, args.heavy)
-    print(f"generated {len(episodes):,} episodes, {len(events):,} events, {len(entities):,} entities "
-          f"in {time.perf_counter() - t:.1f}s")
+    print(
+        f"generated {len(episodes):,} episodes, {len(events):,} events, {len(entities):,} entities "
+        f"in {time.perf_counter() - t:.1f}s"
+    )
     with scratch_home() as home:
         url = start_embedded(home / "pgdata")
         settings = config.Settings(database_url=url, home=home, pool_size=args.concurrency + 4)
@@ -143,13 +207,16 @@ def main() -> None:
             print(f"loaded with COPY in {time.perf_counter() - t:.1f}s")
 
             t = time.perf_counter()
-            report = run_compress(db, compressor=OfflineCompressor(embedder), embedder=embedder, now=NOW,
-                                  concurrency=args.concurrency)
+            report = run_compress(
+                db, compressor=OfflineCompressor(embedder), embedder=embedder, now=NOW, concurrency=args.concurrency
+            )
             wall = time.perf_counter() - t
             sane = check(db)
             print(f"\noffline   {report.line()}")
-            print(f"  wall {wall:.1f}s · {report.counts['created'] / wall:.1f} supers/s · "
-                  f"{report.sources / wall:,.0f} sessions/s · {sane}")
+            print(
+                f"  wall {wall:.1f}s · {report.counts['created'] / wall:.1f} supers/s · "
+                f"{report.sources / wall:,.0f} sessions/s · {sane}"
+            )
             t = time.perf_counter()
             again = run_compress(db, compressor=OfflineCompressor(embedder), embedder=embedder, now=NOW)
             print(f"  re-run  {again.line()} (wall {time.perf_counter() - t:.2f}s)")
@@ -157,25 +224,34 @@ def main() -> None:
             if not args.skip_claude:
                 t = time.perf_counter()
                 with db.admin() as conn:  # what erasures and removals do (sources un-point, then delete), in bulk
-                    conn.execute("SELECT episodes_release_references(tenant_id, array_agg(id)) FROM episodes "
-                                 "WHERE kind = 'super' GROUP BY tenant_id")
+                    conn.execute(
+                        "SELECT episodes_release_references(tenant_id, array_agg(id)) FROM episodes "
+                        "WHERE kind = 'super' GROUP BY tenant_id"
+                    )
                     deleted = conn.execute("DELETE FROM episodes WHERE kind = 'super'").rowcount
                 print(f"\ndeleted {deleted:,} supers (events, lineage, pointers) in {time.perf_counter() - t:.1f}s")
                 proc, fake_url = fake_server()
                 try:
-                    claude = settings.with_(anthropic_api_key="bench", anthropic_base_url=fake_url, max_retries=0,
-                                            transcript_token_budget=args.budget)
+                    claude = settings.with_(
+                        anthropic_api_key="bench",
+                        anthropic_base_url=fake_url,
+                        max_retries=0,
+                        transcript_token_budget=args.budget,
+                    )
                     with Database(claude, url=db.url) as cdb:
                         compressor = AnthropicCompressor(claude)
                         t = time.perf_counter()
-                        report = run_compress(cdb, compressor=compressor, embedder=embedder, now=NOW,
-                                              concurrency=args.concurrency)
+                        report = run_compress(
+                            cdb, compressor=compressor, embedder=embedder, now=NOW, concurrency=args.concurrency
+                        )
                         wall = time.perf_counter() - t
                         estimates = list(compressor.request_tokens)
                         compressor.close()
                         with cdb.admin() as conn:
-                            rows = conn.execute("SELECT user_id, latency_ms, input_tokens + cache_read_tokens + "
-                                                "cache_write_tokens AS tokens FROM model_calls").fetchall()
+                            rows = conn.execute(
+                                "SELECT user_id, latency_ms, input_tokens + cache_read_tokens + "
+                                "cache_write_tokens AS tokens FROM model_calls"
+                            ).fetchall()
                         sane = check(cdb)
                 finally:
                     proc.terminate()
@@ -185,16 +261,24 @@ def main() -> None:
                 model_s = sum(r["latency_ms"] for r in rows) / 1000
                 print(f"\nclaude    {report.line()}")
                 rate = report.counts["created"] / wall
-                print(f"  wall {wall:.1f}s with the fake server at latency 0 (local HTTP round trips "
-                      f"{model_s:.1f}s summed over {args.concurrency} threads) · {rate:.1f} supers/s · {sane}")
-                print(f"  model calls {len(rows):,} for {report.counts['created']:,} periods · input tokens per call "
-                      f"(API count incl. system + tool schema) max {max(tokens):,} / "
-                      f"p95 {percentile(tokens, 0.95):,.0f} / median {percentile(tokens, 0.5):,.0f}")
-                print(f"  estimated user-message tokens per call max {max(estimates):,} / p95 "
-                      f"{percentile(estimates, 0.95):,.0f} (budget {args.budget:,})")
+                print(
+                    f"  wall {wall:.1f}s with the fake server at latency 0 (local HTTP round trips "
+                    f"{model_s:.1f}s summed over {args.concurrency} threads) · {rate:.1f} supers/s · {sane}"
+                )
+                print(
+                    f"  model calls {len(rows):,} for {report.counts['created']:,} periods · input tokens per call "
+                    f"(API count incl. system + tool schema) max {max(tokens):,} / "
+                    f"p95 {percentile(tokens, 0.95):,.0f} / median {percentile(tokens, 0.5):,.0f}"
+                )
+                print(
+                    f"  estimated user-message tokens per call max {max(estimates):,} / p95 "
+                    f"{percentile(estimates, 0.95):,.0f} (budget {args.budget:,})"
+                )
                 if heavy:
-                    print(f"  heavy user ({args.heavy:,} sessions in 2024): {len(heavy)} calls, max "
-                          f"{max(heavy):,} input tokens per call")
+                    print(
+                        f"  heavy user ({args.heavy:,} sessions in 2024): {len(heavy)} calls, max "
+                        f"{max(heavy):,} input tokens per call"
+                    )
     print(f"\npeak RSS {peak_rss_mb():.0f} MB")
 
 

@@ -49,8 +49,10 @@ def timed(cmd: Sequence[str], env: dict[str, str], stdin: str = "", expect: str 
     used = (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)
     if done.returncode != 0 or (expect is not None and expect not in done.stdout):
         log = Path(env["EPISODES_HOME"]) / "logs" / "claude-code-hooks.log"
-        raise SystemExit(f"{' '.join(cmd[:4])}… did not work (exit {done.returncode}):\n{done.stdout[-500:]}"
-                         f"\n{done.stderr[-2000:]}\n{log.read_text()[-2000:] if log.exists() else ''}")
+        raise SystemExit(
+            f"{' '.join(cmd[:4])}… did not work (exit {done.returncode}):\n{done.stdout[-500:]}"
+            f"\n{done.stderr[-2000:]}\n{log.read_text()[-2000:] if log.exists() else ''}"
+        )
     return took, used
 
 
@@ -70,12 +72,28 @@ def seed(env: dict[str, str], sessions: int) -> None:
         records = []
         for i in range(sessions):
             day = f"2026-10-{i + 1:02d}T10:00:00+00:00"
-            records.append((f"seed:{i}", {
-                "tenant_id": "bench", "user_id": "ann", "session_id": f"seed-{i}", "agent_id": "claude-code",
-                "purpose": project_purpose(PROJECT), "started_at": day, "ended_at": day, "messages": [
-                    {"role": "user", "content": f"We decided to move service {i} of the shop API to PostgreSQL "
-                                                f"and I will write the migration for table t{i} by Friday."},
-                    {"role": "assistant", "content": "Understood: PostgreSQL for it, migration by Friday."}]}))
+            records.append(
+                (
+                    f"seed:{i}",
+                    {
+                        "tenant_id": "bench",
+                        "user_id": "ann",
+                        "session_id": f"seed-{i}",
+                        "agent_id": "claude-code",
+                        "purpose": project_purpose(PROJECT),
+                        "started_at": day,
+                        "ended_at": day,
+                        "messages": [
+                            {
+                                "role": "user",
+                                "content": f"We decided to move service {i} of the shop API to PostgreSQL "
+                                f"and I will write the migration for table t{i} by Friday.",
+                            },
+                            {"role": "assistant", "content": "Understood: PostgreSQL for it, migration by Friday."},
+                        ],
+                    },
+                )
+            )
         ingest_records(db, records, tenant_id="bench")
         embedder = embedder_for(settings)
         run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
@@ -96,8 +114,12 @@ def start_api(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str]:
         _, secret = create_key(db, "bench", ["recall"], name="hook bench")
     port = free_port()
     errors = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=errors)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "api", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=errors,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -107,7 +129,9 @@ def start_api(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str]:
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 errors.seek(0)
-                raise SystemExit(f"episodes api did not start: {errors.read()[-2000:].decode(errors='replace')}") from None
+                raise SystemExit(
+                    f"episodes api did not start: {errors.read()[-2000:].decode(errors='replace')}"
+                ) from None
             time.sleep(0.3)
     return proc, url, secret
 
@@ -118,8 +142,15 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--no-remote", action="store_true")
     args = parser.parse_args()
-    payload = json.dumps({"hook_event_name": "SessionStart", "source": "startup", "cwd": PROJECT,
-                          "session_id": "bench-session", "transcript_path": "/nonexistent.jsonl"})
+    payload = json.dumps(
+        {
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+            "cwd": PROJECT,
+            "session_id": "bench-session",
+            "transcript_path": "/nonexistent.jsonl",
+        }
+    )
     from jobs.claude_code.hook_settings import LAUNCHER
 
     # The command as `episodes claude-code install` writes it: the launcher by path, in isolated mode.
@@ -134,40 +165,58 @@ def main() -> None:
         url = start_embedded(home / "pgdata")
         rows: list[tuple[str, list[tuple[float, float]]]] = []
 
-        def measure(name: str, cmd: Sequence[str], run_env: dict[str, str], stdin: str = "",
-                    expect: str | None = None) -> None:
+        def measure(
+            name: str, cmd: Sequence[str], run_env: dict[str, str], stdin: str = "", expect: str | None = None
+        ) -> None:
             timed(cmd, run_env, stdin, expect)  # compiles and caches, as `episodes claude-code install` does
             rows.append((name, [timed(cmd, run_env, stdin, expect) for _ in range(args.runs)]))
 
         measure("python -c pass", [sys.executable, "-c", "pass"], env)
         measure("episodes --help", [sys.executable, "-m", "jobs.cli", "--help"], env)
         measure("SessionStart hook, local, embedded server", hook, env, payload, "<previous_episodes")
-        measure("SessionStart hook, local, DATABASE_URL", hook, {**env, "DATABASE_URL": url}, payload,
-                "<previous_episodes")
+        measure(
+            "SessionStart hook, local, DATABASE_URL", hook, {**env, "DATABASE_URL": url}, payload, "<previous_episodes"
+        )
         if not args.no_remote:
             proc, api, secret = start_api(env)
             try:
                 from jobs.claude_code.hook_settings import session_start_command
 
                 keyed = {**env, "EPISODES_API_KEY": secret}
-                installed = session_start_command(api=api, user="ann", key_env="EPISODES_API_KEY", budget=60,
-                                                  log=home / "hooks.log")
+                installed = session_start_command(
+                    api=api, user="ann", key_env="EPISODES_API_KEY", budget=60, log=home / "hooks.log"
+                )
                 if installed:  # what `episodes claude-code install --api` writes: sh and curl
-                    measure("SessionStart hook, remote, warm episodes api", ["sh", "-c", installed], keyed, payload,
-                            "<previous_episodes")
-                measure("SessionStart hook, remote, Python fallback" if installed else
-                        "SessionStart hook, remote, warm episodes api", [*hook, "--api", api], keyed, payload,
-                        "<previous_episodes")
+                    measure(
+                        "SessionStart hook, remote, warm episodes api",
+                        ["sh", "-c", installed],
+                        keyed,
+                        payload,
+                        "<previous_episodes",
+                    )
+                measure(
+                    "SessionStart hook, remote, Python fallback"
+                    if installed
+                    else "SessionStart hook, remote, warm episodes api",
+                    [*hook, "--api", api],
+                    keyed,
+                    payload,
+                    "<previous_episodes",
+                )
             finally:
                 proc.terminate()
                 proc.wait(timeout=60)
-    print(f"{args.runs} cold runs each, {args.sessions} summarised sessions of the user in the project; "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{args.runs} cold runs each, {args.sessions} summarised sessions of the user in the project; "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'command':<48} {'wall p50 ms':>11} {'wall p95 ms':>11} {'wall min ms':>11} {'cpu p50 ms':>10}")
     for name, runs in rows:
         wall, cpu = [w for w, _ in runs], [c for _, c in runs]
-        print(f"{name:<48} {percentile(wall, 0.5) * 1000:11.0f} {percentile(wall, 0.95) * 1000:11.0f} "
-              f"{min(wall) * 1000:11.0f} {percentile(cpu, 0.5) * 1000:10.0f}")
+        print(
+            f"{name:<48} {percentile(wall, 0.5) * 1000:11.0f} {percentile(wall, 0.95) * 1000:11.0f} "
+            f"{min(wall) * 1000:11.0f} {percentile(cpu, 0.5) * 1000:10.0f}"
+        )
 
 
 if __name__ == "__main__":

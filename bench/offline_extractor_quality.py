@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from jobs.embeddings import get_embedder  # noqa: E402
 from jobs.extract.offline import OfflineExtractor  # noqa: E402
-from jobs.models import (
-    Message,  # noqa: E402
-    Transcript,  # noqa: E402
+from jobs.models import (  # noqa: E402
+    Message,
+    Transcript,
 )
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo"
@@ -86,23 +86,34 @@ def load_sessions(data: Path) -> list[dict]:
                 continue
             ended = dt.datetime.strptime(when.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=dt.UTC)
             messages = [Message(role="user", name=t["speaker"], content=t["text"] + photo(t)) for t in turns]
-            events = [e for speaker, items in conv.get(f"events_session_{n}", {}).items() if speaker != "date"
-                      for e in items]
+            events = [
+                e for speaker, items in conv.get(f"events_session_{n}", {}).items() if speaker != "date" for e in items
+            ]
             observed = set()
             for items in conv.get(f"session_{n}_observation", {}).values():
                 for _fact, ids in items:
                     for s, turn in re.findall(r"D(\d+):(\d+)", str(ids)):
                         if int(s) == n and 1 <= int(turn) <= len(turns):
                             observed.add(int(turn) - 1)
-            out.append({
-                "conversation": path.stem,
-                "session": n,
-                "transcript": Transcript(id=n, tenant_id="locomo", user_id=path.stem, session_id=f"{path.stem}-{n}",
-                                         purpose="general", started_at=None, ended_at=ended, messages=messages),
-                "reference_summary": conv.get(f"session_{n}_summary", ""),
-                "reference_events": events,
-                "observed_turns": sorted(observed),
-            })
+            out.append(
+                {
+                    "conversation": path.stem,
+                    "session": n,
+                    "transcript": Transcript(
+                        id=n,
+                        tenant_id="locomo",
+                        user_id=path.stem,
+                        session_id=f"{path.stem}-{n}",
+                        purpose="general",
+                        started_at=None,
+                        ended_at=ended,
+                        messages=messages,
+                    ),
+                    "reference_summary": conv.get(f"session_{n}_summary", ""),
+                    "reference_events": events,
+                    "observed_turns": sorted(observed),
+                }
+            )
     return out
 
 
@@ -150,7 +161,7 @@ def lead3(transcript: Transcript) -> str:
     return " ".join(re.split(r"(?<=[.!?])\s+", text)[:3])
 
 
-def event_scores(whats: list[str], refs: list[str], embedder) -> dict[str, float | None]:  # noqa: ANN001
+def event_scores(whats: list[str], refs: list[str], embedder) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     sims = None
     if whats and refs:
@@ -175,8 +186,9 @@ def event_scores(whats: list[str], refs: list[str], embedder) -> dict[str, float
 def run(data: Path, limit: int | None = None, embed_budget: int | None = None, threads: int = 1) -> dict:
     embedder = get_embedder("minilm", threads=threads)  # what the extractor runs on (the product's default)
     judge = get_embedder("minilm-fp32")  # scores with the exact float model, whatever the default
-    extractor = OfflineExtractor(embedder) if embed_budget is None else OfflineExtractor(embedder,
-                                                                                         embed_budget=embed_budget)
+    extractor = (
+        OfflineExtractor(embedder) if embed_budget is None else OfflineExtractor(embedder, embed_budget=embed_budget)
+    )
     sessions = load_sessions(data)[:limit]
     extractor.extract(sessions[0]["transcript"])  # warm-up: model load and first-call overheads
     load = os.getloadavg()[0]
@@ -193,37 +205,66 @@ def run(data: Path, limit: int | None = None, embed_budget: int | None = None, t
         cited = {i for e in episode.key_events for i in e.evidence}
         observed = set(s["observed_turns"])
         row = {
-            "conversation": s["conversation"], "session": s["session"], "turns": len(transcript.messages),
-            "ms": ms, "cpu_ms": cpu_ms,
-            "R1rec": rouge1_recall(episode.summary, ref), "RLf1": rouge_l_f1(episode.summary, ref),
+            "conversation": s["conversation"],
+            "session": s["session"],
+            "turns": len(transcript.messages),
+            "ms": ms,
+            "cpu_ms": cpu_ms,
+            "R1rec": rouge1_recall(episode.summary, ref),
+            "RLf1": rouge_l_f1(episode.summary, ref),
             "cos": float(vectors[0] @ vectors[1]),
-            "lead3_R1rec": rouge1_recall(baseline, ref), "lead3_RLf1": rouge_l_f1(baseline, ref),
+            "lead3_R1rec": rouge1_recall(baseline, ref),
+            "lead3_RLf1": rouge_l_f1(baseline, ref),
             "lead3_cos": float(vectors[2] @ vectors[1]),
-            "events": len(episode.key_events), "reference_events": len(s["reference_events"]),
+            "events": len(episode.key_events),
+            "reference_events": len(s["reference_events"]),
             "types": dict(Counter(e.type for e in episode.key_events)),
             "obsCov": len(cited & observed) / len(observed) if observed else None,
-            "obs": len(observed), "obs_hit": len(cited & observed), "cited": len(cited) / len(transcript.messages),
-            "summary_chars": len(episode.summary), "tags": len(episode.topic_tags), "entities": len(episode.entities),
+            "obs": len(observed),
+            "obs_hit": len(cited & observed),
+            "cited": len(cited) / len(transcript.messages),
+            "summary_chars": len(episode.summary),
+            "tags": len(episode.topic_tags),
+            "entities": len(episode.entities),
         }
         row.update(event_scores([e.what for e in episode.key_events], s["reference_events"], judge))
         rows.append(row)
-    return {"extractor": f"{extractor.name}/{extractor.prompt_version}, embed budget {extractor.embed_budget} words",
-            "data": str(data), "sessions": rows, "threads": embedder.threads,
-            "load_average": load,
-            "overall": summarise(rows), "by_conversation": {c: summarise([r for r in rows if r["conversation"] == c])
-                                                            for c in sorted({r["conversation"] for r in rows})}}
+    return {
+        "extractor": f"{extractor.name}/{extractor.prompt_version}, embed budget {extractor.embed_budget} words",
+        "data": str(data),
+        "sessions": rows,
+        "threads": embedder.threads,
+        "load_average": load,
+        "overall": summarise(rows),
+        "by_conversation": {
+            c: summarise([r for r in rows if r["conversation"] == c]) for c in sorted({r["conversation"] for r in rows})
+        },
+    }
 
 
-METRICS = ["R1rec", "RLf1", "cos", "lead3_R1rec", "lead3_RLf1", "lead3_cos",
-           *[f"{k}@{t}" for t in THRESHOLDS for k in ("rec", "prec")], "obsCov", "cited", "events"]
+METRICS = [
+    "R1rec",
+    "RLf1",
+    "cos",
+    "lead3_R1rec",
+    "lead3_RLf1",
+    "lead3_cos",
+    *[f"{k}@{t}" for t in THRESHOLDS for k in ("rec", "prec")],
+    "obsCov",
+    "cited",
+    "events",
+]
 
 
 def summarise(rows: list[dict]) -> dict:
     out: dict = {"sessions": len(rows)}
     for key in METRICS:
         values = [r[key] for r in rows if r[key] is not None]
-        out[key] = {"median": statistics.median(values) if values else None,
-                    "mean": statistics.fmean(values) if values else None, "n": len(values)}
+        out[key] = {
+            "median": statistics.median(values) if values else None,
+            "mean": statistics.fmean(values) if values else None,
+            "n": len(values),
+        }
     for t in THRESHOLDS:
         refs, whats = sum(r["reference_events"] for r in rows), sum(r["events"] for r in rows)
         out[f"micro_rec@{t}"] = sum(r[f"hit@{t}"] for r in rows) / refs if refs else None
@@ -232,7 +273,7 @@ def summarise(rows: list[dict]) -> dict:
     out["micro_obsCov"] = sum(r["obs_hit"] for r in rows) / obs if obs else None
     ms = sorted(r["ms"] for r in rows)
     out["ms_median"] = statistics.median(ms)
-    out["ms_p95"] = ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
+    out["ms_p95"] = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
     out["sessions_per_s"] = len(ms) / (sum(ms) / 1000)
     out["cpu_ms_median"] = statistics.median(r["cpu_ms"] for r in rows)
     out["event_types"] = dict(sum((Counter(r["types"]) for r in rows), Counter()))
@@ -245,31 +286,46 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 def report(result: dict) -> str:
     overall = result["overall"]
-    lines = [HEADER.format(sessions=overall["sessions"], conversations=len(result["by_conversation"]),
-                           version=result["extractor"])]
+    lines = [
+        HEADER.format(
+            sessions=overall["sessions"], conversations=len(result["by_conversation"]), version=result["extractor"]
+        )
+    ]
     cols = ["R1rec", "RLf1", "cos", "rec@0.5", "prec@0.5", "rec@0.6", "prec@0.6", "obsCov", "cited"]
     head = f"{'conv':>5} {'n':>3} " + " ".join(f"{c:>8}" for c in cols) + f" {'ms med':>7} {'events':>6}"
     lines += ["Per conversation (means over its sessions):", head]
     for conv, s in result["by_conversation"].items():
-        lines.append(f"{conv:>5} {s['sessions']:>3} " + " ".join(f"{_fmt(s[c]['mean']):>8}" for c in cols)
-                     + f" {s['ms_median']:>7.1f} {s['events']['mean']:>6.2f}")
+        lines.append(
+            f"{conv:>5} {s['sessions']:>3} "
+            + " ".join(f"{_fmt(s[c]['mean']):>8}" for c in cols)
+            + f" {s['ms_median']:>7.1f} {s['events']['mean']:>6.2f}"
+        )
     lines += ["", "Overall:", f"{'metric':>12} {'median':>8} {'mean':>8}   (lead3 baseline: median / mean)"]
     for c in ("R1rec", "RLf1", "cos"):
         base = overall[f"lead3_{c}"]
-        lines.append(f"{'summary ' + c:>12} {_fmt(overall[c]['median']):>8} {_fmt(overall[c]['mean']):>8}"
-                     f"   ({_fmt(base['median'])} / {_fmt(base['mean'])})")
+        lines.append(
+            f"{'summary ' + c:>12} {_fmt(overall[c]['median']):>8} {_fmt(overall[c]['mean']):>8}"
+            f"   ({_fmt(base['median'])} / {_fmt(base['mean'])})"
+        )
     for c in cols[3:]:
         micro = overall.get(f"micro_{c}")
-        lines.append(f"{c:>12} {_fmt(overall[c]['median']):>8} {_fmt(overall[c]['mean']):>8}"
-                     + (f"   micro {_fmt(micro)}" if micro is not None else "") + f"   (n={overall[c]['n']})")
+        lines.append(
+            f"{c:>12} {_fmt(overall[c]['median']):>8} {_fmt(overall[c]['mean']):>8}"
+            + (f"   micro {_fmt(micro)}" if micro is not None else "")
+            + f"   (n={overall[c]['n']})"
+        )
     events = overall["events"]
-    lines.append(f"{'events/sess':>12} {_fmt(events['median'], 1):>8} {_fmt(events['mean'], 2):>8}"
-                 f"   by type: {json.dumps(overall['event_types'], sort_keys=True)}")
+    lines.append(
+        f"{'events/sess':>12} {_fmt(events['median'], 1):>8} {_fmt(events['mean'], 2):>8}"
+        f"   by type: {json.dumps(overall['event_types'], sort_keys=True)}"
+    )
     turns = statistics.fmean(r["turns"] for r in result["sessions"])
-    lines.append(f"{'speed':>12} median {overall['ms_median']:.1f} ms, p95 {overall['ms_p95']:.1f} ms per session, "
-                 f"{overall['sessions_per_s']:.1f} sessions/s, CPU median {overall['cpu_ms_median']:.1f} ms "
-                 f"(mean {turns:.1f} turns; {os.cpu_count()} CPUs, {result['threads']} embedding thread(s), "
-                 f"load average {result['load_average']:.2f})")
+    lines.append(
+        f"{'speed':>12} median {overall['ms_median']:.1f} ms, p95 {overall['ms_p95']:.1f} ms per session, "
+        f"{overall['sessions_per_s']:.1f} sessions/s, CPU median {overall['cpu_ms_median']:.1f} ms "
+        f"(mean {turns:.1f} turns; {os.cpu_count()} CPUs, {result['threads']} embedding thread(s), "
+        f"load average {result['load_average']:.2f})"
+    )
     return "\n".join(lines)
 
 
@@ -278,12 +334,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="directory of LoCoMo *.json files")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of the report")
     parser.add_argument("--limit", type=int, default=None, help="only the first N sessions (quick runs)")
-    parser.add_argument("--embed-budget", type=int, default=None,
-                        help="words embedded per transcript (the extractor's speed/quality knob)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="ONNX Runtime CPU threads per embed call (default: 1)")
-    parser.add_argument("--coding", action="store_true",
-                        help="measure coding sessions (../shared/data/claude-code and sde-bench) instead of LoCoMo")
+    parser.add_argument(
+        "--embed-budget",
+        type=int,
+        default=None,
+        help="words embedded per transcript (the extractor's speed/quality knob)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="ONNX Runtime CPU threads per embed call (default: 1)"
+    )
+    parser.add_argument(
+        "--coding",
+        action="store_true",
+        help="measure coding sessions (../shared/data/claude-code and sde-bench) instead of LoCoMo",
+    )
     parser.add_argument("--show", action="store_true", help="with --coding: every tuning-set event and tag")
     args = parser.parse_args(argv)
     if args.coding:

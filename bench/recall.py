@@ -31,9 +31,7 @@ then the tenant's shard tables, as recall runs there): medians and ratios; the f
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -81,21 +79,27 @@ def latency(data: BenchData, args: argparse.Namespace) -> None:
             conn.autocommit = True
             # CLUSTER cannot use the partial index; rewrite in user order (pg_repack --order-by does this online)
             with conn.transaction():
-                conn.execute("CREATE TEMP TABLE ep_copy AS SELECT * FROM episodes "
-                             "ORDER BY tenant_id, user_id, ended_at DESC")
+                conn.execute(
+                    "CREATE TEMP TABLE ep_copy AS SELECT * FROM episodes ORDER BY tenant_id, user_id, ended_at DESC"
+                )
                 conn.execute("TRUNCATE episodes CASCADE")
                 conn.execute("INSERT INTO episodes SELECT * FROM ep_copy")  # same ids; the sequence is past them
             conn.execute("VACUUM ANALYZE episodes")
         print(f"shared_buffers {conn.execute('SHOW shared_buffers').fetchone()[0]}; clustered by user: {args.cluster}")
     heavy = list(range(min(args.heavy_users, len(counts))))
-    print(f"episodes: {counts.sum():,} for {len(counts):,} users; heavy users: {len(heavy)} x {counts[0]:,}; "
-          f"typical user: median {int(np.median(counts[len(heavy):]))}, p99 "
-          f"{int(np.percentile(counts[len(heavy):], 99))}; table with indexes: {size[0] if size else '?'}")
+    print(
+        f"episodes: {counts.sum():,} for {len(counts):,} users; heavy users: {len(heavy)} x {counts[0]:,}; "
+        f"typical user: median {int(np.median(counts[len(heavy) :]))}, p99 "
+        f"{int(np.percentile(counts[len(heavy) :], 99))}; table with indexes: {size[0] if size else '?'}"
+    )
     db = Database(load().with_(database_url=data.url))
     recaller = Recaller(db)
-    typical = [int(u) for u in rng.choice(np.arange(len(heavy), len(counts)), size=min(args.queries,
-                                                                                          len(counts) - len(heavy)),
-                                          replace=False)]
+    typical = [
+        int(u)
+        for u in rng.choice(
+            np.arange(len(heavy), len(counts)), size=min(args.queries, len(counts) - len(heavy)), replace=False
+        )
+    ]
     rss_before = peak_rss_mb()
     t_cold_typ, n_typ = measure(recaller, typical, rng, 1)
     t_cold_heavy, n_heavy = measure(recaller, heavy, rng, 1)
@@ -118,15 +122,21 @@ def latency(data: BenchData, args: argparse.Namespace) -> None:
     sizes, times = np.array(n_typ + n_heavy), np.array(t_typ + t_heavy) * 1000
     for lo, hi in ((0, 100), (100, 300), (300, 1000), (1000, 5000), (5000, 10**9)):
         if (pick := (sizes >= lo) & (sizes < hi)).any():
-            print(f"  users with {lo:,}-{min(hi, 10**6) - 1:,} candidates, nothing new: p50 "
-                  f"{np.median(times[pick]):6.2f} ms  p95 {np.percentile(times[pick], 95):6.2f} ms  (n={int(pick.sum())})")
+            print(
+                f"  users with {lo:,}-{min(hi, 10**6) - 1:,} candidates, nothing new: p50 "
+                f"{np.median(times[pick]):6.2f} ms  p95 {np.percentile(times[pick], 95):6.2f} ms  (n={int(pick.sum())})"
+            )
     # One recall per session and one episode per session: requests come in proportion to episodes.
-    heavy_eps = int(counts[:len(heavy)].sum())
+    heavy_eps = int(counts[: len(heavy)].sum())
     share = max(1, len(t_new_typ) * heavy_eps // max(int(counts.sum()) - heavy_eps, 1))
-    print(f"recall, all users (in proportion to episodes, one new episode each): "
-          f"{percentiles(t_new_typ + t_new_heavy[:share])}")
-    print(f"in-process copies: {recaller.index.rows:,} rows of {recaller.index.users:,} users; full reads "
-          f"{recaller.index.full_reads:,}; peak RSS {peak_rss_mb():.0f} MB (before recalls {rss_before:.0f} MB)")
+    print(
+        f"recall, all users (in proportion to episodes, one new episode each): "
+        f"{percentiles(t_new_typ + t_new_heavy[:share])}"
+    )
+    print(
+        f"in-process copies: {recaller.index.rows:,} rows of {recaller.index.users:,} users; full reads "
+        f"{recaller.index.full_reads:,}; peak RSS {peak_rss_mb():.0f} MB (before recalls {rss_before:.0f} MB)"
+    )
     recaller.embed("warm up")
     print("recall(), the documented function (embedding included):")
     for label, group in (("typical users", typical[:100]), ("heavy users", heavy)):
@@ -176,7 +186,8 @@ def cold(data: BenchData, args: argparse.Namespace) -> None:
                 plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query("recall_changes"), params).fetchone()
                 assert plan is not None
                 steps["server: recall_changes (EXPLAIN ANALYZE)"].append(
-                    next(iter(plan.values()))[0]["Execution Time"] / 1000)
+                    next(iter(plan.values()))[0]["Execution Time"] / 1000
+                )
                 t = time.perf_counter()
                 row = one(conn.execute(query("recall_changes"), params, binary=True))
                 steps["client: recall_changes wall (exec + transfer + row)"].append(time.perf_counter() - t)
@@ -185,8 +196,12 @@ def cold(data: BenchData, args: argparse.Namespace) -> None:
                 index.apply(row)
                 steps["apply: the whole copy (ids, times, vectors, postings)"].append(time.perf_counter() - t)
                 t = time.perf_counter()
-                Postings.read(0, np.frombuffer(row["lexeme_counts"], ">i4").astype(np.int64), row["lexemes"] or b"",
-                              row["tf"] or b"")
+                Postings.read(
+                    0,
+                    np.frombuffer(row["lexeme_counts"], ">i4").astype(np.int64),
+                    row["lexemes"] or b"",
+                    row["tf"] or b"",
+                )
                 steps["apply: postings alone"].append(time.perf_counter() - t)
                 lexemes = [x.encode() for x in row["query_lexemes"] or []]
                 t = time.perf_counter()
@@ -196,8 +211,9 @@ def cold(data: BenchData, args: argparse.Namespace) -> None:
                 picked = fuse(s, recaller.config, epoch_us(NOW), set())
                 steps["fuse"].append(time.perf_counter() - t)
                 t = time.perf_counter()
-                conn.execute(query("recall_rows"), {"tenant_id": tenant, "user_id": user, "now": NOW,
-                                                    "ids": sorted(picked)}).fetchall()
+                conn.execute(
+                    query("recall_rows"), {"tenant_id": tenant, "user_id": user, "now": NOW, "ids": sorted(picked)}
+                ).fetchall()
                 steps["recall_rows"].append(time.perf_counter() - t)
                 sizes.append(len(s.ids))
             recaller.index.clear()
@@ -218,8 +234,13 @@ def compare_packs(db: Database, heavy: range, rounds: int, rng: np.random.Genera
     for u in heavy:  # one pack per heavy user, as the first full read leaves it
         tenant, user = f"t{u % TENANTS}", f"u{u}"
         with db.tenant(tenant) as conn:
-            row = one(conn.execute(query("recall_changes"), {"tenant_id": tenant, "user_id": user, "since": "0",
-                                                             "epoch": None, "query_text": message}, binary=True))
+            row = one(
+                conn.execute(
+                    query("recall_changes"),
+                    {"tenant_id": tenant, "user_id": user, "since": "0", "epoch": None, "query_text": message},
+                    binary=True,
+                )
+            )
             index = UserIndex(DIM)
             index.apply(row)
             index.version, index.epoch = int(row["version"]), row["epoch"]
@@ -259,8 +280,10 @@ def compare_packs(db: Database, heavy: range, rounds: int, rng: np.random.Genera
                     set_pack_dim(db, tenant, user, DIM)
             if not (with_pack.index.pack_reads == 1 and without.index.full_reads == 1):
                 raise SystemExit("the pack and the full read were not the paths taken; the comparison means nothing")
-    print(f"packs: {len(heavy)} written, {np.median(sizes) / 1e6:.1f} MB each (median of their bytea), "
-          f"recall_packs on disk {on_disk / 1e6:.1f} MB")
+    print(
+        f"packs: {len(heavy)} written, {np.median(sizes) / 1e6:.1f} MB each (median of their bytea), "
+        f"recall_packs on disk {on_disk / 1e6:.1f} MB"
+    )
     print_steps(steps)
     pack_ms = np.median(steps["first recall, from pack (Recaller.recall_vector)"]) * 1000
     full_ms = np.median(steps["first recall, full read (Recaller.recall_vector)"]) * 1000
@@ -283,17 +306,37 @@ STATEMENTS = ("recall_changes", "recall_open_items", "recall_unsummarised", "rec
 
 def statement_params(conn: psycopg.Connection[Any], tenant: str, user: str) -> dict[str, Any]:
     """What each statement takes for a later recall of ``user`` (every name any of them uses)."""
-    version = conn.execute("SELECT version, epoch FROM recall_versions WHERE tenant_id = %s AND user_id = %s",
-                           (tenant, user)).fetchone() or {"version": 0, "epoch": None}
-    ids = [r["id"] for r in conn.execute("SELECT id FROM episodes WHERE tenant_id = %s AND user_id = %s "
-                                         "ORDER BY id DESC LIMIT 12", (tenant, user))]
-    return {"tenant_id": tenant, "user_id": user, "since": version["version"], "epoch": version["epoch"],
-            "query_text": "Where did we leave the billing refund for March?", "now": NOW, "purposes": None,
-            "ids": ids, "limit": 8, "offset": 0, "grace_seconds": 14 * 86400, "age_seconds": 90 * 86400}
+    version = conn.execute(
+        "SELECT version, epoch FROM recall_versions WHERE tenant_id = %s AND user_id = %s", (tenant, user)
+    ).fetchone() or {"version": 0, "epoch": None}
+    ids = [
+        r["id"]
+        for r in conn.execute(
+            "SELECT id FROM episodes WHERE tenant_id = %s AND user_id = %s ORDER BY id DESC LIMIT 12", (tenant, user)
+        )
+    ]
+    return {
+        "tenant_id": tenant,
+        "user_id": user,
+        "since": version["version"],
+        "epoch": version["epoch"],
+        "query_text": "Where did we leave the billing refund for March?",
+        "now": NOW,
+        "purposes": None,
+        "ids": ids,
+        "limit": 8,
+        "offset": 0,
+        "grace_seconds": 14 * 86400,
+        "age_seconds": 90 * 86400,
+    }
 
 
-def time_statements(urls: dict[str, str], users: list[tuple[str, str]], rounds: int,
-                    texts: Callable[[str, str], str] = lambda tenant, name: query(name)) -> dict[str, float]:
+def time_statements(
+    urls: dict[str, str],
+    users: list[tuple[str, str]],
+    rounds: int,
+    texts: Callable[[str, str], str] = lambda tenant, name: query(name),
+) -> dict[str, float]:
     """Median ms per statement; ``urls`` maps each tenant to the server it is read on, ``texts`` gives
     the statement a tenant's read sends."""
     conns = {url: psycopg.connect(url, row_factory=dict_row) for url in set(urls.values())}
@@ -309,8 +352,9 @@ def time_statements(urls: dict[str, str], users: list[tuple[str, str]], rounds: 
                     with conn.transaction():
                         set_local(conn, role=APP_ROLE, **{"episodes.tenant_id": tenant})
                         started = time.perf_counter()
-                        conn.execute(texts(tenant, name), args[(tenant, user)],
-                                     binary=name == "recall_changes").fetchall()
+                        conn.execute(
+                            texts(tenant, name), args[(tenant, user)], binary=name == "recall_changes"
+                        ).fetchall()
                         if round_:
                             samples[name].append(time.perf_counter() - started)
         return {name: float(np.median(s)) * 1000 for name, s in samples.items()}
@@ -326,9 +370,9 @@ def statements(args: argparse.Namespace) -> None:
     from jobs.citus.shards import shards
 
     counts = counts_of(args)
-    picked = np.random.default_rng(args.seed).choice(np.arange(args.heavy_users, len(counts)),
-                                                     size=min(args.sample, len(counts) - args.heavy_users),
-                                                     replace=False)
+    picked = np.random.default_rng(args.seed).choice(
+        np.arange(args.heavy_users, len(counts)), size=min(args.sample, len(counts) - args.heavy_users), replace=False
+    )
     users = [(f"t{u % TENANTS}", f"u{u}") for u in picked]
     reason = unreachable() if args.backend == "both" else "--backend single"
     cluster_db = f"episodes_bench_statements_{os.getpid()}"
@@ -351,13 +395,19 @@ def statements(args: argparse.Namespace) -> None:
                 workers = {t: node_url(cluster, route.node) if (route := placed[t]) else cluster for t, _ in users}
                 on = {t: shards(route.group, route.shard_ids) for t, route in placed.items() if route is not None}
                 citus = time_statements(workers, users, args.rounds)
-                direct = time_statements(workers, users, args.rounds,
-                                         lambda tenant, name: on[tenant].query(name) if tenant in on else query(name))
+                direct = time_statements(
+                    workers,
+                    users,
+                    args.rounds,
+                    lambda tenant, name: on[tenant].query(name) if tenant in on else query(name),
+                )
         finally:
             if cluster is not None:
                 drop_database(cluster_db)
-    print(f"data: {int(counts.sum()):,} episodes, {len(counts):,} users; {len(users)} typical users timed, "
-          f"{args.rounds - 1} rounds; cores {os.cpu_count()}")
+    print(
+        f"data: {int(counts.sum()):,} episodes, {len(counts):,} users; {len(users)} typical users timed, "
+        f"{args.rounds - 1} rounds; cores {os.cpu_count()}"
+    )
     if cluster is None:
         print(f"one PostgreSQL only, no Citus cluster ({reason})")
         print(f"{'statement (median ms, alone in a tenant transaction)':52} {'single':>8}")
@@ -366,8 +416,10 @@ def statements(args: argparse.Namespace) -> None:
         print(f"{'all four':52} {sum(one_pg.values()):8.3f}")
         return
     print("cluster: coordinator + 2 workers, 32 shards per table")
-    print(f"{'statement (median ms, alone in a tenant transaction)':52} {'single':>8} {'worker':>8} {'ratio':>7} "
-          f"{'shards':>8} {'ratio':>7}")
+    print(
+        f"{'statement (median ms, alone in a tenant transaction)':52} {'single':>8} {'worker':>8} {'ratio':>7} "
+        f"{'shards':>8} {'ratio':>7}"
+    )
     rows = [(name, one_pg[name], citus[name], direct[name]) for name in STATEMENTS]
     rows.append(("all four", sum(one_pg.values()), sum(citus.values()), sum(direct.values())))
     for name, a, b, c in rows:
@@ -381,11 +433,19 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=400, help="latency: typical users recalled")
     parser.add_argument("--shared-buffers", default=None, help="latency, cold: e.g. 4GB (embedded server; restarts it)")
     parser.add_argument("--cluster", action="store_true", help="latency: rewrite the table in user order first")
-    parser.add_argument("--rounds", type=int, default=3, help="cold: rounds over the heavy users; statements: runs "
-                                                              "of each statement per user (the first warms up)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="cold: rounds over the heavy users; statements: runs of each statement per user (the first warms up)",
+    )
     parser.add_argument("--sample", type=int, default=60, help="statements: typical users timed")
-    parser.add_argument("--backend", choices=("single", "both"), default="both",
-                        help="statements: one PostgreSQL only, or also the Citus cluster when it is up")
+    parser.add_argument(
+        "--backend",
+        choices=("single", "both"),
+        default="both",
+        help="statements: one PostgreSQL only, or also the Citus cluster when it is up",
+    )
     args = parser.parse_args()
     if args.mode == "statements":
         statements(args)

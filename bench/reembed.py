@@ -42,8 +42,10 @@ def child(url: str, batch: int) -> None:
     settings = config.load().with_(database_url=url)
     with Database(settings) as db:
         report = reembed(db, get_embedder("hashing:64"), "hashing:64", batch_size=batch)
-    print(f"{report.written} {report.caught_up} {report.seconds:.3f} {report.switch_seconds:.4f} {peak_rss_mb():.0f}",
-          flush=True)
+    print(
+        f"{report.written} {report.caught_up} {report.seconds:.3f} {report.switch_seconds:.4f} {peak_rss_mb():.0f}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -76,7 +78,7 @@ def main() -> None:
                 try:
                     answer = recaller.recall("bench", f"u{i % args.users}", "what did we decide about pricing?")
                     outcome["ok" if answer.episodes else "empty"] += 1
-                except Exception as exc:  # noqa: BLE001 - counted and shown
+                except Exception as exc:
                     outcome["failed"] += 1
                     errors.append(repr(exc))
                 i += 1
@@ -119,19 +121,29 @@ def main() -> None:
         with db.admin() as conn:
             dims = conn.execute("SELECT vector_dims(embedding) AS d, count(*) AS n FROM episodes GROUP BY 1").fetchall()
     if killed:
-        print(f"run 1 (killed with SIGKILL at >= half): {written_first:,} vectors in {killed_seconds:.1f}s "
-              f"({written_first / killed_seconds:,.0f} episodes/s)")
+        print(
+            f"run 1 (killed with SIGKILL at >= half): {written_first:,} vectors in {killed_seconds:.1f}s "
+            f"({written_first / killed_seconds:,.0f} episodes/s)"
+        )
     else:
-        print(f"run 1 finished before the kill could land ({int(written):,} vectors in {killed_seconds:.1f}s); "
-              "no resume was measured: use more --episodes")
-    print(f"run {2 if killed else 1} ({'resumed' if killed else 'whole'}): {int(written):,} vectors written + "
-          f"{int(caught_up)} caught up at the switch in "
-          f"{float(seconds):.1f}s ({int(written) / float(seconds):,.0f} episodes/s); switch {float(switch) * 1000:.0f} ms; "
-          f"peak RSS of the re-embed process {rss} MB")
-    print(f"vectors written in total: {written_first + int(written):,} for {args.episodes:,} episodes "
-          f"(redone: {written_first + int(written) - args.episodes}); after: {[(r['d'], r['n']) for r in dims]}")
-    print(f"recalls during the whole run: {outcome['ok']:,} answered, {outcome['empty']} empty, "
-          f"{outcome['failed']} failed" + (f" (first: {errors[0]})" if errors else ""))
+        print(
+            f"run 1 finished before the kill could land ({int(written):,} vectors in {killed_seconds:.1f}s); "
+            "no resume was measured: use more --episodes"
+        )
+    print(
+        f"run {2 if killed else 1} ({'resumed' if killed else 'whole'}): {int(written):,} vectors written + "
+        f"{int(caught_up)} caught up at the switch in "
+        f"{float(seconds):.1f}s ({int(written) / float(seconds):,.0f} episodes/s); switch {float(switch) * 1000:.0f} ms; "
+        f"peak RSS of the re-embed process {rss} MB"
+    )
+    print(
+        f"vectors written in total: {written_first + int(written):,} for {args.episodes:,} episodes "
+        f"(redone: {written_first + int(written) - args.episodes}); after: {[(r['d'], r['n']) for r in dims]}"
+    )
+    print(
+        f"recalls during the whole run: {outcome['ok']:,} answered, {outcome['empty']} empty, "
+        f"{outcome['failed']} failed" + (f" (first: {errors[0]})" if errors else "")
+    )
 
 
 if __name__ == "__main__":

@@ -57,8 +57,10 @@ def main() -> None:
             conn.execute("VACUUM ANALYZE transcripts")
             size_before = conn.execute(SIZE).fetchone()["total"]
             episodes_before = conn.execute(FINGERPRINT).fetchone()
-        print(f"built {args.transcripts:,} transcripts x {args.messages} messages with an episode and an event "
-              f"each in {time.perf_counter() - started:.1f}s")
+        print(
+            f"built {args.transcripts:,} transcripts x {args.messages} messages with an episode and an event "
+            f"each in {time.perf_counter() - started:.1f}s"
+        )
         started = time.perf_counter()
         report = prune_transcripts(db, 365 * 86400.0, batch_size=args.batch)
         seconds = time.perf_counter() - started
@@ -70,13 +72,19 @@ def main() -> None:
             size_full = conn.execute(SIZE).fetchone()["total"]
             episodes_after = conn.execute(FINGERPRINT).fetchone()
     mb = 1e6
-    print(f"prune: {report.transcripts:,} transcripts in {seconds:.1f}s ({report.transcripts / seconds:,.0f}/s, "
-          f"batches of {args.batch})")
-    print(f"message bytes (pg_column_size): {report.bytes_before / mb:,.1f} MB -> {report.bytes_after / mb:,.1f} MB, "
-          f"reclaimed {report.reclaimed / mb:,.1f} MB")
-    print(f"transcripts table with TOAST and indexes: before {size_before / mb:,.1f} MB · after prune "
-          f"{size_pruned / mb:,.1f} MB · after VACUUM {size_vacuum / mb:,.1f} MB · after VACUUM FULL "
-          f"{size_full / mb:,.1f} MB")
+    print(
+        f"prune: {report.transcripts:,} transcripts in {seconds:.1f}s ({report.transcripts / seconds:,.0f}/s, "
+        f"batches of {args.batch})"
+    )
+    print(
+        f"message bytes (pg_column_size): {report.bytes_before / mb:,.1f} MB -> {report.bytes_after / mb:,.1f} MB, "
+        f"reclaimed {report.reclaimed / mb:,.1f} MB"
+    )
+    print(
+        f"transcripts table with TOAST and indexes: before {size_before / mb:,.1f} MB · after prune "
+        f"{size_pruned / mb:,.1f} MB · after VACUUM {size_vacuum / mb:,.1f} MB · after VACUUM FULL "
+        f"{size_full / mb:,.1f} MB"
+    )
     touched = episodes_before["digest"] != episodes_after["digest"] or episodes_before["n"] != episodes_after["n"]
     print(f"episodes with events: {episodes_after['n']:,} · touched: {0 if not touched else 'SOME'}")
 

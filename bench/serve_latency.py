@@ -26,16 +26,38 @@ from jobs.db import Database, start_embedded
 
 WAIT_SECONDS = 300  # far beyond any healthy start or drain at bench sizes
 
-MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
-            {"role": "assistant", "content": "Done. I'll send the invoice by Friday."}]
+MESSAGES = [
+    {"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
+    {"role": "assistant", "content": "Done. I'll send the invoice by Friday."},
+]
 
 
 def serve(url: str, fake_url: str, concurrency: int) -> subprocess.Popen:
-    env = {**os.environ, "DATABASE_URL": url, "ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake_url,
-           "HF_HUB_OFFLINE": "1", "EPISODES_LOG_LEVEL": "WARNING"}
-    return subprocess.Popen([sys.executable, "-m", "jobs.cli", "serve", "--concurrency", str(concurrency),
-                             "--poll", "60s", "--extractor", "anthropic"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "ANTHROPIC_API_KEY": "bench",
+        "ANTHROPIC_BASE_URL": fake_url,
+        "HF_HUB_OFFLINE": "1",
+        "EPISODES_LOG_LEVEL": "WARNING",
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobs.cli",
+            "serve",
+            "--concurrency",
+            str(concurrency),
+            "--poll",
+            "60s",
+            "--extractor",
+            "anthropic",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
@@ -58,7 +80,9 @@ def wait_ready(db: Database, procs: list[subprocess.Popen]) -> None:
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         with db.admin() as conn:
-            if conn.execute("SELECT count(*) AS n FROM job_runs WHERE job = 'maintenance'").fetchone()["n"] >= len(procs):
+            if conn.execute("SELECT count(*) AS n FROM job_runs WHERE job = 'maintenance'").fetchone()["n"] >= len(
+                procs
+            ):
                 return
         check_running(procs, deadline, f"{len(procs)} serve process(es) to start")
         time.sleep(0.2)
@@ -91,16 +115,19 @@ def main() -> None:
                 closed_at: dict[str, float] = {}
                 for n in range(args.sessions):
                     with db.tenant("acme") as conn:
-                        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, "
-                                     "messages, content_hash) VALUES ('acme', 'u1', %s, now(), now(), %s, %s)",
-                                     (f"lat{n}", Jsonb(MESSAGES), f"h{n}"))
+                        conn.execute(
+                            "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, "
+                            "messages, content_hash) VALUES ('acme', 'u1', %s, now(), now(), %s, %s)",
+                            (f"lat{n}", Jsonb(MESSAGES), f"h{n}"),
+                        )
                     closed_at[f"lat{n}"] = time.time()  # committed
                     time.sleep(0.25)
                 deadline = time.time() + 120
                 while time.time() < deadline:
                     with db.admin() as conn:
-                        rows = conn.execute("SELECT session_id, extract(epoch FROM created_at) AS at FROM episodes"
-                                            ).fetchall()
+                        rows = conn.execute(
+                            "SELECT session_id, extract(epoch FROM created_at) AS at FROM episodes"
+                        ).fetchall()
                     if len(rows) == args.sessions:
                         break
                     time.sleep(0.2)
@@ -110,9 +137,11 @@ def main() -> None:
                 fake.terminate()
                 fake.wait()
             goal = args.latency + 0.5
-            print(f"close -> stored via NOTIFY (L={args.latency}s, {len(delays)}/{args.sessions} sessions): "
-                  f"p50 {median(delays):.3f}s p95 {percentile(delays, 0.95):.3f}s max {max(delays):.3f}s; "
-                  f"goal p95 <= L + 0.5 = {goal:.1f}s -> p95 is {percentile(delays, 0.95) / goal:.0%} of the goal")
+            print(
+                f"close -> stored via NOTIFY (L={args.latency}s, {len(delays)}/{args.sessions} sessions): "
+                f"p50 {median(delays):.3f}s p95 {percentile(delays, 0.95):.3f}s max {max(delays):.3f}s; "
+                f"goal p95 <= L + 0.5 = {goal:.1f}s -> p95 is {percentile(delays, 0.95) / goal:.0%} of the goal"
+            )
 
             fake, fake_url = fake_server(0.0)
             try:
@@ -122,15 +151,17 @@ def main() -> None:
                         cur.executemany(
                             "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, "
                             "content_hash) VALUES ('acme', %s, %s, now(), %s, %s)",
-                            [(f"u{n % 100}", f"d{n}", Jsonb(MESSAGES), f"h{n}") for n in range(args.drain)])
+                            [(f"u{n % 100}", f"d{n}", Jsonb(MESSAGES), f"h{n}") for n in range(args.drain)],
+                        )
                     started = time.time()
                     procs = [serve(url, fake_url, 4) for _ in range(workers)]
                     try:
                         deadline = time.monotonic() + WAIT_SECONDS
                         while True:
                             with db.admin() as conn:
-                                done = conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'done'"
-                                                    ).fetchone()["n"]
+                                done = conn.execute(
+                                    "SELECT count(*) AS n FROM transcripts WHERE status = 'done'"
+                                ).fetchone()["n"]
                             if done >= args.drain:
                                 break
                             check_running(procs, deadline, f"{args.drain} transcripts to drain ({done} done)")
@@ -139,11 +170,15 @@ def main() -> None:
                     finally:
                         stop(procs)
                     with db.admin() as conn:
-                        check = conn.execute("SELECT count(*) AS n, count(DISTINCT session_id) AS d FROM episodes "
-                                             "WHERE status = 'current'").fetchone()
-                    print(f"drain {args.drain} with {workers} serve process(es) x 4 threads: {took:.1f}s = "
-                          f"{args.drain / took:.0f} episodes/s (including process start); exactly once: "
-                          f"{check['n']} episodes for {check['d']} sessions")
+                        check = conn.execute(
+                            "SELECT count(*) AS n, count(DISTINCT session_id) AS d FROM episodes "
+                            "WHERE status = 'current'"
+                        ).fetchone()
+                    print(
+                        f"drain {args.drain} with {workers} serve process(es) x 4 threads: {took:.1f}s = "
+                        f"{args.drain / took:.0f} episodes/s (including process start); exactly once: "
+                        f"{check['n']} episodes for {check['d']} sessions"
+                    )
             finally:
                 fake.terminate()
                 fake.wait()

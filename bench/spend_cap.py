@@ -43,8 +43,11 @@ def main() -> None:
     with scratch_database() as db:
         start = day_start()
         with db.admin() as conn:
-            params = {"n": args.sessions, "today": start + dt.timedelta(minutes=1),
-                      "yesterday": start - dt.timedelta(hours=12)}
+            params = {
+                "n": args.sessions,
+                "today": start + dt.timedelta(minutes=1),
+                "yesterday": start - dt.timedelta(hours=12),
+            }
             for statement in BUILD.split(";")[:-1]:
                 conn.execute(statement, params if "%(" in statement else None)
         times = []
@@ -52,17 +55,23 @@ def main() -> None:
             began = time.perf_counter()
             spent = spend_today(db, "openai")
             times.append((time.perf_counter() - began) * 1000)
-        print(f"a day of {args.sessions * 2:,} model calls over {args.sessions:,} sessions (and as many the day before)")
+        print(
+            f"a day of {args.sessions * 2:,} model calls over {args.sessions:,} sessions (and as many the day before)"
+        )
         print(f"openai's spend today: {spent.tokens:,} tokens, {spent.sessions:,} sessions")
-        print(f"reading the day's spend (spend_today): median {median(times):.1f} ms, p95 "
-              f"{percentile(times, 0.95):.1f} ms over {args.checks} reads")
+        print(
+            f"reading the day's spend (spend_today): median {median(times):.1f} ms, p95 "
+            f"{percentile(times, 0.95):.1f} ms over {args.checks} reads"
+        )
         far = CapGauge(DailyCap("openai", tokens=spent.tokens * 10, sessions=spent.sessions * 10), db)
         began = time.perf_counter()
         for _ in range(args.claims):
             far.check(in_flight=0)
         took = (time.perf_counter() - began) * 1000
-        print(f"the worker's check far from the cap (CapGauge): {args.claims:,} claims in {took:.1f} ms, "
-              f"{far.reads} reads of the day's spend")
+        print(
+            f"the worker's check far from the cap (CapGauge): {args.claims:,} claims in {took:.1f} ms, "
+            f"{far.reads} reads of the day's spend"
+        )
         near = CapGauge(DailyCap("openai", tokens=spent.tokens + 1), db)
         began = time.perf_counter()
         for _ in range(args.checks):

@@ -110,15 +110,15 @@ def traced(tally: Tally) -> Iterator[None]:
         conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
         return conn
 
-    setattr(psycopg.Cursor, "execute", counted_execute)
-    setattr(psycopg.Cursor, "executemany", counted_executemany)
-    setattr(psycopg.Connection, "connect", classmethod(tracing_connect))
+    psycopg.Cursor.execute = counted_execute
+    psycopg.Cursor.executemany = counted_executemany
+    psycopg.Connection.connect = classmethod(tracing_connect)
     try:
         yield
     finally:
-        setattr(psycopg.Cursor, "execute", execute)
-        setattr(psycopg.Cursor, "executemany", executemany)
-        setattr(psycopg.Connection, "connect", connect)
+        psycopg.Cursor.execute = execute
+        psycopg.Cursor.executemany = executemany
+        psycopg.Connection.connect = connect
 
 
 def measure(settings: config.Settings, data: Path, home: Path, prompt_version: str | None) -> tuple[Tally, int]:
@@ -149,8 +149,10 @@ def requeue(url: str) -> None:
 def report(name: str, label: str, tally: Tally, done: int) -> dict[str, float]:
     trips, transactions = tally.round_trips()
     statements = sum(tally.by_name.values())
-    print(f"[{name}] {label}: {done} episodes; per episode: {statements / done:.1f} statements through psycopg "
-          f"(+ {transactions / done:.1f} BEGIN/COMMIT), {trips / done:.1f} client round trips")
+    print(
+        f"[{name}] {label}: {done} episodes; per episode: {statements / done:.1f} statements through psycopg "
+        f"(+ {transactions / done:.1f} BEGIN/COMMIT), {trips / done:.1f} client round trips"
+    )
     for stmt, n in tally.by_name.most_common():
         print(f"    {n / done:6.2f}  {stmt}")
     return {"statements": statements / done, "round_trips": trips / done}
@@ -183,8 +185,11 @@ def main() -> None:
                     ingest(db, [data])
                 report(name, "first summaries", *measure(settings, data, home, None))
                 requeue(url)
-                report(name, "re-runs (a new prompt version supersedes each)",
-                       *measure(settings, data, home, "bench-rerun"))
+                report(
+                    name,
+                    "re-runs (a new prompt version supersedes each)",
+                    *measure(settings, data, home, "bench-rerun"),
+                )
         finally:
             if "citus" in backends:
                 drop_database(cluster_db)

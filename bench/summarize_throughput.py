@@ -54,17 +54,31 @@ class TimedTransport(httpx2.HTTPTransport):
 def timed_extractor(settings: config.Settings) -> tuple[AnthropicExtractor, TimedTransport]:
     transport = TimedTransport()
     client = anthropic.Anthropic(
-        api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url, max_retries=settings.max_retries,
-        timeout=settings.model_timeout_s, http_client=anthropic.DefaultHttpxClient(transport=transport),
+        api_key=settings.anthropic_api_key,
+        base_url=settings.anthropic_base_url,
+        max_retries=settings.max_retries,
+        timeout=settings.model_timeout_s,
+        http_client=anthropic.DefaultHttpxClient(transport=transport),
     )
     return AnthropicExtractor(settings, ToolCaller(settings, client)), transport
 
 
 def fake_server(latency: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "fake_anthropic.py"), "--port", "0", "--latency", str(latency),
-         "--responder", "episode_responder:responder"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT / "tests", env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+        [
+            sys.executable,
+            str(ROOT / "tests" / "fake_anthropic.py"),
+            "--port",
+            "0",
+            "--latency",
+            str(latency),
+            "--responder",
+            "episode_responder:responder",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT / "tests",
+        env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
     )
     line = proc.stdout.readline().strip()
     return proc, line.split("=", 1)[1]
@@ -79,8 +93,9 @@ def phase(settings: config.Settings, n: int, concurrency: int, latency: float, d
         if extractor_name == "anthropic":
             proc, url = fake_server(latency)
         try:
-            run_settings = settings.with_(anthropic_api_key="bench", anthropic_base_url=url, max_retries=0,
-                                          pool_size=max(concurrency + 2, 8))
+            run_settings = settings.with_(
+                anthropic_api_key="bench", anthropic_base_url=url, max_retries=0, pool_size=max(concurrency + 2, 8)
+            )
             with Database(run_settings, url=db.url) as run_db:
                 transport = None
                 if extractor_name == "anthropic":
@@ -93,15 +108,23 @@ def phase(settings: config.Settings, n: int, concurrency: int, latency: float, d
                 extractor.close()
                 with run_db.admin() as conn:
                     lat = [r["latency_ms"] for r in conn.execute("SELECT latency_ms FROM model_calls")]
-                    episodes = conn.execute("SELECT count(*) AS n, count(DISTINCT session_id) AS d FROM episodes "
-                                            "WHERE status = 'current'").fetchone()
+                    episodes = conn.execute(
+                        "SELECT count(*) AS n, count(DISTINCT session_id) AS d FROM episodes WHERE status = 'current'"
+                    ).fetchone()
         finally:
             if proc:
                 proc.terminate()
                 proc.wait()
-    return {"done": report.counts["done"], "wall": wall, "rate": report.counts["done"] / wall,
-            "latency_ms": lat, "episodes": episodes["n"], "distinct": episodes["d"],
-            "http_s": transport.seconds if transport else 0.0, "stages": report.stage_seconds}
+    return {
+        "done": report.counts["done"],
+        "wall": wall,
+        "rate": report.counts["done"] / wall,
+        "latency_ms": lat,
+        "episodes": episodes["n"],
+        "distinct": episodes["d"],
+        "http_s": transport.seconds if transport else 0.0,
+        "stages": report.stage_seconds,
+    }
 
 
 def breakdown(result: dict) -> str:
@@ -110,9 +133,13 @@ def breakdown(result: dict) -> str:
     ms = {stage: seconds / n * 1000 for stage, seconds in result["stages"].items()}  # in the order first timed
     http = result["http_s"] / n * 1000
     sdk = sum(result["latency_ms"]) / n  # model_calls.latency_ms: the SDK call, HTTP included
-    parts = [f"{stage} {ms[stage]:.1f}" if stage != "extract" else
-             f"extract {ms[stage]:.1f} (HTTP {http:.1f} + SDK around it {sdk - http:.1f} "
-             f"+ render/validate {ms[stage] - sdk:.1f})" for stage in ms]
+    parts = [
+        f"{stage} {ms[stage]:.1f}"
+        if stage != "extract"
+        else f"extract {ms[stage]:.1f} (HTTP {http:.1f} + SDK around it {sdk - http:.1f} "
+        f"+ render/validate {ms[stage] - sdk:.1f})"
+        for stage in ms
+    ]
     parts += [f"other {result['wall'] / n * 1000 - sum(ms.values()):.1f}"]
     return " · ".join(parts)
 
@@ -138,24 +165,32 @@ def main() -> None:
         per_episode_ms = one["wall"] / one["done"] * 1000
         http_ms = one["http_s"] / one["done"] * 1000
         sdk_ms = sum(one["latency_ms"]) / one["done"]
-        print(f"overhead outside the model call (C=1, L=0, {one['done']} episodes): "
-              f"{per_episode_ms - http_ms:.1f} ms/episode (wall {per_episode_ms:.1f} ms - model call {http_ms:.1f} ms "
-              f"as HTTP request; {per_episode_ms - sdk_ms:.1f} ms if the SDK call as recorded, {sdk_ms:.1f} ms, "
-              f"counted as model call)")
+        print(
+            f"overhead outside the model call (C=1, L=0, {one['done']} episodes): "
+            f"{per_episode_ms - http_ms:.1f} ms/episode (wall {per_episode_ms:.1f} ms - model call {http_ms:.1f} ms "
+            f"as HTTP request; {per_episode_ms - sdk_ms:.1f} ms if the SDK call as recorded, {sdk_ms:.1f} ms, "
+            f"counted as model call)"
+        )
 
         full = phase(settings, args.transcripts, args.concurrency, args.latency, big, "anthropic")
         limit = args.concurrency / args.latency
         lat = full["latency_ms"]
-        print(f"throughput (C={args.concurrency}, L={args.latency}s, {full['done']} episodes): "
-              f"{full['rate']:.2f} episodes/s = {full['rate'] / limit:.1%} of the limit C/L = {limit:.1f}/s; "
-              f"model call p50 {median(lat):.0f} ms p95 {percentile(lat, 0.95):.0f} ms")
-        print(f"exactly once: {full['episodes']} current episodes for {full['distinct']} sessions "
-              f"of {args.transcripts} transcripts")
+        print(
+            f"throughput (C={args.concurrency}, L={args.latency}s, {full['done']} episodes): "
+            f"{full['rate']:.2f} episodes/s = {full['rate'] / limit:.1%} of the limit C/L = {limit:.1f}/s; "
+            f"model call p50 {median(lat):.0f} ms p95 {percentile(lat, 0.95):.0f} ms"
+        )
+        print(
+            f"exactly once: {full['episodes']} current episodes for {full['distinct']} sessions "
+            f"of {args.transcripts} transcripts"
+        )
 
         print(f"stages, ms/episode at C=1: {breakdown(one)}")
 
         off = phase(settings, args.overhead_transcripts, 2, 0.0, small, "offline")
-        print(f"offline extractor (C=2): {off['rate']:.1f} episodes/s ({off['wall'] / off['done'] * 1000:.1f} ms/episode)")
+        print(
+            f"offline extractor (C=2): {off['rate']:.1f} episodes/s ({off['wall'] / off['done'] * 1000:.1f} ms/episode)"
+        )
     print(f"peak RSS {peak_rss_mb():.0f} MB")
 
 

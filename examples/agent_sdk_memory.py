@@ -26,8 +26,17 @@ import os
 import sys
 from typing import Any
 
-from claude_agent_sdk import (AssistantMessage, ClaudeAgentOptions, HookContext, HookInput, HookJSONOutput, HookMatcher,
-                              ResultMessage, TextBlock, query)
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    HookContext,
+    HookInput,
+    HookJSONOutput,
+    HookMatcher,
+    ResultMessage,
+    TextBlock,
+    query,
+)
 
 from jobs.formats.claude_code import default_user, project_purpose
 
@@ -40,8 +49,12 @@ def load_memory(args: argparse.Namespace, cwd: str) -> str:
     if args.api:
         from jobs.claude_code.remote import post
 
-        answer = post(args.api, args.key_env, "/v1/recall", {
-            "user_id": args.user, "message": args.prompt, "purpose": purpose, "budget_tokens": BUDGET_TOKENS})
+        answer = post(
+            args.api,
+            args.key_env,
+            "/v1/recall",
+            {"user_id": args.user, "message": args.prompt, "purpose": purpose, "budget_tokens": BUDGET_TOKENS},
+        )
         return str(answer["block"])
     from jobs.recall import recall
 
@@ -80,7 +93,8 @@ async def run(args: argparse.Namespace) -> int:
         # This agent loads and stores memory itself; the hooks of `episodes claude-code install`
         # in ~/.claude/settings.json would do it a second time.
         setting_sources=[],
-        cwd=cwd, cli_path=args.cli_path,
+        cwd=cwd,
+        cli_path=args.cli_path,
     )
     failed = False
     async for message in query(prompt=args.prompt, options=options):

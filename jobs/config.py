@@ -24,14 +24,47 @@ from typing import Any
 
 import platformdirs
 
-from jobs.config_values import (BOOLEAN, CRON, EMBEDDER, IDLE, LEVEL, PATH, POLICY, PUBLIC_URL, PURPOSES, RATE, RETENTION,
-                                SECRET, TEXT, TOKEN, URL, Kind, choice, parse_duration, parse_purpose_map, whole)
+from jobs.config_values import (
+    BOOLEAN,
+    CRON,
+    EMBEDDER,
+    IDLE,
+    LEVEL,
+    PATH,
+    POLICY,
+    PUBLIC_URL,
+    PURPOSES,
+    RATE,
+    RETENTION,
+    SECRET,
+    TEXT,
+    TOKEN,
+    URL,
+    Kind,
+    choice,
+    parse_duration,
+    parse_purpose_map,
+    whole,
+)
 from jobs.errors import ConfigError
 from jobs.prune_policy import PrunePolicy
 from jobs.registry import EXTRACTORS, installed
 
-__all__ = ["GROUPS", "OTHER_VARIABLES", "ConfigError", "Settings", "child_environment", "env", "load", "metrics_dir",
-           "parse_duration", "parse_purpose_map", "removed_variables", "set_env", "share_metrics_dir"]
+__all__ = [
+    "GROUPS",
+    "OTHER_VARIABLES",
+    "ConfigError",
+    "Settings",
+    "child_environment",
+    "env",
+    "load",
+    "metrics_dir",
+    "parse_duration",
+    "parse_purpose_map",
+    "removed_variables",
+    "set_env",
+    "share_metrics_dir",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +82,18 @@ GROUPS: dict[str, str] = {
 }
 
 
-def setting(default: Any = None, *, group: str, doc: str, env: str | None = None, kind: Kind = TEXT,
-            shown: str | None = None, factory: Callable[[], Any] | None = None, was: str | None = None,
-            flag: str | None = None) -> Any:
+def setting(
+    default: Any = None,
+    *,
+    group: str,
+    doc: str,
+    env: str | None = None,
+    kind: Kind = TEXT,
+    shown: str | None = None,
+    factory: Callable[[], Any] | None = None,
+    was: str | None = None,
+    flag: str | None = None,
+) -> Any:
     """One setting's declaration: ``env`` names its variable (None: a fixed value), ``shown`` how the
     documentation states the default, ``was`` the variable a fixed value had before, ``flag`` the
     command-line option that sets it for one command."""
@@ -83,166 +125,390 @@ class Settings:
 
     # --- database ---
     database_url: str | None = setting(
-        group="database", env="DATABASE_URL", kind=URL, shown="unset: the embedded PostgreSQL",
-        doc="PostgreSQL with pgvector to use; unset, the CLI starts an embedded one in EPISODES_HOME.")
+        group="database",
+        env="DATABASE_URL",
+        kind=URL,
+        shown="unset: the embedded PostgreSQL",
+        doc="PostgreSQL with pgvector to use; unset, the CLI starts an embedded one in EPISODES_HOME.",
+    )
     service_database_url: str | None = setting(
-        group="database", env="EPISODES_SERVICE_DATABASE_URL", kind=URL,
+        group="database",
+        env="EPISODES_SERVICE_DATABASE_URL",
+        kind=URL,
         shown="unset: episodes_service on the embedded server, else DATABASE_URL (with a warning)",
-        doc="The login role `episodes api`, `episodes mcp` and serve's tenant work connect as (least privilege).")
+        doc="The login role `episodes api`, `episodes mcp` and serve's tenant work connect as (least privilege).",
+    )
     home: Path = setting(
-        group="database", env="EPISODES_HOME", kind=PATH, shown=_DATA,
+        group="database",
+        env="EPISODES_HOME",
+        kind=PATH,
+        shown=_DATA,
         factory=lambda: Path(platformdirs.user_data_dir("episodes")),
-        doc="Where the embedded PostgreSQL keeps its data (pgdata/) and the processes their state.")
-    pool_size: int = setting(8, group="database", env="EPISODES_POOL_SIZE", kind=whole(1),
-                             doc="Connections in each process's pool.")
-    application_name: str = setting("episodes", group="database",
-                                    doc="How this process's connections show in pg_stat_activity (set per command).")
-    pool_timeout_seconds: float = setting(10.0, group="database", shown="10s", was="EPISODES_POOL_TIMEOUT",
-                                          doc="Wait for a pooled connection before giving up (the API answers 503).")
-    recall_on_workers: bool = setting(True, group="database", was="EPISODES_RECALL_ON_WORKERS",
-                                      doc="On a Citus cluster, recall reads from the tenant's worker (jobs.citus.routes).")
+        doc="Where the embedded PostgreSQL keeps its data (pgdata/) and the processes their state.",
+    )
+    pool_size: int = setting(
+        8, group="database", env="EPISODES_POOL_SIZE", kind=whole(1), doc="Connections in each process's pool."
+    )
+    application_name: str = setting(
+        "episodes", group="database", doc="How this process's connections show in pg_stat_activity (set per command)."
+    )
+    pool_timeout_seconds: float = setting(
+        10.0,
+        group="database",
+        shown="10s",
+        was="EPISODES_POOL_TIMEOUT",
+        doc="Wait for a pooled connection before giving up (the API answers 503).",
+    )
+    recall_on_workers: bool = setting(
+        True,
+        group="database",
+        was="EPISODES_RECALL_ON_WORKERS",
+        doc="On a Citus cluster, recall reads from the tenant's worker (jobs.citus.routes).",
+    )
 
     # --- model ---
     anthropic_api_key: str | None = setting(
-        group="model", env="ANTHROPIC_API_KEY", shown="unset: the offline extractor",
-        doc="Claude's API key; with it, `auto` summarizes with Claude.")
-    anthropic_base_url: str | None = setting(group="model", env="ANTHROPIC_BASE_URL", kind=URL,
-                                             shown="unset: Anthropic's API", doc="Where the anthropic SDK sends calls.")
-    model: str = setting("claude-haiku-4-5", group="model", env="EPISODES_MODEL",
-                         doc="The Claude model that summarizes and compresses; its prices come from the price table.")
-    extractor: str = setting("auto", group="model", env="EPISODES_EXTRACTOR", kind=EXTRACTOR,
-                             doc="Who summarizes (docs/extractors.md). auto: anthropic when ANTHROPIC_API_KEY is set, "
-                                 "else openai when OPENAI_BASE_URL is, else offline; never claude-code (opt in).")
-    openai_base_url: str | None = setting(group="model", env="OPENAI_BASE_URL", kind=URL,
-                                          shown="unset: `auto` does not pick openai",
-                                          doc="An OpenAI-compatible endpoint (the openai SDK reads it too); with it "
-                                              "and no ANTHROPIC_API_KEY, `auto` summarizes through it.")
-    openai_api_key: str | None = setting(group="model", env="OPENAI_API_KEY", shown="unset: a placeholder",
-                                         doc="The key the openai back end sends (a local server needs none).")
-    openai_mode: str = setting("auto", group="model", env="EPISODES_OPENAI_MODE",
-                               kind=choice("auto", "json_schema", "tools", "json_object"),
-                               doc="How the openai back end asks for structured output; auto: json_schema, then "
-                                   "tools, then json_object where the server rejects one (docs/openai-compatible.md).")
-    daily_token_cap: int | None = setting(group="model", env="EPISODES_DAILY_TOKEN_CAP", kind=whole(1),
-                                          shown="unset: no cap",
-                                          doc="Tokens the back end in use may spend per UTC day; then `run` and "
-                                              "`serve` hold the rest of the queue for the next day.")
-    daily_session_cap: int | None = setting(group="model", env="EPISODES_DAILY_SESSION_CAP", kind=whole(1),
-                                            shown="unset: no cap",
-                                            doc="Sessions the back end in use may summarize per UTC day (as above).")
-    max_retries: int = setting(4, group="model", was="EPISODES_MAX_RETRIES",
-                               doc="Retries of the anthropic SDK (429 with retry-after, 529, 5xx).")
-    model_timeout_s: float = setting(60.0, group="model", shown="60s", was="EPISODES_MODEL_TIMEOUT",
-                                     doc="Seconds one model call may take.")
-    max_output_tokens: int = setting(2048, group="model", was="EPISODES_MAX_OUTPUT_TOKENS",
-                                     doc="Output tokens asked for per call.")
-    claude_code_timeout_seconds: float = setting(300.0, group="model", shown="300s",
-                                                 doc="Seconds one `claude -p` run of the claude-code extractor may "
-                                                     "take, its own retries included.")
-    transcript_token_budget: int = setting(24_000, group="model", was="EPISODES_TRANSCRIPT_TOKEN_BUDGET",
-                                           doc="A transcript larger than this is split and reduced, never truncated.")
+        group="model",
+        env="ANTHROPIC_API_KEY",
+        shown="unset: the offline extractor",
+        doc="Claude's API key; with it, `auto` summarizes with Claude.",
+    )
+    anthropic_base_url: str | None = setting(
+        group="model",
+        env="ANTHROPIC_BASE_URL",
+        kind=URL,
+        shown="unset: Anthropic's API",
+        doc="Where the anthropic SDK sends calls.",
+    )
+    model: str = setting(
+        "claude-haiku-4-5",
+        group="model",
+        env="EPISODES_MODEL",
+        doc="The Claude model that summarizes and compresses; its prices come from the price table.",
+    )
+    extractor: str = setting(
+        "auto",
+        group="model",
+        env="EPISODES_EXTRACTOR",
+        kind=EXTRACTOR,
+        doc="Who summarizes (docs/extractors.md). auto: anthropic when ANTHROPIC_API_KEY is set, "
+        "else openai when OPENAI_BASE_URL is, else offline; never claude-code (opt in).",
+    )
+    openai_base_url: str | None = setting(
+        group="model",
+        env="OPENAI_BASE_URL",
+        kind=URL,
+        shown="unset: `auto` does not pick openai",
+        doc="An OpenAI-compatible endpoint (the openai SDK reads it too); with it "
+        "and no ANTHROPIC_API_KEY, `auto` summarizes through it.",
+    )
+    openai_api_key: str | None = setting(
+        group="model",
+        env="OPENAI_API_KEY",
+        shown="unset: a placeholder",
+        doc="The key the openai back end sends (a local server needs none).",
+    )
+    openai_mode: str = setting(
+        "auto",
+        group="model",
+        env="EPISODES_OPENAI_MODE",
+        kind=choice("auto", "json_schema", "tools", "json_object"),
+        doc="How the openai back end asks for structured output; auto: json_schema, then "
+        "tools, then json_object where the server rejects one (docs/openai-compatible.md).",
+    )
+    daily_token_cap: int | None = setting(
+        group="model",
+        env="EPISODES_DAILY_TOKEN_CAP",
+        kind=whole(1),
+        shown="unset: no cap",
+        doc="Tokens the back end in use may spend per UTC day; then `run` and "
+        "`serve` hold the rest of the queue for the next day.",
+    )
+    daily_session_cap: int | None = setting(
+        group="model",
+        env="EPISODES_DAILY_SESSION_CAP",
+        kind=whole(1),
+        shown="unset: no cap",
+        doc="Sessions the back end in use may summarize per UTC day (as above).",
+    )
+    max_retries: int = setting(
+        4,
+        group="model",
+        was="EPISODES_MAX_RETRIES",
+        doc="Retries of the anthropic SDK (429 with retry-after, 529, 5xx).",
+    )
+    model_timeout_s: float = setting(
+        60.0, group="model", shown="60s", was="EPISODES_MODEL_TIMEOUT", doc="Seconds one model call may take."
+    )
+    max_output_tokens: int = setting(
+        2048, group="model", was="EPISODES_MAX_OUTPUT_TOKENS", doc="Output tokens asked for per call."
+    )
+    claude_code_timeout_seconds: float = setting(
+        300.0,
+        group="model",
+        shown="300s",
+        doc="Seconds one `claude -p` run of the claude-code extractor may take, its own retries included.",
+    )
+    transcript_token_budget: int = setting(
+        24_000,
+        group="model",
+        was="EPISODES_TRANSCRIPT_TOKEN_BUDGET",
+        doc="A transcript larger than this is split and reduced, never truncated.",
+    )
 
     # --- embeddings ---
-    embedder: str = setting("minilm", group="embeddings", env="EPISODES_EMBEDDER", kind=EMBEDDER,
-                            doc="minilm: all-MiniLM-L6-v2 (int8) on ONNX Runtime, locally; minilm-fp32: unquantised; "
-                                "voyage: Voyage's API (pip install voyageai; VOYAGE_API_KEY); hashing: tests only.")
-    cache_dir: Path = setting(group="embeddings", env="EPISODES_CACHE_DIR", kind=PATH, shown=_CACHE,
-                              factory=lambda: Path(platformdirs.user_cache_dir("episodes")),
-                              doc="Where the embedding model's files are fetched to and its graph is built.")
-    model_dir: Path | None = setting(group="embeddings", env="EPISODES_MODEL_DIR", kind=PATH,
-                                     shown="unset: fetched into EPISODES_CACHE_DIR",
-                                     doc="all-MiniLM-L6-v2's files provided by the operator (air-gapped hosts).")
-    embed_threads: int = setting(1, group="embeddings", was="EPISODES_EMBED_THREADS",
-                                 doc="ONNX Runtime threads per embedding call.")
+    embedder: str = setting(
+        "minilm",
+        group="embeddings",
+        env="EPISODES_EMBEDDER",
+        kind=EMBEDDER,
+        doc="minilm: all-MiniLM-L6-v2 (int8) on ONNX Runtime, locally; minilm-fp32: unquantised; "
+        "voyage: Voyage's API (pip install voyageai; VOYAGE_API_KEY); hashing: tests only.",
+    )
+    cache_dir: Path = setting(
+        group="embeddings",
+        env="EPISODES_CACHE_DIR",
+        kind=PATH,
+        shown=_CACHE,
+        factory=lambda: Path(platformdirs.user_cache_dir("episodes")),
+        doc="Where the embedding model's files are fetched to and its graph is built.",
+    )
+    model_dir: Path | None = setting(
+        group="embeddings",
+        env="EPISODES_MODEL_DIR",
+        kind=PATH,
+        shown="unset: fetched into EPISODES_CACHE_DIR",
+        doc="all-MiniLM-L6-v2's files provided by the operator (air-gapped hosts).",
+    )
+    embed_threads: int = setting(
+        1, group="embeddings", was="EPISODES_EMBED_THREADS", doc="ONNX Runtime threads per embedding call."
+    )
 
     # --- ingest ---
-    max_transcript_bytes: int = setting(4 * 1024 * 1024, group="ingest", env="EPISODES_MAX_TRANSCRIPT_BYTES",
-                                        kind=whole(1024), shown="4194304 (4 MiB)",
-                                        doc="The largest transcript accepted (its messages as JSON).")
-    idle_close_seconds: float | None = setting(1800.0, group="ingest", env="EPISODES_IDLE_CLOSE", kind=IDLE,
-                                               shown="30m",
-                                               doc="An open session with no new message for this long counts as ended.")
-    max_messages: int = setting(5_000, group="ingest", was="EPISODES_MAX_MESSAGES",
-                                doc="The most messages one transcript may hold.")
-    tool_result_chars: int = setting(400, group="ingest", was="EPISODES_TOOL_RESULT_CHARS",
-                                     doc="Characters kept of each tool result in a stored transcript (jobs.formats.shapes).")
+    max_transcript_bytes: int = setting(
+        4 * 1024 * 1024,
+        group="ingest",
+        env="EPISODES_MAX_TRANSCRIPT_BYTES",
+        kind=whole(1024),
+        shown="4194304 (4 MiB)",
+        doc="The largest transcript accepted (its messages as JSON).",
+    )
+    idle_close_seconds: float | None = setting(
+        1800.0,
+        group="ingest",
+        env="EPISODES_IDLE_CLOSE",
+        kind=IDLE,
+        shown="30m",
+        doc="An open session with no new message for this long counts as ended.",
+    )
+    max_messages: int = setting(
+        5_000, group="ingest", was="EPISODES_MAX_MESSAGES", doc="The most messages one transcript may hold."
+    )
+    tool_result_chars: int = setting(
+        400,
+        group="ingest",
+        was="EPISODES_TOOL_RESULT_CHARS",
+        doc="Characters kept of each tool result in a stored transcript (jobs.formats.shapes).",
+    )
 
     # --- serve ---
-    serve_concurrency: int = setting(4, group="serve", env="EPISODES_SERVE_CONCURRENCY", kind=whole(1),
-                                     doc="Summarize worker threads of `episodes serve` (--concurrency).")
-    compress_cron: str = setting("0 3 1 1 *", group="serve", env="EPISODES_COMPRESS_CRON", kind=CRON,
-                                 doc="When `episodes serve` compresses: 03:00 UTC on 1 January (--compress-cron).")
-    prune_policy: PrunePolicy | None = setting(group="serve", env="EPISODES_PRUNE_POLICY", kind=POLICY,
-                                               shown="unset: no pruning (soft decay and yearly compression only)",
-                                               doc="What `episodes serve` prunes (docs: lifecycle).")
-    prune_cron: str = setting("30 3 * * *", group="serve", env="EPISODES_PRUNE_CRON", kind=CRON,
-                              doc="When `episodes serve` applies the pruning policy: 03:30 UTC daily.")
-    max_attempts: int = setting(5, group="serve", was="EPISODES_MAX_ATTEMPTS",
-                                doc="Attempts at a transcript before it is dead-lettered (`episodes retry` requeues).")
-    lease_seconds: int = setting(40, group="serve", shown="40s", was="EPISODES_LEASE_SECONDS",
-                                 doc="A claim's lease; a worker that dies loses its claim after this.")
-    poll_seconds: float = setting(10.0, group="serve", shown="10s", was="EPISODES_POLL_INTERVAL",
-                                  flag="episodes serve --poll",
-                                  doc="The fallback poll of `episodes serve` (LISTEN/NOTIFY wakes it at once).")
-    maintenance_seconds: float = setting(30.0, group="serve", shown="30s", was="EPISODES_MAINTENANCE_INTERVAL",
-                                         flag="episodes serve --maintenance",
-                                         doc="How often serve rescues expired claims and closes idle sessions.")
-    shutdown_deadline_seconds: float = setting(30.0, group="serve", shown="30s", was="EPISODES_SHUTDOWN_DEADLINE",
-                                               flag="episodes serve --shutdown-deadline",
-                                               doc="On SIGTERM, how long work in flight may take (serve and api).")
+    serve_concurrency: int = setting(
+        4,
+        group="serve",
+        env="EPISODES_SERVE_CONCURRENCY",
+        kind=whole(1),
+        doc="Summarize worker threads of `episodes serve` (--concurrency).",
+    )
+    compress_cron: str = setting(
+        "0 3 1 1 *",
+        group="serve",
+        env="EPISODES_COMPRESS_CRON",
+        kind=CRON,
+        doc="When `episodes serve` compresses: 03:00 UTC on 1 January (--compress-cron).",
+    )
+    prune_policy: PrunePolicy | None = setting(
+        group="serve",
+        env="EPISODES_PRUNE_POLICY",
+        kind=POLICY,
+        shown="unset: no pruning (soft decay and yearly compression only)",
+        doc="What `episodes serve` prunes (docs: lifecycle).",
+    )
+    prune_cron: str = setting(
+        "30 3 * * *",
+        group="serve",
+        env="EPISODES_PRUNE_CRON",
+        kind=CRON,
+        doc="When `episodes serve` applies the pruning policy: 03:30 UTC daily.",
+    )
+    max_attempts: int = setting(
+        5,
+        group="serve",
+        was="EPISODES_MAX_ATTEMPTS",
+        doc="Attempts at a transcript before it is dead-lettered (`episodes retry` requeues).",
+    )
+    lease_seconds: int = setting(
+        40,
+        group="serve",
+        shown="40s",
+        was="EPISODES_LEASE_SECONDS",
+        doc="A claim's lease; a worker that dies loses its claim after this.",
+    )
+    poll_seconds: float = setting(
+        10.0,
+        group="serve",
+        shown="10s",
+        was="EPISODES_POLL_INTERVAL",
+        flag="episodes serve --poll",
+        doc="The fallback poll of `episodes serve` (LISTEN/NOTIFY wakes it at once).",
+    )
+    maintenance_seconds: float = setting(
+        30.0,
+        group="serve",
+        shown="30s",
+        was="EPISODES_MAINTENANCE_INTERVAL",
+        flag="episodes serve --maintenance",
+        doc="How often serve rescues expired claims and closes idle sessions.",
+    )
+    shutdown_deadline_seconds: float = setting(
+        30.0,
+        group="serve",
+        shown="30s",
+        was="EPISODES_SHUTDOWN_DEADLINE",
+        flag="episodes serve --shutdown-deadline",
+        doc="On SIGTERM, how long work in flight may take (serve and api).",
+    )
 
     # --- recall ---
     purpose_map: Mapping[str, tuple[str, ...]] = setting(
-        group="recall", env="EPISODES_PURPOSE_MAP", kind=PURPOSES, shown="unset: a purpose sees its own and general",
-        factory=lambda: MappingProxyType({}), doc="Which purposes' episodes a recall of each purpose may see.")
-    recall_cache_rows: int = setting(300_000, group="recall", env="EPISODES_RECALL_CACHE_ROWS", kind=whole(0),
-                                     doc="Episodes each process keeps in its in-memory recall copy (0: none).")
-    recall_pack_rows: int = setting(1_000, group="recall", was="EPISODES_RECALL_PACK_ROWS",
-                                    doc="Users with at least this many candidates get a recall pack (0: none).")
-    stale_grace_seconds: float = setting(30 * DAY, group="recall", shown="30d", was="EPISODES_STALE_GRACE",
-                                         doc="An open item overdue by more than this is stale (leaves recall unless related).")
-    stale_age_seconds: float = setting(180 * DAY, group="recall", shown="180d", was="EPISODES_STALE_AGE",
-                                       doc="... and an open item without a due date older than this.")
+        group="recall",
+        env="EPISODES_PURPOSE_MAP",
+        kind=PURPOSES,
+        shown="unset: a purpose sees its own and general",
+        factory=lambda: MappingProxyType({}),
+        doc="Which purposes' episodes a recall of each purpose may see.",
+    )
+    recall_cache_rows: int = setting(
+        300_000,
+        group="recall",
+        env="EPISODES_RECALL_CACHE_ROWS",
+        kind=whole(0),
+        doc="Episodes each process keeps in its in-memory recall copy (0: none).",
+    )
+    recall_pack_rows: int = setting(
+        1_000,
+        group="recall",
+        was="EPISODES_RECALL_PACK_ROWS",
+        doc="Users with at least this many candidates get a recall pack (0: none).",
+    )
+    stale_grace_seconds: float = setting(
+        30 * DAY,
+        group="recall",
+        shown="30d",
+        was="EPISODES_STALE_GRACE",
+        doc="An open item overdue by more than this is stale (leaves recall unless related).",
+    )
+    stale_age_seconds: float = setting(
+        180 * DAY,
+        group="recall",
+        shown="180d",
+        was="EPISODES_STALE_AGE",
+        doc="... and an open item without a due date older than this.",
+    )
 
     # --- privacy ---
-    redact: bool = setting(True, group="privacy", env="EPISODES_REDACT", kind=BOOLEAN,
-                           doc="Redact personal data from what the model sees and from what recall returns.")
-    store_redacted: bool = setting(False, group="privacy", env="EPISODES_STORE_REDACTED", kind=BOOLEAN,
-                                   doc="Ingest stores transcripts already redacted.")
+    redact: bool = setting(
+        True,
+        group="privacy",
+        env="EPISODES_REDACT",
+        kind=BOOLEAN,
+        doc="Redact personal data from what the model sees and from what recall returns.",
+    )
+    store_redacted: bool = setting(
+        False,
+        group="privacy",
+        env="EPISODES_STORE_REDACTED",
+        kind=BOOLEAN,
+        doc="Ingest stores transcripts already redacted.",
+    )
     transcript_retention_seconds: float | None = setting(
-        group="privacy", env="EPISODES_TRANSCRIPT_RETENTION", kind=RETENTION, shown="keep",
-        doc="Message bodies of summarised transcripts are dropped after this long.")
+        group="privacy",
+        env="EPISODES_TRANSCRIPT_RETENTION",
+        kind=RETENTION,
+        shown="keep",
+        doc="Message bodies of summarised transcripts are dropped after this long.",
+    )
 
     # --- service ---
-    api_rate_limit: float | None = setting(20.0, group="service", env="EPISODES_API_RATE_LIMIT", kind=RATE,
-                                           doc="Requests per second per key when the key sets none.")
-    link_secret: str | None = setting(group="service", env="EPISODES_LINK_SECRET", kind=SECRET,
-                                      shown="unset: one generated and kept in the database",
-                                      doc="Signs the links to the user's memory page.")
-    public_url: str | None = setting(group="service", env="EPISODES_PUBLIC_URL", kind=PUBLIC_URL,
-                                     shown="unset: links are relative",
-                                     doc="Where users reach `episodes api` (memory-page links are built on it).")
-    metrics_token: str | None = setting(group="service", env="EPISODES_METRICS_TOKEN", kind=TOKEN,
-                                        shown="unset: /metrics and /readyz are open",
-                                        doc="Bearer token /metrics and /readyz require.")
-    api_max_body: int = setting(5 * 1024 * 1024, group="service", shown="5242880 (5 MiB)", was="EPISODES_API_MAX_BODY",
-                                doc="The largest request body `episodes api` reads (413 above).")
-    api_key_cache_seconds: float = setting(5.0, group="service", shown="5s", was="EPISODES_API_KEY_CACHE",
-                                           doc="How long a verified key is trusted without a lookup (bounds revocation).")
-    api_header_timeout_seconds: float = setting(10.0, group="service", shown="10s",
-                                                doc="A request's headers must arrive within this of the connection "
-                                                    "opening or the previous answer, or the connection is closed.")
-    api_keep_alive_seconds: float = setting(5.0, group="service", shown="5s",
-                                            doc="A kept-alive connection with no request is closed after this.")
-    api_db_wait_seconds: float = setting(1.0, group="service", shown="1s",
-                                         doc="A request of `episodes api` waits this long for a database connection, "
-                                             "then answers 503 with Retry-After.")
+    api_rate_limit: float | None = setting(
+        20.0,
+        group="service",
+        env="EPISODES_API_RATE_LIMIT",
+        kind=RATE,
+        doc="Requests per second per key when the key sets none.",
+    )
+    link_secret: str | None = setting(
+        group="service",
+        env="EPISODES_LINK_SECRET",
+        kind=SECRET,
+        shown="unset: one generated and kept in the database",
+        doc="Signs the links to the user's memory page.",
+    )
+    public_url: str | None = setting(
+        group="service",
+        env="EPISODES_PUBLIC_URL",
+        kind=PUBLIC_URL,
+        shown="unset: links are relative",
+        doc="Where users reach `episodes api` (memory-page links are built on it).",
+    )
+    metrics_token: str | None = setting(
+        group="service",
+        env="EPISODES_METRICS_TOKEN",
+        kind=TOKEN,
+        shown="unset: /metrics and /readyz are open",
+        doc="Bearer token /metrics and /readyz require.",
+    )
+    api_max_body: int = setting(
+        5 * 1024 * 1024,
+        group="service",
+        shown="5242880 (5 MiB)",
+        was="EPISODES_API_MAX_BODY",
+        doc="The largest request body `episodes api` reads (413 above).",
+    )
+    api_key_cache_seconds: float = setting(
+        5.0,
+        group="service",
+        shown="5s",
+        was="EPISODES_API_KEY_CACHE",
+        doc="How long a verified key is trusted without a lookup (bounds revocation).",
+    )
+    api_header_timeout_seconds: float = setting(
+        10.0,
+        group="service",
+        shown="10s",
+        doc="A request's headers must arrive within this of the connection "
+        "opening or the previous answer, or the connection is closed.",
+    )
+    api_keep_alive_seconds: float = setting(
+        5.0, group="service", shown="5s", doc="A kept-alive connection with no request is closed after this."
+    )
+    api_db_wait_seconds: float = setting(
+        1.0,
+        group="service",
+        shown="1s",
+        doc="A request of `episodes api` waits this long for a database connection, then answers 503 with Retry-After.",
+    )
 
     # --- logs ---
-    log_format: str = setting("text", group="logs", env="EPISODES_LOG_FORMAT", kind=choice("text", "json"),
-                              doc="text for people, json lines for machines (stderr).")
-    log_level: str = setting("INFO", group="logs", env="EPISODES_LOG_LEVEL", kind=LEVEL,
-                             doc="The least severe level logged.")
+    log_format: str = setting(
+        "text",
+        group="logs",
+        env="EPISODES_LOG_FORMAT",
+        kind=choice("text", "json"),
+        doc="text for people, json lines for machines (stderr).",
+    )
+    log_level: str = setting(
+        "INFO", group="logs", env="EPISODES_LOG_LEVEL", kind=LEVEL, doc="The least severe level logged."
+    )
 
     @property
     def embedded(self) -> bool:
@@ -266,14 +532,16 @@ class Settings:
             return "openai"
         return "offline"
 
-    def with_(self, **changes: Any) -> "Settings":
+    def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
 
 # Variables read by name outside Settings (documented with the settings): group, description.
 OTHER_VARIABLES: dict[str, tuple[str, str]] = {
-    "EPISODES_API_KEY": ("service", "The API key the Claude Code hooks and examples send in remote mode "
-                                    "(another variable: --key-env)."),
+    "EPISODES_API_KEY": (
+        "service",
+        "The API key the Claude Code hooks and examples send in remote mode (another variable: --key-env).",
+    ),
 }
 
 # Variables no longer read, and what took their place; one set warns once per process (see load).
@@ -302,8 +570,12 @@ def _warn_removed() -> None:
     for name, instead in removed_variables().items():
         if name in os.environ and name not in _warned:
             _warned.add(name)
-            log.warning("%s is set but no longer read: %s. Unset it.", name, instead,
-                        extra={"action": "removed_setting", "variable": name})
+            log.warning(
+                "%s is set but no longer read: %s. Unset it.",
+                name,
+                instead,
+                extra={"action": "removed_setting", "variable": name},
+            )
 
 
 def load() -> Settings:

@@ -60,53 +60,74 @@ def variables_section() -> list[str]:
         name = f.metadata.get("env")
         if name:
             by_group[f.metadata["group"]].append(
-                (name, f.metadata["kind"].describe, _code(_default(f)), f.metadata["doc"]))
+                (name, f.metadata["kind"].describe, _code(_default(f)), f.metadata["doc"])
+            )
     for name, (group, doc) in config.OTHER_VARIABLES.items():
         by_group[group].append((name, "text", "unset", doc))
     for group, title in config.GROUPS.items():
         if not by_group[group]:
             continue
         lines += [f"## {title}", "", "| Variable | Value | Default | What it does |", "| --- | --- | --- | --- |"]
-        lines += [f"| `{name}` | {_cell(kind)} | {_cell(default)} | {_cell(doc)} |"
-                  for name, kind, default, doc in by_group[group]]
+        lines += [
+            f"| `{name}` | {_cell(kind)} | {_cell(default)} | {_cell(doc)} |"
+            for name, kind, default, doc in by_group[group]
+        ]
         lines.append("")
     return lines
 
 
 def fixed_section() -> list[str]:
-    lines = ["## Fixed values", "",
-             "Kept in `Settings` so that tests can shrink them (`settings.with_(...)`); no variable sets them.", "",
-             "| Setting | Value | What it is |", "| --- | --- | --- |"]
+    lines = [
+        "## Fixed values",
+        "",
+        "Kept in `Settings` so that tests can shrink them (`settings.with_(...)`); no variable sets them.",
+        "",
+        "| Setting | Value | What it is |",
+        "| --- | --- | --- |",
+    ]
     for f in fields(config.Settings):
         if not f.metadata.get("env"):
             doc = f.metadata["doc"] + (f" `{f.metadata['flag']}` sets it for one run." if f.metadata["flag"] else "")
             lines.append(f"| `{f.name}` | {_cell(_code(_default(f)))} | {_cell(doc)} |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def prices_section() -> list[str]:
     default = prices.DEFAULT_PRICE
-    lines = ["## Model prices", "",
-             "What a model call costs is estimated from this table (US dollars per million tokens; "
-             "a dated snapshot such as `claude-haiku-4-5-20251001` costs what its model costs; Message Batches "
-             "cost half). A model not in it is priced at the default row and a warning names it, once per process. "
-             "To price another model, add a row to `jobs/llm/prices.py`.", "",
-             "| Model | Input | Output | Cache write | Cache read |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "## Model prices",
+        "",
+        "What a model call costs is estimated from this table (US dollars per million tokens; "
+        "a dated snapshot such as `claude-haiku-4-5-20251001` costs what its model costs; Message Batches "
+        "cost half). A model not in it is priced at the default row and a warning names it, once per process. "
+        "To price another model, add a row to `jobs/llm/prices.py`.",
+        "",
+        "| Model | Input | Output | Cache write | Cache read |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     rows = [*((f"`{model}`", price) for model, price in prices.PRICES.items()), ("any other model", default)]
     lines += [f"| {model} | {p.input:g} | {p.output:g} | {p.cache_write:g} | {p.cache_read:g} |" for model, p in rows]
-    return lines + [""]
+    return [*lines, ""]
 
 
 def removed_section() -> list[str]:
-    lines = ["## Variables no longer read", "",
-             "A process that finds one of these set logs a warning once, naming what replaced it.", "",
-             "| Variable | Instead |", "| --- | --- |"]
+    lines = [
+        "## Variables no longer read",
+        "",
+        "A process that finds one of these set logs a warning once, naming what replaced it.",
+        "",
+        "| Variable | Instead |",
+        "| --- | --- |",
+    ]
     lines += [f"| `{name}` | {_cell(instead)} |" for name, instead in sorted(config.removed_variables().items())]
-    return lines + [""]
+    return [*lines, ""]
 
 
 def render() -> str:
-    return "\n".join([INTRO, *variables_section(), *prices_section(), *fixed_section(), *removed_section()]).rstrip() + "\n"
+    return (
+        "\n".join([INTRO, *variables_section(), *prices_section(), *fixed_section(), *removed_section()]).rstrip()
+        + "\n"
+    )
 
 
 def main() -> None:

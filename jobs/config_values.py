@@ -51,6 +51,7 @@ def whole(minimum: int) -> Kind:
         if value < minimum:
             raise ConfigError(f"{name}={value} must be at least {minimum}.")
         return value
+
     return Kind(f"whole number ≥ {minimum}", parse)
 
 
@@ -74,6 +75,7 @@ def choice(*options: str) -> Kind:
         if raw.lower() not in options:
             raise ConfigError(f"{name}={raw!r}; use {', '.join(options[:-1])} or {options[-1]}.")
         return raw.lower()
+
     return Kind(" | ".join(options), parse)
 
 
@@ -126,8 +128,10 @@ def _rate(name: str, raw: str) -> float | None:
 def _secret(name: str, raw: str) -> str:
     """At least 32 characters: guessable secrets make forgeable links."""
     if len(raw) < 32:
-        raise ConfigError(f"{name} is {len(raw)} characters; use at least 32 random characters "
-                          "(e.g. `openssl rand -hex 32`), or unset it to let the database keep one.")
+        raise ConfigError(
+            f"{name} is {len(raw)} characters; use at least 32 random characters "
+            "(e.g. `openssl rand -hex 32`), or unset it to let the database keep one."
+        )
     return raw
 
 
@@ -135,15 +139,19 @@ def _public_url(name: str, raw: str) -> str:
     """Memory links are built on it, never on a request's Host header."""
     parts = urlsplit(raw)
     if parts.scheme not in {"http", "https"} or not parts.hostname or parts.query or parts.fragment:
-        raise ConfigError(f"{name}={raw!r}; use the address users reach the service at, e.g. "
-                          "https://memory.example.com or https://example.com/episodes (no query, no fragment).")
+        raise ConfigError(
+            f"{name}={raw!r}; use the address users reach the service at, e.g. "
+            "https://memory.example.com or https://example.com/episodes (no query, no fragment)."
+        )
     return raw.rstrip("/")
 
 
 def _token(name: str, raw: str) -> str:
     if len(raw) < 32 or not raw.isascii() or not raw.isprintable() or " " in raw:
-        raise ConfigError(f"{name} must be at least 32 printable ASCII characters without spaces "
-                          "(e.g. `openssl rand -hex 32`), or unset.")
+        raise ConfigError(
+            f"{name} must be at least 32 printable ASCII characters without spaces "
+            "(e.g. `openssl rand -hex 32`), or unset."
+        )
     return raw
 
 

@@ -33,10 +33,10 @@ from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from jobs.config import Settings
-from jobs.errors import DatabaseError
 from jobs.citus.routes import Node, Routes, ask_with, node_url
 from jobs.citus.shards import HERE, shards
+from jobs.config import Settings
+from jobs.errors import DatabaseError
 from jobs.sql import query
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,9 @@ class TenantRead(NamedTuple):
 
 
 EMBEDDED_DB_NAME = "episodes"
-NODE_TIMEOUT_SECONDS = 2.0  # to reach a Citus worker recall reads from, before the coordinator serves (jobs.citus.routes)
+NODE_TIMEOUT_SECONDS = (
+    2.0  # to reach a Citus worker recall reads from, before the coordinator serves (jobs.citus.routes)
+)
 APP_ROLE = "episodes_app"
 SERVICE_ROLE = "episodes_service"  # the login role of the API and MCP (migration 0023)
 
@@ -95,8 +97,10 @@ def set_local(conn: Conn, role: str | None = None, **settings: str) -> None:
     where row-level security and the triggers read them. Values are quoted as literals; names are
     identifiers chosen by the code. In pipeline mode (no multi-statement queries) one per statement."""
     statements = [sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role))] if role else []
-    statements += [sql.SQL("SET LOCAL {} = {}").format(sql.SQL(".").join(map(sql.Identifier, name.split("."))),
-                                                        sql.Literal(value)) for name, value in settings.items()]
+    statements += [
+        sql.SQL("SET LOCAL {} = {}").format(sql.SQL(".").join(map(sql.Identifier, name.split("."))), sql.Literal(value))
+        for name, value in settings.items()
+    ]
     if conn.pgconn.pipeline_status:
         for statement in statements:
             conn.execute(statement)
@@ -165,7 +169,7 @@ class Database:
         return self._url
 
     @classmethod
-    def for_service(cls, settings: Settings, application_name: str) -> "Database":
+    def for_service(cls, settings: Settings, application_name: str) -> Database:
         """The database as a tenant-facing process (the API, the MCP server) logs in to it:
         ``EPISODES_SERVICE_DATABASE_URL`` when set; on the embedded server the role episodes_service
         (trust on its private Unix socket, as for its superuser: a password would guard nothing);
@@ -178,7 +182,7 @@ class Database:
         return cls(settings)
 
     @classmethod
-    def for_serve(cls, settings: Settings) -> "Database":
+    def for_serve(cls, settings: Settings) -> Database:
         """The database as ``episodes serve`` uses it: the owner (``DATABASE_URL``) for :meth:`admin` and
         :meth:`connect` (claims, leases, maintenance, singleton locks: across tenants, by design), and the
         login role of :meth:`for_service` for :meth:`tenant` and :meth:`tenant_read`, so that RESET ROLE in
@@ -191,7 +195,7 @@ class Database:
         return owner
 
     @property
-    def tenant_login(self) -> "Database":
+    def tenant_login(self) -> Database:
         """The database this one's tenant transactions log in to (itself, unless made by :meth:`for_serve`)."""
         return self._tenants if self._tenants is not None else self
 
@@ -200,14 +204,16 @@ class Database:
         """Where the data lives, for `episodes status`."""
         if self.settings.embedded and self._given_url is None:
             return f"embedded PostgreSQL in {self.settings.pgdata}" + (
-                f" as {self._embedded_role}" if self._embedded_role else "")
+                f" as {self._embedded_role}" if self._embedded_role else ""
+            )
         return _redact_url(self.url)
 
     def connect(self, *, autocommit: bool = False) -> Conn:
         """A plain connection as the owner (operator work: migrations, claims, status)."""
         try:
-            conn = psycopg.connect(self.url, row_factory=dict_row, autocommit=autocommit,
-                                   application_name=self.settings.application_name)
+            conn = psycopg.connect(
+                self.url, row_factory=dict_row, autocommit=autocommit, application_name=self.settings.application_name
+            )
         except psycopg.OperationalError as exc:
             raise DatabaseError(f"Could not connect to {self.location}: {exc}{self._login_hint}".strip()) from exc
         _configure(conn)
@@ -252,8 +258,9 @@ class Database:
         with self._opening:
             if node in self._node_pools:
                 return True
-            pool = self._new_pool(node_url(self.url, node), f"episodes-{node[0]}:{node[1]}", NODE_TIMEOUT_SECONDS,
-                                  read_only=True)
+            pool = self._new_pool(
+                node_url(self.url, node), f"episodes-{node[0]}:{node[1]}", NODE_TIMEOUT_SECONDS, read_only=True
+            )
             try:
                 pool.open(wait=True, timeout=NODE_TIMEOUT_SECONDS)
             except psycopg.OperationalError:
@@ -362,7 +369,7 @@ class Database:
         self._node_pools.clear()
         self._routes.forget()
 
-    def __enter__(self) -> "Database":
+    def __enter__(self) -> Database:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -398,8 +405,10 @@ def service_role_warning(conn: Conn) -> str | None:
     if not (row["superuser"] or row["owner"]):
         return None
     what = "a superuser" if row["superuser"] else "the owner of the tables"
-    return (f"connected as {row['role']}, {what}: set EPISODES_SERVICE_DATABASE_URL to a login role granted "
-            f"{SERVICE_ROLE} (docs/operations.md, \"Database roles\"), so this process cannot RESET ROLE out of {APP_ROLE}")
+    return (
+        f"connected as {row['role']}, {what}: set EPISODES_SERVICE_DATABASE_URL to a login role granted "
+        f'{SERVICE_ROLE} (docs/operations.md, "Database roles"), so this process cannot RESET ROLE out of {APP_ROLE}'
+    )
 
 
 def _pipelined(conn: Conn, on: bool) -> AbstractContextManager[object]:

@@ -28,9 +28,11 @@ class DatabaseError(EpisodesError):
 
 
 # How to upgrade. The name `episodes` on PyPI belongs to another project: no message may advise installing it.
-UPGRADE = ("Upgrade episodes from its repository: in your clone, git pull, then pip install -e . (a deployment: "
-           "pip install --require-hashes -r requirements/runtime.txt && pip install --no-deps .); see "
-           "docs/getting-started.md. The package named episodes on PyPI is another project's: do not install it by name.")
+UPGRADE = (
+    "Upgrade episodes from its repository: in your clone, git pull, then pip install -e . (a deployment: "
+    "pip install --require-hashes -r requirements/runtime.txt && pip install --no-deps .); see "
+    "docs/getting-started.md. The package named episodes on PyPI is another project's: do not install it by name."
+)
 
 
 class SchemaTooNew(EpisodesError):

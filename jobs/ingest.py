@@ -21,10 +21,10 @@ import psycopg
 from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
-from jobs.formats.claude_code import TENANT as CLAUDE_CODE_TENANT
-from jobs.formats.claude_code import default_user, read_session_file
 from jobs.config import Settings
 from jobs.db import Database, notify_eligible
+from jobs.formats.claude_code import TENANT as CLAUDE_CODE_TENANT
+from jobs.formats.claude_code import default_user, read_session_file
 from jobs.formats.detect import detect, format_hint
 from jobs.formats.locomo import read_locomo
 from jobs.formats.shapes import ShapeOptions
@@ -89,8 +89,13 @@ def _read_jsonl(path: Path, limit: int) -> Iterator[Raw]:
             if not raw.strip():
                 continue
             if len(raw) > limit:
-                yield where, Rejection(where, f"record is {len(raw):,} bytes, over the limit of {limit:,} "
-                                              "(EPISODES_MAX_TRANSCRIPT_BYTES)")
+                yield (
+                    where,
+                    Rejection(
+                        where,
+                        f"record is {len(raw):,} bytes, over the limit of {limit:,} (EPISODES_MAX_TRANSCRIPT_BYTES)",
+                    ),
+                )
                 continue
             try:
                 text = raw.decode("utf-8")
@@ -182,8 +187,12 @@ def _sized(path: Path, text: str, start: int, end: int, obj: object, limit: int)
     where = f"{path}:{_line_of(text, start)}"
     size = end - start
     if size > limit:
-        yield where, Rejection(where, f"record is {size:,} characters, over the limit of {limit:,} "
-                                      "(EPISODES_MAX_TRANSCRIPT_BYTES)")
+        yield (
+            where,
+            Rejection(
+                where, f"record is {size:,} characters, over the limit of {limit:,} (EPISODES_MAX_TRANSCRIPT_BYTES)"
+            ),
+        )
     elif not isinstance(obj, dict):
         yield where, Rejection(where, "record is not a JSON object")
     else:
@@ -219,8 +228,9 @@ def discover(paths: Iterable[Path], suffixes: tuple[str, ...] = (".json", ".json
     return found
 
 
-def read_records(path: Path, settings: Settings, fmt: str = "auto", tenant_id: str | None = None,
-                 user_id: str | None = None) -> Iterator[Raw]:
+def read_records(
+    path: Path, settings: Settings, fmt: str = "auto", tenant_id: str | None = None, user_id: str | None = None
+) -> Iterator[Raw]:
     """The records of one file. ``auto`` tells a Claude Code session file, a JSONL file and a whole JSON
     document (pretty-printed, an array, whatever its name) apart by their first lines
     (:func:`jobs.formats.detect.detect`)."""
@@ -229,9 +239,12 @@ def read_records(path: Path, settings: Settings, fmt: str = "auto", tenant_id: s
         for where, item in read_locomo(path, tenant_id or "locomo"):
             yield where, Rejection(where, item) if isinstance(item, str) else item
     elif fmt == "claude-code" or kind == "claude-code":
-        for where, item in read_session_file(path, tenant_id=tenant_id or CLAUDE_CODE_TENANT,
-                                             user_id=user_id or default_user(),
-                                             idle_close_seconds=settings.idle_close_seconds):
+        for where, item in read_session_file(
+            path,
+            tenant_id=tenant_id or CLAUDE_CODE_TENANT,
+            user_id=user_id or default_user(),
+            idle_close_seconds=settings.idle_close_seconds,
+        ):
             yield where, Rejection(where, item) if isinstance(item, str) else item
     elif path.suffix == ".jsonl" and kind == "lines":
         yield from _read_jsonl(path, settings.max_transcript_bytes)
@@ -245,8 +258,12 @@ def from_objects(objects: Iterable[object], limit: int) -> Iterator[Raw]:
         where = str(index)
         size = len(json.dumps(obj, ensure_ascii=False).encode("utf-8", errors="surrogatepass"))
         if size > limit:
-            yield where, Rejection(where, f"record is {size:,} bytes, over the limit of {limit:,} "
-                                          "(EPISODES_MAX_TRANSCRIPT_BYTES)")
+            yield (
+                where,
+                Rejection(
+                    where, f"record is {size:,} bytes, over the limit of {limit:,} (EPISODES_MAX_TRANSCRIPT_BYTES)"
+                ),
+            )
         else:
             yield where, obj if isinstance(obj, dict) else Rejection(where, "record is not a JSON object")
 
@@ -258,15 +275,19 @@ def validate(where: str, raw: dict, settings: Settings, tenant_id: str | None) -
         raw = {**raw, "tenant_id": tenant_id}
     try:
         record = TranscriptIn.model_validate(
-            raw, context={"shapes": ShapeOptions(tool_result_chars=settings.tool_result_chars)})
+            raw, context={"shapes": ShapeOptions(tool_result_chars=settings.tool_result_chars)}
+        )
     except ValidationError as exc:
         return Rejection(where, format_hint(raw) or _describe(exc))
     if len(record.messages) > settings.max_messages:
         return Rejection(where, f"{len(record.messages):,} messages, over the limit of {settings.max_messages:,}")
     chars = sum(len(m.content) for m in record.messages)
     if chars > settings.max_transcript_bytes:  # a Claude Code file is read whole; its canonical form must fit
-        return Rejection(where, f"{chars:,} characters of messages after condensing tool output, over the limit "
-                                f"of {settings.max_transcript_bytes:,} (EPISODES_MAX_TRANSCRIPT_BYTES)")
+        return Rejection(
+            where,
+            f"{chars:,} characters of messages after condensing tool output, over the limit "
+            f"of {settings.max_transcript_bytes:,} (EPISODES_MAX_TRANSCRIPT_BYTES)",
+        )
     if not any(m.content.strip() for m in record.messages):
         return Rejection(where, "no message has any content")
     return record
@@ -298,8 +319,13 @@ def ingest(
     the user of Claude Code sessions (default: this machine's login name)."""
     report = IngestReport()
     for path in discover(paths, (".jsonl",) if fmt == "claude-code" else (".json", ".jsonl")):
-        ingest_records(db, read_records(path, db.settings, fmt, tenant_id, user_id), tenant_id=tenant_id,
-                       report=report, progress=progress)
+        ingest_records(
+            db,
+            read_records(path, db.settings, fmt, tenant_id, user_id),
+            tenant_id=tenant_id,
+            report=report,
+            progress=progress,
+        )
     return report
 
 

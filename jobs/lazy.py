@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 
-def lazy_names(namespace: MutableMapping[str, Any], where: Mapping[str, str]
-               ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_names(
+    namespace: MutableMapping[str, Any], where: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for the package whose ``globals()`` is ``namespace``: each name of
     ``where`` (name -> module, absolute or relative to the package) is imported from its module when it
     is first asked for, then kept in the package like any other name."""

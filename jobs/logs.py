@@ -15,8 +15,11 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"mess
 
 
 def _extras(record: logging.LogRecord) -> dict[str, object]:
-    return {k: v for k, v in record.__dict__.items()
-            if k not in _STANDARD and not k.startswith("_") and k != "color_message"}  # uvicorn's ANSI copy
+    return {
+        k: v
+        for k, v in record.__dict__.items()
+        if k not in _STANDARD and not k.startswith("_") and k != "color_message"
+    }  # uvicorn's ANSI copy
 
 
 class JsonFormatter(logging.Formatter):

@@ -66,8 +66,10 @@ def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str)
                    applied_at timestamptz NOT NULL DEFAULT now())"""
         )
         have = current_version(conn) or 0
-        applied_versions = {r[0] if not isinstance(r, dict) else r["version"]
-                            for r in conn.execute("SELECT version FROM schema_migrations").fetchall()}
+        applied_versions = {
+            r[0] if not isinstance(r, dict) else r["version"]
+            for r in conn.execute("SELECT version FROM schema_migrations").fetchall()
+        }
         code = code_version()
         if have > code:
             raise SchemaTooNew(
@@ -87,13 +89,19 @@ def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str)
                     (migration.version, migration.name),
                 )
             log.debug(
-                "applied migration %04d_%s", migration.version, migration.name,
+                "applied migration %04d_%s",
+                migration.version,
+                migration.name,
                 extra={"action": "migrate_step", "version": migration.version},
             )
             applied.append(migration)
         if applied:  # one line for the run; `episodes init` prints the names on stdout
-            log.info("schema migrated from version %d to %d", have, applied[-1].version,
-                     extra={"action": "migrate", "applied": len(applied)})
+            log.info(
+                "schema migrated from version %d to %d",
+                have,
+                applied[-1].version,
+                extra={"action": "migrate", "applied": len(applied)},
+            )
         check_embedding_dim(conn, embedding_dim, embedder)
         return applied
     finally:

@@ -18,9 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from jobs.concepts import DEFAULT_PURPOSE, PURPOSE, PURPOSE_RULE, STANDING_TYPES, EntityKind, EventType
-from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
 from jobs.formats.envelope import check_metadata, unknown_field
-from jobs.tokens import estimate_tokens  # re-exported: every budget counts tokens with it
+from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # Terminal escape sequences, whole (a terminal's colours in pasted or tool output: ESC [ 31 m): removing
@@ -169,11 +168,9 @@ class TranscriptIn(BaseModel):
         return _aware(value, "timestamp")
 
     @model_validator(mode="after")
-    def _order(self) -> "TranscriptIn":
+    def _order(self) -> TranscriptIn:
         if self.started_at and self.ended_at and self.ended_at < self.started_at:
-            raise ValueError(
-                f"ended_at {self.ended_at.isoformat()} is before started_at {self.started_at.isoformat()}"
-            )
+            raise ValueError(f"ended_at {self.ended_at.isoformat()} is before started_at {self.started_at.isoformat()}")
         return self
 
     def content_hash(self) -> str:
@@ -198,11 +195,11 @@ class KeyEvent(BaseModel):
             "or code change chosen). "
             "open_question: a question raised in the session and NOT answered by its end, or a TODO left open. "
             "commitment: something someone promised to do after the session (who must be named), often with a due "
-            "date; an agent's working steps within the session (\"let me check\", \"I'll run the tests\") are not. "
+            'date; an agent\'s working steps within the session ("let me check", "I\'ll run the tests") are not. '
             "surprise: something unexpected the user noticed or reacted to, such as a failing test or an error. "
-            "preference: a lasting like, dislike or way the user wants things done (\"I prefer metric units\"). "
+            'preference: a lasting like, dislike or way the user wants things done ("I prefer metric units"). '
             "fact: a specific the user states about themselves, their people, project or setup that a later session "
-            "may ask about (\"the billing service runs PostgreSQL 15\", \"my sister lives in Oslo\"), with its "
+            'may ask about ("the billing service runs PostgreSQL 15", "my sister lives in Oslo"), with its '
             "numbers, versions, names and dates verbatim."
         )
     )
@@ -211,8 +208,8 @@ class KeyEvent(BaseModel):
         max_length=400,
         description=(
             "One self-contained sentence in the third person with the concrete details copied verbatim "
-            "(names, amounts, versions, dates, files, identifiers, settings: \"decided to use PostgreSQL 17 for the "
-            "billing service\", never \"decided on a database\"), understandable without the transcript. Never "
+            '(names, amounts, versions, dates, files, identifiers, settings: "decided to use PostgreSQL 17 for the '
+            'billing service", never "decided on a database"), understandable without the transcript. Never '
             "tool output quoted as someone's words."
         ),
     )
@@ -235,7 +232,7 @@ class KeyEvent(BaseModel):
         description=(
             "Decisions and preferences only: the id of the item in <current_decisions> that this one replaces, "
             "when the user clearly changed that earlier decision or preference in this session (the later one "
-            "wins); the evidence must show the change, and `what` says what changed (\"switched from X to Y\"). "
+            'wins); the evidence must show the change, and `what` says what changed ("switched from X to Y"). '
             "Only ids listed there; else null."
         ),
     )
@@ -273,8 +270,10 @@ class EpisodeExtraction(BaseModel):
     )
     topic_tags: list[str] = Field(
         max_length=5,
-        description=("Up to 5 short lowercase topic tags (1-3 words each), most important first; what the session "
-                     "was about, never format words such as tool, result, user, assistant, call, output or json."),
+        description=(
+            "Up to 5 short lowercase topic tags (1-3 words each), most important first; what the session "
+            "was about, never format words such as tool, result, user, assistant, call, output or json."
+        ),
     )
     key_events: list[KeyEvent] = Field(
         default_factory=list,
@@ -284,8 +283,10 @@ class EpisodeExtraction(BaseModel):
     entities: list[Entity] = Field(
         default_factory=list,
         max_length=30,
-        description=("People, organisations, products, projects and places mentioned by name, and the files, "
-                     "commands and services named in the session."),
+        description=(
+            "People, organisations, products, projects and places mentioned by name, and the files, "
+            "commands and services named in the session."
+        ),
     )
     resolved_items: list[Resolution] = Field(
         default_factory=list,
@@ -377,8 +378,10 @@ def split_offered(items: Sequence[OpenItem] | None) -> tuple[list[OpenItem], lis
     """The open items (at most MAX_OPEN_ITEMS) and the current decisions and preferences (at most
     MAX_CURRENT_DECISIONS) among ``items``, each in the given order."""
     items = items or []
-    return ([i for i in items if not i.standing][:MAX_OPEN_ITEMS],
-            [i for i in items if i.standing][:MAX_CURRENT_DECISIONS])
+    return (
+        [i for i in items if not i.standing][:MAX_OPEN_ITEMS],
+        [i for i in items if i.standing][:MAX_CURRENT_DECISIONS],
+    )
 
 
 @dataclass

@@ -63,14 +63,27 @@ class _Quoted(dict[int, str]):
 # arrow's (an arrow has a shaft); and the names of a rising stroke, read as /.
 _POINTING = re.compile(r"ANGLE|ARROWHEAD|TRIANGLE|CHEVRON|POINTING|POINTER|PRECEDES|SUCCEEDS")
 _SHAFT = re.compile(r"ARROW(?!HEAD)")
-_RISING = re.compile(r"(?<!REVERSE )(?<!REVERSED )SOLIDUS|(?<!BACK)(?<!FALLING DIAGONAL )SLASH|RISING DIAGONAL"
-                     r"|DIAGONAL UPPER RIGHT TO LOWER LEFT")
+_RISING = re.compile(
+    r"(?<!REVERSE )(?<!REVERSED )SOLIDUS|(?<!BACK)(?<!FALLING DIAGONAL )SLASH|RISING DIAGONAL"
+    r"|DIAGONAL UPPER RIGHT TO LOWER LEFT"
+)
 # Look-alikes whose names say nothing of their shape: what Unicode's confusables data (UTS #39,
 # confusables.txt) lists for < and >, even the Canadian syllabics PA and PO that Cree and Inuktitut are
 # written with (each could open a tag), and its symbols for /. Its letters for / (Katakana NO, the CJK
 # stroke) stay: a / alone cannot open a tag once every < is quoted.
-_UNNAMED = {"\u1438": "&lt;", "\u16b2": "&lt;", "\U0001d236": "&lt;", "\u1433": "&gt;", "\U00016f3f": "&gt;",
-            "\U0001d237": "&gt;", "\u1735": "/", "\u2041": "/", "\U0001d23a": "/", "\u3033": "/", "\u31d3": "/"}
+_UNNAMED = {
+    "\u1438": "&lt;",
+    "\u16b2": "&lt;",
+    "\U0001d236": "&lt;",
+    "\u1433": "&gt;",
+    "\U00016f3f": "&gt;",
+    "\U0001d237": "&gt;",
+    "\u1735": "/",
+    "\u2041": "/",
+    "\U0001d23a": "/",
+    "\u3033": "/",
+    "\u31d3": "/",
+}
 _ASCII = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 _UNKNOWN = ("Cn", "Co", "Cs")  # unassigned here, private use, lone surrogates: what they look like is unknown
 _KEPT = ("L", "M", "N")  # letters (but modifier letters), marks, numbers: kept unless listed in _UNNAMED
@@ -104,12 +117,18 @@ def _quote(ch: str) -> str:
     name = unicodedata.name(ch, "")
     less, greater = name.count("LESS-THAN"), name.count("GREATER-THAN")
     if less or greater:  # a relation: written with ASCII signs, meaning kept
-        signs = ("&lt;&gt;" if name.find("LESS-THAN") < name.find("GREATER-THAN") else "&gt;&lt;") if less and greater \
+        signs = (
+            ("&lt;&gt;" if name.find("LESS-THAN") < name.find("GREATER-THAN") else "&gt;&lt;")
+            if less and greater
             else ("&lt;" if less else "&gt;") * (3 if "VERY MUCH" in name else 2 if "MUCH" in name else 1)
+        )
         return ("not " if re.search(r"\b(?:NOT|NEITHER)\b", name) else "") + signs + ("=" if "EQUAL" in name else "")
     if "NORMAL SUBGROUP" in name:  # a triangle named for what it means: \u22b2 and \u22b3, with bars and strokes
-        return ("not " if "NOT" in name else "") + ("&gt;" if "CONTAINS" in name else "&lt;") \
+        return (
+            ("not " if "NOT" in name else "")
+            + ("&gt;" if "CONTAINS" in name else "&lt;")
             + ("=" if "EQUAL" in name else "")
+        )
     if _POINTING.search(name) and not _SHAFT.search(name):
         if "QUOTATION MARK" in name:
             return '"' if "DOUBLE" in name else "'"

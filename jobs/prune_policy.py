@@ -54,8 +54,14 @@ class Clause:
 
     def as_json(self) -> dict[str, Any]:
         """The clause as ``episodes_policy_selects`` (migration 0015) reads it: absent keys are not tested."""
-        fields = {"n": self.number, "action": self.action, "newer_than": self.newer_than,
-                  "older_than": self.older_than, "op": self.op, "importance": self.importance}
+        fields = {
+            "n": self.number,
+            "action": self.action,
+            "newer_than": self.newer_than,
+            "older_than": self.older_than,
+            "op": self.op,
+            "importance": self.importance,
+        }
         return {k: v for k, v in fields.items() if v is not None}
 
 
@@ -75,11 +81,14 @@ def parse_policy(text: str) -> PrunePolicy:
     parts = [p.strip() for p in text.split(";")]
     clauses = tuple(_clause(i, part) for i, part in enumerate(parts, 1) if part)
     if not clauses:
-        raise PolicyInvalid('the pruning policy is empty: expected clauses like "keep 30d; '
-                            'delete importance<0.5 after 90d"')
+        raise PolicyInvalid(
+            'the pruning policy is empty: expected clauses like "keep 30d; delete importance<0.5 after 90d"'
+        )
     if not any(c.action == "delete" for c in clauses):
-        raise PolicyInvalid(f'the pruning policy "{text.strip()}" has no delete clause: expected at least one '
-                            '"delete [importance<op><number>] after <duration>"')
+        raise PolicyInvalid(
+            f'the pruning policy "{text.strip()}" has no delete clause: expected at least one '
+            '"delete [importance<op><number>] after <duration>"'
+        )
     return PrunePolicy(text.strip(), clauses)
 
 

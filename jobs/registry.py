@@ -55,13 +55,17 @@ def load(group: str, name: str, what: str) -> Any:
     if point is None:
         names = installed(group)
         have = ", ".join(names) if names else "none (is episodes installed? pip install -e .)"
-        raise ConfigError(f"unknown {what} {name!r}; installed: {have}. A back end is added by an entry point "
-                          f"in the {group!r} group (docs/extractors.md).")
+        raise ConfigError(
+            f"unknown {what} {name!r}; installed: {have}. A back end is added by an entry point "
+            f"in the {group!r} group (docs/extractors.md)."
+        )
     try:
         return point.load()
     except ImportError as exc:
-        raise ConfigError(f"{what} {name!r} ({point.value}) cannot be imported: {exc}. Install the package that "
-                          "provides it, or choose another.") from exc
+        raise ConfigError(
+            f"{what} {name!r} ({point.value}) cannot be imported: {exc}. Install the package that "
+            "provides it, or choose another."
+        ) from exc
 
 
 def refresh() -> None:

@@ -28,14 +28,23 @@ def start_run(target: Database | Conn, job: str, worker: str) -> int:
     return int(one(target.execute(query("start_job_run"), params))["id"])
 
 
-def finish_run(target: Database | Conn, run_id: int, *, counts: Mapping[str, int],
-               error: BaseException | str | None = None, failed: bool | None = None) -> None:
+def finish_run(
+    target: Database | Conn,
+    run_id: int,
+    *,
+    counts: Mapping[str, int],
+    error: BaseException | str | None = None,
+    failed: bool | None = None,
+) -> None:
     """Record how a run ended: ``failed`` defaults to whether an error is given. The run also records the
     tenants it touched (those of its model calls): an erasure scrubs the texts of its own tenant's runs
     only, never another tenant's run history (migration 0029)."""
-    params = {"id": run_id, "status": "failed" if (error is not None if failed is None else failed) else "ok",
-              "counts": Jsonb(dict(counts)),
-              "error": str(error)[:2000] if error else None}
+    params = {
+        "id": run_id,
+        "status": "failed" if (error is not None if failed is None else failed) else "ok",
+        "counts": Jsonb(dict(counts)),
+        "error": str(error)[:2000] if error else None,
+    }
     if isinstance(target, Database):
         with target.admin() as conn:
             _finish(conn, params)

@@ -80,8 +80,10 @@ class ServeOptions:
         """The options from Settings (EPISODES_SERVE_CONCURRENCY, EPISODES_COMPRESS_CRON, ...),
         with each override that is not None (a command-line flag) taking precedence."""
         chosen: dict[str, Any] = {
-            "concurrency": settings.serve_concurrency, "poll_seconds": settings.poll_seconds,
-            "maintenance_seconds": settings.maintenance_seconds, "compress_cron": settings.compress_cron,
+            "concurrency": settings.serve_concurrency,
+            "poll_seconds": settings.poll_seconds,
+            "maintenance_seconds": settings.maintenance_seconds,
+            "compress_cron": settings.compress_cron,
             "idle_close_seconds": settings.idle_close_seconds,
             "shutdown_deadline": settings.shutdown_deadline_seconds,
         }
@@ -90,14 +92,23 @@ class ServeOptions:
 
 
 class Server:
-    def __init__(self, db: Database, extractor: Extractor, options: ServeOptions,
-                 compress: Callable[[Database], dict[str, int]] = scheduled_compress) -> None:
+    def __init__(
+        self,
+        db: Database,
+        extractor: Extractor,
+        options: ServeOptions,
+        compress: Callable[[Database], dict[str, int]] = scheduled_compress,
+    ) -> None:
         self.db = db
         self.options = options
         self.worker = worker_id()
         embedder = embedder_for(db.settings)
-        self.summarizer = Summarizer(db, extractor, worker=self.worker,
-                                     embedder=BatchingEmbedder(embedder) if options.concurrency > 1 else embedder)
+        self.summarizer = Summarizer(
+            db,
+            extractor,
+            worker=self.worker,
+            embedder=BatchingEmbedder(embedder) if options.concurrency > 1 else embedder,
+        )
         self.summarizer.finisher.stored_level = logging.INFO  # one line per session summarised
         # The summarize worker of `episodes run` too, driven for ever: a thread with nothing to claim sleeps
         # until woken (NOTIFY) or the poll.
@@ -128,8 +139,9 @@ class Server:
         backoff = 1.0
         while not self.stopping.is_set():
             try:
-                with psycopg.connect(self.db.url, autocommit=True,
-                                     application_name=self.db.settings.application_name) as conn:
+                with psycopg.connect(
+                    self.db.url, autocommit=True, application_name=self.db.settings.application_name
+                ) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     log.info("listening", extra={"action": "listen", "channel": CHANNEL})
                     backoff = 1.0
@@ -168,15 +180,18 @@ class Server:
         def work(conn: Conn) -> dict[str, int]:
             counts = {"rescued": len(conn.execute(query("rescue_expired_leases")).fetchall())}
             if self.options.idle_close_seconds:
-                counts["idle_closed"] = len(conn.execute(
-                    query("idle_close"), {"idle_seconds": self.options.idle_close_seconds}).fetchall())
-            counts["pruned_runs"] = len(conn.execute(
-                query("prune_job_runs"), {"days": self.options.job_run_retention_days}).fetchall())
+                counts["idle_closed"] = len(
+                    conn.execute(query("idle_close"), {"idle_seconds": self.options.idle_close_seconds}).fetchall()
+                )
+            counts["pruned_runs"] = len(
+                conn.execute(query("prune_job_runs"), {"days": self.options.job_run_retention_days}).fetchall()
+            )
             if counts["rescued"] or counts.get("idle_closed"):
                 notify_eligible(conn)
             if self.db.settings.transcript_retention_seconds:  # EPISODES_TRANSCRIPT_RETENTION
                 counts["pruned_transcripts"] = prune_transcripts(
-                    self.db, self.db.settings.transcript_retention_seconds).transcripts
+                    self.db, self.db.settings.transcript_retention_seconds
+                ).transcripts
             if counts["rescued"]:
                 log.warning("rescued %d expired claims", counts["rescued"], extra={"action": "lease_rescue"})
             return counts
@@ -205,8 +220,12 @@ class Server:
 
         def work(conn: Conn) -> dict[str, int]:
             report = apply_policy(self.db, policy)
-            return {"pruned_episodes": report.deleted, "kept": report.plan.kept, "pinned": report.plan.pinned,
-                    **{f"supers_{outcome}": n for outcome, n in report.rebuilt.items()}}
+            return {
+                "pruned_episodes": report.deleted,
+                "kept": report.plan.kept,
+                "pinned": report.plan.pinned,
+                **{f"supers_{outcome}": n for outcome, n in report.rebuilt.items()},
+            }
 
         return self._singleton(PRUNE_LOCK, "prune", work)
 
@@ -223,15 +242,26 @@ class Server:
 
         tenant, user = self.options.claude_code
         try:
-            report = sync(local.sync_store(self.db, tenant), session_files(claude_home() / "projects"),
-                          tenant_id=tenant, user_id=user, idle_close_seconds=self.options.idle_close_seconds)
+            report = sync(
+                local.sync_store(self.db, tenant),
+                session_files(claude_home() / "projects"),
+                tenant_id=tenant,
+                user_id=user,
+                idle_close_seconds=self.options.idle_close_seconds,
+            )
         except (EpisodesError, OSError) as exc:
             log.warning("claude code sync failed: %s", exc, extra={"action": "claude_code_sync"})
             return
         if report.stored or report.rejected:
-            log.info("claude code sessions stored", extra={
-                "action": "claude_code_sync", "stored": report.stored, "rejected": len(report.rejected),
-                "still_open": report.open})
+            log.info(
+                "claude code sessions stored",
+                extra={
+                    "action": "claude_code_sync",
+                    "stored": report.stored,
+                    "rejected": len(report.rejected),
+                    "still_open": report.open,
+                },
+            )
 
     @property
     def counts(self) -> Counter[str]:
@@ -251,24 +281,46 @@ class Server:
             signal.signal(signal.SIGTERM, self.stop)
             signal.signal(signal.SIGINT, self.stop)
         o = self.options
-        self.scheduler.add_job(self.wake, IntervalTrigger(seconds=o.poll_seconds), id="poll",
-                               max_instances=1, coalesce=True)
+        self.scheduler.add_job(
+            self.wake, IntervalTrigger(seconds=o.poll_seconds), id="poll", max_instances=1, coalesce=True
+        )
         self.check_embedder()
         if self.fatal:
             raise self.fatal
-        self.scheduler.add_job(self.check_embedder, IntervalTrigger(seconds=o.poll_seconds), id="embedder",
-                               max_instances=1, coalesce=True)
-        self.scheduler.add_job(self.maintenance, IntervalTrigger(seconds=o.maintenance_seconds), id="maintenance",
-                               max_instances=1, coalesce=True)
-        self.scheduler.add_job(self.compress, CronTrigger.from_crontab(o.compress_cron, timezone="UTC"),
-                               id="compress", max_instances=1, coalesce=True)
+        self.scheduler.add_job(
+            self.check_embedder, IntervalTrigger(seconds=o.poll_seconds), id="embedder", max_instances=1, coalesce=True
+        )
+        self.scheduler.add_job(
+            self.maintenance,
+            IntervalTrigger(seconds=o.maintenance_seconds),
+            id="maintenance",
+            max_instances=1,
+            coalesce=True,
+        )
+        self.scheduler.add_job(
+            self.compress,
+            CronTrigger.from_crontab(o.compress_cron, timezone="UTC"),
+            id="compress",
+            max_instances=1,
+            coalesce=True,
+        )
         if o.claude_code is not None:
-            self.scheduler.add_job(self.claude_code_sync, IntervalTrigger(seconds=CLAUDE_CODE_SYNC_SECONDS),
-                                   id="claude_code_sync", max_instances=1, coalesce=True,
-                                   next_run_time=dt.datetime.now(dt.UTC))
+            self.scheduler.add_job(
+                self.claude_code_sync,
+                IntervalTrigger(seconds=CLAUDE_CODE_SYNC_SECONDS),
+                id="claude_code_sync",
+                max_instances=1,
+                coalesce=True,
+                next_run_time=dt.datetime.now(dt.UTC),
+            )
         if self.db.settings.prune_policy is not None:
-            self.scheduler.add_job(self.prune, CronTrigger.from_crontab(self.db.settings.prune_cron, timezone="UTC"),
-                                   id="prune", max_instances=1, coalesce=True)
+            self.scheduler.add_job(
+                self.prune,
+                CronTrigger.from_crontab(self.db.settings.prune_cron, timezone="UTC"),
+                id="prune",
+                max_instances=1,
+                coalesce=True,
+            )
         # Load the embedding model before taking work, so the first session after a start does not
         # wait for it (it takes seconds).
         self.summarizer.embedder.embed(["warm up"])

@@ -47,12 +47,16 @@ def all_queries() -> dict[str, str]:
 
 def _include(name: str, body: str, found: dict[str, str]) -> str:
     """``body`` with each ``{{ other }}`` line replaced by the query ``other`` (which includes none)."""
+
     def whole(match: re.Match[str]) -> str:
         other = found.get(match.group(1))
         if other is None or _INCLUDE.search(other):
-            raise RuntimeError(f"query {name!r} includes {match.group(1)!r}, "
-                               + ("which is not defined" if other is None else "which includes another"))
+            raise RuntimeError(
+                f"query {name!r} includes {match.group(1)!r}, "
+                + ("which is not defined" if other is None else "which includes another")
+            )
         return other
+
     return _INCLUDE.sub(whole, body)
 
 

@@ -68,67 +68,135 @@ def insert_episode(
 ) -> int:
     """Insert the episode with its events and entities; return its id."""
     ep = row.episode
-    episode_id: int = one(conn.execute(query("insert_episode"), {
-        "tenant_id": row.tenant_id, "user_id": row.user_id, "kind": row.kind, "transcript_id": row.transcript_id,
-        "session_id": row.session_id, "purpose": row.purpose, "summary": ep.summary, "topic_tags": ep.topic_tags,
-        "importance": ep.importance, "started_at": row.started_at, "ended_at": row.ended_at,
-        "period_start": row.period_start, "period_end": row.period_end, "search_text": search_text(ep),
-        "embedding": row.embedding, "model": row.model, "prompt_version": row.prompt_version,
-        "content_hash": row.content_hash,
-        "input_tokens": sum(c.input_tokens for c in row.calls),
-        "output_tokens": sum(c.output_tokens for c in row.calls),
-        "cache_read_tokens": sum(c.cache_read_tokens for c in row.calls),
-        "cache_write_tokens": sum(c.cache_write_tokens for c in row.calls),
-        "cost_usd": round(sum(c.cost_usd for c in row.calls), 6),
-        "dropped_events": row.dropped_events, "dropped_entities": row.dropped_entities,
-    }))["id"]
+    episode_id: int = one(
+        conn.execute(
+            query("insert_episode"),
+            {
+                "tenant_id": row.tenant_id,
+                "user_id": row.user_id,
+                "kind": row.kind,
+                "transcript_id": row.transcript_id,
+                "session_id": row.session_id,
+                "purpose": row.purpose,
+                "summary": ep.summary,
+                "topic_tags": ep.topic_tags,
+                "importance": ep.importance,
+                "started_at": row.started_at,
+                "ended_at": row.ended_at,
+                "period_start": row.period_start,
+                "period_end": row.period_end,
+                "search_text": search_text(ep),
+                "embedding": row.embedding,
+                "model": row.model,
+                "prompt_version": row.prompt_version,
+                "content_hash": row.content_hash,
+                "input_tokens": sum(c.input_tokens for c in row.calls),
+                "output_tokens": sum(c.output_tokens for c in row.calls),
+                "cache_read_tokens": sum(c.cache_read_tokens for c in row.calls),
+                "cache_write_tokens": sum(c.cache_write_tokens for c in row.calls),
+                "cost_usd": round(sum(c.cost_usd for c in row.calls), 6),
+                "dropped_events": row.dropped_events,
+                "dropped_entities": row.dropped_entities,
+            },
+        )
+    )["id"]
     events = []
     for ordinal, event in enumerate(ep.key_events):
         first = event.evidence[0]
         msg = messages[first] if first < len(messages) else None
         when = (msg.ts if msg else None) or row.ended_at
-        events.append({
-            "tenant_id": row.tenant_id, "user_id": row.user_id, "episode_id": episode_id, "ordinal": ordinal,
-            "type": event.type, "what": event.what, "who": event.who, "due": event.due, "occurred_at": when,
-            "evidence": event.evidence,
-            "evidence_quote": (msg.content if msg else "")[:QUOTE_CHARS] or None,
-            "status": "open" if event.type in OPEN_ITEM_TYPES else "n/a",
-            "source_event_id": source_event_ids[ordinal] if source_event_ids else None,
-        })
+        events.append(
+            {
+                "tenant_id": row.tenant_id,
+                "user_id": row.user_id,
+                "episode_id": episode_id,
+                "ordinal": ordinal,
+                "type": event.type,
+                "what": event.what,
+                "who": event.who,
+                "due": event.due,
+                "occurred_at": when,
+                "evidence": event.evidence,
+                "evidence_quote": (msg.content if msg else "")[:QUOTE_CHARS] or None,
+                "status": "open" if event.type in OPEN_ITEM_TYPES else "n/a",
+                "source_event_id": source_event_ids[ordinal] if source_event_ids else None,
+            }
+        )
     with conn.cursor() as cur:
         if events:
             cur.executemany(query("insert_event"), events)
         if row.lines:
             vectors = row.line_vectors
-            cur.executemany(query("insert_line"), [
-                {"tenant_id": row.tenant_id, "user_id": row.user_id, "episode_id": episode_id, "ordinal": k,
-                 "message_index": line.message_index, "speaker": line.speaker[:200], "said_at": line.said_at,
-                 "text": line.text, "embedding": None if vectors is None else vectors[k]}
-                for k, line in enumerate(row.lines)
-            ])
+            cur.executemany(
+                query("insert_line"),
+                [
+                    {
+                        "tenant_id": row.tenant_id,
+                        "user_id": row.user_id,
+                        "episode_id": episode_id,
+                        "ordinal": k,
+                        "message_index": line.message_index,
+                        "speaker": line.speaker[:200],
+                        "said_at": line.said_at,
+                        "text": line.text,
+                        "embedding": None if vectors is None else vectors[k],
+                    }
+                    for k, line in enumerate(row.lines)
+                ],
+            )
         if ep.entities:
-            cur.executemany(query("insert_entity"), [
-                {"tenant_id": row.tenant_id, "user_id": row.user_id, "episode_id": episode_id,
-                 "name": e.name, "kind": e.kind} for e in ep.entities
-            ])
+            cur.executemany(
+                query("insert_entity"),
+                [
+                    {
+                        "tenant_id": row.tenant_id,
+                        "user_id": row.user_id,
+                        "episode_id": episode_id,
+                        "name": e.name,
+                        "kind": e.kind,
+                    }
+                    for e in ep.entities
+                ],
+            )
     return episode_id
 
 
 def record_calls(
-    conn: Conn, calls: Sequence[ModelCall], *, tenant_id: str, user_id: str | None,
-    transcript_id: int | None, job_run_id: int | None,
+    conn: Conn,
+    calls: Sequence[ModelCall],
+    *,
+    tenant_id: str,
+    user_id: str | None,
+    transcript_id: int | None,
+    job_run_id: int | None,
 ) -> None:
     if not calls:
         return
     with conn.cursor() as cur:
-        cur.executemany(query("insert_model_call"), [
-            {"tenant_id": tenant_id, "user_id": user_id, "transcript_id": transcript_id, "job_run_id": job_run_id,
-             "template": c.template, "prompt_hash": c.prompt_hash, "model": c.model, "batch": c.batch,
-             "input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
-             "cache_read_tokens": c.cache_read_tokens, "cache_write_tokens": c.cache_write_tokens,
-             "cost_usd": c.cost_usd, "latency_ms": c.latency_ms, "outcome": c.outcome, "error": c.error}
-            for c in calls
-        ])
+        cur.executemany(
+            query("insert_model_call"),
+            [
+                {
+                    "tenant_id": tenant_id,
+                    "user_id": user_id,
+                    "transcript_id": transcript_id,
+                    "job_run_id": job_run_id,
+                    "template": c.template,
+                    "prompt_hash": c.prompt_hash,
+                    "model": c.model,
+                    "batch": c.batch,
+                    "input_tokens": c.input_tokens,
+                    "output_tokens": c.output_tokens,
+                    "cache_read_tokens": c.cache_read_tokens,
+                    "cache_write_tokens": c.cache_write_tokens,
+                    "cost_usd": c.cost_usd,
+                    "latency_ms": c.latency_ms,
+                    "outcome": c.outcome,
+                    "error": c.error,
+                }
+                for c in calls
+            ],
+        )
 
 
 @dataclass(frozen=True)
@@ -146,9 +214,15 @@ def take_session(conn: Conn, transcript: Transcript, *, worker: str) -> Taken | 
     caller must roll back. The first two statements go out together: one round trip in a pipelined
     transaction (``Database.tenant(..., pipeline=True)``)."""
     tenant = transcript.tenant_id
-    done = conn.execute(query("complete_transcript"), {
-        "tenant_id": tenant, "id": transcript.id, "worker": worker, "content_hash": transcript.content_hash,
-    })
+    done = conn.execute(
+        query("complete_transcript"),
+        {
+            "tenant_id": tenant,
+            "id": transcript.id,
+            "worker": worker,
+            "content_hash": transcript.content_hash,
+        },
+    )
     current = conn.execute(query("current_session_episode"), {"tenant_id": tenant, "session_id": transcript.session_id})
     if done.fetchone() is None:
         return None
@@ -173,16 +247,34 @@ def write_session_episode(
     if taken.old_id is not None:
         conn.execute(query("link_superseded"), {"tenant_id": tenant, "old_id": taken.old_id, "new_id": new_id})
     for res in row.episode.resolved_items:
-        conn.execute(query("resolve_item"), {
-            "event_id": res.item_id, "episode_id": new_id, "resolved_at": transcript.ended_at,
-            "tenant_id": tenant, "user_id": transcript.user_id,
-        })
+        conn.execute(
+            query("resolve_item"),
+            {
+                "event_id": res.item_id,
+                "episode_id": new_id,
+                "resolved_at": transcript.ended_at,
+                "tenant_id": tenant,
+                "user_id": transcript.user_id,
+            },
+        )
     for ordinal, event in enumerate(row.episode.key_events):
         if event.replaces is not None:  # later wins: the offered earlier decision no longer stands
-            conn.execute(query("replace_item"), {
-                "event_id": event.replaces, "episode_id": new_id, "ordinal": ordinal,
-                "tenant_id": tenant, "user_id": transcript.user_id,
-            })
-    record_calls(conn, row.calls, tenant_id=tenant, user_id=transcript.user_id,
-                 transcript_id=transcript.id, job_run_id=job_run_id)
+            conn.execute(
+                query("replace_item"),
+                {
+                    "event_id": event.replaces,
+                    "episode_id": new_id,
+                    "ordinal": ordinal,
+                    "tenant_id": tenant,
+                    "user_id": transcript.user_id,
+                },
+            )
+    record_calls(
+        conn,
+        row.calls,
+        tenant_id=tenant,
+        user_id=transcript.user_id,
+        transcript_id=transcript.id,
+        job_run_id=job_run_id,
+    )
     return new_id

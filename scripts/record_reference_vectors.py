@@ -66,25 +66,35 @@ def fixed_texts(singles: int = 48, runs: int = 10) -> list[str]:
     """The example transcripts' messages, ``singles`` of them spread from the shortest to the
     longest, ``runs`` joined runs of 12 consecutive messages (episode-sized, many past 256
     tokens), and the edge cases."""
-    every = [message["content"] for path in sorted(EXAMPLES.glob("*.jsonl"))
-             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-             for message in json.loads(line)["messages"]]
+    every = [
+        message["content"]
+        for path in sorted(EXAMPLES.glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+        for message in json.loads(line)["messages"]
+    ]
     by_length = sorted(set(every), key=lambda text: (len(text), text))
     spread = [by_length[i] for i in np.linspace(0, len(by_length) - 1, singles).astype(int)]
-    joined = ["\n".join(every[start:start + 12]) for start in np.linspace(0, len(every) - 12, runs).astype(int)]
+    joined = ["\n".join(every[start : start + 12]) for start in np.linspace(0, len(every) - 12, runs).astype(int)]
     return list(dict.fromkeys(spread + joined + EDGE_CASES))
 
 
 def sentence_transformer(folder: Path) -> Any:
     """The model's verified files in sentence-transformers, offline, on the CPU."""
-    os.environ.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", TRANSFORMERS_VERBOSITY="error",
-                      HF_HUB_DISABLE_PROGRESS_BARS="1")
+    os.environ.update(
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        TRANSFORMERS_VERBOSITY="error",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+    )
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as missing:
-        sys.exit(f"record_reference_vectors.py needs sentence-transformers and torch ({missing}). Install them "
-                 "(the CPU build of torch is enough): pip install sentence-transformers torch --index-url "
-                 "https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple")
+        sys.exit(
+            f"record_reference_vectors.py needs sentence-transformers and torch ({missing}). Install them "
+            "(the CPU build of torch is enough): pip install sentence-transformers torch --index-url "
+            "https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return SentenceTransformer(str(folder), device="cpu").eval()
@@ -99,18 +109,26 @@ def export(model: Any, destination: Path) -> Path:
             super().__init__()
             self.inner = inner
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    token_type_ids: torch.Tensor) -> torch.Tensor:
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+        def forward(
+            self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+        ) -> torch.Tensor:
+            return self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     sample = model.tokenizer(["an example to trace"], return_tensors="pt")
     with warnings.catch_warnings(), torch.inference_mode():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Encoder(model[0].auto_model).eval(), tuple(sample[name] for name in INPUTS),
-                          str(destination), input_names=list(INPUTS), output_names=["last_hidden_state"],
-                          opset_version=17, dynamo=False,
-                          dynamic_axes={name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")})
+        torch.onnx.export(
+            Encoder(model[0].auto_model).eval(),
+            tuple(sample[name] for name in INPUTS),
+            str(destination),
+            input_names=list(INPUTS),
+            output_names=["last_hidden_state"],
+            opset_version=17,
+            dynamo=False,
+            dynamic_axes={name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "last_hidden_state")},
+        )
     return destination
 
 
@@ -123,8 +141,15 @@ def quantize(exported: Path, destination: Path) -> Path:
     root.setLevel(logging.ERROR)  # the quantiser's advice to pre-process, which the runtime silences too
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        quantize_dynamic(exported, destination, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-                         op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
+        quantize_dynamic(
+            exported,
+            destination,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=True,
+            op_types_to_quantize=["MatMul"],
+            extra_options={"MatMulConstBOnly": True},
+        )
     root.setLevel(level)
     return destination
 
@@ -139,9 +164,13 @@ def embed_int8(model: Any, path: Path, texts: Sequence[str]) -> npt.NDArray[np.f
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     vectors = np.empty((len(texts), 384), dtype=np.float32)
     for row, text in enumerate(texts):
-        feed = {name: np.asarray(values, dtype=np.int64) for name, values in
-                model.tokenizer([text], padding=True, truncation=True, max_length=model.max_seq_length,
-                                return_tensors="np").items() if name in INPUTS}
+        feed = {
+            name: np.asarray(values, dtype=np.int64)
+            for name, values in model.tokenizer(
+                [text], padding=True, truncation=True, max_length=model.max_seq_length, return_tensors="np"
+            ).items()
+            if name in INPUTS
+        }
         hidden = session.run(None, feed)[0]
         mask = feed["attention_mask"][..., None].astype(np.float32)
         pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
@@ -155,9 +184,12 @@ def quantised_digests(path: Path) -> dict[str, list[str]]:
     from onnx import numpy_helper
 
     tensors = onnx.load(path).graph.initializer
-    return {suffix: sorted(hashlib.sha256(numpy_helper.to_array(t).tobytes()).hexdigest()
-                           for t in tensors if t.name.endswith(suffix))
-            for suffix in ("_quantized", "_scale")}
+    return {
+        suffix: sorted(
+            hashlib.sha256(numpy_helper.to_array(t).tobytes()).hexdigest() for t in tensors if t.name.endswith(suffix)
+        )
+        for suffix in ("_quantized", "_scale")
+    }
 
 
 def packed(vector: npt.NDArray[np.float32]) -> str:
@@ -178,20 +210,21 @@ def main() -> None:
         digests = quantised_digests(int8_file)
     record = {
         "about": "Written by scripts/record_reference_vectors.py (run it to re-record; do not edit by hand). "
-                 "fp32: SentenceTransformer.encode(normalize_embeddings=True); int8: torch.onnx.export (opset 17) "
-                 "quantised by quantize_dynamic (QInt8, per channel, reduce_range, MatMul with constant B), one "
-                 "text per pass, mean-pooled and normalised. Vectors: 384 float32, little-endian, base64.",
+        "fp32: SentenceTransformer.encode(normalize_embeddings=True); int8: torch.onnx.export (opset 17) "
+        "quantised by quantize_dynamic (QInt8, per channel, reduce_range, MatMul with constant B), one "
+        "text per pass, mean-pooled and normalised. Vectors: 384 float32, little-endian, base64.",
         "model": HUB_REPO,
         "revision": REVISION,
-        "recorded_with": {"python": platform.python_version(),
-                          **{name: metadata.version(name) for name in LIBRARIES}},
+        "recorded_with": {"python": platform.python_version(), **{name: metadata.version(name) for name in LIBRARIES}},
         "quantised_weights": digests,
         "texts": [{"text": text, "fp32": packed(fp32[i]), "int8": packed(int8[i])} for i, text in enumerate(texts)],
     }
     DESTINATION.parent.mkdir(parents=True, exist_ok=True)
     DESTINATION.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    print(f"{DESTINATION.relative_to(ROOT)}: {len(texts)} texts, {len(digests['_quantized'])} quantised matrices, "
-          f"{DESTINATION.stat().st_size // 1024} KiB")
+    print(
+        f"{DESTINATION.relative_to(ROOT)}: {len(texts)} texts, {len(digests['_quantized'])} quantised matrices, "
+        f"{DESTINATION.stat().st_size // 1024} KiB"
+    )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import httpx
 import psycopg
 import pytest
 import uvicorn
-from conftest import BACKENDS, _url_for
+from conftest import _url_for
 
 from jobs.config import Settings
 from jobs.db import Database
@@ -86,8 +86,9 @@ def backend_database(request: pytest.FixtureRequest, name: str, **settings: Any)
     database on the cluster (conftest ``citus_url``), emptied first. Yields a Database with ``settings``;
     on exit closes it and drops the process's recall copies of it."""
     if request.param != "citus":
-        with scratch_database(request.getfixturevalue("admin_url"), request.getfixturevalue("template_db"), name,
-                              **settings) as db:
+        with scratch_database(
+            request.getfixturevalue("admin_url"), request.getfixturevalue("template_db"), name, **settings
+        ) as db:
             yield db
         return
     import citus_cluster
@@ -121,8 +122,12 @@ def api_process(settings: Settings, *args: str) -> Iterator[ApiProcess]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {**os.environ, "DATABASE_URL": settings.database_url or ""}
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "api", "--port", str(port), *args],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "api", "--port", str(port), *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     found = ApiProcess(f"http://127.0.0.1:{port}", proc)
     try:
         deadline = time.monotonic() + 120

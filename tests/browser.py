@@ -26,11 +26,25 @@ class Browser:
             os.dup2(from_chrome_w, 4)
 
         self.proc = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=as_fd_3_and_4, pass_fds=(3, 4))
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=as_fd_3_and_4,
+            pass_fds=(3, 4),
+        )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buffer = b""
@@ -91,8 +105,11 @@ class Browser:
         return self._document_status(mark)
 
     def _document_status(self, since: int) -> int:
-        documents = [e["params"]["response"]["status"] for e in self.events[since:]
-                     if e.get("method") == "Network.responseReceived" and e["params"].get("type") == "Document"]
+        documents = [
+            e["params"]["response"]["status"]
+            for e in self.events[since:]
+            if e.get("method") == "Network.responseReceived" and e["params"].get("type") == "Document"
+        ]
         assert documents, "no document was loaded"
         return int(documents[-1])
 

@@ -39,8 +39,10 @@ def unreachable() -> str | None:
         with psycopg.connect(url, connect_timeout=3) as conn:
             workers = conn.execute("SELECT count(*) FROM pg_dist_node WHERE groupid > 0 AND isactive").fetchone()
     except psycopg.Error as exc:
-        return (f"no Citus cluster at {url} ({str(exc).strip().splitlines()[0]}): start one with "
-                "`sudo ../shared/citus/cluster.sh up` (builds once, ~5 min) or set EPISODES_TEST_CITUS_URL")
+        return (
+            f"no Citus cluster at {url} ({str(exc).strip().splitlines()[0]}): start one with "
+            "`sudo ../shared/citus/cluster.sh up` (builds once, ~5 min) or set EPISODES_TEST_CITUS_URL"
+        )
     if not workers or workers[0] < 1:
         return f"the Citus coordinator at {url} has no active worker"
     return None
@@ -57,8 +59,9 @@ def _url(base: str, dbname: str, host: str | None = None, port: int | None = Non
 def _nodes(base: str) -> list[tuple[str, int, bool]]:
     """(host, port, is coordinator) of every node, the coordinator first."""
     with psycopg.connect(base) as conn:
-        rows = conn.execute("SELECT nodename, nodeport, groupid = 0 FROM pg_dist_node "
-                            "WHERE noderole = 'primary' ORDER BY groupid").fetchall()
+        rows = conn.execute(
+            "SELECT nodename, nodeport, groupid = 0 FROM pg_dist_node WHERE noderole = 'primary' ORDER BY groupid"
+        ).fetchall()
     return [(r[0], int(r[1]), bool(r[2])) for r in rows]
 
 
@@ -95,8 +98,10 @@ def create_blank_database(name: str) -> str:
         coordinator = [n for n in nodes if n[2]]
         host, port = (coordinator[0][0], coordinator[0][1]) if coordinator else (None, None)
         info = psycopg.conninfo.conninfo_to_dict(base)
-        conn.execute("SELECT citus_set_coordinator_host(%s, %s)",
-                     (host or info.get("host", "127.0.0.1"), int(port or info.get("port", 5432))))
+        conn.execute(
+            "SELECT citus_set_coordinator_host(%s, %s)",
+            (host or info.get("host", "127.0.0.1"), int(port or info.get("port", 5432))),
+        )
         for host, port, is_coordinator in nodes:
             if not is_coordinator:
                 conn.execute("SELECT citus_add_node(%s, %s)", (host, port))
@@ -114,5 +119,6 @@ def empty(url: str) -> None:
     """Delete every row a test may have written (the schema, lookups and settings stay)."""
     with psycopg.connect(url, autocommit=True) as conn:
         tables = [*cluster.TENANT_TABLES, "job_runs", "model_batches", "api_keys", "reembed_state"]
-        conn.execute(sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(
-            sql.SQL(", ").join(map(sql.Identifier, tables))))
+        conn.execute(
+            sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(sql.SQL(", ").join(map(sql.Identifier, tables)))
+        )

@@ -24,8 +24,10 @@ from jobs.db import Database
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
-NO_LOCOMO = ("the LoCoMo conversations are not shipped with the repository; tests that read them look in "
-             "../shared/data/locomo beside the clone (docs/development.md)")
+NO_LOCOMO = (
+    "the LoCoMo conversations are not shipped with the repository; tests that read them look in "
+    "../shared/data/locomo beside the clone (docs/development.md)"
+)
 TEMPLATE = "episodes_template"
 _counter = itertools.count()
 
@@ -157,7 +159,7 @@ def db(settings: config.Settings) -> Iterator[Database]:
 
 
 @pytest.fixture(scope="session")
-def embedder():  # noqa: ANN201 - the real all-MiniLM-L6-v2, loaded once per test process
+def embedder():
     from jobs.embeddings import get_embedder
 
     model = get_embedder("minilm")
@@ -178,8 +180,13 @@ def fake() -> Iterator[object]:
 @pytest.fixture
 def llm_db(db: Database, fake: object) -> Iterator[Database]:
     """The test database with the anthropic SDK pointed at the fake server (no SDK retries)."""
-    settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url,  # type: ignore[attr-defined]
-                                 max_retries=0, model_timeout_s=5.0, extractor="anthropic")
+    settings = db.settings.with_(
+        anthropic_api_key="test-key",
+        anthropic_base_url=fake.base_url,  # type: ignore[attr-defined]
+        max_retries=0,
+        model_timeout_s=5.0,
+        extractor="anthropic",
+    )
     database = Database(settings, url=db.url)
     yield database
     database.close()

@@ -25,22 +25,26 @@ def transcript_lines(body: dict[str, Any]) -> list[tuple[int, str, str]]:
 def episode_for(body: dict[str, Any], hallucinate: bool = False) -> dict[str, Any]:
     lines = transcript_lines(body)
     if not lines:  # a reduce request: merge what the parts said
-        return {"summary": "The user and the agent worked through a long session in several parts.",
-                "topic_tags": ["long session"], "key_events": [], "entities": [], "importance": 0.5}
+        return {
+            "summary": "The user and the agent worked through a long session in several parts.",
+            "topic_tags": ["long session"],
+            "key_events": [],
+            "entities": [],
+            "importance": 0.5,
+        }
     first = lines[0]
     events = []
     for index, who, said in lines:
         lowered = said.lower()
         if "go with" in lowered or "decided" in lowered:
-            events.append({"type": "decision", "what": f"{who} decided: {said[:120]}", "evidence": [index],
-                           "who": who})
+            events.append({"type": "decision", "what": f"{who} decided: {said[:120]}", "evidence": [index], "who": who})
         elif "i'll" in lowered or "i will" in lowered:
-            events.append({"type": "commitment", "what": f"{who} promised: {said[:120]}", "evidence": [index],
-                           "who": who})
+            events.append(
+                {"type": "commitment", "what": f"{who} promised: {said[:120]}", "evidence": [index], "who": who}
+            )
     entities = [{"name": who, "kind": "person"} for who in sorted({w for _, w, _ in lines}) if who[:1].isupper()]
     if hallucinate:
-        events.append({"type": "surprise", "what": "Something that never happened.", "evidence": [9999],
-                       "who": "user"})
+        events.append({"type": "surprise", "what": "Something that never happened.", "evidence": [9999], "who": "user"})
         entities.append({"name": "Atlantis Corp", "kind": "org"})
     return {
         "summary": f"{first[1]} opened the session: {first[2][:200]}",
@@ -59,8 +63,7 @@ def resolving_responder(body: dict[str, Any]) -> dict[str, Any]:
     episode = episode_for(body)
     content = body["messages"][0]["content"]
     episode["resolved_items"] = [
-        {"item_id": int(item_id), "outcome": "fulfilled" if kind == "commitment" else "answered",
-         "evidence": [0]}
+        {"item_id": int(item_id), "outcome": "fulfilled" if kind == "commitment" else "answered", "evidence": [0]}
         for item_id, kind, _ in OPEN_ITEM.findall(content)
     ] + [{"item_id": 999999, "outcome": "answered", "evidence": [0]}]  # never offered: must be dropped
     return episode
@@ -87,6 +90,13 @@ def replacing_responder(body: dict[str, Any]) -> dict[str, Any]:
     for event, item_id in zip(decisions, offered):
         event["replaces"] = item_id
     first = transcript_lines(body)[0]
-    episode["key_events"].append({"type": "preference", "what": f"{first[1]} prefers: {first[2][:120]}",
-                                  "evidence": [first[0]], "who": first[1], "replaces": 999999})  # never offered
+    episode["key_events"].append(
+        {
+            "type": "preference",
+            "what": f"{first[1]} prefers: {first[2][:120]}",
+            "evidence": [first[0]],
+            "who": first[1],
+            "replaces": 999999,
+        }
+    )  # never offered
     return episode

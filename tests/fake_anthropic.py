@@ -23,10 +23,11 @@ import time
 import traceback
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024  # the real API's request size limit for /v1/messages
@@ -89,8 +90,9 @@ def max_tokens(partial_input: dict[str, Any], name: str | None = None) -> Step:
     return Step("max_tokens", input=partial_input, name=name, stop_reason="max_tokens")
 
 
-def error(status: int, type: str, message: str = "Error injected by FakeAnthropic",
-          retry_after: float | None = None) -> Step:
+def error(
+    status: int, type: str, message: str = "Error injected by FakeAnthropic", retry_after: float | None = None
+) -> Step:
     """An error in Anthropic's exact JSON shape, optionally with a `retry-after` header."""
     return Step("error", status=status, error_type=type, message=message, retry_after=retry_after)
 
@@ -117,8 +119,9 @@ def hang(seconds: float, then: Step | None = None) -> Step:
 
 def raw(status: int, body: str | bytes, headers: dict[str, str] | None = None) -> Step:
     """An arbitrary response, e.g. a malformed JSON body."""
-    return Step("raw", status=status, body=body.encode() if isinstance(body, str) else body,
-                headers=dict(headers or {}))
+    return Step(
+        "raw", status=status, body=body.encode() if isinstance(body, str) else body, headers=dict(headers or {})
+    )
 
 
 def default_responder(body: dict[str, Any]) -> Step:
@@ -141,7 +144,7 @@ def _as_step(result: Step | dict[str, Any]) -> Step:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _json(obj: Any) -> bytes:
@@ -229,8 +232,9 @@ class FakeAnthropic:
     """The server. State (script, recordings, prompt cache, batches) lives here, so any number of
     SDK clients can share it."""
 
-    def __init__(self, responder: Responder | None = None, latency: float = 0.0, *,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, responder: Responder | None = None, latency: float = 0.0, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.responder: Responder = responder or default_responder
         self.latency = latency
         self.batch_delay = 0.2
@@ -265,8 +269,9 @@ class FakeAnthropic:
         self._httpd = _HTTPServer((self._host, self._port), _Handler)
         self._httpd.fake = self
         self.base_url = f"http://{self._host}:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fake-anthropic",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="fake-anthropic", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -335,8 +340,11 @@ class FakeAnthropic:
                 reply = _error_reply(500, "api_error", f"FakeAnthropic crashed: {exc!r}")
         status, extra, payload = reply
         handler.send_response(status)
-        out = {"content-type": "application/json", "request-id": f"req_{uuid.uuid4().hex[:24]}",
-               **{k.lower(): v for k, v in extra.items()}}
+        out = {
+            "content-type": "application/json",
+            "request-id": f"req_{uuid.uuid4().hex[:24]}",
+            **{k.lower(): v for k, v in extra.items()},
+        }
         for key, value in out.items():
             handler.send_header(key, value)
         handler.send_header("content-length", str(len(payload)))
@@ -391,9 +399,16 @@ class FakeAnthropic:
         else:
             block = {"type": "text", "text": step.text}
         usage = {**self._usage(body, [block]), **(step.usage or {})}
-        return {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant",
-                "model": body["model"], "content": [block], "stop_reason": step.stop_reason,
-                "stop_sequence": None, "usage": usage}
+        return {
+            "id": f"msg_{uuid.uuid4().hex[:24]}",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [block],
+            "stop_reason": step.stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
 
     def _usage(self, body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
         """Rough token counts, with prompt caching: the first request with a cached prefix pays
@@ -406,9 +421,12 @@ class FakeAnthropic:
                 read = max((tokens for key, tokens in points if key in self._cache), default=0)
                 created = points[-1][1] - read
                 self._cache.update(key for key, _ in points)
-        return {"input_tokens": max(total - read - created, 0),
-                "output_tokens": max(len(json.dumps(content)) // 4, 1),
-                "cache_creation_input_tokens": created, "cache_read_input_tokens": read}
+        return {
+            "input_tokens": max(total - read - created, 0),
+            "output_tokens": max(len(json.dumps(content)) // 4, 1),
+            "cache_creation_input_tokens": created,
+            "cache_read_input_tokens": read,
+        }
 
     # --- Message Batches -----------------------------------------------------------------------
 
@@ -417,26 +435,35 @@ class FakeAnthropic:
         if not isinstance(reqs, list) or not reqs:
             return _error_reply(400, "invalid_request_error", "requests: must be a non-empty list")
         if len(reqs) > self.max_batch_requests:
-            return _error_reply(400, "invalid_request_error",
-                                f"requests: at most {self.max_batch_requests} requests per batch")
+            return _error_reply(
+                400, "invalid_request_error", f"requests: at most {self.max_batch_requests} requests per batch"
+            )
         seen: set[str] = set()
         for i, req in enumerate(reqs):
             cid = req.get("custom_id") if isinstance(req, dict) else None
             if not isinstance(cid, str) or not CUSTOM_ID.fullmatch(cid):
-                return _error_reply(400, "invalid_request_error",
-                                    f"requests.{i}.custom_id: must match ^[a-zA-Z0-9_-]{{1,64}}$")
+                return _error_reply(
+                    400, "invalid_request_error", f"requests.{i}.custom_id: must match ^[a-zA-Z0-9_-]{{1,64}}$"
+                )
             if cid in seen:
                 return _error_reply(400, "invalid_request_error", f"requests.{i}.custom_id: duplicate {cid!r}")
             if not isinstance(req.get("params"), dict):
                 return _error_reply(400, "invalid_request_error", f"requests.{i}.params: Field required")
             seen.add(cid)
-        created = datetime.now(timezone.utc)
+        created = datetime.now(UTC)
         batch_id = f"msgbatch_{uuid.uuid4().hex[:24]}"
-        obj = {"id": batch_id, "type": "message_batch", "processing_status": "in_progress",
-               "request_counts": {"processing": len(reqs), "succeeded": 0, "errored": 0, "canceled": 0,
-                                  "expired": 0},
-               "created_at": _now(), "expires_at": (created + timedelta(hours=24)).isoformat().replace("+00:00", "Z"),
-               "ended_at": None, "cancel_initiated_at": None, "archived_at": None, "results_url": None}
+        obj = {
+            "id": batch_id,
+            "type": "message_batch",
+            "processing_status": "in_progress",
+            "request_counts": {"processing": len(reqs), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0},
+            "created_at": _now(),
+            "expires_at": (created + timedelta(hours=24)).isoformat().replace("+00:00", "Z"),
+            "ended_at": None,
+            "cancel_initiated_at": None,
+            "archived_at": None,
+            "results_url": None,
+        }
         timer = threading.Timer(self.batch_delay, self._finish_batch, args=(batch_id,))
         timer.daemon = True
         with self._lock:
@@ -451,15 +478,20 @@ class FakeAnthropic:
             batch = self._batches[batch_id]
             canceled = batch.obj["processing_status"] == "canceling"
             failing = set(self.fail_batch_requests)
-        results = [{"custom_id": r["custom_id"], "result": self._batch_result(r, canceled, failing)}
-                   for r in batch.requests]
+        results = [
+            {"custom_id": r["custom_id"], "result": self._batch_result(r, canceled, failing)} for r in batch.requests
+        ]
         counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         for r in results:
             counts[r["result"]["type"]] += 1
         with self._lock:
             batch.results = results
-            batch.obj.update(processing_status="ended", request_counts=counts, ended_at=_now(),
-                             results_url=f"{self.base_url}/v1/messages/batches/{batch_id}/results")
+            batch.obj.update(
+                processing_status="ended",
+                request_counts=counts,
+                ended_at=_now(),
+                results_url=f"{self.base_url}/v1/messages/batches/{batch_id}/results",
+            )
 
     def _batch_result(self, req: dict[str, Any], canceled: bool, failing: set[str]) -> dict[str, Any]:
         def errored(type: str, message: str) -> dict[str, Any]:
@@ -516,15 +548,24 @@ class FakeAnthropic:
         limit = int(query.get("limit", ["20"])[0])
         if "after_id" in query and query["after_id"][0] in ids:
             start = ids.index(query["after_id"][0]) + 1
-            page, has_more = objs[start:start + limit], start + limit < len(objs)
+            page, has_more = objs[start : start + limit], start + limit < len(objs)
         elif "before_id" in query and query["before_id"][0] in ids:
             end = ids.index(query["before_id"][0])
-            page, has_more = objs[max(end - limit, 0):end], end - limit > 0
+            page, has_more = objs[max(end - limit, 0) : end], end - limit > 0
         else:
             page, has_more = objs[:limit], limit < len(objs)
-        return 200, {}, _json({"data": page, "has_more": has_more,
-                               "first_id": page[0]["id"] if page else None,
-                               "last_id": page[-1]["id"] if page else None})
+        return (
+            200,
+            {},
+            _json(
+                {
+                    "data": page,
+                    "has_more": has_more,
+                    "first_id": page[0]["id"] if page else None,
+                    "last_id": page[-1]["id"] if page else None,
+                }
+            ),
+        )
 
 
 def _import_callable(spec: str) -> Responder:

@@ -20,9 +20,10 @@ import time
 import traceback
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 Reply = tuple[int, dict[str, str], bytes]
 ALL_MODES = frozenset({"json_schema", "tools", "json_object"})
@@ -110,8 +111,13 @@ def _json(obj: Any) -> bytes:
     return json.dumps(obj).encode()
 
 
-def _error_reply(status: int, message: str, retry_after: float | None = None, type: str = "invalid_request_error",
-                 param: str | None = None) -> Reply:
+def _error_reply(
+    status: int,
+    message: str,
+    retry_after: float | None = None,
+    type: str = "invalid_request_error",
+    param: str | None = None,
+) -> Reply:
     headers = {} if retry_after is None else {"retry-after": f"{retry_after:g}"}
     return status, headers, _json({"error": {"message": message, "type": type, "param": param, "code": None}})
 
@@ -152,8 +158,14 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeOpenAI:
     """The server; ``base_url`` ends in /v1, as OPENAI_BASE_URL does."""
 
-    def __init__(self, responder: Responder | None = None, *, supports: frozenset[str] = ALL_MODES,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        supports: frozenset[str] = ALL_MODES,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
         self.responder: Responder = responder or default_responder
         self.supports = supports
         self.requests: list[Recorded] = []
@@ -169,8 +181,7 @@ class FakeOpenAI:
         self._httpd = _HTTPServer((self._host, self._port), _Handler)
         self._httpd.fake = self
         self.base_url = f"http://{self._host}:{self._httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fake-openai",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="fake-openai", daemon=True)
         self._thread.start()
         return self
 
@@ -254,8 +265,13 @@ class FakeOpenAI:
         if step.kind == "raw":
             return step.status, {}, step.body
         if step.kind == "error":
-            kind = "rate_limit_exceeded" if step.status == 429 else "server_error" if step.status >= 500 else \
-                "invalid_request_error"
+            kind = (
+                "rate_limit_exceeded"
+                if step.status == 429
+                else "server_error"
+                if step.status >= 500
+                else "invalid_request_error"
+            )
             return _error_reply(step.status, step.message, step.retry_after, type=kind)
         message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
         finish = step.finish_reason
@@ -276,18 +292,37 @@ class FakeOpenAI:
         usage = {"prompt_tokens": len(json.dumps(body["messages"])) // 4, "completion_tokens": len(out) // 4}
         usage = {**usage, **(step.usage or {})}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        choices = [] if step.kind == "empty" else [{"index": 0, "message": message, "finish_reason": finish,
-                                                    "logprobs": None}]
-        return 200, {}, _json({"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion",
-                               "created": int(time.time()), "model": body["model"], "choices": choices,
-                               "usage": usage})
+        choices = (
+            []
+            if step.kind == "empty"
+            else [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]
+        )
+        return (
+            200,
+            {},
+            _json(
+                {
+                    "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body["model"],
+                    "choices": choices,
+                    "usage": usage,
+                }
+            ),
+        )
 
     @staticmethod
     def _call(message: dict[str, Any], body: dict[str, Any], arguments: str, name: str | None) -> None:
         forced = ((body.get("tool_choice") or {}).get("function") or {}).get("name")
         tools = body.get("tools") or [{"function": {"name": "tool"}}]
-        message["tool_calls"] = [{"id": f"call_{uuid.uuid4().hex[:20]}", "type": "function", "function": {
-            "name": name or forced or tools[0]["function"]["name"], "arguments": arguments}}]
+        message["tool_calls"] = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:20]}",
+                "type": "function",
+                "function": {"name": name or forced or tools[0]["function"]["name"], "arguments": arguments},
+            }
+        ]
 
 
 def main() -> None:

@@ -14,14 +14,24 @@ from jobs.ingest import ingest
 from jobs.summarize import run_summarize
 
 
-def session(n: int, *, user: str = "u1", tenant: str = "acme", ended: dt.datetime | None = None,
-            words: str = "the Snowflake renewal") -> dict[str, Any]:
+def session(
+    n: int,
+    *,
+    user: str = "u1",
+    tenant: str = "acme",
+    ended: dt.datetime | None = None,
+    words: str = "the Snowflake renewal",
+) -> dict[str, Any]:
     """A transcript with a decision, a commitment and an open question, ending at ``ended``."""
     end = ended or dt.datetime(2024, 3, 1, 10, tzinfo=dt.UTC) + dt.timedelta(days=n)
     start = end - dt.timedelta(minutes=20)
     return {
-        "tenant_id": tenant, "user_id": user, "session_id": f"{tenant}-{user}-{n}", "purpose": "support",
-        "started_at": start.isoformat(), "ended_at": end.isoformat(),
+        "tenant_id": tenant,
+        "user_id": user,
+        "session_id": f"{tenant}-{user}-{n}",
+        "purpose": "support",
+        "started_at": start.isoformat(),
+        "ended_at": end.isoformat(),
         "messages": [
             {"role": "user", "name": "Maria", "content": f"Session {n}: we'll go with the Team plan for {words}."},
             {"role": "assistant", "content": f"Done. I'll send the invoice for session {n} by Friday."},
@@ -49,7 +59,7 @@ class RenamedExtractor(OfflineExtractor):
 
     prompt_version = "offline-next"
 
-    def extract(self, transcript, open_items):  # noqa: ANN001, ANN201
+    def extract(self, transcript, open_items):
         result = super().extract(transcript, open_items)
         result.prompt_version = self.prompt_version
         return result

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 Case = tuple[str, list[tuple[str, str]]]
 
-JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIy"
-       "fQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
-PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx7Jc2kq9Zr1\nb3BlbnNzaC1rZXktdjE=\n"
-       "-----END RSA PRIVATE KEY-----")
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIy"
+    "fQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx7Jc2kq9Zr1\nb3BlbnNzaC1rZXktdjE=\n-----END RSA PRIVATE KEY-----"
+)
 
 EMAIL: list[Case] = [
     ("Please email me at maria.lopez@example.com about the refund.", [("EMAIL", "maria.lopez@example.com")]),
@@ -33,11 +36,12 @@ EMAIL: list[Case] = [
     ("(reply to hr@company.com.au)", [("EMAIL", "hr@company.com.au")]),
     ("x@y.co is my short one", [("EMAIL", "x@y.co")]),
     ("Emails: a.b@example.com; c-d@example.com", [("EMAIL", "a.b@example.com"), ("EMAIL", "c-d@example.com")]),
-    ("It came from noreply@notifications.shop.example yesterday.",
-     [("EMAIL", "noreply@notifications.shop.example")]),
+    ("It came from noreply@notifications.shop.example yesterday.", [("EMAIL", "noreply@notifications.shop.example")]),
     ("Forward to dana(at)studio(dot)design", [("EMAIL", "dana(at)studio(dot)design")]),
-    ("My work address is p.okafor@university.ac.ng and my home one is peter1990@gmail.com",
-     [("EMAIL", "p.okafor@university.ac.ng"), ("EMAIL", "peter1990@gmail.com")]),
+    (
+        "My work address is p.okafor@university.ac.ng and my home one is peter1990@gmail.com",
+        [("EMAIL", "p.okafor@university.ac.ng"), ("EMAIL", "peter1990@gmail.com")],
+    ),
     ("The login is first.last@corp.internal.example", [("EMAIL", "first.last@corp.internal.example")]),
     ("clone git@github.com:org/repo.git", [("EMAIL", "git@github.com")]),
 ]
@@ -115,24 +119,35 @@ IBAN: list[Case] = [
 ]
 
 SECRET: list[Case] = [
-    ("my key is sk-ant-api03-Xk2vQ9pL7mN4rT8wY1zB5cD3fG6hJ0kL2mN4pQ7rS9tU-AAAA",
-     [("SECRET", "sk-ant-api03-Xk2vQ9pL7mN4rT8wY1zB5cD3fG6hJ0kL2mN4pQ7rS9tU-AAAA")]),
-    ("OPENAI_API_KEY=sk-proj-4fT9xQ2mL8vR1nB6cZ3wK7yH0pD5sJ",
-     [("SECRET", "sk-proj-4fT9xQ2mL8vR1nB6cZ3wK7yH0pD5sJ")]),
-    ("legacy sk-9aZ3kQ1xW7mP5vR2nT8bL4cY6dH0fJ3gK5sA7eU1 leaked",
-     [("SECRET", "sk-9aZ3kQ1xW7mP5vR2nT8bL4cY6dH0fJ3gK5sA7eU1")]),
+    (
+        "my key is sk-ant-api03-Xk2vQ9pL7mN4rT8wY1zB5cD3fG6hJ0kL2mN4pQ7rS9tU-AAAA",
+        [("SECRET", "sk-ant-api03-Xk2vQ9pL7mN4rT8wY1zB5cD3fG6hJ0kL2mN4pQ7rS9tU-AAAA")],
+    ),
+    ("OPENAI_API_KEY=sk-proj-4fT9xQ2mL8vR1nB6cZ3wK7yH0pD5sJ", [("SECRET", "sk-proj-4fT9xQ2mL8vR1nB6cZ3wK7yH0pD5sJ")]),
+    (
+        "legacy sk-9aZ3kQ1xW7mP5vR2nT8bL4cY6dH0fJ3gK5sA7eU1 leaked",
+        [("SECRET", "sk-9aZ3kQ1xW7mP5vR2nT8bL4cY6dH0fJ3gK5sA7eU1")],
+    ),
     ("access key AKIAIOSFODNN7EXAMPLE in the logs", [("SECRET", "AKIAIOSFODNN7EXAMPLE")]),
-    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-     [("SECRET", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")]),
+    (
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        [("SECRET", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")],
+    ),
     ("token ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R", [("SECRET", "ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R")]),
-    ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCD",
-     [("SECRET", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCD")]),
-    ("slack bot xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
-     [("SECRET", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx")]),
+    (
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+        [("SECRET", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCD")],
+    ),
+    (
+        "slack bot xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+        [("SECRET", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx")],
+    ),
     (f"the session cookie was {JWT}", [("SECRET", JWT)]),
     ("Authorization: Bearer abc123def456ghi789jkl", [("SECRET", "abc123def456ghi789jkl")]),
-    ("curl -H 'Authorization: Bearer 7f3c9a1e5b2d8f4a6c0e' https://api.example.com",
-     [("SECRET", "7f3c9a1e5b2d8f4a6c0e")]),
+    (
+        "curl -H 'Authorization: Bearer 7f3c9a1e5b2d8f4a6c0e' https://api.example.com",
+        [("SECRET", "7f3c9a1e5b2d8f4a6c0e")],
+    ),
     ("api_key=3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c", [("SECRET", "3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c")]),
     ("my password is hunter22", [("SECRET", "hunter22")]),
     ("password: Tr0ub4dor&3", [("SECRET", "Tr0ub4dor&3")]),
@@ -147,8 +162,10 @@ SECRET: list[Case] = [
     ("my PIN is 4921", [("SECRET", "4921")]),
     ("The wifi password was Sunshine2024!", [("SECRET", "Sunshine2024!")]),
     ("DB_PASSWORD=s3cr3t-Passw0rd", [("SECRET", "s3cr3t-Passw0rd")]),
-    ("webhook https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
-     [("SECRET", "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX")]),
+    (
+        "webhook https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+        [("SECRET", "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX")],
+    ),
     ("refresh_token: 1//0gLq3xV9-aB7cD2eF4gH6iJ8kL0mN", [("SECRET", "1//0gLq3xV9-aB7cD2eF4gH6iJ8kL0mN")]),
     ("card 4242 4242 4242 4242, exp 11/26, CVV 123", [("CARD", "4242 4242 4242 4242"), ("SECRET", "123")]),
     ("the security code is 4821", [("SECRET", "4821")]),
@@ -265,17 +282,31 @@ NEGATIVE: list[Case] = [
 ]
 
 MIXED: list[Case] = [
-    ("I'm Maria, maria@example.com, +44 20 7946 0958, card 4111 1111 1111 1111, IBAN GB29 NWBK 6016 1331 9268 19.",
-     [("EMAIL", "maria@example.com"), ("PHONE", "+44 20 7946 0958"), ("CARD", "4111 1111 1111 1111"),
-      ("IBAN", "GB29 NWBK 6016 1331 9268 19")]),
-    ("Order #88231 for $1,299.00 on 2024-03-15; call me at (555) 123-4567 if it's late.",
-     [("PHONE", "(555) 123-4567")]),
-    ("Server 10.1.2.3 runs v1.2.3 with api_key=9e107d9d372bb6826bd81d3542a419d6",
-     [("IP", "10.1.2.3"), ("SECRET", "9e107d9d372bb6826bd81d3542a419d6")]),
-    ("Ticket 123-456-789: user jo@example.org on 2001:db8::7 sent Bearer 0a1b2c3d4e5f6a7b8c9d",
-     [("EMAIL", "jo@example.org"), ("IP", "2001:db8::7"), ("SECRET", "0a1b2c3d4e5f6a7b8c9d")]),
-    ("Refund €49.00 to DE89370400440532013000, confirm by SMS to +49 151 23456789 before 15.04.2024.",
-     [("IBAN", "DE89370400440532013000"), ("PHONE", "+49 151 23456789")]),
+    (
+        "I'm Maria, maria@example.com, +44 20 7946 0958, card 4111 1111 1111 1111, IBAN GB29 NWBK 6016 1331 9268 19.",
+        [
+            ("EMAIL", "maria@example.com"),
+            ("PHONE", "+44 20 7946 0958"),
+            ("CARD", "4111 1111 1111 1111"),
+            ("IBAN", "GB29 NWBK 6016 1331 9268 19"),
+        ],
+    ),
+    (
+        "Order #88231 for $1,299.00 on 2024-03-15; call me at (555) 123-4567 if it's late.",
+        [("PHONE", "(555) 123-4567")],
+    ),
+    (
+        "Server 10.1.2.3 runs v1.2.3 with api_key=9e107d9d372bb6826bd81d3542a419d6",
+        [("IP", "10.1.2.3"), ("SECRET", "9e107d9d372bb6826bd81d3542a419d6")],
+    ),
+    (
+        "Ticket 123-456-789: user jo@example.org on 2001:db8::7 sent Bearer 0a1b2c3d4e5f6a7b8c9d",
+        [("EMAIL", "jo@example.org"), ("IP", "2001:db8::7"), ("SECRET", "0a1b2c3d4e5f6a7b8c9d")],
+    ),
+    (
+        "Refund €49.00 to DE89370400440532013000, confirm by SMS to +49 151 23456789 before 15.04.2024.",
+        [("IBAN", "DE89370400440532013000"), ("PHONE", "+49 151 23456789")],
+    ),
 ]
 
 # Written after the detector was frozen and measured once as it was (see the module docstring of
@@ -315,13 +346,17 @@ HELD_OUT: list[Case] = [
     ("RO49 AAAA 1B31 0075 9384 0000", [("IBAN", "RO49 AAAA 1B31 0075 9384 0000")]),
     ("GR16 0110 1250 0000 0001 2300 695", [("IBAN", "GR16 0110 1250 0000 0001 2300 695")]),
     ("iban in lower case de89370400440532013000", [("IBAN", "de89370400440532013000")]),
-    ("export ANTHROPIC_API_KEY=sk-ant-api03-q8Zr1Tx4Vb7Nm0Lk3Jh6Gf9Ds2Aa5Ss8Dd1Ff4Gg7Hh0",
-     [("SECRET", "sk-ant-api03-q8Zr1Tx4Vb7Nm0Lk3Jh6Gf9Ds2Aa5Ss8Dd1Ff4Gg7Hh0")]),
+    (
+        "export ANTHROPIC_API_KEY=sk-ant-api03-q8Zr1Tx4Vb7Nm0Lk3Jh6Gf9Ds2Aa5Ss8Dd1Ff4Gg7Hh0",
+        [("SECRET", "sk-ant-api03-q8Zr1Tx4Vb7Nm0Lk3Jh6Gf9Ds2Aa5Ss8Dd1Ff4Gg7Hh0")],
+    ),
     ("AWS key AKIAI44QH8DHBEXAMPLE", [("SECRET", "AKIAI44QH8DHBEXAMPLE")]),
     ("password=letmein", [("SECRET", "letmein")]),
     ("Here's the token: xoxp-2048-4096-8192-a1b2c3d4e5f6", [("SECRET", "xoxp-2048-4096-8192-a1b2c3d4e5f6")]),
-    ("X-Api-Key: 8c6976e5b5410415bde908bd4dee15dfb167a9c873fc4bb8a81f6f2ab448a918",
-     [("SECRET", "8c6976e5b5410415bde908bd4dee15dfb167a9c873fc4bb8a81f6f2ab448a918")]),
+    (
+        "X-Api-Key: 8c6976e5b5410415bde908bd4dee15dfb167a9c873fc4bb8a81f6f2ab448a918",
+        [("SECRET", "8c6976e5b5410415bde908bd4dee15dfb167a9c873fc4bb8a81f6f2ab448a918")],
+    ),
     ("npm token npm_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R", [("SECRET", "npm_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R")]),
     ("HF token hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345", [("SECRET", "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345")]),
     ("client 192.0.2.1 port 22", [("IP", "192.0.2.1")]),

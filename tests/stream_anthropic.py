@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 
-
 @dataclass(frozen=True)
 class ToolUse:
     """An answer that calls ``name`` with ``input`` (streamed as input_json_delta; stop_reason tool_use)."""
@@ -57,8 +56,11 @@ class Request:
 
     def text(self) -> str:
         """Everything the model would read (system prompt and messages), as one string."""
-        return json.dumps({"system": self.body.get("system"), "messages": self.body.get("messages")},
-                          ensure_ascii=False) if isinstance(self.body, dict) else ""
+        return (
+            json.dumps({"system": self.body.get("system"), "messages": self.body.get("messages")}, ensure_ascii=False)
+            if isinstance(self.body, dict)
+            else ""
+        )
 
 
 @dataclass
@@ -114,8 +116,9 @@ class StreamAnthropic:
                     return
                 answer = outer.reply(body) if callable(outer.reply) else outer.reply
                 if isinstance(answer, Fault):
-                    self._send_json(answer.status, {"type": "error", "error": {"type": answer.type,
-                                                                                "message": answer.message}})
+                    self._send_json(
+                        answer.status, {"type": "error", "error": {"type": answer.type, "message": answer.message}}
+                    )
                 elif isinstance(answer, ToolUse):
                     self._stream_tool(body, answer)
                 elif body.get("stream"):
@@ -137,14 +140,23 @@ class StreamAnthropic:
                 message["stop_reason"] = None
                 events: list[tuple[str, dict[str, Any]]] = [
                     ("message_start", {"type": "message_start", "message": message}),
-                    ("content_block_start", {"type": "content_block_start", "index": 0,
-                                             "content_block": {"type": "text", "text": ""}}),
-                    ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                             "delta": {"type": "text_delta", "text": text}}),
+                    (
+                        "content_block_start",
+                        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                    ),
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+                    ),
                     ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                    ("message_delta", {"type": "message_delta",
-                                       "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                                       "usage": {"output_tokens": max(1, len(text) // 4)}}),
+                    (
+                        "message_delta",
+                        {
+                            "type": "message_delta",
+                            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                            "usage": {"output_tokens": max(1, len(text) // 4)},
+                        },
+                    ),
                     ("message_stop", {"type": "message_stop"}),
                 ]
                 data = b"".join(f"event: {name}\ndata: {json.dumps(obj)}\n\n".encode() for name, obj in events)
@@ -164,12 +176,23 @@ class StreamAnthropic:
                 events: list[tuple[str, dict[str, Any]]] = [
                     ("message_start", {"type": "message_start", "message": message}),
                     ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
-                    ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                             "delta": {"type": "input_json_delta", "partial_json": partial}}),
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": 0,
+                            "delta": {"type": "input_json_delta", "partial_json": partial},
+                        },
+                    ),
                     ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                    ("message_delta", {"type": "message_delta",
-                                       "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                                       "usage": {"output_tokens": max(1, len(partial) // 4)}}),
+                    (
+                        "message_delta",
+                        {
+                            "type": "message_delta",
+                            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                            "usage": {"output_tokens": max(1, len(partial) // 4)},
+                        },
+                    ),
                     ("message_stop", {"type": "message_stop"}),
                 ]
                 data = b"".join(f"event: {name}\ndata: {json.dumps(obj)}\n\n".encode() for name, obj in events)
@@ -201,9 +224,17 @@ class StreamAnthropic:
 
 def _message(body: dict[str, Any], text: str) -> dict[str, Any]:
     return {
-        "id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant",
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
         "model": body.get("model", "claude-stand-in"),
-        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": max(1, len(text) // 4),
-                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": max(1, len(text) // 4),
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
     }

@@ -27,9 +27,9 @@ import pytest
 from click.testing import CliRunner
 from stream_anthropic import StreamAnthropic
 
-from jobs.formats.claude_code import project_purpose
 from jobs.cli import cli
 from jobs.db import Database
+from jobs.formats.claude_code import project_purpose
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "agent_sdk_memory.py"
@@ -42,8 +42,11 @@ REPLY = "Noted: PostgreSQL with pgvector it is."
 
 def _find_claude() -> str | None:
     """$EPISODES_CLAUDE_BIN, `claude` on PATH, node_modules/.bin under the repository, or the SDK's bundled CLI."""
-    candidates = [os.environ.get("EPISODES_CLAUDE_BIN"), shutil.which("claude"),
-                  str(ROOT / "node_modules" / ".bin" / "claude")]
+    candidates = [
+        os.environ.get("EPISODES_CLAUDE_BIN"),
+        shutil.which("claude"),
+        str(ROOT / "node_modules" / ".bin" / "claude"),
+    ]
     if HAS_SDK:
         spec = importlib.util.find_spec("claude_agent_sdk")
         if spec is not None and spec.origin:
@@ -58,8 +61,11 @@ CLAUDE = _find_claude()
 pytestmark = [
     pytest.mark.slow,  # real Claude Code sessions
     pytest.mark.skipif(not HAS_SDK, reason="claude-agent-sdk is not installed (pip install -e '.[test]')"),
-    pytest.mark.skipif(CLAUDE is None, reason="no Claude Code CLI: claude-agent-sdk's wheel bundles one; or set "
-                                              "EPISODES_CLAUDE_BIN, or `npm install @anthropic-ai/claude-code`"),
+    pytest.mark.skipif(
+        CLAUDE is None,
+        reason="no Claude Code CLI: claude-agent-sdk's wheel bundles one; or set "
+        "EPISODES_CLAUDE_BIN, or `npm install @anthropic-ai/claude-code`",
+    ),
 ]
 
 
@@ -74,11 +80,24 @@ class Agent:
 
     def run(self, prompt: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         assert CLAUDE is not None
-        full = {**os.environ, "HOME": str(self.home), "ANTHROPIC_BASE_URL": self.stand_in.base_url,
-                "ANTHROPIC_API_KEY": "test", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                "DATABASE_URL": self.database_url, "EPISODES_CACHE_DIR": MODEL_CACHE, **env}
-        return subprocess.run([sys.executable, str(EXAMPLE), "--user", "ann", "--cli-path", CLAUDE, *args, prompt],
-                              cwd=self.project, env=full, capture_output=True, text=True, timeout=300)
+        full = {
+            **os.environ,
+            "HOME": str(self.home),
+            "ANTHROPIC_BASE_URL": self.stand_in.base_url,
+            "ANTHROPIC_API_KEY": "test",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DATABASE_URL": self.database_url,
+            "EPISODES_CACHE_DIR": MODEL_CACHE,
+            **env,
+        }
+        return subprocess.run(
+            [sys.executable, str(EXAMPLE), "--user", "ann", "--cli-path", CLAUDE, *args, prompt],
+            cwd=self.project,
+            env=full,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     def asked(self, prompt: str) -> dict[str, Any]:
         """The request body of the turn that answered ``prompt`` (the CLI may make other requests)."""
@@ -100,8 +119,9 @@ def agent(tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> Iter
 
 def _stored(db: Database, tenant: str = "acme") -> list[dict[str, Any]]:
     with db.tenant(tenant) as conn:
-        return conn.execute("SELECT session_id, purpose, ended_at, messages::text AS messages "
-                            "FROM transcripts ORDER BY id").fetchall()
+        return conn.execute(
+            "SELECT session_id, purpose, ended_at, messages::text AS messages FROM transcripts ORDER BY id"
+        ).fetchall()
 
 
 def _summarise(db: Database) -> int:
@@ -116,10 +136,13 @@ def _summarise(db: Database) -> int:
 def _block(body: dict[str, Any]) -> str:
     """The ``<previous_episodes>`` block in a request's system prompt ("" if none)."""
     system = body.get("system")
-    text = system if isinstance(system, str) else "".join(
-        part.get("text", "") for part in system or [] if isinstance(part, dict))
+    text = (
+        system
+        if isinstance(system, str)
+        else "".join(part.get("text", "") for part in system or [] if isinstance(part, dict))
+    )
     start, end = text.find("<previous_episodes"), text.find("</previous_episodes>")
-    return text[start:end + len("</previous_episodes>")] if 0 <= start < end else ""
+    return text[start : end + len("</previous_episodes>")] if 0 <= start < end else ""
 
 
 def _second_session_remembers(agent: Agent, db: Database, *args: str, **env: str) -> None:
@@ -170,8 +193,9 @@ def test_sdk_session_2_sees_session_1s_decision_through_episodes_api(agent: Agen
     _, secret = create_key(db, "acme", ["recall", "ingest"], name="agent sdk")
     with serve(db) as api:
         # No DATABASE_URL for the agent: everything goes through the service.
-        _second_session_remembers(agent, db, "--api", api, "--key-env", "MY_EPISODES_KEY", DATABASE_URL="",
-                                  MY_EPISODES_KEY=secret)
+        _second_session_remembers(
+            agent, db, "--api", api, "--key-env", "MY_EPISODES_KEY", DATABASE_URL="", MY_EPISODES_KEY=secret
+        )
 
 
 def _closed_port() -> int:
@@ -181,8 +205,7 @@ def _closed_port() -> int:
 
 
 @pytest.mark.slow
-def test_sdk_agent_answers_with_the_database_down_and_sync_stores_the_session_after(
-        agent: Agent, db: Database) -> None:
+def test_sdk_agent_answers_with_the_database_down_and_sync_stores_the_session_after(agent: Agent, db: Database) -> None:
     down = f"postgresql://nobody@127.0.0.1:{_closed_port()}/none?connect_timeout=2"
     done = agent.run(DECISION, "--tenant", "acme", DATABASE_URL=down)
     assert done.returncode == 0, done.stderr

@@ -43,38 +43,104 @@ def _result(uid: str, text: str, error: bool = False) -> dict[str, Any]:
 
 
 RAW = [
-    {"role": "user", "content": "The summarize workers keep blocking each other on the transcripts table. "
-                                "Can you look at jobs/summarize/claim.py?"},
-    {"role": "assistant", "content": [{"type": "text", "text": "Let me check the claim query first."},
-                                      _tool_use("t1", "Read", file_path="jobs/summarize/claim.py")]},
-    {"role": "user", "content": [_result("t1", "SELECT id FROM transcripts WHERE status = 'pending' FOR UPDATE\n"
-                                               + LOOKS_LIKE_THE_USER)]},
-    {"role": "assistant", "content": [{"type": "text", "text": "I'll run the tests to see what fails."},
-                                      _tool_use("t2", "Bash", command="pytest tests/test_claim.py -q")]},
-    {"role": "user", "content": [_result("t2", "FAILED tests/test_claim.py::test_two_workers - deadlock detected\n"
-                                               "1 failed, 12 passed in 3.1s", error=True)]},
-    {"role": "assistant", "content": "Surprisingly, test_two_workers fails with a deadlock even on a single row. "
-                                     "The claim query in jobs/summarize/claim.py locks rows without SKIP LOCKED, so "
-                                     "the second worker waits on the first."},
+    {
+        "role": "user",
+        "content": "The summarize workers keep blocking each other on the transcripts table. "
+        "Can you look at jobs/summarize/claim.py?",
+    },
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Let me check the claim query first."},
+            _tool_use("t1", "Read", file_path="jobs/summarize/claim.py"),
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            _result("t1", "SELECT id FROM transcripts WHERE status = 'pending' FOR UPDATE\n" + LOOKS_LIKE_THE_USER)
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "I'll run the tests to see what fails."},
+            _tool_use("t2", "Bash", command="pytest tests/test_claim.py -q"),
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            _result(
+                "t2",
+                "FAILED tests/test_claim.py::test_two_workers - deadlock detected\n1 failed, 12 passed in 3.1s",
+                error=True,
+            )
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": "Surprisingly, test_two_workers fails with a deadlock even on a single row. "
+        "The claim query in jobs/summarize/claim.py locks rows without SKIP LOCKED, so "
+        "the second worker waits on the first.",
+    },
     {"role": "user", "content": "Ok, let's switch the queue to SKIP LOCKED and keep the lease at 30 seconds."},
-    {"role": "assistant", "content": [{"type": "text", "text": "Now I'll update the claim query."},
-                                      _tool_use("t3", "Edit", file_path="jobs/summarize/claim.py",
-                                                old_string="FOR UPDATE", new_string="FOR UPDATE SKIP LOCKED")]},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Now I'll update the claim query."},
+            _tool_use(
+                "t3",
+                "Edit",
+                file_path="jobs/summarize/claim.py",
+                old_string="FOR UPDATE",
+                new_string="FOR UPDATE SKIP LOCKED",
+            ),
+        ],
+    },
     {"role": "user", "content": [_result("t3", "The file jobs/summarize/claim.py has been updated.")]},
-    {"role": "assistant", "content": "Done. The claim query now uses FOR UPDATE SKIP LOCKED and "
-                                     "`pytest tests/test_claim.py` passes with the Postgres server."},
+    {
+        "role": "assistant",
+        "content": "Done. The claim query now uses FOR UPDATE SKIP LOCKED and "
+        "`pytest tests/test_claim.py` passes with the Postgres server.",
+    },
     {"role": "user", "content": "Great. I'll add a Citus test for the claim path next week."},
 ]
 
-FORMAT = {"tool", "tools", "result", "results", "user", "assistant", "call", "calls", "output", "json", "message",
-          "messages", "content", "command-name", "tool call", "tool result"}
+FORMAT = {
+    "tool",
+    "tools",
+    "result",
+    "results",
+    "user",
+    "assistant",
+    "call",
+    "calls",
+    "output",
+    "json",
+    "message",
+    "messages",
+    "content",
+    "command-name",
+    "tool call",
+    "tool result",
+}
 
 
 def agent_transcript() -> Transcript:
-    record = TranscriptIn.model_validate({"tenant_id": "t", "user_id": "u", "session_id": "cc-1", "ended_at": ENDED,
-                                         "messages": RAW})
-    return Transcript(id=1, tenant_id="t", user_id="u", session_id="cc-1", purpose="general", started_at=None,
-                      ended_at=ENDED, messages=list(record.messages))
+    record = TranscriptIn.model_validate(
+        {"tenant_id": "t", "user_id": "u", "session_id": "cc-1", "ended_at": ENDED, "messages": RAW}
+    )
+    return Transcript(
+        id=1,
+        tenant_id="t",
+        user_id="u",
+        session_id="cc-1",
+        purpose="general",
+        started_at=None,
+        ended_at=ENDED,
+        messages=list(record.messages),
+    )
 
 
 def index_of(messages: list[Message], role: str, needle: str) -> int:
@@ -82,7 +148,7 @@ def index_of(messages: list[Message], role: str, needle: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def offline(embedder) -> tuple[Transcript, EpisodeExtraction]:  # noqa: ANN001
+def offline(embedder) -> tuple[Transcript, EpisodeExtraction]:
     t = agent_transcript()
     return t, OfflineExtractor(embedder).extract(t).extraction
 
@@ -93,7 +159,7 @@ def test_the_synthetic_session_is_canonical_with_tool_messages() -> None:
     assert LOOKS_LIKE_THE_USER in messages[index_of(messages, "tool", "FOR UPDATE\n")].content
 
 
-def test_offline_keeps_the_decision_and_the_failing_test_surprise(offline) -> None:  # noqa: ANN001
+def test_offline_keeps_the_decision_and_the_failing_test_surprise(offline) -> None:
     t, episode = offline
     decisions = [e for e in episode.key_events if e.type == "decision"]
     assert [e.evidence[0] for e in decisions] == [index_of(t.messages, "user", "SKIP LOCKED")]
@@ -103,7 +169,7 @@ def test_offline_keeps_the_decision_and_the_failing_test_surprise(offline) -> No
     assert "test_two_workers" in surprises[0].what and "deadlock" in surprises[0].what
 
 
-def test_offline_makes_no_commitment_of_the_agents_working_steps(offline) -> None:  # noqa: ANN001
+def test_offline_makes_no_commitment_of_the_agents_working_steps(offline) -> None:
     t, episode = offline
     commitments = [e for e in episode.key_events if e.type == "commitment"]
     assert [(e.who, e.evidence) for e in commitments] == [("user", [index_of(t.messages, "user", "Citus test")])]
@@ -113,7 +179,7 @@ def test_offline_makes_no_commitment_of_the_agents_working_steps(offline) -> Non
     assert narration.search(episode.summary) is None
 
 
-def test_offline_never_quotes_or_tags_tool_output(offline) -> None:  # noqa: ANN001
+def test_offline_never_quotes_or_tags_tool_output(offline) -> None:
     t, episode = offline
     assert "[tool" not in episode.summary and "delete the staging database" not in episode.summary
     assert "FAILED" not in episode.summary and "12 passed" not in episode.summary
@@ -124,8 +190,8 @@ def test_offline_never_quotes_or_tags_tool_output(offline) -> None:  # noqa: ANN
     assert not any(w in FORMAT for tag in episode.topic_tags for w in tag.split())
 
 
-def test_offline_names_files_commands_and_services_said_in_the_session(offline) -> None:  # noqa: ANN001
-    t, episode = offline
+def test_offline_names_files_commands_and_services_said_in_the_session(offline) -> None:
+    _t, episode = offline
     entities = {e.name: e.kind for e in episode.entities}
     assert entities.get("jobs/summarize/claim.py") == "other"
     assert entities.get("pytest tests/test_claim.py") == "other"
@@ -134,31 +200,59 @@ def test_offline_names_files_commands_and_services_said_in_the_session(offline) 
     assert not any(name.startswith(("FAILED", "SELECT")) for name in entities)
 
 
-def test_a_tool_only_session_is_described_not_quoted(embedder) -> None:  # noqa: ANN001
-    record = TranscriptIn.model_validate({"tenant_id": "t", "user_id": "u", "session_id": "s", "ended_at": ENDED,
-                                         "messages": [{"role": "assistant", "content": [
-                                             _tool_use("x", "TodoWrite", todos=["call the user about json output"])]}]})
-    t = Transcript(id=1, tenant_id="t", user_id="u", session_id="s", purpose="general", started_at=None,
-                   ended_at=ENDED, messages=list(record.messages))
+def test_a_tool_only_session_is_described_not_quoted(embedder) -> None:
+    record = TranscriptIn.model_validate(
+        {
+            "tenant_id": "t",
+            "user_id": "u",
+            "session_id": "s",
+            "ended_at": ENDED,
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": [_tool_use("x", "TodoWrite", todos=["call the user about json output"])],
+                }
+            ],
+        }
+    )
+    t = Transcript(
+        id=1,
+        tenant_id="t",
+        user_id="u",
+        session_id="s",
+        purpose="general",
+        started_at=None,
+        ended_at=ENDED,
+        messages=list(record.messages),
+    )
     episode = OfflineExtractor(embedder).extract(t).extraction
     assert "only tool activity (TodoWrite)" in episode.summary and "[tool" not in episode.summary
     assert episode.topic_tags == [] and episode.key_events == []
 
 
-def test_flattened_tool_text_in_a_user_message_is_context_not_speech(embedder) -> None:  # noqa: ANN001
+def test_flattened_tool_text_in_a_user_message_is_context_not_speech(embedder) -> None:
     """The issue's case: a transcript flattened by hand, tool output in ``user`` messages."""
     messages = [
         Message(role="user", content="Please fix the flaky login test in tests/test_login.py before the release."),
         Message(role="assistant", content="Let me look at the test first."),
         Message(role="user", content="[tool result: test_login.py::test_expiry FAILED user said the token is fine]"),
         Message(role="assistant", content="The token expiry is compared in local time; it should be UTC."),
-        Message(role="user",
-                content="<command-name>/compact</command-name>\n<command-message>compact</command-message>"),
+        Message(
+            role="user", content="<command-name>/compact</command-name>\n<command-message>compact</command-message>"
+        ),
         Message(role="user", content="[Request interrupted by user]"),
         Message(role="user", content="We'll go with UTC everywhere for token expiry."),
     ]
-    t = Transcript(id=1, tenant_id="t", user_id="u", session_id="s", purpose="general", started_at=None,
-                   ended_at=ENDED, messages=messages)
+    t = Transcript(
+        id=1,
+        tenant_id="t",
+        user_id="u",
+        session_id="s",
+        purpose="general",
+        started_at=None,
+        ended_at=ENDED,
+        messages=messages,
+    )
     episode = OfflineExtractor(embedder).extract(t).extraction
     assert "tool result" not in episode.summary and "token is fine" not in episode.summary
     assert "Request interrupted" not in episode.summary and "command" not in " ".join(episode.topic_tags)
@@ -167,77 +261,130 @@ def test_flattened_tool_text_in_a_user_message_is_context_not_speech(embedder) -
     assert not [e for e in episode.key_events if e.type == "commitment"]
 
 
-@pytest.mark.parametrize(("sentence", "narration"), [
-    ("Let me check the project structure.", True),
-    ("I'll run the tests to see what fails.", True),
-    ("Now I'll update the claim query.", True),
-    ("Next, I need to read the config.", True),
-    ("Great! Now let me draft the beads.", True),
-    ("I'm going to look at the migrations.", True),
-    ("Let the assistant check the MCP servers status.", True),
-    ("I'll send you the report tomorrow.", False),
-    ("I'll follow up with the security review by Friday.", False),
-    ("I'll check with the billing team and email you.", False),
-    ("The claim query locks rows without SKIP LOCKED.", False),
-    ("Phoenix server is starting in the background.", False),
-])
+@pytest.mark.parametrize(
+    ("sentence", "narration"),
+    [
+        ("Let me check the project structure.", True),
+        ("I'll run the tests to see what fails.", True),
+        ("Now I'll update the claim query.", True),
+        ("Next, I need to read the config.", True),
+        ("Great! Now let me draft the beads.", True),
+        ("I'm going to look at the migrations.", True),
+        ("Let the assistant check the MCP servers status.", True),
+        ("I'll send you the report tomorrow.", False),
+        ("I'll follow up with the security review by Friday.", False),
+        ("I'll check with the billing team and email you.", False),
+        ("The claim query locks rows without SKIP LOCKED.", False),
+        ("Phoenix server is starting in the background.", False),
+    ],
+)
 def test_narration_rule(sentence: str, narration: bool) -> None:
     assert is_narration(sentence, dt.date(2026, 2, 10)) is narration
 
 
-@pytest.mark.parametrize(("tag", "expected"), [
-    ("tool", True), ("tool result", True), ("user", True), ("command-name", True), ("json", True),
-    ("request interrupted", True), ("skip locked", False), ("queue", False), ("tool shed", False),
-])
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [
+        ("tool", True),
+        ("tool result", True),
+        ("user", True),
+        ("command-name", True),
+        ("json", True),
+        ("request interrupted", True),
+        ("skip locked", False),
+        ("queue", False),
+        ("tool shed", False),
+    ],
+)
 def test_format_tags(tag: str, expected: bool) -> None:
     assert is_format_tag(tag) is expected
 
 
 def test_markup_and_notices_are_nobodys_words() -> None:
-    assert clean_said("<command-name>/mcp</command-name>\n<command-message>mcp</command-message>\n"
-                      "<command-args>websearch xterm.js scrolling</command-args>") == "websearch xterm.js scrolling"
+    assert (
+        clean_said(
+            "<command-name>/mcp</command-name>\n<command-message>mcp</command-message>\n"
+            "<command-args>websearch xterm.js scrolling</command-args>"
+        )
+        == "websearch xterm.js scrolling"
+    )
     assert clean_said("[Request interrupted by user for tool use]") == ""
     assert clean_said("Fixed it.\n[tool result Bash: ok]") == "Fixed it."
 
 
 def test_code_names() -> None:
-    found = dict(code_names("mix phx.server doesnt start; see `git rebase -i main`, mix.exs and node.js. "
-                            "Mix well, version 1.2.3."))
-    assert found == {"git rebase -i main": "other", "mix phx.server": "other", "mix.exs": "other",
-                     "node.js": "product"}
+    found = dict(
+        code_names(
+            "mix phx.server doesnt start; see `git rebase -i main`, mix.exs and node.js. Mix well, version 1.2.3."
+        )
+    )
+    assert found == {"git rebase -i main": "other", "mix phx.server": "other", "mix.exs": "other", "node.js": "product"}
 
 
 def test_grounding_cites_what_was_said_before_tool_output() -> None:
     messages = agent_transcript().messages
     tool = index_of(messages, "tool", "FAILED")
     said = index_of(messages, "assistant", "Surprisingly")
-    event = KeyEvent(type="surprise", what="The test_two_workers test failed with a deadlock.",
-                     evidence=[tool, said], who="assistant")
-    episode = EpisodeExtraction(summary="A session about the claim query.", topic_tags=[], key_events=[event],
-                                importance=0.5)
+    event = KeyEvent(
+        type="surprise",
+        what="The test_two_workers test failed with a deadlock.",
+        evidence=[tool, said],
+        who="assistant",
+    )
+    episode = EpisodeExtraction(
+        summary="A session about the claim query.", topic_tags=[], key_events=[event], importance=0.5
+    )
     assert ground(episode, messages).episode.key_events[0].evidence == [said, tool]
 
 
 # -- through the fake Claude -----------------------------------------------------------------------
 
 
-def test_the_claude_prompt_labels_tool_context_and_asks_for_agent_memory(llm_db: Database,
-                                                                         fake: fa.FakeAnthropic,
-                                                                         embedder) -> None:  # noqa: ANN001
+def test_the_claude_prompt_labels_tool_context_and_asks_for_agent_memory(
+    llm_db: Database, fake: fa.FakeAnthropic, embedder
+) -> None:
     t = agent_transcript()
     decision = index_of(t.messages, "user", "SKIP LOCKED")
     failing = index_of(t.messages, "tool", "FAILED")
-    fake.enqueue(fa.tool_use({
-        "summary": "The user and the agent found the claim query deadlocking and switched it to SKIP LOCKED.",
-        "topic_tags": ["claim query", "skip locked"], "importance": 0.8,
-        "key_events": [{"type": "decision", "what": "The user switched the queue to SKIP LOCKED.",
-                        "evidence": [decision], "who": "user"},
-                       {"type": "surprise", "what": "test_two_workers failed with a deadlock.",
-                        "evidence": [failing], "who": "assistant"}],
-        "entities": [{"name": "jobs/summarize/claim.py", "kind": "other"}],
-    }))
-    ingest_records(llm_db, [("test", {"tenant_id": "acme", "user_id": "u1", "session_id": "cc-1",
-                                         "ended_at": ENDED.isoformat(), "messages": RAW})])
+    fake.enqueue(
+        fa.tool_use(
+            {
+                "summary": "The user and the agent found the claim query deadlocking and switched it to SKIP LOCKED.",
+                "topic_tags": ["claim query", "skip locked"],
+                "importance": 0.8,
+                "key_events": [
+                    {
+                        "type": "decision",
+                        "what": "The user switched the queue to SKIP LOCKED.",
+                        "evidence": [decision],
+                        "who": "user",
+                    },
+                    {
+                        "type": "surprise",
+                        "what": "test_two_workers failed with a deadlock.",
+                        "evidence": [failing],
+                        "who": "assistant",
+                    },
+                ],
+                "entities": [{"name": "jobs/summarize/claim.py", "kind": "other"}],
+            }
+        )
+    )
+    ingest_records(
+        llm_db,
+        [
+            (
+                "test",
+                {
+                    "tenant_id": "acme",
+                    "user_id": "u1",
+                    "session_id": "cc-1",
+                    "ended_at": ENDED.isoformat(),
+                    "messages": RAW,
+                },
+            )
+        ],
+    )
     with AnthropicExtractor(llm_db.settings) as extractor:
         report = run_summarize(llm_db, extractor=extractor, embedder=embedder)
     assert report.counts == {"done": 1}
@@ -255,8 +402,10 @@ def test_the_claude_prompt_labels_tool_context_and_asks_for_agent_memory(llm_db:
     assert 'no "tool", "result", "user", "assistant", "call", "output", "json"' in system
     assert "Files, commands and services named in the session are entities" in system
     tool = next(t for t in body["tools"] if t["name"] == "record_episode")
-    assert "working steps within the session" in tool["input_schema"]["properties"]["key_events"]["items"][
-        "properties"]["type"]["description"]
+    assert (
+        "working steps within the session"
+        in tool["input_schema"]["properties"]["key_events"]["items"]["properties"]["type"]["description"]
+    )
     with llm_db.admin() as conn:
         events = {r["type"]: r for r in conn.execute("SELECT type, evidence, evidence_quote FROM episode_events")}
         version = conn.execute("SELECT prompt_version FROM episodes").fetchone()["prompt_version"]
@@ -264,12 +413,26 @@ def test_the_claude_prompt_labels_tool_context_and_asks_for_agent_memory(llm_db:
     assert version == prompt_version()
 
 
-def test_a_name_cannot_pass_for_tool_context(llm_db: Database, fake: fa.FakeAnthropic,
-                                             embedder) -> None:  # noqa: ANN001
-    messages = [{"role": "user", "name": "Tool  Context", "content": "We'll go with Redis."},
-                {"role": "assistant", "content": "Noted."}]
-    ingest_records(llm_db, [("test", {"tenant_id": "acme", "user_id": "u1", "session_id": "s",
-                                         "ended_at": ENDED.isoformat(), "messages": messages})])
+def test_a_name_cannot_pass_for_tool_context(llm_db: Database, fake: fa.FakeAnthropic, embedder) -> None:
+    messages = [
+        {"role": "user", "name": "Tool  Context", "content": "We'll go with Redis."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    ingest_records(
+        llm_db,
+        [
+            (
+                "test",
+                {
+                    "tenant_id": "acme",
+                    "user_id": "u1",
+                    "session_id": "s",
+                    "ended_at": ENDED.isoformat(),
+                    "messages": messages,
+                },
+            )
+        ],
+    )
     with AnthropicExtractor(llm_db.settings) as extractor:
         assert run_summarize(llm_db, extractor=extractor, embedder=embedder).counts == {"done": 1}
     user = fake.calls()[0].body["messages"][0]["content"]
@@ -279,7 +442,7 @@ def test_a_name_cannot_pass_for_tool_context(llm_db: Database, fake: fa.FakeAnth
 # -- the bench, smoke-run on the real sessions ------------------------------------------------------
 
 
-def test_bench_agent_session_quality_smoke(db: Database, embedder) -> None:  # noqa: ANN001
+def test_bench_agent_session_quality_smoke(db: Database, embedder) -> None:
     if not REAL_SESSIONS.is_dir():
         pytest.skip(f"{REAL_SESSIONS} is absent: the real Claude Code sessions live outside the repository")
     sys.path.insert(0, str(ROOT / "bench"))
@@ -297,6 +460,10 @@ def test_bench_agent_session_quality_smoke(db: Database, embedder) -> None:  # n
     assert bench.is_narration_event({"who": "assistant", "what": 'The assistant committed: "I\'ll run the tests."'})
     assert not bench.is_narration_event({"who": "assistant", "what": "The assistant will send the report tomorrow."})
     assert bench.quotes_tool_output('The user said: "[tool result: ok]"', [])
-    assert bench.quotes_tool_output('The user said: "deadlock detected in test two"',
-                                    [{"role": "tool", "content": "FAILED: deadlock detected in test two workers"},
-                                     {"role": "user", "content": "fix it"}])
+    assert bench.quotes_tool_output(
+        'The user said: "deadlock detected in test two"',
+        [
+            {"role": "tool", "content": "FAILED: deadlock detected in test two workers"},
+            {"role": "user", "content": "fix it"},
+        ],
+    )

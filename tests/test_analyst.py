@@ -44,8 +44,17 @@ from jobs.store import EpisodeRow, insert_episode
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-VIEWS = ("decisions", "preferences", "open_questions", "commitments", "episode_timeline", "entity_mentions", "model_cost_daily",
-         "failures", "event_types")
+VIEWS = (
+    "decisions",
+    "preferences",
+    "open_questions",
+    "commitments",
+    "episode_timeline",
+    "entity_mentions",
+    "model_cost_daily",
+    "failures",
+    "event_types",
+)
 TENANT_VIEWS = tuple(v for v in VIEWS if v != "event_types")
 BASE_TABLES = ("episodes", "episode_events", "episode_entities", "transcripts", "model_calls", "job_runs")
 
@@ -130,11 +139,20 @@ def resolve(db: Database, raised_in: str, resolved_in: str, type: str, due: dt.d
             (tenant, raised_in, type, due, due),
         ).fetchone()
         assert item, f"the extractor found no {type} in {raised_in}"
-        later = conn.execute("SELECT id, ended_at FROM episodes WHERE tenant_id = %s AND session_id = %s "
-                             "AND status = 'current'", (tenant, resolved_in)).fetchone()
-        rows = conn.execute(query("resolve_item"), {
-            "event_id": item["id"], "episode_id": later["id"], "resolved_at": later["ended_at"],
-            "tenant_id": tenant, "user_id": item["user_id"]}).fetchall()
+        later = conn.execute(
+            "SELECT id, ended_at FROM episodes WHERE tenant_id = %s AND session_id = %s AND status = 'current'",
+            (tenant, resolved_in),
+        ).fetchone()
+        rows = conn.execute(
+            query("resolve_item"),
+            {
+                "event_id": item["id"],
+                "episode_id": later["id"],
+                "resolved_at": later["ended_at"],
+                "tenant_id": tenant,
+                "user_id": item["user_id"],
+            },
+        ).fetchall()
         assert len(rows) == 1
         return item["id"]
 
@@ -149,12 +167,25 @@ def _examples_copy(admin_url: str, template_db: str) -> tuple[str, Callable[[], 
     def drop() -> None:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
     return url_for(admin_url, name), drop
 
 
 # The tables a copy of the examples fills.
-COPIED = ("job_runs", "model_batches", "transcripts", "episodes", "episode_events", "episode_entities",
-          "episode_lineage", "model_calls", "model_batch_items", "erasures", "episode_corrections", "recall_versions")
+COPIED = (
+    "job_runs",
+    "model_batches",
+    "transcripts",
+    "episodes",
+    "episode_events",
+    "episode_entities",
+    "episode_lineage",
+    "model_calls",
+    "model_batch_items",
+    "erasures",
+    "episode_corrections",
+    "recall_versions",
+)
 
 
 def _copy_examples(src_url: str, dst_url: str) -> None:
@@ -169,17 +200,26 @@ def _copy_examples(src_url: str, dst_url: str) -> None:
     with psycopg.connect(src_url) as src, psycopg.connect(dst_url) as dst:
         set_local(dst, session_replication_role="replica")
         for table in COPIED:
-            columns = sql.SQL(", ").join(sql.Identifier(r[0]) for r in src.execute(
-                "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
-                "AND NOT attisdropped AND attgenerated = '' ORDER BY attnum", (table,)))
-            with src.cursor().copy(sql.SQL("COPY {} ({}) TO STDOUT").format(sql.Identifier(table), columns)) as out, \
-                    dst.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), columns)) as into:
+            columns = sql.SQL(", ").join(
+                sql.Identifier(r[0])
+                for r in src.execute(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+                    "AND NOT attisdropped AND attgenerated = '' ORDER BY attnum",
+                    (table,),
+                )
+            )
+            with (
+                src.cursor().copy(sql.SQL("COPY {} ({}) TO STDOUT").format(sql.Identifier(table), columns)) as out,
+                dst.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), columns)) as into,
+            ):
                 for block in out:
                     into.write(block)
             sequence = dst.execute("SELECT to_regclass(%s)", (f"{table}_id_seq",)).fetchone()  # 0016's names
             if sequence and sequence[0]:
-                dst.execute(sql.SQL("SELECT setval(%s, max(id)) FROM {} HAVING count(*) > 0").format(
-                    sql.Identifier(table)), (sequence[0],))
+                dst.execute(
+                    sql.SQL("SELECT setval(%s, max(id)) FROM {} HAVING count(*) > 0").format(sql.Identifier(table)),
+                    (sequence[0],),
+                )
 
 
 def _cluster_examples(request: pytest.FixtureRequest, name: str | None) -> tuple[str, Callable[[], None] | None]:
@@ -200,6 +240,7 @@ def _cluster_examples(request: pytest.FixtureRequest, name: str | None) -> tuple
 
         def drop() -> None:
             citus_cluster.drop_database(name)
+
     _copy_examples(source, url)
     return url, drop
 
@@ -264,8 +305,11 @@ def test_analyst_roles_cannot_read_base_tables(ro_db: Database, role: str, table
 
 
 def test_analyst_roles_are_read_only_and_cannot_bypass(ro_db: Database) -> None:
-    rows = owner(ro_db, "SELECT rolname, rolcanlogin, rolsuper, rolbypassrls, rolcreaterole FROM pg_roles "
-                     "WHERE rolname IN ('episodes_analyst', 'episodes_operator') ORDER BY rolname")
+    rows = owner(
+        ro_db,
+        "SELECT rolname, rolcanlogin, rolsuper, rolbypassrls, rolcreaterole FROM pg_roles "
+        "WHERE rolname IN ('episodes_analyst', 'episodes_operator') ORDER BY rolname",
+    )
     assert [r["rolname"] for r in rows] == ["episodes_analyst", "episodes_operator"]
     assert all(not (r["rolsuper"] or r["rolbypassrls"] or r["rolcreaterole"]) for r in rows)
     # NOLOGIN on one PostgreSQL; on a cluster Citus reaches the workers as the role itself (jobs.citus.cluster)
@@ -277,19 +321,25 @@ def test_analyst_roles_are_read_only_and_cannot_bypass(ro_db: Database) -> None:
         as_role(ro_db, "episodes_analyst", "SELECT 1 FROM analyst._event_resolution", tenant="acme")
     with pytest.raises(psycopg.errors.InsufficientPrivilege, match="schema analyst"):
         as_role(ro_db, "episodes_app", "SELECT 1 FROM analyst.decisions", tenant="acme")
-    grants = owner(ro_db, "SELECT DISTINCT table_schema FROM information_schema.role_table_grants "
-                       "WHERE grantee IN ('episodes_analyst', 'episodes_operator')")
+    grants = owner(
+        ro_db,
+        "SELECT DISTINCT table_schema FROM information_schema.role_table_grants "
+        "WHERE grantee IN ('episodes_analyst', 'episodes_operator')",
+    )
     assert [g["table_schema"] for g in grants] == ["analyst"]
 
 
 def test_every_view_and_column_is_documented(ro_db: Database) -> None:
-    rows = owner(ro_db, """
+    rows = owner(
+        ro_db,
+        """
         SELECT c.relname, a.attname, obj_description(c.oid, 'pg_class') AS view_doc,
                col_description(c.oid, a.attnum) AS column_doc, c.reloptions
         FROM pg_class c
         JOIN pg_namespace n ON n.oid = c.relnamespace
         JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-        WHERE n.nspname = 'analyst' AND c.relkind = 'v' AND c.relname NOT LIKE '\\_%'""")
+        WHERE n.nspname = 'analyst' AND c.relkind = 'v' AND c.relname NOT LIKE '\\_%'""",
+    )
     assert {r["relname"] for r in rows} == set(VIEWS)
     assert [r["relname"] for r in rows if not r["view_doc"]] == []
     assert [f"{r['relname']}.{r['attname']}" for r in rows if not r["column_doc"]] == []
@@ -306,32 +356,48 @@ def test_scoped_analyst_sees_only_its_tenant_and_operator_sees_all(ro_db: Databa
     by_tenant = {r["tenant_id"]: r["n"] for r in everyone}
     assert by_tenant and set(by_tenant) <= {"acme", "globex"}
     for tenant in ("acme", "globex"):
-        seen = as_role(ro_db, "episodes_analyst", f"SELECT tenant_id, count(*) AS n FROM analyst.{view} GROUP BY 1",
-                       tenant=tenant)
+        seen = as_role(
+            ro_db, "episodes_analyst", f"SELECT tenant_id, count(*) AS n FROM analyst.{view} GROUP BY 1", tenant=tenant
+        )
         assert {r["tenant_id"]: r["n"] for r in seen} == ({tenant: by_tenant[tenant]} if tenant in by_tenant else {})
     assert as_role(ro_db, "episodes_analyst", f"SELECT count(*) AS n FROM analyst.{view}")[0]["n"] == 0
     # the operator sees everything even with a tenant set; a WHERE naming another tenant finds nothing as analyst
-    assert len(as_role(ro_db, "episodes_operator", f"SELECT 1 FROM analyst.{view}", tenant="acme")) == \
-        sum(by_tenant.values())
-    assert as_role(ro_db, "episodes_analyst", f"SELECT count(*) AS n FROM analyst.{view} WHERE tenant_id = 'globex'",
-                   tenant="acme")[0]["n"] == 0
+    assert len(as_role(ro_db, "episodes_operator", f"SELECT 1 FROM analyst.{view}", tenant="acme")) == sum(
+        by_tenant.values()
+    )
+    assert (
+        as_role(
+            ro_db,
+            "episodes_analyst",
+            f"SELECT count(*) AS n FROM analyst.{view} WHERE tenant_id = 'globex'",
+            tenant="acme",
+        )[0]["n"]
+        == 0
+    )
 
 
 def test_views_count_what_the_tables_hold(ro_db: Database) -> None:
     """Operator totals equal the base tables: current session episodes only, every model call."""
-    table = owner(ro_db, """
+    table = owner(
+        ro_db,
+        """
         SELECT (SELECT count(*) FROM episodes WHERE status = 'current' AND kind = 'session') AS episodes,
                (SELECT count(*) FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
                  WHERE ev.type = 'decision' AND e.status = 'current' AND e.kind = 'session') AS decisions,
                (SELECT count(*) FROM episode_entities) AS mentions,
                (SELECT sum(cost_usd) FROM model_calls) AS cost,
-               (SELECT count(*) FROM model_calls) AS calls""")[0]
-    view = as_role(ro_db, "episodes_operator", """
+               (SELECT count(*) FROM model_calls) AS calls""",
+    )[0]
+    view = as_role(
+        ro_db,
+        "episodes_operator",
+        """
         SELECT (SELECT count(*) FROM analyst.episode_timeline WHERE kind = 'session') AS episodes,
                (SELECT count(*) FROM analyst.decisions) AS decisions,
                (SELECT count(*) FROM analyst.entity_mentions) AS mentions,
                (SELECT sum(cost_usd) FROM analyst.model_cost_daily) AS cost,
-               (SELECT sum(calls) FROM analyst.model_cost_daily) AS calls""")[0]
+               (SELECT sum(calls) FROM analyst.model_cost_daily) AS calls""",
+    )[0]
     assert view == table
     assert table["episodes"] == 34 and table["decisions"] > 0 and table["calls"] >= 15 and table["cost"] > 0
 
@@ -346,13 +412,20 @@ def test_security_barrier_keeps_a_leaky_function_from_seeing_other_tenants(edb: 
         database = sql.Identifier(conn.info.dbname)
         conn.execute(grant.format(sql.SQL("GRANT"), database, sql.SQL("TO")))
         # only the function's own notices (a cluster adds some of its own)
-        conn.add_notice_handler(lambda d: seen.append(d.message_primary or "") if d.severity_nonlocalized == "NOTICE"
-                                and (d.message_primary or "").startswith("saw ") else None)
+        conn.add_notice_handler(
+            lambda d: (
+                seen.append(d.message_primary or "")
+                if d.severity_nonlocalized == "NOTICE" and (d.message_primary or "").startswith("saw ")
+                else None
+            )
+        )
         with conn.transaction():
             set_local(conn, **{"episodes.tenant_id": "acme"})
             with analyst_role(conn, "episodes_analyst"):
-                conn.execute("CREATE FUNCTION pg_temp.leak(t text, w text) RETURNS boolean LANGUAGE plpgsql "
-                             "COST 0.0001 AS $$ BEGIN RAISE NOTICE 'saw % %', t, w; RETURN true; END $$")
+                conn.execute(
+                    "CREATE FUNCTION pg_temp.leak(t text, w text) RETURNS boolean LANGUAGE plpgsql "
+                    "COST 0.0001 AS $$ BEGIN RAISE NOTICE 'saw % %', t, w; RETURN true; END $$"
+                )
                 rows = conn.execute("SELECT what FROM analyst.decisions WHERE pg_temp.leak(tenant_id, what)").fetchall()
         conn.execute(grant.format(sql.SQL("REVOKE"), database, sql.SQL("FROM")))
     assert rows and len(seen) == len(rows)
@@ -385,11 +458,16 @@ def test_resolved_questions_and_done_commitments_show_who_resolved_them(ro_db: D
 
 def test_resolutions_made_by_the_summarize_job_show_in_the_views(ro_db: Database) -> None:
     """globex went through the real pipeline: each later session resolved the items offered to it."""
-    done = as_role(ro_db, "episodes_analyst", "SELECT * FROM analyst.commitments WHERE status = 'done'",
-                   tenant="globex")
+    done = as_role(
+        ro_db, "episodes_analyst", "SELECT * FROM analyst.commitments WHERE status = 'done'", tenant="globex"
+    )
     assert done
-    ends = {r["session_id"]: r["ended_at"] for r in owner(
-        ro_db, "SELECT session_id, ended_at FROM episodes WHERE tenant_id = 'globex' AND status = 'current'")}
+    ends = {
+        r["session_id"]: r["ended_at"]
+        for r in owner(
+            ro_db, "SELECT session_id, ended_at FROM episodes WHERE tenant_id = 'globex' AND status = 'current'"
+        )
+    }
     for r in done:
         assert r["done_at"] == ends[r["done_by_session_id"]] > r["committed_at"]
         assert r["done_by_session_id"] != r["session_id"] and r["days_overdue"] is None
@@ -399,14 +477,24 @@ def test_resolutions_made_by_the_summarize_job_show_in_the_views(ro_db: Database
 
 def test_commitment_status_is_computed_against_now(edb: Database) -> None:
     today = owner(edb, "SELECT (now() AT TIME ZONE 'UTC')::date AS d")[0]["d"]
-    ids = [r["id"] for r in owner(edb, """
+    ids = [
+        r["id"]
+        for r in owner(
+            edb,
+            """
         SELECT ev.id FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
-        WHERE ev.type = 'commitment' AND ev.status = 'open' AND e.tenant_id = 'acme' ORDER BY ev.id LIMIT 3""")]
-    owner(edb, "UPDATE episode_events SET due = CASE id WHEN %s THEN %s::date WHEN %s THEN %s::date ELSE NULL END "
-               "WHERE id = ANY (%s) RETURNING id", (ids[0], today + dt.timedelta(days=10), ids[1],
-                                                    today - dt.timedelta(days=3), ids))
-    rows = as_role(edb, "episodes_analyst", "SELECT event_id, status, days_overdue FROM analyst.commitments",
-                   tenant="acme")
+        WHERE ev.type = 'commitment' AND ev.status = 'open' AND e.tenant_id = 'acme' ORDER BY ev.id LIMIT 3""",
+        )
+    ]
+    owner(
+        edb,
+        "UPDATE episode_events SET due = CASE id WHEN %s THEN %s::date WHEN %s THEN %s::date ELSE NULL END "
+        "WHERE id = ANY (%s) RETURNING id",
+        (ids[0], today + dt.timedelta(days=10), ids[1], today - dt.timedelta(days=3), ids),
+    )
+    rows = as_role(
+        edb, "episodes_analyst", "SELECT event_id, status, days_overdue FROM analyst.commitments", tenant="acme"
+    )
     got = {r["event_id"]: (r["status"], r["days_overdue"]) for r in rows}
     assert [got[i] for i in ids] == [("open", 0), ("overdue", 3), ("open", None)]
 
@@ -422,42 +510,80 @@ def test_resolution_of_a_super_summary_copy_counts_for_the_source(edb: Database)
               AND ev.status = 'open'
             ORDER BY ev.ordinal LIMIT 1""").fetchone()
         extraction = EpisodeExtraction(
-            summary="Lena hired a senior and a junior analytics engineer in 2024.", topic_tags=["hiring"],
+            summary="Lena hired a senior and a junior analytics engineer in 2024.",
+            topic_tags=["hiring"],
             key_events=[KeyEvent(type="commitment", what=src["what"][:400], evidence=[0], who="Lena")],
-            entities=[], importance=0.7)
-        super_id = insert_episode(conn, EpisodeRow(
-            tenant_id="acme", user_id="u-lena", kind="super", episode=extraction,
-            started_at=dt.datetime(2024, 3, 1, tzinfo=dt.UTC), ended_at=dt.datetime(2024, 3, 31, tzinfo=dt.UTC),
-            model="test", prompt_version="test", embedding=None, period_start=dt.date(2024, 3, 1),
-            period_end=dt.date(2024, 3, 31)), source_event_ids=[src["id"]])
-        conn.execute("UPDATE episodes SET compressed_into = %s WHERE tenant_id = 'acme' AND id = %s",
-                     (super_id, src["episode_id"]))
-        copy = conn.execute("SELECT id FROM episode_events WHERE tenant_id = 'acme' AND episode_id = %s",
-                            (super_id,)).fetchone()
-        later = conn.execute("SELECT id, ended_at FROM episodes WHERE tenant_id = 'acme' "
-                             "AND session_id = 'acme-lena-2024-04-09'").fetchone()
-        conn.execute(query("resolve_item"), {"event_id": copy["id"], "episode_id": later["id"],
-                                             "resolved_at": later["ended_at"], "tenant_id": "acme",
-                                             "user_id": "u-lena"})
-    rows = as_role(edb, "episodes_analyst", "SELECT event_id, status, done_by_session_id FROM analyst.commitments",
-                   tenant="acme")
+            entities=[],
+            importance=0.7,
+        )
+        super_id = insert_episode(
+            conn,
+            EpisodeRow(
+                tenant_id="acme",
+                user_id="u-lena",
+                kind="super",
+                episode=extraction,
+                started_at=dt.datetime(2024, 3, 1, tzinfo=dt.UTC),
+                ended_at=dt.datetime(2024, 3, 31, tzinfo=dt.UTC),
+                model="test",
+                prompt_version="test",
+                embedding=None,
+                period_start=dt.date(2024, 3, 1),
+                period_end=dt.date(2024, 3, 31),
+            ),
+            source_event_ids=[src["id"]],
+        )
+        conn.execute(
+            "UPDATE episodes SET compressed_into = %s WHERE tenant_id = 'acme' AND id = %s",
+            (super_id, src["episode_id"]),
+        )
+        copy = conn.execute(
+            "SELECT id FROM episode_events WHERE tenant_id = 'acme' AND episode_id = %s", (super_id,)
+        ).fetchone()
+        later = conn.execute(
+            "SELECT id, ended_at FROM episodes WHERE tenant_id = 'acme' AND session_id = 'acme-lena-2024-04-09'"
+        ).fetchone()
+        conn.execute(
+            query("resolve_item"),
+            {
+                "event_id": copy["id"],
+                "episode_id": later["id"],
+                "resolved_at": later["ended_at"],
+                "tenant_id": "acme",
+                "user_id": "u-lena",
+            },
+        )
+    rows = as_role(
+        edb, "episodes_analyst", "SELECT event_id, status, done_by_session_id FROM analyst.commitments", tenant="acme"
+    )
     by_id = {r["event_id"]: r for r in rows}
     assert copy["id"] not in by_id  # super-summary copies are not counted twice
     assert (by_id[src["id"]]["status"], by_id[src["id"]]["done_by_session_id"]) == ("done", "acme-lena-2024-04-09")
-    kinds = as_role(edb, "episodes_analyst", "SELECT kind, count(*) AS n, count(compressed_into) AS compressed "
-                                             "FROM analyst.episode_timeline WHERE user_id = 'u-lena' "
-                                             "GROUP BY kind ORDER BY kind", tenant="acme")
+    kinds = as_role(
+        edb,
+        "episodes_analyst",
+        "SELECT kind, count(*) AS n, count(compressed_into) AS compressed "
+        "FROM analyst.episode_timeline WHERE user_id = 'u-lena' "
+        "GROUP BY kind ORDER BY kind",
+        tenant="acme",
+    )
     assert [(k["kind"], k["compressed"]) for k in kinds] == [("session", 1), ("super", 0)]
 
 
 def test_superseded_episodes_leave_the_views(edb: Database) -> None:
-    before = as_role(edb, "episodes_operator", "SELECT count(*) AS n FROM analyst.decisions WHERE session_id = "
-                                               "'acme-maria-2024-06-11'")[0]["n"]
+    before = as_role(
+        edb,
+        "episodes_operator",
+        "SELECT count(*) AS n FROM analyst.decisions WHERE session_id = 'acme-maria-2024-06-11'",
+    )[0]["n"]
     assert before >= 1
     owner(edb, "UPDATE episodes SET status = 'superseded' WHERE session_id = 'acme-maria-2024-06-11' RETURNING id")
     for view in ("decisions", "commitments", "open_questions", "episode_timeline", "entity_mentions"):
-        left = as_role(edb, "episodes_operator",
-                       f"SELECT count(*) AS n FROM analyst.{view} WHERE session_id = 'acme-maria-2024-06-11'")
+        left = as_role(
+            edb,
+            "episodes_operator",
+            f"SELECT count(*) AS n FROM analyst.{view} WHERE session_id = 'acme-maria-2024-06-11'",
+        )
         assert left[0]["n"] == 0, view
 
 
@@ -470,7 +596,9 @@ def test_failures_view_lists_dead_letters_retries_and_failed_calls(ro_db: Databa
     assert calls == ["refusal", "refusal", "transient"]
     truth = owner(ro_db, "SELECT session_id, status FROM transcripts WHERE status = 'dead' OR last_error IS NOT NULL")
     assert {(t["session_id"], t["status"]) for t in truth} == {
-        (by_source["dead_letter"]["session_id"], "dead"), (by_source["retrying"]["session_id"], "pending")}
+        (by_source["dead_letter"]["session_id"], "dead"),
+        (by_source["retrying"]["session_id"], "pending"),
+    }
 
 
 # -- example queries -----------------------------------------------------------------------------
@@ -535,8 +663,12 @@ def test_status_counts_what_the_tables_hold(ro_db: Database) -> None:
     from jobs.cli.status_view import render_status
 
     out = render_status(ro_db)
-    states = {r["state"]: r["n"] for r in owner(ro_db, "SELECT status AS state, count(*) AS n FROM transcripts "
-                                                       "WHERE ended_at IS NOT NULL GROUP BY 1")}
+    states = {
+        r["state"]: r["n"]
+        for r in owner(
+            ro_db, "SELECT status AS state, count(*) AS n FROM transcripts WHERE ended_at IS NOT NULL GROUP BY 1"
+        )
+    }
     assert f"· done {states['done']} · dead 1" in out and states["done"] == 34
     kinds = owner(ro_db, "SELECT kind, status, count(*) AS n FROM episodes GROUP BY 1, 2 ORDER BY 1, 2")
     assert "episodes     " + " · ".join(f"{k['kind']}/{k['status']} {k['n']}" for k in kinds) in out

@@ -26,7 +26,10 @@ def test_no_server_errors_and_answers_match_the_schema(db: Database) -> None:
             @given(case=operation.as_strategy())
             @settings(max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck))
             def fuzz(case: schemathesis.Case) -> None:
-                case.call_and_validate(base_url=url, headers={"Authorization": f"Bearer {secret}"},
-                                       checks=[not_a_server_error, response_schema_conformance])
+                case.call_and_validate(
+                    base_url=url,
+                    headers={"Authorization": f"Bearer {secret}"},
+                    checks=[not_a_server_error, response_schema_conformance],
+                )
 
             fuzz()

@@ -27,10 +27,16 @@ from jobs.errors import ConfigError
 from jobs.rights.forget import forget_user
 from jobs.service.keys import KeyVerifier, create_key, parse_scopes, revoke_key
 
-MARIA = {"user_id": "u-maria", "session_id": "m1", "started_at": "2025-01-21T10:00:00Z",
-         "ended_at": "2025-01-21T10:20:00Z", "messages": [
-             {"role": "user", "content": "We decided to go with the Business plan at $69 per seat for pricing."},
-             {"role": "assistant", "content": "Noted. I'll send the renewal order form by Friday."}]}
+MARIA = {
+    "user_id": "u-maria",
+    "session_id": "m1",
+    "started_at": "2025-01-21T10:00:00Z",
+    "ended_at": "2025-01-21T10:20:00Z",
+    "messages": [
+        {"role": "user", "content": "We decided to go with the Business plan at $69 per seat for pricing."},
+        {"role": "assistant", "content": "Noted. I'll send the renewal order form by Friday."},
+    ],
+}
 METRICS_TOKEN = "m" * 40
 PUBLIC = "https://memory.example.com/episodes"
 
@@ -54,11 +60,24 @@ def api(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pyte
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
 
-    with backend_database(request, f"hard_{os.getpid()}_{Path(__file__).stem}", home=tmp_path_factory.mktemp("home"),
-                          api_key_cache_seconds=0.0, api_max_body=64 * 1024, extractor="offline") as db:
-        keys = {label: create_key(db, "acme", scopes, name=label)[1] for label, scopes in [
-            ("all", ("recall", "ingest", "edit", "admin")), ("reader", ("recall",)),
-            ("ingest", ("ingest",)), ("edit", ("recall", "edit")), ("legacy", ("recall", "write"))]}
+    with backend_database(
+        request,
+        f"hard_{os.getpid()}_{Path(__file__).stem}",
+        home=tmp_path_factory.mktemp("home"),
+        api_key_cache_seconds=0.0,
+        api_max_body=64 * 1024,
+        extractor="offline",
+    ) as db:
+        keys = {
+            label: create_key(db, "acme", scopes, name=label)[1]
+            for label, scopes in [
+                ("all", ("recall", "ingest", "edit", "admin")),
+                ("reader", ("recall",)),
+                ("ingest", ("ingest",)),
+                ("edit", ("recall", "edit")),
+                ("legacy", ("recall", "write")),
+            ]
+        }
         closed = Database(db.settings.with_(public_url=PUBLIC, metrics_token=METRICS_TOKEN))
         try:
             with serve(db) as url, serve(closed) as closed_url:
@@ -86,16 +105,22 @@ def test_a_link_never_takes_its_host_from_the_request(api: Api) -> None:
     assert "evil.example" not in url and url.startswith("/memory?token=")  # relative without EPISODES_PUBLIC_URL
     assert httpx.get(api.url + url, timeout=60).status_code == 200
     with api.client("edit", url=api.closed_url) as c:
-        r = c.post("/v1/users/u-maria/memory-link", headers={"Host": "evil.example",
-                                                             "X-Forwarded-Host": "evil.example"})
+        r = c.post(
+            "/v1/users/u-maria/memory-link", headers={"Host": "evil.example", "X-Forwarded-Host": "evil.example"}
+        )
     assert r.json()["url"].startswith(f"{PUBLIC}/memory?token="), r.text
 
 
 def test_the_public_url_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EPISODES_PUBLIC_URL", "https://memory.example.com/base/")
     assert config.load().public_url == "https://memory.example.com/base"
-    for bad in ("memory.example.com", "ftp://memory.example.com", "https://memory.example.com/?x=1",
-                "https://memory.example.com/#top", "https://"):
+    for bad in (
+        "memory.example.com",
+        "ftp://memory.example.com",
+        "https://memory.example.com/?x=1",
+        "https://memory.example.com/#top",
+        "https://",
+    ):
         monkeypatch.setenv("EPISODES_PUBLIC_URL", bad)
         with pytest.raises(ConfigError, match="EPISODES_PUBLIC_URL"):
             config.load()
@@ -114,12 +139,16 @@ def test_a_link_dies_with_the_key_that_issued_it(api: Api) -> None:
     assert page.status_code == 410 and "no longer works" in page.text and "Business plan" not in page.text
     with api.db.admin() as conn:
         ep = conn.execute("SELECT id, summary FROM episodes WHERE user_id = 'u-maria'").fetchone()
-    r = httpx.post(f"{api.url}/memory/correct", params={"token": token},
-                   data={"episode_id": ep["id"], "summary": "Rewritten after the key was revoked."})
+    r = httpx.post(
+        f"{api.url}/memory/correct",
+        params={"token": token},
+        data={"episode_id": ep["id"], "summary": "Rewritten after the key was revoked."},
+    )
     assert r.status_code == 410
     with api.db.admin() as conn:
         assert conn.execute("SELECT summary FROM episodes WHERE id = %s", (ep["id"],)).fetchone() == {
-            "summary": ep["summary"]}
+            "summary": ep["summary"]
+        }
 
 
 def test_a_link_dies_with_the_users_erasure(api: Api) -> None:
@@ -140,7 +169,7 @@ def test_links_without_a_key_id_are_refused(api: Api) -> None:
     """A token of the earlier shape ([tenant, user, expiry], no key) signed with the real secret."""
     from jobs.service.page_link import _b64, _mac, link_secret
 
-    expires = int((dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=10)).timestamp())
+    expires = int((dt.datetime.now(dt.UTC) + dt.timedelta(minutes=10)).timestamp())
     payload = _b64(json.dumps(["acme", "u-maria", expires], separators=(",", ":")).encode())
     token = f"{payload}.{_b64(_mac(link_secret(api.db), payload))}"
     assert httpx.get(f"{api.url}/memory", params={"token": token}).status_code == 403
@@ -153,8 +182,9 @@ def test_an_unauthenticated_large_body_is_refused_401_before_it_is_read(api: Api
     big = b'{"transcripts": [' + b" " * (6 * 1024 * 1024) + b"]}"
     for headers in ({}, {"Authorization": "Bearer ep_" + "A" * 43}, {"Authorization": "Basic dXNlcjpwdw=="}):
         for path in ("/v1/transcripts", "/mcp"):
-            r = httpx.post(f"{api.url}{path}", content=big, timeout=60,
-                           headers={**headers, "content-type": "application/json"})
+            r = httpx.post(
+                f"{api.url}{path}", content=big, timeout=60, headers={**headers, "content-type": "application/json"}
+            )
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", (path, headers, r.text)
     with api.client("all") as c:  # a genuine key still meets the body limit
         r = c.post("/v1/transcripts", content=big, headers={"content-type": "application/json"})
@@ -200,8 +230,10 @@ def test_a_default_rate_limit_applies_to_keys_without_their_own(monkeypatch: pyt
 def test_the_default_rate_answers_429(settings: config.Settings) -> None:
     with Database(settings.with_(api_rate_limit=2.0)) as db:
         secret = create_key(db, "acme", ("recall",))[1]
-        with serve(db, rate_limited=True) as url, httpx.Client(
-                base_url=url, headers={"Authorization": f"Bearer {secret}"}) as c:
+        with (
+            serve(db, rate_limited=True) as url,
+            httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"}) as c,
+        ):
             statuses = [c.get("/v1/users/u/episodes").status_code for _ in range(4)]
     assert statuses[:2] == [200, 200] and statuses[-1] == 429, statuses
 
@@ -213,7 +245,9 @@ def test_metrics_and_readiness_can_be_closed_with_a_token(api: Api) -> None:
     for path in ("/metrics", "/readyz"):
         assert httpx.get(api.closed_url + path).status_code == 401
         assert httpx.get(api.closed_url + path, headers={"Authorization": "Bearer wrong"}).status_code == 401
-        assert httpx.get(api.closed_url + path, headers={"Authorization": f"Bearer {api.keys['all']}"}).status_code == 401
+        assert (
+            httpx.get(api.closed_url + path, headers={"Authorization": f"Bearer {api.keys['all']}"}).status_code == 401
+        )
         assert httpx.get(api.closed_url + path, headers={"Authorization": f"Bearer {METRICS_TOKEN}"}).status_code == 200
     assert httpx.get(api.closed_url + "/healthz").json() == {"status": "ok", "schema_version": migrate.code_version()}
     assert httpx.get(api.url + "/metrics").status_code == 200  # unset: open, as before
@@ -233,13 +267,19 @@ def test_the_metrics_token_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -
 
 def test_personal_answers_are_never_stored_or_sniffed(api: Api) -> None:
     with api.client("all") as c:
-        answers = [c.get("/v1/users/u-maria/export"), c.get("/v1/users/u-maria/episodes"),
-                   c.post("/v1/recall", json={"user_id": "u-maria", "message": "pricing"}),
-                   c.get("/v1/events", params={"type": "nonsense"}), c.get("/v1/episodes/999999")]
+        answers = [
+            c.get("/v1/users/u-maria/export"),
+            c.get("/v1/users/u-maria/episodes"),
+            c.post("/v1/recall", json={"user_id": "u-maria", "message": "pricing"}),
+            c.get("/v1/events", params={"type": "nonsense"}),
+            c.get("/v1/episodes/999999"),
+        ]
         token = _token(c.post("/v1/users/u-maria/memory-link").json()["url"])
-    answers += [httpx.get(f"{api.url}/v1/users/u-maria/export"),
-                httpx.get(f"{api.url}/memory", params={"token": token}),
-                httpx.post(f"{api.url}/memory/item", params={"token": token}, data={"event_id": "0", "action": "done"})]
+    answers += [
+        httpx.get(f"{api.url}/v1/users/u-maria/export"),
+        httpx.get(f"{api.url}/memory", params={"token": token}),
+        httpx.post(f"{api.url}/memory/item", params={"token": token}, data={"event_id": "0", "action": "done"}),
+    ]
     for r in answers:
         assert r.headers.get("cache-control") == "no-store", (r.request.url, r.status_code, r.headers)
         assert r.headers.get("x-content-type-options") == "nosniff", (r.request.url, r.headers)
@@ -253,8 +293,14 @@ def _cursor(moment: str, row_id: object) -> str:
 
 
 def test_forged_cursors_answer_400_saying_what_to_do(api: Api) -> None:
-    forged = [_cursor("2025-01-01T00:00:00+00:00", 2**70), _cursor("2025-01-01T00:00:00+00:00", -1),
-              _cursor("2025-01-01T00:00:00+00:00", True), _cursor("2025-01-01T00:00:00", 1), "garbage", "e30"]
+    forged = [
+        _cursor("2025-01-01T00:00:00+00:00", 2**70),
+        _cursor("2025-01-01T00:00:00+00:00", -1),
+        _cursor("2025-01-01T00:00:00+00:00", True),
+        _cursor("2025-01-01T00:00:00", 1),
+        "garbage",
+        "e30",
+    ]
     with api.client("all") as c:
         for cursor in forged:
             for path in ("/v1/users/u-maria/episodes", "/v1/events"):
@@ -282,10 +328,13 @@ def test_ingest_and_edit_are_separate_scopes(api: Api) -> None:
     record = {**MARIA, "session_id": "s-scope"}
     with api.client("ingest") as ingest:
         assert ingest.post("/v1/transcripts", json={"transcripts": [record]}).status_code == 200
-        for r in (ingest.patch(f"/v1/episodes/{episode_id}", json={"summary": "x" * 20}),
-                  ingest.delete(f"/v1/episodes/{episode_id}", params={"dry_run": True}),
-                  ingest.put(f"/v1/episodes/{episode_id}/pin"), ingest.delete(f"/v1/episodes/{episode_id}/pin"),
-                  ingest.post("/v1/users/u-maria/memory-link")):
+        for r in (
+            ingest.patch(f"/v1/episodes/{episode_id}", json={"summary": "x" * 20}),
+            ingest.delete(f"/v1/episodes/{episode_id}", params={"dry_run": True}),
+            ingest.put(f"/v1/episodes/{episode_id}/pin"),
+            ingest.delete(f"/v1/episodes/{episode_id}/pin"),
+            ingest.post("/v1/users/u-maria/memory-link"),
+        ):
             assert r.status_code == 403 and "'edit'" in r.json()["error"]["message"], r.text
     with api.client("edit") as edit:
         r = edit.post("/v1/transcripts", json={"transcripts": [record]})
@@ -310,8 +359,12 @@ def test_the_migration_keeps_write_keys_and_allows_the_new_scopes(blank_db_url: 
     with psycopg.connect(blank_db_url) as conn:
         migrate.migrate(conn, embedding_dim=384, embedder="test")
         with pytest.raises(psycopg.errors.CheckViolation):
-            conn.execute("INSERT INTO api_keys (prefix, key_hash, tenant_id, scopes) "
-                         "VALUES ('ep_AAAAAAAA', sha256('x'), 'acme', ARRAY['recall', 'delete'])")
-        conn.execute("INSERT INTO api_keys (prefix, key_hash, tenant_id, scopes) VALUES "
-                     "('ep_BBBBBBBB', sha256('y'), 'acme', ARRAY['ingest', 'edit']), "
-                     "('ep_CCCCCCCC', sha256('z'), 'acme', ARRAY['write'])")
+            conn.execute(
+                "INSERT INTO api_keys (prefix, key_hash, tenant_id, scopes) "
+                "VALUES ('ep_AAAAAAAA', sha256('x'), 'acme', ARRAY['recall', 'delete'])"
+            )
+        conn.execute(
+            "INSERT INTO api_keys (prefix, key_hash, tenant_id, scopes) VALUES "
+            "('ep_BBBBBBBB', sha256('y'), 'acme', ARRAY['ingest', 'edit']), "
+            "('ep_CCCCCCCC', sha256('z'), 'acme', ARRAY['write'])"
+        )

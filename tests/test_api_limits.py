@@ -26,8 +26,13 @@ def test_a_port_in_use_is_one_line_and_exit_1(settings: Settings) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         env = {**os.environ, "DATABASE_URL": settings.database_url or ""}
-        done = subprocess.run([sys.executable, "-m", "jobs.cli", "api", "--port", str(port)], env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "jobs.cli", "api", "--port", str(port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines()[-1] == f"episodes: port {port} is in use; choose another with --port"
     assert "listening" not in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -24,14 +24,21 @@ from jobs.service.keys import create_key
 
 PASSWORD = "Pw-0f-the-database-9d41c7"
 LINK_SECRET = "link-secret-" + "7" * 40
-MARIA = {"user_id": "u-maria", "session_id": "m1", "started_at": "2025-01-21T10:00:00Z",
-         "ended_at": "2025-01-21T10:20:00Z", "messages": [
-             {"role": "user", "content": "We decided to go with the Business plan at $69 per seat."},
-             {"role": "assistant", "content": "Noted."}]}
+MARIA = {
+    "user_id": "u-maria",
+    "session_id": "m1",
+    "started_at": "2025-01-21T10:00:00Z",
+    "ended_at": "2025-01-21T10:20:00Z",
+    "messages": [
+        {"role": "user", "content": "We decided to go with the Business plan at $69 per seat."},
+        {"role": "assistant", "content": "Noted."},
+    ],
+}
 
 
-def test_no_log_line_holds_a_key_token_secret_or_password(db_url: str, admin_url: str,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_log_line_holds_a_key_token_secret_or_password(
+    db_url: str, admin_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = psycopg.conninfo.make_conninfo(db_url, password=PASSWORD)  # trust on the socket: accepted, not needed
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.setenv("EPISODES_LOG_LEVEL", "DEBUG")
@@ -39,8 +46,9 @@ def test_no_log_line_holds_a_key_token_secret_or_password(db_url: str, admin_url
     monkeypatch.setenv("EPISODES_LINK_SECRET", LINK_SECRET)
     settings = config.load()
     with Database(settings) as db:
-        assert not ingest_records(db, from_objects([MARIA], settings.max_transcript_bytes), tenant_id="acme",
-                                  only_tenant=True).rejected
+        assert not ingest_records(
+            db, from_objects([MARIA], settings.max_transcript_bytes), tenant_id="acme", only_tenant=True
+        ).rejected
         key = create_key(db, "acme", ("recall", "ingest", "edit", "export"))[1]
     auth = {"Authorization": f"Bearer {key}"}
     mcp = {**auth, "X-Episodes-User": "u-maria", "Accept": "application/json, text/event-stream"}
@@ -48,33 +56,55 @@ def test_no_log_line_holds_a_key_token_secret_or_password(db_url: str, admin_url
     with api_process(settings) as api, httpx.Client(base_url=api.url, timeout=60) as c:
         assert c.post("/v1/recall", headers=auth, json={"user_id": "u-maria", "message": "pricing"}).status_code == 200
         assert c.get("/v1/users/u-maria/export", headers=auth).status_code == 200
-        assert c.post("/v1/transcripts", headers=auth, json={"transcripts": [{**MARIA, "session_id": "m2"}]}
-                      ).status_code == 200
+        assert (
+            c.post("/v1/transcripts", headers=auth, json={"transcripts": [{**MARIA, "session_id": "m2"}]}).status_code
+            == 200
+        )
         link = c.post("/v1/users/u-maria/memory-link", headers=auth).json()["url"]
         token = parse_qs(urlsplit(link).query)["token"][0]
         assert c.get("/memory", params={"token": token}).status_code == 200
-        assert c.post("/memory/correct", params={"token": token},
-                      data={"token": token, "episode_id": "999", "summary": "x"}).status_code in (404, 422)
+        assert c.post(
+            "/memory/correct", params={"token": token}, data={"token": token, "episode_id": "999", "summary": "x"}
+        ).status_code in (404, 422)
         assert c.get("/memory", params={"token": token[:-3] + "AAA"}).status_code == 403
-        assert c.post("/mcp", headers=mcp, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "recall_memory", "arguments": {"message": "pricing"}}}).status_code == 200
-        assert c.get("/v1/users/u-maria/episodes", headers={"Authorization": f"Bearer {key[:-4]}AAAA"}
-                     ).status_code == 401
+        assert (
+            c.post(
+                "/mcp",
+                headers=mcp,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "recall_memory", "arguments": {"message": "pricing"}},
+                },
+            ).status_code
+            == 200
+        )
+        assert (
+            c.get("/v1/users/u-maria/episodes", headers={"Authorization": f"Bearer {key[:-4]}AAAA"}).status_code == 401
+        )
         assert c.get("/v1/users/u-maria/episodes", params={"api_key": key}).status_code == 401
         with psycopg.connect(admin_url, autocommit=True) as conn:  # an outage: what the pool and probe log
             conn.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
         try:
             assert c.get("/v1/users/u-maria/episodes", headers=auth).status_code == 503
-            assert c.post("/mcp", headers=mcp, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-                          ).status_code == 503
+            assert (
+                c.post("/mcp", headers=mcp, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).status_code == 503
+            )
         finally:
             with psycopg.connect(admin_url, autocommit=True) as conn:
                 conn.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')
     lines = [line for line in api.stderr.splitlines() if line.strip()]
     records = [json.loads(line) for line in lines if line.startswith("{")]
     assert {r["action"] for r in records} >= {"api_ready", "api_request", "api_db_unavailable"}, api.stderr[-3000:]
-    secrets = {"API key": key, "API key body": key[3:], "link token": token, "link signature": token.split(".")[1],
-               "link secret": LINK_SECRET, "database password": PASSWORD}
+    secrets = {
+        "API key": key,
+        "API key body": key[3:],
+        "link token": token,
+        "link signature": token.split(".")[1],
+        "link secret": LINK_SECRET,
+        "database password": PASSWORD,
+    }
     leaks = {name: [line for line in lines if value in line] for name, value in secrets.items()}
     assert leaks == {name: [] for name in secrets}

@@ -28,8 +28,12 @@ def _closed_port() -> int:
 def test_an_unreachable_database_answers_503_with_retry_after(settings: Settings) -> None:
     down = settings.with_(database_url=f"postgresql://nobody@127.0.0.1:{_closed_port()}/none", pool_timeout_seconds=0.5)
     with Database(down) as db, serve(db) as url:
-        r = httpx.post(f"{url}/v1/recall", json={"user_id": "u", "message": "m"},
-                       headers={"Authorization": "Bearer ep_" + "A" * 43}, timeout=30)
+        r = httpx.post(
+            f"{url}/v1/recall",
+            json={"user_id": "u", "message": "m"},
+            headers={"Authorization": "Bearer ep_" + "A" * 43},
+            timeout=30,
+        )
         assert r.status_code == 503 and r.headers["retry-after"] == "5"
         assert r.json()["error"]["code"] == "database_unavailable"
         assert httpx.get(f"{url}/readyz", timeout=30).status_code == 503
@@ -43,8 +47,11 @@ def test_killed_connections_are_replaced_without_restarting(db: Database, admin_
         assert httpx.get(f"{url}/v1/users/u/episodes", headers=auth).status_code == 200
         dbname = psycopg.conninfo.conninfo_to_dict(db.url)["dbname"]
         with psycopg.connect(admin_url, autocommit=True) as conn:  # what a server restart does to the pool
-            killed = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                                  "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)).fetchone()
+            killed = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (dbname,),
+            ).fetchone()
         assert killed and killed[0] >= 1
         statuses = [httpx.get(f"{url}/v1/users/u/episodes", headers=auth).status_code for _ in range(5)]
         assert statuses == [200] * 5
@@ -57,8 +64,11 @@ def test_an_unexpected_error_is_a_500_with_a_request_id_and_the_service_carries_
     with serve(db) as url:
         r = httpx.get(f"{url}/v1/episodes/1", headers={"Authorization": f"Bearer {secret}", "X-Request-Id": "req-7"})
         assert r.status_code == 500
-        assert r.json()["error"] == {"code": "internal_error", "request_id": "req-7",
-                                     "message": "unexpected error; quote request id req-7 when reporting it"}
+        assert r.json()["error"] == {
+            "code": "internal_error",
+            "request_id": "req-7",
+            "message": "unexpected error; quote request id req-7 when reporting it",
+        }
         assert httpx.get(f"{url}/healthz").status_code == 200
 
 
@@ -67,8 +77,11 @@ def test_two_workers_report_metrics_for_the_whole_service(settings: Settings) ->
     with api_process(settings, "--workers", "2") as api:
         for _ in range(20):  # new connections, spread over both workers by the kernel
             httpx.get(f"{api.url}/healthz")
-        lines = {line for line in httpx.get(f"{api.url}/metrics").text.splitlines()
-                 if line.startswith('episodes_http_requests_total{method="GET",route="/healthz"')}
+        lines = {
+            line
+            for line in httpx.get(f"{api.url}/metrics").text.splitlines()
+            if line.startswith('episodes_http_requests_total{method="GET",route="/healthz"')
+        }
         total = sum(float(line.rsplit(" ", 1)[1]) for line in lines)
         assert total >= 21  # every answered /healthz, whichever worker answered it and whichever is scraped
     # SIGTERM on leaving: uvicorn drains and stops its workers
@@ -83,16 +96,35 @@ def test_sigterm_lets_a_request_in_flight_finish(settings: Settings) -> None:
     db = Database(settings)
     secret = create_key(db, "acme", ("write",))[1]
     words = "the renewal quote for eighteen seats moves to the annual plan next month ".split()
-    records = [{"user_id": f"u{i % 50}", "session_id": f"drain-{i}", "ended_at": "2025-05-01T10:00:00Z",
-                "messages": [{"role": "user" if m % 2 == 0 else "assistant",
-                              "content": " ".join(words[(i + m) % 7:]) + f" ({i}.{m})"} for m in range(40)]}
-               for i in range(1000)]
+    records = [
+        {
+            "user_id": f"u{i % 50}",
+            "session_id": f"drain-{i}",
+            "ended_at": "2025-05-01T10:00:00Z",
+            "messages": [
+                {
+                    "role": "user" if m % 2 == 0 else "assistant",
+                    "content": " ".join(words[(i + m) % 7 :]) + f" ({i}.{m})",
+                }
+                for m in range(40)
+            ],
+        }
+        for i in range(1000)
+    ]
     try:
         with api_process(settings) as api:
             answer: dict[str, httpx.Response] = {}
-            sender = threading.Thread(target=lambda: answer.setdefault("r", httpx.post(
-                f"{api.url}/v1/transcripts", json={"transcripts": records}, timeout=120,
-                headers={"Authorization": f"Bearer {secret}"})))
+            sender = threading.Thread(
+                target=lambda: answer.setdefault(
+                    "r",
+                    httpx.post(
+                        f"{api.url}/v1/transcripts",
+                        json={"transcripts": records},
+                        timeout=120,
+                        headers={"Authorization": f"Bearer {secret}"},
+                    ),
+                )
+            )
             sender.start()
             stored = 0
             with psycopg.connect(settings.database_url or "", autocommit=True) as conn:

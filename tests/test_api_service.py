@@ -21,20 +21,40 @@ from jobs.service.keys import create_key, revoke_key
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (the `api` fixture's params)
 
 ACME_TRANSCRIPTS = [
-    {"user_id": "u-maria", "session_id": "m1", "purpose": "sales", "started_at": "2025-01-21T10:00:00Z",
-     "ended_at": "2025-01-21T10:20:00Z", "messages": [
-         {"role": "user", "content": "We decided to go with the Business plan at $69 per seat for pricing."},
-         {"role": "assistant", "content": "Noted. I'll send the renewal order form by Friday."},
-         {"role": "user", "content": "Can you also check whether Snowflake costs are included?"}]},
-    {"user_id": "u-maria", "session_id": "m2", "purpose": "support", "started_at": "2025-06-03T09:00:00Z",
-     "ended_at": "2025-06-03T09:30:00Z", "messages": [
-         {"role": "user", "content": "Let's set the Cost Guard threshold to 5 credits per query."},
-         {"role": "assistant", "content": "Configured: alerts go to the data-costs channel."}]},
+    {
+        "user_id": "u-maria",
+        "session_id": "m1",
+        "purpose": "sales",
+        "started_at": "2025-01-21T10:00:00Z",
+        "ended_at": "2025-01-21T10:20:00Z",
+        "messages": [
+            {"role": "user", "content": "We decided to go with the Business plan at $69 per seat for pricing."},
+            {"role": "assistant", "content": "Noted. I'll send the renewal order form by Friday."},
+            {"role": "user", "content": "Can you also check whether Snowflake costs are included?"},
+        ],
+    },
+    {
+        "user_id": "u-maria",
+        "session_id": "m2",
+        "purpose": "support",
+        "started_at": "2025-06-03T09:00:00Z",
+        "ended_at": "2025-06-03T09:30:00Z",
+        "messages": [
+            {"role": "user", "content": "Let's set the Cost Guard threshold to 5 credits per query."},
+            {"role": "assistant", "content": "Configured: alerts go to the data-costs channel."},
+        ],
+    },
 ]
-GLOBEX_TRANSCRIPT = {"user_id": "u-sam", "session_id": "g1", "started_at": "2025-02-01T10:00:00Z",
-                     "ended_at": "2025-02-01T10:10:00Z", "messages": [
-                         {"role": "user", "content": "We decided to keep the pricing tier at Pro for the globex team."},
-                         {"role": "assistant", "content": "Understood, Pro it is."}]}
+GLOBEX_TRANSCRIPT = {
+    "user_id": "u-sam",
+    "session_id": "g1",
+    "started_at": "2025-02-01T10:00:00Z",
+    "ended_at": "2025-02-01T10:10:00Z",
+    "messages": [
+        {"role": "user", "content": "We decided to keep the pricing tier at Pro for the globex team."},
+        {"role": "assistant", "content": "Understood, Pro it is."},
+    ],
+}
 
 
 @dataclass
@@ -55,14 +75,20 @@ def api(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pyte
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
 
-    with backend_database(request, f"api_{os.getpid()}_{Path(__file__).stem}",
-                          home=tmp_path_factory.mktemp("home"), api_max_body=64 * 1024,
-                          api_key_cache_seconds=0.0) as db:
+    with backend_database(
+        request,
+        f"api_{os.getpid()}_{Path(__file__).stem}",
+        home=tmp_path_factory.mktemp("home"),
+        api_max_body=64 * 1024,
+        api_key_cache_seconds=0.0,
+    ) as db:
         keys = {}
-        for label, tenant, scopes, rate in [("acme", "acme", ("recall", "write", "admin", "export"), None),
-                                            ("globex", "globex", ("recall", "write", "admin", "export"), None),
-                                            ("acme_read", "acme", ("recall", "export"), None),
-                                            ("acme_slow", "acme", ("recall",), 0.01)]:
+        for label, tenant, scopes, rate in [
+            ("acme", "acme", ("recall", "write", "admin", "export"), None),
+            ("globex", "globex", ("recall", "write", "admin", "export"), None),
+            ("acme_read", "acme", ("recall", "export"), None),
+            ("acme_slow", "acme", ("recall",), 0.01),
+        ]:
             keys[label] = create_key(db, tenant, scopes, name=label, rate_limit=rate)[1]
         with serve(db) as url:
             found = Api(url, db, keys)
@@ -117,10 +143,13 @@ def test_other_tenants_ids_answer_404_and_their_lists_are_empty(api: Api) -> Non
         assert c.get("/v1/users/u-sam/export").status_code == 404
         assert c.delete("/v1/users/u-sam").status_code == 404
         # a record naming the other tenant is rejected, not written
-        r = c.post("/v1/transcripts", json={"transcripts": [{**GLOBEX_TRANSCRIPT, "tenant_id": "globex",
-                                                              "session_id": "g-evil"}]})
-        assert r.json()["results"] == [{"index": 0, "result": "rejected",
-                                        "reason": "tenant_id 'globex' is not the tenant of this key"}]
+        r = c.post(
+            "/v1/transcripts",
+            json={"transcripts": [{**GLOBEX_TRANSCRIPT, "tenant_id": "globex", "session_id": "g-evil"}]},
+        )
+        assert r.json()["results"] == [
+            {"index": 0, "result": "rejected", "reason": "tenant_id 'globex' is not the tenant of this key"}
+        ]
     with api.db.admin() as conn:
         rows = conn.execute("SELECT tenant_id, session_id FROM transcripts WHERE tenant_id = 'globex'").fetchall()
         erasures = conn.execute("SELECT count(*) AS n FROM erasures WHERE tenant_id = 'globex'").fetchone()
@@ -130,8 +159,9 @@ def test_other_tenants_ids_answer_404_and_their_lists_are_empty(api: Api) -> Non
 def test_events_by_full_text_with_status(api: Api) -> None:
     with api.client("acme") as c:
         found = c.get("/v1/events", params={"type": "decision", "q": "pricing", "user_id": "u-maria"}).json()["items"]
-        assert found and all(e["type"] == "decision" and e["status"] in {"open", "resolved", "stale", "superseded"}
-                             for e in found)
+        assert found and all(
+            e["type"] == "decision" and e["status"] in {"open", "resolved", "stale", "superseded"} for e in found
+        )
         assert any("Business plan" in e["what"] for e in found)
         assert c.get("/v1/events", params={"status": "bogus"}).status_code == 422
 
@@ -139,8 +169,10 @@ def test_events_by_full_text_with_status(api: Api) -> None:
 def test_transcripts_report_each_record_and_are_idempotent(api: Api) -> None:
     record = {"user_id": "u-new", "session_id": "n1", "messages": [{"role": "user", "content": "hello"}]}
     with api.client("acme") as c:
-        r = c.post("/v1/transcripts", json={"transcripts": [record, {"user_id": "x", "session_id": "n2",
-                                                                      "messages": []}, record]})
+        r = c.post(
+            "/v1/transcripts",
+            json={"transcripts": [record, {"user_id": "x", "session_id": "n2", "messages": []}, record]},
+        )
         results = r.json()["results"]
         assert [x["result"] for x in results] == ["accepted", "rejected", "rejected"]
         assert "messages" in results[1]["reason"] and "duplicate session_id" in results[2]["reason"]
@@ -159,8 +191,9 @@ def test_export_and_forget_a_user(api: Api) -> None:
         assert c.get("/v1/users/u-gone/export").status_code == 404
 
 
-@pytest.mark.parametrize("header", [None, "Bearer nonsense", "Bearer ep_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-                                    "Basic dXNlcjpwdw=="])
+@pytest.mark.parametrize(
+    "header", [None, "Bearer nonsense", "Bearer ep_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "Basic dXNlcjpwdw=="]
+)
 def test_missing_or_bad_keys_answer_401(api: Api, header: str | None) -> None:
     headers = {"Authorization": header} if header else {}
     r = httpx.post(f"{api.url}/v1/recall", json={"user_id": "u", "message": "m"}, headers=headers)
@@ -258,8 +291,9 @@ def test_patch_corrects_an_episode_audited_and_seen_by_recall(api: Api) -> None:
         block = c.post("/v1/recall", json={"user_id": "u-maria", "message": "the finance channel alarm"}).json()
         assert "finance channel" in block["block"]
     with api.db.admin() as conn:
-        audit = conn.execute("SELECT actor, new_value FROM episode_corrections WHERE episode_id = %s",
-                             (episode["id"],)).fetchall()
+        audit = conn.execute(
+            "SELECT actor, new_value FROM episode_corrections WHERE episode_id = %s", (episode["id"],)
+        ).fetchall()
     assert [a["new_value"] for a in audit] == [summary] and audit[0]["actor"].startswith("api-key:ep_")
 
 
@@ -271,18 +305,27 @@ def test_pin_and_unpin_through_the_api(api: Api) -> None:
         assert r.status_code == 200 and r.json()["pinned"] and r.json()["changed"]
         assert c.put(f"/v1/episodes/{episode['id']}/pin").json()["changed"] is False
         assert c.delete(f"/v1/episodes/{episode['id']}/pin").json() == {
-            "episode_id": episode["id"], "user_id": "u-maria", "pinned": False, "changed": True,
-            "super_summary_rebuilt": None}
+            "episode_id": episode["id"],
+            "user_id": "u-maria",
+            "pinned": False,
+            "changed": True,
+            "super_summary_rebuilt": None,
+        }
 
 
 def test_delete_erases_one_episode_and_recall_forgets_it(api: Api) -> None:
-    record = {"user_id": "u-maria", "session_id": "m-forget", "ended_at": "2025-07-01T10:00:00Z",
-              "messages": [{"role": "user", "content": "We decided the Zanzibar offsite budget is 40k euros."}]}
+    record = {
+        "user_id": "u-maria",
+        "session_id": "m-forget",
+        "ended_at": "2025-07-01T10:00:00Z",
+        "messages": [{"role": "user", "content": "We decided the Zanzibar offsite budget is 40k euros."}],
+    }
     with api.client("acme") as c:
         c.post("/v1/transcripts", json={"transcripts": [record]})
     from jobs.embeddings import embedder_for
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
+
     embedder = embedder_for(api.db.settings)
     run_summarize(api.db, extractor=OfflineExtractor(embedder), embedder=embedder)
     episode = _maria_episode(api, "m-forget")
@@ -300,5 +343,7 @@ def test_delete_erases_one_episode_and_recall_forgets_it(api: Api) -> None:
         after = c.post("/v1/recall", json={"user_id": "u-maria", "message": "Zanzibar offsite budget"}).json()
         assert "Zanzibar" not in after["block"] and episode["id"] not in [e["id"] for e in after["episodes"]]
     with api.db.admin() as conn:
-        left = conn.execute("SELECT count(*) AS n FROM episode_events WHERE episode_id = %s", (episode["id"],)).fetchone()
+        left = conn.execute(
+            "SELECT count(*) AS n FROM episode_events WHERE episode_id = %s", (episode["id"],)
+        ).fetchone()
     assert left == {"n": 0}

@@ -17,17 +17,30 @@ MAX_LINES = 450
 
 
 def test_imports_follow_the_layers_and_form_no_cycle() -> None:
-    run = ("import sys; from importlinter.cli import lint_imports_command; "
-           "sys.argv = ['lint-imports', '--config', 'pyproject.toml', '--no-cache']; lint_imports_command()")
+    run = (
+        "import sys; from importlinter.cli import lint_imports_command; "
+        "sys.argv = ['lint-imports', '--config', 'pyproject.toml', '--no-cache']; lint_imports_command()"
+    )
     result = subprocess.run([sys.executable, "-c", run], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "2 kept, 0 broken" in result.stdout
 
 
+def test_linter_and_formatter_find_nothing() -> None:
+    """ruff with the configuration in pyproject.toml: its lint rules, and the code as its formatter writes it."""
+    for command in (["check", "--no-cache", "."], ["format", "--check", "--no-cache", "."]):
+        result = subprocess.run([sys.executable, "-m", "ruff", *command], cwd=ROOT, capture_output=True, text=True)
+        assert result.returncode == 0, f"ruff {' '.join(command)}:\n" + result.stdout[-6000:] + result.stderr[-2000:]
+
+
 @pytest.mark.slow  # mypy over jobs/ takes ~1-2 min; run it with `python -m pytest tests/test_architecture.py` before committing
 def test_type_checker_finds_no_error() -> None:
-    result = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--config-file",
-                             str(ROOT / "pyproject.toml")], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--config-file", str(ROOT / "pyproject.toml")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert "Success: no issues found" in result.stdout
 
@@ -39,16 +52,28 @@ def test_no_module_is_over_the_size_limit() -> None:
 
 def test_only_the_settings_read_the_environment() -> None:
     reads = re.compile(r"os\.environ|os\.getenv|getenv\(|envvar=")
-    offenders = [f"{p.relative_to(ROOT)}:{n}" for p in JOBS.rglob("*.py") if p.name != "config.py"
-                 for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if reads.search(line)]
+    offenders = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in JOBS.rglob("*.py")
+        if p.name != "config.py"
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if reads.search(line)
+    ]
     assert offenders == []
 
 
 def test_no_type_ignore_and_no_importorskip_of_our_own_modules() -> None:
-    ignores = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in JOBS.rglob("*.py")
-               for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "type: ignore" in line]
+    ignores = [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+        for p in JOBS.rglob("*.py")
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if "type: ignore" in line
+    ]
     assert ignores == []
-    skips = [f"{p.name}:{n}" for p in (ROOT / "tests").glob("*.py")
-             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-             if re.search(r"importorskip\(\s*[\"']jobs", line)]
+    skips = [
+        f"{p.name}:{n}"
+        for p in (ROOT / "tests").glob("*.py")
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"importorskip\(\s*[\"']jobs", line)
+    ]
     assert skips == []

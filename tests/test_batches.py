@@ -19,8 +19,10 @@ from jobs.summarize import BatchRunner
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
-MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},
-            {"role": "assistant", "content": "Done, I'll send the invoice by Friday."}]
+MESSAGES = [
+    {"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},
+    {"role": "assistant", "content": "Done, I'll send the invoice by Friday."},
+]
 
 
 @pytest.fixture
@@ -32,8 +34,9 @@ def fake() -> Iterator[fa.FakeAnthropic]:
 
 @pytest.fixture
 def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
-    settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
-                                 extractor="anthropic")
+    settings = db.settings.with_(
+        anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0, extractor="anthropic"
+    )
     database = Database(settings, url=db.url)
     yield database
     database.close()
@@ -44,7 +47,8 @@ def test_batch_survives_a_restart_and_costs_half(llm_db: Database, fake: fa.Fake
         cur.executemany(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "
             "VALUES ('acme', 'u1', %s, now(), %s, %s)",
-            [(f"s{n}", Jsonb(MESSAGES), f"h{n}") for n in range(5)])
+            [(f"s{n}", Jsonb(MESSAGES), f"h{n}") for n in range(5)],
+        )
         ids = [r["id"] for r in conn.execute("SELECT id FROM transcripts ORDER BY id")]
     fake.fail_batch_requests = {f"t{ids[2]}"}
     fake.batch_delay = 600  # in progress until the test ends it: however slow the machine, the first run sees it open
@@ -70,9 +74,18 @@ def test_batch_survives_a_restart_and_costs_half(llm_db: Database, fake: fa.Fake
     assert all(c["batch"] for c in calls) and len(calls) == 4
     live = llm_db.settings
     for c in calls:
-        full = cost_usd(live, ModelCall(template="", prompt_hash="", model="", input_tokens=c["input_tokens"],
-                                        output_tokens=c["output_tokens"], cache_read_tokens=c["cache_read_tokens"],
-                                        cache_write_tokens=c["cache_write_tokens"]))
+        full = cost_usd(
+            live,
+            ModelCall(
+                template="",
+                prompt_hash="",
+                model="",
+                input_tokens=c["input_tokens"],
+                output_tokens=c["output_tokens"],
+                cache_read_tokens=c["cache_read_tokens"],
+                cache_write_tokens=c["cache_write_tokens"],
+            ),
+        )
         assert float(c["cost_usd"]) == pytest.approx(full / 2, abs=1e-6)
     submitted = [r for r in fake.requests if r.path == "/v1/messages/batches" and r.method == "POST"]
     request = submitted[0].body["requests"][0]["params"]
@@ -81,11 +94,14 @@ def test_batch_survives_a_restart_and_costs_half(llm_db: Database, fake: fa.Fake
 
 def test_failed_submission_returns_transcripts_to_the_queue(llm_db: Database, fake: fa.FakeAnthropic) -> None:
     with llm_db.tenant("acme") as conn:
-        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "
-                     "VALUES ('acme', 'u1', 's1', now(), %s, 'h')", (Jsonb(MESSAGES),))
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "
+            "VALUES ('acme', 'u1', 's1', now(), %s, 'h')",
+            (Jsonb(MESSAGES),),
+        )
     fake.max_batch_requests = 0  # the API refuses the batch
     with AnthropicExtractor(llm_db.settings) as claude:
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - whatever the SDK raises for a refused batch; the state is checked below
             BatchRunner(llm_db, claude, get_embedder("minilm")).submit()
     with llm_db.admin() as conn:
         row = conn.execute("SELECT status, lease_owner, last_error FROM transcripts").fetchone()
@@ -102,16 +118,20 @@ def _resolution_after_first_session(database: Database, fake: fa.FakeAnthropic, 
     from jobs.summarize import run_summarize
 
     with database.tenant("acme") as conn:
-        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, "
-                     "content_hash) VALUES ('acme', 'u1', 'first', '2025-03-04 09:00Z', '2025-03-04 09:30Z', %s, 'h1')",
-                     (Jsonb(MESSAGES),))
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, "
+            "content_hash) VALUES ('acme', 'u1', 'first', '2025-03-04 09:00Z', '2025-03-04 09:30Z', %s, 'h1')",
+            (Jsonb(MESSAGES),),
+        )
     embedder = get_embedder("minilm")
     with AnthropicExtractor(database.settings) as claude:
         run_summarize(database, extractor=claude, embedder=embedder)
     with database.tenant("acme") as conn:
-        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, "
-                     "content_hash) VALUES ('acme', 'u1', %s, '2025-03-10 09:00Z', '2025-03-10 09:20Z', %s, 'h2')",
-                     (second, Jsonb([{"role": "assistant", "content": "Here is the invoice I promised."}])))
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, "
+            "content_hash) VALUES ('acme', 'u1', %s, '2025-03-10 09:00Z', '2025-03-10 09:20Z', %s, 'h2')",
+            (second, Jsonb([{"role": "assistant", "content": "Here is the invoice I promised."}])),
+        )
     fake.responder = resolving_responder
     with AnthropicExtractor(database.settings) as claude:
         if batch:
@@ -120,9 +140,11 @@ def _resolution_after_first_session(database: Database, fake: fa.FakeAnthropic, 
         else:
             assert run_summarize(database, extractor=claude, embedder=embedder).counts["done"] == 1
     with database.admin() as conn:
-        item = conn.execute("SELECT e.what, e.status, e.resolved_at, ep.session_id AS resolved_in "
-                            "FROM episode_events e LEFT JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.resolved_by "
-                            "WHERE e.type = 'commitment'").fetchone()
+        item = conn.execute(
+            "SELECT e.what, e.status, e.resolved_at, ep.session_id AS resolved_in "
+            "FROM episode_events e LEFT JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.resolved_by "
+            "WHERE e.type = 'commitment'"
+        ).fetchone()
         episode = conn.execute("SELECT dropped_events FROM episodes WHERE session_id = %s", (second,)).fetchone()
     return {**item, "dropped_events": episode["dropped_events"]}
 
@@ -132,8 +154,9 @@ def _open_items_block(prompt: str) -> str:
     return re.sub(r"id \d+", "id N", prompt.split("<open_items>")[1].split("</open_items>")[0])
 
 
-def test_a_batch_episode_resolves_an_earlier_open_item_like_a_live_one(llm_db: Database,
-                                                                         fake: fa.FakeAnthropic) -> None:
+def test_a_batch_episode_resolves_an_earlier_open_item_like_a_live_one(
+    llm_db: Database, fake: fa.FakeAnthropic
+) -> None:
     live = _resolution_after_first_session(llm_db, fake, "second", batch=False)
     sent_live = fake.calls()[-1].body["messages"][0]["content"]
     with llm_db.admin() as conn:  # start over in the same database: the same first session, then a batch

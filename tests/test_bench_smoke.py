@@ -24,35 +24,92 @@ TINY_DATA = ["--episodes", "2000", "--users", "40", "--heavy-users", "2", "--hea
 # script, tiny arguments, a line its output must hold, what it needs beyond the embedded server
 CASES: dict[str, tuple[str, list[str], str, str | None]] = {
     "agent_session_quality": ("agent_session_quality.py", ["--limit", "1"], "narration", "claude-code"),
-    "answer_coverage": ("answer_coverage.py", ["--conversations", "1", "--sde-tasks", "2", "--sde-decoys", "5"],
-                        "ratio = block / raw", "locomo"),
-    "api_load": ("api_load.py", [*TINY_DATA, "--clients", "2", "--warmup", "0.5", "--seconds", "1", "--sample", "5",
-                                 "--write-rate", "5"], "the same over HTTP, one at a time", None),
+    "answer_coverage": (
+        "answer_coverage.py",
+        ["--conversations", "1", "--sde-tasks", "2", "--sde-decoys", "5"],
+        "ratio = block / raw",
+        "locomo",
+    ),
+    "api_load": (
+        "api_load.py",
+        [*TINY_DATA, "--clients", "2", "--warmup", "0.5", "--seconds", "1", "--sample", "5", "--write-rate", "5"],
+        "the same over HTTP, one at a time",
+        None,
+    ),
     "cli_start": ("cli_start.py", ["--runs", "1"], "episodes --help", None),
-    "cluster_scaleout": ("cluster_scaleout.py", [*TINY_DATA, "--queries", "5", "--transcripts", "6",
-                                                 "--overhead-transcripts", "3", "--latency", "0.1", "--concurrency", "2",
-                                                 "--shards", "4"], "recall p95 ms", "citus"),
-    "compress_scale": ("compress_scale.py", ["--episodes", "100", "--users", "5", "--heavy", "20", "--budget", "6000",
-                                             "--concurrency", "2"], "model calls", None),
-    "hook_latency": ("hook_latency.py", ["--runs", "1", "--sessions", "1"],
-                     "SessionStart hook, local, embedded server", None),
+    "cluster_scaleout": (
+        "cluster_scaleout.py",
+        [
+            *TINY_DATA,
+            "--queries",
+            "5",
+            "--transcripts",
+            "6",
+            "--overhead-transcripts",
+            "3",
+            "--latency",
+            "0.1",
+            "--concurrency",
+            "2",
+            "--shards",
+            "4",
+        ],
+        "recall p95 ms",
+        "citus",
+    ),
+    "compress_scale": (
+        "compress_scale.py",
+        ["--episodes", "100", "--users", "5", "--heavy", "20", "--budget", "6000", "--concurrency", "2"],
+        "model calls",
+        None,
+    ),
+    "hook_latency": (
+        "hook_latency.py",
+        ["--runs", "1", "--sessions", "1"],
+        "SessionStart hook, local, embedded server",
+        None,
+    ),
     "ingest_rate": ("ingest_rate.py", ["--transcripts", "50", "--messages", "4"], "transcripts/s", None),
     "offline_extractor_quality": ("offline_extractor_quality.py", ["--limit", "2"], "ROUGE", "locomo"),
-    "recall latency": ("recall.py", ["--mode", "latency", *TINY_DATA, "--queries", "5"],
-                       "later recall, one new episode", None),
-    "recall cold": ("recall.py", ["--mode", "cold", *TINY_DATA, "--rounds", "1"],
-                    "first recall from a pack / full read", None),
-    "recall statements": ("recall.py", ["--mode", "statements", *TINY_DATA, "--sample", "5", "--rounds", "2",
-                                        "--backend", "single"], "all four", None),
+    "recall latency": (
+        "recall.py",
+        ["--mode", "latency", *TINY_DATA, "--queries", "5"],
+        "later recall, one new episode",
+        None,
+    ),
+    "recall cold": (
+        "recall.py",
+        ["--mode", "cold", *TINY_DATA, "--rounds", "1"],
+        "first recall from a pack / full read",
+        None,
+    ),
+    "recall statements": (
+        "recall.py",
+        ["--mode", "statements", *TINY_DATA, "--sample", "5", "--rounds", "2", "--backend", "single"],
+        "all four",
+        None,
+    ),
     "reembed": ("reembed.py", ["--episodes", "400", "--users", "4", "--batch", "50"], "vectors written in total", None),
     "retention": ("retention.py", ["--transcripts", "200", "--messages", "4", "--batch", "50"], "touched: 0", None),
-    "serve_latency": ("serve_latency.py", ["--latency", "0", "--sessions", "2", "--drain", "20", "--workers", "1"],
-                      "exactly once", None),
+    "serve_latency": (
+        "serve_latency.py",
+        ["--latency", "0", "--sessions", "2", "--drain", "20", "--workers", "1"],
+        "exactly once",
+        None,
+    ),
     "spend_cap": ("spend_cap.py", ["--sessions", "200", "--checks", "3", "--claims", "100"], "far from the cap", None),
-    "summarize_statements": ("summarize_statements.py", ["--transcripts", "2", "--backend", "single"],
-                             "client round trips", None),
-    "summarize_throughput": ("summarize_throughput.py", ["--transcripts", "6", "--latency", "0.1", "--concurrency", "2",
-                                                         "--overhead-transcripts", "3"], "of the limit C/L", None),
+    "summarize_statements": (
+        "summarize_statements.py",
+        ["--transcripts", "2", "--backend", "single"],
+        "client round trips",
+        None,
+    ),
+    "summarize_throughput": (
+        "summarize_throughput.py",
+        ["--transcripts", "6", "--latency", "0.1", "--concurrency", "2", "--overhead-transcripts", "3"],
+        "of the limit C/L",
+        None,
+    ),
 }
 
 
@@ -76,7 +133,8 @@ def test_bench_runs_with_tiny_arguments(case: str) -> None:
     if (reason := _skip_reason(needs)) is not None:
         pytest.skip(reason)
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}  # every bench makes its own scratch database
-    done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=600,
-                          cwd=ROOT, env=env)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env
+    )
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert expected in done.stdout, done.stdout[-3000:]

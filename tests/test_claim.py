@@ -16,7 +16,8 @@ def add(db: Database, tenant: str, session: str) -> None:
         conn.execute(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, content_hash) "
             "VALUES (%s, 'u1', %s, '2025-03-04 09:00Z', '2025-03-04 09:20Z', %s, %s)",
-            (tenant, session, Jsonb([{"role": "user", "content": "Hello."}]), f"hash-{session}"))
+            (tenant, session, Jsonb([{"role": "user", "content": "Hello."}]), f"hash-{session}"),
+        )
 
 
 def test_a_claimer_takes_the_tenants_with_work_in_turn_until_none_is_left(db: Database) -> None:
@@ -44,5 +45,7 @@ def test_a_tenant_that_gets_work_after_the_list_was_read_is_claimed_before_none_
     assert claimer.claim() is None
     with db.admin() as conn:
         rows = conn.execute("SELECT session_id, status, lease_owner FROM transcripts ORDER BY session_id").fetchall()
-    assert [(r["session_id"], r["status"], r["lease_owner"]) for r in rows] == [("a1", "running", "w1"),
-                                                                                ("b1", "running", "w1")]
+    assert [(r["session_id"], r["status"], r["lease_owner"]) for r in rows] == [
+        ("a1", "running", "w1"),
+        ("b1", "running", "w1"),
+    ]

@@ -38,8 +38,9 @@ def claude(tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.setenv("EPISODES_CACHE_DIR", MODEL_CACHE)
-    result = CliRunner().invoke(cli, ["claude-code", "install", "--tenant", "acme", "--user", "ann",
-                                      "--budget", str(HOOK_BUDGET)])
+    result = CliRunner().invoke(
+        cli, ["claude-code", "install", "--tenant", "acme", "--user", "ann", "--budget", str(HOOK_BUDGET)]
+    )
     assert result.exit_code == 0, result.output
     env = {"DATABASE_URL": db.url, "EPISODES_CACHE_DIR": MODEL_CACHE, "EPISODES_HOME": os.environ["EPISODES_HOME"]}
     with StreamAnthropic(reply="Understood.") as stand_in:

@@ -77,9 +77,25 @@ def test_serve_claude_code_sync_without_options_stores_as_install_was_told(insta
     _old_session(installed, "cccc-3333", "/work/shop")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env.update(DATABASE_URL=db.url, EPISODES_SERVICE_DATABASE_URL=_service_url(db.url), HF_HUB_OFFLINE="1")
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "serve", "--claude-code-sync", "--extractor", "offline",
-                             "--concurrency", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobs.cli",
+            "serve",
+            "--claude-code-sync",
+            "--extractor",
+            "offline",
+            "--concurrency",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
+
         def stored() -> list[tuple[str, str]]:
             assert proc.poll() is None, proc.communicate()
             return _rows(db, "acme")
@@ -93,7 +109,8 @@ def test_serve_claude_code_sync_without_options_stores_as_install_was_told(insta
 
 
 def test_project_scope_keeps_this_machines_paths_and_user_out_of_the_shared_settings(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     project = tmp_path / "shop"
     shared = project / ".claude" / "settings.json"
@@ -102,8 +119,18 @@ def test_project_scope_keeps_this_machines_paths_and_user_out_of_the_shared_sett
     older = hook_settings.with_ours(theirs, "/home/ann/venv/bin/python -m jobs.claude_code.hook --user ann")
     shared.write_text(json.dumps(older))  # an older install wrote ours into the shared file
     runner = CliRunner()
-    args = ["claude-code", "install", "--scope", "project", "--project-dir", str(project), "--user", "ann",
-            "--api", "https://memory.example.com"]
+    args = [
+        "claude-code",
+        "install",
+        "--scope",
+        "project",
+        "--project-dir",
+        str(project),
+        "--user",
+        "ann",
+        "--api",
+        "https://memory.example.com",
+    ]
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
 
@@ -125,11 +152,20 @@ def test_project_scope_keeps_this_machines_paths_and_user_out_of_the_shared_sett
     assert again.exit_code == 0 and json.loads(shared.read_text()) == theirs, again.output
 
 
-@pytest.mark.parametrize(("api", "warned"), [("http://memory.example.com:8000", True), ("http://10.0.0.7", True),
-                                             ("http://127.0.0.1:8000", False), ("http://localhost:8000", False),
-                                             ("http://[::1]:8000", False), ("https://memory.example.com", False)])
+@pytest.mark.parametrize(
+    ("api", "warned"),
+    [
+        ("http://memory.example.com:8000", True),
+        ("http://10.0.0.7", True),
+        ("http://127.0.0.1:8000", False),
+        ("http://localhost:8000", False),
+        ("http://[::1]:8000", False),
+        ("https://memory.example.com", False),
+    ],
+)
 def test_install_warns_when_the_key_would_cross_the_network_in_clear(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str, warned: bool) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str, warned: bool
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     result = CliRunner().invoke(cli, ["claude-code", "install", "--user", "ann", "--api", api])
@@ -137,8 +173,9 @@ def test_install_warns_when_the_key_would_cross_the_network_in_clear(
     assert ("unencrypted" in result.output) is warned, result.output
 
 
-def test_a_session_start_hook_log_created_by_install_is_owner_only(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_session_start_hook_log_created_by_install_is_owner_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     result = CliRunner().invoke(cli, ["claude-code", "install", "--user", "ann", "--api", "http://127.0.0.1:9"])
@@ -151,7 +188,8 @@ def test_a_session_start_hook_log_created_by_install_is_owner_only(tmp_path: Pat
 @needs_claude
 @pytest.mark.slow
 def test_real_claude_code_runs_the_hooks_of_settings_local_json_and_none_of_the_projects_code(
-        tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The real CLI in a project holding a hostile jobs/ package, hooks installed with --scope project."""
     home, project = tmp_path / "cc-home", tmp_path / "work" / "shop-api"
     (home / ".claude").mkdir(parents=True)
@@ -160,8 +198,23 @@ def test_real_claude_code_runs_the_hooks_of_settings_local_json_and_none_of_the_
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.setenv("EPISODES_CACHE_DIR", MODEL_CACHE)
-    result = CliRunner().invoke(cli, ["claude-code", "install", "--scope", "project", "--project-dir", str(project),
-                                      "--tenant", "acme", "--user", "ann", "--budget", "60"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "claude-code",
+            "install",
+            "--scope",
+            "project",
+            "--project-dir",
+            str(project),
+            "--tenant",
+            "acme",
+            "--user",
+            "ann",
+            "--budget",
+            "60",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert not (project / ".claude" / "settings.json").exists()
     env = {"DATABASE_URL": db.url, "EPISODES_CACHE_DIR": MODEL_CACHE, "EPISODES_HOME": os.environ["EPISODES_HOME"]}
@@ -178,7 +231,8 @@ def test_real_claude_code_runs_the_hooks_of_settings_local_json_and_none_of_the_
 
 
 def test_after_a_remote_install_sync_stores_through_the_api_and_serve_asks_for_a_tenant(
-        tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from api_server import serve
 
     from jobs.claude_code.choices import serve_identity

@@ -37,8 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def _find_claude() -> str | None:
     """The Claude Code CLI: $EPISODES_CLAUDE_BIN, `claude` on PATH, or node_modules/.bin under the repository.
     Read at import, before the fixtures clear EPISODES_* from the environment."""
-    for candidate in (os.environ.get("EPISODES_CLAUDE_BIN"), shutil.which("claude"),
-                      str(ROOT / "node_modules" / ".bin" / "claude")):
+    for candidate in (
+        os.environ.get("EPISODES_CLAUDE_BIN"),
+        shutil.which("claude"),
+        str(ROOT / "node_modules" / ".bin" / "claude"),
+    ):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -46,19 +49,28 @@ def _find_claude() -> str | None:
 
 CLAUDE = _find_claude()
 needs_claude = pytest.mark.skipif(
-    CLAUDE is None, reason="the Claude Code CLI is not installed: `npm install @anthropic-ai/claude-code` in the "
-                           "repository, put `claude` on PATH, or set EPISODES_CLAUDE_BIN")
+    CLAUDE is None,
+    reason="the Claude Code CLI is not installed: `npm install @anthropic-ai/claude-code` in the "
+    "repository, put `claude` on PATH, or set EPISODES_CLAUDE_BIN",
+)
 # Where the test process keeps the embedder's files; hooks under a temporary HOME are pointed there.
 MODEL_CACHE = os.environ.get("EPISODES_CACHE_DIR") or platformdirs.user_cache_dir("episodes")
 HOOK_BUDGET = 60.0  # generous on a loaded test machine; the fail-open tests use their own
 
 
-def _hook(payload: dict[str, Any], *args: str, env: dict[str, str] | None = None,
-          timeout: float = 120.0) -> tuple[subprocess.CompletedProcess[str], float]:
+def _hook(
+    payload: dict[str, Any], *args: str, env: dict[str, str] | None = None, timeout: float = 120.0
+) -> tuple[subprocess.CompletedProcess[str], float]:
     """Run the hook as Claude Code does: JSON on stdin; returns the process and its wall time."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "jobs.claude_code.hook", *args], input=json.dumps(payload),
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.claude_code.hook", *args],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
     return done, time.monotonic() - started
 
 
@@ -75,7 +87,8 @@ USER_SETTINGS = {
 
 
 def test_install_merges_beside_other_hooks_is_idempotent_and_uninstall_removes_exactly_ours(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     path = tmp_path / "home" / ".claude" / "settings.json"
@@ -89,8 +102,11 @@ def test_install_merges_beside_other_hooks_is_idempotent_and_uninstall_removes_e
     installed = json.loads(path.read_text())
     ours = hook_settings.installed_commands(installed)
     assert sorted(ours) == ["PreCompact", "SessionEnd", "SessionStart", "UserPromptSubmit"]
-    assert all(len(commands) == 1 and "--user ann" in commands[0] and "--key-env MY_KEY" in commands[0]
-               for event, commands in ours.items() if event != "SessionStart")
+    assert all(
+        len(commands) == 1 and "--user ann" in commands[0] and "--key-env MY_KEY" in commands[0]
+        for event, commands in ours.items()
+        if event != "SessionStart"
+    )
     # The remote session start runs no Python: sh and curl (tests/test_claude_code_remote_start.py).
     assert "session_start.sh" in ours["SessionStart"][0] and "user_id=ann" in ours["SessionStart"][0]
     assert " MY_KEY " in ours["SessionStart"][0]
@@ -132,7 +148,7 @@ def test_project_purpose_is_a_valid_purpose_and_tells_projects_apart() -> None:
     a, b = project_purpose("/home/ann/Code/My Project"), project_purpose("/srv/My Project")
     assert a.startswith("cc-my-project-") and b.startswith("cc-my-project-") and a != b
     assert purpose_filter(a) == sorted([a, "general"])  # recall: this project and the user's general episodes
-    assert project_purpose("/") .startswith("cc-root-")
+    assert project_purpose("/").startswith("cc-root-")
 
 
 def _episode(id: int, *, relevant: bool) -> Any:
@@ -141,9 +157,27 @@ def _episode(id: int, *, relevant: bool) -> Any:
     from jobs.recall.result import RecalledEpisode
 
     when = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
-    return RecalledEpisode(id, "session", f"s{id}", "general", f"summary {id}", [], 0.5, when, when, None, None, 0.1,
-                           0.2, None, 1 if relevant else None, None, id, 1 if relevant else None,
-                           ["relevant" if relevant else "recent"])
+    return RecalledEpisode(
+        id,
+        "session",
+        f"s{id}",
+        "general",
+        f"summary {id}",
+        [],
+        0.5,
+        when,
+        when,
+        None,
+        None,
+        0.1,
+        0.2,
+        None,
+        1 if relevant else None,
+        None,
+        id,
+        1 if relevant else None,
+        ["relevant" if relevant else "recent"],
+    )
 
 
 def test_the_first_prompt_adds_only_relevant_episodes_and_open_items_not_injected_at_start() -> None:
@@ -155,10 +189,13 @@ def test_the_first_prompt_adds_only_relevant_episodes_and_open_items_not_injecte
     when = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
     state = session_state.SessionState()
     injection.remember_start(state, [1], [10])
-    items = [RecalledOpenItem(10, 1, "commitment", "old item", None, None, when),
-             RecalledOpenItem(11, 2, "open_question", "new item", None, None, when)]
-    block = injection.prompt_block(state, when, [_episode(1, relevant=True), _episode(2, relevant=True),
-                                                 _episode(3, relevant=False)], items)
+    items = [
+        RecalledOpenItem(10, 1, "commitment", "old item", None, None, when),
+        RecalledOpenItem(11, 2, "open_question", "new item", None, None, when),
+    ]
+    block = injection.prompt_block(
+        state, when, [_episode(1, relevant=True), _episode(2, relevant=True), _episode(3, relevant=False)], items
+    )
     assert "summary 2" in block and "new item" in block
     assert "summary 1" not in block and "summary 3" not in block and "old item" not in block
     assert state.episodes == [1, 2] and state.open_items == [10, 11]
@@ -166,6 +203,7 @@ def test_the_first_prompt_adds_only_relevant_episodes_and_open_items_not_injecte
 
 
 # --- fail open -------------------------------------------------------------------------------------
+
 
 def _closed_port() -> int:
     with socket.socket() as s:
@@ -175,8 +213,13 @@ def _closed_port() -> int:
 
 def test_hook_with_the_database_unreachable_exits_0_quickly_prints_nothing_and_logs(tmp_path: Path) -> None:
     env = {"DATABASE_URL": f"postgresql://nobody@127.0.0.1:{_closed_port()}/none?connect_timeout=2"}
-    payload = {"hook_event_name": "SessionStart", "session_id": "s-down", "cwd": str(tmp_path), "source": "startup",
-               "transcript_path": str(tmp_path / "s-down.jsonl")}
+    payload = {
+        "hook_event_name": "SessionStart",
+        "session_id": "s-down",
+        "cwd": str(tmp_path),
+        "source": "startup",
+        "transcript_path": str(tmp_path / "s-down.jsonl"),
+    }
     done, took = _hook(payload, "--user", "ann", "--budget", "60", env=env)
     assert done.returncode == 0 and done.stdout == ""
     assert took < 60  # it failed on the refused connection, not at its budget (a busy machine's cold imports vary)
@@ -191,10 +234,15 @@ def test_hook_gives_up_within_its_budget_when_the_service_hangs(tmp_path: Path) 
     accepted: list[socket.socket] = []
     threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True).start()
     try:
-        payload = {"hook_event_name": "SessionStart", "session_id": "s-hang", "cwd": str(tmp_path),
-                   "source": "startup"}
-        done, took = _hook(payload, "--api", f"http://127.0.0.1:{server.getsockname()[1]}", "--budget", "1.5",
-                           env={"EPISODES_API_KEY": "k"})
+        payload = {"hook_event_name": "SessionStart", "session_id": "s-hang", "cwd": str(tmp_path), "source": "startup"}
+        done, took = _hook(
+            payload,
+            "--api",
+            f"http://127.0.0.1:{server.getsockname()[1]}",
+            "--budget",
+            "1.5",
+            env={"EPISODES_API_KEY": "k"},
+        )
     finally:
         server.close()
         for conn in accepted:
@@ -213,8 +261,10 @@ def test_hook_with_a_bad_payload_or_arguments_exits_0(tmp_path: Path) -> None:
 
 def test_the_hooks_do_not_import_the_anthropic_sdk() -> None:
     """It took 80 % of a local hook's start (recall -> privacy -> compress -> llm); no hook calls the model."""
-    code = ("import sys, jobs.claude_code.hook, jobs.claude_code.local, jobs.claude_code.remote, "
-            "jobs.claude_code.injection; print(sorted(m for m in sys.modules if m.split('.')[0] == 'anthropic'))")
+    code = (
+        "import sys, jobs.claude_code.hook, jobs.claude_code.local, jobs.claude_code.remote, "
+        "jobs.claude_code.injection; print(sorted(m for m in sys.modules if m.split('.')[0] == 'anthropic'))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -223,14 +273,30 @@ def test_the_hooks_do_not_import_the_anthropic_sdk() -> None:
 # What the SessionStart hook must not import: the embedding model's runtime (it passes a zero vector),
 # the model's SDK, the pydantic models (a third of a cold start: recall counts tokens with jobs.tokens)
 # and what only the hand-over or other jobs use (issue 30: a cold process per session start).
-NOT_AT_SESSION_START = ("onnxruntime", "onnx", "tokenizers", "anthropic", "pydantic", "pandas", "httpx",
-                        "jobs.models", "jobs.ingest", "jobs.pii", "jobs.compress", "jobs.llm", "jobs.extract",
-                        "jobs.summarize", "jobs.lifecycle", "jobs.claude_code.handover")
+NOT_AT_SESSION_START = (
+    "onnxruntime",
+    "onnx",
+    "tokenizers",
+    "anthropic",
+    "pydantic",
+    "pandas",
+    "httpx",
+    "jobs.models",
+    "jobs.ingest",
+    "jobs.pii",
+    "jobs.compress",
+    "jobs.llm",
+    "jobs.extract",
+    "jobs.summarize",
+    "jobs.lifecycle",
+    "jobs.claude_code.handover",
+)
 
 
 @pytest.mark.parametrize("waiting", [False, True], ids=["summarised", "waiting-for-summarize"])
 def test_a_local_session_start_prints_the_block_without_importing_what_it_does_not_use(
-        tmp_path: Path, db: Database, waiting: bool) -> None:
+    tmp_path: Path, db: Database, waiting: bool
+) -> None:
     """Also with a session still waiting for summarize (common while `serve` is not running): its last
     words are shown redacted, from the stored text, without building a pydantic model per message."""
     project = str(tmp_path / "shop-api")
@@ -238,18 +304,36 @@ def test_a_local_session_start_prints_the_block_without_importing_what_it_does_n
     file = _session_file(tmp_path / "projects" / "shop", "55555555-eeee", project, said)
     args = ["--tenant", "acme", "--user", "ann", "--budget", "60"]
     env = {**os.environ, "DATABASE_URL": db.url}
-    end = {"hook_event_name": "SessionEnd", "reason": "other", "session_id": "55555555-eeee", "cwd": project,
-           "transcript_path": str(file)}
+    end = {
+        "hook_event_name": "SessionEnd",
+        "reason": "other",
+        "session_id": "55555555-eeee",
+        "cwd": project,
+        "transcript_path": str(file),
+    }
     assert _hook(end, *args, env={"DATABASE_URL": db.url})[0].returncode == 0
     if not waiting:
         assert _summarise(db) == 1  # nothing waits for summarize: the block is episodes and open items only
-    start = {"hook_event_name": "SessionStart", "source": "startup", "session_id": "66666666-ffff", "cwd": project,
-             "transcript_path": str(tmp_path / "none.jsonl")}
+    start = {
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+        "session_id": "66666666-ffff",
+        "cwd": project,
+        "transcript_path": str(tmp_path / "none.jsonl"),
+    }
     modules = tmp_path / "modules.json"
-    code = ("import json, sys\nfrom jobs.claude_code import hook\nhook.main(sys.argv[2:])\n"
-            "open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules)))\n")
-    done = subprocess.run([sys.executable, "-c", code, str(modules), *args], input=json.dumps(start), env=env,
-                          capture_output=True, text=True, timeout=300)
+    code = (
+        "import json, sys\nfrom jobs.claude_code import hook\nhook.main(sys.argv[2:])\n"
+        "open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(modules), *args],
+        input=json.dumps(start),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("<previous_episodes") and "pgvector" in done.stdout.lower(), log_file().read_text()
     assert "ann@example.com" not in done.stdout
@@ -273,10 +357,18 @@ class Claude:
 
     def run(self, prompt: str, **env: str) -> subprocess.CompletedProcess[str]:
         assert CLAUDE is not None
-        full = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.home), "ANTHROPIC_BASE_URL": self.stand_in.base_url,
-                "ANTHROPIC_API_KEY": "test", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **self.env, **env}
-        return subprocess.run([CLAUDE, "-p", prompt], cwd=self.project, env=full, capture_output=True, text=True,
-                              timeout=300)
+        full = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(self.home),
+            "ANTHROPIC_BASE_URL": self.stand_in.base_url,
+            "ANTHROPIC_API_KEY": "test",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            **self.env,
+            **env,
+        }
+        return subprocess.run(
+            [CLAUDE, "-p", prompt], cwd=self.project, env=full, capture_output=True, text=True, timeout=300
+        )
 
     def session_files(self) -> list[Path]:
         return sorted((self.home / ".claude" / "projects").rglob("*.jsonl"), key=lambda p: p.stat().st_mtime)
@@ -293,8 +385,9 @@ def claude(tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.setenv("EPISODES_CACHE_DIR", MODEL_CACHE)
-    result = CliRunner().invoke(cli, ["claude-code", "install", "--tenant", "acme", "--user", "ann",
-                                      "--budget", str(HOOK_BUDGET)])
+    result = CliRunner().invoke(
+        cli, ["claude-code", "install", "--tenant", "acme", "--user", "ann", "--budget", str(HOOK_BUDGET)]
+    )
     assert result.exit_code == 0, result.output
     env = {"DATABASE_URL": db.url, "EPISODES_CACHE_DIR": MODEL_CACHE, "EPISODES_HOME": os.environ["EPISODES_HOME"]}
     with StreamAnthropic(reply="Noted: PostgreSQL with pgvector it is.") as stand_in:
@@ -303,8 +396,9 @@ def claude(tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> Ite
 
 def _stored(db: Database, tenant: str = "acme") -> list[dict[str, Any]]:
     with db.tenant(tenant) as conn:
-        return conn.execute("SELECT session_id, purpose, agent_id, ended_at, messages::text AS messages "
-                            "FROM transcripts ORDER BY id").fetchall()
+        return conn.execute(
+            "SELECT session_id, purpose, agent_id, ended_at, messages::text AS messages FROM transcripts ORDER BY id"
+        ).fetchall()
 
 
 def _summarise(db: Database) -> int:
@@ -319,7 +413,8 @@ def _summarise(db: Database) -> int:
 @needs_claude
 @pytest.mark.slow
 def test_real_claude_code_session_2_sees_session_1s_decision_and_no_injected_block_is_stored(
-        claude: Claude, db: Database) -> None:
+    claude: Claude, db: Database
+) -> None:
     first = claude.run(DECISION)
     assert first.returncode == 0, first.stderr
     assert "PostgreSQL with pgvector it is" in first.stdout
@@ -363,7 +458,8 @@ def test_real_claude_code_session_2_sees_session_1s_decision_and_no_injected_blo
 @needs_claude
 @pytest.mark.slow
 def test_real_claude_code_session_runs_with_the_database_down_and_sync_stores_it_after(
-        claude: Claude, db: Database) -> None:
+    claude: Claude, db: Database
+) -> None:
     down = f"postgresql://nobody@127.0.0.1:{_closed_port()}/none?connect_timeout=2"
     started = time.monotonic()
     done = claude.run(DECISION, DATABASE_URL=down)
@@ -383,11 +479,14 @@ def test_real_claude_code_session_runs_with_the_database_down_and_sync_stores_it
     stored = _stored(db)
     assert [row["session_id"] for row in stored] == [sid]
     assert stored[0]["ended_at"] is not None, "closed, so serve summarises it"
-    assert "1 unchanged since stored" in CliRunner().invoke(
-        cli, ["claude-code", "sync", "--tenant", "acme", "--user", "ann"]).output
+    assert (
+        "1 unchanged since stored"
+        in CliRunner().invoke(cli, ["claude-code", "sync", "--tenant", "acme", "--user", "ann"]).output
+    )
 
 
 # --- remote mode: the hooks through `episodes api` ----------------------------------------------------
+
 
 def _at(seconds: float) -> str:
     """A line's timestamp, ``seconds`` after a start two minutes ago (a session that is not idle)."""
@@ -404,12 +503,24 @@ def _session_file(folder: Path, sid: str, cwd: str, said: str) -> Path:
     common = {"sessionId": sid, "cwd": cwd, "isSidechain": False, "version": "2.1.332"}
     lines = [
         {"type": "queue-operation", "operation": "enqueue", "timestamp": _at(0), "sessionId": sid},
-        {**common, "type": "attachment", "timestamp": _at(0.5), "attachment": {
-            "type": "hook_success", "hookEvent": "SessionStart",
-            "content": "<previous_episodes as_of=\"2026-11-02\">\nMemory of earlier sessions\n</previous_episodes>"}},
+        {
+            **common,
+            "type": "attachment",
+            "timestamp": _at(0.5),
+            "attachment": {
+                "type": "hook_success",
+                "hookEvent": "SessionStart",
+                "content": '<previous_episodes as_of="2026-11-02">\nMemory of earlier sessions\n</previous_episodes>',
+            },
+        },
         {**common, "type": "user", "uuid": "u1", "timestamp": _at(1), "message": {"role": "user", "content": said}},
-        {**common, "type": "assistant", "uuid": "a1", "timestamp": _at(3),
-         "message": {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "Noted."}]}},
+        {
+            **common,
+            "type": "assistant",
+            "uuid": "a1",
+            "timestamp": _at(3),
+            "message": {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "Noted."}]},
+        },
         {"type": "cost-state", "sessionId": sid, "totalCostUSD": 0.0},
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -427,8 +538,13 @@ def test_remote_mode_hands_over_through_the_api_and_injects_its_block_once(tmp_p
     env = {"EPISODES_API_KEY": secret}
     with serve(db) as api:
         args = ("--user", "ann", "--api", api, "--budget", "60")
-        end = {"hook_event_name": "SessionEnd", "reason": "other", "session_id": "11111111-aaaa", "cwd": project,
-               "transcript_path": str(file)}
+        end = {
+            "hook_event_name": "SessionEnd",
+            "reason": "other",
+            "session_id": "11111111-aaaa",
+            "cwd": project,
+            "transcript_path": str(file),
+        }
         done, _ = _hook(end, *args, env=env)
         assert done.returncode == 0 and done.stdout == "", done.stderr
         assert "failed open" not in log_file().read_text() and "SessionEnd: ok in" in log_file().read_text()
@@ -439,8 +555,13 @@ def test_remote_mode_hands_over_through_the_api_and_injects_its_block_once(tmp_p
         assert _hook(end, *args, env=env)[0].returncode == 0  # handed over again: unchanged, not re-summarised
         assert _summarise(db) == 0
 
-        start = {"hook_event_name": "SessionStart", "source": "startup", "session_id": "22222222-bbbb", "cwd": project,
-                 "transcript_path": str(tmp_path / "none.jsonl")}
+        start = {
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+            "session_id": "22222222-bbbb",
+            "cwd": project,
+            "transcript_path": str(tmp_path / "none.jsonl"),
+        }
         shown, _ = _hook(start, *args, env=env)
         assert shown.returncode == 0 and shown.stdout.startswith("<previous_episodes"), shown.stdout
         assert "pgvector" in shown.stdout.lower() and "clearly relates" not in shown.stdout
@@ -459,8 +580,7 @@ def test_remote_mode_hands_over_through_the_api_and_injects_its_block_once(tmp_p
         assert "answered 401" in log_file().read_text()
 
 
-def test_precompact_hands_over_open_and_sessionend_closes_the_same_transcript(
-        tmp_path: Path, db: Database) -> None:
+def test_precompact_hands_over_open_and_sessionend_closes_the_same_transcript(tmp_path: Path, db: Database) -> None:
     """Local mode: PreCompact stores the session so far, still open; SessionEnd replaces it, closed."""
     project = str(tmp_path / "shop-api")
     file = _session_file(tmp_path / "projects" / "shop", "44444444-dddd", project, DECISION)
@@ -473,9 +593,18 @@ def test_precompact_hands_over_open_and_sessionend_closes_the_same_transcript(
     assert [(r["session_id"], r["ended_at"]) for r in stored] == [("44444444-dddd", None)]
     later = _at(60)
     with file.open("a") as handle:  # the session goes on after the compaction
-        handle.write(json.dumps({"type": "user", "sessionId": "44444444-dddd", "cwd": project,
-                                 "timestamp": later,
-                                 "message": {"role": "user", "content": "And add an index on user_id."}}) + "\n")
+        handle.write(
+            json.dumps(
+                {
+                    "type": "user",
+                    "sessionId": "44444444-dddd",
+                    "cwd": project,
+                    "timestamp": later,
+                    "message": {"role": "user", "content": "And add an index on user_id."},
+                }
+            )
+            + "\n"
+        )
     done, _ = _hook({**base, "hook_event_name": "SessionEnd", "reason": "prompt_input_exit"}, *args, env=env)
     assert done.returncode == 0, log_file().read_text()
     stored = _stored(db)

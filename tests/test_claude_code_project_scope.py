@@ -59,13 +59,13 @@ def test_look_alike_folders_no_longer_share_a_project() -> None:
     assert project_purpose(first) != project_purpose(second)
 
 
-def _insert_transcript(conn: psycopg.Connection, user: str, session: str, purpose: str,
-                       project: str | None) -> int:
+def _insert_transcript(conn: psycopg.Connection, user: str, session: str, purpose: str, project: str | None) -> int:
     row = conn.execute(
         "INSERT INTO transcripts (tenant_id, user_id, session_id, agent_id, purpose, messages, content_hash, "
-        "ended_at, metadata) VALUES ('acme', %s, %s, 'claude-code', %s, '[{\"role\": \"user\", \"content\": \"hi\"}]', "
+        'ended_at, metadata) VALUES (\'acme\', %s, %s, \'claude-code\', %s, \'[{"role": "user", "content": "hi"}]\', '
         "'h', now(), %s) RETURNING id",
-        (user, session, purpose, json.dumps({"project": project}) if project else None)).fetchone()
+        (user, session, purpose, json.dumps({"project": project}) if project else None),
+    ).fetchone()
     assert row is not None
     return int(row[0])
 
@@ -74,13 +74,16 @@ def _insert_episode(conn: psycopg.Connection, user: str, session: str, purpose: 
     row = conn.execute(
         "INSERT INTO episodes (tenant_id, user_id, kind, transcript_id, session_id, purpose, summary, importance, "
         "started_at, ended_at, model, prompt_version) VALUES ('acme', %s, 'session', %s, %s, %s, 'we chose pgvector', "
-        "0.5, now(), now(), 'm', 'p') RETURNING id", (user, transcript, session, purpose)).fetchone()
+        "0.5, now(), now(), 'm', 'p') RETURNING id",
+        (user, transcript, session, purpose),
+    ).fetchone()
     assert row is not None
     return int(row[0])
 
 
 def test_the_migration_moves_stored_purposes_where_a_stored_path_says_which_project(
-        blank_db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    blank_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     everything = migrate.available()
     assert MIGRATION in [m.version for m in everything]
     shop, long = "/home/ann/work/shop-api", "/home/ann/work/" + "A Very Long Folder Name, " * 3

@@ -31,17 +31,20 @@ from jobs.cli import cli
 from jobs.db import Database
 from jobs.service.keys import create_key
 
-pytestmark = pytest.mark.skipif(not (shutil.which("sh") and shutil.which("curl")),
-                                reason="sh and curl are needed for the remote SessionStart hook (it falls back to "
-                                       "Python without them)")
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("sh") and shutil.which("curl")),
+    reason="sh and curl are needed for the remote SessionStart hook (it falls back to Python without them)",
+)
 
 
 def _install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str) -> str:
     """`episodes claude-code install --api` into a temporary HOME; the SessionStart command it wrote."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
-    result = CliRunner().invoke(cli, ["claude-code", "install", "--user", "ann", "--api", api, "--key-env",
-                                      "EPISODES_TEST_KEY", "--budget", "20"])
+    result = CliRunner().invoke(
+        cli,
+        ["claude-code", "install", "--user", "ann", "--api", api, "--key-env", "EPISODES_TEST_KEY", "--budget", "20"],
+    )
     assert result.exit_code == 0, result.output
     settings = json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text())
     [command] = hook_settings.installed_commands(settings)["SessionStart"]
@@ -64,20 +67,34 @@ def _run(command: str, payload: dict[str, Any], key: str | None) -> tuple[subpro
 
 
 def test_the_installed_sh_curl_hook_prints_the_block_of_this_project_and_fails_open(
-        tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, secret = create_key(db, "acme", ["recall", "ingest"], name="claude code")
     project = str(tmp_path / "shop-api")
     file = _session_file(tmp_path / "projects" / "shop", "11111111-aaaa", project, DECISION)
     with serve(db) as api:
-        end = {"hook_event_name": "SessionEnd", "reason": "other", "session_id": "11111111-aaaa", "cwd": project,
-               "transcript_path": str(file)}
-        assert _hook(end, "--user", "ann", "--api", api, "--budget", "60",
-                     env={"EPISODES_API_KEY": secret})[0].returncode == 0
+        end = {
+            "hook_event_name": "SessionEnd",
+            "reason": "other",
+            "session_id": "11111111-aaaa",
+            "cwd": project,
+            "transcript_path": str(file),
+        }
+        assert (
+            _hook(end, "--user", "ann", "--api", api, "--budget", "60", env={"EPISODES_API_KEY": secret})[0].returncode
+            == 0
+        )
         assert _summarise(db) == 1
         command = _install(tmp_path, monkeypatch, api)
 
-        start = {"hook_event_name": "SessionStart", "source": "startup", "session_id": "22222222-bbbb",
-                 "cwd": project, "transcript_path": str(tmp_path / "none.jsonl"), "model": "claude-x"}
+        start = {
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+            "session_id": "22222222-bbbb",
+            "cwd": project,
+            "transcript_path": str(tmp_path / "none.jsonl"),
+            "model": "claude-x",
+        }
         shown, _ = _run(command, start, secret)
         assert shown.returncode == 0 and shown.stdout.startswith("<previous_episodes"), shown.stdout + shown.stderr
         assert "pgvector" in shown.stdout.lower() and "clearly relates" not in shown.stdout
@@ -108,35 +125,51 @@ def test_the_route_answers_text_or_json_and_needs_the_recall_scope(db: Database)
     with serve(db) as api, httpx.Client(base_url=api) as client:
         url = "/v1/claude-code/session-start"
         body = {"cwd": "/src/x", "session_id": "s", "hook_event_name": "SessionStart", "anything": [1]}
-        empty = client.post(url, params={"user_id": "nobody"}, json=body,
-                            headers={"Authorization": f"Bearer {reader}"})
+        empty = client.post(url, params={"user_id": "nobody"}, json=body, headers={"Authorization": f"Bearer {reader}"})
         assert empty.status_code == 200 and empty.text == ""
         assert empty.headers["content-type"].startswith("text/plain")
-        as_json = client.post(url, params={"user_id": "nobody", "format": "json"}, json=body,
-                              headers={"Authorization": f"Bearer {reader}"})
+        as_json = client.post(
+            url,
+            params={"user_id": "nobody", "format": "json"},
+            json=body,
+            headers={"Authorization": f"Bearer {reader}"},
+        )
         assert as_json.json() == {"block": "", "episodes": [], "open_items": []}
-        assert client.post(url, params={"user_id": "nobody"}, json=body,
-                           headers={"Authorization": f"Bearer {writer}"}).status_code == 403
+        assert (
+            client.post(
+                url, params={"user_id": "nobody"}, json=body, headers={"Authorization": f"Bearer {writer}"}
+            ).status_code
+            == 403
+        )
         assert client.post(url, params={"user_id": "nobody"}, json=body).status_code == 401
         assert client.post(url, json=body, headers={"Authorization": f"Bearer {reader}"}).status_code == 422
-        assert client.post(url, params={"user_id": "a"}, json={"cwd": "x\x00"},
-                           headers={"Authorization": f"Bearer {reader}"}).status_code == 422
+        assert (
+            client.post(
+                url, params={"user_id": "a"}, json={"cwd": "x\x00"}, headers={"Authorization": f"Bearer {reader}"}
+            ).status_code
+            == 422
+        )
 
 
-def test_install_refuses_a_key_variable_the_shell_could_not_expand(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_install_refuses_a_key_variable_the_shell_could_not_expand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    result = CliRunner().invoke(cli, ["claude-code", "install", "--api", "http://127.0.0.1:9",
-                                      "--key-env", "KEY; rm -rf ~"])
+    result = CliRunner().invoke(
+        cli, ["claude-code", "install", "--api", "http://127.0.0.1:9", "--key-env", "KEY; rm -rf ~"]
+    )
     assert result.exit_code != 0 and "not an environment variable name" in result.output
     assert not (tmp_path / "home" / ".claude" / "settings.json").exists()
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CLAUDE is None, reason="the Claude Code CLI is not installed: `npm install "
-                                           "@anthropic-ai/claude-code` or put `claude` on PATH")
+@pytest.mark.skipif(
+    CLAUDE is None,
+    reason="the Claude Code CLI is not installed: `npm install @anthropic-ai/claude-code` or put `claude` on PATH",
+)
 def test_real_claude_code_in_remote_mode_session_2_sees_session_1s_decision(
-        tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The real CLI with hooks installed by `install --api`: SessionEnd hands session 1 over through the
     service; session 2's SessionStart (sh and curl) puts its episode into the request to the model."""
     _, secret = create_key(db, "acme", ["recall", "ingest"], name="claude code")
@@ -145,8 +178,12 @@ def test_real_claude_code_in_remote_mode_session_2_sees_session_1s_decision(
     with serve(db) as api, StreamAnthropic(reply="Noted: PostgreSQL with pgvector it is.") as stand_in:
         monkeypatch.setenv("EPISODES_CACHE_DIR", MODEL_CACHE)
         _install(tmp_path, monkeypatch, api)
-        claude = Claude(tmp_path / "home", project, stand_in, {"EPISODES_TEST_KEY": secret,
-                                                               "EPISODES_HOME": os.environ["EPISODES_HOME"]})
+        claude = Claude(
+            tmp_path / "home",
+            project,
+            stand_in,
+            {"EPISODES_TEST_KEY": secret, "EPISODES_HOME": os.environ["EPISODES_HOME"]},
+        )
         first = claude.run(DECISION)
         assert first.returncode == 0, first.stderr
         assert [row["purpose"] for row in _stored(db)] != [], "SessionEnd handed session 1 over through the API"

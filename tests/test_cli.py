@@ -62,8 +62,13 @@ def test_init_status_and_ingest_exit_codes(blank_db_url: str, monkeypatch: pytes
     again = runner.invoke(cli, ["init"])
     assert again.exit_code == 0 and "nothing to do" in again.stdout
 
-    good = {"tenant_id": "t", "user_id": "u", "session_id": "s", "ended_at": "2025-01-01T00:00:00Z",
-            "messages": [{"role": "user", "content": "hi"}]}
+    good = {
+        "tenant_id": "t",
+        "user_id": "u",
+        "session_id": "s",
+        "ended_at": "2025-01-01T00:00:00Z",
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     path = tmp_path / "in.jsonl"
     path.write_text(json.dumps(good) + "\n" + '{"tenant_id": "t"}\n')
     result = runner.invoke(cli, ["ingest", str(path)])
@@ -93,7 +98,8 @@ def _scratch_insert(obj: object, tenant: str) -> None:
 
 
 def test_a_database_error_is_one_line_that_names_what_failed_never_the_row(
-        db_url: str, monkeypatch: pytest.MonkeyPatch, db: object) -> None:
+    db_url: str, monkeypatch: pytest.MonkeyPatch, db: object
+) -> None:
     """A constraint violation that escapes a command is told in one line that names the constraint and says
     what to do; the server's text, which quotes the failing row (here a hash's bytes), is not printed. With
     -v the error itself is raised (the full traceback)."""
@@ -115,13 +121,17 @@ def test_a_database_error_is_one_line_that_names_what_failed_never_the_row(
     assert "Failing row" in str(verbose.exception)  # all there under -v
 
 
-@pytest.mark.parametrize("args", [
-    ["export", "--tenant", "acme", "--user", "a\x00b"],
-    ["recall", "--tenant", "acme", "--user", "u1", "hel\x00lo"],
-    ["forget", "--tenant", "acme", "--episode", "9223372036854775808"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["export", "--tenant", "acme", "--user", "a\x00b"],
+        ["recall", "--tenant", "acme", "--user", "u1", "hel\x00lo"],
+        ["forget", "--tenant", "acme", "--episode", "9223372036854775808"],
+    ],
+)
 def test_bad_input_to_commands_is_told_without_a_raw_database_error(
-        db_url: str, monkeypatch: pytest.MonkeyPatch, db: object, args: list[str]) -> None:
+    db_url: str, monkeypatch: pytest.MonkeyPatch, db: object, args: list[str]
+) -> None:
     monkeypatch.setenv("DATABASE_URL", db_url)
     result = CliRunner().invoke(cli, args)
     assert result.exit_code in (1, 2), result.output

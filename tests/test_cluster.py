@@ -31,28 +31,43 @@ def blank_cluster_url() -> Iterator[str]:
     citus_cluster.drop_database(name)
 
 
-def test_init_distributes_and_status_shows_the_shards(blank_cluster_url: str, monkeypatch: pytest.MonkeyPatch,
-                                                      tmp_path: Path) -> None:
+def test_init_distributes_and_status_shows_the_shards(
+    blank_cluster_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("DATABASE_URL", blank_cluster_url)
     runner = CliRunner()
     first = runner.invoke(cli, ["init", "--shard-count", "4"])
     assert first.exit_code == 0, first.output
-    assert "Distributed on the Citus cluster: " + ", ".join((*cluster.REFERENCE_TABLES, *cluster.TENANT_TABLES)) + \
-        "." in first.stdout
+    assert (
+        "Distributed on the Citus cluster: " + ", ".join((*cluster.REFERENCE_TABLES, *cluster.TENANT_TABLES)) + "."
+        in first.stdout
+    )
     again = runner.invoke(cli, ["init"])
     assert again.exit_code == 0 and "nothing to do" in again.stdout and "Distributed" not in again.stdout
 
     path = tmp_path / "in.jsonl"
-    path.write_text(json.dumps({"tenant_id": "t", "user_id": "u", "session_id": "s", "ended_at": "2025-01-01T00:00:00Z",
-                                "messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "tenant_id": "t",
+                "user_id": "u",
+                "session_id": "s",
+                "ended_at": "2025-01-01T00:00:00Z",
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+        )
+        + "\n"
+    )
     assert runner.invoke(cli, ["ingest", str(path)]).exit_code == 0
 
     status = runner.invoke(cli, ["status"])
     assert status.exit_code == 0, status.output
     out = status.stdout
-    assert re.search(r"^cluster      Citus: 2 workers · \S+ coordinator · \S+ worker · \S+ worker$", out, re.MULTILINE), out
+    assert re.search(
+        r"^cluster      Citus: 2 workers · \S+ coordinator · \S+ worker · \S+ worker$", out, re.MULTILINE
+    ), out
     shards = dict(re.findall(r"^  (\w+) +(\d+) shards, ", out, re.MULTILINE))
-    assert shards == {**{t: "1" for t in cluster.REFERENCE_TABLES}, **{t: "4" for t in cluster.TENANT_TABLES}}
+    assert shards == {**dict.fromkeys(cluster.REFERENCE_TABLES, "1"), **dict.fromkeys(cluster.TENANT_TABLES, "4")}
     assert "transcripts  open 0 · pending 1 · running 0 · done 0 · dead 0" in out
     assert "queue        1 due · 0 backing off after failures" in out
     assert "last hour    0 episodes · 0 model calls (0 failed)" in out

@@ -52,8 +52,9 @@ YEAR_2024 = (dt.date(2024, 1, 1), dt.date(2024, 12, 31))
 # out of the request and answers with a valid record_period_summary input citing real ids.
 # ------------------------------------------------------------------------------------------------
 
-_EVENT = re.compile(r"^\[E(\d+)\] (decision|open question|open commitment)(?: \([^)]*\))?(?:, due [0-9-]+)?: (.*)$",
-                    re.MULTILINE)
+_EVENT = re.compile(
+    r"^\[E(\d+)\] (decision|open question|open commitment)(?: \([^)]*\))?(?:, due [0-9-]+)?: (.*)$", re.MULTILINE
+)
 _SUMMARY = re.compile(r"^Summary: (.*)$", re.MULTILINE)
 _TOPICS = re.compile(r"^Topics: (.*)$", re.MULTILINE)
 _ENTITIES = re.compile(r"^Entities: (.*)$", re.MULTILINE)
@@ -91,48 +92,99 @@ def fake() -> Iterator[fa.FakeAnthropic]:
         yield server
 
 
-
-
 _counter = iter(range(10**6))
 
 
-def add(db: Database, ended: str, summary: str, *, embedder: Any = None, tenant: str = "acme", user: str = "u1",
-        events: tuple[tuple[str, str], ...] = (), tags: tuple[str, ...] = ("pricing",),
-        entities: tuple[tuple[str, str], ...] = (), importance: float = 0.5, purpose: str = "support") -> int:
+def add(
+    db: Database,
+    ended: str,
+    summary: str,
+    *,
+    embedder: Any = None,
+    tenant: str = "acme",
+    user: str = "u1",
+    events: tuple[tuple[str, str], ...] = (),
+    tags: tuple[str, ...] = ("pricing",),
+    entities: tuple[tuple[str, str], ...] = (),
+    importance: float = 0.5,
+    purpose: str = "support",
+) -> int:
     """One session episode; event i cites message i (whose text is the event's own sentence)."""
     end = dt.datetime.fromisoformat(ended).replace(tzinfo=dt.UTC)
     episode = EpisodeExtraction(
-        summary=summary, topic_tags=list(tags), importance=importance,
+        summary=summary,
+        topic_tags=list(tags),
+        importance=importance,
         key_events=[KeyEvent(type=t, what=w, evidence=[i], who="Maria") for i, (t, w) in enumerate(events)],
         entities=[Entity(name=n, kind=k) for n, k in entities],
     )
-    messages = [Message(role="user", content=f"Message {i}: {w}", ts=end - dt.timedelta(minutes=10 - i))
-                for i, (_, w) in enumerate(events)]
+    messages = [
+        Message(role="user", content=f"Message {i}: {w}", ts=end - dt.timedelta(minutes=10 - i))
+        for i, (_, w) in enumerate(events)
+    ]
     row = EpisodeRow(
-        tenant_id=tenant, user_id=user, kind="session", episode=episode, started_at=end - dt.timedelta(minutes=20),
-        ended_at=end, model="test", prompt_version="test", purpose=purpose, session_id=f"s{next(_counter)}",
+        tenant_id=tenant,
+        user_id=user,
+        kind="session",
+        episode=episode,
+        started_at=end - dt.timedelta(minutes=20),
+        ended_at=end,
+        model="test",
+        prompt_version="test",
+        purpose=purpose,
+        session_id=f"s{next(_counter)}",
         embedding=embedder.embed([search_text(episode)])[0] if embedder is not None else None,
     )
     with db.tenant(tenant) as conn:
         return insert_episode(conn, row, messages=messages)
 
 
-def year_2024(db: Database, embedder: Any = None, *, tenant: str = "acme", user: str = "u1",
-              word: str = "Acme") -> list[int]:
+def year_2024(
+    db: Database, embedder: Any = None, *, tenant: str = "acme", user: str = "u1", word: str = "Acme"
+) -> list[int]:
     """Three 2024 sessions with decisions, open items, a surprise and (made below) a finished commitment."""
     ids = [
-        add(db, "2024-02-03T10:00", f"Maria compared {word} pricing plans.", embedder=embedder, tenant=tenant,
-            user=user, tags=("pricing", "plans"), entities=(("Maria", "person"), (word, "org")),
-            events=(("decision", f"Maria chose the {word} Team plan at $49 per seat."),
-                    ("open_question", "Maria asked whether annual billing has a discount."))),
-        add(db, "2024-06-10T10:00", f"Maria planned the {word} rollout to her team.", embedder=embedder,
-            tenant=tenant, user=user, tags=("rollout", "pricing"), importance=0.8, entities=(("Maria", "person"),),
-            events=(("commitment", "The agent promised to send the rollout checklist by Friday."),
-                    ("surprise", "Maria did not expect the seat minimum."),
-                    ("commitment", "Maria promised to invite her team by June 30."))),
-        add(db, "2024-11-20T10:00", f"Maria reviewed the {word} invoice.", embedder=embedder, tenant=tenant,
-            user=user, tags=("billing", "pricing"), entities=((word, "org"),),
-            events=(("decision", "Maria decided to keep monthly billing."),)),
+        add(
+            db,
+            "2024-02-03T10:00",
+            f"Maria compared {word} pricing plans.",
+            embedder=embedder,
+            tenant=tenant,
+            user=user,
+            tags=("pricing", "plans"),
+            entities=(("Maria", "person"), (word, "org")),
+            events=(
+                ("decision", f"Maria chose the {word} Team plan at $49 per seat."),
+                ("open_question", "Maria asked whether annual billing has a discount."),
+            ),
+        ),
+        add(
+            db,
+            "2024-06-10T10:00",
+            f"Maria planned the {word} rollout to her team.",
+            embedder=embedder,
+            tenant=tenant,
+            user=user,
+            tags=("rollout", "pricing"),
+            importance=0.8,
+            entities=(("Maria", "person"),),
+            events=(
+                ("commitment", "The agent promised to send the rollout checklist by Friday."),
+                ("surprise", "Maria did not expect the seat minimum."),
+                ("commitment", "Maria promised to invite her team by June 30."),
+            ),
+        ),
+        add(
+            db,
+            "2024-11-20T10:00",
+            f"Maria reviewed the {word} invoice.",
+            embedder=embedder,
+            tenant=tenant,
+            user=user,
+            tags=("billing", "pricing"),
+            entities=((word, "org"),),
+            events=(("decision", "Maria decided to keep monthly billing."),),
+        ),
     ]
     with db.tenant(tenant) as conn:  # the invitation was done later: not open any more
         conn.execute("UPDATE episode_events SET status = 'done' WHERE what LIKE 'Maria promised to invite%%'")
@@ -145,20 +197,29 @@ TABLES = ("episodes", "episode_events", "episode_entities", "episode_lineage", "
 def snapshot(db: Database) -> dict[str, str]:
     """Every row of every data table, as text (job_runs, the run history, is expected to grow)."""
     with db.admin() as conn:
-        return {t: conn.execute(f"SELECT coalesce(json_agg(x ORDER BY x::text)::text, '[]') AS j FROM {t} x")
-                .fetchone()["j"] for t in TABLES}
+        return {
+            t: conn.execute(f"SELECT coalesce(json_agg(x ORDER BY x::text)::text, '[]') AS j FROM {t} x").fetchone()[
+                "j"
+            ]
+            for t in TABLES
+        }
 
 
 def supers(db: Database, status: str = "current") -> list[dict]:
     with db.admin() as conn:
-        return conn.execute("SELECT * FROM episodes WHERE kind = 'super' AND status = %s ORDER BY id",
-                            (status,)).fetchall()
+        return conn.execute(
+            "SELECT * FROM episodes WHERE kind = 'super' AND status = %s ORDER BY id", (status,)
+        ).fetchall()
 
 
 def lineage(db: Database, super_id: int) -> list[int]:
     with db.admin() as conn:
-        return [r["source_episode_id"] for r in conn.execute(
-            "SELECT source_episode_id FROM episode_lineage WHERE super_episode_id = %s ORDER BY 1", (super_id,))]
+        return [
+            r["source_episode_id"]
+            for r in conn.execute(
+                "SELECT source_episode_id FROM episode_lineage WHERE super_episode_id = %s ORDER BY 1", (super_id,)
+            )
+        ]
 
 
 def delete_episodes(db: Database, ids: list[int], tenant: str = "acme") -> None:
@@ -171,8 +232,10 @@ def delete_episodes(db: Database, ids: list[int], tenant: str = "acme") -> None:
 
 def pointers(db: Database, ids: list[int]) -> list[int | None]:
     with db.admin() as conn:
-        return [r["compressed_into"] for r in conn.execute(
-            "SELECT compressed_into FROM episodes WHERE id = ANY(%s) ORDER BY id", (ids,))]
+        return [
+            r["compressed_into"]
+            for r in conn.execute("SELECT compressed_into FROM episodes WHERE id = ANY(%s) ORDER BY id", (ids,))
+        ]
 
 
 def unreachable(db: Database, super_id: int, source_ids: list[int]) -> int:
@@ -183,7 +246,8 @@ def unreachable(db: Database, super_id: int, source_ids: list[int]) -> int:
             "AND (src.type = 'decision' OR (src.type IN ('open_question', 'commitment') AND src.status = 'open')) "
             "AND NOT EXISTS (SELECT 1 FROM episode_events s WHERE s.tenant_id = src.tenant_id AND s.episode_id = %s "
             "AND s.source_event_id = src.id)",
-            (source_ids, super_id)).fetchone()["n"]
+            (source_ids, super_id),
+        ).fetchone()["n"]
 
 
 def _claude(db: Database, **changes: Any) -> AnthropicCompressor:
@@ -201,7 +265,7 @@ def half_written(db: Database) -> int:
         ).fetchone()["n"]
 
 
-def offline(db: Database, embedder: Any, **kwargs: Any):  # noqa: ANN201
+def offline(db: Database, embedder: Any, **kwargs: Any):
     return run_compress(db, compressor=OfflineCompressor(embedder), embedder=embedder, now=NOW, **kwargs)
 
 
@@ -227,8 +291,10 @@ def test_cut_off_and_periods() -> None:
 
 def test_offline_compress_keeps_decisions_and_open_items_and_reruns_change_nothing(db: Database, embedder) -> None:
     sources = year_2024(db, embedder)
-    later = [add(db, "2025-03-01T10:00", "Maria asked about SSO.", embedder=embedder),
-             add(db, "2025-05-01T10:00", "Maria enabled SSO.", embedder=embedder)]
+    later = [
+        add(db, "2025-03-01T10:00", "Maria asked about SSO.", embedder=embedder),
+        add(db, "2025-05-01T10:00", "Maria enabled SSO.", embedder=embedder),
+    ]
     lone = add(db, "2023-05-01T10:00", "Maria signed up.", embedder=embedder)
     report = offline(db, embedder)
     assert report.counts["created"] == 1 and report.sources == 3 and report.call_tokens == []
@@ -249,16 +315,24 @@ def test_offline_compress_keeps_decisions_and_open_items_and_reruns_change_nothi
             "src.evidence AS src_evidence, src.occurred_at AS src_at, src.evidence_quote AS src_quote, "
             "src.status AS src_status FROM episode_events s JOIN episode_events src "
             "ON src.tenant_id = s.tenant_id AND src.id = s.source_event_id "
-            "WHERE s.episode_id = %s ORDER BY s.ordinal", (sup["id"],)).fetchall()
-        entities = [r["name"] for r in conn.execute("SELECT name FROM episode_entities WHERE episode_id = %s "
-                                                    "ORDER BY id", (sup["id"],))]
+            "WHERE s.episode_id = %s ORDER BY s.ordinal",
+            (sup["id"],),
+        ).fetchall()
+        entities = [
+            r["name"]
+            for r in conn.execute("SELECT name FROM episode_entities WHERE episode_id = %s ORDER BY id", (sup["id"],))
+        ]
         total = conn.execute("SELECT count(*) AS n FROM episode_events WHERE episode_id = %s", (sup["id"],)).fetchone()
     # 2 decisions + 1 open question + 1 open commitment; not the surprise, not the finished commitment
     assert [e["type"] for e in events] == ["decision", "open_question", "commitment", "decision"]
     assert total["n"] == 4
     for e in events:
-        assert (e["evidence"], e["occurred_at"], e["evidence_quote"], e["status"]) == \
-            (e["src_evidence"], e["src_at"], e["src_quote"], e["src_status"])
+        assert (e["evidence"], e["occurred_at"], e["evidence_quote"], e["status"]) == (
+            e["src_evidence"],
+            e["src_at"],
+            e["src_quote"],
+            e["src_status"],
+        )
         assert e["evidence_quote"].startswith("Message") and e["who"] == "Maria"
     assert entities[:2] == ["Maria", "Acme"]  # by frequency (2 each), then first seen
 
@@ -268,8 +342,7 @@ def test_offline_compress_keeps_decisions_and_open_items_and_reruns_change_nothi
     assert snapshot(db) == before
 
 
-def test_claude_path_through_the_fake_server_and_a_second_run_changes_nothing(llm_db: Database, fake, embedder
-                                                                              ) -> None:
+def test_claude_path_through_the_fake_server_and_a_second_run_changes_nothing(llm_db: Database, fake, embedder) -> None:
     u1 = year_2024(llm_db, user="u1")
     u2 = year_2024(llm_db, user="u2", word="Globex")
     with _claude(llm_db) as compressor:
@@ -287,10 +360,15 @@ def test_claude_path_through_the_fake_server_and_a_second_run_changes_nothing(ll
         assert sup["summary"].startswith("Over the period the user") and sup["input_tokens"] > 0
         assert lineage(llm_db, sup["id"]) == sources and unreachable(llm_db, sup["id"], sources) == 0
         with llm_db.admin() as conn:
-            whats = [r["what"] for r in conn.execute(
-                "SELECT what FROM episode_events WHERE episode_id = %s ORDER BY ordinal", (sup["id"],))]
-            names = {r["name"] for r in conn.execute("SELECT name FROM episode_entities WHERE episode_id = %s",
-                                                     (sup["id"],))}
+            whats = [
+                r["what"]
+                for r in conn.execute(
+                    "SELECT what FROM episode_events WHERE episode_id = %s ORDER BY ordinal", (sup["id"],)
+                )
+            ]
+            names = {
+                r["name"] for r in conn.execute("SELECT name FROM episode_entities WHERE episode_id = %s", (sup["id"],))
+            }
         assert len(whats) == 4 and [w.startswith("Restated") for w in whats] == [True, True, True, False]
         assert "Maria" in names
     with llm_db.admin() as conn:
@@ -308,11 +386,18 @@ def test_a_long_period_is_reduced_hierarchically_within_the_budget(llm_db: Datab
     budget = 600
     for user, n in (("u1", 12), ("u2", 36)):
         for i in range(n):
-            add(llm_db, f"2024-{1 + i * 11 // n:02d}-{1 + i % 27:02d}T10:00", f"Session {i} about the warehouse "
-                f"migration and its budget, with Dana and the data team.", user=user,
-                tags=("warehouse", f"topic {i % 4}"), entities=(("Dana", "person"),),
-                events=(("decision", f"Dana decided step {i} of the warehouse migration."),
-                        ("commitment", f"The agent promised the cost report number {i}.")))
+            add(
+                llm_db,
+                f"2024-{1 + i * 11 // n:02d}-{1 + i % 27:02d}T10:00",
+                f"Session {i} about the warehouse migration and its budget, with Dana and the data team.",
+                user=user,
+                tags=("warehouse", f"topic {i % 4}"),
+                entities=(("Dana", "person"),),
+                events=(
+                    ("decision", f"Dana decided step {i} of the warehouse migration."),
+                    ("commitment", f"The agent promised the cost report number {i}."),
+                ),
+            )
     with _claude(llm_db, transcript_token_budget=budget) as compressor:
         report = run_compress(llm_db, compressor=compressor, embedder=embedder, now=NOW)
         estimates = list(compressor.request_tokens)
@@ -328,8 +413,9 @@ def test_a_long_period_is_reduced_hierarchically_within_the_budget(llm_db: Datab
         assert len(ids) in (12, 36) and unreachable(llm_db, sup["id"], ids) == 0
         assert lineage(llm_db, sup["id"]) == sorted(ids)
     with llm_db.admin() as conn:
-        calls = conn.execute("SELECT user_id, template, input_tokens + cache_read_tokens + cache_write_tokens AS "
-                             "tokens FROM model_calls").fetchall()
+        calls = conn.execute(
+            "SELECT user_id, template, input_tokens + cache_read_tokens + cache_write_tokens AS tokens FROM model_calls"
+        ).fetchall()
     assert Counter(c["template"] for c in calls)["compress_reduce_user.j2"] == len(reduces)
     # A period three times as long costs more calls, not larger ones.
     per_user = {u: [c["tokens"] for c in calls if c["user_id"] == u] for u in ("u1", "u2")}
@@ -337,8 +423,9 @@ def test_a_long_period_is_reduced_hierarchically_within_the_budget(llm_db: Datab
     assert max(per_user["u2"]) <= max(per_user["u1"]) * 1.25
 
 
-def test_a_fault_in_the_second_group_leaves_it_untouched_and_a_rerun_completes_it(llm_db: Database, fake, embedder
-                                                                                  ) -> None:
+def test_a_fault_in_the_second_group_leaves_it_untouched_and_a_rerun_completes_it(
+    llm_db: Database, fake, embedder
+) -> None:
     u1 = year_2024(llm_db, user="u1")
     u2 = year_2024(llm_db, user="u2", word="Globex")
 
@@ -355,10 +442,15 @@ def test_a_fault_in_the_second_group_leaves_it_untouched_and_a_rerun_completes_i
     assert pointers(llm_db, u2) == [None, None, None]
     with llm_db.admin() as conn:
         assert conn.execute("SELECT count(*) AS n FROM episode_lineage WHERE user_id = 'u2'").fetchone()["n"] == 0
-        assert conn.execute("SELECT count(*) AS n FROM episode_events WHERE user_id = 'u2' "
-                            "AND source_event_id IS NOT NULL").fetchone()["n"] == 0
-        outcomes = [(r["user_id"], r["outcome"]) for r in conn.execute(
-            "SELECT user_id, outcome FROM model_calls ORDER BY id")]
+        assert (
+            conn.execute(
+                "SELECT count(*) AS n FROM episode_events WHERE user_id = 'u2' AND source_event_id IS NOT NULL"
+            ).fetchone()["n"]
+            == 0
+        )
+        outcomes = [
+            (r["user_id"], r["outcome"]) for r in conn.execute("SELECT user_id, outcome FROM model_calls ORDER BY id")
+        ]
         run = conn.execute("SELECT status, counts, error FROM job_runs WHERE job = 'compress'").fetchone()
     assert sorted(outcomes) == [("u1", "ok"), ("u2", "transient")]
     assert half_written(llm_db) == 0
@@ -370,7 +462,7 @@ def test_a_fault_in_the_second_group_leaves_it_untouched_and_a_rerun_completes_i
         rerun = run_compress(llm_db, compressor=compressor, embedder=embedder, now=NOW)
     assert rerun.counts["created"] == 1 and rerun.counts["unchanged"] == 1
     assert ["Globex" in c.body["messages"][0]["content"] for c in fake.calls()[sent:]] == [True]
-    assert [s["id"] for s in supers(llm_db)][0] == first["id"]
+    assert next(s["id"] for s in supers(llm_db)) == first["id"]
     second = supers(llm_db)[1]
     assert lineage(llm_db, second["id"]) == u2 and pointers(llm_db, u2) == [second["id"]] * 3
 
@@ -379,8 +471,13 @@ def test_a_late_episode_rebuilds_its_period_instead_of_adding_a_second(db: Datab
     sources = year_2024(db, embedder)
     offline(db, embedder)
     (old,) = supers(db)
-    late = add(db, "2024-12-30T10:00", "Maria asked for a renewal quote.", embedder=embedder,
-               events=(("open_question", "Maria asked whether the renewal price is fixed."),))
+    late = add(
+        db,
+        "2024-12-30T10:00",
+        "Maria asked for a renewal quote.",
+        embedder=embedder,
+        events=(("open_question", "Maria asked whether the renewal price is fixed."),),
+    )
     plan = run_compress(db, now=NOW, dry_run=True)
     assert plan.counts["rebuilt"] == 1 and plan.planned[0].source_ids == (*sources, late)
     assert [s["id"] for s in supers(db)] == [old["id"]]  # a dry run changes nothing
@@ -400,8 +497,9 @@ def test_a_group_that_changes_while_it_is_compressed_is_left_for_the_next_run(db
     from jobs.compress import embed_prepared, prepare_group, write_group
 
     sources = year_2024(db, embedder)
-    prep = prepare_group(db, "acme", "u1", Period.of("year", dt.date(2024, 1, 1)),
-                         compressor=lambda: OfflineCompressor(embedder))
+    prep = prepare_group(
+        db, "acme", "u1", Period.of("year", dt.date(2024, 1, 1)), compressor=lambda: OfflineCompressor(embedder)
+    )
     late = add(db, "2024-12-01T10:00", "Maria came back about the invoice.", embedder=embedder)  # summarize, meanwhile
     (vector,) = embed_prepared(db, [prep], lambda: embedder)
     assert write_group(db, prep, vector).outcome == "changed"
@@ -413,15 +511,22 @@ def test_a_group_that_changes_while_it_is_compressed_is_left_for_the_next_run(db
 
 def test_rebuild_period_after_an_erasure_leaves_no_trace_of_the_erased_source(db: Database, embedder) -> None:
     keep = year_2024(db, embedder)
-    secret = add(db, "2024-08-01T10:00", "Maria mentioned her SECRET-PROJECT.", embedder=embedder,
-                 events=(("decision", "Maria chose SECRET-PROJECT."),), entities=(("SECRET-PROJECT", "project"),))
+    secret = add(
+        db,
+        "2024-08-01T10:00",
+        "Maria mentioned her SECRET-PROJECT.",
+        embedder=embedder,
+        events=(("decision", "Maria chose SECRET-PROJECT."),),
+        entities=(("SECRET-PROJECT", "project"),),
+    )
     offline(db, embedder)
     late = add(db, "2024-12-01T10:00", "Maria came back about the invoice.", embedder=embedder)
     offline(db, embedder)  # the first super is kept as superseded (audit), the second is current
     (old,) = supers(db)
     with db.admin() as conn:
-        carried = conn.execute("SELECT count(*) AS n FROM episode_events WHERE what LIKE '%%SECRET%%' "
-                               "AND source_event_id IS NOT NULL").fetchone()["n"]
+        carried = conn.execute(
+            "SELECT count(*) AS n FROM episode_events WHERE what LIKE '%%SECRET%%' AND source_event_id IS NOT NULL"
+        ).fetchone()["n"]
     assert carried == 2 and secret in lineage(db, old["id"]) and len(supers(db, "superseded")) == 1
     delete_episodes(db, [secret])  # what an erasure does to the source
     outcome = rebuild_period(db, "acme", "u1", *YEAR_2024, compressor=OfflineCompressor(embedder), embedder=embedder)
@@ -433,7 +538,8 @@ def test_rebuild_period_after_an_erasure_leaves_no_trace_of_the_erased_source(db
         leftovers = conn.execute(
             "SELECT (SELECT count(*) FROM episodes WHERE summary LIKE '%%SECRET%%') + "
             "(SELECT count(*) FROM episode_events WHERE what LIKE '%%SECRET%%') + "
-            "(SELECT count(*) FROM episode_entities WHERE name LIKE '%%SECRET%%') AS n").fetchone()["n"]
+            "(SELECT count(*) FROM episode_entities WHERE name LIKE '%%SECRET%%') AS n"
+        ).fetchone()["n"]
     assert leftovers == 0
     assert rebuild_period(db, "acme", "u1", *YEAR_2024, compressor=OfflineCompressor(embedder)) == "unchanged"
 
@@ -508,8 +614,9 @@ def test_purge_embeddings_and_the_tenant_filter(db: Database, embedder) -> None:
     (sup,) = supers(db)
     assert sup["tenant_id"] == "acme" and sup["embedding"] is not None
     with db.admin() as conn:
-        vectors = {r["id"]: r["embedding"] for r in conn.execute("SELECT id, embedding FROM episodes "
-                                                                 "WHERE kind = 'session'")}
+        vectors = {
+            r["id"]: r["embedding"] for r in conn.execute("SELECT id, embedding FROM episodes WHERE kind = 'session'")
+        }
     assert all(vectors[i] is None for i in acme) and all(vectors[i] is not None for i in globex)
     assert pointers(db, globex) == [None] * 3
     again = offline(db, embedder, tenant="acme", purge_embeddings=True)
@@ -517,15 +624,21 @@ def test_purge_embeddings_and_the_tenant_filter(db: Database, embedder) -> None:
 
 
 def test_months_then_a_year_coarsens_and_months_again_leave_the_year_alone(db: Database, embedder) -> None:
-    jan = [add(db, "2024-01-05T10:00", "January one.", embedder=embedder),
-           add(db, "2024-01-20T10:00", "January two.", embedder=embedder)]
-    mar = [add(db, "2024-03-05T10:00", "March one.", embedder=embedder),
-           add(db, "2024-03-25T10:00", "March two.", embedder=embedder)]
+    jan = [
+        add(db, "2024-01-05T10:00", "January one.", embedder=embedder),
+        add(db, "2024-01-20T10:00", "January two.", embedder=embedder),
+    ]
+    mar = [
+        add(db, "2024-03-05T10:00", "March one.", embedder=embedder),
+        add(db, "2024-03-25T10:00", "March two.", embedder=embedder),
+    ]
     lone = add(db, "2024-07-01T10:00", "July alone.", embedder=embedder)
     assert offline(db, embedder, period="month").counts["created"] == 2
     months = supers(db)
     assert [(s["period_start"], s["period_end"]) for s in months] == [
-        (dt.date(2024, 1, 1), dt.date(2024, 1, 31)), (dt.date(2024, 3, 1), dt.date(2024, 3, 31))]
+        (dt.date(2024, 1, 1), dt.date(2024, 1, 31)),
+        (dt.date(2024, 3, 1), dt.date(2024, 3, 31)),
+    ]
     assert pointers(db, [*jan, *mar, lone]) == [months[0]["id"]] * 2 + [months[1]["id"]] * 2 + [None]
     assert offline(db, embedder).counts["rebuilt"] == 1
     (year,) = supers(db)
@@ -538,14 +651,18 @@ def test_months_then_a_year_coarsens_and_months_again_leave_the_year_alone(db: D
 
 def test_recall_shows_the_super_summary_for_a_compressed_year_within_budget(db: Database, embedder) -> None:
     from jobs import recall
+
     sources = year_2024(db, embedder)
-    recent = [add(db, "2026-10-01T10:00", "Maria asked about the API rate limits.", embedder=embedder),
-              add(db, "2026-11-01T10:00", "Maria set up webhooks.", embedder=embedder)]
+    recent = [
+        add(db, "2026-10-01T10:00", "Maria asked about the API rate limits.", embedder=embedder),
+        add(db, "2026-11-01T10:00", "Maria set up webhooks.", embedder=embedder),
+    ]
     offline(db, embedder)
     (sup,) = supers(db)
     # The 2024 items are stale by 2026: the message mentions annual billing, so the question about it is listed.
     result = recall.Recaller(db, embedder).recall(
-        "acme", "u1", "What did we decide about the Acme pricing plan and annual billing?", budget_tokens=400, now=NOW)
+        "acme", "u1", "What did we decide about the Acme pricing plan and annual billing?", budget_tokens=400, now=NOW
+    )
     ids = [ep.id for ep in result.episodes]
     assert sup["id"] in ids and not set(sources) & set(ids) and set(recent) <= set(ids)
     assert next(ep for ep in result.episodes if ep.id == sup["id"]).kind == "super"
@@ -558,12 +675,29 @@ def test_recall_shows_the_super_summary_for_a_compressed_year_within_budget(db: 
 def test_compress_templates_render_with_a_sample_context() -> None:
     from jobs.compress.claude import _Block, _EventView
 
-    block = _Block(summary="Maria chose a plan.", topic_tags=["pricing"], entities=["Maria (person)"], id=7,
-                   date="2024-01-02", purpose="support", importance=0.5, first="2024-01-02", last="2024-02-03",
-                   sessions=2, events=[_EventView(3, "decision", "Maria", dt.date(2024, 2, 1), "Maria chose X.")])
+    block = _Block(
+        summary="Maria chose a plan.",
+        topic_tags=["pricing"],
+        entities=["Maria (person)"],
+        id=7,
+        date="2024-01-02",
+        purpose="support",
+        importance=0.5,
+        first="2024-01-02",
+        last="2024-02-03",
+        sessions=2,
+        events=[_EventView(3, "decision", "Maria", dt.date(2024, 2, 1), "Maria chose X.")],
+    )
     system = render("compress_system.j2", tool_name="record_period_summary")
-    sessions = render("compress_sessions_user.j2", tool_name="t", part_number=1, part_count=2, period="2024",
-                      session_count=2, episodes=[block])
+    sessions = render(
+        "compress_sessions_user.j2",
+        tool_name="t",
+        part_number=1,
+        part_count=2,
+        period="2024",
+        session_count=2,
+        episodes=[block],
+    )
     reduce = render("compress_reduce_user.j2", tool_name="t", period="2024", session_count=2, partials=[block])
     assert "record_period_summary" in system and "E123" in system
     assert "[E3] decision (Maria), due 2024-02-01: Maria chose X." in sessions and "part 1 of 2" in sessions

@@ -45,9 +45,13 @@ MAY_LIST_THE_EVENT_TYPES = {"jobs/concepts.py", "jobs/extract/offline_events.py"
 def _sources() -> dict[str, str]:
     files = [p for top in SCANNED for p in (ROOT / top).rglob("*") if p.is_file() and p.suffix in SUFFIXES]
     files += [p for p in ROOT.glob("*") if p.is_file() and p.suffix in SUFFIXES]
-    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8", errors="replace") for p in files
-            if "__pycache__" not in p.parts and not str(p.relative_to(ROOT)).startswith("sql/migrations/")
-            and p != Path(__file__).resolve()}
+    return {
+        str(p.relative_to(ROOT)): p.read_text(encoding="utf-8", errors="replace")
+        for p in files
+        if "__pycache__" not in p.parts
+        and not str(p.relative_to(ROOT)).startswith("sql/migrations/")
+        and p != Path(__file__).resolve()
+    }
 
 
 def _quoted(text: str, names: tuple[str, ...]) -> set[str]:
@@ -57,9 +61,14 @@ def _quoted(text: str, names: tuple[str, ...]) -> set[str]:
 
 def _check_values(conn: Conn, table: str, column: str) -> tuple[str, ...]:
     """The quoted values of the CHECK constraint on ``table`` that names ``column``, in order."""
-    defs = [r["def"] for r in conn.execute(
-        "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c'",
-        (table,)) if re.search(rf"\b{column}\b", r["def"])]
+    defs = [
+        r["def"]
+        for r in conn.execute(
+            "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c'",
+            (table,),
+        )
+        if re.search(rf"\b{column}\b", r["def"])
+    ]
     assert len(defs) == 1, (table, column, defs)
     return tuple(re.findall(r"'([^']*)'::text", defs[0]))
 
@@ -76,8 +85,10 @@ def test_the_database_holds_the_same_lists(db: Database) -> None:
         assert _check_values(conn, "episode_entities", "kind") == ENTITY_KINDS
         assert _check_values(conn, "api_keys", "scopes") == SCOPES
         assert _check_values(conn, "transcripts", "purpose") == (PURPOSE_PATTERN,)
-        default = conn.execute("SELECT column_default FROM information_schema.columns "
-                               "WHERE table_name = 'transcripts' AND column_name = 'purpose'").fetchone()
+        default = conn.execute(
+            "SELECT column_default FROM information_schema.columns "
+            "WHERE table_name = 'transcripts' AND column_name = 'purpose'"
+        ).fetchone()
         assert default is not None and default["column_default"] == f"'{DEFAULT_PURPOSE}'::text"
 
 
@@ -114,8 +125,10 @@ def test_the_http_api_and_the_mcp_tools_offer_the_lists(db: Database) -> None:
     assert _enum(params["status"]) == list(EVENT_STATUSES)
     recall = spec["components"]["schemas"]["RecallRequest"]["properties"]
     assert recall["budget_tokens"]["default"] == DEFAULT_BUDGET_TOKENS
-    assert (recall["budget_tokens"]["minimum"], recall["budget_tokens"]["maximum"]) == (MIN_BUDGET_TOKENS,
-                                                                                      MAX_BUDGET_TOKENS)
+    assert (recall["budget_tokens"]["minimum"], recall["budget_tokens"]["maximum"]) == (
+        MIN_BUDGET_TOKENS,
+        MAX_BUDGET_TOKENS,
+    )
     assert [s.get("pattern") for s in recall["purpose"]["anyOf"] if s.get("type") == "string"] == [PURPOSE_PATTERN]
 
     server = build_server(db, Recaller(db), lambda ctx: Caller("acme", "u1", SCOPES))
@@ -123,10 +136,14 @@ def test_the_http_api_and_the_mcp_tools_offer_the_lists(db: Database) -> None:
     assert _enum(tools["list_events"]["type"]) == list(EVENT_TYPES)
     assert _enum(tools["list_events"]["status"]) == list(EVENT_STATUSES)
     budget = tools["recall_memory"]["budget_tokens"]
-    assert (budget["default"], budget["minimum"], budget["maximum"]) == (DEFAULT_BUDGET_TOKENS, MIN_BUDGET_TOKENS,
-                                                                         MAX_BUDGET_TOKENS)
-    assert [s.get("pattern") for s in tools["recall_memory"]["purpose"]["anyOf"]
-            if s.get("type") == "string"] == [PURPOSE_PATTERN]
+    assert (budget["default"], budget["minimum"], budget["maximum"]) == (
+        DEFAULT_BUDGET_TOKENS,
+        MIN_BUDGET_TOKENS,
+        MAX_BUDGET_TOKENS,
+    )
+    assert [s.get("pattern") for s in tools["recall_memory"]["purpose"]["anyOf"] if s.get("type") == "string"] == [
+        PURPOSE_PATTERN
+    ]
 
 
 def test_the_recall_entry_points_default_to_the_one_budget() -> None:
@@ -146,8 +163,10 @@ def test_the_recall_entry_points_default_to_the_one_budget() -> None:
 # -- SQL, templates and Python that name single types --------------------------------------------
 
 
-COMPARISONS = (re.compile(r"\btype\s*(?:=|<>|!=)\s*'([a-z_]+)'", re.IGNORECASE),  # SQL
-               re.compile(r"""\btype\s*(?:==|!=)\s*["']([a-z_]+)["']"""))  # Python, Jinja2
+COMPARISONS = (
+    re.compile(r"\btype\s*(?:=|<>|!=)\s*'([a-z_]+)'", re.IGNORECASE),  # SQL
+    re.compile(r"""\btype\s*(?:==|!=)\s*["']([a-z_]+)["']"""),
+)  # Python, Jinja2
 IN_LISTS = re.compile(r"""\btype\s+(?:NOT\s+)?IN\s*\(([^()]*["'][^()]*)\)""", re.IGNORECASE)
 
 
@@ -162,8 +181,9 @@ def test_queries_templates_and_code_compare_types_only_with_the_lists() -> None:
             compared += 1
         for match in IN_LISTS.finditer(text):
             named = set(re.findall(r"""["']([a-z_]+)["']""", match.group(1)))
-            assert named in (set(OPEN_ITEM_TYPES), set(STANDING_TYPES)), \
+            assert named in (set(OPEN_ITEM_TYPES), set(STANDING_TYPES)), (
                 f"{path}: {match.group(0)} is neither OPEN_ITEM_TYPES nor STANDING_TYPES (jobs/concepts.py)"
+            )
             grouped += 1
     assert compared >= 5 and grouped >= 8  # the patterns still find what they are meant to
 
@@ -172,16 +192,21 @@ def test_the_report_charts_every_type_the_timeline_counts(db: Database) -> None:
     from jobs.report.data import count_column, report_queries
 
     with db.admin() as conn:
-        columns = {r["column_name"] for r in conn.execute(
-            "SELECT column_name FROM information_schema.columns "
-            "WHERE table_schema = 'analyst' AND table_name = 'episode_timeline'")}
+        columns = {
+            r["column_name"]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = 'analyst' AND table_name = 'episode_timeline'"
+            )
+        }
     counted = [t for t in EVENT_TYPES if count_column(t) in columns]
     assert len(counted) >= 4
     selected = re.search(r"SELECT(.*?)FROM", report_queries()["episodes"], re.DOTALL)
     assert selected is not None
     names = {name.strip() for name in selected.group(1).split(",")}
-    assert [t for t in EVENT_TYPES if count_column(t) in names] == counted, \
+    assert [t for t in EVENT_TYPES if count_column(t) in names] == counted, (
         "the report's episodes query (reports/report.sql) selects every count column of analyst.episode_timeline"
+    )
 
 
 # -- the offline rules ---------------------------------------------------------------------------
@@ -200,20 +225,28 @@ def test_the_offline_rules_cover_exactly_the_known_types() -> None:
 # -- the copies are gone -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("names", "where", "allowed"), [
-    (EVENT_TYPES, SCANNED, MAY_LIST_THE_EVENT_TYPES),
-    # the code we ship only: tests create keys with every scope, and that is no copy of the list
-    (SCOPES, ("jobs", "sql", "prompts", "reports"), {"jobs/concepts.py"}),
-    # the entity finder's tie-break order, checked below to hold every kind
-    (ENTITY_KINDS, ("jobs", "sql", "prompts", "reports"), {"jobs/concepts.py", "jobs/extract/rules/entities.py"}),
-    # the statuses the read API reports, derived in sql/service.sql
-    (EVENT_STATUSES, ("jobs", "sql", "prompts", "reports"), {"jobs/concepts.py", "sql/service.sql"}),
-], ids=["event_types", "scopes", "entity_kinds", "event_statuses"])
-def test_each_list_is_spelled_in_at_most_two_files(names: tuple[str, ...], where: tuple[str, ...],
-                                                    allowed: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("names", "where", "allowed"),
+    [
+        (EVENT_TYPES, SCANNED, MAY_LIST_THE_EVENT_TYPES),
+        # the code we ship only: tests create keys with every scope, and that is no copy of the list
+        (SCOPES, ("jobs", "sql", "prompts", "reports"), {"jobs/concepts.py"}),
+        # the entity finder's tie-break order, checked below to hold every kind
+        (ENTITY_KINDS, ("jobs", "sql", "prompts", "reports"), {"jobs/concepts.py", "jobs/extract/rules/entities.py"}),
+        # the statuses the read API reports, derived in sql/service.sql
+        (EVENT_STATUSES, ("jobs", "sql", "prompts", "reports"), {"jobs/concepts.py", "sql/service.sql"}),
+    ],
+    ids=["event_types", "scopes", "entity_kinds", "event_statuses"],
+)
+def test_each_list_is_spelled_in_at_most_two_files(
+    names: tuple[str, ...], where: tuple[str, ...], allowed: set[str]
+) -> None:
     """A file that spells every name of a list as a quoted literal holds a copy of the list."""
-    listing = sorted(path for path, text in _sources().items()
-                     if path.startswith(tuple(f"{top}/" for top in where)) and _quoted(text, names) == set(names))
+    listing = sorted(
+        path
+        for path, text in _sources().items()
+        if path.startswith(tuple(f"{top}/" for top in where)) and _quoted(text, names) == set(names)
+    )
     assert "jobs/concepts.py" in listing  # the scan sees the list itself
     assert set(listing) <= allowed, f"take the list from jobs.concepts in {sorted(set(listing) - allowed)}"
 
@@ -228,14 +261,15 @@ def test_the_purpose_rule_and_the_default_budget_are_written_once() -> None:
     """No other module spells the purpose pattern or the literal default budget."""
     jobs = {path: text for path, text in _sources().items() if path.startswith("jobs/") and path != "jobs/concepts.py"}
     assert sorted(path for path, text in jobs.items() if PURPOSE_PATTERN in text) == []
-    assert sorted(path for path, text in jobs.items()
-                  if re.search(rf"\b{DEFAULT_BUDGET_TOKENS}\b", text)) == [], "use DEFAULT_BUDGET_TOKENS"
+    assert sorted(path for path, text in jobs.items() if re.search(rf"\b{DEFAULT_BUDGET_TOKENS}\b", text)) == [], (
+        "use DEFAULT_BUDGET_TOKENS"
+    )
 
 
 def _table(page: str, header: str) -> dict[str, str]:
     """The rows of the Markdown table under ``header`` in docs/``page``: first cell (a `name`) -> last cell."""
     text = (ROOT / "docs" / page).read_text(encoding="utf-8")
-    table = text[text.index(header):].split("\n\n", 1)[0]
+    table = text[text.index(header) :].split("\n\n", 1)[0]
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table.splitlines()[2:]]
     return {row[0].strip("`"): row[-1] for row in rows}
 

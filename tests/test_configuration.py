@@ -38,8 +38,9 @@ def names_read_in_code() -> set[str]:
 
 
 def test_the_page_is_generated_from_the_settings() -> None:
-    assert PAGE.read_text("utf-8") == config_docs.render(), \
+    assert PAGE.read_text("utf-8") == config_docs.render(), (
         "docs/configuration.md is stale: run `python -m jobs.config_docs > docs/configuration.md`"
+    )
 
 
 def test_every_variable_read_is_documented_and_every_documented_one_is_read() -> None:
@@ -51,24 +52,33 @@ def test_every_variable_read_is_documented_and_every_documented_one_is_read() ->
 
 
 def test_every_setting_with_a_variable_is_used_outside_the_settings() -> None:
-    sources = "\n".join(p.read_text("utf-8") for p in JOBS.rglob("*.py") if p.name not in {"config.py", "config_docs.py"})
-    unused = [f.name for f in fields(config.Settings)
-              if f.metadata.get("env") and not re.search(rf"\.{f.name}\b", sources)]
+    sources = "\n".join(
+        p.read_text("utf-8") for p in JOBS.rglob("*.py") if p.name not in {"config.py", "config_docs.py"}
+    )
+    unused = [
+        f.name for f in fields(config.Settings) if f.metadata.get("env") and not re.search(rf"\.{f.name}\b", sources)
+    ]
     assert unused == []
 
 
 def test_messages_and_help_name_only_variables_that_are_read() -> None:
     """A help text or error message naming a variable that is gone sends a user to a dead end."""
-    stale = sorted(f"{p.relative_to(ROOT)}: {name}" for p in JOBS.rglob("*.py") if p.name != "config.py"
-                   for name in NAME.findall(p.read_text("utf-8")) if name not in documented())
+    stale = sorted(
+        f"{p.relative_to(ROOT)}: {name}"
+        for p in JOBS.rglob("*.py")
+        if p.name != "config.py"
+        for name in NAME.findall(p.read_text("utf-8"))
+        if name not in documented()
+    )
     assert stale == []
 
 
 def test_no_page_names_a_variable_that_is_gone() -> None:
     pages = [ROOT / "README.md", *(p for p in (ROOT / "docs").rglob("*.md") if p != PAGE)]
     gone = config.removed_variables()
-    stale = sorted(f"{p.relative_to(ROOT)}: {name}" for p in pages for name in NAME.findall(p.read_text("utf-8"))
-                   if name in gone)
+    stale = sorted(
+        f"{p.relative_to(ROOT)}: {name}" for p in pages for name in NAME.findall(p.read_text("utf-8")) if name in gone
+    )
     assert stale == []
 
 
@@ -77,8 +87,9 @@ def test_no_test_hook_is_a_setting() -> None:
     assert "EPISODES_CRASH_AT" in config.removed_variables()
 
 
-def test_a_removed_variable_warns_once_naming_what_replaced_it(monkeypatch: pytest.MonkeyPatch,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_a_removed_variable_warns_once_naming_what_replaced_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("EPISODES_LEASE_SECONDS", "5")
     monkeypatch.setenv("EPISODES_PRICE_INPUT_PER_MTOK", "3")
     monkeypatch.setattr(config, "_warned", set())
@@ -106,5 +117,5 @@ def test_variables_still_parse_into_the_settings(monkeypatch: pytest.MonkeyPatch
         config.load()
     monkeypatch.setenv("EPISODES_POOL_SIZE", "8")
     monkeypatch.setenv("EPISODES_EXTRACTOR", "gpt")
-    with pytest.raises(config.ConfigError, match="use auto, anthropic, .*offline"):
+    with pytest.raises(config.ConfigError, match=r"use auto, anthropic, .*offline"):
         config.load()

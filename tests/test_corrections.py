@@ -16,9 +16,9 @@ from jobs.cli import cli
 from jobs.db import Database
 from jobs.errors import CorrectionInvalid, EpisodeNotFound
 from jobs.extract.claude import AnthropicExtractor
+from jobs.recall import Recaller
 from jobs.rights.correct import EpisodeCorrection, correct_episode, correction_from, corrections_of
 from jobs.rights.standing import same_text
-from jobs.recall import Recaller
 from jobs.summarize import run_summarize
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
@@ -37,10 +37,11 @@ def add(db: Database, session: str, tenant: str = "acme", user: str = "u1") -> N
         conn.execute(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, messages, "
             "content_hash) VALUES (%s, %s, %s, 'support', '2025-03-04 09:00Z', '2025-03-04 09:20Z', %s, %s)",
-            (tenant, user, session, Jsonb(MESSAGES), f"hash-{session}"))
+            (tenant, user, session, Jsonb(MESSAGES), f"hash-{session}"),
+        )
 
 
-def summarise(db: Database, embedder) -> dict:  # noqa: ANN001
+def summarise(db: Database, embedder) -> dict:
     with AnthropicExtractor(db.settings) as extractor:
         return run_summarize(db, extractor=extractor, embedder=embedder).counts
 
@@ -48,10 +49,14 @@ def summarise(db: Database, embedder) -> dict:  # noqa: ANN001
 def current(db: Database, session: str = "s1") -> dict:
     """The session's current episode with its events (by ordinal) and its text-search lexemes."""
     with db.admin() as conn:
-        episode = conn.execute("SELECT id, tenant_id, summary, tsvector_to_array(search_tsv) AS lexemes FROM episodes "
-                               "WHERE session_id = %s AND status = 'current'", (session,)).fetchone()
-        events = conn.execute("SELECT id, type, what, status FROM episode_events WHERE episode_id = %s "
-                              "ORDER BY ordinal", (episode["id"],)).fetchall()
+        episode = conn.execute(
+            "SELECT id, tenant_id, summary, tsvector_to_array(search_tsv) AS lexemes FROM episodes "
+            "WHERE session_id = %s AND status = 'current'",
+            (session,),
+        ).fetchone()
+        events = conn.execute(
+            "SELECT id, type, what, status FROM episode_events WHERE episode_id = %s ORDER BY ordinal", (episode["id"],)
+        ).fetchall()
     return {**episode, "events": events}
 
 
@@ -76,8 +81,9 @@ def test_a_correction_is_reindexed_audited_and_seen_by_a_warm_recall(llm_db: Dat
     assert text_score(warm, "quokka", before["id"]) is not None
     assert text_score(warm, "kilimanjaro", before["id"]) is None
 
-    change = EpisodeCorrection(summary=SUMMARY, drop_events=[commitment["id"]],
-                               events={decision["id"]: {"text": DECISION}})
+    change = EpisodeCorrection(
+        summary=SUMMARY, drop_events=[commitment["id"]], events={decision["id"]: {"text": DECISION}}
+    )
     report = correct_episode(llm_db, "acme", before["id"], change, actor="user:u1", embedder=embedder)
 
     assert report.changes == ["summary", f"event {decision['id']} text", f"event {commitment['id']} dropped"]
@@ -100,8 +106,9 @@ def test_a_correction_is_reindexed_audited_and_seen_by_a_warm_recall(llm_db: Dat
     ]
     assert [a["id"] for a in audit] == report.correction_ids
     # The same correction again changes nothing and records nothing.
-    again = correct_episode(llm_db, "acme", before["id"], EpisodeCorrection(summary=SUMMARY), actor="user:u1",
-                            embedder=embedder)
+    again = correct_episode(
+        llm_db, "acme", before["id"], EpisodeCorrection(summary=SUMMARY), actor="user:u1", embedder=embedder
+    )
     assert again.changes == [] and "nothing changed" in again.line()
     assert len(corrections_of(llm_db, "acme", before["id"])) == 3
 
@@ -111,27 +118,55 @@ def test_a_correction_survives_re_summarisation(llm_db: Database, embedder) -> N
     summarise(llm_db, embedder)
     first = current(llm_db)
     decision, commitment = by_type(first, "decision"), by_type(first, "commitment")
-    correct_episode(llm_db, "acme", first["id"], EpisodeCorrection(
-        summary=SUMMARY, events={decision["id"]: {"text": DECISION}}), actor="user:u1", embedder=embedder)
-    correct_episode(llm_db, "acme", first["id"], EpisodeCorrection(events={commitment["id"]: {"status": "done"}}),
-                    actor="user:u1", embedder=embedder)
+    correct_episode(
+        llm_db,
+        "acme",
+        first["id"],
+        EpisodeCorrection(summary=SUMMARY, events={decision["id"]: {"text": DECISION}}),
+        actor="user:u1",
+        embedder=embedder,
+    )
+    correct_episode(
+        llm_db,
+        "acme",
+        first["id"],
+        EpisodeCorrection(events={commitment["id"]: {"status": "done"}}),
+        actor="user:u1",
+        embedder=embedder,
+    )
     # A later correction of the corrected event still finds it after the re-run (corrections chain).
-    correct_episode(llm_db, "acme", first["id"], EpisodeCorrection(events={decision["id"]: {"text": DECISION + " Final."}}),
-                    actor="user:u1", embedder=embedder)
+    correct_episode(
+        llm_db,
+        "acme",
+        first["id"],
+        EpisodeCorrection(events={decision["id"]: {"text": DECISION + " Final."}}),
+        actor="user:u1",
+        embedder=embedder,
+    )
     with llm_db.admin() as conn:  # the transcript changes: the session is summarised again
-        conn.execute("UPDATE transcripts SET status = 'pending', content_hash = 'changed', "
-                     "messages = messages || '[{\"role\": \"user\", \"content\": \"One more thing.\"}]'::jsonb")
+        conn.execute(
+            "UPDATE transcripts SET status = 'pending', content_hash = 'changed', "
+            'messages = messages || \'[{"role": "user", "content": "One more thing."}]\'::jsonb'
+        )
     assert summarise(llm_db, embedder) == {"done": 1}
 
     second = current(llm_db)
     assert second["id"] != first["id"] and second["summary"] == SUMMARY
     assert [(e["type"], e["what"], e["status"]) for e in second["events"]] == [
-        ("decision", DECISION + " Final.", "n/a"), ("commitment", commitment["what"], "done")]
+        ("decision", DECISION + " Final.", "n/a"),
+        ("commitment", commitment["what"], "done"),
+    ]
     assert "kilimanjaro" in second["lexemes"] and "quokka" not in second["lexemes"]
     with llm_db.admin() as conn:  # so is a new prompt version's episode: dropping an event stands too
         conn.execute("UPDATE transcripts SET status = 'pending', content_hash = 'changed-again'")
-    correct_episode(llm_db, "acme", second["id"], EpisodeCorrection(drop_events=[by_type(second, "commitment")["id"]]),
-                    actor="user:u1", embedder=embedder)
+    correct_episode(
+        llm_db,
+        "acme",
+        second["id"],
+        EpisodeCorrection(drop_events=[by_type(second, "commitment")["id"]]),
+        actor="user:u1",
+        embedder=embedder,
+    )
     assert summarise(llm_db, embedder) == {"done": 1}
     third = current(llm_db)
     assert [e["type"] for e in third["events"]] == ["decision"] and third["summary"] == SUMMARY
@@ -146,9 +181,11 @@ def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embe
 
     def state() -> list:
         with llm_db.admin() as conn:
-            return [conn.execute("SELECT id, summary, search_tsv::text FROM episodes ORDER BY id").fetchall(),
-                    conn.execute("SELECT id, what, status FROM episode_events ORDER BY id").fetchall(),
-                    conn.execute("SELECT count(*) AS n FROM episode_corrections").fetchone()["n"]]
+            return [
+                conn.execute("SELECT id, summary, search_tsv::text FROM episodes ORDER BY id").fetchall(),
+                conn.execute("SELECT id, what, status FROM episode_events ORDER BY id").fetchall(),
+                conn.execute("SELECT count(*) AS n FROM episode_corrections").fetchone()["n"],
+            ]
 
     before = state()
     with pytest.raises(EpisodeNotFound, match=f"episode {g1['id']} not found in tenant 'acme'"):
@@ -157,23 +194,47 @@ def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embe
         correct_episode(llm_db, "acme", 999_999, EpisodeCorrection(summary=SUMMARY), actor="u", embedder=embedder)
     other = by_type(s2, "decision")["id"]
     with pytest.raises(CorrectionInvalid, match=rf"^drop_events\[0\]: event {other} is not an event of episode"):
-        correct_episode(llm_db, "acme", s1["id"], EpisodeCorrection(summary=SUMMARY, drop_events=[other]),
-                        actor="u", embedder=embedder)
+        correct_episode(
+            llm_db,
+            "acme",
+            s1["id"],
+            EpisodeCorrection(summary=SUMMARY, drop_events=[other]),
+            actor="u",
+            embedder=embedder,
+        )
     with pytest.raises(CorrectionInvalid, match=rf"^events\.{other}: event {other} is not an event"):
-        correct_episode(llm_db, "acme", s1["id"], EpisodeCorrection(events={other: {"text": "Something else."}}),
-                        actor="u", embedder=embedder)
+        correct_episode(
+            llm_db,
+            "acme",
+            s1["id"],
+            EpisodeCorrection(events={other: {"text": "Something else."}}),
+            actor="u",
+            embedder=embedder,
+        )
     decision = by_type(s1, "decision")["id"]
     with pytest.raises(CorrectionInvalid, match=rf"^events\.{decision}\.status: .* is a decision"):
-        correct_episode(llm_db, "acme", s1["id"], EpisodeCorrection(events={decision: {"status": "done"}}),
-                        actor="u", embedder=embedder)
-    dry = correct_episode(llm_db, "acme", s1["id"], EpisodeCorrection(summary=SUMMARY), actor="u", embedder=embedder,
-                          dry_run=True)
+        correct_episode(
+            llm_db,
+            "acme",
+            s1["id"],
+            EpisodeCorrection(events={decision: {"status": "done"}}),
+            actor="u",
+            embedder=embedder,
+        )
+    dry = correct_episode(
+        llm_db, "acme", s1["id"], EpisodeCorrection(summary=SUMMARY), actor="u", embedder=embedder, dry_run=True
+    )
     assert dry.changes == ["summary"] and dry.line().startswith(f"would correct episode {s1['id']}: summary")
     assert state() == before
-    for data, field in [({"summary": "   "}, "summary"), ({"summary": "x" * 1201}, "summary"),
-                        ({}, "correction"), ({"drop_events": [1, 1]}, "correction"),
-                        ({"events": {"7": {}}}, "events.7"), ({"events": {"7": {"status": "closed"}}}, "events.7.status"),
-                        ({"summary": SUMMARY, "colour": "red"}, "colour")]:
+    for data, field in [
+        ({"summary": "   "}, "summary"),
+        ({"summary": "x" * 1201}, "summary"),
+        ({}, "correction"),
+        ({"drop_events": [1, 1]}, "correction"),
+        ({"events": {"7": {}}}, "events.7"),
+        ({"events": {"7": {"status": "closed"}}}, "events.7.status"),
+        ({"summary": SUMMARY, "colour": "red"}, "colour"),
+    ]:
         with pytest.raises(CorrectionInvalid) as caught:
             correction_from(data)
         assert caught.value.field == field, data
@@ -190,11 +251,21 @@ def test_cli_correct(llm_db: Database, embedder) -> None:
     summarise(llm_db, embedder)
     episode = current(llm_db)
     commitment = by_type(episode, "commitment")["id"]
-    def run(*args: str):  # noqa: ANN202
+
+    def run(*args: str):
         return CliRunner().invoke(cli, ["correct", *args])
 
-    dry = run("--tenant", "acme", "--episode", str(episode["id"]), "--summary", SUMMARY,
-              "--drop-event", str(commitment), "--dry-run")
+    dry = run(
+        "--tenant",
+        "acme",
+        "--episode",
+        str(episode["id"]),
+        "--summary",
+        SUMMARY,
+        "--drop-event",
+        str(commitment),
+        "--dry-run",
+    )
     assert dry.exit_code == 0, dry.output
     assert dry.stdout.startswith(f"would correct episode {episode['id']}: summary, event {commitment} dropped")
     assert dry.stdout.rstrip().endswith("(dry run, nothing changed)") and "correct_dry_run" not in dry.stderr

@@ -25,8 +25,10 @@ from jobs.llm.spend import CapGauge, DailyCap, day_start, estimate_cost, spend_t
 from jobs.summarize import Summarizer, run_summarize
 from jobs.summarize.worker import Worker
 
-MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
-            {"role": "assistant", "content": "Done. I'll send the invoice by Friday."}]
+MESSAGES = [
+    {"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
+    {"role": "assistant", "content": "Done. I'll send the invoice by Friday."},
+]
 
 
 @pytest.fixture
@@ -38,20 +40,26 @@ def server() -> Iterator[fo.FakeOpenAI]:
 def add(db: Database, count: int) -> None:
     with db.tenant("acme") as conn:
         for n in range(count):
-            conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, "
-                         "messages, content_hash) VALUES ('acme', 'u1', %s, 'support', '2025-03-04 09:00Z', "
-                         "'2025-03-04 09:20Z', %s, %s)", (f"s{n}", Jsonb(MESSAGES), f"hash-{n}"))
+            conn.execute(
+                "INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, "
+                "messages, content_hash) VALUES ('acme', 'u1', %s, 'support', '2025-03-04 09:00Z', "
+                "'2025-03-04 09:20Z', %s, %s)",
+                (f"s{n}", Jsonb(MESSAGES), f"hash-{n}"),
+            )
 
 
 def statuses(db: Database) -> dict[str, int]:
     with db.admin() as conn:
-        return {r["status"]: r["n"] for r in conn.execute(
-            "SELECT status, count(*) AS n FROM transcripts GROUP BY status")}
+        return {
+            r["status"]: r["n"] for r in conn.execute("SELECT status, count(*) AS n FROM transcripts GROUP BY status")
+        }
 
 
 def a_day_passes(db: Database) -> None:
     """Today's spend becomes yesterday's (what the cap reads is the rows of the current UTC day)."""
-    yesterday = day_start() - dt.timedelta(hours=1)  # a constant: Citus runs no STABLE function on a column in an UPDATE
+    yesterday = day_start() - dt.timedelta(
+        hours=1
+    )  # a constant: Citus runs no STABLE function on a column in an UPDATE
     with db.admin() as conn:
         conn.execute("UPDATE model_calls SET created_at = %s", (yesterday,))
 
@@ -73,12 +81,19 @@ def test_the_session_cap_holds_the_rest_until_the_next_day(db: Database, server:
     try:
         report = run(database, embedder, concurrency=3)  # three threads may not take a third session between them
         assert report.counts["done"] == 2 and report.held == 3
-        assert report.line().endswith("3 sessions held for tomorrow: the daily session cap of openai is reached "
-                                      "(2 sessions of 2 today, EPISODES_DAILY_SESSION_CAP)")
+        assert report.line().endswith(
+            "3 sessions held for tomorrow: the daily session cap of openai is reached "
+            "(2 sessions of 2 today, EPISODES_DAILY_SESSION_CAP)"
+        )
         assert statuses(db) == {"done": 2, "pending": 3}
         with db.admin() as conn:  # held, not tried: no attempt counted, no error
-            assert conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'pending' AND attempts = 0 "
-                                "AND last_error IS NULL").fetchone()["n"] == 3
+            assert (
+                conn.execute(
+                    "SELECT count(*) AS n FROM transcripts WHERE status = 'pending' AND attempts = 0 "
+                    "AND last_error IS NULL"
+                ).fetchone()["n"]
+                == 3
+            )
         assert run(database, embedder).counts["done"] == 0  # still today: nothing more
         a_day_passes(db)
         assert run(database, embedder).counts["done"] == 2  # the next day's two
@@ -103,8 +118,10 @@ def test_the_token_cap_stops_claiming_once_reached(db: Database, server: fo.Fake
 def test_each_back_end_has_its_own_cap(db: Database, server: fo.FakeOpenAI, embedder: Any) -> None:
     add(db, 1)
     with db.admin() as conn:  # a day of Claude spend: not the openai back end's
-        conn.execute("INSERT INTO model_calls (tenant_id, template, prompt_hash, model, input_tokens, outcome) "
-                     "VALUES ('acme', 't', 'h', 'claude-haiku-4-5', 10000000, 'ok')")
+        conn.execute(
+            "INSERT INTO model_calls (tenant_id, template, prompt_hash, model, input_tokens, outcome) "
+            "VALUES ('acme', 't', 'h', 'claude-haiku-4-5', 10000000, 'ok')"
+        )
     database = capped(db, server, daily_token_cap=1000)
     try:
         assert run(database, embedder).counts["done"] == 1
@@ -113,8 +130,9 @@ def test_each_back_end_has_its_own_cap(db: Database, server: fo.FakeOpenAI, embe
         database.close()
 
 
-def test_serve_holds_the_queue_and_says_so_once(db: Database, server: fo.FakeOpenAI, embedder: Any,
-                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_serve_holds_the_queue_and_says_so_once(
+    db: Database, server: fo.FakeOpenAI, embedder: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     add(db, 2)
     database = capped(db, server, daily_session_cap=1)
     idles = threading.Semaphore(0)
@@ -138,8 +156,11 @@ def test_serve_holds_the_queue_and_says_so_once(db: Database, server: fo.FakeOpe
 
 def test_run_says_what_it_held(db: Database, server: fo.FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     add(db, 2)
-    for name, value in (("OPENAI_BASE_URL", server.base_url), ("EPISODES_MODEL", MODEL),
-                        ("EPISODES_DAILY_SESSION_CAP", "1")):
+    for name, value in (
+        ("OPENAI_BASE_URL", server.base_url),
+        ("EPISODES_MODEL", MODEL),
+        ("EPISODES_DAILY_SESSION_CAP", "1"),
+    ):
         monkeypatch.setenv(name, value)
     result = CliRunner().invoke(cli, ["run", "--extractor", "openai"])
     assert result.exit_code == 0, result.output
@@ -147,8 +168,9 @@ def test_run_says_what_it_held(db: Database, server: fo.FakeOpenAI, monkeypatch:
 
 
 @pytest.mark.citus
-def test_the_dry_run_prices_the_backlog_and_calls_nothing(db: Database, server: fo.FakeOpenAI,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_dry_run_prices_the_backlog_and_calls_nothing(
+    db: Database, server: fo.FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     add(db, 3)
     chars = sum(len(m["content"]) for m in MESSAGES) * 3
     tokens_in = 3 * fixed_prompt_tokens() + (chars + 3) // 4 + LINE_TOKENS * 6
@@ -159,14 +181,18 @@ def test_the_dry_run_prices_the_backlog_and_calls_nothing(db: Database, server: 
     assert local.exit_code == 0, local.output
     assert local.output.strip() == (
         f"dry run, nothing claimed: 3 sessions queued for openai:{MODEL} · est. {tokens_in:,} input / "
-        f"{tokens_out:,} output tokens · cost unknown: no price for {MODEL} (a local model costs what its machine does)")
+        f"{tokens_out:,} output tokens · cost unknown: no price for {MODEL} (a local model costs what its machine does)"
+    )
 
     monkeypatch.setenv("EPISODES_MODEL", "claude-haiku-4-5")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")  # the client is built, never called
     monkeypatch.setenv("EPISODES_DAILY_TOKEN_CAP", str(tokens_in + tokens_out))
     with db.admin() as conn:  # a third of the cap already spent today
-        conn.execute("INSERT INTO model_calls (tenant_id, template, prompt_hash, model, input_tokens, outcome) "
-                     "VALUES ('acme', 't', 'h', 'claude-haiku-4-5', %s, 'ok')", ((tokens_in + tokens_out) // 3,))
+        conn.execute(
+            "INSERT INTO model_calls (tenant_id, template, prompt_hash, model, input_tokens, outcome) "
+            "VALUES ('acme', 't', 'h', 'claude-haiku-4-5', %s, 'ok')",
+            ((tokens_in + tokens_out) // 3,),
+        )
     claude = CliRunner().invoke(cli, ["run", "--dry-run", "--extractor", "anthropic", "--limit", "2"])
     assert claude.exit_code == 0, claude.output
     two_in, two_out = 2 * fixed_prompt_tokens() + (chars * 2 // 3 + 3) // 4 + LINE_TOKENS * 4, 2 * DEFAULT_OUTPUT_TOKENS
@@ -176,30 +202,39 @@ def test_the_dry_run_prices_the_backlog_and_calls_nothing(db: Database, server: 
         f"dry run, nothing claimed: 2 sessions queued for claude-haiku-4-5 · est. {two_in:,} input / {two_out:,} "
         f"output tokens · est. cost ${cost:,.4f} at claude-haiku-4-5's list price · daily cap: "
         f"{(tokens_in + tokens_out) // 3:,} of {tokens_in + tokens_out:,} tokens spent today; about 2 fit today, "
-        "0 would wait for tomorrow")
+        "0 would wait for tomorrow"
+    )
     assert server.calls() == [] and statuses(db) == {"pending": 3}  # no model called, nothing claimed
 
 
-def test_status_shows_the_days_spend_and_the_cap(db: Database, server: fo.FakeOpenAI,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_shows_the_days_spend_and_the_cap(
+    db: Database, server: fo.FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     add(db, 2)
-    for name, value in (("OPENAI_BASE_URL", server.base_url), ("EPISODES_MODEL", MODEL),
-                        ("EPISODES_DAILY_SESSION_CAP", "1")):
+    for name, value in (
+        ("OPENAI_BASE_URL", server.base_url),
+        ("EPISODES_MODEL", MODEL),
+        ("EPISODES_DAILY_SESSION_CAP", "1"),
+    ):
         monkeypatch.setenv(name, value)
     assert CliRunner().invoke(cli, ["run"]).exit_code == 0  # auto: openai, from OPENAI_BASE_URL
     spent = spend_today(db, "openai")
     status = CliRunner().invoke(cli, ["status"])
     assert status.exit_code == 0, status.output
-    today, = [line for line in status.output.splitlines() if line.startswith("today")]
-    assert today == (f"today        openai spent {spent.tokens:,} tokens on 1 session, est. $0.0000 · daily cap "
-                     "1 session: reached, the queue is held until 00:00 UTC")
+    (today,) = [line for line in status.output.splitlines() if line.startswith("today")]
+    assert today == (
+        f"today        openai spent {spent.tokens:,} tokens on 1 session, est. $0.0000 · daily cap "
+        "1 session: reached, the queue is held until 00:00 UTC"
+    )
 
 
 def test_the_gauge_reads_the_days_spend_rarely_far_from_the_cap_and_at_each_claim_near_it(db: Database) -> None:
     add(db, 1)
     with db.admin() as conn:  # one session of 1,000 tokens today
-        conn.execute("INSERT INTO model_calls (tenant_id, transcript_id, template, prompt_hash, model, input_tokens, "
-                     "outcome) SELECT 'acme', id, 't', 'h', 'openai:m', 1000, 'ok' FROM transcripts")
+        conn.execute(
+            "INSERT INTO model_calls (tenant_id, transcript_id, template, prompt_hash, model, input_tokens, "
+            "outcome) SELECT 'acme', id, 't', 'h', 'openai:m', 1000, 'ok' FROM transcripts"
+        )
     far = CapGauge(DailyCap("openai", tokens=1_000_000, sessions=1_000), db)
     assert all(far.check(in_flight=0) is None for _ in range(50))
     assert far.reads == 1  # 50 sessions projected at 2,000 tokens each: far from both caps

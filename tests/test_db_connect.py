@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 from click.testing import CliRunner
+from psycopg.conninfo import conninfo_to_dict
 
 from jobs.cli import cli
 from jobs.cli.db_connect import server_psql
@@ -19,8 +19,14 @@ from jobs.db import Database
 
 
 def episodes(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ), check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+        check=False,
+    )
 
 
 def test_db_url_is_a_url_psql_and_psycopg_take(db: Database) -> None:
@@ -29,8 +35,9 @@ def test_db_url_is_a_url_psql_and_psycopg_take(db: Database) -> None:
     assert result.stdout.strip() == db.url
     analyst = CliRunner().invoke(cli, ["db", "url", "--analyst", "acme"]).stdout.strip()
     with psycopg.connect(analyst) as conn:
-        row = conn.execute("SELECT current_user, current_setting('episodes.tenant_id'), "
-                           "current_setting('transaction_read_only')").fetchone()
+        row = conn.execute(
+            "SELECT current_user, current_setting('episodes.tenant_id'), current_setting('transaction_read_only')"
+        ).fetchone()
     assert row == ("episodes_analyst", "acme", "on")
 
 
@@ -57,7 +64,9 @@ def test_the_password_stays_off_the_command_line() -> None:
     from jobs.cli.db_connect import with_options, without_password
 
     assert without_password("postgresql://ann:s%40cret@db.example:5432/ep?sslmode=require") == (
-        "postgresql://ann@db.example:5432/ep?sslmode=require", "s@cret")
+        "postgresql://ann@db.example:5432/ep?sslmode=require",
+        "s@cret",
+    )
     rest, password = without_password("host=db.example dbname=ep user=ann password=s3cret")
     assert password == "s3cret" and conninfo_to_dict(rest) == {"host": "db.example", "dbname": "ep", "user": "ann"}
     assert "options='-c role=episodes_analyst" in with_options("host=/tmp/x dbname=ep", "acme")

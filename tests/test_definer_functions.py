@@ -50,8 +50,10 @@ END
 $$;
 """
 
-PACK_COLUMNS = ("tenant_id, user_id, version, epoch, dim, rows, ids, ended_us, importance, pinned, purpose, purposes, "
-                "has_vec, vectors, lengths, lexemes, bounds, slots, tf")
+PACK_COLUMNS = (
+    "tenant_id, user_id, version, epoch, dim, rows, ids, ended_us, importance, pinned, purpose, purposes, "
+    "has_vec, vectors, lengths, lexemes, bounds, slots, tf"
+)
 PACK_ROW = "('acme', 'u-1', 1, NULL, 3, 0, '', '', '', '', '', '{}', '', '', '', '', '', '', '')"
 
 # Each way in: the look-alike the attacker makes in its temporary schema, and the call that used to reach it.
@@ -63,13 +65,15 @@ ATTACKS = {
         "epoch uuid, PRIMARY KEY (tenant_id, user_id)); "
         "CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE ON recall_versions "
         "FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.grab_trigger()",
-        "SELECT episodes_bump_version('acme', 'u-1', false)"),
+        "SELECT episodes_bump_version('acme', 'u-1', false)",
+    ),
     # Dropping a pack: a DELETE of recall_packs.
     "episodes_drop_pack": (
         "CREATE TEMP TABLE recall_packs (tenant_id text, user_id text); "
         "CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE ON recall_packs "
         "FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.grab_trigger()",
-        "SELECT episodes_drop_pack('acme', 'u-1')"),
+        "SELECT episodes_drop_pack('acme', 'u-1')",
+    ),
     # Writing a pack (trigger episodes_pack_at_version): it reads recall_versions FOR SHARE, so a view of
     # that name whose rows pass through the payload.
     "episodes_pack_at_version": (
@@ -77,7 +81,8 @@ ATTACKS = {
         "epoch uuid); "
         "INSERT INTO counter_rows VALUES ('acme', 'u-1', 1, 0, NULL); "
         "CREATE TEMP VIEW recall_versions AS SELECT * FROM counter_rows WHERE pg_temp.grab()",
-        f"INSERT INTO recall_packs ({PACK_COLUMNS}) VALUES {PACK_ROW}"),
+        f"INSERT INTO recall_packs ({PACK_COLUMNS}) VALUES {PACK_ROW}",
+    ),
 }
 
 
@@ -117,8 +122,11 @@ def test_every_definer_function_names_pg_temp_last(db: Database) -> None:
     with psycopg.connect(db.url) as conn:
         functions = _definer_functions(conn)
     assert len(functions) >= 10  # 0017's analyst readers, 0023's and 0026's functions, the recall counters
-    wrong = {name: path for name, config_entries in functions
-             if (path := _search_path(config_entries)) is None or path[0] != "pg_catalog" or path[-1] != "pg_temp"}
+    wrong = {
+        name: path
+        for name, config_entries in functions
+        if (path := _search_path(config_entries)) is None or path[0] != "pg_catalog" or path[-1] != "pg_temp"
+    }
     assert wrong == {}
 
 
@@ -155,26 +163,34 @@ def test_a_temporary_look_alike_does_not_run_as_the_owner(temp_allowed: str, fun
             # the bump, called straight from the coordinator as episodes_app, is refused on the worker (its
             # callers are the triggers of episodes, which run on the worker). The payload must still not run.
             assert (backend, function) == ("citus", "episodes_bump_version")
-        ran_as = conn.execute("SELECT current_setting('attack.ran_as', true), current_setting('attack.secrets', true)"
-                              ).fetchone()
+        ran_as = conn.execute(
+            "SELECT current_setting('attack.ran_as', true), current_setting('attack.secrets', true)"
+        ).fetchone()
         superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (SERVICE_ROLE,)).fetchone()
         conn.rollback()  # whatever happened stays in this transaction
     assert superuser == (False,), f"{function} made {SERVICE_ROLE} a superuser"
     assert ran_as in {(None, None), ("", "")}, f"{function} ran the caller's code as {ran_as[0] if ran_as else '?'}"
 
 
-def test_the_tenant_facing_roles_may_create_no_temporary_object(blank_db_url: str,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_the_tenant_facing_roles_may_create_no_temporary_object(
+    blank_db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """On a database made as `episodes init` makes it: TEMPORARY is the owner's alone, so the login role can
     make no look-alike in the first place (neither as itself nor as episodes_app), and the bump still works."""
     with psycopg.connect(blank_db_url) as conn, caplog.at_level(logging.WARNING, logger="jobs.migrate"):
         migrate.migrate(conn, embedding_dim=3, embedder="tiny")
         assert [r.getMessage() for r in caplog.records] == []  # the owner could revoke: nothing to tell
         migrate.allow_service_login(conn)
-        allowed = {role: conn.execute("SELECT has_database_privilege(%s, current_database(), 'TEMPORARY')",
-                                      (role,)).fetchone()[0] for role in TENANT_FACING}
-        public = conn.execute("SELECT count(*) FROM pg_database d, aclexplode(d.datacl) a WHERE d.datname = "
-                              "current_database() AND a.grantee = 0 AND a.privilege_type = 'TEMPORARY'").fetchone()
+        allowed = {
+            role: conn.execute(
+                "SELECT has_database_privilege(%s, current_database(), 'TEMPORARY')", (role,)
+            ).fetchone()[0]
+            for role in TENANT_FACING
+        }
+        public = conn.execute(
+            "SELECT count(*) FROM pg_database d, aclexplode(d.datacl) a WHERE d.datname = "
+            "current_database() AND a.grantee = 0 AND a.privilege_type = 'TEMPORARY'"
+        ).fetchone()
         conn.execute("CREATE TEMP TABLE owner_scratch (x int)")  # the owner keeps it (bench/recall.py --cluster)
     assert allowed == dict.fromkeys(TENANT_FACING, False)
     assert public == (0,)
@@ -184,8 +200,10 @@ def test_the_tenant_facing_roles_may_create_no_temporary_object(blank_db_url: st
                 if role:
                     conn.execute(f"SET LOCAL ROLE {role}")
                 with pytest.raises(psycopg.errors.InsufficientPrivilege, match="temporary"):
-                    conn.execute("CREATE TEMP TABLE recall_versions (tenant_id text, user_id text, version bigint, "
-                                 "deleted_version bigint, epoch uuid)")
+                    conn.execute(
+                        "CREATE TEMP TABLE recall_versions (tenant_id text, user_id text, version bigint, "
+                        "deleted_version bigint, epoch uuid)"
+                    )
         conn.execute("SET LOCAL ROLE episodes_app")
         conn.execute("SET LOCAL episodes.tenant_id = 'acme'")
         assert conn.execute("SELECT episodes_bump_version('acme', 'u-1', false)").fetchone() == (1,)
@@ -212,16 +230,18 @@ def test_the_caller_cannot_choose_the_link_secret(db: Database, service_db: Data
                 conn.execute("SELECT episodes_link_secret(%s)", (chosen,))
         except psycopg.errors.UndefinedFunction:
             pass  # no function takes a candidate any more
-        arguments = conn.execute("SELECT array_agg(p.pronargs) AS n FROM pg_proc p "
-                                 "WHERE p.proname = 'episodes_link_secret'").fetchone()
+        arguments = conn.execute(
+            "SELECT array_agg(p.pronargs) AS n FROM pg_proc p WHERE p.proname = 'episodes_link_secret'"
+        ).fetchone()
     assert arguments == {"n": [0]}
     secret = link_secret(service_db)
     assert secret != chosen.encode() and re.fullmatch(rb"[0-9a-f]{64}", secret)
     assert link_secret(db) == secret == link_secret(service_db)  # made once, the same for every process
 
 
-def test_the_upgrade_replaces_a_link_secret_a_caller_may_have_chosen(blank_db_url: str,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_upgrade_replaces_a_link_secret_a_caller_may_have_chosen(
+    blank_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A database whose secret was written before 0027 got it from its first caller: the upgrade drops it, so
     the next ask draws a new one (links handed out before, 15 minutes at most, stop working)."""
     everything = migrate.available()
@@ -243,17 +263,21 @@ def test_the_upgrade_replaces_a_link_secret_a_caller_may_have_chosen(blank_db_ur
     assert secret != b"0" * 64 and re.fullmatch(rb"[0-9a-f]{64}", secret)
 
 
-
-def test_a_migrations_warning_is_logged_with_what_to_do(blank_db_url: str, monkeypatch: pytest.MonkeyPatch,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_a_migrations_warning_is_logged_with_what_to_do(
+    blank_db_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """0027 warns, with the statement to run, when the migrating role may not revoke TEMPORARY; psycopg drops
     server notices nobody handles, so `episodes init` logs our migrations' warnings (not a NOTICE, not the
     warnings of an extension such as Citus, which warns of every view over a table not distributed yet)."""
     shipped = migrate.available()
-    warns = migrate.Migration(shipped[-1].version + 1, "warns", "DO $$ BEGIN RAISE NOTICE 'episodes: chatter'; "
-                              "RAISE WARNING 'an extension''s own warning'; "
-                              "RAISE WARNING 'episodes: the roles keep TEMPORARY' USING HINT = 'Run: REVOKE ...'; "
-                              "END $$;")
+    warns = migrate.Migration(
+        shipped[-1].version + 1,
+        "warns",
+        "DO $$ BEGIN RAISE NOTICE 'episodes: chatter'; "
+        "RAISE WARNING 'an extension''s own warning'; "
+        "RAISE WARNING 'episodes: the roles keep TEMPORARY' USING HINT = 'Run: REVOKE ...'; "
+        "END $$;",
+    )
     monkeypatch.setattr(migrate, "available", lambda: [*shipped, warns])
     with psycopg.connect(blank_db_url) as conn, caplog.at_level(logging.INFO, logger="jobs.migrate"):
         migrate.migrate(conn, embedding_dim=3, embedder="tiny")

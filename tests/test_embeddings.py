@@ -59,9 +59,14 @@ def unpacked(rows: list[str]) -> npt.NDArray[np.float32]:
 def reference() -> Reference:
     record = json.loads(REFERENCE.read_text(encoding="utf-8"))
     entries = record["texts"]
-    return Reference(texts=[entry["text"] for entry in entries], fp32=unpacked([entry["fp32"] for entry in entries]),
-                     int8=unpacked([entry["int8"] for entry in entries]), digests=record["quantised_weights"],
-                     model=record["model"], revision=record["revision"])
+    return Reference(
+        texts=[entry["text"] for entry in entries],
+        fp32=unpacked([entry["fp32"] for entry in entries]),
+        int8=unpacked([entry["int8"] for entry in entries]),
+        digests=record["quantised_weights"],
+        model=record["model"],
+        revision=record["revision"],
+    )
 
 
 def cosines(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -75,15 +80,21 @@ def verified() -> Path:
 
 
 @pytest.fixture(scope="module", params=["machine-cache", pytest.param("from-scratch", marks=pytest.mark.slow)])
-def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-          verified: Path) -> dict[str, MiniLMEmbedder]:
+def built(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, verified: Path
+) -> dict[str, MiniLMEmbedder]:
     """The runtime's embedders: those of the machine's cache folder (built there at their first use on
     the machine), and (slow) each built from scratch in an empty cache folder."""
-    def cache(precision: str) -> Path:
-        return default_cache_dir() if request.param == "machine-cache" else tmp_path_factory.mktemp(f"cache-{precision}")
 
-    return {precision: MiniLMEmbedder(precision, cache_dir=cache(precision), model_dir=verified)
-            for precision in ("int8", "fp32")}
+    def cache(precision: str) -> Path:
+        return (
+            default_cache_dir() if request.param == "machine-cache" else tmp_path_factory.mktemp(f"cache-{precision}")
+        )
+
+    return {
+        precision: MiniLMEmbedder(precision, cache_dir=cache(precision), model_dir=verified)
+        for precision in ("int8", "fp32")
+    }
 
 
 def test_the_reference_is_of_the_pinned_model_and_covers_the_edge_cases(reference: Reference) -> None:
@@ -97,15 +108,17 @@ def test_the_reference_is_of_the_pinned_model_and_covers_the_edge_cases(referenc
 
 
 def test_int8_vectors_equal_those_of_the_torch_export_quantised(
-        reference: Reference, built: dict[str, MiniLMEmbedder]) -> None:
+    reference: Reference, built: dict[str, MiniLMEmbedder]
+) -> None:
     """The graph built without torch, quantised, gives the int8 vectors the torch export gave."""
     ours = built["int8"].embed(reference.texts)
     assert ours.shape == reference.int8.shape
     assert cosines(ours, reference.int8).min() >= 0.999, RERECORD
 
 
-def test_fp32_vectors_equal_the_sentence_transformers_model(reference: Reference,
-                                                            built: dict[str, MiniLMEmbedder]) -> None:
+def test_fp32_vectors_equal_the_sentence_transformers_model(
+    reference: Reference, built: dict[str, MiniLMEmbedder]
+) -> None:
     """The float graph run by ONNX Runtime gives the vectors SentenceTransformer.encode gave."""
     ours = built["fp32"].embed(reference.texts)
     assert ours.shape == reference.fp32.shape
@@ -114,14 +127,18 @@ def test_fp32_vectors_equal_the_sentence_transformers_model(reference: Reference
 
 
 def test_the_graph_quantises_the_same_weight_matrices_as_the_torch_export(
-        reference: Reference, built: dict[str, MiniLMEmbedder]) -> None:
+    reference: Reference, built: dict[str, MiniLMEmbedder]
+) -> None:
     """Linear layers are MatMul with a constant Wᵀ, so the quantiser finds the torch export's 36
     matrices and gives them the same int8 values and per-channel scales (compared by digest)."""
     built["int8"].embed(["build the int8 file"])
     tensors = onnx.load(encoder_path(built["int8"].cache_dir, "int8")).graph.initializer
-    ours = {suffix: sorted(hashlib.sha256(numpy_helper.to_array(t).tobytes()).hexdigest()
-                           for t in tensors if t.name.endswith(suffix))
-            for suffix in ("_quantized", "_scale")}
+    ours = {
+        suffix: sorted(
+            hashlib.sha256(numpy_helper.to_array(t).tobytes()).hexdigest() for t in tensors if t.name.endswith(suffix)
+        )
+        for suffix in ("_quantized", "_scale")
+    }
     assert len(ours["_quantized"]) == len(ours["_scale"]) == 36
     assert ours == reference.digests, RERECORD
 
@@ -129,15 +146,22 @@ def test_the_graph_quantises_the_same_weight_matrices_as_the_torch_export(
 def test_int8_vectors_stay_close_to_the_float_model_and_rank_the_same() -> None:
     """The default (int8 weights) keeps each vector within cosine 0.98 of the float model's, and a
     query still finds the document on its topic first."""
-    docs = ["Maria chose the Team plan for 40 seats after comparing prices with the sales agent.",
-            "The user booked a hotel in Lisbon for the conference and asked about late check-out.",
-            "Tom's daughter started swimming lessons; he worries about her fear of deep water.",
-            "The migration of the orders database to PostgreSQL 18 is planned for the weekend.",
-            "She painted a sunrise over the lake and will show it at the local art fair.",
-            "The agent explained how to reset two-factor authentication after losing a phone."]
-    queries = ["Which subscription plan did they pick?", "Where is the user staying for the conference?",
-               "What is the kid afraid of?", "When does the database move happen?",
-               "What did she paint?", "How do I get back into my account without my phone?"]
+    docs = [
+        "Maria chose the Team plan for 40 seats after comparing prices with the sales agent.",
+        "The user booked a hotel in Lisbon for the conference and asked about late check-out.",
+        "Tom's daughter started swimming lessons; he worries about her fear of deep water.",
+        "The migration of the orders database to PostgreSQL 18 is planned for the weekend.",
+        "She painted a sunrise over the lake and will show it at the local art fair.",
+        "The agent explained how to reset two-factor authentication after losing a phone.",
+    ]
+    queries = [
+        "Which subscription plan did they pick?",
+        "Where is the user staying for the conference?",
+        "What is the kid afraid of?",
+        "When does the database move happen?",
+        "What did she paint?",
+        "How do I get back into my account without my phone?",
+    ]
     exact, quantised = get_embedder("minilm-fp32"), get_embedder("minilm")
     d32, q32 = exact.embed(docs), exact.embed(queries)
     d8, q8 = quantised.embed(docs), quantised.embed(queries)
@@ -153,8 +177,13 @@ def test_int8_vector_of_a_text_does_not_depend_on_its_batch() -> None:
     a text embedded alone and embedded among longer texts gets the same vector."""
     model = get_embedder("minilm")
     alone = model.embed(["Maria decided on the Team plan."])[0]
-    among = model.embed(["A much longer text about the quarterly budget, the travel plan and the hiring.",
-                         "Maria decided on the Team plan.", "Über-große Rechnung für Café René: 1.234,56 €"])[1]
+    among = model.embed(
+        [
+            "A much longer text about the quarterly budget, the travel plan and the hiring.",
+            "Maria decided on the Team plan.",
+            "Über-große Rechnung für Café René: 1.234,56 €",
+        ]
+    )[1]
     assert np.array_equal(alone, among)
 
 
@@ -175,17 +204,23 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory, verified: Path) -> list[s
     """Two new processes that each import the package and embed one text, the first with an empty
     cache folder (it builds and quantises the model), the second with the files the first wrote."""
     cache = tmp_path_factory.mktemp("first-run-cache")
-    code = ("import json, sys; from pathlib import Path; from jobs.embeddings import get_embedder; "
-            "v = get_embedder('minilm', cache_dir=Path(sys.argv[1]), model_dir=Path(sys.argv[2])).embed(['hello']); "
-            f"print(json.dumps([list(v.shape), sorted(m for m in {HEAVY!r} if m in sys.modules)]))")
-    return [subprocess.run([sys.executable, "-c", code, str(cache), str(verified)], check=True, capture_output=True,
-                           text=True)
-            for _ in range(2)]
+    code = (
+        "import json, sys; from pathlib import Path; from jobs.embeddings import get_embedder; "
+        "v = get_embedder('minilm', cache_dir=Path(sys.argv[1]), model_dir=Path(sys.argv[2])).embed(['hello']); "
+        f"print(json.dumps([list(v.shape), sorted(m for m in {HEAVY!r} if m in sys.modules)]))"
+    )
+    return [
+        subprocess.run(
+            [sys.executable, "-c", code, str(cache), str(verified)], check=True, capture_output=True, text=True
+        )
+        for _ in range(2)
+    ]
 
 
 @pytest.mark.slow  # two processes, the first builds the model from scratch
 def test_a_process_embeds_without_importing_torch_even_to_build_the_model(
-        two_runs: list[subprocess.CompletedProcess[str]]) -> None:
+    two_runs: list[subprocess.CompletedProcess[str]],
+) -> None:
     """Neither building the model nor loading it imports torch, transformers or sentence-transformers."""
     assert [json.loads(run.stdout) for run in two_runs] == [[[1, 384], []], [[1, 384], []]]
 
@@ -247,13 +282,18 @@ def test_get_embedder_keeps_one_instance_per_arguments(tmp_path: Path) -> None:
 
 def test_the_graph_builder_refuses_a_model_it_does_not_reproduce(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"model_type": "bert", "hidden_act": "relu", "hidden_size": 384,
-                                  "num_attention_heads": 12}))
+    config.write_text(
+        json.dumps({"model_type": "bert", "hidden_act": "relu", "hidden_size": 384, "num_attention_heads": 12})
+    )
     with pytest.raises(ValueError, match="hidden_act"):
         BertConfig.from_file(config)
 
 
 def test_episode_text_lists_summary_tags_events_and_entities() -> None:
     text = episode_text("Maria chose Team.", ["pricing"], ["Maria decided on Team."], ["Maria", "Acme"])
-    assert text.splitlines() == ["Maria chose Team.", "Topics: pricing.", "Maria decided on Team.",
-                                 "Mentions: Maria, Acme."]
+    assert text.splitlines() == [
+        "Maria chose Team.",
+        "Topics: pricing.",
+        "Maria decided on Team.",
+        "Mentions: Maria, Acme.",
+    ]

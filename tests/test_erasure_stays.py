@@ -32,14 +32,24 @@ pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluste
 
 
 def _record(session: str, text: str, user: str = "u-zoe") -> dict[str, Any]:
-    return {"tenant_id": "acme", "user_id": user, "session_id": session, "started_at": "2026-11-01T10:00:00Z",
-            "ended_at": "2026-11-01T10:20:00Z", "messages": [{"role": "user", "content": text}]}
+    return {
+        "tenant_id": "acme",
+        "user_id": user,
+        "session_id": session,
+        "started_at": "2026-11-01T10:00:00Z",
+        "ended_at": "2026-11-01T10:20:00Z",
+        "messages": [{"role": "user", "content": text}],
+    }
 
 
 def _sessions(db: Database, tenant: str = "acme") -> list[tuple[str, str]]:
     with db.tenant(tenant) as conn:
-        return [(r["user_id"], r["session_id"]) for r in conn.execute(
-            "SELECT user_id, session_id FROM transcripts WHERE tenant_id = %s ORDER BY session_id", (tenant,))]
+        return [
+            (r["user_id"], r["session_id"])
+            for r in conn.execute(
+                "SELECT user_id, session_id FROM transcripts WHERE tenant_id = %s ORDER BY session_id", (tenant,)
+            )
+        ]
 
 
 def _run(*args: str) -> Result:
@@ -54,8 +64,13 @@ def _forget(user: str, *more: str) -> Result:
 
 def test_ingest_of_the_same_file_after_forget_stores_nothing_and_says_why(db: Database, tmp_path: Path) -> None:
     path = tmp_path / "zoe.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [_record("z-1", "Book the Zanzibar tour."),
-                                                       _record("z-2", "Add marzipan to the basket.")]) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [_record("z-1", "Book the Zanzibar tour."), _record("z-2", "Add marzipan to the basket.")]
+        )
+        + "\n"
+    )
     first = _run("ingest", str(path))
     assert first.exit_code == 0 and "2 new" in first.stdout, first.output
     done = _forget("u-zoe")
@@ -96,12 +111,12 @@ def test_kept_transcripts_are_not_requeued_by_a_new_upload(db: Database, tmp_pat
 
 def test_post_transcripts_after_forget_is_refused_with_the_reason(db: Database) -> None:
     secret = create_key(db, "acme", ("recall", "write", "admin"), name="acme")[1]
-    records = [{k: v for k, v in _record(s, "Book the Zanzibar tour.").items() if k != "tenant_id"}
-               for s in ("z-1", "z-2")]
+    records = [
+        {k: v for k, v in _record(s, "Book the Zanzibar tour.").items() if k != "tenant_id"} for s in ("z-1", "z-2")
+    ]
     import httpx
 
-    with serve(db) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"},
-                                        timeout=30) as c:
+    with serve(db) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"}, timeout=30) as c:
         assert c.post("/v1/transcripts", json={"transcripts": records}).json()["accepted"] == 2
         assert c.delete("/v1/users/u-zoe").json()["counts"]["transcripts"] == 2
         again = c.post("/v1/transcripts", json={"transcripts": records}).json()
@@ -117,8 +132,10 @@ def test_a_hand_insert_of_an_erased_session_is_refused(db: Database, tmp_path: P
     path.write_text(json.dumps([_record("z-1", "Book the Zanzibar tour.")]))
     assert _run("ingest", str(path)).exit_code == 0
     _forget("u-zoe")
-    insert = ("INSERT INTO transcripts (tenant_id, user_id, session_id, messages, content_hash) "
-              "VALUES ('acme', %s, %s, '[{\"role\": \"user\", \"content\": \"hi\"}]', 'x')")
+    insert = (
+        "INSERT INTO transcripts (tenant_id, user_id, session_id, messages, content_hash) "
+        'VALUES (\'acme\', %s, %s, \'[{"role": "user", "content": "hi"}]\', \'x\')'
+    )
     for open_conn in (lambda: db.tenant("acme"), db.admin):  # as the app role in the tenant, and as the owner
         with pytest.raises(psycopg.errors.IntegrityError) as refused, open_conn() as conn:
             conn.execute(insert, ("u-zoe", "z-1"))
@@ -129,8 +146,11 @@ def test_a_hand_insert_of_an_erased_session_is_refused(db: Database, tmp_path: P
     # The tenant's role reads no key and cannot undo an erasure; the owner's tables hold hashes only.
     with db.tenant("acme") as conn:
         assert conn.execute("SELECT count(*) AS n FROM erasure_keys").fetchone() == {"n": 0}
-        for statement in ("DELETE FROM erased_sessions", "UPDATE erasure_keys SET key = repeat('0', 64)",
-                          "INSERT INTO erasure_keys VALUES ('acme', repeat('0', 64))"):
+        for statement in (
+            "DELETE FROM erased_sessions",
+            "UPDATE erasure_keys SET key = repeat('0', 64)",
+            "INSERT INTO erasure_keys VALUES ('acme', repeat('0', 64))",
+        ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
                 conn.execute(statement)
     with db.admin() as conn:
@@ -138,8 +158,9 @@ def test_a_hand_insert_of_an_erased_session_is_refused(db: Database, tmp_path: P
     assert len(rows) == 1 and "z-1" not in json.dumps(rows, default=str)
 
 
-def test_claude_code_sync_after_forget_stores_nothing_again(db: Database, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_claude_code_sync_after_forget_stores_nothing_again(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     sid = "aaaa-1111-erased"
@@ -155,16 +176,30 @@ def test_claude_code_sync_after_forget_stores_nothing_again(db: Database, tmp_pa
     done = _forget("ann")
     session_file = tmp_path / ".claude" / "projects" / "-work-shop" / f"{sid}.jsonl"
     assert "removed 1 sync-ledger entry and 1 hook state file" in done.stdout, done.stdout
-    assert f"Claude Code still holds its own copies of 1 session file in {tmp_path / '.claude' / 'projects'}" \
-        in done.stdout and str(session_file) in done.stdout
+    assert (
+        f"Claude Code still holds its own copies of 1 session file in {tmp_path / '.claude' / 'projects'}"
+        in done.stdout
+        and str(session_file) in done.stdout
+    )
     assert sid not in ledger.read_text() and not (state_dir() / f"{sid}.json").exists()
     assert session_file.exists()  # Claude Code's own copy: named, not touched
 
     # The session is resumed (its file grows and is read whole again): still the erased session.
     with session_file.open("a") as f:
-        f.write(json.dumps({"sessionId": sid, "cwd": "/work/shop", "isSidechain": False, "type": "user",
-                            "uuid": "u2", "timestamp": "2026-11-20T10:05:00Z",
-                            "message": {"role": "user", "content": "Resumed: where were we?"}}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "sessionId": sid,
+                    "cwd": "/work/shop",
+                    "isSidechain": False,
+                    "type": "user",
+                    "uuid": "u2",
+                    "timestamp": "2026-11-20T10:05:00Z",
+                    "message": {"role": "user", "content": "Resumed: where were we?"},
+                }
+            )
+            + "\n"
+        )
     again = _run(*sync)
     assert _sessions(db) == []
     assert "0 sessions stored" in again.stdout and "erased on" in again.stderr, again.output
@@ -172,12 +207,23 @@ def test_claude_code_sync_after_forget_stores_nothing_again(db: Database, tmp_pa
     assert quiet.exit_code == 0 and "(1 unchanged since stored)" in quiet.stdout and quiet.stderr == "", quiet.output
 
     # The SessionEnd hook of the resumed session hands it over: refused, and the hook fails open.
-    end = {"hook_event_name": "SessionEnd", "reason": "other", "session_id": sid, "cwd": "/work/shop",
-           "transcript_path": str(session_file)}
+    end = {
+        "hook_event_name": "SessionEnd",
+        "reason": "other",
+        "session_id": sid,
+        "cwd": "/work/shop",
+        "transcript_path": str(session_file),
+    }
     code = "import sys\nfrom jobs.claude_code import hook\nsys.exit(hook.main(sys.argv[1:]))\n"
-    hook = subprocess.run([sys.executable, "-c", code, "--tenant", "acme", "--user", "ann", "--budget", "60"],
-                          input=json.dumps(end), env={**os.environ, "DATABASE_URL": db.url}, capture_output=True,
-                          text=True, timeout=300, cwd=tmp_path)
+    hook = subprocess.run(
+        [sys.executable, "-c", code, "--tenant", "acme", "--user", "ann", "--budget", "60"],
+        input=json.dumps(end),
+        env={**os.environ, "DATABASE_URL": db.url},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert hook.returncode == 0 and hook.stdout == "", hook.stderr
     assert "SessionEnd: failed open" in log_file().read_text() and "erased on" in log_file().read_text()
     assert _sessions(db) == []
@@ -189,7 +235,7 @@ def test_claude_code_sync_after_forget_stores_nothing_again(db: Database, tmp_pa
     assert _sessions(db) == [("ann", "bbbb-2222-new")]
 
 
-def test_an_erasure_through_the_service_login_role_stays(db: Database, service_db: Database) -> None:
+def test_an_erasure_through_the_service_login_role_stays(db: Database, service_db: Database) -> None:  # noqa: F811
     """As `episodes api` and `serve`'s tenant work log in (episodes_service, owning nothing): the erasure
     records its sessions and the refusal holds, also on a Citus cluster, where the triggers run on the worker."""
     records = [("t:1", _record("z-1", "Book the Zanzibar tour."))]

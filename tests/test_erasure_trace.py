@@ -30,9 +30,16 @@ def populate(db: Database) -> None:
     with db.tenant("acme") as conn:
         for user, word in ((GONE, MARK), ("stay", "keeper")):
             for i in range(50):
-                insert_episode(conn, episode_row(f"{word} summary {i} about the quarterly budget", user=user,
-                                                 days_ago=i + 1, vector=unit(rng),
-                                                 events=[("decision", f"{word} decided item {i}")]))
+                insert_episode(
+                    conn,
+                    episode_row(
+                        f"{word} summary {i} about the quarterly budget",
+                        user=user,
+                        days_ago=i + 1,
+                        vector=unit(rng),
+                        events=[("decision", f"{word} decided item {i}")],
+                    ),
+                )
     with db.connect(autocommit=True) as conn:
         conn.execute("ANALYZE")
 
@@ -40,10 +47,14 @@ def populate(db: Database) -> None:
 def sampled(db: Database, needle: str) -> list[str]:
     """The columns of the erasure's tables whose pg_stats sample holds ``needle``."""
     with db.admin() as conn:
-        return [f"{r['tablename']}.{r['attname']}" for r in conn.execute(
-            "SELECT tablename, attname FROM pg_stats WHERE schemaname = current_schema() AND tablename = ANY(%s) "
-            "AND (strpos(most_common_vals::text, %s) > 0 OR strpos(histogram_bounds::text, %s) > 0)",
-            (list(ERASED_TABLES), needle, needle))]
+        return [
+            f"{r['tablename']}.{r['attname']}"
+            for r in conn.execute(
+                "SELECT tablename, attname FROM pg_stats WHERE schemaname = current_schema() AND tablename = ANY(%s) "
+                "AND (strpos(most_common_vals::text, %s) > 0 OR strpos(histogram_bounds::text, %s) > 0)",
+                (list(ERASED_TABLES), needle, needle),
+            )
+        ]
 
 
 def file_hits(db: Database, table: str, needle: str) -> dict[str, int]:
@@ -55,12 +66,17 @@ def file_hits(db: Database, table: str, needle: str) -> dict[str, int]:
         relations = conn.execute(
             "SELECT c.relname, pg_relation_filepath(c.oid) AS path FROM pg_class c "
             "WHERE c.oid = %(t)s::regclass OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE oid = %(t)s::regclass) "
-            "OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = %(t)s::regclass)", {"t": table}).fetchall()
+            "OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = %(t)s::regclass)",
+            {"t": table},
+        ).fetchall()
     hits = {}
     for relation in relations:
-        segments = glob.glob(os.path.join(base, relation["path"])) + glob.glob(os.path.join(base, relation["path"]) + ".*")
-        hits[relation["relname"]] = sum(Path(f).read_bytes().count(needle.encode()) for f in segments
-                                        if not f.endswith(("_fsm", "_vm")))
+        segments = glob.glob(os.path.join(base, relation["path"])) + glob.glob(
+            os.path.join(base, relation["path"]) + ".*"
+        )
+        hits[relation["relname"]] = sum(
+            Path(f).read_bytes().count(needle.encode()) for f in segments if not f.endswith(("_fsm", "_vm"))
+        )
     return hits
 
 
@@ -72,16 +88,21 @@ def forget(db: Database, monkeypatch: pytest.MonkeyPatch, *options: str) -> str:
 
 
 def test_forget_vacuums_and_analyses_so_no_erased_value_stays_in_pg_stats(
-        db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     populate(db)
     assert "episodes.user_id" in sampled(db, GONE) and "episode_events.user_id" in sampled(db, GONE)
     out = forget(db, monkeypatch)
     assert f"vacuumed and analysed {len(ERASED_TABLES)} tables the erasure changed" in out, out
     assert sampled(db, GONE) == [] and sampled(db, MARK) == []
     with db.admin() as conn:
-        stats = {r["relname"]: r for r in conn.execute(
-            "SELECT relname, last_vacuum, last_analyze FROM pg_stat_user_tables WHERE relname = ANY(%s)",
-            (list(ERASED_TABLES),))}
+        stats = {
+            r["relname"]: r
+            for r in conn.execute(
+                "SELECT relname, last_vacuum, last_analyze FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+                (list(ERASED_TABLES),),
+            )
+        }
     assert set(stats) == set(ERASED_TABLES)
     # (n_dead_tup is no measure here: a backend's counts reach the statistics up to seconds after its commit)
     assert all(s["last_vacuum"] is not None and s["last_analyze"] is not None for s in stats.values()), stats

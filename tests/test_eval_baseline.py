@@ -34,26 +34,30 @@ def test_fill_budget_takes_the_closest_and_never_exceeds() -> None:
 
 
 def test_fill_budget_skips_a_long_message_and_fills_on() -> None:
-    messages = [RawMessage("user", "y" * 400), RawMessage("assistant", "short answer one"),
-                RawMessage("user", "short answer two")]
+    messages = [
+        RawMessage("user", "y" * 400),
+        RawMessage("assistant", "short answer one"),
+        RawMessage("user", "short answer two"),
+    ]
     vectors = np.stack([_unit(1, 0), _unit(1, 0.1), _unit(1, 0.2)])
     text = fill_budget(messages, vectors, _unit(1, 0), 20)
     assert text == "- assistant: short answer one\n- user: short answer two"
 
 
 def test_raw_messages_keep_user_and_assistant_text_only() -> None:
-    found = raw_messages([
-        {"role": "system", "content": "be nice"},
-        {"role": "user", "content": "Let's use\nPostgreSQL 17", "name": "Caroline"},
-        {"role": "tool", "content": "Bash: ls -> 3 files"},
-        {"role": "assistant", "content": "  "},
-        {"role": "assistant", "content": "Done."},
-    ])
+    found = raw_messages(
+        [
+            {"role": "system", "content": "be nice"},
+            {"role": "user", "content": "Let's use\nPostgreSQL 17", "name": "Caroline"},
+            {"role": "tool", "content": "Bash: ls -> 3 files"},
+            {"role": "assistant", "content": "  "},
+            {"role": "assistant", "content": "Done."},
+        ]
+    )
     assert [m.line for m in found] == ["- Caroline: Let's use PostgreSQL 17", "- assistant: Done."]
 
 
-def test_message_index_reads_transcripts_and_ranks_by_meaning(db: Database, embedder: Embedder,
-                                                              tmp_path: Path) -> None:
+def test_message_index_reads_transcripts_and_ranks_by_meaning(db: Database, embedder: Embedder, tmp_path: Path) -> None:
     """A known answer: the question about the bike finds the bike message first, no dates shown."""
     turns = [
         ("Ana", "I baked a vegetarian lasagna with spinach for my sister."),
@@ -61,9 +65,13 @@ def test_message_index_reads_transcripts_and_ranks_by_meaning(db: Database, embe
         ("Ana", "My sourdough starter gets rye flour every morning."),
         ("Bo", "The weather was rainy all week."),
     ]
-    data = {"speaker_a": "Ana", "speaker_b": "Bo", "qa": [],
-            "session_1": [{"speaker": s, "dia_id": f"D1:{i}", "text": t} for i, (s, t) in enumerate(turns, 1)],
-            "session_1_date_time": "1:00 pm on 1 May, 2023"}
+    data = {
+        "speaker_a": "Ana",
+        "speaker_b": "Bo",
+        "qa": [],
+        "session_1": [{"speaker": s, "dia_id": f"D1:{i}", "text": t} for i, (s, t) in enumerate(turns, 1)],
+        "session_1_date_time": "1:00 pm on 1 May, 2023",
+    }
     path = tmp_path / "9.json"
     path.write_text(json.dumps(data))
     ingest(db, [path], fmt="locomo", tenant_id="t-base")

@@ -27,7 +27,9 @@ MINI = DATA / "sde-bench-mini"
 SDE_BENCH = ROOT.parent / "shared" / "data" / "sde-bench"
 CLAUDE_CODE = ROOT.parent / "shared" / "data" / "claude-code"
 NO_SDE_BENCH = f"sde-bench is not shipped with the repository; this test reads it from {SDE_BENCH}"
-NO_CLAUDE_CODE = f"the Claude Code sessions are not shipped with the repository; this test reads them from {CLAUDE_CODE}"
+NO_CLAUDE_CODE = (
+    f"the Claude Code sessions are not shipped with the repository; this test reads them from {CLAUDE_CODE}"
+)
 
 
 def test_load_the_fixture_and_derive_answer_words() -> None:
@@ -37,8 +39,21 @@ def test_load_the_fixture_and_derive_answer_words() -> None:
     retry, rounding = data.tasks
     assert retry.amended and len(retry.chats) == 2 and not rounding.amended and len(rounding.chats) == 1
     # The policy's content words that the chats say; "post" (from "post-amendment") is said in no chat.
-    assert retry.answer_words == {"retry", "5xx", "plus", "exactly", "429", "408", "max", "4", "attempts", "backoff", "cap",
-                                  "30s", "amendment"}
+    assert retry.answer_words == {
+        "retry",
+        "5xx",
+        "plus",
+        "exactly",
+        "429",
+        "408",
+        "max",
+        "4",
+        "attempts",
+        "backoff",
+        "cap",
+        "30s",
+        "amendment",
+    }
     assert rounding.answer_words == {"round", "half", "cents"}  # "down" is a stopword (jobs.eval.answers)
 
 
@@ -58,18 +73,23 @@ def test_sde_bench_fixture_end_to_end(db: Database, embedder: Embedder) -> None:
     built = sdebench.build(db, data, "offline")
     assert built == {"decoy_episodes": 4, "task_episodes": 3}
     with db.connect() as conn:
-        per_user = {(r["user_id"], r["t"]): r["n"] for r in conn.execute(
-            "SELECT user_id, 'transcripts' AS t, count(*) AS n FROM transcripts GROUP BY user_id UNION ALL "
-            "SELECT user_id, 'episodes', count(*) FROM episodes GROUP BY user_id UNION ALL "
-            "SELECT user_id, 'events', count(*) FROM episode_events GROUP BY user_id UNION ALL "
-            "SELECT user_id, 'lines', count(*) FROM episode_lines GROUP BY user_id")}
+        per_user = {
+            (r["user_id"], r["t"]): r["n"]
+            for r in conn.execute(
+                "SELECT user_id, 'transcripts' AS t, count(*) AS n FROM transcripts GROUP BY user_id UNION ALL "
+                "SELECT user_id, 'episodes', count(*) FROM episodes GROUP BY user_id UNION ALL "
+                "SELECT user_id, 'events', count(*) FROM episode_events GROUP BY user_id UNION ALL "
+                "SELECT user_id, 'lines', count(*) FROM episode_lines GROUP BY user_id"
+            )
+        }
         crossed = conn.execute(  # every copied row hangs on the copy of its episode, never on the decoys' user
             "SELECT (SELECT count(*) FROM episode_events ev JOIN episodes e ON e.id = ev.episode_id "
             "        WHERE e.user_id <> ev.user_id) + "
             "       (SELECT count(*) FROM episode_lines l JOIN episodes e ON e.id = l.episode_id "
             "        WHERE e.user_id <> l.user_id) + "
             "       (SELECT count(*) FROM episodes e JOIN transcripts t ON t.id = e.transcript_id "
-            "        WHERE e.user_id <> t.user_id OR e.session_id <> t.session_id) AS n").fetchone()
+            "        WHERE e.user_id <> t.user_id OR e.session_id <> t.session_id) AS n"
+        ).fetchone()
     assert crossed == {"n": 0}
     for task in data.tasks:
         for table in ("transcripts", "episodes"):
@@ -85,7 +105,9 @@ def test_sde_bench_fixture_end_to_end(db: Database, embedder: Embedder) -> None:
     assert retry["superseded_shown"] is True  # both chats fit, so the figure turns on replaced_on
     assert retry["latest_rule_holds"] == retry["superseded_marked_replaced"]
     assert report["still_open"]["mean_items"] >= report["still_open"]["mean_foreign_items"] >= 0
-    table = format_report({"extractor": "offline", "budget_tokens": 1500, "sde_bench": {**report, **built, "seconds": 1}})
+    table = format_report(
+        {"extractor": "offline", "budget_tokens": 1500, "sde_bench": {**report, **built, "seconds": 1}}
+    )
     assert "latest rule holds" in table and "raw" in table.splitlines()[3] and "ratio" in table.splitlines()[3]
 
 
@@ -119,11 +141,25 @@ def test_shipped_questions_are_package_data() -> None:
 
 def test_claude_code_questions_on_a_fixture(db: Database, embedder: Embedder) -> None:
     root = DATA / "claude-code-mini"
-    asked = {"about": "test", "files": {"session.jsonl": [
-        {"question": "Which PostgreSQL version did we pick for billing?", "answer": "PostgreSQL 17", "answer_in": "spoken"},
-        {"question": "Which psycopg version is pinned?", "answer": "psycopg 3.2", "answer_in": "spoken"},
-        {"question": "What is the mascot of the billing team?", "answer": "a purple walrus", "answer_in": "spoken"},
-    ], "absent.jsonl": [{"question": "?", "answer": "x"}]}}
+    asked = {
+        "about": "test",
+        "files": {
+            "session.jsonl": [
+                {
+                    "question": "Which PostgreSQL version did we pick for billing?",
+                    "answer": "PostgreSQL 17",
+                    "answer_in": "spoken",
+                },
+                {"question": "Which psycopg version is pinned?", "answer": "psycopg 3.2", "answer_in": "spoken"},
+                {
+                    "question": "What is the mascot of the billing team?",
+                    "answer": "a purple walrus",
+                    "answer_in": "spoken",
+                },
+            ],
+            "absent.jsonl": [{"question": "?", "answer": "x"}],
+        },
+    }
     questions = claude_code.load(root, asked)
     assert [q.user_id for q in questions] == ["cc-session"] * 3  # absent.jsonl is skipped
     assert claude_code.build(db, root, questions, "offline") == 1
@@ -146,8 +182,9 @@ def test_shipped_answers_are_said_in_their_sessions() -> None:
 
 @pytest.mark.skipif(not CLAUDE_CODE.is_dir(), reason=NO_CLAUDE_CODE)
 def test_eval_coding_claude_code_real_folder(settings: config.Settings) -> None:
-    result = CliRunner().invoke(cli, ["eval", "coding", "--only", "claude-code", "--claude-code", str(CLAUDE_CODE),
-                                      "--json"])
+    result = CliRunner().invoke(
+        cli, ["eval", "coding", "--only", "claude-code", "--claude-code", str(CLAUDE_CODE), "--json"]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)["claude_code"]
     assert report["questions"] == 19 and report["files"] == 5

@@ -18,18 +18,36 @@ from jobs.eval.answers import content_words, covers
 from jobs.eval.locomo import build_oracle, evaluate, format_report, load_conversation
 from jobs.recall import RecallConfig
 
-KEYS = {"all_evidence_recall", "any_evidence_recall", "mean_block_tokens", "p95_block_tokens", "per_category",
-        "baselines", "all_evidence_recall_full_text", "all_evidence_recall_strict", "answer_coverage",
-        "foreign_questions", "foreign_relevant_share", "foreign_mean_relevant_tokens", "baseline_answer_coverage",
-        "answer_coverage_ratio", "per_conversation"}
+KEYS = {
+    "all_evidence_recall",
+    "any_evidence_recall",
+    "mean_block_tokens",
+    "p95_block_tokens",
+    "per_category",
+    "baselines",
+    "all_evidence_recall_full_text",
+    "all_evidence_recall_strict",
+    "answer_coverage",
+    "foreign_questions",
+    "foreign_relevant_share",
+    "foreign_mean_relevant_tokens",
+    "baseline_answer_coverage",
+    "answer_coverage_ratio",
+    "per_conversation",
+}
 
 
 def test_malformed_evidence_is_skipped_and_counted(tmp_path: Path) -> None:
     turns = [{"speaker": "A", "dia_id": "D1:1", "text": "hi"}]
     data = {
-        "speaker_a": "A", "speaker_b": "B",
-        "session_1": turns, "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1_summary": "A said hi.",
-        "session_2": turns, "session_2_date_time": "2:00 pm on 9 May, 2023", "session_2_summary": "B said hi.",
+        "speaker_a": "A",
+        "speaker_b": "B",
+        "session_1": turns,
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1_summary": "A said hi.",
+        "session_2": turns,
+        "session_2_date_time": "2:00 pm on 9 May, 2023",
+        "session_2_summary": "B said hi.",
         "session_3_date_time": "3:00 pm on 10 May, 2023",  # a date without a session: ignored
         "qa": [
             {"question": "q1", "answer": "a", "evidence": ["D1:1", "D2:3"], "category": 1},
@@ -62,23 +80,45 @@ def _conversation(path: Path, speaker: str, summaries: list[str], qa: list[dict[
 @pytest.fixture
 def pair(tmp_path: Path) -> list[Path]:
     """Two users with nothing in common: a cook and a cyclist."""
-    cook = _conversation(tmp_path / "cook.json", "Ana", [
-        "Ana baked a vegetarian lasagna with spinach and ricotta for her sister's birthday dinner.",
-        "Ana tried a sourdough starter and fed it rye flour every morning.",
-        "Ana planned a Sicilian menu with caponata and cannoli for a dinner party.",
-    ], [
-        {"question": "What lasagna did Ana bake for her sister?", "answer": "a vegetarian lasagna with spinach",
-         "evidence": ["D1:1"], "category": 4},
-        {"question": "What flour does Ana feed her sourdough starter?", "answer": "rye flour",
-         "evidence": ["D2:1"], "category": 4},
-    ])
-    cyclist = _conversation(tmp_path / "cyclist.json", "Bo", [
-        "Bo replaced the chain and cassette of his gravel bike before the Alpine tour.",
-        "Bo rode the Stelvio pass and logged 2,700 metres of climbing.",
-    ], [
-        {"question": "Which pass did Bo ride on his bike?", "answer": "the Stelvio pass", "evidence": ["D2:1"],
-         "category": 4},
-    ])
+    cook = _conversation(
+        tmp_path / "cook.json",
+        "Ana",
+        [
+            "Ana baked a vegetarian lasagna with spinach and ricotta for her sister's birthday dinner.",
+            "Ana tried a sourdough starter and fed it rye flour every morning.",
+            "Ana planned a Sicilian menu with caponata and cannoli for a dinner party.",
+        ],
+        [
+            {
+                "question": "What lasagna did Ana bake for her sister?",
+                "answer": "a vegetarian lasagna with spinach",
+                "evidence": ["D1:1"],
+                "category": 4,
+            },
+            {
+                "question": "What flour does Ana feed her sourdough starter?",
+                "answer": "rye flour",
+                "evidence": ["D2:1"],
+                "category": 4,
+            },
+        ],
+    )
+    cyclist = _conversation(
+        tmp_path / "cyclist.json",
+        "Bo",
+        [
+            "Bo replaced the chain and cassette of his gravel bike before the Alpine tour.",
+            "Bo rode the Stelvio pass and logged 2,700 metres of climbing.",
+        ],
+        [
+            {
+                "question": "Which pass did Bo ride on his bike?",
+                "answer": "the Stelvio pass",
+                "evidence": ["D2:1"],
+                "category": 4,
+            },
+        ],
+    )
     return [cook, cyclist]
 
 

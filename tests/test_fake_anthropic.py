@@ -9,9 +9,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import anthropic
 import pytest
@@ -46,8 +47,11 @@ except ModuleNotFoundError:
     )
 
 MODEL = "claude-haiku-4-5"
-TOOL = {"name": "record_episode", "description": "Store an episode.",
-        "input_schema": {"type": "object", "properties": {"summary": {"type": "string"}}}}
+TOOL = {
+    "name": "record_episode",
+    "description": "Store an episode.",
+    "input_schema": {"type": "object", "properties": {"summary": {"type": "string"}}},
+}
 HELLO = [{"role": "user", "content": "hello"}]
 
 
@@ -104,12 +108,15 @@ def test_rate_limit_retry_after_is_honoured(fake: FakeAnthropic) -> None:
     assert fake.calls()[1].headers["x-stainless-retry-count"] == "1"
 
 
-@pytest.mark.parametrize(("step", "exc_type", "status"), [
-    (rate_limited(retry_after=0.01), anthropic.RateLimitError, 429),
-    (overloaded(retry_after=0.01), anthropic.OverloadedError, 529),
-    (server_error(retry_after=0.01), anthropic.InternalServerError, 500),
-    (error(400, "invalid_request_error", "bad"), anthropic.BadRequestError, 400),
-])
+@pytest.mark.parametrize(
+    ("step", "exc_type", "status"),
+    [
+        (rate_limited(retry_after=0.01), anthropic.RateLimitError, 429),
+        (overloaded(retry_after=0.01), anthropic.OverloadedError, 529),
+        (server_error(retry_after=0.01), anthropic.InternalServerError, 500),
+        (error(400, "invalid_request_error", "bad"), anthropic.BadRequestError, 400),
+    ],
+)
 def test_errors_surface_as_sdk_exceptions(fake: FakeAnthropic, step: Any, exc_type: type, status: int) -> None:
     fake.enqueue(step, step, step)
     with make_client(fake, max_retries=1) as client, pytest.raises(exc_type) as info:
@@ -168,9 +175,12 @@ def test_batches_lifecycle(fake: FakeAnthropic, client: anthropic.Anthropic) -> 
     fake.batch_responder = lambda params: tool_use({"summary": params["messages"][0]["content"]})
     fake.enqueue(text("for /v1/messages only"))
     params = {"model": MODEL, "max_tokens": 64, "tools": [TOOL]}
-    batch = client.messages.batches.create(requests=[
-        {"custom_id": cid, "params": {**params, "messages": [{"role": "user", "content": cid}]}}
-        for cid in ("a", "b", "c")])
+    batch = client.messages.batches.create(
+        requests=[
+            {"custom_id": cid, "params": {**params, "messages": [{"role": "user", "content": cid}]}}
+            for cid in ("a", "b", "c")
+        ]
+    )
     assert batch.id.startswith("msgbatch_") and batch.processing_status == "in_progress"
     assert batch.request_counts.processing == 3 and batch.results_url is None
     deadline = time.monotonic() + 5
@@ -219,14 +229,20 @@ def test_request_recording_and_raw_wire_format(fake: FakeAnthropic, client: anth
     assert "anthropic-version" in rec.headers
     assert rec.body == {"model": MODEL, "max_tokens": 256, "messages": HELLO, "system": "be brief"}
     fake.enqueue(error(429, "rate_limit_error", "slow down", retry_after=2.5), raw(200, "{not json"))
-    post = urllib.request.Request(f"{fake.base_url}/v1/messages", data=json.dumps(rec.body).encode(),
-                                  headers={"content-type": "application/json"}, method="POST")
+    post = urllib.request.Request(
+        f"{fake.base_url}/v1/messages",
+        data=json.dumps(rec.body).encode(),
+        headers={"content-type": "application/json"},
+        method="POST",
+    )
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(post, timeout=5)
     with info.value as err:
         assert err.code == 429 and err.headers["retry-after"] == "2.5" and err.headers["request-id"]
-        assert json.loads(err.read()) == {"type": "error",
-                                          "error": {"type": "rate_limit_error", "message": "slow down"}}
+        assert json.loads(err.read()) == {
+            "type": "error",
+            "error": {"type": "rate_limit_error", "message": "slow down"},
+        }
     with urllib.request.urlopen(post, timeout=5) as resp:
         assert resp.status == 200 and resp.read() == b"{not json"
     fake.enqueue(raw(200, "{not json"))
@@ -236,14 +252,23 @@ def test_request_recording_and_raw_wire_format(fake: FakeAnthropic, client: anth
 
 def test_runs_as_a_separate_process() -> None:
     script = Path(__file__).with_name("fake_anthropic.py")
-    cmd = [sys.executable, str(script), "--port", "0", "--latency", "0.1",
-           "--responder", "tests.fake_anthropic:echo_responder"]
+    cmd = [
+        sys.executable,
+        str(script),
+        "--port",
+        "0",
+        "--latency",
+        "0.1",
+        "--responder",
+        "tests.fake_anthropic:echo_responder",
+    ]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=script.parent.parent) as proc:
         try:
             line = proc.stdout.readline().strip()
             assert line.startswith("FAKE_ANTHROPIC_URL=http://127.0.0.1:")
-            with anthropic.Anthropic(base_url=line.split("=", 1)[1], api_key="test-key", max_retries=0,
-                                     timeout=5.0) as client:
+            with anthropic.Anthropic(
+                base_url=line.split("=", 1)[1], api_key="test-key", max_retries=0, timeout=5.0
+            ) as client:
                 assert ask(client).content[0].text == "hello"
         finally:
             proc.terminate()

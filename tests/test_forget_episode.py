@@ -22,9 +22,9 @@ from jobs.db import Database
 from jobs.errors import EpisodeNotFound, SuperSummaryNotErasable
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest
+from jobs.recall import Recaller
 from jobs.rights.correct import EpisodeCorrection, correct_episode, corrections_of
 from jobs.rights.erase_episode import forget_episode
-from jobs.recall import Recaller
 from jobs.summarize import run_summarize
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
@@ -33,10 +33,18 @@ ZOE = "u-zoe-7731"
 
 
 def record(tenant: str, session: str, day: str, said: str) -> dict:
-    return {"tenant_id": tenant, "user_id": ZOE, "session_id": session, "purpose": "support",
-            "started_at": f"{day}T09:00:00Z", "ended_at": f"{day}T09:30:00Z",
-            "messages": [{"role": "user", "name": "Zoe", "content": said},
-                         {"role": "assistant", "content": "Noted, I'll arrange it."}]}
+    return {
+        "tenant_id": tenant,
+        "user_id": ZOE,
+        "session_id": session,
+        "purpose": "support",
+        "started_at": f"{day}T09:00:00Z",
+        "ended_at": f"{day}T09:30:00Z",
+        "messages": [
+            {"role": "user", "name": "Zoe", "content": said},
+            {"role": "assistant", "content": "Noted, I'll arrange it."},
+        ],
+    }
 
 
 RECORDS = [
@@ -48,29 +56,45 @@ RECORDS = [
 ERASED_WORDS = ["quokka", "Thelonious", "safari"]  # only in session z2
 
 
-def populate(db: Database, tmp_path: Path, embedder) -> dict[str, int]:  # noqa: ANN001
+def populate(db: Database, tmp_path: Path, embedder) -> dict[str, int]:
     path = tmp_path / "sessions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     ingest(db, [path])
     with AnthropicExtractor(db.settings) as extractor:
         assert run_summarize(db, extractor=extractor, embedder=embedder).counts == {"done": len(RECORDS)}
-    report = compress.run_compress(db, compressor=compress.OfflineCompressor(embedder), embedder=embedder,
-                                   now=dt.datetime(2026, 1, 15, tzinfo=dt.UTC), tenant="acme")
+    report = compress.run_compress(
+        db,
+        compressor=compress.OfflineCompressor(embedder),
+        embedder=embedder,
+        now=dt.datetime(2026, 1, 15, tzinfo=dt.UTC),
+        tenant="acme",
+    )
     assert report.counts["created"] == 1
     with db.admin() as conn:
-        return {r["key"]: r["id"] for r in conn.execute(
-            "SELECT coalesce(session_id, 'super') AS key, id FROM episodes WHERE status = 'current'")}
+        return {
+            r["key"]: r["id"]
+            for r in conn.execute(
+                "SELECT coalesce(session_id, 'super') AS key, id FROM episodes WHERE status = 'current'"
+            )
+        }
 
 
 def test_forgetting_an_episode_inside_a_super_rebuilds_it_and_leaves_no_text(
-        llm_db: Database, tmp_path: Path, embedder) -> None:
+    llm_db: Database, tmp_path: Path, embedder
+) -> None:
     ids = populate(llm_db, tmp_path, embedder)
     with llm_db.admin() as conn:
-        event = conn.execute("SELECT id FROM episode_events WHERE episode_id = %s AND type = 'decision'",
-                             (ids["z2"],)).fetchone()["id"]
-    correct_episode(llm_db, "acme", ids["z2"], EpisodeCorrection(
-        events={event: {"text": "Zoe picked the quokka safari with Thelonious."}}), actor=f"user:{ZOE}",
-        embedder=embedder)
+        event = conn.execute(
+            "SELECT id FROM episode_events WHERE episode_id = %s AND type = 'decision'", (ids["z2"],)
+        ).fetchone()["id"]
+    correct_episode(
+        llm_db,
+        "acme",
+        ids["z2"],
+        EpisodeCorrection(events={event: {"text": "Zoe picked the quokka safari with Thelonious."}}),
+        actor=f"user:{ZOE}",
+        embedder=embedder,
+    )
     for word in ERASED_WORDS:
         assert set(scan(llm_db, word)) > {"public.episodes.summary", "public.transcripts.messages"}, word
     warm = Recaller(llm_db, embedder)
@@ -78,19 +102,22 @@ def test_forgetting_an_episode_inside_a_super_rebuilds_it_and_leaves_no_text(
     assert [e.id for e in warm.recall("acme", ZOE, "quokka safari", now=now).episodes] == [ids["super"]]
     globex = snapshot(llm_db, "tenant_id = 'globex'", ())
 
-    report = forget_episode(llm_db, "acme", ids["z2"], compressor=compress.OfflineCompressor(embedder),
-                            embedder=embedder)
+    report = forget_episode(
+        llm_db, "acme", ids["z2"], compressor=compress.OfflineCompressor(embedder), embedder=embedder
+    )
 
     assert report.erased_ids == [ids["z2"]] and [s.id for s in report.supers] == [ids["super"]]
     assert report.rebuilt == {ids["super"]: "created"} and report.counts["corrections_scrubbed"] == 1
     assert "rebuilt from the remaining sources" in report.line()
     # Nothing of the erased episode's text is left but its kept transcript.
     assert {word: scan(llm_db, word) for word in ERASED_WORDS} == {
-        word: ["public.transcripts.messages"] for word in ERASED_WORDS}
+        word: ["public.transcripts.messages"] for word in ERASED_WORDS
+    }
     with llm_db.admin() as conn:
         supers = conn.execute("SELECT id, summary FROM episodes WHERE kind = 'super'").fetchall()
-        lineage = [r["source_episode_id"] for r in conn.execute(
-            "SELECT source_episode_id FROM episode_lineage ORDER BY 1")]
+        lineage = [
+            r["source_episode_id"] for r in conn.execute("SELECT source_episode_id FROM episode_lineage ORDER BY 1")
+        ]
         transcript = conn.execute("SELECT status, forgotten_at FROM transcripts WHERE session_id = 'z2'").fetchone()
         erasure = conn.execute("SELECT scope, user_hash, counts, kept_transcripts FROM erasures").fetchone()
     assert len(supers) == 1 and supers[0]["id"] != ids["super"] and "Lisbon" in supers[0]["summary"]
@@ -113,7 +140,8 @@ def test_forgetting_an_episode_inside_a_super_rebuilds_it_and_leaves_no_text(
 
 
 def test_a_super_with_one_source_left_is_removed_and_the_source_returns(
-        llm_db: Database, tmp_path: Path, embedder) -> None:
+    llm_db: Database, tmp_path: Path, embedder
+) -> None:
     ids = populate(llm_db, tmp_path, embedder)
     offline = compress.OfflineCompressor(embedder)
     forget_episode(llm_db, "acme", ids["z1"], compressor=offline, embedder=embedder)
@@ -122,29 +150,44 @@ def test_a_super_with_one_source_left_is_removed_and_the_source_returns(
     report = forget_episode(llm_db, "acme", ids["z3"], compressor=offline, embedder=embedder)
     assert report.rebuilt == {rebuilt: "uncompressed"} and "back in recall" in report.line()
     with llm_db.admin() as conn:
-        left = conn.execute("SELECT session_id, kind, compressed_into FROM episodes WHERE tenant_id = 'acme'").fetchall()
+        left = conn.execute(
+            "SELECT session_id, kind, compressed_into FROM episodes WHERE tenant_id = 'acme'"
+        ).fetchall()
     assert left == [{"session_id": "z2", "kind": "session", "compressed_into": None}]
 
 
 def test_resolutions_and_replacements_by_an_erased_episode_are_undone(
-        llm_db: Database, tmp_path: Path, embedder) -> None:
+    llm_db: Database, tmp_path: Path, embedder
+) -> None:
     ids = populate(llm_db, tmp_path, embedder)
     with llm_db.admin() as conn:
-        events = {r["session_id"] + r["type"]: r["id"] for r in conn.execute(
-            "SELECT e.session_id, ev.type, ev.id FROM episode_events ev JOIN episodes e "
-            "ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id "
-            "WHERE e.kind = 'session'")}
-        conn.execute("UPDATE episode_events SET status = 'done', resolved_by = %s, resolved_at = now() WHERE id = %s",
-                     (ids["z3"], events["z1commitment"]))
-        conn.execute("UPDATE episode_events SET superseded_by = %s WHERE id = %s",
-                     (events["z3decision"], events["z1decision"]))
-    report = forget_episode(llm_db, "acme", ids["z3"], compressor=compress.OfflineCompressor(embedder),
-                            embedder=embedder)
+        events = {
+            r["session_id"] + r["type"]: r["id"]
+            for r in conn.execute(
+                "SELECT e.session_id, ev.type, ev.id FROM episode_events ev JOIN episodes e "
+                "ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id "
+                "WHERE e.kind = 'session'"
+            )
+        }
+        conn.execute(
+            "UPDATE episode_events SET status = 'done', resolved_by = %s, resolved_at = now() WHERE id = %s",
+            (ids["z3"], events["z1commitment"]),
+        )
+        conn.execute(
+            "UPDATE episode_events SET superseded_by = %s WHERE id = %s", (events["z3decision"], events["z1decision"])
+        )
+    report = forget_episode(
+        llm_db, "acme", ids["z3"], compressor=compress.OfflineCompressor(embedder), embedder=embedder
+    )
     assert (report.counts["reopened_items"], report.counts["restored_decisions"]) == (1, 1)
     with llm_db.admin() as conn:
-        rows = {r["id"]: r for r in conn.execute("SELECT id, status, resolved_by, resolved_at, superseded_by "
-                                                 "FROM episode_events WHERE id = ANY(%s)",
-                                                 ([events["z1commitment"], events["z1decision"]],))}
+        rows = {
+            r["id"]: r
+            for r in conn.execute(
+                "SELECT id, status, resolved_by, resolved_at, superseded_by FROM episode_events WHERE id = ANY(%s)",
+                ([events["z1commitment"], events["z1decision"]],),
+            )
+        }
     assert (rows[events["z1commitment"]]["status"], rows[events["z1commitment"]]["resolved_by"]) == ("open", None)
     assert rows[events["z1decision"]]["superseded_by"] is None
 
@@ -160,7 +203,7 @@ def test_not_found_super_and_dry_run_change_nothing(llm_db: Database, tmp_path: 
         forget_episode(llm_db, "acme", ids["g1"])
     with pytest.raises(EpisodeNotFound):
         forget_episode(llm_db, "acme", 999_999)
-    with pytest.raises(SuperSummaryNotErasable, match="made from episodes .*; forget those"):
+    with pytest.raises(SuperSummaryNotErasable, match=r"made from episodes .*; forget those"):
         forget_episode(llm_db, "acme", ids["super"])
     dry = forget_episode(llm_db, "acme", ids["z2"], dry_run=True)
     assert dry.counts["episodes"] == 2 and dry.erasure_ids == [] and dry.rebuilt == {}

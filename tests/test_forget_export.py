@@ -40,46 +40,90 @@ BOB_WORDS = ["Reykjavik", "kohlrabi"]
 GLOBEX_WORDS = ["Patagonia", "axolotl"]  # Zoe's sessions in the other tenant
 
 
-
-
 def record(tenant: str, user: str, session: str, day: str, lines: list[tuple[str, str]]) -> dict:
     return {
-        "tenant_id": tenant, "user_id": user, "session_id": session, "purpose": "support",
-        "started_at": f"{day}T09:00:00Z", "ended_at": f"{day}T09:30:00Z",
-        "messages": [{"role": "user" if who != "assistant" else "assistant", "content": text,
-                      **({"name": who} if who != "assistant" else {})} for who, text in lines],
+        "tenant_id": tenant,
+        "user_id": user,
+        "session_id": session,
+        "purpose": "support",
+        "started_at": f"{day}T09:00:00Z",
+        "ended_at": f"{day}T09:30:00Z",
+        "messages": [
+            {
+                "role": "user" if who != "assistant" else "assistant",
+                "content": text,
+                **({"name": who} if who != "assistant" else {}),
+            }
+            for who, text in lines
+        ],
     }
 
 
 RECORDS = [
-    record("acme", ZOE, "zoe-1", "2023-03-04", [
-        ("Zoe", "We'll go with the Zanzibar quokka tour in May."),
-        ("assistant", "Booked. I'll send the Thelonious lodge voucher by Friday."),
-    ]),
-    record("acme", ZOE, "zoe-2", "2023-06-10", [
-        ("Zoe", "Can you add marzipan to the Zanzibar welcome basket?"),
-        ("assistant", "I'll ask the lodge today."),
-    ]),
-    record("acme", ZOE, "zoe-3", "2025-02-01", [
-        ("Zoe", "Remind me what we decided about the quokka tour."),
-        ("assistant", "You decided on the May tour."),
-    ]),
-    record("acme", BOB, "bob-1", "2023-04-01", [
-        ("Bob", "We'll go with the Reykjavik kohlrabi festival."),
-        ("assistant", "Great choice."),
-    ]),
-    record("acme", BOB, "bob-2", "2023-08-01", [
-        ("Bob", "I'll bring kohlrabi soup to Reykjavik."),
-        ("assistant", "Noted."),
-    ]),
-    record("globex", ZOE, "gz-1", "2024-05-05", [
-        ("Zoe", "We'll go with the Patagonia axolotl exhibit."),
-        ("assistant", "I'll reserve two seats."),
-    ]),
+    record(
+        "acme",
+        ZOE,
+        "zoe-1",
+        "2023-03-04",
+        [
+            ("Zoe", "We'll go with the Zanzibar quokka tour in May."),
+            ("assistant", "Booked. I'll send the Thelonious lodge voucher by Friday."),
+        ],
+    ),
+    record(
+        "acme",
+        ZOE,
+        "zoe-2",
+        "2023-06-10",
+        [
+            ("Zoe", "Can you add marzipan to the Zanzibar welcome basket?"),
+            ("assistant", "I'll ask the lodge today."),
+        ],
+    ),
+    record(
+        "acme",
+        ZOE,
+        "zoe-3",
+        "2025-02-01",
+        [
+            ("Zoe", "Remind me what we decided about the quokka tour."),
+            ("assistant", "You decided on the May tour."),
+        ],
+    ),
+    record(
+        "acme",
+        BOB,
+        "bob-1",
+        "2023-04-01",
+        [
+            ("Bob", "We'll go with the Reykjavik kohlrabi festival."),
+            ("assistant", "Great choice."),
+        ],
+    ),
+    record(
+        "acme",
+        BOB,
+        "bob-2",
+        "2023-08-01",
+        [
+            ("Bob", "I'll bring kohlrabi soup to Reykjavik."),
+            ("assistant", "Noted."),
+        ],
+    ),
+    record(
+        "globex",
+        ZOE,
+        "gz-1",
+        "2024-05-05",
+        [
+            ("Zoe", "We'll go with the Patagonia axolotl exhibit."),
+            ("assistant", "I'll reserve two seats."),
+        ],
+    ),
 ]
 
 
-def populate(db: Database, tmp_path: Path, embedder) -> dict[str, int]:  # noqa: ANN001
+def populate(db: Database, tmp_path: Path, embedder) -> dict[str, int]:
     """Ingest, summarise through the fake server, add super-summaries, model calls and job runs."""
     path = tmp_path / "sessions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
@@ -88,40 +132,68 @@ def populate(db: Database, tmp_path: Path, embedder) -> dict[str, int]:  # noqa:
         assert run_summarize(db, extractor=extractor, embedder=embedder).counts == {"done": len(RECORDS)}
     with db.admin() as conn:
         ids = {r["session_id"]: r["id"] for r in conn.execute("SELECT id, session_id FROM episodes")}
-    zoe_super = _super(db, embedder, ZOE, "Over 2023 Zoe planned the Zanzibar quokka tour with marzipan.",
-                       [ids["zoe-1"], ids["zoe-2"]])
+    zoe_super = _super(
+        db, embedder, ZOE, "Over 2023 Zoe planned the Zanzibar quokka tour with marzipan.", [ids["zoe-1"], ids["zoe-2"]]
+    )
     # A super of another user that (against the rules of compress) mixed in one of Zoe's episodes.
-    bob_super = _super(db, embedder, BOB, "In 2023 Bob went to Reykjavik; a Zanzibar quokka tour came up too.",
-                       [ids["bob-1"], ids["zoe-1"]])
+    bob_super = _super(
+        db,
+        embedder,
+        BOB,
+        "In 2023 Bob went to Reykjavik; a Zanzibar quokka tour came up too.",
+        [ids["bob-1"], ids["zoe-1"]],
+    )
     with db.tenant("acme") as conn:
-        record_calls(conn, [ModelCall(template="compress_sessions_user.j2", prompt_hash="abc123", model="m",
-                                      input_tokens=10, error=None)],
-                     tenant_id="acme", user_id=ZOE, transcript_id=None, job_run_id=None)
+        record_calls(
+            conn,
+            [
+                ModelCall(
+                    template="compress_sessions_user.j2", prompt_hash="abc123", model="m", input_tokens=10, error=None
+                )
+            ],
+            tenant_id="acme",
+            user_id=ZOE,
+            transcript_id=None,
+            job_run_id=None,
+        )
     with db.admin() as conn:
-        conn.execute("INSERT INTO job_runs (job, worker, status, error, counts) VALUES "
-                     "('compress', 'w1', 'failed', %s, '{}'), ('compress', 'w1', 'failed', %s, %s)",
-                     (f"acme/{ZOE} 2023: the model refused", "acme/u-zoe-77310 2023: the model refused",
-                      Jsonb({"failed": 1})))
+        conn.execute(
+            "INSERT INTO job_runs (job, worker, status, error, counts) VALUES "
+            "('compress', 'w1', 'failed', %s, '{}'), ('compress', 'w1', 'failed', %s, %s)",
+            (f"acme/{ZOE} 2023: the model refused", "acme/u-zoe-77310 2023: the model refused", Jsonb({"failed": 1})),
+        )
     return {"zoe_super": zoe_super, "bob_super": bob_super, **ids}
 
 
-def _super(db: Database, embedder, user: str, summary: str, sources: list[int]) -> int:  # noqa: ANN001
+def _super(db: Database, embedder, user: str, summary: str, sources: list[int]) -> int:
     episode = EpisodeExtraction(
-        summary=summary, topic_tags=["travel"], importance=0.7,
+        summary=summary,
+        topic_tags=["travel"],
+        importance=0.7,
         key_events=[KeyEvent(type="decision", what=summary, evidence=[0], who="user")],
         entities=[Entity(name="Zanzibar" if "Zanzibar" in summary else "Reykjavik", kind="place")],
     )
     row = EpisodeRow(
-        tenant_id="acme", user_id=user, kind="super", episode=episode,
-        started_at=dt.datetime(2023, 1, 1, tzinfo=dt.UTC), ended_at=dt.datetime(2023, 12, 31, tzinfo=dt.UTC),
-        model="offline", prompt_version="compress-test", embedding=embedder.embed([search_text(episode)])[0],
-        period_start=dt.date(2023, 1, 1), period_end=dt.date(2023, 12, 31),
+        tenant_id="acme",
+        user_id=user,
+        kind="super",
+        episode=episode,
+        started_at=dt.datetime(2023, 1, 1, tzinfo=dt.UTC),
+        ended_at=dt.datetime(2023, 12, 31, tzinfo=dt.UTC),
+        model="offline",
+        prompt_version="compress-test",
+        embedding=embedder.embed([search_text(episode)])[0],
+        period_start=dt.date(2023, 1, 1),
+        period_end=dt.date(2023, 12, 31),
     )
     with db.tenant("acme") as conn:
         super_id = insert_episode(conn, row)
         for source in sources:
-            conn.execute("INSERT INTO episode_lineage (tenant_id, user_id, super_episode_id, source_episode_id) "
-                         "VALUES ('acme', %s, %s, %s)", (user, super_id, source))
+            conn.execute(
+                "INSERT INTO episode_lineage (tenant_id, user_id, super_episode_id, source_episode_id) "
+                "VALUES ('acme', %s, %s, %s)",
+                (user, super_id, source),
+            )
             conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = %s", (super_id, source))
     return super_id
 
@@ -144,8 +216,9 @@ def scan(db: Database, needle: str, tenant: str = "acme") -> list[str]:
         ).fetchall()
         assert len(columns) > 80
         for c in columns:
-            query = sql.SQL("SELECT {col}::text AS v FROM {tbl} WHERE strpos(lower({col}::text), lower(%(n)s)) > 0"
-                            ).format(col=sql.Identifier(c["col"]), tbl=sql.Identifier(c["schema"], c["tbl"]))
+            query = sql.SQL(
+                "SELECT {col}::text AS v FROM {tbl} WHERE strpos(lower({col}::text), lower(%(n)s)) > 0"
+            ).format(col=sql.Identifier(c["col"]), tbl=sql.Identifier(c["schema"], c["tbl"]))
             if c["tenanted"]:
                 query = query + sql.SQL(" AND tenant_id = %(t)s")
             for row in conn.execute(query, {"n": needle, "t": tenant}):
@@ -158,12 +231,25 @@ def snapshot(db: Database, where: str, params: tuple) -> dict[str, list]:
     """Rows of every tenant table matching ``where`` (without columns a foreign key may null)."""
     out = {}
     with db.admin() as conn:
-        for table in ("transcripts", "episodes", "episode_events", "episode_entities", "episode_lineage",
-                      "model_calls"):
-            rows = conn.execute(sql.SQL("SELECT * FROM {} WHERE ").format(sql.Identifier(table)) + sql.SQL(where),
-                                params).fetchall()
-            out[table] = sorted((json.dumps({k: v for k, v in r.items() if k not in ("compressed_into", "embedding")},
-                                            default=str, sort_keys=True) for r in rows))
+        for table in (
+            "transcripts",
+            "episodes",
+            "episode_events",
+            "episode_entities",
+            "episode_lineage",
+            "model_calls",
+        ):
+            rows = conn.execute(
+                sql.SQL("SELECT * FROM {} WHERE ").format(sql.Identifier(table)) + sql.SQL(where), params
+            ).fetchall()
+            out[table] = sorted(
+                json.dumps(
+                    {k: v for k, v in r.items() if k not in ("compressed_into", "embedding")},
+                    default=str,
+                    sort_keys=True,
+                )
+                for r in rows
+            )
     return out
 
 
@@ -177,7 +263,11 @@ def test_forget_erases_the_user_everywhere_and_nothing_else(llm_db: Database, tm
     report = forget_user(llm_db, "acme", ZOE)
 
     assert {k: report.counts[k] for k in ("transcripts", "episodes", "super_episodes", "model_calls")} == {
-        "transcripts": 3, "episodes": 5, "super_episodes": 2, "model_calls": 4}
+        "transcripts": 3,
+        "episodes": 5,
+        "super_episodes": 2,
+        "model_calls": 4,
+    }
     assert report.counts["job_runs_scrubbed"] == 1 and report.erasure_id is not None
     assert [(p.user_id, p.period_start) for p in report.rebuild] == [(BOB, dt.date(2023, 1, 1))]
     leftovers = {needle: scan(llm_db, needle) for needle in [ZOE, *ZOE_WORDS]}
@@ -190,8 +280,9 @@ def test_forget_erases_the_user_everywhere_and_nothing_else(llm_db: Database, tm
     assert bob_after["transcripts"] == bob_before["transcripts"]
     assert bob_after["model_calls"] == bob_before["model_calls"]
     with llm_db.admin() as conn:
-        bob = conn.execute("SELECT id, kind, compressed_into FROM episodes WHERE user_id = %s ORDER BY id",
-                           (BOB,)).fetchall()
+        bob = conn.execute(
+            "SELECT id, kind, compressed_into FROM episodes WHERE user_id = %s ORDER BY id", (BOB,)
+        ).fetchall()
         runs = [r["error"] for r in conn.execute("SELECT error FROM job_runs WHERE job = 'compress' ORDER BY id")]
         erasure = conn.execute("SELECT * FROM erasures").fetchone()
     assert [(e["kind"], e["compressed_into"]) for e in bob] == [("session", None), ("session", None)]
@@ -216,8 +307,10 @@ def test_keep_transcripts_keeps_only_the_transcripts(llm_db: Database, tmp_path:
     assert scan(llm_db, ZOE) == ["public.transcripts.user_id"]
     assert scan(llm_db, "marzipan") == ["public.transcripts.messages"]
     with llm_db.admin() as conn:
-        states = [r["status"] for r in conn.execute(
-            "SELECT status FROM transcripts WHERE tenant_id = 'acme' AND user_id = %s", (ZOE,))]
+        states = [
+            r["status"]
+            for r in conn.execute("SELECT status FROM transcripts WHERE tenant_id = 'acme' AND user_id = %s", (ZOE,))
+        ]
         conn.execute("UPDATE transcripts SET next_attempt_at = now() - interval '1 hour'")
         assert conn.execute("SELECT kept_transcripts FROM erasures").fetchone()["kept_transcripts"] is True
     assert states == ["done", "done", "done"]
@@ -232,8 +325,10 @@ def test_forget_is_all_or_nothing_and_dry_run_changes_nothing(llm_db: Database, 
 
     def totals() -> dict[str, int]:
         with llm_db.admin() as conn:
-            return {t: conn.execute(sql.SQL("SELECT count(*) AS n FROM {}").format(sql.Identifier(t))).fetchone()["n"]
-                    for t in ("transcripts", "episodes", "episode_events", "model_calls", "erasures")}
+            return {
+                t: conn.execute(sql.SQL("SELECT count(*) AS n FROM {}").format(sql.Identifier(t))).fetchone()["n"]
+                for t in ("transcripts", "episodes", "episode_events", "model_calls", "erasures")
+            }
 
     before = totals()
     dry = forget_user(llm_db, "acme", ZOE, dry_run=True)
@@ -241,8 +336,10 @@ def test_forget_is_all_or_nothing_and_dry_run_changes_nothing(llm_db: Database, 
     assert "would erase 3 transcripts, 5 episodes" in dry.line()
     assert totals() == before
     with llm_db.admin() as conn:  # the last step fails: everything before it must roll back
-        conn.execute("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
-                     "$$ BEGIN RAISE EXCEPTION 'audit store unavailable'; END $$")
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'audit store unavailable'; END $$"
+        )
         conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON erasures FOR EACH ROW EXECUTE FUNCTION refuse()")
     try:
         with pytest.raises(psycopg.errors.RaiseException, match="audit store unavailable"):
@@ -258,24 +355,34 @@ def test_forget_is_all_or_nothing_and_dry_run_changes_nothing(llm_db: Database, 
 
 def test_forget_removes_super_summaries_made_by_compress(llm_db: Database, tmp_path: Path, embedder) -> None:
     from jobs import compress
+
     path = tmp_path / "sessions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     ingest(llm_db, [path])
     with AnthropicExtractor(llm_db.settings) as extractor:
         run_summarize(llm_db, extractor=extractor, embedder=embedder)
-    report = compress.run_compress(llm_db, compressor=compress.OfflineCompressor(embedder), embedder=embedder,
-                                   now=dt.datetime(2026, 1, 15, tzinfo=dt.UTC), tenant="acme")
+    report = compress.run_compress(
+        llm_db,
+        compressor=compress.OfflineCompressor(embedder),
+        embedder=embedder,
+        now=dt.datetime(2026, 1, 15, tzinfo=dt.UTC),
+        tenant="acme",
+    )
     assert report.counts["created"] == 2  # Zoe's 2023 and Bob's 2023
     with llm_db.admin() as conn:
-        supers = {r["user_id"]: r["summary"] for r in conn.execute("SELECT user_id, summary FROM episodes "
-                                                                    "WHERE kind = 'super'")}
+        supers = {
+            r["user_id"]: r["summary"]
+            for r in conn.execute("SELECT user_id, summary FROM episodes WHERE kind = 'super'")
+        }
     assert "Zanzibar" in supers[ZOE] and "Reykjavik" in supers[BOB]
     result = forget_user(llm_db, "acme", ZOE)
     assert result.counts["super_episodes"] == 1 and result.rebuild == []
     assert {needle: scan(llm_db, needle) for needle in [ZOE, *ZOE_WORDS]} == {n: [] for n in [ZOE, *ZOE_WORDS]}
     with llm_db.admin() as conn:
-        left = [(r["user_id"], r["kind"]) for r in conn.execute(
-            "SELECT user_id, kind FROM episodes WHERE tenant_id = 'acme' ORDER BY id")]
+        left = [
+            (r["user_id"], r["kind"])
+            for r in conn.execute("SELECT user_id, kind FROM episodes WHERE tenant_id = 'acme' ORDER BY id")
+        ]
     assert left == [(BOB, "session"), (BOB, "session"), (BOB, "super")]
 
 
@@ -291,8 +398,10 @@ def test_erasures_are_tenant_scoped_and_append_only(db: Database) -> None:
                 conn.execute(statement)
     with pytest.raises(psycopg.errors.CheckViolation):  # no text can be written into the counts
         with db.admin() as conn:
-            conn.execute("INSERT INTO erasures (tenant_id, user_hash, counts) VALUES ('acme', %s, %s)",
-                         ("0" * 64, Jsonb({"note": ZOE})))
+            conn.execute(
+                "INSERT INTO erasures (tenant_id, user_hash, counts) VALUES ('acme', %s, %s)",
+                ("0" * 64, Jsonb({"note": ZOE})),
+            )
 
 
 def test_export_holds_everything_about_the_user_and_nothing_else(llm_db: Database, tmp_path: Path, embedder) -> None:
@@ -316,10 +425,14 @@ def test_export_holds_everything_about_the_user_and_nothing_else(llm_db: Databas
     with_vectors = export_user(llm_db, "acme", ZOE, with_embeddings=True)
     assert len(with_vectors["episodes"][0]["embedding"]) == 384
     assert export_user(llm_db, "acme", "nobody")["counts"] == {
-        "transcripts": 0, "episodes": 0, "super_summaries": 0, "model_calls": 0}
+        "transcripts": 0,
+        "episodes": 0,
+        "super_summaries": 0,
+        "model_calls": 0,
+    }
 
 
-def cli(command, *args: str):  # noqa: ANN001, ANN201
+def cli(command, *args: str):
     """Invoke one of our commands as the main group would (a Context as obj), closing it after."""
     obj = Context(False)
     try:
@@ -345,8 +458,9 @@ def test_cli_export_and_forget(llm_db: Database, tmp_path: Path, embedder) -> No
     assert dry.stdout.startswith("this machine's Claude Code records of these sessions: would remove 0 sync-ledger")
     done = cli(forget_command, "--tenant", "acme", "--user", ZOE)
     assert done.exit_code == 0, done.output
-    assert any(line.startswith("erased 3 transcripts, 5 episodes (2 super-summaries)")
-               for line in done.stdout.splitlines()), done.stdout
+    assert any(
+        line.startswith("erased 3 transcripts, 5 episodes (2 super-summaries)") for line in done.stdout.splitlines()
+    ), done.stdout
     assert "its 3 sessions are refused from then on" in done.stdout
     assert "recorded as erasure #" in done.stdout
     empty = cli(forget_command, "--tenant", "acme", "--user", ZOE)
@@ -356,5 +470,3 @@ def test_cli_export_and_forget(llm_db: Database, tmp_path: Path, embedder) -> No
     gone = cli(export_command, "--tenant", "acme", "--user", ZOE, "--out", str(tmp_path / "gone.json"))
     assert gone.exit_code == 1 and not (tmp_path / "gone.json").exists()
     assert "Nothing is held about user" in str(gone.exception) and gone.stdout == ""
-
-

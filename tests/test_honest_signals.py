@@ -17,24 +17,47 @@ from psycopg.types.json import Jsonb
 from jobs.cli.status_view import render_status
 from jobs.db import Database
 
-MESSAGES = [{"role": "user", "content": "We'll go with the Team plan at $49 per seat."},
-            {"role": "assistant", "content": "Done. I'll send the invoice by Friday."}]
+MESSAGES = [
+    {"role": "user", "content": "We'll go with the Team plan at $49 per seat."},
+    {"role": "assistant", "content": "Done. I'll send the invoice by Friday."},
+]
 
 
 def add(db: Database, session: str, ended_at: str = "now()") -> None:
     with db.tenant("acme") as conn:
-        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "
-                     f"VALUES ('acme', 'u1', %s, {ended_at}, %s, %s)", (session, Jsonb(MESSAGES), f"h-{session}"))
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "
+            f"VALUES ('acme', 'u1', %s, {ended_at}, %s, %s)",
+            (session, Jsonb(MESSAGES), f"h-{session}"),
+        )
 
 
 def run_command(db: Database, fake: fa.FakeAnthropic) -> subprocess.CompletedProcess[str]:
     """`episodes run` against the fake model service, with no SDK retries (tests/crash_worker.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
-    env.update(DATABASE_URL=db.url, ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url,
-               EPISODES_HOME=os.environ["EPISODES_HOME"], HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, str(Path(__file__).with_name("crash_worker.py")), "-", "run",
-                           "--extractor", "anthropic", "--concurrency", "1"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    env.update(
+        DATABASE_URL=db.url,
+        ANTHROPIC_API_KEY="test-key",
+        ANTHROPIC_BASE_URL=fake.base_url,
+        EPISODES_HOME=os.environ["EPISODES_HOME"],
+        HF_HUB_OFFLINE="1",
+    )
+    return subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("crash_worker.py")),
+            "-",
+            "run",
+            "--extractor",
+            "anthropic",
+            "--concurrency",
+            "1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -68,7 +91,9 @@ def test_oldest_pending_counts_from_when_the_session_was_handed_over(db: Databas
         conn.execute("UPDATE transcripts SET updated_at = now() - interval '3 hours'")
     add(db, "closed-later", ended_at="NULL")  # inserted open, then closed by the host an hour ago
     with db.admin() as conn:
-        conn.execute("UPDATE transcripts SET updated_at = now() - interval '5 hours', "
-                     "ended_at = now() - interval '1 hour' WHERE session_id = 'closed-later'")
+        conn.execute(
+            "UPDATE transcripts SET updated_at = now() - interval '5 hours', "
+            "ended_at = now() - interval '1 hour' WHERE session_id = 'closed-later'"
+        )
     (line,) = [line for line in render_status(db).splitlines() if line.startswith("queue")]
     assert "oldest pending 3.0h" in line, line  # not 3 years (from ended_at) nor 5 hours (from the open row)

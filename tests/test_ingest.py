@@ -148,8 +148,9 @@ def test_json_array_and_object_forms(db: Database, tmp_path: Path) -> None:
 def _column_80_error() -> bytes:
     """A record whose one fault is at column 80 of its line: no comma before "messages"."""
     record = transcript("col80")
-    rest = json.dumps({"messages": record.pop("messages"), "started_at": record.pop("started_at"),
-                       "ended_at": record.pop("ended_at")})[1:]
+    rest = json.dumps(
+        {"messages": record.pop("messages"), "started_at": record.pop("started_at"), "ended_at": record.pop("ended_at")}
+    )[1:]
     head = json.dumps({"tenant_id": "acme", "user_id": "u1", "session_id": "col80"})[:-1] + ', "note": "'
     line = f'{head}{"x" * (78 - len(head))}"{rest}'.encode()  # the note's closing quote at column 79
     assert line[79:80] == b'"' and json.loads(line[:79] + b"," + line[79:])  # nothing else wrong with it
@@ -169,7 +170,8 @@ def test_a_syntax_error_names_its_line_and_column(db: Database, tmp_path: Path) 
     for path, loaded in ((jsonl, 2), (as_json, 2), (array, 1)):  # an array cannot go on past a fault
         report = ingest(db, [path])
         assert [(r.location, r.reason) for r in report.rejected] == [
-            (f"{path}:2", "not valid JSON at column 80: Expecting ',' delimiter")], path
+            (f"{path}:2", "not valid JSON at column 80: Expecting ',' delimiter")
+        ], path
         assert report.inserted + report.unchanged == loaded, path
 
 

@@ -24,9 +24,16 @@ pytestmark = pytest.mark.usefixtures("db")
 
 
 def record(session: str, **changes: object) -> dict:
-    base = {"tenant_id": "acme", "user_id": "u1", "session_id": session, "ended_at": "2025-03-04T09:20:00Z",
-            "messages": [{"role": "user", "content": "We'll go with the Team plan."},
-                         {"role": "assistant", "content": "Switching you now."}]}
+    base = {
+        "tenant_id": "acme",
+        "user_id": "u1",
+        "session_id": session,
+        "ended_at": "2025-03-04T09:20:00Z",
+        "messages": [
+            {"role": "user", "content": "We'll go with the Team plan."},
+            {"role": "assistant", "content": "Switching you now."},
+        ],
+    }
     return {**base, **changes}
 
 
@@ -65,12 +72,12 @@ def test_a_pretty_printed_json_file_loads_whatever_its_name(db: Database, tmp_pa
 def test_a_record_of_another_format_says_which_format_reads_it(tmp_path: Path) -> None:
     cc_line = json.dumps(session_lines()[3])  # a user turn of a session file, inside a JSON array
     path = tmp_path / "mixed.json"
-    path.write_text(f"[{json.dumps(record('a'))},\n{cc_line},\n"
-                    f'{json.dumps({"sample_id": "x", "conversation": {}, "qa": []})}]')
+    path.write_text(
+        f"[{json.dumps(record('a'))},\n{cc_line},\n{json.dumps({'sample_id': 'x', 'conversation': {}, 'qa': []})}]"
+    )
     result = run(str(path))
     assert result.exit_code == 1
-    assert f"rejected {path}:2: this is a line of a Claude Code session file: use --format claude-code" \
-        in result.stderr
+    assert f"rejected {path}:2: this is a line of a Claude Code session file: use --format claude-code" in result.stderr
     assert f"rejected {path}:3: this is a LoCoMo conversation: use --format locomo" in result.stderr
 
 
@@ -92,8 +99,7 @@ def test_a_bad_line_names_its_line_and_the_column_of_the_fault(tmp_path: Path) -
     column = len(lines[4]) - len(' "x" }') + 2
     for fmt in ("auto", "claude-code"):
         result = run("--format", fmt, "--user", "dana", str(session))
-        assert f"rejected {session}:5: not valid JSON at column {column}: Expecting ',' delimiter" \
-            in result.stderr, fmt
+        assert f"rejected {session}:5: not valid JSON at column {column}: Expecting ',' delimiter" in result.stderr, fmt
 
 
 def test_a_fault_in_a_pretty_printed_file_is_told_once_at_its_line_and_column(tmp_path: Path) -> None:
@@ -109,7 +115,8 @@ def test_a_fault_in_a_pretty_printed_file_is_told_once_at_its_line_and_column(tm
     column = lines[fault].index('"u2"') + 1
     assert result.exit_code == 1
     assert [line for line in result.stderr.splitlines() if line.startswith("rejected")] == [
-        f"rejected {path}:{fault + 1}: not valid JSON at column {column}: Expecting ',' delimiter"], result.stderr
+        f"rejected {path}:{fault + 1}: not valid JSON at column {column}: Expecting ',' delimiter"
+    ], result.stderr
 
 
 @pytest.mark.skipif(not CLAUDE_CODE.exists(), reason=f"the real Claude Code session files are not at {CLAUDE_CODE}")

@@ -27,41 +27,61 @@ ROOT = Path(__file__).resolve().parents[1]
 
 ANTHROPIC = [
     {"role": "user", "content": [{"type": "text", "text": "Can we move the renewal call to Monday at 10:00?"}]},
-    {"role": "assistant", "content": [
-        {"type": "text", "text": "Checking the calendar."},
-        {"type": "tool_use", "id": "toolu_1", "name": "calendar", "input": {"day": "Monday"}}]},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Checking the calendar."},
+            {"type": "tool_use", "id": "toolu_1", "name": "calendar", "input": {"day": "Monday"}},
+        ],
+    },
     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "free at 10:00"}]},
     {"role": "assistant", "content": [{"type": "text", "text": "Done: the renewal call is on Monday at 10:00."}]},
 ]
 OPENAI = [
     {"role": "developer", "content": "You are the support bot."},
     {"role": "user", "content": "What is the weather in Oslo for the offsite?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
-    {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp_c\": 4}"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": '{"temp_c": 4}'},
     {"role": "assistant", "content": "It is 4 degrees in Oslo: we decided to hold the offsite indoors."},
 ]
-PLAIN = [{"role": "user", "content": "We'll go with the Team plan at $49 per seat."},
-         {"role": "assistant", "content": "Done. I'll send the invoice by Friday."}]
+PLAIN = [
+    {"role": "user", "content": "We'll go with the Team plan at $49 per seat."},
+    {"role": "assistant", "content": "Done. I'll send the invoice by Friday."},
+]
 
 
 def insert(db: Database, session: str, messages: Any, tenant: str = "acme") -> None:
     """A host's own INSERT: no content_hash given (the database computes it), no NOTIFY sent."""
     with db.tenant(tenant) as conn:
-        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages) "
-                     "VALUES (%s, 'u-maria', %s, now(), %s)", (tenant, session, Jsonb(messages)))
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages) "
+            "VALUES (%s, 'u-maria', %s, now(), %s)",
+            (tenant, session, Jsonb(messages)),
+        )
 
 
 def rows(db: Database) -> dict[str, dict[str, Any]]:
     with db.admin() as conn:
-        return {r["session_id"]: r for r in conn.execute(
-            "SELECT session_id, status, attempts, last_error, lease_owner, content_hash FROM transcripts")}
+        return {
+            r["session_id"]: r
+            for r in conn.execute(
+                "SELECT session_id, status, attempts, last_error, lease_owner, content_hash FROM transcripts"
+            )
+        }
 
 
 def summaries(db: Database) -> dict[str, str]:
     with db.admin() as conn:
-        return {r["session_id"]: r["summary"] for r in conn.execute(
-            "SELECT session_id, summary FROM episodes WHERE status = 'current'")}
+        return {
+            r["session_id"]: r["summary"]
+            for r in conn.execute("SELECT session_id, summary FROM episodes WHERE status = 'current'")
+        }
 
 
 def test_hand_inserted_rows_of_every_shape_are_summarised_and_garbage_is_dead_lettered(db: Database, embedder) -> None:
@@ -75,8 +95,13 @@ def test_hand_inserted_rows_of_every_shape_are_summarised_and_garbage_is_dead_le
     assert report.counts == {"done": 3, "dead": 3}
     found = rows(db)
     assert {s: r["status"] for s, r in found.items()} == {
-        "anthropic": "done", "openai": "done", "plain": "done", "not-a-message": "dead", "no-role": "dead",
-        "bad-time": "dead"}
+        "anthropic": "done",
+        "openai": "done",
+        "plain": "done",
+        "not-a-message": "dead",
+        "no-role": "dead",
+        "bad-time": "dead",
+    }
     assert all(re.fullmatch(r"[0-9a-f]{64}", r["content_hash"]) for r in found.values())  # computed for the host
     # One line each, saying where the row is wrong and what was expected.
     assert found["not-a-message"]["last_error"].startswith("messages.0: expected a message object")
@@ -91,20 +116,27 @@ def test_hand_inserted_rows_of_every_shape_are_summarised_and_garbage_is_dead_le
     assert "Oslo" in summary["openai"]
 
 
-def test_serve_dead_letters_a_garbage_row_without_a_traceback(db: Database, embedder,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_dead_letters_a_garbage_row_without_a_traceback(
+    db: Database, embedder, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = logging.getLogger()
     saved = root.handlers[:], root.level
     logs.setup("text", "INFO")  # as the CLI does
-    srv = Server(db, OfflineExtractor(embedder), ServeOptions(concurrency=2, poll_seconds=0.2, maintenance_seconds=60,
-                                                              shutdown_deadline=5))
+    srv = Server(
+        db,
+        OfflineExtractor(embedder),
+        ServeOptions(concurrency=2, poll_seconds=0.2, maintenance_seconds=60, shutdown_deadline=5),
+    )
     thread = threading.Thread(target=srv.run, kwargs={"install_signals": False})
     thread.start()
     try:
         insert(db, "garbage", [{"foo": 1}])
         insert(db, "anthropic", ANTHROPIC)
-        wait_until(lambda: {s: r["status"] for s, r in rows(db).items()} == {"garbage": "dead", "anthropic": "done"},
-                   60, "the garbage row dead-lettered and the good one summarised")
+        wait_until(
+            lambda: {s: r["status"] for s, r in rows(db).items()} == {"garbage": "dead", "anthropic": "done"},
+            60,
+            "the garbage row dead-lettered and the good one summarised",
+        )
     finally:
         srv.stop()
         thread.join(timeout=30)
@@ -145,8 +177,9 @@ def test_a_batch_backfill_dead_letters_a_garbage_row_and_submits_the_rest(db: Da
     insert(db, "garbage", [{"foo": 1}])
     insert(db, "anthropic", ANTHROPIC)
     with fa.FakeAnthropic(responder=responder) as fake:
-        settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
-                                     extractor="anthropic")
+        settings = db.settings.with_(
+            anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0, extractor="anthropic"
+        )
         database = Database(settings, url=db.url)
         try:
             with AnthropicExtractor(settings) as claude:
@@ -165,9 +198,11 @@ def test_an_open_row_with_an_unreadable_time_does_not_stop_idle_close(db: Databa
     time made that statement fail every 30 s, for every tenant. Its time is now taken as unknown (the row's
     updated_at counts), and the row is dead-lettered with its reason once it is claimed."""
     with db.tenant("acme") as conn:
-        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, messages) VALUES "
-                     "('acme', 'u-maria', 'bad-ts', %s), ('acme', 'u-maria', 'idle', %s)",
-                     (Jsonb([{"role": "user", "content": "hello", "ts": "last tuesday"}]), Jsonb(PLAIN)))
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, messages) VALUES "
+            "('acme', 'u-maria', 'bad-ts', %s), ('acme', 'u-maria', 'idle', %s)",
+            (Jsonb([{"role": "user", "content": "hello", "ts": "last tuesday"}]), Jsonb(PLAIN)),
+        )
     with db.admin() as conn:
         conn.execute("UPDATE transcripts SET updated_at = now() - interval '2 hours'")
     srv = Server(db, OfflineExtractor(embedder), ServeOptions(idle_close_seconds=3600))

@@ -19,10 +19,15 @@ from jobs.errors import UPGRADE, SchemaTooNew
 # pip / pip3 / python -m pip / uv pip / uv add / uv tool install / pipx / poetry add, any options, then
 # the bare name (with extras, a version or quotes), ending the word
 _S = r"[ \t]+"  # advice is on one line
-_INSTALLER = rf"(?:(?:python3?{_S}-m{_S})?pip3?{_S}install|uv{_S}pip{_S}install|uv{_S}add|uv{_S}tool{_S}install" \
-             rf"|pipx{_S}install|poetry{_S}add)"
-ADVICE = re.compile(_INSTALLER + rf"(?:{_S}-{{1,2}}[\w-]+(?:=\S+)?)*{_S}[\"']?episodes(?:\[[\w,-]*\])?"
-                    r"(?:[ \t]*[=<>~!]=?[ \t]*[\w.*]+)?[\"']?(?![\w./-])", re.IGNORECASE)
+_INSTALLER = (
+    rf"(?:(?:python3?{_S}-m{_S})?pip3?{_S}install|uv{_S}pip{_S}install|uv{_S}add|uv{_S}tool{_S}install"
+    rf"|pipx{_S}install|poetry{_S}add)"
+)
+ADVICE = re.compile(
+    _INSTALLER + rf"(?:{_S}-{{1,2}}[\w-]+(?:=\S+)?)*{_S}[\"']?episodes(?:\[[\w,-]*\])?"
+    r"(?:[ \t]*[=<>~!]=?[ \t]*[\w.*]+)?[\"']?(?![\w./-])",
+    re.IGNORECASE,
+)
 
 
 def scanned() -> list[Path]:
@@ -31,27 +36,50 @@ def scanned() -> list[Path]:
     return files
 
 
-@pytest.mark.parametrize("text", [
-    "pip install -U episodes", "pip install episodes", "uv pip install episodes", "pip3 install --upgrade episodes",
-    "python -m pip install 'episodes[voyage]'", "pipx install episodes", "uv add episodes", "pip install episodes==0.2",
-    "`pip install --user -U episodes`", "(pip install -U episodes)", "uv tool install episodes",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pip install -U episodes",
+        "pip install episodes",
+        "uv pip install episodes",
+        "pip3 install --upgrade episodes",
+        "python -m pip install 'episodes[voyage]'",
+        "pipx install episodes",
+        "uv add episodes",
+        "pip install episodes==0.2",
+        "`pip install --user -U episodes`",
+        "(pip install -U episodes)",
+        "uv tool install episodes",
+    ],
+)
 def test_the_pattern_finds_the_advice(text: str) -> None:
     assert ADVICE.search(text)
 
 
-@pytest.mark.parametrize("text", [
-    "pip install -e .", "pip install --require-hashes -r requirements/runtime.txt && pip install --no-deps .",
-    'pip install -e ".[test]"', "pip install voyageai", "pip install episodes-helper", "pip install ./episodes",
-    "pip install -e episodes/", "the package named episodes on PyPI is another project's",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pip install -e .",
+        "pip install --require-hashes -r requirements/runtime.txt && pip install --no-deps .",
+        'pip install -e ".[test]"',
+        "pip install voyageai",
+        "pip install episodes-helper",
+        "pip install ./episodes",
+        "pip install -e episodes/",
+        "the package named episodes on PyPI is another project's",
+    ],
+)
 def test_the_pattern_leaves_installs_from_the_clone_alone(text: str) -> None:
     assert not ADVICE.search(text)
 
 
 def test_no_message_or_page_advises_installing_episodes_by_name() -> None:
-    found = [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
-             for path in scanned() for text in [path.read_text(encoding="utf-8")] for m in ADVICE.finditer(text)]
+    found = [
+        f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group()}"
+        for path in scanned()
+        for text in [path.read_text(encoding="utf-8")]
+        for m in ADVICE.finditer(text)
+    ]
     assert not found, found
 
 

@@ -77,9 +77,7 @@ def test_every_tenant_table_has_rls_and_a_policy(db: Database) -> None:
 
 def test_app_role_cannot_bypass_rls(db: Database) -> None:
     with db.admin() as conn:
-        role = conn.execute(
-            "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s", (APP_ROLE,)
-        ).fetchone()
+        role = conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
         owners = conn.execute(
             "SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'public' AND tableowner = %s", (APP_ROLE,)
         ).fetchone()

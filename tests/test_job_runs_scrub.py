@@ -16,8 +16,8 @@ from api_server import serve
 from jobs.db import Database
 from jobs.models import ModelCall
 from jobs.runs import finish_run, start_run
-from jobs.store import record_calls
 from jobs.service.keys import create_key
+from jobs.store import record_calls
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
@@ -29,9 +29,18 @@ def _run_for(db: Database, tenant: str | None, error: str) -> int:
     run_id = start_run(db, "summarize", "w1")
     if tenant is not None:
         with db.tenant(tenant) as conn:
-            record_calls(conn, [ModelCall(template="extract_episode_user.j2", prompt_hash="abc", model="m",
-                                          input_tokens=1, error="boom")],
-                         tenant_id=tenant, user_id="someone", transcript_id=None, job_run_id=run_id)
+            record_calls(
+                conn,
+                [
+                    ModelCall(
+                        template="extract_episode_user.j2", prompt_hash="abc", model="m", input_tokens=1, error="boom"
+                    )
+                ],
+                tenant_id=tenant,
+                user_id="someone",
+                transcript_id=None,
+                job_run_id=run_id,
+            )
     finish_run(db, run_id, counts={"failed": 1}, error=error)
     return run_id
 
@@ -50,10 +59,18 @@ def test_an_erasure_scrubs_its_own_tenants_runs_and_reveals_nothing_of_others(db
     before = _errors(db)
 
     secret = create_key(db, "acme", ("recall", "write", "admin"), name="acme")[1]
-    with serve(db) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"},
-                                        timeout=30) as acme:
-        stored = acme.post("/v1/transcripts", json={"transcripts": [
-            {"user_id": WORD, "session_id": "k-1", "messages": [{"role": "user", "content": "hello"}]}]})
+    with (
+        serve(db) as url,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"}, timeout=30) as acme,
+    ):
+        stored = acme.post(
+            "/v1/transcripts",
+            json={
+                "transcripts": [
+                    {"user_id": WORD, "session_id": "k-1", "messages": [{"role": "user", "content": "hello"}]}
+                ]
+            },
+        )
         assert stored.json()["accepted"] == 1, stored.text
         dry = acme.delete(f"/v1/users/{WORD}", params={"dry_run": "true"})
         assert dry.status_code == 200 and dry.json()["counts"]["job_runs_scrubbed"] == 2, dry.text
@@ -63,9 +80,15 @@ def test_an_erasure_scrubs_its_own_tenants_runs_and_reveals_nothing_of_others(db
 
     with db.admin() as conn:
         tenants = {r["id"]: r["tenants"] for r in conn.execute("SELECT id, tenants FROM job_runs")}
-    assert tenants == {acme_run: ["acme"], acme_named: None, globex_run: ["globex"], globex_named: None,
-                       unattributed: None}
+    assert tenants == {
+        acme_run: ["acme"],
+        acme_named: None,
+        globex_run: ["globex"],
+        globex_named: None,
+        unattributed: None,
+    }
     after = _errors(db)
     assert after[acme_run] == after[acme_named] == "error text removed by an erasure"
     assert {k: after[k] for k in (globex_run, globex_named, unattributed)} == {
-        k: before[k] for k in (globex_run, globex_named, unattributed)}
+        k: before[k] for k in (globex_run, globex_named, unattributed)
+    }

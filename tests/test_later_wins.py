@@ -17,10 +17,14 @@ from jobs.summarize import BatchRunner, run_summarize
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
-FIRST = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
-         {"role": "assistant", "content": "Done, the Team plan it is."}]
-SECOND = [{"role": "user", "name": "Maria", "content": "Actually, we decided to switch to the Business plan instead."},
-          {"role": "assistant", "content": "Switched you to Business."}]
+FIRST = [
+    {"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
+    {"role": "assistant", "content": "Done, the Team plan it is."},
+]
+SECOND = [
+    {"role": "user", "name": "Maria", "content": "Actually, we decided to switch to the Business plan instead."},
+    {"role": "assistant", "content": "Switched you to Business."},
+]
 
 
 def _add(db: Database, session: str, messages: list[dict], day: int, content_hash: str | None = None) -> None:
@@ -30,11 +34,17 @@ def _add(db: Database, session: str, messages: list[dict], day: int, content_has
             "VALUES ('acme', 'u1', %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, session_id) DO UPDATE "
             "SET messages = EXCLUDED.messages, content_hash = EXCLUDED.content_hash, status = 'pending', "
             "ended_at = EXCLUDED.ended_at",
-            (session, f"2025-03-{day:02d} 09:00Z", f"2025-03-{day:02d} 09:20Z", Jsonb(messages),
-             content_hash or f"h-{session}"))
+            (
+                session,
+                f"2025-03-{day:02d} 09:00Z",
+                f"2025-03-{day:02d} 09:20Z",
+                Jsonb(messages),
+                content_hash or f"h-{session}",
+            ),
+        )
 
 
-def _summarise(db: Database, embedder, *, batch: bool = False) -> None:  # noqa: ANN001
+def _summarise(db: Database, embedder, *, batch: bool = False) -> None:
     with AnthropicExtractor(db.settings) as claude:
         if batch:
             assert BatchRunner(db, claude, embedder).run(poll_seconds=0.1).counts["done"] == 1
@@ -45,12 +55,14 @@ def _summarise(db: Database, embedder, *, batch: bool = False) -> None:  # noqa:
 def _decisions(db: Database) -> dict[str, dict]:
     """analyst.decisions as the operator sees it, by session."""
     with db.pool.connection() as conn, conn.transaction(), analyst_role(conn, OPERATOR_ROLE):
-        rows = conn.execute("SELECT session_id, what, event_id, superseded_by, superseded_by_session_id, "
-                            "superseded_by_type, current FROM analyst.decisions ORDER BY decided_at").fetchall()
+        rows = conn.execute(
+            "SELECT session_id, what, event_id, superseded_by, superseded_by_session_id, "
+            "superseded_by_type, current FROM analyst.decisions ORDER BY decided_at"
+        ).fetchall()
     return {r["session_id"]: r for r in rows}
 
 
-def _reversal(db: Database, fake: fa.FakeAnthropic, embedder, *, batch: bool) -> dict:  # noqa: ANN001
+def _reversal(db: Database, fake: fa.FakeAnthropic, embedder, *, batch: bool) -> dict:
     """A first session decides Team; a second (live or batch) switches to Business."""
     _add(db, "first", FIRST, 4)
     _summarise(db, embedder)
@@ -58,8 +70,9 @@ def _reversal(db: Database, fake: fa.FakeAnthropic, embedder, *, batch: bool) ->
     fake.responder = replacing_responder
     _summarise(db, embedder, batch=batch)
     with db.admin() as conn:
-        dropped = conn.execute("SELECT dropped_events FROM episodes WHERE session_id = 'second' "
-                               "AND status = 'current'").fetchone()["dropped_events"]
+        dropped = conn.execute(
+            "SELECT dropped_events FROM episodes WHERE session_id = 'second' AND status = 'current'"
+        ).fetchone()["dropped_events"]
     return {"decisions": _decisions(db), "dropped": dropped}
 
 
@@ -85,8 +98,10 @@ def test_a_later_session_that_reverses_a_decision_supersedes_it(llm_db: Database
     assert result["dropped"] == 1  # the preference that named an id never offered lost its link
     with llm_db.admin() as conn:
         pref = conn.execute("SELECT type, superseded_by FROM episode_events WHERE type = 'preference'").fetchone()
-        standing = conn.execute("SELECT count(*) AS n FROM episode_events "
-                                "WHERE type IN ('decision', 'preference') AND superseded_by IS NULL").fetchone()
+        standing = conn.execute(
+            "SELECT count(*) AS n FROM episode_events "
+            "WHERE type IN ('decision', 'preference') AND superseded_by IS NULL"
+        ).fetchone()
     assert pref == {"type": "preference", "superseded_by": None}  # kept as an event, replacing nothing
     assert standing["n"] == 2  # Business and the preference stand; Team does not
 
@@ -111,14 +126,21 @@ def test_a_batch_reversal_supersedes_like_a_live_one(llm_db: Database, fake, emb
         assert result["dropped"] == 1
 
 
-def test_a_superseded_replacing_episode_makes_the_old_decision_current_again(llm_db: Database, fake,
-                                                                            embedder) -> None:
+def test_a_superseded_replacing_episode_makes_the_old_decision_current_again(llm_db: Database, fake, embedder) -> None:
     _reversal(llm_db, fake, embedder, batch=False)
     # The second session's transcript changes: its episode is superseded, the reversal undone, and
     # the re-run (which no longer reverses anything) leaves Team standing.
     fake.responder = responder
-    _add(llm_db, "second", [{"role": "user", "name": "Maria", "content": "How do I export a report?"},
-                            {"role": "assistant", "content": "Use the Export button."}], 10, "h-second-2")
+    _add(
+        llm_db,
+        "second",
+        [
+            {"role": "user", "name": "Maria", "content": "How do I export a report?"},
+            {"role": "assistant", "content": "Use the Export button."},
+        ],
+        10,
+        "h-second-2",
+    )
     _summarise(llm_db, embedder)
     decisions = _decisions(llm_db)
     assert decisions["first"]["current"] is True and decisions["first"]["superseded_by"] is None
@@ -127,21 +149,30 @@ def test_a_superseded_replacing_episode_makes_the_old_decision_current_again(llm
     assert "(decision since 2025-03-04): Maria decided" in _sent(fake, batch=False)
 
 
-def _offline(embedder, text: str) -> list:  # noqa: ANN001
+def _offline(embedder, text: str) -> list:
     import datetime as dt
 
     from jobs.extract.offline import OfflineExtractor
     from jobs.models import Message, OpenItem, Transcript
 
     when = dt.datetime(2025, 3, 10, 9, 20, tzinfo=dt.UTC)
-    transcript = Transcript(id=1, tenant_id="acme", user_id="u1", session_id="s2", purpose="general",
-                            started_at=None, ended_at=when,
-                            messages=[Message(role="user", name="Maria", content=text),
-                                      Message(role="assistant", content="Noted, I have changed that for you.")])
-    offered = [OpenItem(7, "preference", "Maria prefers imperial units in the weekly reports.",
-                        when - dt.timedelta(days=30)),
-               OpenItem(8, "decision", "Maria decided to book the flight to Osaka on April 2.",
-                        when - dt.timedelta(days=20))]
+    transcript = Transcript(
+        id=1,
+        tenant_id="acme",
+        user_id="u1",
+        session_id="s2",
+        purpose="general",
+        started_at=None,
+        ended_at=when,
+        messages=[
+            Message(role="user", name="Maria", content=text),
+            Message(role="assistant", content="Noted, I have changed that for you."),
+        ],
+    )
+    offered = [
+        OpenItem(7, "preference", "Maria prefers imperial units in the weekly reports.", when - dt.timedelta(days=30)),
+        OpenItem(8, "decision", "Maria decided to book the flight to Osaka on April 2.", when - dt.timedelta(days=20)),
+    ]
     return OfflineExtractor(embedder).extract(transcript, offered).extraction.key_events
 
 
@@ -154,7 +185,7 @@ def test_the_offline_extractor_links_a_clear_reversal_and_ignores_an_unrelated_d
     assert all(e.replaces is None for e in no_cue)
 
 
-def _two_sessions(embedder, amendment: str) -> tuple[list, list]:  # noqa: ANN001
+def _two_sessions(embedder, amendment: str) -> tuple[list, list]:
     """Session 1 settles a merge rule (an assistant's "Settled:" the user agrees to) and an unrelated decision;
     session 2, a month later, says ``amendment``. Returns both sessions' key events."""
     import datetime as dt
@@ -165,36 +196,56 @@ def _two_sessions(embedder, amendment: str) -> tuple[list, list]:  # noqa: ANN00
     first_day = dt.datetime(2026, 3, 2, 10, 0, tzinfo=dt.UTC)
 
     def session(said: list[tuple[str, str]], when: dt.datetime, sid: str) -> Transcript:
-        return Transcript(id=1, tenant_id="acme", user_id="u1", session_id=sid, purpose="general", started_at=None,
-                          ended_at=when, messages=[Message(role=role, content=text) for role, text in said])
+        return Transcript(
+            id=1,
+            tenant_id="acme",
+            user_id="u1",
+            session_id=sid,
+            purpose="general",
+            started_at=None,
+            ended_at=when,
+            messages=[Message(role=role, content=text) for role, text in said],
+        )
 
     extractor = OfflineExtractor(embedder)
-    one = extractor.extract(session([
-        ("user", "When two tags collide in a merge, which one wins?"),
-        ("assistant", "Settled: on a tag collision, merge keeps the latest tag."),
-        ("user", "Yes, agreed. Also, let's use pytest-xdist for the CI runs.")], first_day, "s1")).extraction.key_events
+    one = extractor.extract(
+        session(
+            [
+                ("user", "When two tags collide in a merge, which one wins?"),
+                ("assistant", "Settled: on a tag collision, merge keeps the latest tag."),
+                ("user", "Yes, agreed. Also, let's use pytest-xdist for the CI runs."),
+            ],
+            first_day,
+            "s1",
+        )
+    ).extraction.key_events
     offered = [OpenItem(10 + k, e.type, e.what, first_day) for k, e in enumerate(one) if e.type == "decision"]
-    two = extractor.extract(session([("user", amendment), ("assistant", "Understood.")],
-                                    first_day + dt.timedelta(days=30), "s2"), offered).extraction.key_events
+    two = extractor.extract(
+        session([("user", amendment), ("assistant", "Understood.")], first_day + dt.timedelta(days=30), "s2"), offered
+    ).extraction.key_events
     return one, two
 
 
-@pytest.mark.parametrize("amendment", [
-    "Amendment to the merge rule from last month: on a tag collision, merge keeps the earliest tag.",
-    "Superseding keep-latest: on a tag collision, we keep the earliest tag now.",
-    "Let's switch from keep-latest to keep-earliest for tag collisions in merge.",
-])
-def test_an_offline_amendment_links_to_the_rule_it_supersedes(embedder, amendment: str) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(
+    "amendment",
+    [
+        "Amendment to the merge rule from last month: on a tag collision, merge keeps the earliest tag.",
+        "Superseding keep-latest: on a tag collision, we keep the earliest tag now.",
+        "Let's switch from keep-latest to keep-earliest for tag collisions in merge.",
+    ],
+)
+def test_an_offline_amendment_links_to_the_rule_it_supersedes(embedder, amendment: str) -> None:
     one, two = _two_sessions(embedder, amendment)
     assert [e.what for e in one if e.type == "decision"] == [
         'The user decided: "on a tag collision, merge keeps the latest tag."',
-        "The user decided to use pytest-xdist for the CI runs."]
+        "The user decided to use pytest-xdist for the CI runs.",
+    ]
     [decision] = [e for e in two if e.type == "decision"]
     assert decision.replaces == 10, "the merge rule, not the CI decision"
     assert "earliest" in decision.what
 
 
-def test_an_offline_decision_without_an_amendment_cue_replaces_nothing(embedder) -> None:  # noqa: ANN001
+def test_an_offline_decision_without_an_amendment_cue_replaces_nothing(embedder) -> None:
     _, two = _two_sessions(embedder, "Let's use the Redis cache for the session store instead of memcached.")
     assert [e.replaces for e in two if e.type == "decision"] == [None]
     _, no_cue = _two_sessions(embedder, "Decision: on a tag collision, merge keeps the earliest tag.")

@@ -17,7 +17,6 @@ import psycopg
 import pytest
 from api_server import api_process
 from click.testing import CliRunner
-from conftest import _url_for
 from psycopg.types.json import Jsonb
 
 from jobs import config
@@ -54,7 +53,8 @@ def _seed(db: Database) -> None:
                 "INSERT INTO episodes (tenant_id, user_id, session_id, kind, summary, importance, started_at, ended_at, "
                 "model, prompt_version) VALUES (%s, 'u-1', 's-1', 'session', 'the pricing call', 0.5, now(), now(), "
                 "'m', 'p')",
-                (tenant,))
+                (tenant,),
+            )
 
 
 def _denied(conn: psycopg.Connection[Any], statement: str, *args: object) -> bool:
@@ -69,10 +69,13 @@ def _denied(conn: psycopg.Connection[Any], statement: str, *args: object) -> boo
 
 def test_the_service_logs_in_as_a_role_that_owns_nothing_and_is_no_superuser(service_db: Database) -> None:
     with service_db.login() as conn:
-        row = conn.execute("SELECT current_user AS who, rolsuper, rolbypassrls, rolcreaterole, rolcreatedb "
-                           "FROM pg_roles WHERE rolname = current_user").fetchone()
-        owned = conn.execute("SELECT count(*) AS n FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner "
-                             "WHERE r.rolname = current_user").fetchone()
+        row = conn.execute(
+            "SELECT current_user AS who, rolsuper, rolbypassrls, rolcreaterole, rolcreatedb "
+            "FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+        owned = conn.execute(
+            "SELECT count(*) AS n FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner WHERE r.rolname = current_user"
+        ).fetchone()
     assert row is not None and owned is not None
     assert row["who"] == SERVICE_ROLE
     assert not (row["rolsuper"] or row["rolbypassrls"] or row["rolcreaterole"] or row["rolcreatedb"])
@@ -80,20 +83,23 @@ def test_the_service_logs_in_as_a_role_that_owns_nothing_and_is_no_superuser(ser
 
 
 @pytest.mark.citus  # also on the Citus cluster when one is up
-def test_reset_role_in_a_tenant_transaction_gives_no_other_tenant_and_no_owner(db: Database,
-                                                                                service_db: Database) -> None:
+def test_reset_role_in_a_tenant_transaction_gives_no_other_tenant_and_no_owner(
+    db: Database, service_db: Database
+) -> None:
     _seed(db)
     with service_db.tenant("acme") as conn:
         assert conn.execute("SELECT count(*) AS n FROM episodes").fetchone() == {"n": 1}
         conn.execute("RESET ROLE")
-        who = conn.execute("SELECT current_user AS who, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) "
-                           "AS su").fetchone()
+        who = conn.execute(
+            "SELECT current_user AS who, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS su"
+        ).fetchone()
         assert who == {"who": SERVICE_ROLE, "su": False}
         for table in ("episodes", "transcripts", "episode_events", "api_keys", "episodes_settings"):
             assert _denied(conn, f"SELECT count(*) FROM {table}"), table
         # Neither may it hand itself the owner's role back.
-        owner = conn.execute("SELECT r.rolname FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner "
-                             "WHERE c.oid = 'episodes'::regclass").fetchone()
+        owner = conn.execute(
+            "SELECT r.rolname FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner WHERE c.oid = 'episodes'::regclass"
+        ).fetchone()
         assert owner is not None and _denied(conn, f'SET ROLE "{owner["rolname"]}"')
 
 
@@ -144,8 +150,9 @@ def _definer_functions_taking_a_tenant(db: Database) -> list[dict[str, Any]]:
 def _call(name: str, names: list[str], types: list[str], tenant: str) -> tuple[str, list[object]]:
     samples: dict[str, object] = {"text": "u-1", "boolean": False, "bigint": 1, "integer": 1}
     by_name: dict[str, object] = {"dry": True}  # episodes_scrub_job_runs: only count (u-1 was not erased)
-    args = [tenant if arg == "tenant" else by_name.get(arg, samples[kind])
-            for arg, kind in zip(names, types, strict=False)]
+    args = [
+        tenant if arg == "tenant" else by_name.get(arg, samples[kind]) for arg, kind in zip(names, types, strict=False)
+    ]
     return f"SELECT {name}({', '.join('%s' for _ in args)})", args
 
 
@@ -154,8 +161,12 @@ def test_every_definer_function_refuses_another_tenant(db: Database, service_db:
     for acme itself it runs. Found from pg_proc, so a function added later is covered too."""
     _seed(db)
     functions = _definer_functions_taking_a_tenant(db)
-    assert {f["name"] for f in functions} >= {"episodes_bump_version", "episodes_drop_pack", "episodes_user_hash",
-                                             "episodes_scrub_job_runs"}
+    assert {f["name"] for f in functions} >= {
+        "episodes_bump_version",
+        "episodes_drop_pack",
+        "episodes_user_hash",
+        "episodes_scrub_job_runs",
+    }
     for f in functions:
         statement, args = _call(f["name"], f["names"], f["types"], "globex")
         own, own_args = _call(f["name"], f["names"], f["types"], "acme")
@@ -199,20 +210,25 @@ def test_every_table_with_a_tenant_column_is_under_row_level_security(db: Databa
     assert [r["name"] for r in rows if not r["rls"]] == []
     # Tables without a tenant column that can hold a tenant's data: run errors naming users, the secrets.
     with db.admin() as conn:
-        others = conn.execute("SELECT relname AS name, relrowsecurity AS rls FROM pg_class "
-                              "WHERE oid IN ('job_runs'::regclass, 'episodes_secrets'::regclass)").fetchall()
+        others = conn.execute(
+            "SELECT relname AS name, relrowsecurity AS rls FROM pg_class "
+            "WHERE oid IN ('job_runs'::regclass, 'episodes_secrets'::regclass)"
+        ).fetchall()
     assert sorted((r["name"], r["rls"]) for r in others) == [("episodes_secrets", True), ("job_runs", True)]
 
 
 def _activity(db: Database, application_name: str) -> list[dict[str, Any]]:
     with db.admin() as conn:
-        return conn.execute("SELECT usename, application_name FROM pg_stat_activity "
-                            "WHERE datname = current_database() AND application_name = %s",
-                            (application_name,)).fetchall()
+        return conn.execute(
+            "SELECT usename, application_name FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = %s",
+            (application_name,),
+        ).fetchall()
 
 
-def _wait_for_activity(db: Database, application_name: str, proc: subprocess.Popen[bytes] | None = None
-                       ) -> list[dict[str, Any]]:
+def _wait_for_activity(
+    db: Database, application_name: str, proc: subprocess.Popen[bytes] | None = None
+) -> list[dict[str, Any]]:
     deadline = time.monotonic() + 120
     while not (rows := _activity(db, application_name)):
         assert time.monotonic() < deadline, f"no connection named {application_name!r}"
@@ -222,12 +238,14 @@ def _wait_for_activity(db: Database, application_name: str, proc: subprocess.Pop
 
 
 @pytest.mark.slow  # `episodes api` in a process of its own
-def test_the_api_connects_as_the_login_role_and_names_itself(db: Database, service_db: Database,
-                                                             settings: config.Settings) -> None:
+def test_the_api_connects_as_the_login_role_and_names_itself(
+    db: Database, service_db: Database, settings: config.Settings
+) -> None:
     _, secret = create_key(db, "acme", ["recall"])
     with api_process(settings) as api:
-        answer = httpx.get(f"{api.url}/v1/users/u-1/episodes", headers={"Authorization": f"Bearer {secret}"},
-                           timeout=60)
+        answer = httpx.get(
+            f"{api.url}/v1/users/u-1/episodes", headers={"Authorization": f"Bearer {secret}"}, timeout=60
+        )
         assert answer.status_code == 200, answer.text
         rows = _wait_for_activity(db, "episodes api")
     assert {r["usename"] for r in rows} == {SERVICE_ROLE}
@@ -236,8 +254,13 @@ def test_the_api_connects_as_the_login_role_and_names_itself(db: Database, servi
 @pytest.mark.slow  # `episodes mcp` in a process of its own
 def test_the_mcp_server_connects_as_the_login_role_and_names_itself(db: Database, service_db: Database) -> None:
     env = {**os.environ, "DATABASE_URL": db.url, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "mcp", "--tenant", "acme", "--user", "u-1"], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "mcp", "--tenant", "acme", "--user", "u-1"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         rows = _wait_for_activity(db, "episodes mcp", proc)
     finally:
@@ -250,8 +273,13 @@ def test_the_mcp_server_connects_as_the_login_role_and_names_itself(db: Database
 def test_the_mcp_server_as_the_owner_warns_saying_what_to_set(db: Database) -> None:
     env = {**os.environ, "DATABASE_URL": db.url, "HF_HUB_OFFLINE": "1"}
     env.pop("EPISODES_SERVICE_DATABASE_URL", None)
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", "mcp", "--tenant", "acme", "--user", "u-1"], env=env,
-                          input=b"", capture_output=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "mcp", "--tenant", "acme", "--user", "u-1"],
+        env=env,
+        input=b"",
+        capture_output=True,
+        timeout=120,
+    )
     assert "EPISODES_SERVICE_DATABASE_URL" in done.stderr.decode() and "superuser" in done.stderr.decode()
 
 
@@ -287,8 +315,9 @@ def test_keys_create_refuses_a_bad_tenant_name_saying_the_rule(db: Database) -> 
     assert "\\x" not in result.output
     with db.admin() as conn:
         assert conn.execute("SELECT count(*) AS n FROM api_keys").fetchone() == {"n": 0}
-    long_name = CliRunner().invoke(cli, ["keys", "create", "--tenant", "acme", "--scopes", "recall",
-                                         "--name", "n" * 201])
+    long_name = CliRunner().invoke(
+        cli, ["keys", "create", "--tenant", "acme", "--scopes", "recall", "--name", "n" * 201]
+    )
     assert long_name.exit_code == 2 and "at most 200" in long_name.output
 
 
@@ -308,8 +337,10 @@ def test_an_unknown_or_revoked_key_costs_no_write(db: Database, service_db: Data
     key, secret = create_key(db, "acme", ["recall"])
     revoked, revoked_secret = create_key(db, "acme", ["recall"])
     revoke_key(db, str(revoked.id))
-    locks = ("SELECT array_agg(mode ORDER BY mode) AS modes FROM pg_locks "
-             "WHERE pid = pg_backend_pid() AND relation = 'api_keys'::regclass")
+    locks = (
+        "SELECT array_agg(mode ORDER BY mode) AS modes FROM pg_locks "
+        "WHERE pid = pg_backend_pid() AND relation = 'api_keys'::regclass"
+    )
     for guess in ("ep_" + "A" * 40, revoked_secret):
         with service_db.login() as conn:
             conn.execute("SET TRANSACTION READ ONLY")
@@ -327,23 +358,30 @@ def test_an_unknown_or_revoked_key_costs_no_write(db: Database, service_db: Data
 
 
 @pytest.mark.citus  # also on the Citus cluster when one is up
-def test_job_runs_are_out_of_the_tenant_roles_reach_and_forget_still_scrubs_them(db: Database,
-                                                                                 service_db: Database) -> None:
+def test_job_runs_are_out_of_the_tenant_roles_reach_and_forget_still_scrubs_them(
+    db: Database, service_db: Database
+) -> None:
     """job_runs (runs across tenants; a failure's text can name any tenant's user) is the owner's alone:
     row-level security on, no privilege for episodes_app or the login role; forget blanks the runs naming
     the erased user (a whole word, matched literally) after its transaction, also through the service."""
     weird = "u.zoe+1(x)"  # regular-expression characters, matched as themselves
     with db.admin() as conn:
-        assert conn.execute("SELECT relrowsecurity AS rls FROM pg_class WHERE oid = 'job_runs'::regclass"
-                            ).fetchone() == {"rls": True}
-        conn.execute("INSERT INTO job_runs (job, worker, status, error, counts) VALUES "
-                     "('compress', 'w', 'failed', %s, '{}'), ('compress', 'w', 'failed', %s, '{}'), "
-                     "('compress', 'w', 'ok', NULL, %s), ('compress', 'w', 'failed', 'globex/u-1x: refused', '{}')",
-                     (f"acme/{weird} 2023: refused", "acme/uXzoe+1(x) 2023: refused", Jsonb({weird: 1})))
+        assert conn.execute(
+            "SELECT relrowsecurity AS rls FROM pg_class WHERE oid = 'job_runs'::regclass"
+        ).fetchone() == {"rls": True}
+        conn.execute(
+            "INSERT INTO job_runs (job, worker, status, error, counts) VALUES "
+            "('compress', 'w', 'failed', %s, '{}'), ('compress', 'w', 'failed', %s, '{}'), "
+            "('compress', 'w', 'ok', NULL, %s), ('compress', 'w', 'failed', 'globex/u-1x: refused', '{}')",
+            (f"acme/{weird} 2023: refused", "acme/uXzoe+1(x) 2023: refused", Jsonb({weird: 1})),
+        )
         conn.execute("UPDATE job_runs SET tenants = '{acme}' WHERE error IS NULL")  # a run of acme (0029 scopes)
     with service_db.tenant("acme") as conn:
-        for statement in ("SELECT count(*) FROM job_runs", "UPDATE job_runs SET error = NULL",
-                          "INSERT INTO job_runs (job, worker) VALUES ('x', 'y')"):
+        for statement in (
+            "SELECT count(*) FROM job_runs",
+            "UPDATE job_runs SET error = NULL",
+            "INSERT INTO job_runs (job, worker) VALUES ('x', 'y')",
+        ):
             assert _denied(conn, statement), statement
         conn.execute("RESET ROLE")
         assert _denied(conn, "SELECT count(*) FROM job_runs")
@@ -355,8 +393,12 @@ def test_job_runs_are_out_of_the_tenant_roles_reach_and_forget_still_scrubs_them
     assert report.counts["job_runs_scrubbed"] == 2
     with db.admin() as conn:
         runs = [(r["error"], r["counts"]) for r in conn.execute("SELECT error, counts FROM job_runs ORDER BY id")]
-    assert runs == [("error text removed by an erasure", {}), ("acme/uXzoe+1(x) 2023: refused", {}),
-                    (None, {}), ("globex/u-1x: refused", {})]
+    assert runs == [
+        ("error text removed by an erasure", {}),
+        ("acme/uXzoe+1(x) 2023: refused", {}),
+        (None, {}),
+        ("globex/u-1x: refused", {}),
+    ]
     assert forget_user(db, "acme", weird).counts["job_runs_scrubbed"] == 0  # as the owner too; nothing left
 
 
@@ -372,7 +414,9 @@ def test_serves_tenant_transactions_log_in_as_the_login_role(db: Database, servi
         assert owner is not None and owner["who"] != SERVICE_ROLE
         with serve.tenant("acme") as conn:
             assert conn.execute("SELECT session_user AS who, count(*) AS n FROM episodes").fetchone() == {
-                "who": SERVICE_ROLE, "n": 1}
+                "who": SERVICE_ROLE,
+                "n": 1,
+            }
             conn.execute("RESET ROLE")
             for table in ("episodes", "transcripts", "job_runs", "api_keys", "episodes_secrets"):
                 assert _denied(conn, f"SELECT count(*) FROM {table}"), table
@@ -389,16 +433,28 @@ def test_episodes_serve_summarizes_as_the_login_role(db: Database, service_db: D
     from jobs.ingest import ingest_records
 
     now = time.time()
-    record = {"tenant_id": "acme", "user_id": "u-1", "session_id": "s-serve", "started_at": now - 300,
-              "ended_at": now, "messages": [{"role": "user", "content": "We decided to ship the pricing page Friday."},
-                                            {"role": "assistant", "content": "Noted: pricing page ships Friday."}]}
+    record = {
+        "tenant_id": "acme",
+        "user_id": "u-1",
+        "session_id": "s-serve",
+        "started_at": now - 300,
+        "ended_at": now,
+        "messages": [
+            {"role": "user", "content": "We decided to ship the pricing page Friday."},
+            {"role": "assistant", "content": "Noted: pricing page ships Friday."},
+        ],
+    }
     record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 300))
     record["ended_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
     assert not ingest_records(db, [("test:s-serve", record)]).rejected
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
     env.update(DATABASE_URL=db.url, EPISODES_SERVICE_DATABASE_URL=_service_url(db.url), HF_HUB_OFFLINE="1")
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "serve", "--extractor", "offline", "--concurrency", "1",
-                             "--poll", "1s"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "serve", "--extractor", "offline", "--concurrency", "1", "--poll", "1s"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 180
         while True:

@@ -39,33 +39,69 @@ TOOLS = {"recall_memory", "search_episodes", "list_events", "get_episode", "forg
 
 def _session(user: str, session: str, day: str, *lines: str, purpose: str = "sales") -> dict[str, Any]:
     roles = ["user", "assistant"]
-    return {"user_id": user, "session_id": session, "purpose": purpose, "started_at": f"{day}T10:00:00Z",
-            "ended_at": f"{day}T10:20:00Z",
-            "messages": [{"role": roles[i % 2], "content": text} for i, text in enumerate(lines)]}
+    return {
+        "user_id": user,
+        "session_id": session,
+        "purpose": purpose,
+        "started_at": f"{day}T10:00:00Z",
+        "ended_at": f"{day}T10:20:00Z",
+        "messages": [{"role": roles[i % 2], "content": text} for i, text in enumerate(lines)],
+    }
 
 
 ACME = [
-    _session("u-maria", "m1", "2025-01-21", "We decided to go with the Business plan at $69 per seat for pricing.",
-             "Noted. I'll send the renewal order form by Friday.",
-             "Can you also check whether Snowflake costs are included?"),
-    _session("u-maria", "m2", "2025-06-03", "Let's set the Cost Guard threshold to 5 credits per query.",
-             "Configured: alerts go to the data-costs channel.", purpose="support"),
-    _session("u-other", "o1", "2025-03-02", "We decided to move the offsite to Lisbon in May.",
-             "Great, I will book the venue."),
-    _session("u-forget", "f1", "2025-04-01", "We decided to rename the project to Falcon.",
-             "Understood, Falcon it is."),
-    _session("u-forget", "f2", "2025-04-08", "I'd like weekly status emails on Mondays.",
-             "Sure, I'll send them every Monday."),
+    _session(
+        "u-maria",
+        "m1",
+        "2025-01-21",
+        "We decided to go with the Business plan at $69 per seat for pricing.",
+        "Noted. I'll send the renewal order form by Friday.",
+        "Can you also check whether Snowflake costs are included?",
+    ),
+    _session(
+        "u-maria",
+        "m2",
+        "2025-06-03",
+        "Let's set the Cost Guard threshold to 5 credits per query.",
+        "Configured: alerts go to the data-costs channel.",
+        purpose="support",
+    ),
+    _session(
+        "u-other",
+        "o1",
+        "2025-03-02",
+        "We decided to move the offsite to Lisbon in May.",
+        "Great, I will book the venue.",
+    ),
+    _session(
+        "u-forget", "f1", "2025-04-01", "We decided to rename the project to Falcon.", "Understood, Falcon it is."
+    ),
+    _session(
+        "u-forget",
+        "f2",
+        "2025-04-08",
+        "I'd like weekly status emails on Mondays.",
+        "Sure, I'll send them every Monday.",
+    ),
 ]
-GLOBEX = [_session("u-sam", "g1", "2025-02-01", "We decided to keep the pricing tier at Pro for the globex team.",
-                   "Understood, Pro it is.")]
+GLOBEX = [
+    _session(
+        "u-sam",
+        "g1",
+        "2025-02-01",
+        "We decided to keep the pricing tier at Pro for the globex team.",
+        "Understood, Pro it is.",
+    )
+]
 
 
 @asynccontextmanager
 async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
     """The SDK's streamable HTTP transport with our headers; it leaves a client it was given open, so close it."""
-    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
-            streamable_http_client(url, http_client=http) as streams:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
         yield streams
 
 
@@ -84,10 +120,18 @@ class World:
         return Client(_http_transport(f"{self.url}/mcp", headers), read_timeout_seconds=60)
 
     def stdio(self, *args: str, database_url: str | None = None) -> Client:
-        env = {"DATABASE_URL": database_url or self.db_url, "EPISODES_HOME": os.environ["EPISODES_HOME"],
-               "HF_HUB_OFFLINE": "1", **{k: v for k, v in os.environ.items() if k in ("XDG_CACHE_HOME", "HOME")}}
-        params = StdioServerParameters(command=sys.executable, args=["-m", "jobs.cli", "mcp", *args], env=env,
-                                       cwd=Path(__file__).resolve().parent.parent)
+        env = {
+            "DATABASE_URL": database_url or self.db_url,
+            "EPISODES_HOME": os.environ["EPISODES_HOME"],
+            "HF_HUB_OFFLINE": "1",
+            **{k: v for k, v in os.environ.items() if k in ("XDG_CACHE_HOME", "HOME")},
+        }
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "jobs.cli", "mcp", *args],
+            env=env,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
         return Client(params, read_timeout_seconds=120)
 
 
@@ -105,22 +149,32 @@ def data(result: CallToolResult) -> Any:
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def world(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def world(
+    request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
 
-    with backend_database(request, f"mcp_{os.getpid()}", home=tmp_path_factory.mktemp("home"),
-                          api_key_cache_seconds=0.0) as db:
+    with backend_database(
+        request, f"mcp_{os.getpid()}", home=tmp_path_factory.mktemp("home"), api_key_cache_seconds=0.0
+    ) as db:
         for tenant, records in (("acme", ACME), ("globex", GLOBEX)):
-            report = ingest_records(db, from_objects(records, db.settings.max_transcript_bytes), tenant_id=tenant,
-                                    only_tenant=True)
+            report = ingest_records(
+                db, from_objects(records, db.settings.max_transcript_bytes), tenant_id=tenant, only_tenant=True
+            )
             assert not report.rejected
         run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
         with db.admin() as conn:
             episodes = {r["session_id"]: r["id"] for r in conn.execute("SELECT session_id, id FROM episodes")}
-        keys = {label: create_key(db, tenant, scopes, name=label)[1] for label, tenant, scopes in [
-            ("acme", "acme", ("recall", "write")), ("acme_read", "acme", ("recall",)),
-            ("acme_write_only", "acme", ("write",)), ("globex", "globex", ("recall", "write"))]}
+        keys = {
+            label: create_key(db, tenant, scopes, name=label)[1]
+            for label, tenant, scopes in [
+                ("acme", "acme", ("recall", "write")),
+                ("acme_read", "acme", ("recall",)),
+                ("acme_write_only", "acme", ("write",)),
+                ("globex", "globex", ("recall", "write")),
+            ]
+        }
         with serve(db) as api_url:
             yield World(api_url, db, db.url, keys, episodes)
 
@@ -157,8 +211,10 @@ def test_http_calls_every_read_tool_for_the_header_user(world: World) -> None:
         assert block.startswith("<previous_episodes") and "Business plan" in block and "Lisbon" not in block
         assert [e["id"] for e in found["episodes"]] == [world.episodes["m1"]] and found["next_cursor"] is None
         assert [e["id"] for e in by_time["episodes"]] == [world.episodes["m2"]]
-        assert [e["id"] for e in everything["episodes"] + older["episodes"]] == [world.episodes["m2"],
-                                                                                  world.episodes["m1"]]
+        assert [e["id"] for e in everything["episodes"] + older["episodes"]] == [
+            world.episodes["m2"],
+            world.episodes["m1"],
+        ]
         assert decisions["events"] and {e["user_id"] for e in decisions["events"]} == {"u-maria"}
         assert {e["type"] for e in decisions["events"]} == {"decision"} and decisions["events"][0]["status"]
         assert episode["user_id"] == "u-maria" and episode["summary"]
@@ -170,16 +226,23 @@ def test_http_calls_every_read_tool_for_the_header_user(world: World) -> None:
 def test_http_another_users_or_tenants_episode_is_not_found(world: World) -> None:
     async def body() -> None:
         async with world.http("acme") as client:
-            others = [await client.call_tool(tool, {"episode_id": world.episodes[session], **extra})
-                      for tool, extra in (("get_episode", {}), ("forget_episode", {}),
-                                          ("forget_episode", {"confirm": True})) for session in ("g1", "o1")]
+            others = [
+                await client.call_tool(tool, {"episode_id": world.episodes[session], **extra})
+                for tool, extra in (("get_episode", {}), ("forget_episode", {}), ("forget_episode", {"confirm": True}))
+                for session in ("g1", "o1")
+            ]
             own = await client.call_tool("get_episode", {"episode_id": world.episodes["m2"]})
         for result in others:
             assert result.is_error and "not found:" in text(result), text(result)
         assert not own.is_error
         with world.db.admin() as conn:  # nothing was erased
-            assert conn.execute("SELECT count(*) AS n FROM episodes WHERE id = ANY(%s)",
-                                ([world.episodes["g1"], world.episodes["o1"]],)).fetchone()["n"] == 2
+            assert (
+                conn.execute(
+                    "SELECT count(*) AS n FROM episodes WHERE id = ANY(%s)",
+                    ([world.episodes["g1"], world.episodes["o1"]],),
+                ).fetchone()["n"]
+                == 2
+            )
 
     run(body)
 
@@ -206,8 +269,9 @@ def test_http_forget_erases_one_episode_of_the_user(world: World) -> None:
             dry = data(await client.call_tool("forget_episode", {"episode_id": episode_id, "dry_run": True}))
             asked = data(await client.call_tool("forget_episode", {"episode_id": episode_id}))
             refused = data(await client.call_tool("forget_episode", {"episode_id": episode_id, "confirm": False}))
-            both = data(await client.call_tool("forget_episode", {"episode_id": episode_id, "confirm": True,
-                                                                  "dry_run": True}))
+            both = data(
+                await client.call_tool("forget_episode", {"episode_id": episode_id, "confirm": True, "dry_run": True})
+            )
             still = await client.call_tool("get_episode", {"episode_id": episode_id})
             done = data(await client.call_tool("forget_episode", {"episode_id": episode_id, "confirm": True}))
             gone = await client.call_tool("get_episode", {"episode_id": episode_id})
@@ -217,7 +281,9 @@ def test_http_forget_erases_one_episode_of_the_user(world: World) -> None:
             assert not unconfirmed["erased"] and unconfirmed["summary"].startswith("would erase")
             assert "confirm=true" in unconfirmed["confirmation_needed"] and unconfirmed["counts"]["events"]
         assert not both["erased"] and "confirmation_needed" not in both and "confirmation_needed" not in dry
-        assert done["erased"] and done["summary"].startswith(f"erased episode {episode_id}") and done["counts"]["events"]
+        assert (
+            done["erased"] and done["summary"].startswith(f"erased episode {episode_id}") and done["counts"]["events"]
+        )
         assert "confirmation_needed" not in done
         assert gone.is_error and "not found:" in text(gone)
         assert [e["id"] for e in left["episodes"]] == [world.episodes["f1"]]
@@ -228,21 +294,25 @@ def test_http_forget_erases_one_episode_of_the_user(world: World) -> None:
 def test_http_bad_arguments_are_tool_errors_and_the_session_carries_on(world: World) -> None:
     async def body() -> None:
         async with world.http("acme_read") as client:
-            bad = [await client.call_tool(name, args) for name, args in [
-                ("get_episode", {"episode_id": 0}),
-                ("get_episode", {"episode_id": "seven"}),
-                ("get_episode", {}),
-                ("list_events", {"status": "pending"}),
-                ("search_episodes", {"limit": 1000}),
-                ("search_episodes", {"cursor": "not-a-cursor"}),
-                ("recall_memory", {"message": ""}),
-                ("recall_memory", {"message": "hi", "budget_tokens": 10}),
-            ]]
+            bad = [
+                await client.call_tool(name, args)
+                for name, args in [
+                    ("get_episode", {"episode_id": 0}),
+                    ("get_episode", {"episode_id": "seven"}),
+                    ("get_episode", {}),
+                    ("list_events", {"status": "pending"}),
+                    ("search_episodes", {"limit": 1000}),
+                    ("search_episodes", {"cursor": "not-a-cursor"}),
+                    ("recall_memory", {"message": ""}),
+                    ("recall_memory", {"message": "hi", "budget_tokens": 10}),
+                ]
+            ]
             fine = data(await client.call_tool("search_episodes", {"query": "cost guard"}))
         for result in bad:
             assert result.is_error and text(result), text(result)
-        assert text(bad[0]) == ("Error executing tool get_episode: invalid argument episode_id: "
-                                "Input should be greater than or equal to 1")
+        assert text(bad[0]) == (
+            "Error executing tool get_episode: invalid argument episode_id: Input should be greater than or equal to 1"
+        )
         assert "invalid argument episode_id: Field required" in text(bad[2])
         assert "invalid argument status:" in text(bad[3]) and "invalid argument cursor:" in text(bad[5])
         assert [e["id"] for e in fine["episodes"]] == [world.episodes["m2"]]
@@ -254,10 +324,14 @@ def test_http_refuses_a_request_without_a_key_or_a_user(world: World) -> None:
     hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     accept = {"Accept": "application/json, text/event-stream"}
     no_key = httpx.post(f"{world.url}/mcp", json=hello, headers={**accept, "X-Episodes-User": "u-maria"})
-    bad_key = httpx.post(f"{world.url}/mcp", json=hello,
-                         headers={**accept, "X-Episodes-User": "u-maria", "Authorization": "Bearer ep_nope"})
-    no_user = httpx.post(f"{world.url}/mcp", json=hello,
-                         headers={**accept, "Authorization": f"Bearer {world.keys['acme']}"})
+    bad_key = httpx.post(
+        f"{world.url}/mcp",
+        json=hello,
+        headers={**accept, "X-Episodes-User": "u-maria", "Authorization": "Bearer ep_nope"},
+    )
+    no_user = httpx.post(
+        f"{world.url}/mcp", json=hello, headers={**accept, "Authorization": f"Bearer {world.keys['acme']}"}
+    )
     assert no_key.status_code == 401 and no_key.headers["www-authenticate"] == "Bearer"
     assert no_key.json()["error"]["code"] == "unauthorized" and bad_key.status_code == 401
     assert no_user.status_code == 400 and no_user.json()["error"]["field"] == "header.x-episodes-user"
@@ -267,8 +341,11 @@ def test_http_refuses_a_request_without_a_key_or_a_user(world: World) -> None:
 def test_http_get_opens_no_endless_stream(world: World) -> None:
     """GET would open a stream for server-initiated messages, which this server never sends: it stayed open
     for ever. It answers 405 with Allow: POST (the MCP specification's answer for no such stream), and ends."""
-    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {world.keys['acme']}",
-               "X-Episodes-User": "u-maria"}
+    headers = {
+        "Accept": "text/event-stream",
+        "Authorization": f"Bearer {world.keys['acme']}",
+        "X-Episodes-User": "u-maria",
+    }
     with httpx.stream("GET", f"{world.url}/mcp", headers=headers, timeout=30) as r:
         body = r.read()  # the answer ends; an open stream would end this test with a read timeout
         assert r.status_code == 405 and r.headers["allow"] == "POST", body
@@ -277,6 +354,7 @@ def test_http_get_opens_no_endless_stream(world: World) -> None:
     async def tools_still_work() -> None:  # clients carry on over POST
         async with world.http("acme") as client:
             assert (await client.list_tools()).tools
+
     run(tools_still_work)
 
 
@@ -310,16 +388,18 @@ def test_stdio_serves_the_command_line_user(world: World) -> None:
 
 
 @pytest.mark.slow  # an MCP server process waits out a lost database (~30 s)
-def test_stdio_a_lost_database_is_a_tool_error_and_the_session_survives(world: World, admin_url: str,
-                                                                        template_db: str) -> None:
+def test_stdio_a_lost_database_is_a_tool_error_and_the_session_survives(
+    world: World, admin_url: str, template_db: str
+) -> None:
     name = f"mcp_lost_{os.getpid()}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
 
     async def body() -> None:
-        async with world.stdio("--tenant", "acme", "--user", "u-maria",
-                               database_url=_url_for(admin_url, name)) as client:
+        async with world.stdio(
+            "--tenant", "acme", "--user", "u-maria", database_url=_url_for(admin_url, name)
+        ) as client:
             before = await client.call_tool("search_episodes", {})
             with psycopg.connect(admin_url, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')

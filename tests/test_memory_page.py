@@ -36,30 +36,65 @@ from jobs.service.page_link import (
 from jobs.service.page_view import Notice, Urls, render
 
 MARIA = [
-    {"user_id": "u-maria", "session_id": "m1", "purpose": "sales", "started_at": "2025-01-21T10:00:00Z",
-     "ended_at": "2025-01-21T10:20:00Z", "messages": [
-         {"role": "user", "content": "We decided to go with the Business plan at $69 per seat for pricing."},
-         {"role": "assistant", "content": "Noted. I'll send the renewal order form by Friday."},
-         {"role": "user", "content": "Can you also check whether Snowflake costs are included?"}]},
-    {"user_id": "u-maria", "session_id": "m2", "purpose": "support", "started_at": "2025-06-03T09:00:00Z",
-     "ended_at": "2025-06-03T09:30:00Z", "messages": [
-         {"role": "user", "content": "Let's set the Cost Guard threshold to 5 credits per query."},
-         {"role": "assistant", "content": "Configured: alerts go to the data-costs channel."}]},
-    {"user_id": "u-maria", "session_id": "m3", "purpose": "support", "started_at": "2025-07-10T09:00:00Z",
-     "ended_at": "2025-07-10T09:30:00Z", "messages": [
-         {"role": "user", "content": "We decided to move the weekly sync with Priya to Thursdays."},
-         {"role": "assistant", "content": "Done, the Thursday sync invitation is out."}]},
-    {"user_id": "u-omar", "session_id": "o1", "started_at": "2025-03-01T09:00:00Z",
-     "ended_at": "2025-03-01T09:10:00Z", "messages": [
-         {"role": "user", "content": "We decided the Lisbon office opens in September."},
-         {"role": "assistant", "content": "Great, I'll note the Lisbon opening."}]},
+    {
+        "user_id": "u-maria",
+        "session_id": "m1",
+        "purpose": "sales",
+        "started_at": "2025-01-21T10:00:00Z",
+        "ended_at": "2025-01-21T10:20:00Z",
+        "messages": [
+            {"role": "user", "content": "We decided to go with the Business plan at $69 per seat for pricing."},
+            {"role": "assistant", "content": "Noted. I'll send the renewal order form by Friday."},
+            {"role": "user", "content": "Can you also check whether Snowflake costs are included?"},
+        ],
+    },
+    {
+        "user_id": "u-maria",
+        "session_id": "m2",
+        "purpose": "support",
+        "started_at": "2025-06-03T09:00:00Z",
+        "ended_at": "2025-06-03T09:30:00Z",
+        "messages": [
+            {"role": "user", "content": "Let's set the Cost Guard threshold to 5 credits per query."},
+            {"role": "assistant", "content": "Configured: alerts go to the data-costs channel."},
+        ],
+    },
+    {
+        "user_id": "u-maria",
+        "session_id": "m3",
+        "purpose": "support",
+        "started_at": "2025-07-10T09:00:00Z",
+        "ended_at": "2025-07-10T09:30:00Z",
+        "messages": [
+            {"role": "user", "content": "We decided to move the weekly sync with Priya to Thursdays."},
+            {"role": "assistant", "content": "Done, the Thursday sync invitation is out."},
+        ],
+    },
+    {
+        "user_id": "u-omar",
+        "session_id": "o1",
+        "started_at": "2025-03-01T09:00:00Z",
+        "ended_at": "2025-03-01T09:10:00Z",
+        "messages": [
+            {"role": "user", "content": "We decided the Lisbon office opens in September."},
+            {"role": "assistant", "content": "Great, I'll note the Lisbon opening."},
+        ],
+    },
 ]
-SAM = {"user_id": "u-sam", "session_id": "g1", "started_at": "2025-02-01T10:00:00Z",
-       "ended_at": "2025-02-01T10:10:00Z", "messages": [
-           {"role": "user", "content": "We decided to keep the pricing tier at Pro for the globex team."},
-           {"role": "assistant", "content": "Understood, Pro it is."}]}
-needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None,
-                                    reason=f"{CHROMIUM} is not installed (apt-get install chromium)")
+SAM = {
+    "user_id": "u-sam",
+    "session_id": "g1",
+    "started_at": "2025-02-01T10:00:00Z",
+    "ended_at": "2025-02-01T10:10:00Z",
+    "messages": [
+        {"role": "user", "content": "We decided to keep the pricing tier at Pro for the globex team."},
+        {"role": "assistant", "content": "Understood, Pro it is."},
+    ],
+}
+needs_chromium = pytest.mark.skipif(
+    not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None,
+    reason=f"{CHROMIUM} is not installed (apt-get install chromium)",
+)
 
 
 @dataclass
@@ -83,8 +118,11 @@ class Api:
     def episodes(self, tenant: str, user_id: str) -> dict[str, dict[str, object]]:
         """session id -> the current episode's row (as the owner, across row-level security)."""
         with self.db.admin() as conn:
-            rows = conn.execute("SELECT id, session_id, summary FROM episodes WHERE tenant_id = %s AND user_id = %s"
-                                " AND status = 'current' AND kind = 'session'", (tenant, user_id)).fetchall()
+            rows = conn.execute(
+                "SELECT id, session_id, summary FROM episodes WHERE tenant_id = %s AND user_id = %s"
+                " AND status = 'current' AND kind = 'session'",
+                (tenant, user_id),
+            ).fetchall()
         return {r["session_id"]: dict(r) for r in rows}
 
 
@@ -93,12 +131,23 @@ def api(admin_url: str, template_db: str, embedder: object, tmp_path_factory: py
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
 
-    with scratch_database(admin_url, template_db, f"page_{os.getpid()}_{Path(__file__).stem}",
-                          home=tmp_path_factory.mktemp("home"), api_key_cache_seconds=0.0,
-                          extractor="offline") as db:
-        keys = {label: create_key(db, tenant, scopes, name=label)[1] for label, tenant, scopes in [
-            ("acme", "acme", ("recall", "edit", "ingest")), ("globex", "globex", ("recall", "write", "admin")),
-            ("acme_read", "acme", ("recall",)), ("acme_edit", "acme", ("edit",))]}
+    with scratch_database(
+        admin_url,
+        template_db,
+        f"page_{os.getpid()}_{Path(__file__).stem}",
+        home=tmp_path_factory.mktemp("home"),
+        api_key_cache_seconds=0.0,
+        extractor="offline",
+    ) as db:
+        keys = {
+            label: create_key(db, tenant, scopes, name=label)[1]
+            for label, tenant, scopes in [
+                ("acme", "acme", ("recall", "edit", "ingest")),
+                ("globex", "globex", ("recall", "write", "admin")),
+                ("acme_read", "acme", ("recall",)),
+                ("acme_edit", "acme", ("edit",)),
+            ]
+        }
         with serve(db) as url:
             found = Api(url, db, keys)
             with found.client("acme") as acme, found.client("globex") as globex:
@@ -124,7 +173,7 @@ def test_link_needs_a_key_with_recall_and_edit_and_is_for_the_keys_tenant(api: A
     body = r.json()
     assert r.status_code == 200 and body["user_id"] == "u-maria"
     expires = dt.datetime.fromisoformat(body["expires_at"])
-    assert dt.timedelta(minutes=14) < expires - dt.datetime.now(dt.timezone.utc) <= LIFETIME
+    assert dt.timedelta(minutes=14) < expires - dt.datetime.now(dt.UTC) <= LIFETIME
     page = httpx.get(api.url + body["url"], timeout=60)
     assert page.status_code == 200 and "What we remember about you" in page.text
     assert "Thursday" in page.text and "Lisbon" not in page.text and "globex" not in page.text
@@ -142,10 +191,15 @@ def test_link_refuses_another_users_or_tenants_episode_and_changes_nothing(api: 
     omar = api.episodes("acme", "u-omar")["o1"]
     sam = api.episodes("globex", "u-sam")["g1"]
     for victim in (omar, sam):
-        r = httpx.post(f"{api.url}/memory/forget", params={"token": token}, data={"episode_id": victim["id"], "confirm": "yes"})
+        r = httpx.post(
+            f"{api.url}/memory/forget", params={"token": token}, data={"episode_id": victim["id"], "confirm": "yes"}
+        )
         assert r.status_code == 404 and "no longer here" in r.text
-        r = httpx.post(f"{api.url}/memory/correct", params={"token": token}, data={"episode_id": victim["id"],
-                                                          "summary": "Rewritten by somebody else entirely."})
+        r = httpx.post(
+            f"{api.url}/memory/correct",
+            params={"token": token},
+            data={"episode_id": victim["id"], "summary": "Rewritten by somebody else entirely."},
+        )
         assert r.status_code == 404
     assert api.episodes("acme", "u-omar")["o1"] == omar and api.episodes("globex", "u-sam")["g1"] == sam
 
@@ -153,16 +207,21 @@ def test_link_refuses_another_users_or_tenants_episode_and_changes_nothing(api: 
 def test_altered_and_expired_links_answer_a_plain_page_asking_for_a_new_one(api: Api) -> None:
     url = api.link("u-maria")
     payload, mac = _token(url).split(".")
-    for bad in (f"{payload}.{mac[:-2]}AA", f"{payload[:-1]}.{mac}", "", "nonsense",
-                _forged(payload, mac, "u-omar"), _forged(payload, mac, "u-maria", tenant="globex")):
+    for bad in (
+        f"{payload}.{mac[:-2]}AA",
+        f"{payload[:-1]}.{mac}",
+        "",
+        "nonsense",
+        _forged(payload, mac, "u-omar"),
+        _forged(payload, mac, "u-maria", tenant="globex"),
+    ):
         r = httpx.get(f"{api.url}/memory", params={"token": bad})
         assert r.status_code == 403 and "ask for a new link" in r.text and "Business plan" not in r.text, bad
         r = httpx.post(f"{api.url}/memory/forget", params={"token": bad}, data={"episode_id": "1", "confirm": "yes"})
         assert r.status_code == 403
     secret = link_secret(api.db)
     key_id = _key_id(token=_token(url))
-    expired, _ = sign(secret, "acme", "u-maria", key_id,
-                      dt.datetime.now(dt.timezone.utc) - LIFETIME - dt.timedelta(seconds=1))
+    expired, _ = sign(secret, "acme", "u-maria", key_id, dt.datetime.now(dt.UTC) - LIFETIME - dt.timedelta(seconds=1))
     r = httpx.get(f"{api.url}/memory", params={"token": expired})
     assert r.status_code == 410 and "has expired" in r.text and "ask for a new link" in r.text
     assert "Thursday" not in r.text and "default-src 'none'" in r.headers["content-security-policy"]
@@ -173,16 +232,23 @@ def test_a_form_with_a_bad_or_expired_link_is_refused_before_its_body_is_read(ap
     refusal comes at once (the token is in the form's address, checked first); a worker never waits for,
     reads or parses the body of someone without a live link."""
     token = _token(api.link("u-maria"))
-    expired, _ = sign(link_secret(api.db), "acme", "u-maria", _key_id(token),
-                      dt.datetime.now(dt.timezone.utc) - LIFETIME - dt.timedelta(seconds=1))
+    expired, _ = sign(
+        link_secret(api.db),
+        "acme",
+        "u-maria",
+        _key_id(token),
+        dt.datetime.now(dt.UTC) - LIFETIME - dt.timedelta(seconds=1),
+    )
     host, port = urlsplit(api.url).hostname or "", urlsplit(api.url).port or 80
     for form in ("forget", "correct", "item"):
         for bad, status in ((token[:-2] + "AA", 403), (expired, 410), ("", 403)):
             with socket.create_connection((host, port)) as sock:
                 sock.settimeout(30)  # the answer must not wait for the rest of the body
-                sock.sendall(f"POST /memory/{form}?token={bad} HTTP/1.1\r\nHost: x\r\n"
-                             "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000000\r\n\r\n"
-                             "episode_id=1&confirm=yes&summary=".encode())
+                sock.sendall(
+                    f"POST /memory/{form}?token={bad} HTTP/1.1\r\nHost: x\r\n"
+                    "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000000\r\n\r\n"
+                    "episode_id=1&confirm=yes&summary=".encode()
+                )
                 answer = b""
                 while b"</html>" not in answer and (chunk := sock.recv(65536)):
                     answer += chunk
@@ -207,21 +273,31 @@ def test_forms_work_without_a_browser_and_forgetting_needs_the_confirmation(api:
     m1 = api.episodes("acme", "u-maria")["m1"]
     r = httpx.post(f"{api.url}/memory/forget", params={"token": token}, data={"episode_id": m1["id"]})
     assert r.status_code == 422 and "cannot be undone" in r.text and "m1" in api.episodes("acme", "u-maria")
-    r = httpx.post(f"{api.url}/memory/correct", params={"token": token}, data={"episode_id": m1["id"], "summary": "short"})
+    r = httpx.post(
+        f"{api.url}/memory/correct", params={"token": token}, data={"episode_id": m1["id"], "summary": "short"}
+    )
     assert r.status_code == 422 and "between 10 and 1,200 characters" in r.text
     assert api.episodes("acme", "u-maria")["m1"]["summary"] == m1["summary"]
     with api.db.admin() as conn:
-        items = conn.execute("SELECT id, type, what FROM episode_events WHERE episode_id = %s AND type IN "
-                             "('open_question', 'commitment') AND status = 'open' ORDER BY id", (m1["id"],)).fetchall()
+        items = conn.execute(
+            "SELECT id, type, what FROM episode_events WHERE episode_id = %s AND type IN "
+            "('open_question', 'commitment') AND status = 'open' ORDER BY id",
+            (m1["id"],),
+        ).fetchall()
     assert items, "the offline extractor found no open item in m1"
-    r = httpx.post(f"{api.url}/memory/item", params={"token": token}, data={"event_id": items[0]["id"], "action": "done"})
+    r = httpx.post(
+        f"{api.url}/memory/item", params={"token": token}, data={"event_id": items[0]["id"], "action": "done"}
+    )
     assert r.status_code == 200 and "Marked as done" in r.text
     with api.db.admin() as conn:
         status = conn.execute("SELECT status FROM episode_events WHERE id = %s", (items[0]["id"],)).fetchone()
-        audit = conn.execute("SELECT actor, field FROM episode_corrections WHERE event_id = %s",
-                             (items[0]["id"],)).fetchall()
+        audit = conn.execute(
+            "SELECT actor, field FROM episode_corrections WHERE event_id = %s", (items[0]["id"],)
+        ).fetchall()
     assert status["status"] == "done" and audit == [{"actor": "user:u-maria", "field": "event.status"}]
-    r = httpx.post(f"{api.url}/memory/item", params={"token": token}, data={"event_id": items[0]["id"], "action": "delete"})
+    r = httpx.post(
+        f"{api.url}/memory/item", params={"token": token}, data={"event_id": items[0]["id"], "action": "delete"}
+    )
     assert r.status_code == 422 and "not one this page offers" in r.text
 
 
@@ -234,12 +310,12 @@ def test_in_chromium_correct_one_summary_and_forget_one_episode(api: Api, tmp_pa
     try:
         assert browser.open(api.link("u-maria")) == 200
         page = browser.html()
-        listed = page[page.index('id="episodes-heading"'):]
+        listed = page[page.index('id="episodes-heading"') :]
         assert listed.index("10 July 2025") < listed.index("3 June 2025") < listed.index("21 January 2025")
         assert "Forget this" in page and "Correct this" in page and "This cannot be undone." in page
         corrected = "We agreed a Cost Guard alert threshold of 7 credits per query, not 5."
         status = browser.act(f"""(() => {{
-            const item = document.getElementById('episode-{m2['id']}');
+            const item = document.getElementById('episode-{m2["id"]}');
             const details = item.querySelectorAll('details')[0];
             details.querySelector('summary').click();
             const field = details.querySelector('textarea');
@@ -249,7 +325,7 @@ def test_in_chromium_correct_one_summary_and_forget_one_episode(api: Api, tmp_pa
         assert status == 200
         assert "now reads as you wrote it" in browser.html() and corrected in browser.html()
         status = browser.act(f"""(() => {{
-            const item = document.getElementById('episode-{m3['id']}');
+            const item = document.getElementById('episode-{m3["id"]}');
             const details = item.querySelectorAll('details')[1];
             details.querySelector('summary').click();
             details.querySelector('input[type=checkbox]').click();
@@ -260,8 +336,9 @@ def test_in_chromium_correct_one_summary_and_forget_one_episode(api: Api, tmp_pa
         assert "Forgotten: the conversation of 10 July 2025" in after_page
         assert f'id="episode-{m3["id"]}"' not in after_page and "Thursday" not in after_page
         origin = api.url
-        assert all(u.startswith(origin + "/memory") or u == "about:blank" for u in browser.requested_urls()), \
+        assert all(u.startswith(origin + "/memory") or u == "about:blank" for u in browser.requested_urls()), (
             browser.requested_urls()
+        )
         assert browser.console() == []
     finally:
         browser.close()
@@ -280,7 +357,7 @@ def test_in_chromium_correct_one_summary_and_forget_one_episode(api: Api, tmp_pa
 
 
 def test_tokens_are_bound_to_their_secret_user_tenant_and_time() -> None:
-    now = dt.datetime(2025, 1, 1, 12, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2025, 1, 1, 12, tzinfo=dt.UTC)
     token, link = sign(b"k" * 32, "acme", "u-1", 7, now)
     assert verify(b"k" * 32, token, now + LIFETIME - dt.timedelta(seconds=1)) == link
     with pytest.raises(LinkExpired):
@@ -293,8 +370,9 @@ def test_tokens_are_bound_to_their_secret_user_tenant_and_time() -> None:
     assert not issubclass(LinkRefused, LinkExpired)
 
 
-def test_the_secret_setting_is_checked_and_the_stored_one_is_made_once(monkeypatch: pytest.MonkeyPatch,
-                                                                       db: Database) -> None:
+def test_the_secret_setting_is_checked_and_the_stored_one_is_made_once(
+    monkeypatch: pytest.MonkeyPatch, db: Database
+) -> None:
     monkeypatch.setenv("EPISODES_LINK_SECRET", "too short")
     with pytest.raises(ConfigError, match="EPISODES_LINK_SECRET"):
         config.load()
@@ -316,7 +394,7 @@ def test_the_secret_setting_is_checked_and_the_stored_one_is_made_once(monkeypat
 
 def test_the_page_template_renders_every_state() -> None:
     urls = Urls("/memory", "/memory/forget", "/memory/correct", "/memory/item")
-    link = MemoryLink("acme", "u-1", dt.datetime(2025, 1, 1, 12, 15, tzinfo=dt.timezone.utc), 7)
+    link = MemoryLink("acme", "u-1", dt.datetime(2025, 1, 1, 12, 15, tzinfo=dt.UTC), 7)
     empty = render(nonce="n0", link=link, token="t", urls=urls, notice=Notice("Nothing was changed.", ok=False))
     assert "Nothing is open." in empty and 'class="notice problem"' in empty and "12:15 UTC" in empty
     assert '<style nonce="n0">' in empty and "<script" not in empty
@@ -332,15 +410,29 @@ def test_old_open_items_are_listed_apart_as_probably_settled(api: Api, embedder:
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
 
-    recent = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=2)
-    lea = [{"user_id": "u-lea", "session_id": "lea-old", "started_at": "2024-03-04T10:00:00Z",
-            "ended_at": "2024-03-04T10:20:00Z", "messages": [
+    recent = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
+    lea = [
+        {
+            "user_id": "u-lea",
+            "session_id": "lea-old",
+            "started_at": "2024-03-04T10:00:00Z",
+            "ended_at": "2024-03-04T10:20:00Z",
+            "messages": [
                 {"role": "user", "content": "Do the Lisbon invoices include VAT? I need to know before the audit."},
-                {"role": "assistant", "content": "I'll find out and email you tomorrow."}]},
-           {"user_id": "u-lea", "session_id": "lea-new", "started_at": recent.isoformat(),
-            "ended_at": (recent + dt.timedelta(minutes=20)).isoformat(), "messages": [
+                {"role": "assistant", "content": "I'll find out and email you tomorrow."},
+            ],
+        },
+        {
+            "user_id": "u-lea",
+            "session_id": "lea-new",
+            "started_at": recent.isoformat(),
+            "ended_at": (recent + dt.timedelta(minutes=20)).isoformat(),
+            "messages": [
                 {"role": "user", "content": "Can you check whether the Porto office has its own budget line?"},
-                {"role": "assistant", "content": "I'll check with finance and get back to you by Friday."}]}]
+                {"role": "assistant", "content": "I'll check with finance and get back to you by Friday."},
+            ],
+        },
+    ]
     with api.client("acme") as acme:
         assert acme.post("/v1/transcripts", json={"transcripts": lea}).status_code == 200
     run_summarize(api.db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
@@ -362,12 +454,30 @@ def test_an_offline_super_summary_reads_without_its_internal_label() -> None:
     assert without_head(stored) == "2024-01-03: Chose the Team plan."
     assert without_head("Offline merge is what we discussed.") == "Offline merge is what we discussed."
     urls = Urls("/memory", "/memory/forget", "/memory/correct", "/memory/item")
-    link = MemoryLink("acme", "u-1", dt.datetime(2025, 1, 1, 12, 15, tzinfo=dt.timezone.utc), 7)
-    episode = {"id": 9, "kind": "super", "title": "The summary of 1 January 2024 to 31 December 2024",
-               "summary": stored, "text": without_head(stored), "by_program": True}
-    html = render(nonce="n", link=link, token="t", urls=urls, content={
-        "episodes": [episode], "more_episodes": False, "items": [], "older_items": [], "more_items": False,
-        "grace_days": 30, "age_days": 180})
+    link = MemoryLink("acme", "u-1", dt.datetime(2025, 1, 1, 12, 15, tzinfo=dt.UTC), 7)
+    episode = {
+        "id": 9,
+        "kind": "super",
+        "title": "The summary of 1 January 2024 to 31 December 2024",
+        "summary": stored,
+        "text": without_head(stored),
+        "by_program": True,
+    }
+    html = render(
+        nonce="n",
+        link=link,
+        token="t",
+        urls=urls,
+        content={
+            "episodes": [episode],
+            "more_episodes": False,
+            "items": [],
+            "older_items": [],
+            "more_items": False,
+            "grace_days": 30,
+            "age_days": 180,
+        },
+    )
     assert "Offline merge" not in html and "2024-01-03: Chose the Team plan." in html
     assert "put together by a simple program, without a language model" in html
     assert 'id="older-heading"' not in html  # no older items: no section

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
-from jobs.ingest import ingest, validate
 from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
+from jobs.ingest import ingest, validate
 from jobs.models import TranscriptIn
 from jobs.summarize import run_summarize
 
@@ -29,11 +29,14 @@ from jobs.summarize import run_summarize
 
 # Printable text with something in it (control characters are stripped by validation, by design).
 TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=80).filter(
-    lambda t: t.strip() != "")
+    lambda t: t.strip() != ""
+)
 TOOL_NAME = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,20}", fullmatch=True)
-JSON_VALUE = st.recursive(st.none() | st.booleans() | st.integers() | TEXT,
-                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
-                          max_leaves=6)
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=6,
+)
 ARGS = st.dictionaries(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), JSON_VALUE, max_size=4)
 
 
@@ -44,8 +47,10 @@ def _text_block(text: str) -> dict:
 ANTHROPIC_USER_BLOCK = st.one_of(
     TEXT.map(_text_block),
     st.just({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}),
-    st.builds(lambda t: {"type": "document", "title": t, "source": {"type": "text", "media_type": "text/plain",
-                                                                    "data": "x"}}, TEXT),
+    st.builds(
+        lambda t: {"type": "document", "title": t, "source": {"type": "text", "media_type": "text/plain", "data": "x"}},
+        TEXT,
+    ),
 )
 ANTHROPIC_ASSISTANT_BLOCK = st.one_of(
     TEXT.map(_text_block),
@@ -63,21 +68,39 @@ def anthropic_transcripts(draw: st.DrawFn) -> list[dict]:
         blocks = draw(st.lists(ANTHROPIC_USER_BLOCK, min_size=0, max_size=3))
         pending = [m for m in messages[-1:] if m["role"] == "assistant"]
         results = []
-        for call in (b for m in pending for b in m["content"] if isinstance(b, dict) and b["type"].endswith("tool_use")):
-            content = draw(st.one_of(TEXT.map(lambda t: OUT + t),
-                                     st.lists(TEXT.map(lambda t: _text_block(OUT + t)), min_size=1, max_size=2)))
+        for call in (
+            b for m in pending for b in m["content"] if isinstance(b, dict) and b["type"].endswith("tool_use")
+        ):
+            content = draw(
+                st.one_of(
+                    TEXT.map(lambda t: OUT + t),
+                    st.lists(TEXT.map(lambda t: _text_block(OUT + t)), min_size=1, max_size=2),
+                )
+            )
             kind = "web_search_tool_result" if call["type"] == "server_tool_use" else "tool_result"
-            results.append({"type": kind, "tool_use_id": call["id"], "content": content,
-                            **({"is_error": draw(st.booleans())} if kind == "tool_result" else {})})
+            results.append(
+                {
+                    "type": kind,
+                    "tool_use_id": call["id"],
+                    "content": content,
+                    **({"is_error": draw(st.booleans())} if kind == "tool_result" else {}),
+                }
+            )
         user_content: str | list = results + blocks
         if not results and blocks and draw(st.booleans()):
             user_content = draw(TEXT)
         if user_content:
             messages.append({"role": "user", "content": user_content})
         said = draw(st.lists(ANTHROPIC_ASSISTANT_BLOCK, min_size=1, max_size=3))
-        calls = [{"type": draw(st.sampled_from(["tool_use", "tool_use", "server_tool_use"])),
-                  "id": f"toolu_{n}_{k}", "name": draw(TOOL_NAME), "input": draw(ARGS)}
-                 for k in range(draw(st.integers(0, 2)))]
+        calls = [
+            {
+                "type": draw(st.sampled_from(["tool_use", "tool_use", "server_tool_use"])),
+                "id": f"toolu_{n}_{k}",
+                "name": draw(TOOL_NAME),
+                "input": draw(ARGS),
+            }
+            for k in range(draw(st.integers(0, 2)))
+        ]
         messages.append({"role": "assistant", "content": said + calls})
     return messages
 
@@ -98,9 +121,14 @@ def openai_transcripts(draw: st.DrawFn) -> list[dict]:
     for n in range(draw(st.integers(1, 5))):
         content = draw(st.one_of(TEXT, st.lists(OPENAI_USER_PART, min_size=1, max_size=3)))
         messages.append({"role": "user", "content": content, **({"name": "dana"} if draw(st.booleans()) else {})})
-        calls = [{"id": f"call_{n}_{k}", "type": "function",
-                  "function": {"name": draw(TOOL_NAME), "arguments": json.dumps(draw(ARGS))}}
-                 for k in range(draw(st.integers(0, 2)))]
+        calls = [
+            {
+                "id": f"call_{n}_{k}",
+                "type": "function",
+                "function": {"name": draw(TOOL_NAME), "arguments": json.dumps(draw(ARGS))},
+            }
+            for k in range(draw(st.integers(0, 2)))
+        ]
         said = draw(st.one_of(st.none(), TEXT, st.lists(TEXT.map(_text_block), min_size=1, max_size=2)))
         if said is None and not calls:
             said = draw(TEXT)
@@ -179,8 +207,13 @@ def test_any_anthropic_transcript_normalises_and_keeps_its_text(host: list[dict]
     tool_text = "\n".join(m.content for m in record.messages if m.role == "tool")
     for call in calls:
         assert f"[tool call {call['name']}" in tool_text
-    results = [b for m in host if isinstance(m["content"], list) for b in m["content"]
-               if isinstance(b, dict) and b["type"].endswith("tool_result")]
+    results = [
+        b
+        for m in host
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if isinstance(b, dict) and b["type"].endswith("tool_result")
+    ]
     named = {b["id"]: b["name"] for b in calls}
     for result in results:
         label = "tool error" if result.get("is_error") else "tool result"
@@ -205,38 +238,79 @@ def test_any_openai_transcript_normalises_and_keeps_its_text(host: list[dict]) -
 
 
 def test_anthropic_blocks_map_to_speakers_and_tool_lines() -> None:
-    record = canonical([
-        {"role": "user", "content": "Run the tests please."},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "The user wants pytest run.", "signature": "x"},
-            {"type": "text", "text": "I'll run them."},
-            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "pytest -q"}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "3 passed"}]},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}},
-            {"type": "text", "text": "Great, ship it."}]},
-    ])
+    record = canonical(
+        [
+            {"role": "user", "content": "Run the tests please."},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "The user wants pytest run.", "signature": "x"},
+                    {"type": "text", "text": "I'll run them."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "pytest -q"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": [{"type": "text", "text": "3 passed"}],
+                    },
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}},
+                    {"type": "text", "text": "Great, ship it."},
+                ],
+            },
+        ]
+    )
     assert [(m.role, m.content) for m in record.messages] == [
         ("user", "Run the tests please."),
         ("assistant", "I'll run them."),
         ("tool", '[tool call Bash: command="pytest -q"]\n[tool result Bash: 3 passed]'),
         ("user", "[image]\n\nGreat, ship it."),
     ]
-    kept = canonical([{"role": "assistant", "content": [{"type": "thinking", "thinking": "Hmm.", "signature": "x"},
-                                                        {"type": "text", "text": "Done."}]}], keep_thinking=True)
+    kept = canonical(
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "Hmm.", "signature": "x"},
+                    {"type": "text", "text": "Done."},
+                ],
+            }
+        ],
+        keep_thinking=True,
+    )
     assert kept.messages[0].content == "[thinking: Hmm.]\n\nDone."
 
 
 def test_openai_tool_calls_developer_and_parts() -> None:
-    record = canonical([
-        {"role": "developer", "content": "Answer briefly."},
-        {"role": "user", "name": "dana", "content": [{"type": "text", "text": "What's the weather in Oslo?"},
-                                                     {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": '{"temp_c": 4}'},
-        {"role": "assistant", "content": "It is 4 °C in Oslo."},
-    ])
+    record = canonical(
+        [
+            {"role": "developer", "content": "Answer briefly."},
+            {
+                "role": "user",
+                "name": "dana",
+                "content": [
+                    {"type": "text", "text": "What's the weather in Oslo?"},
+                    {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"temp_c": 4}'},
+            {"role": "assistant", "content": "It is 4 °C in Oslo."},
+        ]
+    )
     assert [(m.role, m.name, m.content) for m in record.messages] == [
         ("system", None, "Answer briefly."),
         ("user", "dana", "What's the weather in Oslo?\n\n[image]"),
@@ -247,9 +321,20 @@ def test_openai_tool_calls_developer_and_parts() -> None:
 
 def test_tool_results_are_condensed_head_and_tail_to_the_setting() -> None:
     output = "collected 120 items\n" + "." * 5000 + "\nFAILED tests/test_x.py::test_y - AssertionError\n1 failed"
-    host = [{"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash",
-                                               "input": {"command": "pytest -q", "description": "x" * 500}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}]}]
+    host = [
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "Bash",
+                    "input": {"command": "pytest -q", "description": "x" * 500},
+                }
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}]},
+    ]
     short = canonical(host, tool_result_chars=200).messages[0].content
     call, result = short.split("\n", 1)
     assert call.startswith('[tool call Bash: command="pytest -q", description="xxx') and call.endswith("…]")
@@ -260,18 +345,39 @@ def test_tool_results_are_condensed_head_and_tail_to_the_setting() -> None:
 
 
 def test_server_tools_and_unknown_blocks_are_handled() -> None:
-    record = canonical([
-        {"role": "user", "content": "Search for pgvector releases."},
-        {"role": "assistant", "content": [
-            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "pgvector"}},
-            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
-                {"type": "web_search_result", "title": "pgvector 0.8.0", "url": "https://github.com/pgvector"}]},
-            {"type": "citations_delta_of_2030", "blob": 1},
-            {"type": "text", "text": "pgvector 0.8.0 is the latest."}]},
-    ])
+    record = canonical(
+        [
+            {"role": "user", "content": "Search for pgvector releases."},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "server_tool_use",
+                        "id": "srvtoolu_1",
+                        "name": "web_search",
+                        "input": {"query": "pgvector"},
+                    },
+                    {
+                        "type": "web_search_tool_result",
+                        "tool_use_id": "srvtoolu_1",
+                        "content": [
+                            {
+                                "type": "web_search_result",
+                                "title": "pgvector 0.8.0",
+                                "url": "https://github.com/pgvector",
+                            }
+                        ],
+                    },
+                    {"type": "citations_delta_of_2030", "blob": 1},
+                    {"type": "text", "text": "pgvector 0.8.0 is the latest."},
+                ],
+            },
+        ]
+    )
     assert [m.role for m in record.messages] == ["user", "tool", "assistant"]
-    assert record.messages[1].content == ('[tool call web_search: query="pgvector"]\n'
-                                          "[tool result web_search: pgvector 0.8.0]")
+    assert record.messages[1].content == (
+        '[tool call web_search: query="pgvector"]\n[tool result web_search: pgvector 0.8.0]'
+    )
 
 
 def test_plain_messages_pass_unchanged_and_keep_their_hash() -> None:
@@ -279,33 +385,51 @@ def test_plain_messages_pass_unchanged_and_keep_their_hash() -> None:
     record = canonical(plain)
     assert [m.model_dump(exclude_none=True) for m in record.messages] == plain
     assert "metadata" not in json.dumps(record.model_dump(exclude={"metadata"}))
-    with_meta = TranscriptIn.model_validate({"tenant_id": "acme", "user_id": "u1", "session_id": "s1",
-                                             "messages": plain, "metadata": {"project": "/p"}})
+    with_meta = TranscriptIn.model_validate(
+        {"tenant_id": "acme", "user_id": "u1", "session_id": "s1", "messages": plain, "metadata": {"project": "/p"}}
+    )
     assert with_meta.content_hash() != record.content_hash()  # metadata is content when given ...
     payload = record.model_dump(mode="json", exclude={"tenant_id", "session_id", "metadata"})
     import hashlib  # ... and absent, the hash is the one a record had before metadata existed
-    assert record.content_hash() == hashlib.sha256(
-        json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+    assert (
+        record.content_hash()
+        == hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    )
 
 
-@pytest.mark.parametrize("bad,where", [
-    ([{"role": "user", "content": {"$where": "1"}}], "messages.0.content: expected a string"),
-    ([{"role": "user", "content": [42]}], "messages.0.content.0: expected a content block"),
-    ([{"role": "robot", "content": "hi"}], "messages.0.role: 'robot'"),
-    (["hello"], "messages.0: expected a message object"),
-    ([{"role": "assistant", "content": None, "tool_calls": [{"function": "oops"}]}],
-     "messages.0.tool_calls.0.function"),
-])
+@pytest.mark.parametrize(
+    "bad,where",
+    [
+        ([{"role": "user", "content": {"$where": "1"}}], "messages.0.content: expected a string"),
+        ([{"role": "user", "content": [42]}], "messages.0.content.0: expected a content block"),
+        ([{"role": "robot", "content": "hi"}], "messages.0.role: 'robot'"),
+        (["hello"], "messages.0: expected a message object"),
+        (
+            [{"role": "assistant", "content": None, "tool_calls": [{"function": "oops"}]}],
+            "messages.0.tool_calls.0.function",
+        ),
+    ],
+)
 def test_shapes_that_fit_nothing_are_refused_naming_the_place(bad: list, where: str) -> None:
     with pytest.raises(ShapeError, match=where.replace("(", r"\(").replace("[", r"\[")):
         normalise_messages(bad)
 
 
 def test_unknown_record_fields_are_refused_naming_the_intended_one(db: Database) -> None:
-    base = {"tenant_id": "acme", "user_id": "u1", "session_id": "s1",
-            "messages": [{"role": "user", "content": "hello"}]}
-    cases = {"endedAt": "'ended_at'", "startedAt": "'started_at'", "sesion_id": "'session_id'",
-             "agentID": "'agent_id'", "color": None}
+    base = {
+        "tenant_id": "acme",
+        "user_id": "u1",
+        "session_id": "s1",
+        "messages": [{"role": "user", "content": "hello"}],
+    }
+    cases = {
+        "endedAt": "'ended_at'",
+        "startedAt": "'started_at'",
+        "sesion_id": "'session_id'",
+        "agentID": "'agent_id'",
+        "color": None,
+    }
     for key, meant in cases.items():
         outcome = validate("x.jsonl:1", {**base, key: "2025-01-01T00:00:00Z"}, db.settings, None)
         assert not isinstance(outcome, TranscriptIn)
@@ -320,28 +444,59 @@ def test_unknown_record_fields_are_refused_naming_the_intended_one(db: Database)
 # -- through ingest and summarise ------------------------------------------------------------------
 
 ANTHROPIC_RECORD = {
-    "tenant_id": "acme", "user_id": "u-ann", "session_id": "anthropic-1", "purpose": "coding",
-    "started_at": "2025-03-04T09:00:00Z", "ended_at": "2025-03-04T09:20:00Z",
+    "tenant_id": "acme",
+    "user_id": "u-ann",
+    "session_id": "anthropic-1",
+    "purpose": "coding",
+    "started_at": "2025-03-04T09:00:00Z",
+    "ended_at": "2025-03-04T09:20:00Z",
     "messages": [
         {"role": "user", "content": "The login page is slow. We'll go with Redis for the session cache."},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Let me look at the current session store."},
-            {"type": "tool_use", "id": "toolu_a", "name": "Grep", "input": {"pattern": "SessionStore"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a",
-                                      "content": "app/session.py:12: class SessionStore(DatabaseStore):\n" * 200}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me look at the current session store."},
+                {"type": "tool_use", "id": "toolu_a", "name": "Grep", "input": {"pattern": "SessionStore"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_a",
+                    "content": "app/session.py:12: class SessionStore(DatabaseStore):\n" * 200,
+                }
+            ],
+        },
         {"role": "assistant", "content": [{"type": "text", "text": "Switched SessionStore to Redis."}]},
         {"role": "user", "content": "I'll deploy it to staging by Friday."},
     ],
 }
 OPENAI_RECORD = {
-    "tenant_id": "acme", "user_id": "u-oli", "session_id": "openai-1", "purpose": "support",
-    "started_at": "2025-03-05T10:00:00Z", "endedAt": "2025-03-05T10:10:00Z",
+    "tenant_id": "acme",
+    "user_id": "u-oli",
+    "session_id": "openai-1",
+    "purpose": "support",
+    "started_at": "2025-03-05T10:00:00Z",
+    "endedAt": "2025-03-05T10:10:00Z",
     "messages": [
         {"role": "developer", "content": "You are the billing assistant of Acme."},
         {"role": "user", "content": "We'll go with the annual Team plan for Globex."},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_9", "type": "function",
-             "function": {"name": "create_invoice", "arguments": '{"plan": "team-annual", "customer": "Globex"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_9",
+                    "type": "function",
+                    "function": {
+                        "name": "create_invoice",
+                        "arguments": '{"plan": "team-annual", "customer": "Globex"}',
+                    },
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_9", "content": '{"invoice": "INV-2041", "status": "draft"}'},
         {"role": "assistant", "content": "Invoice INV-2041 is drafted. I'll send it to Globex by Monday."},
     ],
@@ -356,19 +511,33 @@ def write(tmp_path: Path, records: list[dict]) -> Path:
 
 def stored(db: Database) -> dict[str, dict]:
     with db.admin() as conn:
-        return {r["session_id"]: r for r in conn.execute(
-            "SELECT session_id, messages, metadata, ended_at FROM transcripts")}
+        return {
+            r["session_id"]: r for r in conn.execute("SELECT session_id, messages, metadata, ended_at FROM transcripts")
+        }
 
 
-def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(db: Database, tmp_path: Path,
-                                                                          embedder) -> None:
-    path = write(tmp_path, [ANTHROPIC_RECORD, OPENAI_RECORD, {**OPENAI_RECORD, "session_id": "openai-2",
-                                                              "endedAt": None, "ended_at": "2025-03-05T10:10:00Z",
-                                                              "metadata": {"crm": {"account": 7}}}])
+def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(
+    db: Database, tmp_path: Path, embedder
+) -> None:
+    path = write(
+        tmp_path,
+        [
+            ANTHROPIC_RECORD,
+            OPENAI_RECORD,
+            {
+                **OPENAI_RECORD,
+                "session_id": "openai-2",
+                "endedAt": None,
+                "ended_at": "2025-03-05T10:10:00Z",
+                "metadata": {"crm": {"account": 7}},
+            },
+        ],
+    )
     report = ingest(db, [path])
     assert report.inserted == 1 and [str(r) for r in report.rejected] == [
         f"{path}:2: unknown field 'endedAt'; did you mean 'ended_at'? (free-form data goes under 'metadata')",
-        f"{path}:3: unknown field 'endedAt'; did you mean 'ended_at'? (free-form data goes under 'metadata')"]
+        f"{path}:3: unknown field 'endedAt'; did you mean 'ended_at'? (free-form data goes under 'metadata')",
+    ]
     fixed = {**OPENAI_RECORD, "ended_at": OPENAI_RECORD["endedAt"], "metadata": {"crm": {"account": 7}}}
     del fixed["endedAt"]
     assert ingest(db, [write(tmp_path, [ANTHROPIC_RECORD, fixed])]).inserted == 1
@@ -378,7 +547,9 @@ def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(db: D
     assert anthropic[2]["content"].startswith('[tool call Grep: pattern="SessionStore"]\n[tool result Grep: ')
     assert len(anthropic[2]["content"]) < 600  # 11 KB of grep output condensed
     assert [m["role"] for m in openai] == ["system", "user", "tool", "assistant"]
-    assert "[tool call create_invoice:" in openai[2]["content"] and "[tool result create_invoice:" in openai[2]["content"]
+    assert (
+        "[tool call create_invoice:" in openai[2]["content"] and "[tool result create_invoice:" in openai[2]["content"]
+    )
     assert rows["openai-1"]["metadata"] == {"crm": {"account": 7}} and rows["anthropic-1"]["metadata"] is None
     assert rows["openai-1"]["ended_at"] is not None
 
@@ -387,7 +558,8 @@ def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(db: D
     with db.admin() as conn:
         events = conn.execute(
             "SELECT t.session_id, ev.type, ev.evidence, ev.who FROM episode_events ev "
-            "JOIN episodes e ON e.id = ev.episode_id JOIN transcripts t ON t.id = e.transcript_id").fetchall()
+            "JOIN episodes e ON e.id = ev.episode_id JOIN transcripts t ON t.id = e.transcript_id"
+        ).fetchall()
     by_session: dict[str, list] = {}
     for e in events:
         by_session.setdefault(e["session_id"], []).append(e)
@@ -400,8 +572,9 @@ def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(db: D
     assert {e["type"] for e in by_session["openai-1"]} >= {"decision", "commitment"}
 
 
-def test_both_shapes_summarise_through_the_fake_claude(llm_db: Database, fake: fa.FakeAnthropic, tmp_path: Path,
-                                                      embedder) -> None:
+def test_both_shapes_summarise_through_the_fake_claude(
+    llm_db: Database, fake: fa.FakeAnthropic, tmp_path: Path, embedder
+) -> None:
     fixed = {k: v for k, v in OPENAI_RECORD.items() if k != "endedAt"} | {"ended_at": OPENAI_RECORD["endedAt"]}
     assert ingest(llm_db, [write(tmp_path, [ANTHROPIC_RECORD, fixed])]).inserted == 2
     with AnthropicExtractor(llm_db.settings) as extractor:
@@ -411,11 +584,15 @@ def test_both_shapes_summarise_through_the_fake_claude(llm_db: Database, fake: f
     anthropic = next(p for p in prompts if "Redis" in p)
     openai = next(p for p in prompts if "Globex" in p)
     assert '] tool context: [tool call Grep: pattern="SessionStore"]' in anthropic
-    assert "] tool context: [tool call create_invoice:" in openai and "] system: You are the billing assistant" in openai
+    assert (
+        "] tool context: [tool call create_invoice:" in openai and "] system: You are the billing assistant" in openai
+    )
     assert "] user: [tool" not in anthropic + openai  # tool output never speaks as the user
     with llm_db.admin() as conn:
-        rows = conn.execute("SELECT ev.evidence, t.message_count FROM episode_events ev JOIN episodes e "
-                            "ON e.id = ev.episode_id JOIN transcripts t ON t.id = e.transcript_id").fetchall()
+        rows = conn.execute(
+            "SELECT ev.evidence, t.message_count FROM episode_events ev JOIN episodes e "
+            "ON e.id = ev.episode_id JOIN transcripts t ON t.id = e.transcript_id"
+        ).fetchall()
     assert rows and all(max(r["evidence"]) < r["message_count"] for r in rows)
 
 
@@ -427,15 +604,26 @@ def test_post_transcripts_takes_every_shape_and_names_unknown_fields(db: Databas
 
     secret = create_key(db, "acme", ("ingest",), name="shapes")[1]
     openai = {k: v for k, v in OPENAI_RECORD.items() if k not in ("tenant_id", "endedAt")}
-    with serve(db) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"},
-                                        timeout=60) as client:
-        answer = client.post("/v1/transcripts", json={"transcripts": [
-            {k: v for k, v in ANTHROPIC_RECORD.items() if k != "tenant_id"}, {**openai, "endedAt": "x"}, openai]})
+    with (
+        serve(db) as url,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"}, timeout=60) as client,
+    ):
+        answer = client.post(
+            "/v1/transcripts",
+            json={
+                "transcripts": [
+                    {k: v for k, v in ANTHROPIC_RECORD.items() if k != "tenant_id"},
+                    {**openai, "endedAt": "x"},
+                    openai,
+                ]
+            },
+        )
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert (body["accepted"], body["rejected"]) == (2, 1)
-    assert body["results"][1]["reason"] == ("unknown field 'endedAt'; did you mean 'ended_at'? "
-                                            "(free-form data goes under 'metadata')")
+    assert body["results"][1]["reason"] == (
+        "unknown field 'endedAt'; did you mean 'ended_at'? (free-form data goes under 'metadata')"
+    )
     rows = stored(db)
     assert "[tool call create_invoice:" in rows["openai-1"]["messages"][2]["content"]
     assert rows["anthropic-1"]["messages"][2]["content"].startswith('[tool call Grep: pattern="SessionStore"]')

@@ -29,10 +29,17 @@ def test_blank_database_migrates_and_second_run_is_noop(blank_db_url: str) -> No
         applied = migrate.migrate(conn, embedding_dim=384, embedder="test")
         assert [m.version for m in applied] == [m.version for m in migrate.available()]
         assert migrate.current_version(conn) == migrate.code_version()
-        tables = {r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
-        assert {"transcripts", "episodes", "episode_events", "episode_entities", "episode_lineage",
-                "job_runs", "model_calls", "event_types"} <= tables
+        tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        assert {
+            "transcripts",
+            "episodes",
+            "episode_events",
+            "episode_entities",
+            "episode_lineage",
+            "job_runs",
+            "model_calls",
+            "event_types",
+        } <= tables
         dim = conn.execute(
             "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'episodes'::regclass AND attname = 'embedding'"
         ).fetchone()[0]
@@ -80,49 +87,83 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
         monkeypatch.setattr(migrate, "available", lambda: [m for m in everything if m.version < 16])
         migrate.migrate(conn, embedding_dim=3, embedder="tiny")
         with conn.transaction():
-            t = conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, messages, content_hash, ended_at) "
-                             "VALUES ('acme', 'u1', 's1', '[{\"role\": \"user\", \"content\": \"hi\"}]', 'h', now()) "
-                             "RETURNING id").fetchone()[0]
-            ids = [conn.execute(
-                "INSERT INTO episodes (tenant_id, user_id, kind, transcript_id, session_id, summary, importance, "
-                "started_at, ended_at, model, prompt_version, status, period_start, period_end, embedding) "
-                "VALUES ('acme', 'u1', %s, %s, %s, %s, 0.5, now(), now(), 'm', 'p', %s, %s, %s, '[1,0,0]') RETURNING id",
-                (kind, t if kind == "session" else None, session, summary, status,
-                 None if kind == "session" else "2025-01-01", None if kind == "session" else "2025-12-31"),
-            ).fetchone()[0] for kind, session, summary, status in (
-                ("session", "s0", "old take", "superseded"), ("session", "s1", "new take", "current"),
-                ("super", None, "the year", "current"))]
+            t = conn.execute(
+                "INSERT INTO transcripts (tenant_id, user_id, session_id, messages, content_hash, ended_at) "
+                "VALUES ('acme', 'u1', 's1', '[{\"role\": \"user\", \"content\": \"hi\"}]', 'h', now()) "
+                "RETURNING id"
+            ).fetchone()[0]
+            ids = [
+                conn.execute(
+                    "INSERT INTO episodes (tenant_id, user_id, kind, transcript_id, session_id, summary, importance, "
+                    "started_at, ended_at, model, prompt_version, status, period_start, period_end, embedding) "
+                    "VALUES ('acme', 'u1', %s, %s, %s, %s, 0.5, now(), now(), 'm', 'p', %s, %s, %s, '[1,0,0]') RETURNING id",
+                    (
+                        kind,
+                        t if kind == "session" else None,
+                        session,
+                        summary,
+                        status,
+                        None if kind == "session" else "2025-01-01",
+                        None if kind == "session" else "2025-12-31",
+                    ),
+                ).fetchone()[0]
+                for kind, session, summary, status in (
+                    ("session", "s0", "old take", "superseded"),
+                    ("session", "s1", "new take", "current"),
+                    ("super", None, "the year", "current"),
+                )
+            ]
             old, new, year = ids
             conn.execute("UPDATE episodes SET superseded_by = %s WHERE id = %s", (new, old))
             conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = %s", (year, new))
             conn.execute("INSERT INTO episode_lineage VALUES ('acme', 'u1', %s, %s)", (year, new))
-            conn.execute("INSERT INTO episode_events (tenant_id, user_id, episode_id, ordinal, type, what, occurred_at, "
-                         "evidence, resolved_by) VALUES ('acme', 'u1', %s, 0, 'open_question', 'which plan?', now(), "
-                         "'{0}', %s)", (old, new))
-        before = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                  for table in ("transcripts", "episodes", "episode_events", "episode_lineage")}
+            conn.execute(
+                "INSERT INTO episode_events (tenant_id, user_id, episode_id, ordinal, type, what, occurred_at, "
+                "evidence, resolved_by) VALUES ('acme', 'u1', %s, 0, 'open_question', 'which plan?', now(), "
+                "'{0}', %s)",
+                (old, new),
+            )
+        before = {
+            table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("transcripts", "episodes", "episode_events", "episode_lineage")
+        }
 
         monkeypatch.setattr(migrate, "available", lambda: everything)
-        assert [m.version for m in migrate.migrate(conn, embedding_dim=3, embedder="tiny")][0] == 16
+        assert next(m.version for m in migrate.migrate(conn, embedding_dim=3, embedder="tiny")) == 16
         after = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in before}
         assert after == before
-        assert conn.execute("SELECT superseded_by, compressed_into FROM episodes WHERE id = %s", (old,)).fetchone() \
-            == (new, None)
-        keys = {r[0]: r[1] for r in conn.execute(
-            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'episodes'::regclass")}
+        assert conn.execute("SELECT superseded_by, compressed_into FROM episodes WHERE id = %s", (old,)).fetchone() == (
+            new,
+            None,
+        )
+        keys = {
+            r[0]: r[1]
+            for r in conn.execute(
+                "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'episodes'::regclass"
+            )
+        }
         assert keys["episodes_pkey"] == "PRIMARY KEY (tenant_id, id)"
         assert keys["episodes_superseded_by_fkey"].startswith("FOREIGN KEY (tenant_id, superseded_by)")
-        assert not conn.execute("SELECT count(*) FROM pg_attribute WHERE attidentity <> '' AND attnum > 0 "
-                                "AND attrelid::regclass::text IN ('episodes', 'transcripts')").fetchone()[0]
+        assert not conn.execute(
+            "SELECT count(*) FROM pg_attribute WHERE attidentity <> '' AND attnum > 0 "
+            "AND attrelid::regclass::text IN ('episodes', 'transcripts')"
+        ).fetchone()[0]
         assert conn.execute("SELECT tenant_id, user_id, version FROM recall_versions").fetchall() == [("acme", "u1", 1)]
-        first_read = conn.cursor(row_factory=dict_row).execute(query("recall_changes"), {
-            "tenant_id": "acme", "user_id": "u1", "since": 0, "epoch": None, "query_text": "plan"}).fetchone()
+        first_read = (
+            conn.cursor(row_factory=dict_row)
+            .execute(
+                query("recall_changes"),
+                {"tenant_id": "acme", "user_id": "u1", "since": 0, "epoch": None, "query_text": "plan"},
+            )
+            .fetchone()
+        )
         assert first_read["changed"] == 1  # a first recall reads the candidate written before the upgrade (the year)
         with conn.transaction():
             fresh = conn.execute(
                 "INSERT INTO episodes (tenant_id, user_id, kind, session_id, summary, importance, started_at, "
                 "ended_at, model, prompt_version) VALUES ('acme', 'u1', 'session', 's2', 'later', 0.5, now(), now(), "
-                "'m', 'p') RETURNING id, changed_version").fetchone()
+                "'m', 'p') RETURNING id, changed_version"
+            ).fetchone()
         assert fresh[0] > year and fresh[1] == 2  # ids continue; the write bumped the user's counter
         with pytest.raises(psycopg.errors.ForeignKeyViolation):  # no reference is silently left dangling
             with conn.transaction():

@@ -14,8 +14,12 @@ from jobs.llm.tools import NO_FORCED_TOOL_CHOICE
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-5-5", "claude-opus-5-5-20260922"])
-def test_a_model_that_refuses_forced_tools_is_asked_to_call_the_tool(llm_db: Database, fake: fa.FakeAnthropic,
-                                                                      embedder, model: str) -> None:  # noqa: ANN001
+def test_a_model_that_refuses_forced_tools_is_asked_to_call_the_tool(
+    llm_db: Database,  # noqa: F811
+    fake: fa.FakeAnthropic,
+    embedder,
+    model: str,
+) -> None:
     db = Database(llm_db.settings.with_(model=model), url=llm_db.url)
     try:
         add(db, "s1")
@@ -29,7 +33,7 @@ def test_a_model_that_refuses_forced_tools_is_asked_to_call_the_tool(llm_db: Dat
     assert state(llm_db)["episodes"] == 1
 
 
-def test_other_models_keep_the_forced_tool_choice(llm_db: Database, fake: fa.FakeAnthropic, embedder) -> None:  # noqa: ANN001
+def test_other_models_keep_the_forced_tool_choice(llm_db: Database, fake: fa.FakeAnthropic, embedder) -> None:  # noqa: F811
     add(llm_db, "s1")
     run(llm_db, embedder)
     assert fake.calls()[0].body["tool_choice"] == {"type": "tool", "name": "record_episode"}

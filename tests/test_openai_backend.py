@@ -27,9 +27,13 @@ from jobs.models import Message, Transcript
 from jobs.summarize import run_summarize
 
 MODEL = "llama3.2:3b"
-VALID = {"summary": "Maria chose the Team plan at $49 per seat.", "topic_tags": ["billing"], "importance": 0.6,
-         "key_events": [{"type": "decision", "what": "Team plan at $49 per seat", "who": "Maria", "evidence": [0]}],
-         "entities": [{"name": "Maria", "kind": "person"}]}
+VALID = {
+    "summary": "Maria chose the Team plan at $49 per seat.",
+    "topic_tags": ["billing"],
+    "importance": 0.6,
+    "key_events": [{"type": "decision", "what": "Team plan at $49 per seat", "who": "Maria", "evidence": [0]}],
+    "entities": [{"name": "Maria", "kind": "person"}],
+}
 
 
 def model_like(body: dict[str, Any]) -> dict[str, Any]:
@@ -45,14 +49,24 @@ def server() -> Iterator[fo.FakeOpenAI]:
 
 
 def settings_for(server: fo.FakeOpenAI, **changes: Any) -> Settings:
-    return Settings(openai_base_url=server.base_url, model=MODEL, max_retries=0, model_timeout_s=5.0,
-                    extractor="openai").with_(**changes)
+    return Settings(
+        openai_base_url=server.base_url, model=MODEL, max_retries=0, model_timeout_s=5.0, extractor="openai"
+    ).with_(**changes)
 
 
 TRANSCRIPT = Transcript(
-    1, "acme", "u1", "s1", "support", None, dt.datetime(2025, 3, 4, 9, 20, tzinfo=dt.UTC),
-    [Message(role="user", name="Maria", content="We'll go with the Team plan at $49 per seat."),
-     Message(role="assistant", content="Done. I'll send the invoice by Friday.")])
+    1,
+    "acme",
+    "u1",
+    "s1",
+    "support",
+    None,
+    dt.datetime(2025, 3, 4, 9, 20, tzinfo=dt.UTC),
+    [
+        Message(role="user", name="Maria", content="We'll go with the Team plan at $49 per seat."),
+        Message(role="assistant", content="Done. I'll send the invoice by Friday."),
+    ],
+)
 
 
 def extract(settings: Settings) -> Any:
@@ -65,7 +79,7 @@ def extract(settings: Settings) -> Any:
 
 def test_json_schema_output_is_asked_for_and_validated(server: fo.FakeOpenAI) -> None:
     result = extract(settings_for(server))
-    request, = server.calls()
+    (request,) = server.calls()
     fmt = request.body["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "record_episode"
     assert fmt["json_schema"]["schema"]["required"] == ["summary", "topic_tags", "importance"]
@@ -74,7 +88,7 @@ def test_json_schema_output_is_asked_for_and_validated(server: fo.FakeOpenAI) ->
     assert system["role"] == "system" and "as one JSON object and nothing else" in system["content"]
     assert "<transcript" in user["content"]  # the Claude path's template, rendered the same way
     assert result.model == f"openai:{MODEL}" and result.extraction.summary.startswith("Maria opened the session")
-    call, = result.calls
+    (call,) = result.calls
     assert (call.model, call.outcome) == (f"openai:{MODEL}", "ok")
     assert call.input_tokens > 0 and call.output_tokens > 0
     assert call.cost_usd == 0.0  # a local model has no price: not priced as another model
@@ -118,8 +132,13 @@ def test_a_500_that_names_the_unsupported_format_falls_back_too(server: fo.FakeO
 
 
 def test_a_model_that_wants_max_completion_tokens_gets_it(server: fo.FakeOpenAI) -> None:
-    server.enqueue(fo.error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
-                                 "Use 'max_completion_tokens' instead."))
+    server.enqueue(
+        fo.error(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+        )
+    )
     with OpenAIExtractor(settings_for(server, max_output_tokens=1000)) as extractor:
         extractor.extract(TRANSCRIPT)
         extractor.extract(TRANSCRIPT)
@@ -139,15 +158,19 @@ def test_a_fixed_mode_does_not_fall_back() -> None:
 # --- answers that are not an episode: one repair, then a verdict -----------------------------------
 
 
-@pytest.mark.parametrize(("bad", "reason"), [
-    (fo.content('{"summary": "cut'), "malformed JSON"),
-    (fo.content("Sure! Here is the episode you asked for."), "malformed JSON"),
-    (fo.content(None), "empty answer"),
-    (fo.empty(), "empty answer (no choices)"),
-    (fo.answer({"topic_tags": ["x"], "importance": 0.5}), "summary: Field required"),
-])
-def test_an_unusable_answer_gets_one_repair_quoting_the_problem(server: fo.FakeOpenAI, bad: fo.Step,
-                                                                reason: str) -> None:
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (fo.content('{"summary": "cut'), "malformed JSON"),
+        (fo.content("Sure! Here is the episode you asked for."), "malformed JSON"),
+        (fo.content(None), "empty answer"),
+        (fo.empty(), "empty answer (no choices)"),
+        (fo.answer({"topic_tags": ["x"], "importance": 0.5}), "summary: Field required"),
+    ],
+)
+def test_an_unusable_answer_gets_one_repair_quoting_the_problem(
+    server: fo.FakeOpenAI, bad: fo.Step, reason: str
+) -> None:
     server.enqueue(bad)
     result = extract(settings_for(server))
     assert [c.outcome for c in result.calls] == ["invalid", "ok"]
@@ -184,7 +207,9 @@ def test_a_truncated_answer_is_asked_again_with_more_room(server: fo.FakeOpenAI)
 
 def test_two_refusals_fail_for_good(server: fo.FakeOpenAI) -> None:
     server.enqueue(fo.refusal(), fo.refusal("Still no."))
-    with pytest.raises(PermanentExtractionError, match="the model refused after a repair request: refused: Still no."):
+    with pytest.raises(
+        PermanentExtractionError, match=r"the model refused after a repair request: refused: Still no\."
+    ):
         extract(settings_for(server))
     assert "routine summarisation" in server.calls()[1].body["messages"][1]["content"]
 
@@ -209,13 +234,16 @@ def test_a_timeout_says_how_long_it_waited(server: fo.FakeOpenAI) -> None:
 
 
 def test_429_and_5xx_are_retried_by_the_sdk(server: fo.FakeOpenAI) -> None:
-    server.enqueue(fo.error(429, "Rate limit reached", retry_after=0.01), fo.error(503, "loading model", retry_after=0.01))
+    server.enqueue(
+        fo.error(429, "Rate limit reached", retry_after=0.01), fo.error(503, "loading model", retry_after=0.01)
+    )
     result = extract(settings_for(server, max_retries=2))
     assert len(server.calls()) == 3 and [c.outcome for c in result.calls] == ["ok"]  # one call, retried inside
 
 
-@pytest.mark.parametrize(("status", "said"), [(429, "rate limited (429) after retries"),
-                                              (500, "error 500 after retries")])
+@pytest.mark.parametrize(
+    ("status", "said"), [(429, "rate limited (429) after retries"), (500, "error 500 after retries")]
+)
 def test_429_and_5xx_after_the_retries_are_transient(server: fo.FakeOpenAI, status: int, said: str) -> None:
     server.enqueue(fo.error(status, "busy", retry_after=0.01))
     with pytest.raises(TransientModelError, match=re.escape(said)):
@@ -253,14 +281,18 @@ def test_auto_picks_openai_when_only_an_endpoint_is_set(server: fo.FakeOpenAI) -
 
 
 def add(db: Database, session: str, said: str = "We'll go with the Team plan at $49 per seat.") -> None:
-    messages = [{"role": "user", "name": "Maria", "content": said},
-                {"role": "assistant", "content": "Done. I'll send the invoice by Friday."}]
+    messages = [
+        {"role": "user", "name": "Maria", "content": said},
+        {"role": "assistant", "content": "Done. I'll send the invoice by Friday."},
+    ]
     with db.tenant("acme") as conn:
-        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, messages, "
-                     "content_hash) VALUES ('acme', 'u1', %s, 'support', '2025-03-04 09:00Z', '2025-03-04 09:20Z', %s, "
-                     "%s) ON CONFLICT (tenant_id, session_id) DO UPDATE SET messages = EXCLUDED.messages, "
-                     "content_hash = EXCLUDED.content_hash, status = 'pending', next_attempt_at = now(), attempts = 0",
-                     (session, Jsonb(messages), f"hash-{session}-{said}"))
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, messages, "
+            "content_hash) VALUES ('acme', 'u1', %s, 'support', '2025-03-04 09:00Z', '2025-03-04 09:20Z', %s, "
+            "%s) ON CONFLICT (tenant_id, session_id) DO UPDATE SET messages = EXCLUDED.messages, "
+            "content_hash = EXCLUDED.content_hash, status = 'pending', next_attempt_at = now(), attempts = 0",
+            (session, Jsonb(messages), f"hash-{session}-{said}"),
+        )
 
 
 def rows(db: Database, sql: str) -> list[dict[str, Any]]:
@@ -281,18 +313,20 @@ def test_episodes_run_with_openai_end_to_end(db: Database, openai_env: fo.FakeOp
     assert result.exit_code == 0, result.output
     assert "done 1" in result.output and "cost unknown (no price)" in result.output
     assert result.output.rstrip().endswith(f"· by openai ({MODEL})")  # the back end and model, on the run's line
-    episode, = rows(db, "SELECT model, prompt_version, summary, input_tokens FROM episodes")
+    (episode,) = rows(db, "SELECT model, prompt_version, summary, input_tokens FROM episodes")
     assert episode["model"] == f"openai:{MODEL}" and episode["input_tokens"] > 0
     from jobs.extract.claude import prompt_version
+
     assert episode["prompt_version"] == prompt_version()  # the Claude path's prompts
     events = rows(db, "SELECT type, evidence FROM episode_events ORDER BY ordinal")
     assert [(e["type"], e["evidence"]) for e in events] == [("decision", [0]), ("commitment", [1])]
-    call, = rows(db, "SELECT model, outcome, input_tokens, output_tokens, cost_usd, transcript_id FROM model_calls")
+    (call,) = rows(db, "SELECT model, outcome, input_tokens, output_tokens, cost_usd, transcript_id FROM model_calls")
     assert call["model"] == f"openai:{MODEL}" and call["outcome"] == "ok" and call["transcript_id"] is not None
 
 
 def test_garbage_never_changes_an_existing_episode_and_ends_in_the_dead_letters(
-        db: Database, server: fo.FakeOpenAI, embedder: Any) -> None:
+    db: Database, server: fo.FakeOpenAI, embedder: Any
+) -> None:
     add(db, "s1")
     settings = db.settings.with_(openai_base_url=server.base_url, model=MODEL, max_retries=0, max_attempts=2)
     database = Database(settings, url=db.url)
@@ -309,7 +343,7 @@ def test_garbage_never_changes_an_existing_episode_and_ends_in_the_dead_letters(
             with db.admin() as conn:
                 conn.execute("UPDATE transcripts SET next_attempt_at = now()")  # skip the backoff
         assert rows(db, "SELECT id, summary, status FROM episodes") == before  # untouched, still current
-        transcript, = rows(db, "SELECT status, attempts, last_error FROM transcripts")
+        (transcript,) = rows(db, "SELECT status, attempts, last_error FROM transcripts")
         assert transcript["status"] == "dead" and transcript["attempts"] == 2
         assert transcript["last_error"].startswith("invalid model output after one repair request: malformed JSON")
         outcomes = [r["outcome"] for r in rows(db, "SELECT outcome FROM model_calls ORDER BY id")]
@@ -318,8 +352,9 @@ def test_garbage_never_changes_an_existing_episode_and_ends_in_the_dead_letters(
         database.close()
 
 
-def test_a_run_whose_every_call_failed_exits_non_zero(db: Database, openai_env: fo.FakeOpenAI,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_whose_every_call_failed_exits_non_zero(
+    db: Database, openai_env: fo.FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     add(db, "s1")
     add(db, "s2")
     openai_env.responder = lambda body: fo.error(503, "model is loading", retry_after=0.01)
@@ -338,17 +373,21 @@ def test_compress_and_resummarize_take_openai_too(db: Database, openai_env: fo.F
     from jobs.extract.claude import prompt_version
 
     year_2024(db, embedder)
-    period = {"summary": "Over 2024 Maria chose the Acme Team plan and kept monthly billing.",
-              "topic_tags": ["pricing"], "importance": 0.7, "key_events": [],
-              "entities": [{"name": "Maria", "kind": "person"}]}
+    period = {
+        "summary": "Over 2024 Maria chose the Acme Team plan and kept monthly billing.",
+        "topic_tags": ["pricing"],
+        "importance": 0.7,
+        "key_events": [],
+        "entities": [{"name": "Maria", "kind": "person"}],
+    }
     openai_env.responder = lambda body: period
     result = CliRunner().invoke(cli, ["compress", "--extractor", "openai", "--now", "2026-11-21"])
     assert result.exit_code == 0, result.output
-    sup, = supers(db)
+    (sup,) = supers(db)
     assert sup["model"] == f"openai:{MODEL}" and sup["summary"] == period["summary"]
-    request, = openai_env.calls()
+    (request,) = openai_env.calls()
     assert request.body["response_format"]["json_schema"]["name"] == "record_period_summary"
-    call, = rows(db, "SELECT model, outcome, input_tokens FROM model_calls")
+    (call,) = rows(db, "SELECT model, outcome, input_tokens FROM model_calls")
     assert call["model"] == f"openai:{MODEL}" and call["outcome"] == "ok" and call["input_tokens"] > 0
     dry = CliRunner().invoke(cli, ["resummarize", "--extractor", "openai", "--dry-run"])
     assert dry.exit_code == 0 and f"for prompt {prompt_version()}" in dry.output, dry.output

@@ -11,8 +11,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_every_package_under_jobs_is_in_the_distribution() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(config["packages"])
-    found = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "jobs").rglob("__init__.py")
-             if "__pycache__" not in init.parts}
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "jobs").rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
     assert found - listed == set(), "add these packages to [tool.setuptools] packages in pyproject.toml"
     for package, folder in config["package-dir"].items():
         if package != "jobs":

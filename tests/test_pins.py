@@ -70,9 +70,12 @@ def test_pinned_sources_stay_out_of_super_summaries(db: Database, tmp_path: Path
 
 def _lineage(db: Database) -> int:
     """Sources of the current super-summary."""
-    return rows(db, "SELECT count(*) AS n FROM episode_lineage l JOIN episodes s "
-                    "ON s.tenant_id = l.tenant_id AND s.id = l.super_episode_id "
-                    "WHERE s.status = 'current'")[0]["n"]
+    return rows(
+        db,
+        "SELECT count(*) AS n FROM episode_lineage l JOIN episodes s "
+        "ON s.tenant_id = l.tenant_id AND s.id = l.super_episode_id "
+        "WHERE s.status = 'current'",
+    )[0]["n"]
 
 
 def test_pin_survives_resummarising_and_pruning_policies(db: Database, tmp_path: Path, embedder) -> None:
@@ -83,8 +86,11 @@ def test_pin_survives_resummarising_and_pruning_policies(db: Database, tmp_path:
     run_summarize(db, extractor=RenamedExtractor(embedder), embedder=embedder)
     new = _episode(db, "acme-u1-0")
     assert new != old
-    may = rows(db, "SELECT e.session_id, episodes_may_prune(e) AS may FROM episodes e WHERE status = 'current' "
-                   "ORDER BY session_id")
+    may = rows(
+        db,
+        "SELECT e.session_id, episodes_may_prune(e) AS may FROM episodes e WHERE status = 'current' "
+        "ORDER BY session_id",
+    )
     assert [(r["session_id"], r["may"]) for r in may] == [("acme-u1-0", False), ("acme-u1-1", True)]
     with db.admin() as conn, analyst_role(conn, OPERATOR_ROLE):  # what the analyst sees
         view = conn.execute("SELECT session_id, pinned FROM analyst.episode_timeline ORDER BY session_id").fetchall()

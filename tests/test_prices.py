@@ -9,8 +9,7 @@ import logging
 import pytest
 
 from jobs import config
-from jobs.llm import cost_usd
-from jobs.llm import prices
+from jobs.llm import cost_usd, prices
 from jobs.models import ModelCall
 
 MTOK = 1_000_000

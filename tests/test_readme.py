@@ -49,7 +49,8 @@ def _links(page: Path) -> list[str]:
 def test_readme_is_short() -> None:
     lines = len((ROOT / "README.md").read_text(encoding="utf-8").splitlines())
     assert lines <= README_MAX_LINES, (
-        f"README.md has {lines} lines (at most {README_MAX_LINES}): move the detail into a page under docs/")
+        f"README.md has {lines} lines (at most {README_MAX_LINES}): move the detail into a page under docs/"
+    )
 
 
 @pytest.mark.parametrize("name", ["README.md", "CHANGELOG.md"])

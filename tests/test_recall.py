@@ -43,8 +43,10 @@ from jobs.store import EpisodeRow, insert_episode
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
-WORDS = ("budget invoice travel hotel python postgres garden piano marathon refund contract kitchen "
-         "museum adoption pottery visa deadline roadmap webinar salary").split()
+WORDS = (
+    "budget invoice travel hotel python postgres garden piano marathon refund contract kitchen "
+    "museum adoption pottery visa deadline roadmap webinar salary"
+).split()
 UNBOUNDED = 1_000_000
 NO_FLOOR = RecallConfig(relevant_similarity=-1.0)  # for random vectors, which clear no floor
 
@@ -57,23 +59,42 @@ def embedder() -> Embedder:
 
 
 def episode_row(
-    summary: str, *, tenant: str = "acme", user: str = "u1", days_ago: float = 10.0,
-    vector: np.ndarray | None = None, embedder: Embedder | None = None, purpose: str = "general",
-    events: Sequence[tuple[str, str]] = (), importance: float = 0.5, kind: str = "session",
+    summary: str,
+    *,
+    tenant: str = "acme",
+    user: str = "u1",
+    days_ago: float = 10.0,
+    vector: np.ndarray | None = None,
+    embedder: Embedder | None = None,
+    purpose: str = "general",
+    events: Sequence[tuple[str, str]] = (),
+    importance: float = 0.5,
+    kind: str = "session",
     period: tuple[dt.date, dt.date] | None = None,
 ) -> EpisodeRow:
     ended = NOW - dt.timedelta(days=days_ago)
     episode = EpisodeExtraction(
-        summary=summary, topic_tags=[], importance=importance,
+        summary=summary,
+        topic_tags=[],
+        importance=importance,
         key_events=[KeyEvent(type=t, what=w, evidence=[0], who="user") for t, w in events],
     )
     if vector is None and embedder is not None:
         vector = embedder.embed([summary])[0]
     return EpisodeRow(
-        tenant_id=tenant, user_id=user, kind=kind, episode=episode, started_at=ended, ended_at=ended,
-        model="test", prompt_version="t1", embedding=vector, purpose=purpose,
+        tenant_id=tenant,
+        user_id=user,
+        kind=kind,
+        episode=episode,
+        started_at=ended,
+        ended_at=ended,
+        model="test",
+        prompt_version="t1",
+        embedding=vector,
+        purpose=purpose,
         session_id=None if kind == "super" else f"{tenant}-{user}-{summary[:20]}-{days_ago}",
-        period_start=period[0] if period else None, period_end=period[1] if period else None,
+        period_start=period[0] if period else None,
+        period_end=period[1] if period else None,
     )
 
 
@@ -104,8 +125,15 @@ def crowd(db: Database) -> Iterator[np.random.Generator]:
     rng = np.random.default_rng(11)
     with db.tenant("acme") as conn:
         for _ in range(300):
-            insert_episode(conn, episode_row(words(rng), days_ago=float(rng.uniform(0, 900)), vector=unit(rng),
-                                             importance=float(rng.uniform(0, 1))))
+            insert_episode(
+                conn,
+                episode_row(
+                    words(rng),
+                    days_ago=float(rng.uniform(0, 900)),
+                    vector=unit(rng),
+                    importance=float(rng.uniform(0, 1)),
+                ),
+            )
         for i in range(40):
             insert_episode(conn, episode_row(words(rng), user="u2", days_ago=float(i), vector=unit(rng)))
     with db.tenant("other") as conn:
@@ -135,9 +163,9 @@ def _all_rows(db: Database, text: str) -> list[dict]:
 def _brute_force(rows: list[dict], query: np.ndarray, cfg: RecallConfig, k: int) -> list[int]:
     """The fused score of sql/recall.sql, recomputed in Python over all rows."""
     dist = {r["id"]: 1.0 - float(np.dot(r["embedding"].to_numpy(), query)) for r in rows}
-    by_vec = sorted(dist, key=lambda i: (dist[i], i))[:cfg.rank_depth]
+    by_vec = sorted(dist, key=lambda i: (dist[i], i))[: cfg.rank_depth]
     matched = [r for r in rows if r["text_score"] is not None]
-    by_text = [r["id"] for r in sorted(matched, key=lambda r: (-r["text_score"], r["id"]))][:cfg.rank_depth]
+    by_text = [r["id"] for r in sorted(matched, key=lambda r: (-r["text_score"], r["id"]))][: cfg.rank_depth]
     vrank = {i: n + 1 for n, i in enumerate(by_vec)}
     trank = {i: n + 1 for n, i in enumerate(by_text)}
     score = {}
@@ -153,8 +181,16 @@ def _brute_force(rows: list[dict], query: np.ndarray, cfg: RecallConfig, k: int)
 
 
 def test_vector_top_k_is_exact(db: Database, crowd: np.random.Generator) -> None:
-    cfg = RecallConfig(recent_n=0, top_k=15, w_text=0.0, decay_floor=1.0, w_importance=0.0, max_open_items=0,
-                       dedup_similarity=2.0, relevant_similarity=-1.0)
+    cfg = RecallConfig(
+        recent_n=0,
+        top_k=15,
+        w_text=0.0,
+        decay_floor=1.0,
+        w_importance=0.0,
+        max_open_items=0,
+        dedup_similarity=2.0,
+        relevant_similarity=-1.0,
+    )
     recaller = Recaller(db, config=cfg)
     rows = _all_rows(db, "x")
     matrix = np.stack([r["embedding"].to_numpy() for r in rows])
@@ -170,7 +206,9 @@ def test_vector_top_k_is_exact(db: Database, crowd: np.random.Generator) -> None
 
 
 def test_hybrid_top_k_matches_brute_force(db: Database, crowd: np.random.Generator) -> None:
-    cfg = RecallConfig(recent_n=0, top_k=12, rank_depth=30, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0)
+    cfg = RecallConfig(
+        recent_n=0, top_k=12, rank_depth=30, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0
+    )
     recaller = Recaller(db, config=cfg)
     for _ in range(8):
         query, text = unit(crowd), words(crowd, 4)
@@ -182,8 +220,9 @@ def test_hybrid_top_k_matches_brute_force(db: Database, crowd: np.random.Generat
         by_id = {r["id"]: r for r in rows}
         for ep in result.episodes:  # the in-process scores are PostgreSQL's: ts_rank bit for bit
             assert ep.text_score == by_id[ep.id]["text_score"]
-            assert ep.distance == pytest.approx(1.0 - float(np.dot(by_id[ep.id]["embedding"].to_numpy(), query)),
-                                                abs=1e-6)
+            assert ep.distance == pytest.approx(
+                1.0 - float(np.dot(by_id[ep.id]["embedding"].to_numpy(), query)), abs=1e-6
+            )
 
 
 def _fresh(db: Database, cfg: RecallConfig, text: str, query: np.ndarray) -> list[tuple[int, int | None]]:
@@ -215,10 +254,15 @@ def test_the_in_memory_copy_follows_every_kind_of_change(db: Database, crowd: np
         conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = %s", (new, best))
     assert best not in {i for i, _ in check()}
     with db.tenant("acme") as conn:  # rewritten in place (as redaction does): new text, new vector
-        target = conn.execute("SELECT id FROM episodes WHERE user_id = 'u1' AND status = 'current' "
-                              "AND compressed_into IS NULL ORDER BY id DESC LIMIT 1").fetchone()["id"]
-        conn.execute("UPDATE episodes SET search_tsv = to_tsvector('english', 'budget invoice hotel'), "
-                     "embedding = %s WHERE id = %s", (query, target))
+        target = conn.execute(
+            "SELECT id FROM episodes WHERE user_id = 'u1' AND status = 'current' "
+            "AND compressed_into IS NULL ORDER BY id DESC LIMIT 1"
+        ).fetchone()["id"]
+        conn.execute(
+            "UPDATE episodes SET search_tsv = to_tsvector('english', 'budget invoice hotel'), "
+            "embedding = %s WHERE id = %s",
+            (query, target),
+        )
     assert (target, 1) in check()
     reads = warm.index.full_reads
     assert reads == 1, "every change so far was read incrementally"
@@ -298,7 +342,8 @@ HISTORY = [
 def test_recent_and_relevant_reasons(db: Database, embedder: Embedder) -> None:
     ids = {days: add(db, text, days_ago=days, embedder=embedder) for days, text in HISTORY}
     result = Recaller(db, embedder, RecallConfig(top_k=2, recent_n=2)).recall(
-        "acme", "u1", "Which huts should I book for my mountain hike in the Dolomites?", now=NOW)
+        "acme", "u1", "Which huts should I book for my mountain hike in the Dolomites?", now=NOW
+    )
     reasons = {ep.id: ep.reasons for ep in result.episodes}
     assert "relevant" in reasons[ids[400]]
     assert "recent" in reasons[ids[5]] and "recent" in reasons[ids[10]]
@@ -309,7 +354,6 @@ def test_recent_and_relevant_reasons(db: Database, embedder: Embedder) -> None:
     by_id = {ep.id: ep for ep in result.episodes}
     assert not by_id[ids[400]].compact
     assert by_id[ids[5]].compact or "relevant" in by_id[ids[5]].reasons
-
 
 
 def test_an_unrelated_message_finds_nothing_relevant_and_does_not_pad(db: Database, embedder: Embedder) -> None:
@@ -328,8 +372,11 @@ def test_an_unrelated_message_finds_nothing_relevant_and_does_not_pad(db: Databa
     assert not related.nothing_relevant and "Nothing in this user" not in related.render()
     assert [ep.summary for ep in related.episodes if "relevant" in ep.reasons] == [HISTORY[0][1]]
     for budget in (60, 90, 120):  # the line is counted when fitting
-        assert estimate_tokens(recaller.recall("acme", "u1", "dentist in Lisbon?", budget_tokens=budget,
-                                               now=NOW).render()) <= budget
+        assert (
+            estimate_tokens(recaller.recall("acme", "u1", "dentist in Lisbon?", budget_tokens=budget, now=NOW).render())
+            <= budget
+        )
+
 
 def test_budget_is_respected(db: Database) -> None:
     rng = np.random.default_rng(3)
@@ -360,8 +407,10 @@ def test_a_budget_too_small_for_any_line_never_says_there_is_no_history(db: Data
         block = result.render()
         assert estimate_tokens(block) <= budget and "No earlier sessions" not in block, (budget, block)
         if not result.episodes:
-            assert block.splitlines()[1] == ("3 earlier sessions with this user, but this budget is too small to "
-                                             f"show any: ask with at least {smallest} tokens."), block
+            assert block.splitlines()[1] == (
+                "3 earlier sessions with this user, but this budget is too small to "
+                f"show any: ask with at least {smallest} tokens."
+            ), block
     at_least = recaller.recall("acme", "u1", "Which huts for the Dolomites hike?", budget_tokens=smallest, now=NOW)
     assert at_least.episodes and "earlier sessions with this user, but" not in at_least.render()
     nobody = recaller.recall("acme", "nobody", "hi", budget_tokens=60, now=NOW).render()
@@ -372,7 +421,8 @@ def test_a_budget_too_small_for_any_line_never_says_there_is_no_history(db: Data
 
 
 def test_recall_cli_refuses_a_budget_below_one_and_says_when_the_budget_holds_nothing(
-        db: Database, embedder: Embedder) -> None:
+    db: Database, embedder: Embedder
+) -> None:
     for days, text in HISTORY[:3]:
         add(db, text, days_ago=days, embedder=embedder)
 
@@ -397,12 +447,24 @@ def test_recall_cli_refuses_a_budget_below_one_and_says_when_the_budget_holds_no
 
 
 def test_open_items_are_surfaced(db: Database, embedder: Embedder) -> None:
-    holder = add(db, "The user asked whether the Pro plan includes SSO; the agent promised to check.", days_ago=90,
-                 embedder=embedder, events=[("open_question", "Does the Pro plan include SSO?"),
-                                            ("commitment", "The agent will send the SSO pricing sheet."),
-                                            ("decision", "The user chose annual billing.")])
-    done = add(db, "The user asked about export formats; CSV was promised.", days_ago=80, embedder=embedder,
-               events=[("commitment", "The agent will enable CSV export.")])
+    holder = add(
+        db,
+        "The user asked whether the Pro plan includes SSO; the agent promised to check.",
+        days_ago=90,
+        embedder=embedder,
+        events=[
+            ("open_question", "Does the Pro plan include SSO?"),
+            ("commitment", "The agent will send the SSO pricing sheet."),
+            ("decision", "The user chose annual billing."),
+        ],
+    )
+    done = add(
+        db,
+        "The user asked about export formats; CSV was promised.",
+        days_ago=80,
+        embedder=embedder,
+        events=[("commitment", "The agent will enable CSV export.")],
+    )
     with db.tenant("acme") as conn:
         conn.execute("UPDATE episode_events SET status = 'done' WHERE episode_id = %s", (done,))
     for days, text in HISTORY:
@@ -413,7 +475,9 @@ def test_open_items_are_surfaced(db: Database, embedder: Embedder) -> None:
     assert unrelated.open_items == [] and "Still open:" not in unrelated.render()
     result = Recaller(db, embedder).recall("acme", "u1", "Can we turn on SSO for the whole team now?", now=NOW)
     assert sorted(i.what for i in result.open_items) == [
-        "Does the Pro plan include SSO?", "The agent will send the SSO pricing sheet."]
+        "Does the Pro plan include SSO?",
+        "The agent will send the SSO pricing sheet.",
+    ]
     block = result.render()
     assert "Still open:" in block and "- open question (user), since 2025-03-03: Does the Pro plan" in block
     assert "CSV export" not in block
@@ -425,17 +489,41 @@ def test_open_items_of_episodes_that_are_not_candidates_are_left_out_however_man
     items of 20 compressed episodes (more than a page, and newer) and of an episode that ends after the
     recall's moment are left out, and the one of a candidate behind them is still found."""
     rng = np.random.default_rng(5)
-    add(db, "The user asked when the roadmap ships.", days_ago=300, vector=unit(rng),
-        events=[("open_question", "When does the roadmap ship?")])
-    crowd = [add(db, f"Webinar session {i}.", days_ago=10 + i, vector=unit(rng),
-                 events=[("commitment", f"The agent will send the webinar notes, part {i}.")]) for i in range(20)]
+    add(
+        db,
+        "The user asked when the roadmap ships.",
+        days_ago=300,
+        vector=unit(rng),
+        events=[("open_question", "When does the roadmap ship?")],
+    )
+    crowd = [
+        add(
+            db,
+            f"Webinar session {i}.",
+            days_ago=10 + i,
+            vector=unit(rng),
+            events=[("commitment", f"The agent will send the webinar notes, part {i}.")],
+        )
+        for i in range(20)
+    ]
     assert 20 > page_size(RecallConfig().max_open_items)
-    super_id = add(db, "The webinar sessions of the spring.", kind="super", days_ago=5, vector=unit(rng),
-                   period=(dt.date(2025, 1, 1), dt.date(2025, 5, 1)))
+    super_id = add(
+        db,
+        "The webinar sessions of the spring.",
+        kind="super",
+        days_ago=5,
+        vector=unit(rng),
+        period=(dt.date(2025, 1, 1), dt.date(2025, 5, 1)),
+    )
     with db.tenant("acme") as conn:
         conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = ANY(%s)", (super_id, crowd))
-    add(db, "A session that ends after the recall's moment.", days_ago=-1, vector=unit(rng),
-        events=[("open_question", "Is the webinar recorded?")])
+    add(
+        db,
+        "A session that ends after the recall's moment.",
+        days_ago=-1,
+        vector=unit(rng),
+        events=[("open_question", "Is the webinar recorded?")],
+    )
     recaller = Recaller(db)
     for _ in range(2):  # a first recall (a whole read), then one from the warm copy
         result = recaller.recall_vector("acme", "u1", "Remind me about the roadmap.", unit(rng), now=NOW)
@@ -443,10 +531,23 @@ def test_open_items_of_episodes_that_are_not_candidates_are_left_out_however_man
 
 
 def test_compressed_episodes_are_replaced_by_their_super_summary(db: Database, embedder: Embedder) -> None:
-    old = [add(db, f"In 2023 the user renovated the kitchen, step {i}: cabinets, tiles and lights.",
-               days_ago=600 + i, embedder=embedder) for i in range(3)]
-    super_id = add(db, "During 2023 the user renovated the whole kitchen (cabinets, tiles, lighting).", kind="super",
-                   days_ago=590, embedder=embedder, period=(dt.date(2023, 1, 1), dt.date(2023, 12, 31)))
+    old = [
+        add(
+            db,
+            f"In 2023 the user renovated the kitchen, step {i}: cabinets, tiles and lights.",
+            days_ago=600 + i,
+            embedder=embedder,
+        )
+        for i in range(3)
+    ]
+    super_id = add(
+        db,
+        "During 2023 the user renovated the whole kitchen (cabinets, tiles, lighting).",
+        kind="super",
+        days_ago=590,
+        embedder=embedder,
+        period=(dt.date(2023, 1, 1), dt.date(2023, 12, 31)),
+    )
     with db.tenant("acme") as conn:
         conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = ANY(%s)", (super_id, old))
     result = Recaller(db, embedder).recall("acme", "u1", "What did we decide about the kitchen tiles?", now=NOW)
@@ -457,8 +558,10 @@ def test_compressed_episodes_are_replaced_by_their_super_summary(db: Database, e
 
 def test_purpose_filter(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(5)
-    ids = {p: add(db, f"A {p} session about {words(rng, 3)}", purpose=p, vector=unit(rng))
-           for p in ("marketing", "support", "billing", "general")}
+    ids = {
+        p: add(db, f"A {p} session about {words(rng, 3)}", purpose=p, vector=unit(rng))
+        for p in ("marketing", "support", "billing", "general")
+    }
     recaller = Recaller(db, config=NO_FLOOR)
 
     def seen(purpose: str | None) -> set[str]:
@@ -493,8 +596,16 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
     # Not the WHERE clause: a connection scoped to alpha that asks for beta's rows gets nothing.
     changes = {"tenant_id": "beta", "user_id": "u1", "since": "0", "epoch": None, "query_text": "budget"}
     rows = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "ids": [theirs]}
-    items = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "limit": 10, "offset": 0, "query_text": "beta",
-             "grace_seconds": 0, "age_seconds": 0}
+    items = {
+        "tenant_id": "beta",
+        "user_id": "u1",
+        "now": NOW,
+        "limit": 10,
+        "offset": 0,
+        "query_text": "beta",
+        "grace_seconds": 0,
+        "age_seconds": 0,
+    }
     with db.tenant("alpha") as conn:
         assert [r["changed"] for r in conn.execute(query("recall_changes"), changes)] == [0]
         assert conn.execute(query("recall_rows"), rows).fetchall() == []
@@ -508,16 +619,23 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
 
 def test_render_through_the_template(db: Database, embedder: Embedder, shared: None) -> None:
     empty = recall("acme", "nobody", "hi", db=db, now=NOW)
-    assert empty.render() == ('<previous_episodes as_of="2025-06-01">\nNo earlier sessions with this user.\n'
-                              '</previous_episodes>')
-    add(db, "The user asked for a vegetarian lasagna recipe for eight guests.", days_ago=3, embedder=embedder,
-        purpose="support")
+    assert empty.render() == (
+        '<previous_episodes as_of="2025-06-01">\nNo earlier sessions with this user.\n</previous_episodes>'
+    )
+    add(
+        db,
+        "The user asked for a vegetarian lasagna recipe for eight guests.",
+        days_ago=3,
+        embedder=embedder,
+        purpose="support",
+    )
     block = recall("acme", "u1", "lasagna", db=db, now=NOW).render()
     lines = block.splitlines()
     assert lines[0] == '<previous_episodes as_of="2025-06-01">' and lines[-1] == "</previous_episodes>"
     assert "Episodes (oldest first):" in lines
-    assert ("- 2025-05-29 [support] (relevant, recent): The user asked for a vegetarian lasagna recipe for eight "
-            "guests.") in lines
+    assert (
+        "- 2025-05-29 [support] (relevant, recent): The user asked for a vegetarian lasagna recipe for eight guests."
+    ) in lines
 
 
 def test_recall_cli(db: Database, embedder: Embedder) -> None:
@@ -541,22 +659,69 @@ def test_recall_cli(db: Database, embedder: Embedder) -> None:
 def test_template_renders_a_sample_context() -> None:
     """prompts/previous_episodes.j2 on its own: every field it shows, super-summaries and open items."""
     when = dt.datetime(2025, 3, 4, 9, 0, tzinfo=dt.UTC)
-    full = RecalledEpisode(1, "session", "s1", "support", "The user chose annual billing.", ["billing", "plans"],
-                           0.8, when, when, None, None, 0.2, 0.1, 0.5, 1, 1, None, 1, ["relevant"])
-    period = RecalledEpisode(2, "super", None, "general", "All of 2024 in short.", [], 0.5, when, when,
-                             dt.date(2024, 1, 1), dt.date(2024, 12, 31), 0.1, 0.3, None, 2, None, 1, None,
-                             ["recent"], compact=True, compact_text="All of 2024...")
+    full = RecalledEpisode(
+        1,
+        "session",
+        "s1",
+        "support",
+        "The user chose annual billing.",
+        ["billing", "plans"],
+        0.8,
+        when,
+        when,
+        None,
+        None,
+        0.2,
+        0.1,
+        0.5,
+        1,
+        1,
+        None,
+        1,
+        ["relevant"],
+    )
+    period = RecalledEpisode(
+        2,
+        "super",
+        None,
+        "general",
+        "All of 2024 in short.",
+        [],
+        0.5,
+        when,
+        when,
+        dt.date(2024, 1, 1),
+        dt.date(2024, 12, 31),
+        0.1,
+        0.3,
+        None,
+        2,
+        None,
+        1,
+        None,
+        ["recent"],
+        compact=True,
+        compact_text="All of 2024...",
+    )
     item = RecalledOpenItem(9, 1, "commitment", "Send the SSO pricing sheet.", "agent", dt.date(2025, 3, 10), when)
     stale = RecalledOpenItem(8, 1, "open_question", "Is SSO extra?", "user", None, when, stale=True)
     session = RecalledSession("s9", "general", "pending", when, None, "Is the invoice ready?")
-    block = render("previous_episodes.j2", as_of="2025-06-01", episodes=[full, period], open_items=[item, stale],
-                   nothing_relevant=False, sessions=[session])
+    block = render(
+        "previous_episodes.j2",
+        as_of="2025-06-01",
+        episodes=[full, period],
+        open_items=[item, stale],
+        nothing_relevant=False,
+        sessions=[session],
+    )
     assert block.splitlines()[0] == '<previous_episodes as_of="2025-06-01">'
     assert "- commitment (agent), due 2025-03-10, since 2025-03-04: Send the SSO pricing sheet." in block
     assert "- 2025-03-04 [support] (relevant): The user chose annual billing. Topics: billing, plans." in block
     assert "- 2024-01-01 to 2024-12-31 (recent), summary of a compressed period: All of 2024..." in block
     assert "- open question (user), since 2025-03-04 (stale, related to the opening message): Is SSO extra?" in block
-    assert "Not yet summarised (newest first):\n- 2025-03-04 (still open), the user's last words: Is the invoice" in block
+    assert (
+        "Not yet summarised (newest first):\n- 2025-03-04 (still open), the user's last words: Is the invoice" in block
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -588,8 +753,9 @@ def other_db(admin_url: str, template_db: str, settings: config.Settings) -> Ite
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_recall_keeps_one_warm_copy_per_database(db: Database, embedder: Embedder, shared: None,
-                                                 other_db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recall_keeps_one_warm_copy_per_database(
+    db: Database, embedder: Embedder, shared: None, other_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for days, text in HISTORY:
         add(db, text, days_ago=days, embedder=embedder)
     message = "Which huts should I book for my mountain hike in the Dolomites?"

@@ -18,12 +18,12 @@ from jobs.cli import cli
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.lifecycle import apply_policy
-from jobs.rights.erase_episode import forget_episode
-from jobs.rights.forget import forget_user
 from jobs.prune_policy import parse_policy
 from jobs.recall import Recaller, close_recallers, recall, shared_recaller
 from jobs.recall.index import RecallIndex
 from jobs.recall.packs import PackWriter
+from jobs.rights.erase_episode import forget_episode
+from jobs.rights.forget import forget_user
 from jobs.service.keys import SCOPES, create_key
 from jobs.sql import query
 from jobs.store import insert_episode
@@ -43,8 +43,10 @@ def no_shared_copies() -> Iterator[None]:
 def populate(db: Database, users: tuple[str, ...] = ("u1", "u2"), n: int = 3, seed: int = 7) -> dict[str, list[int]]:
     rng = np.random.default_rng(seed)
     with db.tenant("acme") as conn:
-        return {user: [insert_episode(conn, episode_row(words(rng), user=user, vector=unit(rng))) for _ in range(n)]
-                for user in users}
+        return {
+            user: [insert_episode(conn, episode_row(words(rng), user=user, vector=unit(rng))) for _ in range(n)]
+            for user in users
+        }
 
 
 def touch(db: Database, index: RecallIndex, user: str) -> None:
@@ -153,8 +155,9 @@ def test_a_forget_drops_a_pack_waiting_to_be_written(db: Database) -> None:
         packs.close()
 
 
-def test_forgets_through_the_cli_and_the_http_api_drop_the_copies(db: Database, settings: Settings,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_forgets_through_the_cli_and_the_http_api_drop_the_copies(
+    db: Database, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`episodes forget` run in this process, and DELETE /v1/episodes/{id} and /v1/users/{id} answered by a
     service in this process, leave no copy of the user in the process's recall index."""
     ids = populate(db, users=("u1", "u2", "u3"))
@@ -167,8 +170,10 @@ def test_forgets_through_the_cli_and_the_http_api_drop_the_copies(db: Database, 
     assert not shared.index.holds("acme", "u1")
 
     _, secret = create_key(db, "acme", SCOPES, name="forgetter")
-    with serve(db) as url, httpx.Client(base_url=url, timeout=30,
-                                        headers={"Authorization": f"Bearer {secret}"}) as client:
+    with (
+        serve(db) as url,
+        httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {secret}"}) as client,
+    ):
         assert client.post("/v1/recall", json={"user_id": "u2", "message": TEXT}).status_code == 200
         assert shared.index.holds("acme", "u2") and shared.index.holds("acme", "u3")
         assert client.delete(f"/v1/episodes/{ids['u2'][0]}").status_code == 200

@@ -21,9 +21,13 @@ from jobs.recall.result import RecalledOpenItem, line_macros, render_block
 from jobs.recall.scoring import epoch_us, fuse
 
 NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
-SENTENCES = ("The user planned a trip to Lisbon.", "She compared three accounting tools and chose Xero.",
-             "They talked about a half marathon in October.", "The agent promised to send the pricing sheet.",
-             "A long discussion of the garden, the piano lessons and the new kitchen followed.")
+SENTENCES = (
+    "The user planned a trip to Lisbon.",
+    "She compared three accounting tools and chose Xero.",
+    "They talked about a half marathon in October.",
+    "The agent promised to send the pricing sheet.",
+    "A long discussion of the garden, the piano lessons and the new kitchen followed.",
+)
 
 
 @st.composite
@@ -33,26 +37,36 @@ def scored(draw: st.DrawFn) -> tuple[Scores, RecallConfig]:
     sims = draw(st.lists(st.floats(-1.0, 1.0), min_size=n, max_size=n))
     texts = draw(st.lists(st.one_of(st.just(float("nan")), st.floats(0.0, 0.1)), min_size=n, max_size=n))
     ages = draw(st.lists(st.integers(0, 2_000), min_size=n, max_size=n))
-    cfg = RecallConfig(top_k=draw(st.integers(0, 8)), related_k=draw(st.integers(0, 12)), recent_n=draw(st.integers(0, 4)),
-                       relevant_similarity=draw(st.sampled_from([0.3, 0.5, 0.7])),
-                       related_similarity=draw(st.sampled_from([-1.0, 0.1, 0.25, 0.4])))
+    cfg = RecallConfig(
+        top_k=draw(st.integers(0, 8)),
+        related_k=draw(st.integers(0, 12)),
+        recent_n=draw(st.integers(0, 4)),
+        relevant_similarity=draw(st.sampled_from([0.3, 0.5, 0.7])),
+        related_similarity=draw(st.sampled_from([-1.0, 0.1, 0.25, 0.4])),
+    )
     now_us = epoch_us(NOW)
-    scores = Scores(ids=np.arange(1, n + 1, dtype=np.int64),
-                    ended_us=np.array([now_us - a * 86_400_000_000 for a in ages], np.int64),
-                    importance=np.full(n, 0.5), distance=1.0 - np.array(sims), text=np.array(texts),
-                    pinned=np.zeros(n, bool))
+    scores = Scores(
+        ids=np.arange(1, n + 1, dtype=np.int64),
+        ended_us=np.array([now_us - a * 86_400_000_000 for a in ages], np.int64),
+        importance=np.full(n, 0.5),
+        distance=1.0 - np.array(sims),
+        text=np.array(texts),
+        pinned=np.zeros(n, bool),
+    )
     return scores, cfg
 
 
 def _clears_floor(cfg: RecallConfig, similarity: float, text: float) -> bool:
     return similarity >= cfg.relevant_similarity or (
-        similarity >= cfg.relevant_similarity_with_text and not np.isnan(text) and text >= cfg.relevant_text)
+        similarity >= cfg.relevant_similarity_with_text and not np.isnan(text) and text >= cfg.relevant_text
+    )
 
 
 @settings(max_examples=200, deadline=None)
 @given(scored())
 def test_only_episodes_above_the_floor_are_relevant_and_possibly_related_ones_are_below_it(
-        case: tuple[Scores, RecallConfig]) -> None:
+    case: tuple[Scores, RecallConfig],
+) -> None:
     scores, cfg = case
     picked = fuse(scores, cfg, epoch_us(NOW), set())
     by_id = {int(i): k for k, i in enumerate(scores.ids)}
@@ -68,8 +82,12 @@ def test_only_episodes_above_the_floor_are_relevant_and_possibly_related_ones_ar
         assert not _clears_floor(cfg, 1.0 - scores.distance[k], scores.text[k])
         assert 1.0 - scores.distance[k] >= cfg.related_similarity
     # with room to spare, every episode below the floor but above related_similarity is possibly related
-    below = {int(i) for k, i in enumerate(scores.ids) if not _clears_floor(cfg, 1.0 - scores.distance[k], scores.text[k])
-             and 1.0 - scores.distance[k] >= cfg.related_similarity}
+    below = {
+        int(i)
+        for k, i in enumerate(scores.ids)
+        if not _clears_floor(cfg, 1.0 - scores.distance[k], scores.text[k])
+        and 1.0 - scores.distance[k] >= cfg.related_similarity
+    }
     if len(related) < cfg.related_k:
         assert set(related) == below
 
@@ -87,15 +105,41 @@ def rows(draw: st.DrawFn) -> tuple[list[dict[str, object]], list[RecalledOpenIte
         relevance += "relevant" in role
         related += "related" in role
         recency += "recent" in role
-        out.append({"id": i, "kind": "session", "session_id": f"s{i}", "purpose": "general", "summary": summary,
-                    "topic_tags": draw(st.lists(st.sampled_from(["travel", "billing", "garden"]), max_size=3)),
-                    "importance": 0.5, "started_at": when, "ended_at": when, "period_start": None, "period_end": None,
-                    "score": 0.1, "distance": 0.5, "text_score": None, "vector_rank": i, "text_rank": None,
-                    "relevance_rank": relevance if "relevant" in role else None,
-                    "related_rank": related if "related" in role else None,
-                    "recency_rank": recency if "recent" in role else None})
-    items = [RecalledOpenItem(100 + k, draw(st.integers(1, max(n, 1))), "commitment", "Send the pricing sheet.", "agent",
-                              None, NOW - dt.timedelta(days=3)) for k in range(draw(st.integers(0, 3)))]
+        out.append(
+            {
+                "id": i,
+                "kind": "session",
+                "session_id": f"s{i}",
+                "purpose": "general",
+                "summary": summary,
+                "topic_tags": draw(st.lists(st.sampled_from(["travel", "billing", "garden"]), max_size=3)),
+                "importance": 0.5,
+                "started_at": when,
+                "ended_at": when,
+                "period_start": None,
+                "period_end": None,
+                "score": 0.1,
+                "distance": 0.5,
+                "text_score": None,
+                "vector_rank": i,
+                "text_rank": None,
+                "relevance_rank": relevance if "relevant" in role else None,
+                "related_rank": related if "related" in role else None,
+                "recency_rank": recency if "recent" in role else None,
+            }
+        )
+    items = [
+        RecalledOpenItem(
+            100 + k,
+            draw(st.integers(1, max(n, 1))),
+            "commitment",
+            "Send the pricing sheet.",
+            "agent",
+            None,
+            NOW - dt.timedelta(days=3),
+        )
+        for k in range(draw(st.integers(0, 3)))
+    ]
     cfg = RecallConfig(full_share=draw(st.sampled_from([0.0, 0.3, 0.8, 1.0])), compact_chars=draw(st.integers(40, 200)))
     return out, items, cfg, draw(st.integers(0, 2_000))
 
@@ -104,7 +148,8 @@ def rows(draw: st.DrawFn) -> tuple[list[dict[str, object]], list[RecalledOpenIte
 @settings(max_examples=300, deadline=None)
 @given(rows())
 def test_the_block_fits_its_budget_full_summaries_keep_their_share_and_labels_are_honest(
-        case: tuple[list[dict[str, object]], list[RecalledOpenItem], RecallConfig, int]) -> None:
+    case: tuple[list[dict[str, object]], list[RecalledOpenItem], RecallConfig, int],
+) -> None:
     out, items, cfg, budget = case
     nothing_relevant = not any(r["relevance_rank"] for r in out)
     episodes, shown_items = select(out, {}, items, cfg, budget, "pricing sheet for the Lisbon trip", NOW)

@@ -15,12 +15,12 @@ from waiting import backend, blocked_by, wait_until
 from jobs.db import Database, one
 from jobs.embeddings import Embedder, HashingEmbedder
 from jobs.embeddings.recorded import Recorded
-from jobs.rights.correct import EpisodeCorrection, correct_episode
-from jobs.rights.erase_episode import forget_episode
-from jobs.rights.forget import forget_user
 from jobs.recall import RecallConfig, Recaller
 from jobs.recall.index import RecallIndex, Scores, UserIndex
 from jobs.recall.packs import PackWriter, read_pack, write_pack
+from jobs.rights.correct import EpisodeCorrection, correct_episode
+from jobs.rights.erase_episode import forget_episode
+from jobs.rights.forget import forget_user
 from jobs.sql import query
 from jobs.store import insert_episode
 
@@ -41,10 +41,20 @@ def writer(db: Database) -> Iterator[PackWriter]:
 
 def populate(db: Database, rng: np.random.Generator, n: int = 60, user: str = "u1") -> list[int]:
     with db.tenant("acme") as conn:
-        ids = [insert_episode(conn, episode_row(words(rng), user=user, days_ago=float(rng.uniform(1, 900)),
-                                                vector=unit(rng), importance=float(rng.uniform(0, 1)),
-                                                purpose=str(rng.choice(["general", "support"]))))
-               for _ in range(n)]
+        ids = [
+            insert_episode(
+                conn,
+                episode_row(
+                    words(rng),
+                    user=user,
+                    days_ago=float(rng.uniform(1, 900)),
+                    vector=unit(rng),
+                    importance=float(rng.uniform(0, 1)),
+                    purpose=str(rng.choice(["general", "support"])),
+                ),
+            )
+            for _ in range(n)
+        ]
         insert_episode(conn, episode_row(words(rng), user="u2", vector=unit(rng)))  # a neighbour
     with db.tenant("other") as conn:  # the same user id in another tenant
         insert_episode(conn, episode_row(words(rng), tenant="other", vector=unit(rng)))
@@ -53,8 +63,9 @@ def populate(db: Database, rng: np.random.Generator, n: int = 60, user: str = "u
 
 def packs_of(db: Database, user: str = "u1") -> int:
     with db.admin() as conn:
-        return one(conn.execute("SELECT count(*) AS n FROM recall_packs WHERE tenant_id = 'acme' AND user_id = %s",
-                                (user,)))["n"]
+        return one(
+            conn.execute("SELECT count(*) AS n FROM recall_packs WHERE tenant_id = 'acme' AND user_id = %s", (user,))
+        )["n"]
 
 
 def scores(db: Database, index: RecallIndex, vector: np.ndarray, purposes: list[str] | None = None) -> Scores:
@@ -65,8 +76,13 @@ def scores(db: Database, index: RecallIndex, vector: np.ndarray, purposes: list[
 def whole(db: Database, vector: np.ndarray, purposes: list[str] | None = None) -> Scores:
     """The scores of a copy read whole (recall_changes since 0), whatever pack there is."""
     with db.tenant("acme") as conn:
-        row = one(conn.execute(query("recall_changes"), {"tenant_id": "acme", "user_id": "u1", "since": 0,
-                                                         "epoch": None, "query_text": TEXT}, binary=True))
+        row = one(
+            conn.execute(
+                query("recall_changes"),
+                {"tenant_id": "acme", "user_id": "u1", "since": 0, "epoch": None, "query_text": TEXT},
+                binary=True,
+            )
+        )
         copy = UserIndex(DIM)
         copy.apply(row)
         lexemes = [x.encode() for x in row["query_lexemes"]]
@@ -81,8 +97,9 @@ def assert_same(a: Scores, b: Scores) -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_copy_from_a_pack_and_the_changes_since_equals_a_full_read(db: Database, writer: PackWriter,
-                                                                      seed: int) -> None:
+def test_a_copy_from_a_pack_and_the_changes_since_equals_a_full_read(
+    db: Database, writer: PackWriter, seed: int
+) -> None:
     """Random runs of edits (new, re-scored, pinned, superseded, compressed, rewritten, deleted episodes,
     the user forgotten and back): after each, a cold copy started from the pack (when one may exist) scores
     every candidate bit for bit as a copy read whole, and recalls the same episodes."""
@@ -98,41 +115,58 @@ def test_a_copy_from_a_pack_and_the_changes_since_equals_a_full_read(db: Databas
         assert_same(got, whole(db, vector))
         assert_same(scores(db, from_pack, vector, ["support"]), whole(db, vector, ["support"]))  # and warm
         cold = Recaller(db, config=CFG, index=RecallIndex(DIM))
-        with_pack = [(e.id, e.relevance_rank) for e in cold.recall_vector(
-            "acme", "u1", TEXT, vector, budget_tokens=UNBOUNDED, now=NOW).episodes]
+        with_pack = [
+            (e.id, e.relevance_rank)
+            for e in cold.recall_vector("acme", "u1", TEXT, vector, budget_tokens=UNBOUNDED, now=NOW).episodes
+        ]
         read_whole = RecallIndex(DIM, packs=writer)  # writes the pack of its full read
         with db.tenant("acme") as conn:  # hidden for this read (the app role may delete its tenant's packs)
             conn.execute("DELETE FROM recall_packs WHERE tenant_id = 'acme' AND user_id = 'u1'")
         full = Recaller(db, config=CFG, index=read_whole).recall_vector(
-            "acme", "u1", TEXT, vector, budget_tokens=UNBOUNDED, now=NOW)
+            "acme", "u1", TEXT, vector, budget_tokens=UNBOUNDED, now=NOW
+        )
         assert with_pack == [(e.id, e.relevance_rank) for e in full.episodes]
         assert writer.flush() and packs_of(db) == 1
 
         live = [i for i in ids if i is not None]
-        op = rng.choice(["insert", "insert", "rescore", "pin", "supersede", "compress", "rewrite", "delete",
-                         "forget"])
+        op = rng.choice(["insert", "insert", "rescore", "pin", "supersede", "compress", "rewrite", "delete", "forget"])
         target = int(rng.choice(live)) if live else None
         erases = op in ("rewrite", "delete", "forget")
         with db.tenant("acme") as conn:
             if op == "insert" or target is None:
-                ids.append(insert_episode(conn, episode_row(words(rng), days_ago=float(rng.uniform(0, 5)),
-                                                            vector=vector if rng.uniform() < 0.3 else unit(rng))))
+                ids.append(
+                    insert_episode(
+                        conn,
+                        episode_row(
+                            words(rng),
+                            days_ago=float(rng.uniform(0, 5)),
+                            vector=vector if rng.uniform() < 0.3 else unit(rng),
+                        ),
+                    )
+                )
                 erases = False
             elif op == "rescore":
-                conn.execute("UPDATE episodes SET importance = %s WHERE tenant_id = 'acme' AND id = %s",
-                             (float(rng.uniform(0, 1)), target))
+                conn.execute(
+                    "UPDATE episodes SET importance = %s WHERE tenant_id = 'acme' AND id = %s",
+                    (float(rng.uniform(0, 1)), target),
+                )
             elif op == "pin":
                 conn.execute("UPDATE episodes SET pinned_at = %s WHERE tenant_id = 'acme' AND id = %s", (NOW, target))
             elif op == "supersede":
-                conn.execute("UPDATE episodes SET status = 'superseded' WHERE tenant_id = 'acme' AND id = %s",
-                             (target,))
+                conn.execute(
+                    "UPDATE episodes SET status = 'superseded' WHERE tenant_id = 'acme' AND id = %s", (target,)
+                )
             elif op == "compress":  # into any other current episode, standing in as the super-summary
                 into = int(rng.choice([i for i in live if i != target] or [target]))
-                conn.execute("UPDATE episodes SET compressed_into = %s WHERE tenant_id = 'acme' AND id = %s",
-                             (into, target))
+                conn.execute(
+                    "UPDATE episodes SET compressed_into = %s WHERE tenant_id = 'acme' AND id = %s", (into, target)
+                )
             elif op == "rewrite":  # in place, as a correction re-indexes: new text, new vector
-                conn.execute("UPDATE episodes SET search_tsv = to_tsvector('english', %s), embedding = %s "
-                             "WHERE tenant_id = 'acme' AND id = %s", (TEXT, unit(rng), target))
+                conn.execute(
+                    "UPDATE episodes SET search_tsv = to_tsvector('english', %s), embedding = %s "
+                    "WHERE tenant_id = 'acme' AND id = %s",
+                    (TEXT, unit(rng), target),
+                )
             elif op == "delete":
                 conn.execute(query("release_references"), {"tenant_id": "acme", "ids": [target]})
                 conn.execute("DELETE FROM episodes WHERE tenant_id = 'acme' AND id = %s", (target,))
@@ -141,15 +175,18 @@ def test_a_copy_from_a_pack_and_the_changes_since_equals_a_full_read(db: Databas
             forget_user(db, "acme", "u1")
             ids = [None] * len(ids)
             with db.tenant("acme") as conn:  # the user comes back at once
-                ids += [insert_episode(conn, episode_row(words(rng), days_ago=float(d), vector=unit(rng)))
-                        for d in range(1, 4)]
+                ids += [
+                    insert_episode(conn, episode_row(words(rng), days_ago=float(d), vector=unit(rng)))
+                    for d in range(1, 4)
+                ]
         if erases:
             assert packs_of(db) == 0, f"{op} left the pack"
         pack_kept = packs_of(db) == 1
 
 
-def test_the_recorded_embedder_is_checked_on_every_read_from_the_start_and_only_then(db: Database,
-                                                                                   writer: PackWriter) -> None:
+def test_the_recorded_embedder_is_checked_on_every_read_from_the_start_and_only_then(
+    db: Database, writer: PackWriter
+) -> None:
     """``accept`` sees the database's embedder on a whole read, on a read from a pack and on the read anew
     after a deletion, not on a warm copy's later reads; a recaller whose embedder is not the recorded
     one follows the record from a pack as from a whole read."""
@@ -188,8 +225,7 @@ def test_the_recorded_embedder_is_checked_on_every_read_from_the_start_and_only_
     assert first_index.pack_reads == 1 and other.embedder.name == "all-MiniLM-L6-v2" and other.index is not first_index
 
 
-def test_every_erasure_drops_the_pack_in_its_transaction(db: Database, writer: PackWriter,
-                                                          embedder: Embedder) -> None:
+def test_every_erasure_drops_the_pack_in_its_transaction(db: Database, writer: PackWriter, embedder: Embedder) -> None:
     """Erasing an episode, correcting one, forgetting the user, purging vectors and re-embedding each leave
     no pack holding what they removed; other users' packs stay."""
     rng = np.random.default_rng(7)
@@ -207,8 +243,14 @@ def test_every_erasure_drops_the_pack_in_its_transaction(db: Database, writer: P
     forget_episode(db, "acme", ids[0])
     assert packs_of(db) == 0 and packs_of(db, "u3") == 1
     packed()
-    correct_episode(db, "acme", ids[1], EpisodeCorrection(summary="The user asked about something else."),
-                    actor="user:u1", embedder=embedder)
+    correct_episode(
+        db,
+        "acme",
+        ids[1],
+        EpisodeCorrection(summary="The user asked about something else."),
+        actor="user:u1",
+        embedder=embedder,
+    )
     assert packs_of(db) == 0
     packed()
     with db.tenant("acme") as conn:  # what compress --purge-embeddings does to a compressed session

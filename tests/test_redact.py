@@ -23,7 +23,7 @@ from jobs.models import Message, Transcript
 from jobs.pii.redaction import KINDS, find, redact, redact_messages, redact_transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from redaction_corpus import CASES, HELD_OUT, NEGATIVE  # noqa: E402
+from redaction_corpus import CASES, HELD_OUT, NEGATIVE
 
 Scores = dict[str, Counter]
 
@@ -109,9 +109,11 @@ def test_negatives_come_back_unchanged() -> None:
 
 
 def test_typed_placeholders_and_counts() -> None:
-    text = ("Maria (maria@example.com, +44 20 7946 0958) paid with 4111 1111 1111 1111 from "
-            "GB29 NWBK 6016 1331 9268 19 at 203.0.113.7; key sk-ant-api03-Xk2vQ9pL7mN4rT8wY1zB5cD3f. "
-            "Order #4471 for $1,299.00 on 2024-03-15, version 1.2.3.4.")
+    text = (
+        "Maria (maria@example.com, +44 20 7946 0958) paid with 4111 1111 1111 1111 from "
+        "GB29 NWBK 6016 1331 9268 19 at 203.0.113.7; key sk-ant-api03-Xk2vQ9pL7mN4rT8wY1zB5cD3f. "
+        "Order #4471 for $1,299.00 on 2024-03-15, version 1.2.3.4."
+    )
     result = redact(text, enabled=True)
     assert result.text == (
         "Maria ([EMAIL], [PHONE]) paid with [CARD] from [IBAN] at [IP]; key [SECRET]. "
@@ -156,8 +158,17 @@ def test_redact_messages_and_transcript_keep_everything_but_the_pii() -> None:
     assert counts == {"PHONE": 1, "EMAIL": 1}
     assert messages[0].content == "Call me on +44 20 7946 0958."  # the input is not mutated
 
-    transcript = Transcript(id=7, tenant_id="acme", user_id="u1", session_id="s1", purpose="support",
-                            started_at=ts, ended_at=ts, messages=messages, content_hash="h1")
+    transcript = Transcript(
+        id=7,
+        tenant_id="acme",
+        user_id="u1",
+        session_id="s1",
+        purpose="support",
+        started_at=ts,
+        ended_at=ts,
+        messages=messages,
+        content_hash="h1",
+    )
     out, counts = redact_transcript(transcript, enabled=True)
     assert (out.id, out.content_hash, out.session_id) == (7, "h1", "s1") and counts["PHONE"] == 1
     assert out.messages[0].content == "Call me on [PHONE]."

@@ -23,8 +23,8 @@ from jobs.errors import EmbedderChanged, EmbeddingDimensionMismatch, ReembedInPr
 from jobs.extract.offline import OfflineExtractor
 from jobs.lifecycle.reembed import reembed, reembed_progress
 from jobs.models import episode_text
-from jobs.rights.correct import EpisodeCorrection, correct_episode
 from jobs.recall import Recaller
+from jobs.rights.correct import EpisodeCorrection, correct_episode
 from jobs.serve import ServeOptions, Server
 
 # One PostgreSQL only: on a Citus cluster `episodes reembed` refuses (tests/test_cluster.py), as Citus
@@ -41,8 +41,7 @@ def _recorded(db: Database) -> dict[str, str]:
     return {r["key"]: r["value"] for r in rows(db, "SELECT key, value FROM episodes_settings")}
 
 
-def test_reembed_switches_with_recall_answering_before_during_and_after(db: Database, tmp_path: Path,
-                                                                        embedder) -> None:
+def test_reembed_switches_with_recall_answering_before_during_and_after(db: Database, tmp_path: Path, embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(10)], embedder)
     recaller = Recaller(db, embedder)  # a warm in-process copy from before the re-embed
     before = recaller.recall("acme", "u1", QUESTION)
@@ -57,8 +56,14 @@ def test_reembed_switches_with_recall_answering_before_during_and_after(db: Data
         during.append([e.id for e in answer.episodes])
         status.append(CliRunner().invoke(cli, ["status"]).output)
         if len(during) == 1:  # a correction re-embeds an already re-embedded episode with the old embedder
-            correct_episode(db, "acme", corrected, EpisodeCorrection(summary="Maria asked about SSO for Snowflake."),
-                            actor="operator:test", embedder=embedder)
+            correct_episode(
+                db,
+                "acme",
+                corrected,
+                EpisodeCorrection(summary="Maria asked about SSO for Snowflake."),
+                actor="operator:test",
+                embedder=embedder,
+            )
 
     report = reembed(db, HashingEmbedder(64), "hashing:64", batch_size=3, progress=progress)
     assert len(during) == 4 and during[0] == [e.id for e in before.episodes]  # then the correction changes it
@@ -69,8 +74,9 @@ def test_reembed_switches_with_recall_answering_before_during_and_after(db: Data
     # The episodes' lines (migration 0032) are embedded again too, after the switch.
     lines = rows(db, "SELECT text, embedding FROM episode_lines ORDER BY tenant_id, episode_id, ordinal")
     assert lines and report.lines == len(lines) and {len(r["embedding"].to_numpy()) for r in lines} == {64}
-    np.testing.assert_allclose(lines[0]["embedding"].to_numpy(), HashingEmbedder(64).embed([lines[0]["text"]])[0],
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        lines[0]["embedding"].to_numpy(), HashingEmbedder(64).embed([lines[0]["text"]])[0], atol=1e-6
+    )
     with db.admin() as conn:
         assert reembed_progress(conn) is None
     # The same Recaller notices the switch: the new embedder, a fresh copy, the same answer.
@@ -80,17 +86,22 @@ def test_reembed_switches_with_recall_answering_before_during_and_after(db: Data
     # 64-d hashing embedder; what must hold is that the switched recaller answers from the new vectors.)
     assert {e.id for e in after.episodes} and recaller.index.dim == 64
     # The corrected episode's vector is of its corrected text, not of the text it had at the fill.
-    row = rows(db, """SELECT summary, topic_tags, embedding,
+    row = rows(
+        db,
+        """SELECT summary, topic_tags, embedding,
                              ARRAY(SELECT what FROM episode_events WHERE episode_id = e.id ORDER BY ordinal) AS events,
                              ARRAY(SELECT name FROM episode_entities WHERE episode_id = e.id ORDER BY id) AS entities
-                      FROM episodes e WHERE id = %s""", corrected)[0]
+                      FROM episodes e WHERE id = %s""",
+        corrected,
+    )[0]
     assert row["summary"] == "Maria asked about SSO for Snowflake."
     text = episode_text(row["summary"], row["topic_tags"], row["events"], row["entities"])
     np.testing.assert_allclose(row["embedding"].to_numpy(), HashingEmbedder(64).embed([text])[0], atol=1e-6)
 
 
 def test_a_recaller_made_after_a_switch_to_an_embedder_of_the_same_dimension_follows_it(
-        db: Database, tmp_path: Path, embedder) -> None:
+    db: Database, tmp_path: Path, embedder
+) -> None:
     """The recaller checks its embedder against the one the database records, not against the first it
     saw: one made after the switch (as recall(db=...) makes one per call) embeds with the new embedder,
     although MiniLM and hashing:384 both make 384-dimension vectors."""
@@ -105,8 +116,9 @@ def test_a_recaller_made_after_a_switch_to_an_embedder_of_the_same_dimension_fol
     assert any(e.relevance_rank for e in answer.episodes)
 
 
-def test_a_kill_9_mid_run_resumes_without_redoing_finished_batches(db: Database, settings, tmp_path: Path,
-                                                                   embedder) -> None:
+def test_a_kill_9_mid_run_resumes_without_redoing_finished_batches(
+    db: Database, settings, tmp_path: Path, embedder
+) -> None:
     load(db, tmp_path, [session(i) for i in range(12)], embedder)
     script = textwrap.dedent("""
         import os, signal
@@ -151,8 +163,10 @@ def test_serve_with_the_old_embedder_stops_clearly_after_the_switch(db: Database
 
 
 def test_init_refuses_another_dimension_and_names_reembed(db: Database) -> None:
-    with db.connect() as conn, pytest.raises(EmbeddingDimensionMismatch,
-                                             match=r"Run `episodes reembed --embedder hashing:64`"):
+    with (
+        db.connect() as conn,
+        pytest.raises(EmbeddingDimensionMismatch, match=r"Run `episodes reembed --embedder hashing:64`"),
+    ):
         migrate.migrate(conn, embedding_dim=64, embedder="hashing:64")
 
 
@@ -162,11 +176,15 @@ def test_reembed_cli_help_dry_run_abort_and_errors(db: Database, tmp_path: Path,
     assert "--batch-size" in runner.invoke(cli, ["reembed", "--help"]).output
     dry = runner.invoke(cli, ["reembed", "--embedder", "hashing:16", "--dry-run"])
     assert dry.exit_code == 0 and dry.output.strip() == (
-        "would re-embed 3 episodes from all-MiniLM-L6-v2 (384-d) to hashing:16 (16-d) (dry run, nothing changed)")
+        "would re-embed 3 episodes from all-MiniLM-L6-v2 (384-d) to hashing:16 (16-d) (dry run, nothing changed)"
+    )
     assert _dims(db) == {384}
     bad = runner.invoke(cli, ["reembed", "--embedder", "hashing:3"])
     assert bad.exit_code == 1 and "hashing takes a dimension between 8 and 4096" in bad.output
-    assert runner.invoke(cli, ["reembed"]).output.strip() == "episodes: Pass --embedder NAME (e.g. --embedder minilm), or --abort."
+    assert (
+        runner.invoke(cli, ["reembed"]).output.strip()
+        == "episodes: Pass --embedder NAME (e.g. --embedder minilm), or --abort."
+    )
     assert runner.invoke(cli, ["reembed", "--abort"]).output.strip() == "no re-embed in progress; nothing changed"
     done = runner.invoke(cli, ["reembed", "--embedder", "hashing:16", "--batch-size", "2"])
     assert done.exit_code == 0, done.output

@@ -17,7 +17,7 @@ from jobs.errors import ConfigError
 from jobs.extract import make_extractor
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN = '''
+PLUGIN = """
 from jobs.models import EpisodeExtraction, ExtractionResult
 
 
@@ -38,7 +38,7 @@ class Echo:
 
 def make(settings):
     return Echo(settings)
-'''
+"""
 
 
 def install_plugin(root: Path, monkeypatch: pytest.MonkeyPatch, entry_points: str, module: str = PLUGIN) -> None:
@@ -66,8 +66,9 @@ def test_the_installed_back_ends_are_the_ones_pyproject_declares() -> None:
     """Fails on a stale editable install (entry points are package metadata: pip install -e . again)."""
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["entry-points"]
     for group in (registry.EXTRACTORS, registry.COMPRESSORS, registry.EMBEDDERS):
-        assert set(declared[group]) <= set(registry.installed(group)), \
+        assert set(declared[group]) <= set(registry.installed(group)), (
             f"{group}: reinstall episodes (pip install -e .) to register {sorted(declared[group])}"
+        )
 
 
 def test_every_declared_back_end_imports_and_is_callable() -> None:
@@ -105,9 +106,18 @@ def test_a_third_party_adds_an_extractor_by_entry_point(tmp_path: Path, monkeypa
     settings = config.load()
     extractor = make_extractor(settings)
     import datetime as dt
+
     now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    transcript = Transcript(id=1, tenant_id="t", user_id="u", session_id="s", purpose="general", started_at=None,
-                            ended_at=now, messages=[Message(role="user", content="hello there, plugin")])
+    transcript = Transcript(
+        id=1,
+        tenant_id="t",
+        user_id="u",
+        session_id="s",
+        purpose="general",
+        started_at=None,
+        ended_at=now,
+        messages=[Message(role="user", content="hello there, plugin")],
+    )
     assert extractor.extract(transcript).extraction.summary == "hello there, plugin"
 
 
@@ -123,7 +133,8 @@ def test_a_back_end_whose_module_is_missing_names_it(tmp_path: Path, monkeypatch
 
 
 def test_auto_picks_anthropic_then_openai_then_offline_never_claude_code(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert config.load().resolved_extractor == "offline"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
     if "openai" not in registry.installed(registry.EXTRACTORS):

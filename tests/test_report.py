@@ -4,6 +4,7 @@ self-contained and renders in headless Chromium without console errors."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import re
 import shutil
@@ -43,8 +44,10 @@ def kpi(html: str, key: str) -> str:
 
 
 SESSION_EPISODES = "FROM episodes e WHERE e.status = 'current' AND e.kind = 'session' AND {scope}"
-EVENTS = ("FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id "
-          "WHERE e.status = 'current' AND e.kind = 'session' AND {scope}")
+EVENTS = (
+    "FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id "
+    "WHERE e.status = 'current' AND e.kind = 'session' AND {scope}"
+)
 
 
 def expected(db: Database, tenant: str | None = None, since: dt.date | None = None) -> dict:
@@ -53,9 +56,13 @@ def expected(db: Database, tenant: str | None = None, since: dt.date | None = No
     p = {"tenant": tenant, "start": start}
     scope = "(%(tenant)s::text IS NULL OR e.tenant_id = %(tenant)s) AND e.ended_at >= %(start)s"
     ev_scope = "(%(tenant)s::text IS NULL OR e.tenant_id = %(tenant)s) AND ev.occurred_at >= %(start)s"
-    mc_scope = ("(%(tenant)s::text IS NULL OR tenant_id = %(tenant)s) "
-                "AND (created_at AT TIME ZONE 'UTC')::date >= (%(start)s::timestamptz AT TIME ZONE 'UTC')::date")
-    one = owner(db, f"""
+    mc_scope = (
+        "(%(tenant)s::text IS NULL OR tenant_id = %(tenant)s) "
+        "AND (created_at AT TIME ZONE 'UTC')::date >= (%(start)s::timestamptz AT TIME ZONE 'UTC')::date"
+    )
+    one = owner(
+        db,
+        f"""
         SELECT (SELECT count(*) {SESSION_EPISODES.format(scope=scope)}) AS episodes,
                (SELECT count(DISTINCT (e.tenant_id, e.user_id)) {SESSION_EPISODES.format(scope=scope)}) AS users,
                (SELECT count(*) {EVENTS.format(scope=ev_scope)} AND ev.type = 'decision') AS decisions,
@@ -68,19 +75,34 @@ def expected(db: Database, tenant: str | None = None, since: dt.date | None = No
                (SELECT coalesce(sum(cost_usd), 0)::float FROM model_calls WHERE {mc_scope}) AS cost_usd,
                (SELECT count(*) FROM model_calls WHERE {mc_scope} AND outcome <> 'ok') AS failed_model_calls,
                (SELECT count(*) FROM transcripts WHERE status = 'dead'
-                  AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)) AS dead_letters""", p)[0]
-    weeks = owner(db, f"SELECT date_trunc('week', e.ended_at AT TIME ZONE 'UTC')::date AS week, count(*) AS n "
-                      f"{SESSION_EPISODES.format(scope=scope)} GROUP BY 1", p)
+                  AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s)) AS dead_letters""",
+        p,
+    )[0]
+    weeks = owner(
+        db,
+        f"SELECT date_trunc('week', e.ended_at AT TIME ZONE 'UTC')::date AS week, count(*) AS n "
+        f"{SESSION_EPISODES.format(scope=scope)} GROUP BY 1",
+        p,
+    )
     # Preferences and facts are not counted by analyst.episode_timeline, so not charted (tests/test_concepts.py
     # ties the chart to the view's count columns).
-    months = owner(db, f"SELECT to_char(e.ended_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month, ev.type, count(*) AS n "
-                       f"{EVENTS.format(scope=scope)} AND ev.type NOT IN ('preference', 'fact') GROUP BY 1, 2", p)
+    months = owner(
+        db,
+        f"SELECT to_char(e.ended_at AT TIME ZONE 'UTC', 'YYYY-MM') AS month, ev.type, count(*) AS n "
+        f"{EVENTS.format(scope=scope)} AND ev.type NOT IN ('preference', 'fact') GROUP BY 1, 2",
+        p,
+    )
     tagged = SESSION_EPISODES.replace("FROM episodes e", "FROM episodes e, unnest(e.topic_tags) tag")
-    topics = owner(db, f"SELECT tag, count(*) AS n {tagged.format(scope=scope)} "
-                       "GROUP BY tag ORDER BY n DESC, tag LIMIT 12", p)
-    days = owner(db, f"SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS calls, "
-                     f"sum(input_tokens) AS input_tokens, sum(cost_usd)::float AS cost FROM model_calls "
-                     f"WHERE {mc_scope} GROUP BY 1", p)
+    topics = owner(
+        db, f"SELECT tag, count(*) AS n {tagged.format(scope=scope)} GROUP BY tag ORDER BY n DESC, tag LIMIT 12", p
+    )
+    days = owner(
+        db,
+        f"SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS calls, "
+        f"sum(input_tokens) AS input_tokens, sum(cost_usd)::float AS cost FROM model_calls "
+        f"WHERE {mc_scope} GROUP BY 1",
+        p,
+    )
     one["weeks"] = {r["week"].isoformat(): r["n"] for r in weeks}
     one["months"] = {(r["month"], r["type"]): r["n"] for r in months}
     one["topics"] = [(r["tag"], r["n"]) for r in topics]
@@ -90,14 +112,23 @@ def expected(db: Database, tenant: str | None = None, since: dt.date | None = No
 
 def check(data: dict, want: dict) -> None:
     s = data["summary"]
-    for key in ("episodes", "users", "decisions", "open_questions", "commitments_overdue", "input_tokens",
-                "output_tokens", "failed_model_calls", "dead_letters"):
+    for key in (
+        "episodes",
+        "users",
+        "decisions",
+        "open_questions",
+        "commitments_overdue",
+        "input_tokens",
+        "output_tokens",
+        "failed_model_calls",
+        "dead_letters",
+    ):
         assert s[key] == want[key], key
     assert s["cost_usd"] == pytest.approx(want["cost_usd"], abs=1e-6)
     weeks = data["episodes_per_week"]
     assert {w["week"]: w["episodes"] for w in weeks if w["episodes"]} == want["weeks"]
     starts = [dt.date.fromisoformat(w["week"]) for w in weeks]
-    gaps = {(b - a).days for a, b in zip(starts, starts[1:])}
+    gaps = {(b - a).days for a, b in itertools.pairwise(starts)}
     assert gaps <= {7}, "weeks must be contiguous, empty weeks included"
     columns = {t: count_column(t) for t in EVENT_TYPES}
     got = {(m["month"], t): m[col] for m in data["events_by_month"] for t, col in columns.items() if m.get(col)}
@@ -117,8 +148,10 @@ def test_report_numbers_match_sql_across_tenants(ro_db: Database, tmp_path: Path
     assert kpi(html, "episodes") == str(want["episodes"]) and kpi(html, "dead_letters") == "1"
     assert kpi(html, "decisions") == f"{want['decisions']:,}"
     assert html.count('<tr class="decision">') == min(want["decisions"], 200)
-    assert html.count('<tr class="failure">') == data["summary"]["dead_letters"] + data["summary"]["retrying"] + \
-        data["summary"]["failed_model_calls"]
+    assert (
+        html.count('<tr class="failure">')
+        == data["summary"]["dead_letters"] + data["summary"]["retrying"] + data["summary"]["failed_model_calls"]
+    )
     assert "acme / u-maria" in html and "globex / u-sam" in html
 
 
@@ -145,9 +178,11 @@ def test_empty_database_renders_an_empty_report(db: Database) -> None:
 
 def test_page_is_self_contained_and_escapes_what_it_shows(edb: Database) -> None:
     with edb.tenant("acme") as conn:
-        conn.execute("UPDATE episode_events SET what = 'Chose <script>alert(1)</script> & </script> plan' "
-                     "WHERE tenant_id = 'acme' AND id = (SELECT min(id) FROM episode_events "
-                     "WHERE tenant_id = 'acme' AND type = 'decision')")
+        conn.execute(
+            "UPDATE episode_events SET what = 'Chose <script>alert(1)</script> & </script> plan' "
+            "WHERE tenant_id = 'acme' AND id = (SELECT min(id) FROM episode_events "
+            "WHERE tenant_id = 'acme' AND type = 'decision')"
+        )
         conn.execute("UPDATE episodes SET topic_tags = ARRAY['</script><b>x'] WHERE tenant_id = 'acme'")
     html = render_html(build_report(edb))
     assert "<script>alert" not in html and "Chose &lt;script&gt;alert(1)&lt;/script&gt; &amp;" in html
@@ -163,8 +198,9 @@ def test_cli_report_writes_one_file(edb: Database, tmp_path: Path) -> None:
 
     ctx = Context(verbose=False)
     try:
-        result = CliRunner().invoke(report_command, ["--tenant", "globex", "--since", "2024-01-01",
-                                                     "--out", str(tmp_path / "out")], obj=ctx)
+        result = CliRunner().invoke(
+            report_command, ["--tenant", "globex", "--since", "2024-01-01", "--out", str(tmp_path / "out")], obj=ctx
+        )
     finally:
         ctx.close()
     assert result.exit_code == 0, result.output
@@ -177,16 +213,32 @@ def test_cli_report_writes_one_file(edb: Database, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # headless Chromium
-@pytest.mark.skipif(not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None,
-                    reason=f"{CHROMIUM} is not installed (apt-get install chromium); the browser check needs it")
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None,
+    reason=f"{CHROMIUM} is not installed (apt-get install chromium); the browser check needs it",
+)
 def test_page_renders_in_headless_chromium_without_console_errors(ro_db: Database, tmp_path: Path) -> None:
     page = write_report(ro_db, tmp_path / "out")
     shot = tmp_path / "report.png"
-    base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-            "--enable-logging=stderr", "--v=0"]
-    shown = subprocess.run([*base, f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri()],
-                           capture_output=True, text=True, timeout=90)
+    base = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
+    shown = subprocess.run(
+        [*base, f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert shown.returncode == 0, shown.stderr[-2000:]
     console = [line for line in shown.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
     assert console == []

@@ -15,8 +15,7 @@ from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor, prompt_version
 from jobs.extract.offline import OfflineExtractor
 from jobs.lifecycle import Selection, plan_resummarize, prune_transcripts
-from jobs.lifecycle.resummarize import resummarize
-from jobs.lifecycle.resummarize import fixed_prompt_tokens
+from jobs.lifecycle.resummarize import fixed_prompt_tokens, resummarize
 from jobs.summarize import run_summarize
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
@@ -66,8 +65,10 @@ def test_filters_by_user_time_and_prompt_version(db: Database, tmp_path: Path, e
 def test_sessions_whose_messages_are_gone_are_skipped_and_counted(db: Database, tmp_path: Path, embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(3)], embedder)
     with db.admin() as conn:  # one session ended long ago; the others are recent
-        conn.execute("UPDATE transcripts SET ended_at = now() - interval '2 days', started_at = NULL "
-                     "WHERE session_id <> 'acme-u1-0'")
+        conn.execute(
+            "UPDATE transcripts SET ended_at = now() - interval '2 days', started_at = NULL "
+            "WHERE session_id <> 'acme-u1-0'"
+        )
     prune_transcripts(db, 86400 * 30)
     done = resummarize(db, Selection(), CLAUDE)
     assert (done.requeued, done.messages_gone) == (2, 1)
@@ -82,9 +83,12 @@ def test_a_compressed_period_is_rebuilt_from_the_new_episodes(db: Database, tmp_
     assert resummarize(db, Selection(), "offline-next").requeued == 3
     run_summarize(db, extractor=RenamedExtractor(embedder), embedder=embedder)
     assert run_compress(db, now=now, compressor=compressor, embedder=embedder).counts["rebuilt"] == 1
-    sources = rows(db, "SELECT e.prompt_version, s.status FROM episodes e JOIN episodes s "
-                       "ON s.tenant_id = e.tenant_id AND s.id = e.compressed_into "
-                       "WHERE e.status = 'current'")
+    sources = rows(
+        db,
+        "SELECT e.prompt_version, s.status FROM episodes e JOIN episodes s "
+        "ON s.tenant_id = e.tenant_id AND s.id = e.compressed_into "
+        "WHERE e.status = 'current'",
+    )
     assert [(r["prompt_version"], r["status"]) for r in sources] == [("offline-next", "current")] * 3
 
 

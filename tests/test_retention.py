@@ -23,17 +23,22 @@ DAY = 86400.0
 
 
 def _episodes(db: Database) -> list[dict]:
-    return rows(db, "SELECT e.id, e.summary, e.changed_version::text, ev.evidence_quote FROM episodes e "
-                    "LEFT JOIN episode_events ev ON ev.tenant_id = e.tenant_id AND ev.episode_id = e.id "
-                    "ORDER BY e.id, ev.id")
+    return rows(
+        db,
+        "SELECT e.id, e.summary, e.changed_version::text, ev.evidence_quote FROM episodes e "
+        "LEFT JOIN episode_events ev ON ev.tenant_id = e.tenant_id AND ev.episode_id = e.id "
+        "ORDER BY e.id, ev.id",
+    )
 
 
 def test_prune_keeps_rows_hashes_counts_and_episodes(db: Database, tmp_path: Path, embedder) -> None:
     records = [session(i) for i in range(5)]
     load(db, tmp_path, records, embedder)
     with db.admin() as conn:  # an open session is never pruned (not summarised)
-        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, messages, content_hash) "
-                     "VALUES ('acme', 'u1', 'open', '[{\"role\": \"user\", \"content\": \"hi\"}]', 'h')")
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, messages, content_hash) "
+            "VALUES ('acme', 'u1', 'open', '[{\"role\": \"user\", \"content\": \"hi\"}]', 'h')"
+        )
     before = rows(db, "SELECT session_id, content_hash, message_count FROM transcripts ORDER BY id")
     episodes = _episodes(db)
     dry = prune_transcripts(db, 30 * DAY, dry_run=True)
@@ -58,8 +63,11 @@ def test_reingest_after_prune(db: Database, tmp_path: Path, embedder) -> None:
     changed = dict(records[0], messages=records[0]["messages"] + [{"role": "user", "content": "One more thing."}])
     path.write_text(json.dumps(changed) + "\n")
     assert ingest(db, [path]).updated == 1
-    row = rows(db, "SELECT status, messages_pruned_at, message_count FROM transcripts WHERE session_id = %s",
-               changed["session_id"])[0]
+    row = rows(
+        db,
+        "SELECT status, messages_pruned_at, message_count FROM transcripts WHERE session_id = %s",
+        changed["session_id"],
+    )[0]
     assert (row["status"], row["messages_pruned_at"], row["message_count"]) == ("pending", None, 4)
 
 

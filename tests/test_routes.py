@@ -10,9 +10,9 @@ import pytest
 from test_recall import NOW, add, unit
 from test_shard_move import drop_abandoned_move_slots, workers
 
+from jobs.citus.routes import Routes, ask_with
 from jobs.db import Database, one
 from jobs.recall import Recaller
-from jobs.citus.routes import Routes, ask_with
 from jobs.sql import query as named_query
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
@@ -60,13 +60,23 @@ def test_a_read_runs_on_the_tenants_node_read_only_and_sees_only_the_tenant(db: 
     with db.tenant_read("acme") as (conn, sql, _):
         seen = [r["id"] for r in conn.execute("SELECT id FROM episodes WHERE tenant_id IN ('acme', 'globex')")]
         statement = sql("recall_rows")
-        assert [r["id"] for r in conn.execute(statement, {"tenant_id": "acme", "user_id": "u1", "ids": [mine], "now": NOW, "purposes": None})] == [mine]
+        assert [
+            r["id"]
+            for r in conn.execute(
+                statement, {"tenant_id": "acme", "user_id": "u1", "ids": [mine], "now": NOW, "purposes": None}
+            )
+        ] == [mine]
     assert seen == [mine]  # row-level security holds on the worker as on the coordinator
     if backend == "citus":  # and on the shard table itself: another tenant's transaction on it sees nothing
         assert "episodes_" in statement
         with db.tenant_read("acme") as (conn, _, _):
             conn.execute("SET LOCAL episodes.tenant_id = 'globex'")
-            assert conn.execute(statement, {"tenant_id": "acme", "user_id": "u1", "ids": [mine], "now": NOW, "purposes": None}).fetchall() == []
+            assert (
+                conn.execute(
+                    statement, {"tenant_id": "acme", "user_id": "u1", "ids": [mine], "now": NOW, "purposes": None}
+                ).fetchall()
+                == []
+            )
     if backend == "citus":
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction), db.tenant_read("acme") as (conn, _, _):
             conn.execute("UPDATE episodes SET importance = 0.9 WHERE tenant_id = 'acme'")
@@ -76,7 +86,13 @@ def test_recall_on_the_worker_equals_recall_through_the_coordinator(db: Database
     rng = np.random.default_rng(6)
     query = unit(rng)
     for n in range(12):
-        add(db, f"an episode numbered {n}", tenant="acme", days_ago=n + 1, vector=query + 0.3 * unit(rng) if n % 3 else unit(rng))
+        add(
+            db,
+            f"an episode numbered {n}",
+            tenant="acme",
+            days_ago=n + 1,
+            vector=query + 0.3 * unit(rng) if n % 3 else unit(rng),
+        )
     through = Database(db.settings.with_(recall_on_workers=False))
     try:
         assert _ids(db, "acme", "u1", query) == _ids(through, "acme", "u1", query)
@@ -98,8 +114,11 @@ def test_a_stale_route_after_a_shard_move_still_reads_right(db: Database, backen
     drop_abandoned_move_slots(db.url)
     target = next(w for w in workers(db.url) if w != (host, port))
     with psycopg.connect(db.url, autocommit=True) as conn:
-        conn.execute("SELECT citus_move_shard_placement(%s::bigint, %s::text, %s::int, %s::text, %s::int, "
-                     "shard_transfer_mode => 'block_writes')", (shard, host, port, target[0], target[1]))
+        conn.execute(
+            "SELECT citus_move_shard_placement(%s::bigint, %s::text, %s::int, %s::text, %s::int, "
+            "shard_transfer_mode => 'block_writes')",
+            (shard, host, port, target[0], target[1]),
+        )
     assert _placed(db.url, "acme")[2] == target[1]
     add(db, "after the move", tenant="acme", days_ago=0.5, vector=query)  # through the coordinator
     # The route is still the old worker's, which no longer holds the shards and says so: the read there
@@ -131,14 +150,17 @@ def test_shard_tables_gone_during_a_read_are_read_again_through_a_fresh_route(db
     gone = route._replace(shard_ids=tuple((t, 999_999_999 if t == "episodes" else s) for t, s in route.shard_ids))
     db._routes._routes["acme"] = (gone, float("inf"))
     with pytest.raises(psycopg.errors.UndefinedTable), db.tenant_read("acme") as (conn, sql, _):
-        conn.execute(sql("recall_rows"), {"tenant_id": "acme", "user_id": "u1", "ids": [1], "now": NOW, "purposes": None})
+        conn.execute(
+            sql("recall_rows"), {"tenant_id": "acme", "user_id": "u1", "ids": [1], "now": NOW, "purposes": None}
+        )
     db._routes._routes["acme"] = (gone, float("inf"))
     assert _ids(db, "acme", "u1", query) == expected
     assert db._routes.route("acme") == route
 
 
-def test_an_unreachable_worker_leaves_recall_to_the_coordinator(db: Database, backend: str,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unreachable_worker_leaves_recall_to_the_coordinator(
+    db: Database, backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
     if backend != "citus":
         pytest.skip("routes exist only on the cluster")
     rng = np.random.default_rng(8)

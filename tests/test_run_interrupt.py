@@ -26,8 +26,10 @@ SESSIONS = 250  # far more than a run gets through before the signal lands (the 
 
 
 def _messages(n: int) -> list[dict[str, str]]:
-    return [{"role": "user", "content": f"Session {n}: we decided to move the renewal call to Monday {n % 28 + 1}."},
-            {"role": "assistant", "content": "Done: I will send the invite by Friday."}]
+    return [
+        {"role": "user", "content": f"Session {n}: we decided to move the renewal call to Monday {n % 28 + 1}."},
+        {"role": "assistant", "content": "Done: I will send the invite by Friday."},
+    ]
 
 
 def _states(db: Database) -> dict[str, int]:
@@ -47,9 +49,15 @@ def test_ctrl_c_stops_the_run_gives_its_claims_back_and_exits_130(db: Database) 
         cur.executemany(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "
             "VALUES ('acme', %s, %s, now(), %s, %s)",
-            [(f"u{n % 20}", f"s{n}", Jsonb(_messages(n)), f"h{n}") for n in range(SESSIONS)])
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "run", "--extractor", "offline", "--concurrency", "2"],
-                            env=_env(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [(f"u{n % 20}", f"s{n}", Jsonb(_messages(n)), f"h{n}") for n in range(SESSIONS)],
+        )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "run", "--extractor", "offline", "--concurrency", "2"],
+        env=_env(db),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_until(lambda: _states(db).get("done", 0) >= 5, 180, "the run to summarise its first sessions")
         proc.send_signal(signal.SIGINT)
@@ -66,8 +74,9 @@ def test_ctrl_c_stops_the_run_gives_its_claims_back_and_exits_130(db: Database) 
     assert states["done"] + states["pending"] == SESSIONS
     assert "interrupted" in err, err
     with db.admin() as conn:
-        run: dict[str, Any] = conn.execute("SELECT status, counts, finished_at FROM job_runs WHERE job = 'summarize'"
-                                           ).fetchone()
+        run: dict[str, Any] = conn.execute(
+            "SELECT status, counts, finished_at FROM job_runs WHERE job = 'summarize'"
+        ).fetchone()
         attempts = conn.execute("SELECT max(attempts) AS n FROM transcripts WHERE status = 'pending'").fetchone()["n"]
     assert run["status"] == "interrupted" and run["finished_at"] is not None, run
     assert run["counts"].get("done") == states["done"], run

@@ -30,14 +30,22 @@ from jobs.summarize.claim import Claimer
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
-MESSAGES = [{"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},
-            {"role": "assistant", "content": "Done, I'll send the invoice by Friday."}]
+MESSAGES = [
+    {"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},
+    {"role": "assistant", "content": "Done, I'll send the invoice by Friday."},
+]
 
 
 @pytest.fixture
 def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
-    settings = db.settings.with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
-                                 model_timeout_s=10.0, lease_seconds=5, extractor="anthropic")
+    settings = db.settings.with_(
+        anthropic_api_key="test-key",
+        anthropic_base_url=fake.base_url,
+        max_retries=0,
+        model_timeout_s=10.0,
+        lease_seconds=5,
+        extractor="anthropic",
+    )
     database = Database(settings, url=db.url)
     yield database
     database.close()
@@ -45,10 +53,15 @@ def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
 
 def add(db: Database, session: str, *, closed: bool = True, tenant: str = "acme") -> None:
     """A transcript through the hosts' write path (``episodes ingest``, ``POST /v1/transcripts``)."""
-    now = dt.datetime.now(dt.timezone.utc)
-    record = {"tenant_id": tenant, "user_id": "u1", "session_id": session, "messages": MESSAGES,
-              "started_at": (now - dt.timedelta(minutes=5)).isoformat(),
-              "ended_at": now.isoformat() if closed else None}
+    now = dt.datetime.now(dt.UTC)
+    record = {
+        "tenant_id": tenant,
+        "user_id": "u1",
+        "session_id": session,
+        "messages": MESSAGES,
+        "started_at": (now - dt.timedelta(minutes=5)).isoformat(),
+        "ended_at": now.isoformat() if closed else None,
+    }
     report = ingest_records(db, [(f"test:{session}", record)])
     assert not report.rejected, report.rejected
 
@@ -56,8 +69,14 @@ def add(db: Database, session: str, *, closed: bool = True, tenant: str = "acme"
 def listening(db: Database) -> bool:
     """A connection of this database has run LISTEN on serve's channel and sits idle, subscribed."""
     with db.admin() as conn:
-        return conn.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-                            "AND state = 'idle' AND query = %s", (f"LISTEN {CHANNEL}",)).fetchone()["n"] > 0
+        return (
+            conn.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                "AND state = 'idle' AND query = %s",
+                (f"LISTEN {CHANNEL}",),
+            ).fetchone()["n"]
+            > 0
+        )
 
 
 def episodes(db: Database) -> int:
@@ -68,8 +87,9 @@ def episodes(db: Database) -> int:
 @pytest.fixture
 def server(llm_db: Database) -> Iterator[Server]:
     extractor = AnthropicExtractor(llm_db.settings)
-    srv = Server(llm_db, extractor, ServeOptions(concurrency=2, poll_seconds=120, maintenance_seconds=120,
-                                                 shutdown_deadline=5))
+    srv = Server(
+        llm_db, extractor, ServeOptions(concurrency=2, poll_seconds=120, maintenance_seconds=120, shutdown_deadline=5)
+    )
     thread = threading.Thread(target=srv.run, kwargs={"install_signals": False})
     thread.start()
     yield srv
@@ -88,8 +108,9 @@ def test_notify_wakes_workers_long_before_the_poll(llm_db: Database, server: Ser
     wait_until(lambda: episodes(llm_db) == 2, 20, "the episode of the session closed later")
 
 
-def test_serve_logs_each_summarised_session_and_no_scheduler_chatter(llm_db: Database,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_logs_each_summarised_session_and_no_scheduler_chatter(
+    llm_db: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An idle `episodes serve` logged APScheduler's "Running job ..." and "executed successfully" for every
     poll (29 lines in 44 s) but no line for the session it summarised (issue 31): now one structured line
     per summarised session and none of the scheduler's."""
@@ -97,8 +118,9 @@ def test_serve_logs_each_summarised_session_and_no_scheduler_chatter(llm_db: Dat
     saved = root.handlers[:], root.level
     logs.setup("text", "INFO")  # as the CLI does
     extractor = AnthropicExtractor(llm_db.settings)
-    srv = Server(llm_db, extractor, ServeOptions(concurrency=1, poll_seconds=0.2, maintenance_seconds=0.2,
-                                                 shutdown_deadline=5))
+    srv = Server(
+        llm_db, extractor, ServeOptions(concurrency=1, poll_seconds=0.2, maintenance_seconds=0.2, shutdown_deadline=5)
+    )
     thread = threading.Thread(target=srv.run, kwargs={"install_signals": False})
     thread.start()
     try:
@@ -112,8 +134,11 @@ def test_serve_logs_each_summarised_session_and_no_scheduler_chatter(llm_db: Dat
         root.handlers[:], level = saved
         root.setLevel(level)
     lines = capsys.readouterr().err.splitlines()
-    assert [line for line in lines if "apscheduler" in line.lower() or "Running job" in line
-            or "executed successfully" in line] == []
+    assert [
+        line
+        for line in lines
+        if "apscheduler" in line.lower() or "Running job" in line or "executed successfully" in line
+    ] == []
     (line,) = [line for line in lines if " summarised " in line]
     assert " INFO " in line and "session=logged" in line and "tenant=acme" in line
     for field in ("episode_id=", "events=", "tokens_in=", "tokens_out=", "model_ms=", "ms="):
@@ -161,16 +186,20 @@ def test_maintenance_rescues_expired_claims_and_closes_idle_sessions(llm_db: Dat
     add(llm_db, "held")
     add(llm_db, "idle", closed=False)
     with llm_db.admin() as conn:
-        conn.execute("UPDATE transcripts SET status = 'running', lease_owner = 'dead-worker', attempts = 1, "
-                     "lease_until = now() - interval '1 second' WHERE session_id = 'held'")
+        conn.execute(
+            "UPDATE transcripts SET status = 'running', lease_owner = 'dead-worker', attempts = 1, "
+            "lease_until = now() - interval '1 second' WHERE session_id = 'held'"
+        )
         conn.execute("UPDATE transcripts SET updated_at = now() - interval '2 hours' WHERE session_id = 'idle'")
     with AnthropicExtractor(llm_db.settings) as extractor:
         srv = Server(llm_db, extractor, ServeOptions(idle_close_seconds=3600))
         counts = srv.maintenance()
     assert counts == {"rescued": 1, "idle_closed": 1, "pruned_runs": 0}
     with llm_db.admin() as conn:
-        rows = {r["session_id"]: r for r in conn.execute("SELECT session_id, status, ended_at, lease_owner, attempts "
-                                                         "FROM transcripts")}
+        rows = {
+            r["session_id"]: r
+            for r in conn.execute("SELECT session_id, status, ended_at, lease_owner, attempts FROM transcripts")
+        }
         run = conn.execute("SELECT job, status, counts FROM job_runs").fetchone()
     assert rows["held"]["status"] == "pending" and rows["held"]["lease_owner"] is None
     assert rows["held"]["attempts"] == 1  # the lost attempt stays counted
@@ -211,26 +240,37 @@ def test_shutdown_releases_claims_still_in_flight_after_the_deadline(llm_db: Dat
 
 def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
-    env.update(DATABASE_URL=llm_db.url, ANTHROPIC_API_KEY="test-key",
-               ANTHROPIC_BASE_URL=llm_db.settings.anthropic_base_url, EPISODES_EXTRACTOR="anthropic",
-               HF_HUB_OFFLINE="1")
+    env.update(
+        DATABASE_URL=llm_db.url,
+        ANTHROPIC_API_KEY="test-key",
+        ANTHROPIC_BASE_URL=llm_db.settings.anthropic_base_url,
+        EPISODES_EXTRACTOR="anthropic",
+        HF_HUB_OFFLINE="1",
+    )
     base = ["run", "--concurrency", "1"] if "--concurrency" not in args else ["run"]
     # `episodes run` with no SDK retries, a 5 s lease and the crash point armed (tests/crash_worker.py)
-    return subprocess.Popen([sys.executable, str(Path(__file__).with_name("crash_worker.py")), crash_at or "-",
-                             *base, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("crash_worker.py")), crash_at or "-", *base, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def live_leases(db: Database) -> int:
     with db.admin() as conn:
-        return conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'running' "
-                            "AND lease_until > now()").fetchone()["n"]
+        return conn.execute(
+            "SELECT count(*) AS n FROM transcripts WHERE status = 'running' AND lease_until > now()"
+        ).fetchone()["n"]
 
 
 def assert_exactly_once(db: Database, sessions: int) -> None:
     with db.admin() as conn:
         row = conn.execute(
             "SELECT count(*) AS current, count(DISTINCT session_id) AS distinct_sessions FROM episodes "
-            "WHERE status = 'current'").fetchone()
+            "WHERE status = 'current'"
+        ).fetchone()
         done = conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'done'").fetchone()["n"]
     assert row == {"current": sessions, "distinct_sessions": sessions}
     assert done == sessions
@@ -277,7 +317,7 @@ def test_concurrent_worker_processes_process_each_transcript_once(llm_db: Databa
         )
     procs = [worker(llm_db, "--concurrency", "4") for _ in range(workers)]
     for proc in procs:
-        out, err = proc.communicate(timeout=600)
+        _out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
     assert_exactly_once(llm_db, 500)
     # Episodes are exactly once; a model call may repeat if a lease expired under load (at-least-once calls).

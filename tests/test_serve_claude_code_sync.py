@@ -23,16 +23,27 @@ def _old_session(home: Path, sid: str, cwd: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     common = {"sessionId": sid, "cwd": cwd, "isSidechain": False, "version": "2.1.332"}
     lines = [
-        {**common, "type": "user", "uuid": "u1", "timestamp": "2026-11-20T10:00:00Z",
-         "message": {"role": "user", "content": DECISION}},
-        {**common, "type": "assistant", "uuid": "a1", "timestamp": "2026-11-20T10:00:05Z",
-         "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "Noted."}]}},
+        {
+            **common,
+            "type": "user",
+            "uuid": "u1",
+            "timestamp": "2026-11-20T10:00:00Z",
+            "message": {"role": "user", "content": DECISION},
+        },
+        {
+            **common,
+            "type": "assistant",
+            "uuid": "a1",
+            "timestamp": "2026-11-20T10:00:05Z",
+            "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "Noted."}]},
+        },
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
 def test_serve_stores_claude_code_sessions_no_hook_handed_over(
-        tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     _old_session(tmp_path, "aaaa-1111", "/work/shop")
@@ -43,8 +54,9 @@ def test_serve_stores_claude_code_sessions_no_hook_handed_over(
     with db.tenant("acme") as conn:
         rows = conn.execute("SELECT user_id, session_id, ended_at IS NOT NULL AS closed FROM transcripts").fetchall()
     assert [(r["user_id"], r["session_id"], r["closed"]) for r in rows] == [("ann", "aaaa-1111", True)]
-    assert any(getattr(r, "action", None) == "claude_code_sync" and getattr(r, "stored", 0) == 1
-               for r in caplog.records)
+    assert any(
+        getattr(r, "action", None) == "claude_code_sync" and getattr(r, "stored", 0) == 1 for r in caplog.records
+    )
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="jobs.serve"):
         server.claude_code_sync()  # nothing new: nothing stored, nothing logged

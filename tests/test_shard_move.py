@@ -46,8 +46,14 @@ TRUTH = """SELECT id FROM episodes WHERE tenant_id = %(t)s AND user_id = %(u)s
 def cluster_db(citus_url: str, fake: fa.FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
     citus_cluster.empty(citus_url)
     monkeypatch.setenv("DATABASE_URL", citus_url)
-    settings = config.load().with_(anthropic_api_key="test-key", anthropic_base_url=fake.base_url, max_retries=0,
-                                   model_timeout_s=10.0, lease_seconds=10, extractor="anthropic")
+    settings = config.load().with_(
+        anthropic_api_key="test-key",
+        anthropic_base_url=fake.base_url,
+        max_retries=0,
+        model_timeout_s=10.0,
+        lease_seconds=10,
+        extractor="anthropic",
+    )
     database = Database(settings)
     yield database
     database.close()
@@ -56,16 +62,23 @@ def cluster_db(citus_url: str, fake: fa.FakeAnthropic, monkeypatch: pytest.Monke
 def placement(url: str) -> tuple[int, str, int]:
     """The tenant's transcripts shard and the worker holding it (its co-located shards move with it)."""
     with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT shardid, nodename, nodeport FROM citus_shards "
-                           "WHERE shardid = get_shard_id_for_distribution_column('transcripts', %s::text)", (TENANT,)).fetchone()
+        row = conn.execute(
+            "SELECT shardid, nodename, nodeport FROM citus_shards "
+            "WHERE shardid = get_shard_id_for_distribution_column('transcripts', %s::text)",
+            (TENANT,),
+        ).fetchone()
     assert row is not None
     return int(row[0]), row[1], int(row[2])
 
 
 def workers(url: str) -> list[tuple[str, int]]:
     with psycopg.connect(url) as conn:
-        return [(r[0], int(r[1])) for r in conn.execute(
-            "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid > 0 AND isactive ORDER BY nodeport")]
+        return [
+            (r[0], int(r[1]))
+            for r in conn.execute(
+                "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid > 0 AND isactive ORDER BY nodeport"
+            )
+        ]
 
 
 def drop_abandoned_move_slots(url: str) -> None:
@@ -73,11 +86,15 @@ def drop_abandoned_move_slots(url: str) -> None:
     (since dropped) test database leaves an inactive slot and a role that the next move of the same name meets."""
     for host, port in workers(url):
         with psycopg.connect(citus_cluster._url(url, "postgres", host, port), autocommit=True) as conn:
-            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                         "WHERE slot_name LIKE 'citus%%' AND NOT active")
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name LIKE 'citus%%' AND NOT active"
+            )
             if conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'citus%%'").fetchone()[0]:
                 continue  # a move in progress elsewhere: its role is in use
-            for (role,) in conn.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'citus_shard_move%%'").fetchall():
+            for (role,) in conn.execute(
+                "SELECT rolname FROM pg_roles WHERE rolname LIKE 'citus_shard_move%%'"
+            ).fetchall():
                 try:
                     conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
                 except psycopg.Error:
@@ -86,10 +103,17 @@ def drop_abandoned_move_slots(url: str) -> None:
 
 def transcript(user: str, n: int) -> dict:
     start = dt.datetime(2026, 3, 1, 9, tzinfo=dt.UTC) + dt.timedelta(hours=n)
-    return {"tenant_id": TENANT, "user_id": user, "session_id": f"{user}-s{n}",
-            "started_at": start.isoformat(), "ended_at": (start + dt.timedelta(minutes=20)).isoformat(),
-            "messages": [{"role": "user", "content": f"Session {n}: we'll go with the Team plan for project {n}."},
-                         {"role": "assistant", "content": "Done, I'll send the invoice by Friday."}]}
+    return {
+        "tenant_id": TENANT,
+        "user_id": user,
+        "session_id": f"{user}-s{n}",
+        "started_at": start.isoformat(),
+        "ended_at": (start + dt.timedelta(minutes=20)).isoformat(),
+        "messages": [
+            {"role": "user", "content": f"Session {n}: we'll go with the Team plan for project {n}."},
+            {"role": "assistant", "content": "Done, I'll send the invoice by Friday."},
+        ],
+    }
 
 
 class RecallChecker(threading.Thread):
@@ -131,8 +155,11 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
     shard, host, port = placement(url)
     target = next(w for w in workers(url) if w != (host, port))
     extractor = AnthropicExtractor(cluster_db.settings)
-    server = Server(cluster_db, extractor, ServeOptions(concurrency=2, poll_seconds=1, maintenance_seconds=120,
-                                                        shutdown_deadline=10))
+    server = Server(
+        cluster_db,
+        extractor,
+        ServeOptions(concurrency=2, poll_seconds=1, maintenance_seconds=120, shutdown_deadline=10),
+    )
     serving = threading.Thread(target=server.run, kwargs={"install_signals": False})
     stop = threading.Event()
     checker = RecallChecker(url, stop)
@@ -142,19 +169,23 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
     try:
         moved_at = None
         for i in range(0, len(records), 6):  # sessions keep closing before, during and after the move
-            report = ingest_records(cluster_db, [(f"stream:{i + k}", r) for k, r in enumerate(records[i:i + 6])])
+            report = ingest_records(cluster_db, [(f"stream:{i + k}", r) for k, r in enumerate(records[i : i + 6])])
             assert not report.rejected, report.rejected
             if i == 18:
                 t = time.perf_counter()
                 with psycopg.connect(url, autocommit=True) as conn:
-                    conn.execute("SELECT citus_move_shard_placement(%s::bigint, %s::text, %s::int, %s::text, %s::int, shard_transfer_mode => 'block_writes')",
-                                 (shard, host, port, target[0], target[1]))
+                    conn.execute(
+                        "SELECT citus_move_shard_placement(%s::bigint, %s::text, %s::int, %s::text, %s::int, shard_transfer_mode => 'block_writes')",
+                        (shard, host, port, target[0], target[1]),
+                    )
                 moved_at = time.perf_counter() - t
             time.sleep(0.2)
+
         def unfinished() -> int:
             with cluster_db.admin() as conn:
-                return conn.execute("SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'",
-                                    (TENANT,)).fetchone()["n"]
+                return conn.execute(
+                    "SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'", (TENANT,)
+                ).fetchone()["n"]
 
         wait_until(lambda: not unfinished(), 120, "every session summarised", every=0.5)
         after = checker.checks
@@ -168,13 +199,17 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
 
     assert moved_at is not None and placement(url)[1:] == target  # the tenant now lives on the other worker
     with cluster_db.admin() as conn:
-        states = conn.execute("SELECT status, count(*) AS n FROM transcripts WHERE tenant_id = %s GROUP BY 1",
-                              (TENANT,)).fetchall()
+        states = conn.execute(
+            "SELECT status, count(*) AS n FROM transcripts WHERE tenant_id = %s GROUP BY 1", (TENANT,)
+        ).fetchall()
         episodes = conn.execute(
             "SELECT count(*) AS n, count(DISTINCT session_id) AS sessions, count(*) FILTER (WHERE status <> 'current') "
-            "AS superseded FROM episodes WHERE tenant_id = %s", (TENANT,)).fetchone()
-        calls = conn.execute("SELECT count(*) AS n FROM model_calls WHERE tenant_id = %s AND outcome = 'ok'",
-                             (TENANT,)).fetchone()["n"]
+            "AS superseded FROM episodes WHERE tenant_id = %s",
+            (TENANT,),
+        ).fetchone()
+        calls = conn.execute(
+            "SELECT count(*) AS n FROM model_calls WHERE tenant_id = %s AND outcome = 'ok'", (TENANT,)
+        ).fetchone()["n"]
     assert {r["status"]: r["n"] for r in states} == {"done": len(records)}  # nothing lost
     assert episodes == {"n": len(records), "sessions": len(records), "superseded": 0}  # nothing doubled
     assert calls == len(records)  # each session summarised once

@@ -21,16 +21,50 @@ from jobs.store import EpisodeRow, insert_episode
 
 NOW = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
 WORDS = "budget invoice travel hotel python garden piano marathon refund contract kitchen adoption pottery".split()
-ODD = ["it's", "'", "''", "\\", "a\\b", "o'neil\\", "é", "e\u0301", "ß", "日本", "naïve", "🙂", "a b", "x:1",
-       "a", "ab", "abc", "abd", "b", "B", "z", "zz", "über", "ü", "café"]
+ODD = [
+    "it's",
+    "'",
+    "''",
+    "\\",
+    "a\\b",
+    "o'neil\\",
+    "é",
+    "e\u0301",
+    "ß",
+    "日本",
+    "naïve",
+    "🙂",
+    "a b",
+    "x:1",
+    "a",
+    "ab",
+    "abc",
+    "abd",
+    "b",
+    "B",
+    "z",
+    "zz",
+    "über",
+    "ü",
+    "café",
+]
 
 
 def _insert(db: Database, user: str, summary: str, days_ago: float, rng: np.random.Generator) -> int:
     ended = NOW - dt.timedelta(days=days_ago)
     vector = rng.standard_normal(384).astype(np.float32)
-    row = EpisodeRow(tenant_id="acme", user_id=user, kind="session", session_id=f"{user}-{rng.integers(1 << 40)}",
-                     episode=EpisodeExtraction(summary=summary, topic_tags=[], importance=0.5, key_events=[]),
-                     started_at=ended, ended_at=ended, model="test", prompt_version="t1", embedding=vector)
+    row = EpisodeRow(
+        tenant_id="acme",
+        user_id=user,
+        kind="session",
+        session_id=f"{user}-{rng.integers(1 << 40)}",
+        episode=EpisodeExtraction(summary=summary, topic_tags=[], importance=0.5, key_events=[]),
+        started_at=ended,
+        ended_at=ended,
+        model="test",
+        prompt_version="t1",
+        embedding=vector,
+    )
     with db.tenant("acme") as conn:
         return insert_episode(conn, row)
 
@@ -43,8 +77,9 @@ def _copy_scores(index: RecallIndex, db: Database, lexemes: Sequence[str]) -> di
     """The copy's ts_rank of u1's episodes for an OR query of ``lexemes``, as float32 bits (absent: no match)."""
     with db.tenant("acme") as conn, index.user(conn, "acme", "u1", "") as (copy, _):
         s = copy.scores(np.ones(384, np.float32), [lex.encode() for lex in lexemes], epoch_us(NOW), None)
-    return {int(i): int(t) for i, t, ok in zip(s.ids, s.text.astype(np.float32).view(np.uint32), ~np.isnan(s.text))
-            if ok}
+    return {
+        int(i): int(t) for i, t, ok in zip(s.ids, s.text.astype(np.float32).view(np.uint32), ~np.isnan(s.text)) if ok
+    }
 
 
 def _server_scores(db: Database, lexemes: Sequence[str]) -> dict[int, int]:
@@ -53,7 +88,8 @@ def _server_scores(db: Database, lexemes: Sequence[str]) -> dict[int, int]:
         rows = conn.execute(
             "SELECT id, ts_rank(search_tsv, %(q)s::tsquery, 1) AS r FROM episodes WHERE user_id = 'u1' "
             "AND status = 'current' AND compressed_into IS NULL AND search_tsv @@ %(q)s::tsquery",
-            {"q": " | ".join(_quote(lex) for lex in lexemes)}).fetchall()
+            {"q": " | ".join(_quote(lex) for lex in lexemes)},
+        ).fetchall()
     return {r["id"]: int(np.array([r["r"]], np.float32).view(np.uint32)[0]) for r in rows}
 
 
@@ -75,8 +111,10 @@ def test_locomo_summaries_rank_as_on_the_server(db: Database) -> None:
     for i, text in enumerate(summaries):
         _insert(db, "u1", text[:1200], i, rng)
     with db.tenant("acme") as conn:
-        queries = [conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s)) AS l", (qa["question"],)
-                                ).fetchone()["l"] for qa in data["qa"][:150]]
+        queries = [
+            conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s)) AS l", (qa["question"],)).fetchone()["l"]
+            for qa in data["qa"][:150]
+        ]
     assert _assert_equal(db, [q for q in queries if q]) > 500
 
 
@@ -101,15 +139,16 @@ def test_random_vectors_rank_as_on_the_server(db: Database) -> None:
 def test_query_order_is_the_servers(db: Database) -> None:
     """The server sorts a tsvector's lexemes as SortAndUniqItems sorts a query's: the same comparison."""
     with db.tenant("acme") as conn:
-        stored = conn.execute("SELECT tsvector_to_array(%s::tsvector) AS l",
-                              (" ".join(_quote(x) for x in ODD),)).fetchone()["l"]
+        stored = conn.execute(
+            "SELECT tsvector_to_array(%s::tsvector) AS l", (" ".join(_quote(x) for x in ODD),)
+        ).fetchone()["l"]
     assert [x.encode() for x in stored] == query_order([x.encode() for x in ODD + ODD[:5]])
     assert query_order([b"b", b"ab", b"a", b"abc", b"a"]) == [b"a", b"ab", b"abc", b"b"]
 
 
 def test_a_copy_built_change_by_change_scores_exactly_as_a_fresh_read(db: Database) -> None:
     rng = np.random.default_rng(5)
-    for i in range(200):
+    for _ in range(200):
         _insert(db, "u1", " ".join(rng.choice(WORDS, int(rng.integers(3, 12)))), float(rng.uniform(1, 900)), rng)
     kept = RecallIndex(384)
     message = ["hotel", "budget", "refund", "marathon", "potteri"]
@@ -118,15 +157,24 @@ def test_a_copy_built_change_by_change_scores_exactly_as_a_fresh_read(db: Databa
         for _ in range(15):
             _insert(db, "u1", " ".join(rng.choice(WORDS, int(rng.integers(3, 12)))), float(rng.uniform(0, 900)), rng)
         with db.tenant("acme") as conn:
-            ids = [r["id"] for r in conn.execute(
-                "SELECT id FROM episodes WHERE user_id = 'u1' AND status = 'current' AND compressed_into IS NULL "
-                "ORDER BY random() LIMIT 3")]
-            conn.execute("UPDATE episodes SET search_tsv = to_tsvector('english', %s) WHERE id = %s",
-                         (" ".join(rng.choice(WORDS, 20)), ids[0]))
+            ids = [
+                r["id"]
+                for r in conn.execute(
+                    "SELECT id FROM episodes WHERE user_id = 'u1' AND status = 'current' AND compressed_into IS NULL "
+                    "ORDER BY random() LIMIT 3"
+                )
+            ]
+            conn.execute(
+                "UPDATE episodes SET search_tsv = to_tsvector('english', %s) WHERE id = %s",
+                (" ".join(rng.choice(WORDS, 20)), ids[0]),
+            )
             conn.execute("UPDATE episodes SET status = 'superseded' WHERE id = %s", (ids[1],))
             conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = %s", (ids[0], ids[2]))
-        assert _copy_scores(kept, db, message) == _copy_scores(RecallIndex(384), db, message) == _server_scores(
-            db, message)
+        assert (
+            _copy_scores(kept, db, message)
+            == _copy_scores(RecallIndex(384), db, message)
+            == _server_scores(db, message)
+        )
     assert kept.full_reads == 1, "everything after the first read was read as changes"
 
 
@@ -138,10 +186,13 @@ def test_search_tf_is_kept_and_read_for_rows_written_before_it(db: Database) -> 
         _insert(db, "u1", " ".join(rng.choice(WORDS, 8)), i, rng)
     odd = _insert(db, "u1", "A budget of sorts.", 0.5, rng)
     with db.tenant("acme") as conn:
-        conn.execute("UPDATE episodes SET search_tsv = $$'budget':1,4,9 'hotel' 'café':2A$$::tsvector "
-                     "WHERE id = %s", (odd,))
-        rows = conn.execute("SELECT search_tf, (SELECT array_agg(coalesce(cardinality(positions), 1) - 1) "
-                            "FROM unnest(search_tsv)) AS expected FROM episodes").fetchall()
+        conn.execute(
+            "UPDATE episodes SET search_tsv = $$'budget':1,4,9 'hotel' 'café':2A$$::tsvector WHERE id = %s", (odd,)
+        )
+        rows = conn.execute(
+            "SELECT search_tf, (SELECT array_agg(coalesce(cardinality(positions), 1) - 1) "
+            "FROM unnest(search_tsv)) AS expected FROM episodes"
+        ).fetchall()
     assert all(list(r["search_tf"]) == r["expected"] for r in rows)
     message = ["budget", "hotel", "café", "piano"]
     before = _copy_scores(RecallIndex(384), db, message)

@@ -22,10 +22,15 @@ def _next(day: dt.date) -> tuple[int, int]:
     return (day.year, day.month + 1) if day.month < 12 else (day.year + 1, 1)
 
 
-@given(st.integers(1, 12), st.one_of(st.none(), st.integers(1, 28)), st.one_of(st.none(), st.integers(1990, 2090)),
-       st.sampled_from(["When did she go camping in {}?", "What happened on {}", "{}: the move", "Was it {} or later?"]))
-def test_a_month_named_with_or_without_day_and_year_is_a_cue(month: int, day: int | None, year: int | None,
-                                                               frame: str) -> None:
+@given(
+    st.integers(1, 12),
+    st.one_of(st.none(), st.integers(1, 28)),
+    st.one_of(st.none(), st.integers(1990, 2090)),
+    st.sampled_from(["When did she go camping in {}?", "What happened on {}", "{}: the move", "Was it {} or later?"]),
+)
+def test_a_month_named_with_or_without_day_and_year_is_a_cue(
+    month: int, day: int | None, year: int | None, frame: str
+) -> None:
     name = MONTHS[month - 1]
     written = name + (f" {day}" if day else "") + (f", {year}" if year else "")
     if name == "May" and frame.startswith("{}"):
@@ -53,8 +58,9 @@ def test_an_episode_falls_in_its_own_month_and_in_the_month_before_but_not_after
 
 
 @given(dates, st.integers(0, 800), st.integers(1, 12), st.one_of(st.none(), st.integers(2000, 2042)))
-def test_a_period_falls_in_a_cue_when_one_of_its_days_does(start: dt.date, length: int, month: int,
-                                                           year: int | None) -> None:
+def test_a_period_falls_in_a_cue_when_one_of_its_days_does(
+    start: dt.date, length: int, month: int, year: int | None
+) -> None:
     end = start + dt.timedelta(days=length)
     days = (start + dt.timedelta(days=k) for k in range(length + 1))
     cue = frozenset({(month, year)})
@@ -72,20 +78,38 @@ def rows(draw: st.DrawFn) -> tuple[list[dict[str, object]], str]:
         relevance += is_relevant
         related += not is_relevant
         when = NOW - dt.timedelta(days=draw(st.integers(1, 900)))
-        out.append({"id": i, "kind": "session", "session_id": f"s{i}", "purpose": "general",
-                    "summary": f"Session {i}. " + "They talked about the camping trip. " * draw(st.integers(1, 6)),
-                    "topic_tags": [], "importance": 0.5, "started_at": when, "ended_at": when, "period_start": None,
-                    "period_end": None, "score": 0.1, "distance": 0.5, "text_score": None, "vector_rank": i,
-                    "text_rank": None, "relevance_rank": relevance if is_relevant else None,
-                    "related_rank": None if is_relevant else related, "recency_rank": None})
+        out.append(
+            {
+                "id": i,
+                "kind": "session",
+                "session_id": f"s{i}",
+                "purpose": "general",
+                "summary": f"Session {i}. " + "They talked about the camping trip. " * draw(st.integers(1, 6)),
+                "topic_tags": [],
+                "importance": 0.5,
+                "started_at": when,
+                "ended_at": when,
+                "period_start": None,
+                "period_end": None,
+                "score": 0.1,
+                "distance": 0.5,
+                "text_score": None,
+                "vector_rank": i,
+                "text_rank": None,
+                "relevance_rank": relevance if is_relevant else None,
+                "related_rank": None if is_relevant else related,
+                "recency_rank": None,
+            }
+        )
     months = draw(st.lists(st.sampled_from(MONTHS), min_size=1, max_size=3))
     return out, "When did Melanie go camping in " + " and ".join(months) + "?"
 
 
 @settings(max_examples=200, deadline=None)
 @given(rows(), st.integers(50, 1_500))
-def test_time_cues_reorder_within_a_group_only_and_labels_stay_honest(case: tuple[list[dict[str, object]], str],
-                                                                      budget: int) -> None:
+def test_time_cues_reorder_within_a_group_only_and_labels_stay_honest(
+    case: tuple[list[dict[str, object]], str], budget: int
+) -> None:
     out, message = case
     cfg = RecallConfig(recent_n=0)
     by_id = {r["id"]: r for r in out}
@@ -94,15 +118,17 @@ def test_time_cues_reorder_within_a_group_only_and_labels_stay_honest(case: tupl
         assert ("possibly related" in ep.reasons) == (by_id[ep.id]["related_rank"] is not None)
     # with room for every summary in full, the cue changes nothing that is shown
     ample = [(ep.id, ep.compact) for ep in select(out, {}, [], cfg, 100_000, message, NOW)[0]]
-    assert ample == [(ep.id, ep.compact)
-                     for ep in select(out, {}, [], replace(cfg, time_cues=False), 100_000, message, NOW)[0]]
+    assert ample == [
+        (ep.id, ep.compact) for ep in select(out, {}, [], replace(cfg, time_cues=False), 100_000, message, NOW)[0]
+    ]
     assert len(ample) == len(out)
 
 
 @settings(max_examples=200, deadline=None)
 @given(rows())
 def test_episodes_of_a_named_month_come_first_in_rank_order_the_rest_after_in_rank_order(
-        case: tuple[list[dict[str, object]], str]) -> None:
+    case: tuple[list[dict[str, object]], str],
+) -> None:
     out, message = case
     episodes = [_episode(r) for r in out]
     cues = named_months(message)

@@ -28,15 +28,32 @@ NOW = dt.datetime(2025, 3, 4, 10, 0, tzinfo=dt.UTC)
 OPENING = "Hi again, where were we?"
 
 
-def transcript(db: Database, session: str, messages: list[tuple[str, str]], *, tenant: str = "acme",
-               user: str = "maria", started: str = "2025-03-04 09:00Z", ended: str | None = "2025-03-04 09:20Z",
-               purpose: str = "support") -> None:
+def transcript(
+    db: Database,
+    session: str,
+    messages: list[tuple[str, str]],
+    *,
+    tenant: str = "acme",
+    user: str = "maria",
+    started: str = "2025-03-04 09:00Z",
+    ended: str | None = "2025-03-04 09:20Z",
+    purpose: str = "support",
+) -> None:
     with db.tenant(tenant) as conn:
         conn.execute(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, messages, "
             "content_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (tenant, user, session, purpose, started, ended,
-             Jsonb([{"role": role, "content": text} for role, text in messages]), f"hash-{session}"))
+            (
+                tenant,
+                user,
+                session,
+                purpose,
+                started,
+                ended,
+                Jsonb([{"role": role, "content": text} for role, text in messages]),
+                f"hash-{session}",
+            ),
+        )
 
 
 PRICING = [
@@ -76,16 +93,28 @@ def test_pii_in_the_last_messages_does_not_reach_the_block(db: Database, embedde
 
 
 def test_a_row_inserted_by_hand_in_content_blocks_shows_its_words_not_the_blocks(
-        db: Database, embedder: Embedder) -> None:
+    db: Database, embedder: Embedder
+) -> None:
     # A host may INSERT Anthropic content blocks (docs/transcripts.md); they are normalised at claim time,
     # so until then the line reads the text blocks themselves (a tool result is no word of the user's).
     with db.tenant("acme") as conn:
         conn.execute(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, messages) "
             "VALUES ('acme', 'maria', 'blocks', 'support', '2025-03-04 09:00Z', '2025-03-04 09:20Z', %s)",
-            (Jsonb([{"role": "user", "content": [{"type": "text", "text": "Ship the Business plan order."},
-                                                 {"type": "tool_result", "tool_use_id": "t1",
-                                                  "content": "SECRET-TOOL-OUTPUT"}]}]),))
+            (
+                Jsonb(
+                    [
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "text", "text": "Ship the Business plan order."},
+                                {"type": "tool_result", "tool_use_id": "t1", "content": "SECRET-TOOL-OUTPUT"},
+                            ],
+                        }
+                    ]
+                ),
+            ),
+        )
     block = Recaller(db, embedder).recall("acme", "maria", OPENING, now=NOW).render()
     (line,) = [ln for ln in block.splitlines() if ln.startswith("- 2025-03-04")]
     assert line.endswith("the user's last words: Ship the Business plan order.")
@@ -94,8 +123,14 @@ def test_a_row_inserted_by_hand_in_content_blocks_shows_its_words_not_the_blocks
 
 def test_an_open_session_shows_and_the_line_is_bounded_and_budgeted(db: Database, embedder: Embedder) -> None:
     long = "Our Snowflake bill doubled last month " * 20
-    transcript(db, "open", [("user", "Short first question?"), ("user", long)], ended=None,
-               started="2025-03-04 09:50Z", purpose="general")
+    transcript(
+        db,
+        "open",
+        [("user", "Short first question?"), ("user", long)],
+        ended=None,
+        started="2025-03-04 09:50Z",
+        purpose="general",
+    )
     cfg = RecallConfig(compact_chars=120)
     result = Recaller(db, embedder, cfg).recall("acme", "maria", OPENING, now=NOW, budget_tokens=400)
     (session,) = result.sessions
@@ -116,10 +151,12 @@ def test_tenant_user_purpose_and_now_are_respected(db: Database, embedder: Embed
     transcript(db, "marketing", [("user", "Campaign budget.")], purpose="marketing")
     transcript(db, "later", [("user", "Tomorrow's question.")], started="2025-03-05 09:00Z", ended=None)
     with db.tenant("acme") as conn:
-        conn.execute("INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, "
-                     "messages, content_hash, status, attempts) VALUES ('acme', 'maria', 'dead', 'support', "
-                     "'2025-03-04 08:00Z', '2025-03-04 08:10Z', %s, 'hash-dead', 'dead', 5)",
-                     (Jsonb([{"role": "user", "content": "Dead-lettered."}]),))
+        conn.execute(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, "
+            "messages, content_hash, status, attempts) VALUES ('acme', 'maria', 'dead', 'support', "
+            "'2025-03-04 08:00Z', '2025-03-04 08:10Z', %s, 'hash-dead', 'dead', 5)",
+            (Jsonb([{"role": "user", "content": "Dead-lettered."}]),),
+        )
     result = Recaller(db, embedder).recall("acme", "maria", OPENING, purpose="support", now=NOW)
     assert [s.session_id for s in result.sessions] == ["mine"]
     block = result.render()
@@ -127,7 +164,8 @@ def test_tenant_user_purpose_and_now_are_respected(db: Database, embedder: Embed
     for other in ("Colleague", "Globex", "Campaign", "Tomorrow", "Dead-lettered"):
         assert other not in block
     assert [s.session_id for s in Recaller(db, embedder).recall("globex", "maria", OPENING, now=NOW).sessions] == [
-        "other-tenant"]
+        "other-tenant"
+    ]
 
 
 def test_idle_close_defaults_to_30_minutes_and_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,13 +189,22 @@ def test_newest_first_is_by_the_day_each_line_shows(db: Database, embedder: Embe
     listed above a 2026 one because open sessions came first whatever their age)."""
     transcript(db, "left-open", [("user", "Half a question from January.")], started="2025-01-10 09:00Z", ended=None)
     transcript(db, "closed-today", [("user", "This morning's question.")])
-    transcript(db, "closed-yesterday", [("user", "Yesterday's question.")], started="2025-03-03 09:00Z",
-               ended="2025-03-03 09:20Z")
+    transcript(
+        db,
+        "closed-yesterday",
+        [("user", "Yesterday's question.")],
+        started="2025-03-03 09:00Z",
+        ended="2025-03-03 09:20Z",
+    )
     shown = Recaller(db, embedder).recall("acme", "maria", OPENING, purpose="support", now=NOW)
     assert [s.session_id for s in shown.sessions] == ["closed-today", "closed-yesterday"]  # the two newest
     result = Recaller(db, embedder, RecallConfig(max_unsummarised=3)).recall(
-        "acme", "maria", OPENING, purpose="support", now=NOW)
+        "acme", "maria", OPENING, purpose="support", now=NOW
+    )
     assert [s.session_id for s in result.sessions] == ["closed-today", "closed-yesterday", "left-open"]
-    days = [line[2:12] for line in result.render().split("Not yet summarised (newest first):\n")[1].splitlines()
-            if line.startswith("- ")]
+    days = [
+        line[2:12]
+        for line in result.render().split("Not yet summarised (newest first):\n")[1].splitlines()
+        if line.startswith("- ")
+    ]
     assert days == ["2025-03-04", "2025-03-03", "2025-01-10"]

@@ -34,7 +34,8 @@ def wait_until(predicate: Callable[[], T], timeout: float, what: str, every: flo
 
 def on_citus(conn: psycopg.Connection[Any]) -> bool:
     return conn.cursor(row_factory=tuple_row).execute(
-        "SELECT count(*) FROM pg_extension WHERE extname = 'citus'").fetchone() == (1,)
+        "SELECT count(*) FROM pg_extension WHERE extname = 'citus'"
+    ).fetchone() == (1,)
 
 
 def backend(conn: psycopg.Connection[Any]) -> int:
@@ -54,6 +55,9 @@ def blocked_by(url: str, holder: int) -> int:
         if on_citus(conn):
             row = conn.execute("SELECT count(*) FROM citus_lock_waits WHERE blocking_gpid = %s", (holder,)).fetchone()
         else:
-            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                               "AND %s = ANY(pg_blocking_pids(pid))", (holder,)).fetchone()
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND %s = ANY(pg_blocking_pids(pid))",
+                (holder,),
+            ).fetchone()
     return int(row[0]) if row else 0

@@ -46,9 +46,22 @@ log = logging.getLogger(__name__)
 
 REFERENCE_TABLES = ("event_types", "job_runs", "model_batches", "episodes_settings")
 # Co-located with the first, in the order their foreign keys need.
-TENANT_TABLES = ("transcripts", "episodes", "episode_events", "episode_entities", "episode_lineage", "model_calls",
-                 "model_batch_items", "erasures", "episode_corrections", "recall_versions",
-                 "recall_packs", "erasure_keys", "erased_sessions", "episode_lines")
+TENANT_TABLES = (
+    "transcripts",
+    "episodes",
+    "episode_events",
+    "episode_entities",
+    "episode_lineage",
+    "model_calls",
+    "model_batch_items",
+    "erasures",
+    "episode_corrections",
+    "recall_versions",
+    "recall_packs",
+    "erasure_keys",
+    "erased_sessions",
+    "episode_lines",
+)
 LOGIN_ROLES = ("episodes_app", "episodes_analyst", "episodes_operator")
 
 
@@ -76,15 +89,20 @@ def distribute(conn: psycopg.Connection[Any], *, shard_count: int | None = None)
     to distribute a table that a plain table still points at); all of it runs in autocommit, table
     by table, as ``create_distributed_table`` copies the rows. Run it while nothing writes."""
     if not has_citus(conn):
-        raise ConfigError("the database has no citus extension: run CREATE EXTENSION citus on the coordinator "
-                          "(and every worker) and add the workers (citus_add_node) first")
+        raise ConfigError(
+            "the database has no citus extension: run CREATE EXTENSION citus on the coordinator "
+            "(and every worker) and add the workers (citus_add_node) first"
+        )
     conn.autocommit = True
     done = distributed_tables(conn)
     todo = [t for t in (*REFERENCE_TABLES, *TENANT_TABLES) if t not in done]
     dbname = conn.info.dbname
     for setting, value in (("citus.propagate_set_commands", "local"), ("citus.enable_unsafe_triggers", "on")):
-        conn.execute(sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-            sql.Identifier(dbname), sql.SQL(setting), sql.Literal(value)))
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                sql.Identifier(dbname), sql.SQL(setting), sql.Literal(value)
+            )
+        )
         conn.execute(sql.SQL("SET {} = {}").format(sql.SQL(setting), sql.Literal(value)))
     for role in LOGIN_ROLES:
         conn.execute(sql.SQL("ALTER ROLE {} LOGIN").format(sql.Identifier(role)))
@@ -98,28 +116,37 @@ def distribute(conn: psycopg.Connection[Any], *, shard_count: int | None = None)
             if table in REFERENCE_TABLES:
                 conn.execute("SELECT create_reference_table(%s)", (table,))
             elif table == TENANT_TABLES[0]:
-                conn.execute("SELECT create_distributed_table(%s, 'tenant_id', colocate_with => 'none', "
-                             "shard_count => %s)", (table, shard_count))
+                conn.execute(
+                    "SELECT create_distributed_table(%s, 'tenant_id', colocate_with => 'none', shard_count => %s)",
+                    (table, shard_count),
+                )
             else:  # the shard count is the co-located table's
-                conn.execute("SELECT create_distributed_table(%s, 'tenant_id', colocate_with => %s)",
-                             (table, TENANT_TABLES[0]))
+                conn.execute(
+                    "SELECT create_distributed_table(%s, 'tenant_id', colocate_with => %s)", (table, TENANT_TABLES[0])
+                )
             # create_distributed_table copied the rows to the shards; the coordinator's copy goes.
             conn.execute("SELECT truncate_local_data_after_distributing_table(%s)", (table,))
             log.info("distributed %s", table, extra={"action": "distribute", "table": table})
     finally:
         for table, name, definition in keys:
-            conn.execute(sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} {}").format(
-                sql.Identifier(table), sql.Identifier(name), sql.SQL(definition)))
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} {}").format(
+                    sql.Identifier(table), sql.Identifier(name), sql.SQL(definition)
+                )
+            )
     return todo
 
 
 def _foreign_keys(conn: psycopg.Connection[Any]) -> list[tuple[str, str, str]]:
     """(table, constraint, definition) of every foreign key among our tables in the public schema."""
-    rows = _rows(conn, """
+    rows = _rows(
+        conn,
+        """
         SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid)
         FROM pg_constraint c
         WHERE c.contype = 'f' AND c.connamespace = 'public'::regnamespace
-        ORDER BY c.conrelid::regclass::text, c.conname""")
+        ORDER BY c.conrelid::regclass::text, c.conname""",
+    )
     return [(r[0], r[1], r[2]) for r in rows]
 
 
@@ -132,8 +159,12 @@ class ClusterStatus:
 
     def lines(self) -> list[str]:
         workers = [n for n in self.nodes if n[2] == "worker"]
-        out = [f"cluster      Citus: {len(workers)} workers · " + " · ".join(
-            f"{host}:{port} {role}{'' if active else ' (inactive)'}" for host, port, role, active in self.nodes)]
+        out = [
+            f"cluster      Citus: {len(workers)} workers · "
+            + " · ".join(
+                f"{host}:{port} {role}{'' if active else ' (inactive)'}" for host, port, role, active in self.nodes
+            )
+        ]
         for table, shards, size in self.shards:
             out.append(f"  {table:<20} {shards} shards, {size / 1e6:,.1f} MB")
         return out
@@ -143,10 +174,20 @@ def cluster_status(conn: psycopg.Connection[Any]) -> ClusterStatus | None:
     """Nodes and shards per table, or None when the database is not distributed."""
     if not distributed_tables(conn):
         return None
-    nodes = [(r[0], int(r[1]), "coordinator" if r[2] == 0 else "worker", bool(r[3])) for r in _rows(
-        conn, "SELECT nodename, nodeport, groupid, isactive FROM pg_dist_node WHERE noderole = 'primary' ORDER BY groupid")]
-    shards = [(r[0], int(r[1]), int(r[2])) for r in _rows(
-        # citus_shards has a row per placement: a reference table's one shard is on every node.
-        conn, "SELECT table_name::text, count(DISTINCT shardid), coalesce(sum(shard_size), 0) FROM citus_shards "
-        "GROUP BY table_name ORDER BY table_name::text")]
+    nodes = [
+        (r[0], int(r[1]), "coordinator" if r[2] == 0 else "worker", bool(r[3]))
+        for r in _rows(
+            conn,
+            "SELECT nodename, nodeport, groupid, isactive FROM pg_dist_node WHERE noderole = 'primary' ORDER BY groupid",
+        )
+    ]
+    shards = [
+        (r[0], int(r[1]), int(r[2]))
+        for r in _rows(
+            # citus_shards has a row per placement: a reference table's one shard is on every node.
+            conn,
+            "SELECT table_name::text, count(DISTINCT shardid), coalesce(sum(shard_size), 0) FROM citus_shards "
+            "GROUP BY table_name ORDER BY table_name::text",
+        )
+    ]
     return ClusterStatus(nodes, shards)

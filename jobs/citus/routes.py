@@ -83,8 +83,12 @@ class Routes:
     called before a worker's route is handed out (it opens the worker's pool, if not open yet) and
     says whether the worker can be reached."""
 
-    def __init__(self, ask: Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]],
-                 usable: Callable[[Node], bool], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        ask: Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]],
+        usable: Callable[[Node], bool],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._ask, self._usable, self._clock = ask, usable, clock
         self._lock = threading.Lock()
         self._routable: tuple[bool, float] | None = None
@@ -110,9 +114,15 @@ class Routes:
             return None
         if cached is None or cached[1] <= now:
             rows = self._ask(_PLACEMENT, (tenant_id, tenant_id))
-            found = None if not rows or rows[0][2] else Route(
-                (str(rows[0][0]), int(rows[0][1])), int(rows[0][3]),
-                tuple(sorted((str(table), int(shard)) for *_, table, shard in rows)))
+            found = (
+                None
+                if not rows or rows[0][2]
+                else Route(
+                    (str(rows[0][0]), int(rows[0][1])),
+                    int(rows[0][3]),
+                    tuple(sorted((str(table), int(shard)) for *_, table, shard in rows)),
+                )
+            )
             cached = (found, now + ROUTE_SECONDS)
             with self._lock:
                 self._routes[tenant_id] = cached
@@ -150,9 +160,14 @@ class Routes:
         return False
 
     def _skip(self, node: Node, why: str, now: float) -> None:
-        log.warning("Citus worker %s:%s %s; its tenants' recalls go through the coordinator for %.0f s",
-                    node[0], node[1], why, ROUTE_SECONDS,
-                    extra={"action": "route_fallback", "node": f"{node[0]}:{node[1]}"})
+        log.warning(
+            "Citus worker %s:%s %s; its tenants' recalls go through the coordinator for %.0f s",
+            node[0],
+            node[1],
+            why,
+            ROUTE_SECONDS,
+            extra={"action": "route_fallback", "node": f"{node[0]}:{node[1]}"},
+        )
         with self._lock:
             self._down[node] = now + ROUTE_SECONDS
 
@@ -160,7 +175,9 @@ class Routes:
 def ask_with(connect: Callable[[], Any]) -> Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]:
     """A Routes ``ask`` that runs each statement in its own transaction of ``connect()`` (a pooled
     owner connection's context manager)."""
+
     def ask(statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with connect() as conn, conn.cursor(row_factory=tuple_row) as cur:
             return cur.execute(statement, params).fetchall()
+
     return ask

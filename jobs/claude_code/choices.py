@@ -33,6 +33,7 @@ class Choices:
 @dataclass(frozen=True)
 class Resolved:
     """The tenant, user and mode a sync uses, and where they came from (for its output)."""
+
     tenant: str
     user: str
     api: str | None
@@ -72,8 +73,14 @@ def load(base: Path | None = None) -> Choices | None:
     return Choices(tenant=text("tenant"), user=raw["user"], api=text("api"), key_env=text("key_env"))
 
 
-def resolve(*, tenant: str | None, user: str | None, api: str | None = None, key_env: str | None = None,
-            base: Path | None = None) -> Resolved:
+def resolve(
+    *,
+    tenant: str | None,
+    user: str | None,
+    api: str | None = None,
+    key_env: str | None = None,
+    base: Path | None = None,
+) -> Resolved:
     """Each choice from its option when given, else from install's record, else the default. The mode
     (tenant or API) is taken whole: an explicit ``tenant`` or ``api`` decides it, else the record does."""
     saved = load(base)
@@ -84,8 +91,13 @@ def resolve(*, tenant: str | None, user: str | None, api: str | None = None, key
             key_env = saved.key_env
     if user is None and saved is not None:
         user, used = saved.user, True
-    return Resolved(tenant=tenant or TENANT, user=user or login_name(), api=api, key_env=key_env or DEFAULT_KEY_ENV,
-                    recorded=path(base) if used else None)
+    return Resolved(
+        tenant=tenant or TENANT,
+        user=user or login_name(),
+        api=api,
+        key_env=key_env or DEFAULT_KEY_ENV,
+        recorded=path(base) if used else None,
+    )
 
 
 def serve_identity(tenant: str | None, user: str | None, say: Callable[[str], object]) -> tuple[str, str]:
@@ -93,8 +105,10 @@ def serve_identity(tenant: str | None, user: str | None, say: Callable[[str], ob
     Serve writes to its own database, so a remote install's record (whose tenant is the key's) needs --tenant."""
     chosen = resolve(tenant=tenant, user=user)
     if chosen.api:
-        raise ConfigError(f"The Claude Code hooks were installed in remote mode ({chosen.api}), whose tenant is the "
-                          "key's: run `episodes claude-code sync` (it stores through the API), or give serve "
-                          "--claude-code-tenant.")
+        raise ConfigError(
+            f"The Claude Code hooks were installed in remote mode ({chosen.api}), whose tenant is the "
+            "key's: run `episodes claude-code sync` (it stores through the API), or give serve "
+            "--claude-code-tenant."
+        )
     say(f"Claude Code sync: {chosen.line()}")
     return chosen.tenant, chosen.user

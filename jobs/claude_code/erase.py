@@ -39,16 +39,20 @@ class Cleared:
 
     def lines(self, *, dry_run: bool = False) -> list[str]:
         verb = "would remove" if dry_run else "removed"
-        out = [f"this machine's Claude Code records of these sessions: {verb} "
-               f"{counted(self.ledger_entries, 'sync-ledger entry', 'sync-ledger entries')} and "
-               f"{counted(self.state_files, 'hook state file')}"]
+        out = [
+            f"this machine's Claude Code records of these sessions: {verb} "
+            f"{counted(self.ledger_entries, 'sync-ledger entry', 'sync-ledger entries')} and "
+            f"{counted(self.state_files, 'hook state file')}"
+        ]
         if self.claude_copies:
             shown = ", ".join(str(p) for p in self.claude_copies[:5])
             more = f" (+{len(self.claude_copies) - 5} more)" if len(self.claude_copies) > 5 else ""
-            out.append(f"Claude Code still holds its own copies of {counted(len(self.claude_copies), 'session file')} "
-                       f"in {self.projects}: {shown}{more}. They are Claude Code's files and were left in place: "
-                       "delete them to remove these sessions from this machine (`episodes claude-code sync` reports "
-                       "them once as erased and never stores them).")
+            out.append(
+                f"Claude Code still holds its own copies of {counted(len(self.claude_copies), 'session file')} "
+                f"in {self.projects}: {shown}{more}. They are Claude Code's files and were left in place: "
+                "delete them to remove these sessions from this machine (`episodes claude-code sync` reports "
+                "them once as erased and never stores them)."
+            )
         elif self.projects is not None:
             out.append(f"Claude Code holds no copy of these sessions in {self.projects}.")
         return out
@@ -56,12 +60,18 @@ class Cleared:
 
 def _plain(session_id: str) -> bool:
     """A session id that can name a file in a folder (nothing else is looked for)."""
-    return bool(session_id) and session_id not in (".", "..") and Path(session_id).name == session_id \
-        and "\\" not in session_id and "\0" not in session_id
+    return (
+        bool(session_id)
+        and session_id not in (".", "..")
+        and Path(session_id).name == session_id
+        and "\\" not in session_id
+        and "\0" not in session_id
+    )
 
 
-def clear(session_ids: Collection[str], *, base: Path | None = None, projects: Path | None = None,
-          dry_run: bool = False) -> Cleared:
+def clear(
+    session_ids: Collection[str], *, base: Path | None = None, projects: Path | None = None, dry_run: bool = False
+) -> Cleared:
     """Remove the sync-ledger entries and hook state files of ``session_ids``; list Claude Code's own files
     of them under ``projects`` (default: ~/.claude/projects). ``base``: $EPISODES_HOME (default: as the hooks)."""
     ids = {s for s in session_ids if _plain(s)}

@@ -19,13 +19,15 @@ from jobs.formats.claude_code import read_session_file
 Item = tuple[str, "dict[str, Any] | str"]  # a location and a record, or a location and why a line was refused
 
 
-def session_records(path: Path, *, tenant_id: str, user_id: str, close: bool,
-                    idle_close_seconds: float | None, cwd: str | None = None) -> Iterator[Item]:
+def session_records(
+    path: Path, *, tenant_id: str, user_id: str, close: bool, idle_close_seconds: float | None, cwd: str | None = None
+) -> Iterator[Item]:
     """The records of one session file (and its bad lines). With ``close`` every session in it is
     closed now (SessionEnd fired); without, a session is closed only when it has been idle for the
     idle-close interval (the reader's rule), and left open otherwise."""
-    for where, item in read_session_file(path, tenant_id=tenant_id, user_id=user_id,
-                                         idle_close_seconds=idle_close_seconds, closed=close):
+    for where, item in read_session_file(
+        path, tenant_id=tenant_id, user_id=user_id, idle_close_seconds=idle_close_seconds, closed=close
+    ):
         yield where, item if isinstance(item, str) else settled(item, cwd)
 
 

@@ -47,8 +47,13 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--user", default=None, help="default: the login name")
     parser.add_argument("--api", default=None, help="remote mode: the URL of `episodes api`")
     parser.add_argument("--key-env", default="EPISODES_API_KEY", help="remote mode: the variable holding the key")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="an environment variable to set first (EPISODES_HOME and the like)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable to set first (EPISODES_HOME and the like)",
+    )
     parser.add_argument("--budget", type=float, default=None, help="seconds before giving up (default per event)")
     return parser.parse_args(argv)
 
@@ -60,7 +65,7 @@ def _log(line: str) -> None:
 
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         append_private(log_file(), f"{stamp} pid={os.getpid()} {line}\n")
-    except Exception:  # noqa: BLE001 - fail open
+    except Exception:
         pass
 
 
@@ -123,11 +128,13 @@ def main(argv: Sequence[str] | None = None, *, cwd: str | None = None) -> int:
             sys.stdout.buffer.write((out if out.endswith("\n") else out + "\n").encode("utf-8", "replace"))
             sys.stdout.flush()
         _log(f"{event}: ok in {time.monotonic() - _started:.3f}s" + (f", printed {len(out)} characters" if out else ""))
-    except BaseException as exc:  # noqa: BLE001 - fail open: never break the session
+    except BaseException as exc:
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             return 0
-        _log(f"{event}: failed open after {time.monotonic() - _started:.3f}s: {type(exc).__name__}: "
-             f"{' '.join(str(exc).split())[:500]}")
+        _log(
+            f"{event}: failed open after {time.monotonic() - _started:.3f}s: {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:500]}"
+        )
     return 0
 
 

@@ -60,8 +60,16 @@ CARRIED_ENV = ("EPISODES_HOME", "EPISODES_CACHE_DIR", "EPISODES_MODEL_DIR", "EPI
 CARRIED_PATHS = ("EPISODES_HOME", "EPISODES_CACHE_DIR", "EPISODES_MODEL_DIR")
 
 
-def hook_command(*, tenant: str, user: str, api: str | None = None, key_env: str | None = None,
-                 python: str | None = None, env: Mapping[str, str] | None = None, budget: float | None = None) -> str:
+def hook_command(
+    *,
+    tenant: str,
+    user: str,
+    api: str | None = None,
+    key_env: str | None = None,
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
+    budget: float | None = None,
+) -> str:
     """The shell command of every one of our hooks (the event comes on stdin): the launcher by its absolute
     path in isolated mode (``-I``), so nothing of the project's folder is imported (jobs.claude_code.launch)."""
     parts = [python or sys.executable, "-I", str(LAUNCHER), "--tenant", tenant, "--user", user]
@@ -118,7 +126,7 @@ def read(path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise ConfigError(f"{path} is not valid JSON ({exc}); fix it by hand first, nothing was changed.") from None
     if not isinstance(data, dict) or not isinstance(data.get("hooks", {}), dict):
-        raise ConfigError(f"{path} does not hold a settings object with a \"hooks\" object; fix it by hand first.")
+        raise ConfigError(f'{path} does not hold a settings object with a "hooks" object; fix it by hand first.')
     return data
 
 
@@ -158,8 +166,13 @@ def without_ours(settings: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_ours(settings: Mapping[str, Any], command: str, events: Sequence[HookEvent] = EVENTS,
-              budget: float | None = None, commands: Mapping[str, str] | None = None) -> dict[str, Any]:
+def with_ours(
+    settings: Mapping[str, Any],
+    command: str,
+    events: Sequence[HookEvent] = EVENTS,
+    budget: float | None = None,
+    commands: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """``settings`` with exactly one group of ours per event, after the user's own groups: ``command``, or
     the event's own in ``commands``. With the hook's ``budget`` (seconds), Claude Code waits a few seconds
     longer than that."""
@@ -180,7 +193,7 @@ def installed_commands(settings: Mapping[str, Any]) -> dict[str, list[str]]:
     """Our commands by event, as installed in ``settings``."""
     found: dict[str, list[str]] = {}
     hooks = settings.get("hooks")
-    for event, groups in (hooks.items() if isinstance(hooks, dict) else ()):
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
         for group in groups if isinstance(groups, list) else ():
             for hook in group.get("hooks", []) if isinstance(group, dict) else ():
                 if is_ours(hook):

@@ -27,18 +27,23 @@ def has_lines(episodes: Sequence[Any], open_items: Sequence[Any], sessions: Sequ
     return bool(episodes or open_items or sessions)
 
 
-def new_for_prompt(state: SessionState, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem]
-                   ) -> tuple[list[RecalledEpisode], list[RecalledOpenItem]]:
+def new_for_prompt(
+    state: SessionState, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem]
+) -> tuple[list[RecalledEpisode], list[RecalledOpenItem]]:
     """The relevant episodes and the open items of a prompt's recall that were not injected yet."""
     shown_episodes, shown_items = set(state.episodes), set(state.open_items)
-    fresh = [ep for ep in episodes if ep.id not in shown_episodes
-             and (ep.relevance_rank is not None or ep.related_rank is not None)]
+    fresh = [
+        ep
+        for ep in episodes
+        if ep.id not in shown_episodes and (ep.relevance_rank is not None or ep.related_rank is not None)
+    ]
     items = [item for item in open_items if item.id not in shown_items]
     return fresh, items
 
 
-def prompt_block(state: SessionState, now: dt.datetime, episodes: Sequence[RecalledEpisode],
-                 open_items: Sequence[RecalledOpenItem]) -> str:
+def prompt_block(
+    state: SessionState, now: dt.datetime, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem]
+) -> str:
     """The first prompt's block ("" when recall found nothing new), recording what it shows."""
     fresh, items = new_for_prompt(state, episodes, open_items)
     if not fresh and not items:
@@ -48,6 +53,7 @@ def prompt_block(state: SessionState, now: dt.datetime, episodes: Sequence[Recal
 
 
 # --- the API's JSON back into the recall types (remote mode) ------------------------------------
+
 
 def _fields(cls: type, raw: Mapping[str, Any], times: Sequence[str], dates: Sequence[str] = ()) -> dict[str, Any]:
     names = {f.name for f in dataclasses.fields(cls)}
@@ -62,8 +68,10 @@ def _fields(cls: type, raw: Mapping[str, Any], times: Sequence[str], dates: Sequ
 
 
 def episodes_from(raw: Sequence[Mapping[str, Any]]) -> list[RecalledEpisode]:
-    return [RecalledEpisode(**_fields(RecalledEpisode, r, ("started_at", "ended_at"), ("period_start", "period_end")))
-            for r in raw]
+    return [
+        RecalledEpisode(**_fields(RecalledEpisode, r, ("started_at", "ended_at"), ("period_start", "period_end")))
+        for r in raw
+    ]
 
 
 def open_items_from(raw: Sequence[Mapping[str, Any]]) -> list[RecalledOpenItem]:

@@ -28,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _safe_path(cwd: str) -> list[str]:
     """``sys.path`` with our root first and nothing that resolves to the working directory."""
+
     def here(entry: str) -> bool:
         try:
             return entry in ("", ".") or os.path.realpath(entry) == os.path.realpath(cwd)
@@ -52,9 +53,11 @@ def _log_failure(argv: list[str], cwd: str, exc: BaseException) -> None:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         fd = os.open(os.path.join(folder, "claude-code-hooks.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as handle:
-            handle.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} pid={os.getpid()} ?: failed open before the hook "
-                         f"ran (in {cwd!r}): {type(exc).__name__}: {' '.join(str(exc).split())[:300]}\n")
-    except BaseException:  # noqa: BLE001 - fail open
+            handle.write(
+                f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} pid={os.getpid()} ?: failed open before the hook "
+                f"ran (in {cwd!r}): {type(exc).__name__}: {' '.join(str(exc).split())[:300]}\n"
+            )
+    except BaseException:
         pass
 
 
@@ -68,7 +71,7 @@ def main() -> int:
         sys.path[:] = _safe_path(cwd)
         os.chdir("/")
         from jobs.claude_code import hook
-    except BaseException as exc:  # noqa: BLE001 - fail open: a broken install never breaks a session
+    except BaseException as exc:
         _log_failure(argv, cwd, exc)
         return 0
     return hook.main(argv, cwd=cwd or None)

@@ -29,8 +29,13 @@ POOL_TIMEOUT_SECONDS = 2.0  # a database that does not answer fails the hook fas
 
 def database() -> Database:
     settings = config.load()
-    return Database(settings.with_(application_name="episodes claude-code hook", pool_size=1,
-                                   pool_timeout_seconds=min(settings.pool_timeout_seconds, POOL_TIMEOUT_SECONDS)))
+    return Database(
+        settings.with_(
+            application_name="episodes claude-code hook",
+            pool_size=1,
+            pool_timeout_seconds=min(settings.pool_timeout_seconds, POOL_TIMEOUT_SECONDS),
+        )
+    )
 
 
 def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
@@ -50,9 +55,13 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
     if claimed is None:
         return ""
     sid, state, prompt = claimed
-    result = Recaller(database()).recall(args.tenant, user, prompt,
-                                         purpose=project_purpose(str(payload.get("cwd") or "")),
-                                         budget_tokens=injection.PROMPT_BUDGET_TOKENS)
+    result = Recaller(database()).recall(
+        args.tenant,
+        user,
+        prompt,
+        purpose=project_purpose(str(payload.get("cwd") or "")),
+        budget_tokens=injection.PROMPT_BUDGET_TOKENS,
+    )
     block = injection.prompt_block(state, result.now, result.episodes, result.open_items)
     session_state.save(sid, state)
     return block
@@ -68,8 +77,16 @@ def hand_over(args: argparse.Namespace, user: str, payload: dict[str, Any], *, c
         raise EpisodesError("; ".join(str(r) for r in report.rejected[:3]))
 
 
-def store(db: Database, path: Path, *, tenant_id: str, user_id: str, close: bool, cwd: str | None = None,
-          report: IngestReport | None = None) -> IngestReport:
+def store(
+    db: Database,
+    path: Path,
+    *,
+    tenant_id: str,
+    user_id: str,
+    close: bool,
+    cwd: str | None = None,
+    report: IngestReport | None = None,
+) -> IngestReport:
     """Hand one session file over to the database (closed or not), through the one write path of ingest.
 
     A malformed line is not a rejection of the session (the reader reports it and goes on)."""
@@ -77,13 +94,24 @@ def store(db: Database, path: Path, *, tenant_id: str, user_id: str, close: bool
     from jobs.claude_code.handover import session_records
     from jobs.ingest import ingest_records
 
-    records = [(where, item) for where, item in session_records(
-        path, tenant_id=tenant_id, user_id=user_id, close=close, idle_close_seconds=db.settings.idle_close_seconds,
-        cwd=cwd) if isinstance(item, dict)]
+    records = [
+        (where, item)
+        for where, item in session_records(
+            path,
+            tenant_id=tenant_id,
+            user_id=user_id,
+            close=close,
+            idle_close_seconds=db.settings.idle_close_seconds,
+            cwd=cwd,
+        )
+        if isinstance(item, dict)
+    ]
     return ingest_records(db, records, tenant_id=tenant_id, report=report)
 
 
-def sync_store(db: Database, tenant_id: str) -> Callable[[Sequence[tuple[str, dict[str, Any]]]], tuple[int, int, list[str]]]:
+def sync_store(
+    db: Database, tenant_id: str
+) -> Callable[[Sequence[tuple[str, dict[str, Any]]]], tuple[int, int, list[str]]]:
     """The store of `episodes claude-code sync` in local mode (jobs.claude_code.sync.Store)."""
     from jobs.ingest import ingest_records  # not at the top: see store()
 

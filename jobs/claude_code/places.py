@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from jobs.formats.claude_code import AGENT_ID, project_purpose
 from jobs.config import env
+from jobs.formats.claude_code import AGENT_ID, project_purpose
 
 TENANT = "local"  # the tenant of Claude Code sessions when none is named, as `episodes ingest --format claude-code`
 LOG_NAME = "claude-code-hooks.log"
@@ -98,5 +98,17 @@ def login_name() -> str:
         return "local"
 
 
-__all__ = ["AGENT_ID", "LOG_NAME", "TENANT", "append_private", "claude_home", "home", "log_file", "login_name",
-           "private_dir", "project_purpose", "state_dir", "write_private"]
+__all__ = [
+    "AGENT_ID",
+    "LOG_NAME",
+    "TENANT",
+    "append_private",
+    "claude_home",
+    "home",
+    "log_file",
+    "login_name",
+    "private_dir",
+    "project_purpose",
+    "state_dir",
+    "write_private",
+]

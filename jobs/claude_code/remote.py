@@ -40,8 +40,16 @@ def post(api: str, key_env: str, path: str, body: dict[str, Any], timeout: float
     conn = conn_class(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
     try:
         data = json.dumps(body).encode("utf-8")
-        conn.request("POST", parts.path + (f"?{parts.query}" if parts.query else ""), body=data, headers={
-            "Authorization": f"Bearer {key}", "Content-Type": "application/json", "Accept": "application/json"})
+        conn.request(
+            "POST",
+            parts.path + (f"?{parts.query}" if parts.query else ""),
+            body=data,
+            headers={
+                "Authorization": f"Bearer {key}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+        )
         response = conn.getresponse()
         raw = response.read()
     finally:
@@ -54,8 +62,14 @@ def post(api: str, key_env: str, path: str, body: dict[str, Any], timeout: float
 def start_view(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> dict[str, Any]:
     """The session's start block and the ids it shows, from ``POST /v1/claude-code/session-start`` (the
     route the installed sh/curl SessionStart hook calls; jobs.claude_code.start_view)."""
-    return dict(post(args.api, args.key_env, f"{START_ROUTE}?user_id={quote(user, safe='')}&format=json",
-                     {"cwd": payload.get("cwd")}))
+    return dict(
+        post(
+            args.api,
+            args.key_env,
+            f"{START_ROUTE}?user_id={quote(user, safe='')}&format=json",
+            {"cwd": payload.get("cwd")},
+        )
+    )
 
 
 def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
@@ -83,12 +97,23 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
 
     view = start_view(args, user, payload)
     session_state.remember_start(state, view.get("episodes") or [], view.get("open_items") or [])
-    answer = post(args.api, args.key_env, "/v1/recall", {
-        "user_id": user, "message": prompt[:20_000], "purpose": project_purpose(str(payload.get("cwd") or "")),
-        "budget_tokens": injection.PROMPT_BUDGET_TOKENS})
-    block = injection.prompt_block(state, dt.datetime.fromisoformat(answer["now"]),
-                                   injection.episodes_from(answer.get("episodes") or []),
-                                   injection.open_items_from(answer.get("open_items") or []))
+    answer = post(
+        args.api,
+        args.key_env,
+        "/v1/recall",
+        {
+            "user_id": user,
+            "message": prompt[:20_000],
+            "purpose": project_purpose(str(payload.get("cwd") or "")),
+            "budget_tokens": injection.PROMPT_BUDGET_TOKENS,
+        },
+    )
+    block = injection.prompt_block(
+        state,
+        dt.datetime.fromisoformat(answer["now"]),
+        injection.episodes_from(answer.get("episodes") or []),
+        injection.open_items_from(answer.get("open_items") or []),
+    )
     session_state.save(sid, state)
     return block
 
@@ -96,16 +121,28 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
 def hand_over(args: argparse.Namespace, user: str, payload: dict[str, Any], *, close: bool) -> None:
     if close:
         session_state.mark_ended(payload)
-    store(args.api, args.key_env, Path(str(payload.get("transcript_path") or "")), user_id=user, close=close,
-          cwd=payload.get("cwd"), idle_close_seconds=_idle_close())
+    store(
+        args.api,
+        args.key_env,
+        Path(str(payload.get("transcript_path") or "")),
+        user_id=user,
+        close=close,
+        cwd=payload.get("cwd"),
+        idle_close_seconds=_idle_close(),
+    )
 
 
-def store(api: str, key_env: str, path: Path, *, user_id: str, close: bool, cwd: str | None,
-          idle_close_seconds: float | None) -> dict[str, Any]:
+def store(
+    api: str, key_env: str, path: Path, *, user_id: str, close: bool, cwd: str | None, idle_close_seconds: float | None
+) -> dict[str, Any]:
     """POST one session file's records to /v1/transcripts (the key's tenant); the answer."""
-    records = [item for _, item in session_records(path, tenant_id="", user_id=user_id, close=close,
-                                                  idle_close_seconds=idle_close_seconds, cwd=cwd)
-               if isinstance(item, dict)]
+    records = [
+        item
+        for _, item in session_records(
+            path, tenant_id="", user_id=user_id, close=close, idle_close_seconds=idle_close_seconds, cwd=cwd
+        )
+        if isinstance(item, dict)
+    ]
     if not records:
         return {"accepted": 0, "unchanged": 0, "rejected": 0, "results": []}
     for record in records:
@@ -125,11 +162,15 @@ def _idle_close() -> float | None:
 
 def sync_store(api: str, key_env: str) -> Callable[[Sequence[tuple[str, dict[str, Any]]]], tuple[int, int, list[str]]]:
     """The store of `episodes claude-code sync` in remote mode (jobs.claude_code.sync.Store)."""
+
     def store_records(records: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, list[str]]:
         bodies = [{k: v for k, v in record.items() if k != "tenant_id"} for _, record in records]
         answer = post(api, key_env, "/v1/transcripts", {"transcripts": bodies}, timeout=60.0)
-        rejected = [f"{records[r['index']][0]}: {r.get('reason')}" for r in answer.get("results", [])
-                    if r.get("result") == "rejected"]
+        rejected = [
+            f"{records[r['index']][0]}: {r.get('reason')}"
+            for r in answer.get("results", [])
+            if r.get("result") == "rejected"
+        ]
         return int(answer.get("accepted", 0)), int(answer.get("unchanged", 0)), rejected
 
     return store_records

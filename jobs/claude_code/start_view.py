@@ -22,8 +22,14 @@ if TYPE_CHECKING:
 
 def start_recall(recaller: Recaller, tenant_id: str, user_id: str, cwd: str | None) -> Recall:
     """The SessionStart recall of ``user_id`` in the project at ``cwd``."""
-    result = recaller.recall_vector(tenant_id, user_id, "", [0.0] * recaller.embedder.dim,
-                                    purpose=project_purpose(cwd or ""), budget_tokens=START_BUDGET_TOKENS)
+    result = recaller.recall_vector(
+        tenant_id,
+        user_id,
+        "",
+        [0.0] * recaller.embedder.dim,
+        purpose=project_purpose(cwd or ""),
+        budget_tokens=START_BUDGET_TOKENS,
+    )
     result.nothing_relevant = False  # no opening message to relate to: the first prompt's hook does that
     return result
 

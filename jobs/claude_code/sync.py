@@ -63,8 +63,16 @@ def save_ledger(ledger: dict[str, list[int]], base: Path | None) -> None:
     write_private(_ledger_path(base), json.dumps(ledger, sort_keys=True))  # owner-only, its folder too
 
 
-def sync(store: Store, files: Iterable[Path], *, tenant_id: str, user_id: str, idle_close_seconds: float | None,
-         force: bool = False, base: Path | None = None) -> SyncReport:
+def sync(
+    store: Store,
+    files: Iterable[Path],
+    *,
+    tenant_id: str,
+    user_id: str,
+    idle_close_seconds: float | None,
+    force: bool = False,
+    base: Path | None = None,
+) -> SyncReport:
     """Hand every finished session in ``files`` to ``store``; ``force`` reads files the ledger knows too."""
     report = SyncReport()
     ledger = load_ledger(base)
@@ -82,8 +90,14 @@ def sync(store: Store, files: Iterable[Path], *, tenant_id: str, user_id: str, i
         finished: list[tuple[str, dict[str, Any]]] = []
         still_open = 0
         state = ended.get(path.stem)
-        for where, item in session_records(path, tenant_id=tenant_id, user_id=user_id, close=state is not None,
-                                           idle_close_seconds=idle_close_seconds, cwd=state.cwd if state else None):
+        for where, item in session_records(
+            path,
+            tenant_id=tenant_id,
+            user_id=user_id,
+            close=state is not None,
+            idle_close_seconds=idle_close_seconds,
+            cwd=state.cwd if state else None,
+        ):
             if isinstance(item, str):
                 report.bad_lines.append(f"{where}: {item}")
             elif item.get("ended_at"):

@@ -17,8 +17,13 @@ from jobs.cli.mcp import service_database
 @click.command("api")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0: all).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="TCP port.")
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Worker processes; /metrics then aggregates all of them.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Worker processes; /metrics then aggregates all of them.",
+)
 @click.pass_obj
 def api_command(obj: Context, host: str, port: int, workers: int) -> None:
     """Serve recall, transcripts, episodes, events and users over HTTP with per-tenant API keys.
@@ -37,13 +42,21 @@ def api_command(obj: Context, host: str, port: int, workers: int) -> None:
         metrics = Path(tempfile.mkdtemp(prefix="episodes-metrics-")) if workers > 1 else None
         if metrics is not None:
             config.share_metrics_dir(metrics)  # before the workers start: they inherit it
-        click.echo(f"episodes api listening on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})",
-                   err=True)
+        click.echo(
+            f"episodes api listening on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})", err=True
+        )
         try:
-            server.run("jobs.service.app:from_environment", sock, factory=True, workers=workers,
-                       access_log=False, log_config=None, server_header=False,
-                       timeout_graceful_shutdown=max(1, math.ceil(obj.settings.shutdown_deadline_seconds)),
-                       **server.options(obj.settings))
+            server.run(
+                "jobs.service.app:from_environment",
+                sock,
+                factory=True,
+                workers=workers,
+                access_log=False,
+                log_config=None,
+                server_header=False,
+                timeout_graceful_shutdown=max(1, math.ceil(obj.settings.shutdown_deadline_seconds)),
+                **server.options(obj.settings),
+            )
         finally:
             if metrics is not None:
                 shutil.rmtree(metrics, ignore_errors=True)

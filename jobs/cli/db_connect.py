@@ -24,8 +24,12 @@ from jobs.errors import ConfigError
 
 ANALYST_ROLE = "episodes_analyst"
 
-_ANALYST = click.option("--analyst", "tenant", metavar="TENANT",
-                        help="Log in as the read-only episodes_analyst role, seeing the tenant TENANT only.")
+_ANALYST = click.option(
+    "--analyst",
+    "tenant",
+    metavar="TENANT",
+    help="Log in as the read-only episodes_analyst role, seeing the tenant TENANT only.",
+)
 
 
 def analyst_options(tenant: str) -> str:

@@ -14,12 +14,17 @@ from jobs.wording import counted
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["auto", "locomo", "claude-code"]), default="auto",
-              show_default=True,
-              help="auto: told from each file's first lines: a Claude Code session file, or our JSON / JSONL "
-                   "transcript format (messages in our plain, the Anthropic or the OpenAI shape; JSONL, or one "
-                   "JSON document however laid out); locomo: LoCoMo conversation files; claude-code: Claude "
-                   "Code session files (~/.claude/projects/<project>/*.jsonl), forced.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "locomo", "claude-code"]),
+    default="auto",
+    show_default=True,
+    help="auto: told from each file's first lines: a Claude Code session file, or our JSON / JSONL "
+    "transcript format (messages in our plain, the Anthropic or the OpenAI shape; JSONL, or one "
+    "JSON document however laid out); locomo: LoCoMo conversation files; claude-code: Claude "
+    "Code session files (~/.claude/projects/<project>/*.jsonl), forced.",
+)
 @click.option("--tenant", help="Tenant for records that name none (LoCoMo default: locomo; Claude Code: local).")
 @click.option("--user", "user", help="Claude Code only: the user of the sessions (default: your login name).")
 @click.pass_obj

@@ -25,8 +25,10 @@ def keys_group() -> None:
 
 def _tenant(ctx: click.Context, param: click.Parameter, value: str) -> str:
     if not TENANT.match(value):
-        raise click.BadParameter(f"{value!r} is not a tenant name: 1 to 128 letters, digits or _ . : @ - "
-                                 "(no spaces), as the tenant's transcripts were stored under")
+        raise click.BadParameter(
+            f"{value!r} is not a tenant name: 1 to 128 letters, digits or _ . : @ - "
+            "(no spaces), as the tenant's transcripts were stored under"
+        )
     return value
 
 
@@ -45,14 +47,21 @@ def _scopes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str
 
 @keys_group.command("create")
 @click.option("--tenant", required=True, callback=_tenant, help="The tenant the key reads and writes (its only one).")
-@click.option("--scopes", required=True, callback=_scopes,
-              help=f"Comma-separated: {', '.join(SCOPES)} (recall: recall, reads, search; "
-                   "ingest: post transcripts; edit: correct, erase or pin single episodes, memory-page links with "
-                   "recall; write: ingest and edit; admin: erase a user; export: a user's whole export, raw "
-                   "transcripts included).")
+@click.option(
+    "--scopes",
+    required=True,
+    callback=_scopes,
+    help=f"Comma-separated: {', '.join(SCOPES)} (recall: recall, reads, search; "
+    "ingest: post transcripts; edit: correct, erase or pin single episodes, memory-page links with "
+    "recall; write: ingest and edit; admin: erase a user; export: a user's whole export, raw "
+    "transcripts included).",
+)
 @click.option("--name", callback=_name, help="A label for listings, e.g. the application that holds the key.")
-@click.option("--rate-limit", type=click.FloatRange(min=0.001, min_open=False),
-              help="Requests per second allowed to this key (per worker; default EPISODES_API_RATE_LIMIT, 20).")
+@click.option(
+    "--rate-limit",
+    type=click.FloatRange(min=0.001, min_open=False),
+    help="Requests per second allowed to this key (per worker; default EPISODES_API_RATE_LIMIT, 20).",
+)
 @click.pass_obj
 def create(obj: Context, tenant: str, scopes: tuple[str, ...], name: str | None, rate_limit: float | None) -> None:
     """Create a key and print it once: only its hash is stored, so it cannot be shown again.
@@ -62,16 +71,21 @@ def create(obj: Context, tenant: str, scopes: tuple[str, ...], name: str | None,
     db = obj.database()
     key, secret = create_key(db, tenant, scopes, name=name, rate_limit=rate_limit)
     click.echo(secret)
-    click.echo(f"key {key.id} ({key.prefix}…) for tenant {key.tenant_id}, scopes {','.join(key.scopes)}. "
-               "Store it now: it is shown only once (only its hash is kept).", err=True)
+    click.echo(
+        f"key {key.id} ({key.prefix}…) for tenant {key.tenant_id}, scopes {','.join(key.scopes)}. "
+        "Store it now: it is shown only once (only its hash is kept).",
+        err=True,
+    )
     from jobs.db import one
 
     with db.tenant(tenant) as conn:
         known = one(conn.execute(query("api_key_tenant_known"), {"tenant_id": tenant}))["known"]
     if not known:
-        click.echo(f"warning: tenant {tenant!r} holds no transcript or episode yet; if that is a misspelling, "
-                   f"revoke the key (`episodes keys revoke {key.prefix}`) and create it for the right tenant.",
-                   err=True)
+        click.echo(
+            f"warning: tenant {tenant!r} holds no transcript or episode yet; if that is a misspelling, "
+            f"revoke the key (`episodes keys revoke {key.prefix}`) and create it for the right tenant.",
+            err=True,
+        )
 
 
 @keys_group.command("list")
@@ -82,12 +96,16 @@ def list_command(obj: Context) -> None:
     if not rows:
         click.echo("no keys; create one with `episodes keys create --tenant T --scopes recall`")
         return
-    click.echo(f"{'id':>4}  {'prefix':<12} {'tenant':<16} {'name':<16} {'scopes':<20} {'created':<20} "
-               f"{'last used':<20} revoked")
+    click.echo(
+        f"{'id':>4}  {'prefix':<12} {'tenant':<16} {'name':<16} {'scopes':<20} {'created':<20} "
+        f"{'last used':<20} revoked"
+    )
     for key in rows:
-        click.echo(f"{key.id:>4}  {key.prefix:<12} {key.tenant_id:<16} {key.name or '-':<16} "
-                   f"{','.join(key.scopes):<20} {_when(key.created_at):<20} {_when(key.last_used_at):<20} "
-                   f"{_when(key.revoked_at)}")
+        click.echo(
+            f"{key.id:>4}  {key.prefix:<12} {key.tenant_id:<16} {key.name or '-':<16} "
+            f"{','.join(key.scopes):<20} {_when(key.created_at):<20} {_when(key.last_used_at):<20} "
+            f"{_when(key.revoked_at)}"
+        )
 
 
 @keys_group.command("revoke")

@@ -17,19 +17,33 @@ from jobs.cli.base import EXTRACTOR_HELP, Context, Duration, utc
 @click.option("--user", help="Only this user's sessions.")
 @click.option("--since", type=click.DateTime(), help="Only sessions that ended at or after this time (UTC).")
 @click.option("--until", type=click.DateTime(), help="Only sessions that ended before this time (UTC).")
-@click.option("--prompt-version-below", "below", metavar="V",
-              help="Only episodes made with a prompt version older than V (first used before V was; any "
-                   "version is older than one not used yet).")
-@click.option("--extractor", metavar="NAME", default=None,
-              help="Whose prompt version is current. " + EXTRACTOR_HELP)
+@click.option(
+    "--prompt-version-below",
+    "below",
+    metavar="V",
+    help="Only episodes made with a prompt version older than V (first used before V was; any "
+    "version is older than one not used yet).",
+)
+@click.option("--extractor", metavar="NAME", default=None, help="Whose prompt version is current. " + EXTRACTOR_HELP)
 @click.option("--dry-run", is_flag=True, help="Count the sessions and estimate tokens and cost; change nothing.")
-@click.option("--batch", is_flag=True,
-              help="After requeueing, submit the queue through the Message Batches API at half price (as "
-                   "`episodes run --batch --no-wait`; a later `episodes run --batch` collects the results).")
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="After requeueing, submit the queue through the Message Batches API at half price (as "
+    "`episodes run --batch --no-wait`; a later `episodes run --batch` collects the results).",
+)
 @click.pass_obj
-def resummarize_command(obj: Context, tenant: str | None, user: str | None, since: dt.datetime | None,
-                        until: dt.datetime | None, below: str | None, extractor: str | None, dry_run: bool,
-                        batch: bool) -> None:
+def resummarize_command(
+    obj: Context,
+    tenant: str | None,
+    user: str | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    below: str | None,
+    extractor: str | None,
+    dry_run: bool,
+    batch: bool,
+) -> None:
     """Requeue chosen sessions for a new episode under the current prompt.
 
     The new episodes supersede the old ones like any re-summarisation; `serve` (or `episodes run`)
@@ -56,18 +70,33 @@ def resummarize_command(obj: Context, tenant: str | None, user: str | None, sinc
 
 
 @click.command("prune")
-@click.option("--transcripts", is_flag=True,
-              help="Remove the message bodies of summarised transcripts older than the retention.")
-@click.option("--policy", "policy_text", metavar="POLICY",
-              help='Erase episodes by a pruning policy, e.g. "keep 30d; keep importance>=0.7; delete '
-                   'importance<0.5 after 90d" (grammar in docs/lifecycle.md). Pass "env" for EPISODES_PRUNE_POLICY.')
-@click.option("--older-than", type=Duration(), default=None,
-              help="With --transcripts: retention to apply, e.g. 90d. [env EPISODES_TRANSCRIPT_RETENTION]")
+@click.option(
+    "--transcripts", is_flag=True, help="Remove the message bodies of summarised transcripts older than the retention."
+)
+@click.option(
+    "--policy",
+    "policy_text",
+    metavar="POLICY",
+    help='Erase episodes by a pruning policy, e.g. "keep 30d; keep importance>=0.7; delete '
+    'importance<0.5 after 90d" (grammar in docs/lifecycle.md). Pass "env" for EPISODES_PRUNE_POLICY.',
+)
+@click.option(
+    "--older-than",
+    type=Duration(),
+    default=None,
+    help="With --transcripts: retention to apply, e.g. 90d. [env EPISODES_TRANSCRIPT_RETENTION]",
+)
 @click.option("--tenant", help="Only this tenant's transcripts or episodes.")
 @click.option("--dry-run", is_flag=True, help="Count what would be removed (per clause, for a policy); change nothing.")
 @click.pass_obj
-def prune_command(obj: Context, transcripts: bool, policy_text: str | None, older_than: float | None,
-                  tenant: str | None, dry_run: bool) -> None:
+def prune_command(
+    obj: Context,
+    transcripts: bool,
+    policy_text: str | None,
+    older_than: float | None,
+    tenant: str | None,
+    dry_run: bool,
+) -> None:
     """Prune old memory: transcript bodies (--transcripts) or episodes (--policy); one of the two.
 
     --transcripts keeps every episode: each transcript keeps its row, content hash and message count

@@ -16,24 +16,50 @@ EPISODE_ID = click.IntRange(1, 2**63 - 1)  # a bigint id: anything else is no ep
 @click.command("forget")
 @click.option("--tenant", required=True, help="Tenant of the user or episode.")
 @click.option("--user", "user_id", help="User to erase (everything held about them).")
-@click.option("--episode", "episode_id", type=EPISODE_ID,
-              help="One session episode to erase instead (the user's \"forget this\"); its transcript is kept, "
-                   "never summarised again.")
-@click.option("--keep-transcripts", is_flag=True,
-              help="With --user: keep the user's transcripts (marked done, never summarised again); erase everything "
-                   "else.")
+@click.option(
+    "--episode",
+    "episode_id",
+    type=EPISODE_ID,
+    help='One session episode to erase instead (the user\'s "forget this"); its transcript is kept, '
+    "never summarised again.",
+)
+@click.option(
+    "--keep-transcripts",
+    is_flag=True,
+    help="With --user: keep the user's transcripts (marked done, never summarised again); erase everything else.",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would be erased; change nothing.")
-@click.option("--vacuum", "vacuum", flag_value="plain", default="plain",
-              help="After the erasure, VACUUM (ANALYZE) the tables it changed: index entries and pg_stats samples of "
-                   "the erased rows go, their space is freed (default).")
-@click.option("--vacuum-full", "vacuum", flag_value="full",
-              help="Rewrite those tables instead (VACUUM FULL): no byte of the erased rows is left in the database's "
-                   "files; each table is locked while it is rewritten.")
-@click.option("--no-vacuum", "vacuum", flag_value="none",
-              help="Leave it to a later `episodes vacuum` (when erasing many users in a row).")
+@click.option(
+    "--vacuum",
+    "vacuum",
+    flag_value="plain",
+    default="plain",
+    help="After the erasure, VACUUM (ANALYZE) the tables it changed: index entries and pg_stats samples of "
+    "the erased rows go, their space is freed (default).",
+)
+@click.option(
+    "--vacuum-full",
+    "vacuum",
+    flag_value="full",
+    help="Rewrite those tables instead (VACUUM FULL): no byte of the erased rows is left in the database's "
+    "files; each table is locked while it is rewritten.",
+)
+@click.option(
+    "--no-vacuum",
+    "vacuum",
+    flag_value="none",
+    help="Leave it to a later `episodes vacuum` (when erasing many users in a row).",
+)
 @click.pass_obj
-def forget_command(obj: Context, tenant: str, user_id: str | None, episode_id: int | None, keep_transcripts: bool,
-                   dry_run: bool, vacuum: str) -> None:
+def forget_command(
+    obj: Context,
+    tenant: str,
+    user_id: str | None,
+    episode_id: int | None,
+    keep_transcripts: bool,
+    dry_run: bool,
+    vacuum: str,
+) -> None:
     """Erase a user, or one episode, in one transaction, and record it in `erasures` without the user id.
 
     --user removes the user's episodes (with events, entities, embeddings and any super-summary that
@@ -77,9 +103,12 @@ def _forget_on_this_machine(session_ids: list[str], *, dry_run: bool) -> None:
 
 
 @click.command("vacuum")
-@click.option("--full", is_flag=True,
-              help="VACUUM FULL: rewrite the tables, so no byte of erased rows is left in the database's files "
-                   "(each table is locked while it is rewritten).")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="VACUUM FULL: rewrite the tables, so no byte of erased rows is left in the database's files "
+    "(each table is locked while it is rewritten).",
+)
 @click.pass_obj
 def vacuum_command(obj: Context, full: bool) -> None:
     """VACUUM (ANALYZE) the tables erasures change, as their owner.
@@ -103,18 +132,44 @@ def _vacuum(obj: Context, *, full: bool) -> None:
 @click.option("--tenant", required=True, help="Tenant of the episode.")
 @click.option("--episode", "episode_id", type=EPISODE_ID, required=True, help="The episode to correct.")
 @click.option("--summary", help="The corrected summary (10-1,200 characters).")
-@click.option("--drop-event", "drop_events", type=EPISODE_ID, multiple=True, metavar="ID",
-              help="Remove this event of the episode (repeatable).")
-@click.option("--event-text", "event_texts", type=(EPISODE_ID, str), multiple=True, metavar="ID TEXT",
-              help="Replace the text of this event (repeatable).")
-@click.option("--event-status", "event_statuses", type=(EPISODE_ID, click.Choice(["open", "done"])), multiple=True,
-              metavar="ID open|done", help="Mark an open question or commitment done, or open again (repeatable).")
+@click.option(
+    "--drop-event",
+    "drop_events",
+    type=EPISODE_ID,
+    multiple=True,
+    metavar="ID",
+    help="Remove this event of the episode (repeatable).",
+)
+@click.option(
+    "--event-text",
+    "event_texts",
+    type=(EPISODE_ID, str),
+    multiple=True,
+    metavar="ID TEXT",
+    help="Replace the text of this event (repeatable).",
+)
+@click.option(
+    "--event-status",
+    "event_statuses",
+    type=(EPISODE_ID, click.Choice(["open", "done"])),
+    multiple=True,
+    metavar="ID open|done",
+    help="Mark an open question or commitment done, or open again (repeatable).",
+)
 @click.option("--actor", default="operator:cli", show_default=True, help="Who asked for it, kept in the audit.")
 @click.option("--dry-run", is_flag=True, help="Check and show the correction; change nothing.")
 @click.pass_obj
-def correct_command(obj: Context, tenant: str, episode_id: int, summary: str | None, drop_events: tuple[int, ...],
-                    event_texts: tuple[tuple[int, str], ...], event_statuses: tuple[tuple[int, str], ...],
-                    actor: str, dry_run: bool) -> None:
+def correct_command(
+    obj: Context,
+    tenant: str,
+    episode_id: int,
+    summary: str | None,
+    drop_events: tuple[int, ...],
+    event_texts: tuple[tuple[int, str], ...],
+    event_statuses: tuple[tuple[int, str], ...],
+    actor: str,
+    dry_run: bool,
+) -> None:
     """Correct one episode: its summary, an event's text or status, or drop an event.
 
     The episode is re-embedded (recall follows the corrected words), every changed field is recorded
@@ -159,8 +214,11 @@ def _flag(field: str, events: dict[int, dict[str, str]]) -> str:
 @click.command("export")
 @click.option("--tenant", required=True, help="Tenant of the user.")
 @click.option("--user", "user_id", required=True, help="User whose data is exported.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the JSON here (mode 600) instead of to standard output.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the JSON here (mode 600) instead of to standard output.",
+)
 @click.option("--with-embeddings", is_flag=True, help="Include each episode's embedding vector.")
 @click.pass_obj
 def export_command(obj: Context, tenant: str, user_id: str, out: Path | None, with_embeddings: bool) -> None:
@@ -172,11 +230,15 @@ def export_command(obj: Context, tenant: str, user_id: str, out: Path | None, wi
     counts = document["counts"]
     if not any(counts.values()):
         # As GET /v1/users/{user}/export answers 404: a mistyped id must not look like an empty memory.
-        raise UserNotFound(f"Nothing is held about user {user_id!r} in tenant {tenant!r}; nothing was written. "
-                           "Check the tenant and the user id.")
-    summary = (f"{counted(counts['transcripts'], 'transcript')}, {counted(counts['episodes'], 'episode')}, "
-               f"{counted(counts['super_summaries'], 'super-summary')}, "
-               f"{counted(counts['model_calls'], 'model call')}")
+        raise UserNotFound(
+            f"Nothing is held about user {user_id!r} in tenant {tenant!r}; nothing was written. "
+            "Check the tenant and the user id."
+        )
+    summary = (
+        f"{counted(counts['transcripts'], 'transcript')}, {counted(counts['episodes'], 'episode')}, "
+        f"{counted(counts['super_summaries'], 'super-summary')}, "
+        f"{counted(counts['model_calls'], 'model call')}"
+    )
     if out is None:
         click.echo(dumps(document), nl=False)
     else:

@@ -14,8 +14,10 @@ from jobs.concepts import DEFAULT_BUDGET_TOKENS
 
 def _positive_budget(ctx: click.Context, param: click.Parameter, value: int) -> int:
     if value < 1:
-        raise click.BadParameter(f"{value} tokens cannot hold a block; give a budget of at least 1 "
-                                 f"(about 210 shows a session; the default is {DEFAULT_BUDGET_TOKENS}).")
+        raise click.BadParameter(
+            f"{value} tokens cannot hold a block; give a budget of at least 1 "
+            f"(about 210 shows a session; the default is {DEFAULT_BUDGET_TOKENS})."
+        )
     return value
 
 
@@ -24,14 +26,28 @@ def _positive_budget(ctx: click.Context, param: click.Parameter, value: int) -> 
 @click.option("--tenant", required=True, help="Tenant of the user.")
 @click.option("--user", "user_id", required=True, help="User whose earlier episodes are recalled.")
 @click.option("--purpose", help="Only episodes of this purpose and 'general' (see EPISODES_PURPOSE_MAP).")
-@click.option("--budget", type=int, default=DEFAULT_BUDGET_TOKENS, show_default=True, callback=_positive_budget,
-              help="Token budget of the block (tokens estimated as characters / 4). Below about 210 the block "
-                   "may show no session, only how many there are.")
+@click.option(
+    "--budget",
+    type=int,
+    default=DEFAULT_BUDGET_TOKENS,
+    show_default=True,
+    callback=_positive_budget,
+    help="Token budget of the block (tokens estimated as characters / 4). Below about 210 the block "
+    "may show no session, only how many there are.",
+)
 @click.option("--now", type=click.DateTime(), help="Recall as of this time (UTC); default: now.")
 @click.option("--json", "as_json", is_flag=True, help="Print the episodes, their scores and reasons as JSON.")
 @click.pass_obj
-def recall_command(obj: Context, opening_message: str, tenant: str, user_id: str, purpose: str | None,
-                   budget: int, now: dt.datetime | None, as_json: bool) -> None:
+def recall_command(
+    obj: Context,
+    opening_message: str,
+    tenant: str,
+    user_id: str,
+    purpose: str | None,
+    budget: int,
+    now: dt.datetime | None,
+    as_json: bool,
+) -> None:
     """Print the <previous_episodes> block for a user's new session starting with OPENING_MESSAGE.
 
     Recent episodes plus the ones most relevant to the opening message (exact hybrid search over
@@ -40,7 +56,11 @@ def recall_command(obj: Context, opening_message: str, tenant: str, user_id: str
     from jobs.recall.recaller import Recaller
 
     result = Recaller(obj.database()).recall(
-        tenant, user_id, opening_message, purpose=purpose, budget_tokens=budget,
+        tenant,
+        user_id,
+        opening_message,
+        purpose=purpose,
+        budget_tokens=budget,
         now=now.replace(tzinfo=dt.UTC) if now else None,
     )
     if as_json:
@@ -48,8 +68,9 @@ def recall_command(obj: Context, opening_message: str, tenant: str, user_id: str
         return
     block = result.render()
     if not block:
-        raise click.ClickException(f"--budget {budget} is too small for even the shortest block; "
-                                   f"use --budget {result.minimum_budget} or more.")
+        raise click.ClickException(
+            f"--budget {budget} is too small for even the shortest block; use --budget {result.minimum_budget} or more."
+        )
     click.echo(block)
 
 
@@ -60,18 +81,31 @@ def eval_group() -> None:
 
 @eval_group.command("locomo")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--extractor", type=click.Choice(["oracle", "offline", "anthropic"]), default="oracle",
-              show_default=True,
-              help="oracle: reference summaries and events stand in for episodes; offline / anthropic: "
-                   "ingest the sessions and run the summarize job with that extractor.")
-@click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET_TOKENS, show_default=True,
-              help="Token budget of each recall block.")
+@click.option(
+    "--extractor",
+    type=click.Choice(["oracle", "offline", "anthropic"]),
+    default="oracle",
+    show_default=True,
+    help="oracle: reference summaries and events stand in for episodes; offline / anthropic: "
+    "ingest the sessions and run the summarize job with that extractor.",
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    default=DEFAULT_BUDGET_TOKENS,
+    show_default=True,
+    help="Token budget of each recall block.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--per-conversation", is_flag=True,
-              help="Also print one row per conversation (the JSON always holds per_conversation).")
+@click.option(
+    "--per-conversation",
+    is_flag=True,
+    help="Also print one row per conversation (the JSON always holds per_conversation).",
+)
 @click.pass_obj
-def locomo_command(obj: Context, paths: tuple[Path, ...], extractor: str, budget: int, as_json: bool,
-                   per_conversation: bool) -> None:
+def locomo_command(
+    obj: Context, paths: tuple[Path, ...], extractor: str, budget: int, as_json: bool, per_conversation: bool
+) -> None:
     """Recall LoCoMo questions (categories 1-4) and report evidence recall and block size.
 
     PATHS are LoCoMo conversation files or directories of them. They are loaded into a scratch
@@ -89,20 +123,41 @@ def locomo_command(obj: Context, paths: tuple[Path, ...], extractor: str, budget
 
 
 @eval_group.command("coding")
-@click.option("--sde-bench", "sde_bench", type=click.Path(path_type=Path), default=Path("../shared/data/sde-bench"),
-              show_default=True, help="Folder of vectorize-io/sde-bench (decoy_conversations.json, MANIFEST.json, tasks/).")
-@click.option("--claude-code", "claude_code_root", type=click.Path(path_type=Path),
-              default=Path("../shared/data/claude-code"), show_default=True,
-              help="Folder of the Claude Code session files that jobs/eval/claude_code_questions.json asks about.")
+@click.option(
+    "--sde-bench",
+    "sde_bench",
+    type=click.Path(path_type=Path),
+    default=Path("../shared/data/sde-bench"),
+    show_default=True,
+    help="Folder of vectorize-io/sde-bench (decoy_conversations.json, MANIFEST.json, tasks/).",
+)
+@click.option(
+    "--claude-code",
+    "claude_code_root",
+    type=click.Path(path_type=Path),
+    default=Path("../shared/data/claude-code"),
+    show_default=True,
+    help="Folder of the Claude Code session files that jobs/eval/claude_code_questions.json asks about.",
+)
 @click.option("--only", type=click.Choice(["sde-bench", "claude-code"]), help="Measure one data set only.")
-@click.option("--extractor", default="offline", show_default=True,
-              help="The extractor that summarises the sessions (any installed name, as for summarize).")
-@click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET_TOKENS, show_default=True,
-              help="Token budget of each recall block (and of the raw-message baseline).")
+@click.option(
+    "--extractor",
+    default="offline",
+    show_default=True,
+    help="The extractor that summarises the sessions (any installed name, as for summarize).",
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    default=DEFAULT_BUDGET_TOKENS,
+    show_default=True,
+    help="Token budget of each recall block (and of the raw-message baseline).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.pass_obj
-def coding_command(obj: Context, sde_bench: Path, claude_code_root: Path, only: str | None, extractor: str,
-                   budget: int, as_json: bool) -> None:
+def coding_command(
+    obj: Context, sde_bench: Path, claude_code_root: Path, only: str | None, extractor: str, budget: int, as_json: bool
+) -> None:
     """Measure what the block carries into the next coding session, beside the raw-message baseline.
 
     sde-bench: per task, a user holding the 140 decoy chats and the task's own chat(s), summarised end
@@ -116,6 +171,12 @@ def coding_command(obj: Context, sde_bench: Path, claude_code_root: Path, only: 
 
     if extractor == "offline" and not as_json:
         click.echo("Using the offline extractor: deterministic, lower quality than Claude.", err=True)
-    report = run(obj.settings, sde_bench=sde_bench, claude_code_root=claude_code_root, only=only,
-                 extractor=extractor, budget_tokens=budget)
+    report = run(
+        obj.settings,
+        sde_bench=sde_bench,
+        claude_code_root=claude_code_root,
+        only=only,
+        extractor=extractor,
+        budget_tokens=budget,
+    )
     click.echo(json.dumps(report, indent=2, default=str) if as_json else format_report(report))

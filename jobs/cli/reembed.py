@@ -11,11 +11,20 @@ from jobs.cli.base import Context
 
 
 @click.command("reembed")
-@click.option("--embedder", "name", metavar="NAME",
-              help="The embedder to switch to: minilm, minilm-fp32, voyage[:model], hashing[:dim] (tests and "
-                   "offline use). The current one re-embeds everything under today's episode text.")
-@click.option("--batch-size", type=click.IntRange(1, 10_000), default=256, show_default=True,
-              help="Episodes per batch (one short transaction each; a kill loses at most one batch).")
+@click.option(
+    "--embedder",
+    "name",
+    metavar="NAME",
+    help="The embedder to switch to: minilm, minilm-fp32, voyage[:model], hashing[:dim] (tests and "
+    "offline use). The current one re-embeds everything under today's episode text.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10_000),
+    default=256,
+    show_default=True,
+    help="Episodes per batch (one short transaction each; a kill loses at most one batch).",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would be re-embedded and with what; change nothing.")
 @click.option("--abort", is_flag=True, help="Drop the re-embed in progress and its new vectors; nothing switches.")
 @click.pass_obj
@@ -48,11 +57,15 @@ def reembed_command(obj: Context, name: str | None, batch_size: int, dry_run: bo
         with db.admin() as conn:
             current, progress = recorded_embedder(conn), reembed_progress(conn)
             total = one(conn.execute(query("reembed_count")))["n"]
-        click.echo(f"would re-embed {total:,} episodes from {current.name} ({current.dim}-d) "
-                   f"to {name} ({embedder.dim}-d)" + (f"; in progress: {progress.line()}" if progress else "")
-                   + " (dry run, nothing changed)")
+        click.echo(
+            f"would re-embed {total:,} episodes from {current.name} ({current.dim}-d) "
+            f"to {name} ({embedder.dim}-d)"
+            + (f"; in progress: {progress.line()}" if progress else "")
+            + " (dry run, nothing changed)"
+        )
         return
     with tqdm(desc="reembed", unit="episode", file=sys.stderr, disable=None) as bar:
+
         def on_total(total: int, done: int) -> None:
             bar.total, bar.n = total, done
             bar.refresh()

@@ -11,12 +11,25 @@ from jobs.cli.base import Context
 
 
 @click.command("report")
-@click.option("--tenant", metavar="TENANT",
-              help="Only this tenant (read as episodes_analyst). Default: every tenant, read as episodes_operator.")
-@click.option("--since", metavar="DATE", type=click.DateTime(formats=["%Y-%m-%d"]),
-              help="Only sessions, events, calls and failures on or after this day (UTC), e.g. 2025-01-01.")
-@click.option("--out", "out_dir", metavar="DIR", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Directory to write the HTML file into (created if missing).")
+@click.option(
+    "--tenant",
+    metavar="TENANT",
+    help="Only this tenant (read as episodes_analyst). Default: every tenant, read as episodes_operator.",
+)
+@click.option(
+    "--since",
+    metavar="DATE",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    help="Only sessions, events, calls and failures on or after this day (UTC), e.g. 2025-01-01.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    metavar="DIR",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to write the HTML file into (created if missing).",
+)
 @click.pass_obj
 def report_command(obj: Context, tenant: str | None, since: dt.datetime | None, out_dir: Path) -> None:
     """Write an HTML report of episodes, events, costs and failures.

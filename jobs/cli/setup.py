@@ -11,11 +11,18 @@ from jobs.cli.base import Context
 
 
 @click.command()
-@click.option("--distributed", is_flag=True,
-              help="Distribute the schema on a Citus cluster (sharded by tenant). Done anyway when the database "
-                   "has the citus extension; with this flag a database without it is an error.")
-@click.option("--shard-count", type=click.IntRange(1, 4096), default=None,
-              help="Shards per distributed table on a first distribution (default: citus.shard_count, 32).")
+@click.option(
+    "--distributed",
+    is_flag=True,
+    help="Distribute the schema on a Citus cluster (sharded by tenant). Done anyway when the database "
+    "has the citus extension; with this flag a database without it is an error.",
+)
+@click.option(
+    "--shard-count",
+    type=click.IntRange(1, 4096),
+    default=None,
+    help="Shards per distributed table on a first distribution (default: citus.shard_count, 32).",
+)
 @click.pass_obj
 def init(obj: Context, distributed: bool, shard_count: int | None) -> None:
     """Create the schema, or upgrade it to this version (safe to run again).
@@ -29,7 +36,9 @@ def init(obj: Context, distributed: bool, shard_count: int | None) -> None:
     embedder = embedder_for(obj.settings)
     with db.connect() as conn:
         applied = migrate.migrate(conn, embedding_dim=embedder.dim, embedder=embedder.name)
-        if obj.settings.embedded:  # the API and MCP server log in as episodes_service (docs/operations.md, "Database roles")
+        if (
+            obj.settings.embedded
+        ):  # the API and MCP server log in as episodes_service (docs/operations.md, "Database roles")
             migrate.allow_service_login(conn)
         spread = cluster.distribute(conn, shard_count=shard_count) if distributed or cluster.has_citus(conn) else []
     if applied:

@@ -43,8 +43,10 @@ def render_status(db: Database) -> str:
             f"oldest pending {_age(oldest)} · {q['expired_leases']} expired claims"
         )
         hour = one(conn.execute(query("status_last_hour")))
-        lines.append(f"last hour    {counted(hour['episodes'], 'episode')} · "
-                     f"{counted(hour['model_calls'], 'model call')} ({hour['failed_calls']} failed)")
+        lines.append(
+            f"last hour    {counted(hour['episodes'], 'episode')} · "
+            f"{counted(hour['model_calls'], 'model call')} ({hour['failed_calls']} failed)"
+        )
         rows = conn.execute(query("status_episodes")).fetchall()
         if rows:
             parts = [f"{r['kind']}/{r['status']} {r['n']}" for r in rows]
@@ -55,15 +57,19 @@ def render_status(db: Database) -> str:
             cost = sum(float(r["cost_usd"]) for r in rows)
             lines.append("episodes     " + " · ".join(parts))
             lines.append("made by      " + made_by(conn))
-            lines.append(f"grounding    dropped {counted(dropped_ev, 'ungrounded event')}, "
-                         f"{counted(dropped_en, 'entity', 'entities')} not in the transcript")
+            lines.append(
+                f"grounding    dropped {counted(dropped_ev, 'ungrounded event')}, "
+                f"{counted(dropped_en, 'entity', 'entities')} not in the transcript"
+            )
             lines.append(f"tokens       {tokens_in:,} in / {tokens_out:,} out, est. ${cost:.4f}")
         else:
             lines.append("episodes     none yet (run `episodes run`)")
         dead = conn.execute(query("status_dead_letters"), {"limit": 5}).fetchall()
         for r in dead:
-            lines.append(f"dead letter  {r['tenant_id']}/{r['session_id']} after {counted(r['attempts'], 'attempt')}: "
-                         f"{r['last_error']}")
+            lines.append(
+                f"dead letter  {r['tenant_id']}/{r['session_id']} after {counted(r['attempts'], 'attempt')}: "
+                f"{r['last_error']}"
+            )
         runs = conn.execute(query("status_job_runs"), {"limit": 5}).fetchall()
         if runs:
             lines.append("last runs")
@@ -81,8 +87,10 @@ def render_status(db: Database) -> str:
 
 def made_by(conn: Conn) -> str:
     """Which back ends and models wrote the current episodes, most first (jobs.llm.spend names them)."""
-    found = conn.execute("SELECT model, count(*) AS n FROM episodes WHERE status = 'current' "
-                         "GROUP BY model ORDER BY n DESC, model LIMIT 6").fetchall()
+    found = conn.execute(
+        "SELECT model, count(*) AS n FROM episodes WHERE status = 'current' "
+        "GROUP BY model ORDER BY n DESC, model LIMIT 6"
+    ).fetchall()
     named = []
     for r in found:
         backend, model = backend_of(r["model"]), model_of(r["model"])
@@ -94,12 +102,20 @@ def spend_line(db: Database) -> str:
     """What the back end in use spent today (UTC), and its daily cap (jobs.llm.spend)."""
     backend = db.settings.resolved_extractor
     spent = spend_today(db, backend)
-    line = f"{backend} spent {spent.tokens:,} tokens on {counted(spent.sessions, 'session')}, est. ${spent.cost_usd:.4f}"
+    line = (
+        f"{backend} spent {spent.tokens:,} tokens on {counted(spent.sessions, 'session')}, est. ${spent.cost_usd:.4f}"
+    )
     cap = DailyCap.from_settings(db.settings, backend)
     if cap is None:
         return line + " · no daily cap (EPISODES_DAILY_TOKEN_CAP, EPISODES_DAILY_SESSION_CAP)"
-    limits = " and ".join(x for x in (f"{cap.tokens:,} tokens" if cap.tokens is not None else "",
-                                      f"{counted(cap.sessions, 'session')}" if cap.sessions is not None else "") if x)
+    limits = " and ".join(
+        x
+        for x in (
+            f"{cap.tokens:,} tokens" if cap.tokens is not None else "",
+            f"{counted(cap.sessions, 'session')}" if cap.sessions is not None else "",
+        )
+        if x
+    )
     held = cap.reached(spent)
     return line + f" · daily cap {limits}" + (": reached, the queue is held until 00:00 UTC" if held else "")
 

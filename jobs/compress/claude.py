@@ -49,8 +49,9 @@ EVENT_LABELS = {"decision": "decision", "open_question": "open question", "commi
 def prompt_version() -> str:
     """Changes whenever a compress template or the output schema changes (stored on each super)."""
     schema = tool_input_schema(PeriodSummary)
-    return "compress-" + fingerprint(source(SYSTEM_TEMPLATE), source(SESSIONS_TEMPLATE), source(REDUCE_TEMPLATE),
-                                     json.dumps(schema, sort_keys=True))
+    return "compress-" + fingerprint(
+        source(SYSTEM_TEMPLATE), source(SESSIONS_TEMPLATE), source(REDUCE_TEMPLATE), json.dumps(schema, sort_keys=True)
+    )
 
 
 @dataclass
@@ -105,9 +106,21 @@ class _Shown:
 
 @cache
 def _macro(template: str, name: str) -> Callable[[_Block], str]:
-    module = environment().get_template(template).make_module(
-        {"tool_name": TOOL_NAME, "part_number": 1, "part_count": 1, "period": "", "session_count": 0,
-         "episodes": [], "partials": []})
+    module = (
+        environment()
+        .get_template(template)
+        .make_module(
+            {
+                "tool_name": TOOL_NAME,
+                "part_number": 1,
+                "part_count": 1,
+                "period": "",
+                "session_count": 0,
+                "episodes": [],
+                "partials": [],
+            }
+        )
+    )
     macro: Callable[[_Block], str] = getattr(module, name)
     return macro
 
@@ -128,7 +141,7 @@ class AnthropicCompressor:
     def close(self) -> None:
         self.caller.close()
 
-    def __enter__(self) -> "AnthropicCompressor":
+    def __enter__(self) -> AnthropicCompressor:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -155,8 +168,9 @@ class AnthropicCompressor:
             user = render(SESSIONS_TEMPLATE, part_number=n, part_count=len(chunks), episodes=blocks, **ctx)
             out = self._call(SESSIONS_TEMPLATE, user, calls)
             picked = [sources[i] for i in chunk]
-            partials.append(_ground(out, user, blocks, dropped, picked[0].ended_at.date(),
-                                    picked[-1].ended_at.date(), len(picked)))
+            partials.append(
+                _ground(out, user, blocks, dropped, picked[0].ended_at.date(), picked[-1].ended_at.date(), len(picked))
+            )
 
         room = self._room(REDUCE_TEMPLATE, "partials", ctx)
         measure = _macro(REDUCE_TEMPLATE, "partial_block")
@@ -170,15 +184,26 @@ class AnthropicCompressor:
             user = render(REDUCE_TEMPLATE, partials=blocks, **ctx)
             out = self._call(REDUCE_TEMPLATE, user, calls)
             parts = [s.partial for s in group]
-            return shown(_ground(out, user, blocks, dropped, parts[0].first, parts[-1].last,
-                                 sum(p.sessions for p in parts)))
+            return shown(
+                _ground(out, user, blocks, dropped, parts[0].first, parts[-1].last, sum(p.sessions for p in parts))
+            )
 
-        final = partials[0] if len(partials) == 1 else reduce_levels(
-            [shown(p) for p in partials], lambda s: s.size, room, merge).partial
+        final = (
+            partials[0]
+            if len(partials) == 1
+            else reduce_levels([shown(p) for p in partials], lambda s: s.size, room, merge).partial
+        )
         return Compression(
-            summary=final.summary, topic_tags=final.topic_tags, importance=final.importance,
-            entities=final.entities, highlights=final.events, model=self.name, prompt_version=self.prompt_version,
-            calls=calls, dropped_events=dropped["events"], dropped_entities=dropped["entities"],
+            summary=final.summary,
+            topic_tags=final.topic_tags,
+            importance=final.importance,
+            entities=final.entities,
+            highlights=final.events,
+            model=self.name,
+            prompt_version=self.prompt_version,
+            calls=calls,
+            dropped_events=dropped["events"],
+            dropped_entities=dropped["entities"],
         )
 
     def _room(self, template: str, key: str, ctx: dict[str, Any]) -> int:
@@ -188,30 +213,57 @@ class AnthropicCompressor:
 
     def _call(self, template: str, user: str, calls: list[ModelCall]) -> PeriodSummary:
         self.request_tokens.append(estimate_tokens(user))
-        prompt = ToolPrompt(template=template, system=self._system, user=user, tool_name=TOOL_NAME,
-                            tool_description=TOOL_DESCRIPTION, schema=self._schema)
+        prompt = ToolPrompt(
+            template=template,
+            system=self._system,
+            user=user,
+            tool_name=TOOL_NAME,
+            tool_description=TOOL_DESCRIPTION,
+            schema=self._schema,
+        )
         return self.caller.call(prompt, PeriodSummary, calls)
 
     @staticmethod
     def _event_views(events: Sequence[SourceEvent], restated: dict[int, str] | None = None) -> list[_EventView]:
-        return [_EventView(e.id, EVENT_LABELS.get(e.type, e.type), e.who or None, e.due,
-                           (restated or {}).get(e.id, e.what)) for e in events]
+        return [
+            _EventView(e.id, EVENT_LABELS.get(e.type, e.type), e.who or None, e.due, (restated or {}).get(e.id, e.what))
+            for e in events
+        ]
 
     def _episode_view(self, s: SourceEpisode) -> _Block:
-        return _Block(summary=s.summary, topic_tags=list(s.topic_tags),
-                      events=self._event_views(s.events), entities=[f"{n} ({k})" for n, k in s.entities],
-                      id=s.id, date=s.ended_at.date().isoformat(), purpose=s.purpose, importance=s.importance)
+        return _Block(
+            summary=s.summary,
+            topic_tags=list(s.topic_tags),
+            events=self._event_views(s.events),
+            entities=[f"{n} ({k})" for n, k in s.entities],
+            id=s.id,
+            date=s.ended_at.date().isoformat(),
+            purpose=s.purpose,
+            importance=s.importance,
+        )
 
     def _partial_view(self, p: _Partial, by_id: dict[int, SourceEvent]) -> _Block:
         restated = dict(p.events)
-        return _Block(summary=p.summary, topic_tags=list(p.topic_tags),
-                      events=self._event_views([by_id[i] for i, _ in p.events], restated),
-                      entities=[f"{e.name} ({e.kind})" for e in p.entities],
-                      first=p.first.isoformat(), last=p.last.isoformat(), sessions=p.sessions)
+        return _Block(
+            summary=p.summary,
+            topic_tags=list(p.topic_tags),
+            events=self._event_views([by_id[i] for i, _ in p.events], restated),
+            entities=[f"{e.name} ({e.kind})" for e in p.entities],
+            first=p.first.isoformat(),
+            last=p.last.isoformat(),
+            sessions=p.sessions,
+        )
 
 
-def _ground(out: PeriodSummary, user: str, shown: list[_Block], dropped: Counter[str], first: dt.date,
-            last: dt.date, sessions: int) -> _Partial:
+def _ground(
+    out: PeriodSummary,
+    user: str,
+    shown: list[_Block],
+    dropped: Counter[str],
+    first: dt.date,
+    last: dt.date,
+    sessions: int,
+) -> _Partial:
     """Keep events citing an id shown in this request (once each) and entities named in it."""
     allowed = {e.id for b in shown for e in b.events}
     events: list[tuple[int, str]] = []
@@ -237,6 +289,6 @@ def _fit(block: _Block, measure: Callable[[_Block], str], limit: int) -> int:
         block.entities = []
         size = len(measure(block)) + 1
     if size > limit:
-        block.summary = block.summary[:max(len(block.summary) - (size - limit) - 3, 20)] + "..."
+        block.summary = block.summary[: max(len(block.summary) - (size - limit) - 3, 20)] + "..."
         size = len(measure(block)) + 1
     return size

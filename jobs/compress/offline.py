@@ -66,7 +66,7 @@ class OfflineCompressor:
         parts = [f"{sources[i].ended_at.date()}: {sources[i].summary.strip()}" for i in sorted(chosen)]
         summary = " ".join([head, *parts])
         if len(summary) > SUMMARY_CHARS:
-            summary = summary[:SUMMARY_CHARS - 3].rstrip() + "..."
+            summary = summary[: SUMMARY_CHARS - 3].rstrip() + "..."
         tags: Counter[str] = Counter()
         order: dict[str, int] = {}
         names: Counter[tuple[str, str]] = Counter()
@@ -83,9 +83,13 @@ class OfflineCompressor:
         first_seen = {k: i for i, k in enumerate(shown)}
         top_names = sorted(shown, key=lambda k: (-names[k], first_seen[k]))[:30]
         return Compression(
-            summary=summary, topic_tags=tag_list(top_tags), importance=max(float(s.importance) for s in sources),
-            entities=[Entity.model_construct(name=shown[k], kind=k[1]) for k in top_names], highlights=[],
-            model=self.name, prompt_version=self.prompt_version,
+            summary=summary,
+            topic_tags=tag_list(top_tags),
+            importance=max(float(s.importance) for s in sources),
+            entities=[Entity.model_construct(name=shown[k], kind=k[1]) for k in top_names],
+            highlights=[],
+            model=self.name,
+            prompt_version=self.prompt_version,
         )
 
     def _vectors(self, sources: Sequence[SourceEpisode]) -> np.ndarray:
@@ -95,5 +99,6 @@ class OfflineCompressor:
         if missing:
             embedder = self._embedder or (embedder_for(self._settings) if self._settings else get_embedder())
             fresh = dict(zip(missing, embedder.embed([sources[i].text() for i in missing])))
-        return np.stack([np.asarray(fresh[i] if i in fresh else s.embedding, dtype=np.float32)
-                         for i, s in enumerate(sources)])
+        return np.stack(
+            [np.asarray(fresh[i] if i in fresh else s.embedding, dtype=np.float32) for i, s in enumerate(sources)]
+        )

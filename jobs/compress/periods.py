@@ -64,7 +64,7 @@ class Period:
     end: dt.date  # last day, inclusive
 
     @classmethod
-    def of(cls, unit: str, start: dt.date) -> "Period":
+    def of(cls, unit: str, start: dt.date) -> Period:
         return cls(start, add_months(start, UNITS[unit]) - dt.timedelta(days=1))
 
     @property

@@ -31,20 +31,44 @@ class PlannedGroup:
         """What the plan expects (the group's own read decides): created, rebuilt, removed, unchanged, single."""
         n = len(self.source_ids)
         linked = self.super_id is not None or bool(self.into_ids)
-        if (n >= 2 and self.super_id is not None and self.super_hash == sources_hash(self.source_ids)
-                and set(self.into_ids) == {self.super_id} and self.uncompressed == 0):
+        if (
+            n >= 2
+            and self.super_id is not None
+            and self.super_hash == sources_hash(self.source_ids)
+            and set(self.into_ids) == {self.super_id}
+            and self.uncompressed == 0
+        ):
             return "unchanged"
         if n < 2:
             return "removed" if linked else "single"
         return "rebuilt" if linked else "created"
 
 
-def plan(db: Database, period: str, boundary: dt.date, tenant: str | None = None,
-         user: str | None = None) -> list[PlannedGroup]:
+def plan(
+    db: Database, period: str, boundary: dt.date, tenant: str | None = None, user: str | None = None
+) -> list[PlannedGroup]:
     """The groups of ``period`` units ending before ``boundary``, optionally of one tenant or user."""
     with db.admin() as conn:
-        rows = conn.execute(query("compress_plan"), {
-            "unit": period, "months": UNITS[period], "boundary": boundary, "tenant": tenant, "user": user,
-        }).fetchall()
-    return [PlannedGroup(r["tenant_id"], r["user_id"], Period.of(period, r["period_start"]), tuple(r["source_ids"]),
-                         tuple(r["into_ids"]), int(r["uncompressed"]), r["super_id"], r["super_hash"]) for r in rows]
+        rows = conn.execute(
+            query("compress_plan"),
+            {
+                "unit": period,
+                "months": UNITS[period],
+                "boundary": boundary,
+                "tenant": tenant,
+                "user": user,
+            },
+        ).fetchall()
+    return [
+        PlannedGroup(
+            r["tenant_id"],
+            r["user_id"],
+            Period.of(period, r["period_start"]),
+            tuple(r["source_ids"]),
+            tuple(r["into_ids"]),
+            int(r["uncompressed"]),
+            r["super_id"],
+            r["super_hash"],
+        )
+        for r in rows
+    ]

@@ -89,12 +89,21 @@ class CompressReport:
         order = ["created", "rebuilt", "removed", "unchanged", "failed", "changed", "skipped"]
         verb = "would be " if self.dry_run else ""
         parts = [f"{verb}{k} {self.counts[k]}" for k in order if self.counts[k] or k in ("created", "unchanged")]
-        tokens = (f" · model calls {len(self.call_tokens)} · tokens {sum(self.call_tokens):,} in / "
-                  f"{self.output_tokens:,} out (max {max(self.call_tokens, default=0):,} per call) · "
-                  f"est. cost ${self.cost_usd:.4f}") if not self.dry_run else ""
+        tokens = (
+            (
+                f" · model calls {len(self.call_tokens)} · tokens {sum(self.call_tokens):,} in / "
+                f"{self.output_tokens:,} out (max {max(self.call_tokens, default=0):,} per call) · "
+                f"est. cost ${self.cost_usd:.4f}"
+            )
+            if not self.dry_run
+            else ""
+        )
         purged = f" · embeddings purged {self.purged}" if self.purged else ""
-        return (f"compress {self.period}s ending before {self.boundary}: " + " · ".join(parts)
-                + f" · sessions compressed {self.sources}{tokens}{purged} · {self.seconds:.1f}s")
+        return (
+            f"compress {self.period}s ending before {self.boundary}: "
+            + " · ".join(parts)
+            + f" · sessions compressed {self.sources}{tokens}{purged} · {self.seconds:.1f}s"
+        )
 
     def tally(self, result: GroupOutcome) -> None:
         self.counts[result.outcome] += 1
@@ -150,10 +159,20 @@ class _Lazy:
 
 
 def run_compress(
-    db: Database, *, older_than: str | dt.timedelta = "12mo", period: str = "year", tenant: str | None = None,
-    user: str | None = None, dry_run: bool = False, compressor: Compressor | None = None,
-    now: dt.datetime | None = None, purge_embeddings: bool = False, concurrency: int = 1,
-    embedder: Embedder | None = None, progress: Callable[[int], object] | None = None, batch_size: int = 32,
+    db: Database,
+    *,
+    older_than: str | dt.timedelta = "12mo",
+    period: str = "year",
+    tenant: str | None = None,
+    user: str | None = None,
+    dry_run: bool = False,
+    compressor: Compressor | None = None,
+    now: dt.datetime | None = None,
+    purge_embeddings: bool = False,
+    concurrency: int = 1,
+    embedder: Embedder | None = None,
+    progress: Callable[[int], object] | None = None,
+    batch_size: int = 32,
     record_run: bool = True,
 ) -> CompressReport:
     """Compress every qualifying (tenant, user, period); see :mod:`jobs.compress`. Safe to re-run.
@@ -195,8 +214,9 @@ def run_compress(
             if fatal:
                 return None
             try:
-                return prepare_group(db, group.tenant_id, group.user_id, group.period, compressor=lazy.compressor,
-                                     job_run_id=run_id)
+                return prepare_group(
+                    db, group.tenant_id, group.user_id, group.period, compressor=lazy.compressor, job_run_id=run_id
+                )
             except ConfigError as exc:
                 fatal.append(exc)
                 return None
@@ -207,14 +227,14 @@ def run_compress(
         pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="compress") if concurrency > 1 else None
         try:
             for at in range(0, len(groups), batch_size):
-                chunk = groups[at:at + batch_size]
+                chunk = groups[at : at + batch_size]
                 prepared = list(pool.map(prepare, chunk) if pool else map(prepare, chunk))
                 if fatal:
                     break
                 ready = [p for p in prepared if p is not None]
                 vectors = embed_prepared(db, ready, lazy.embedder, run_id)
                 writes = list(zip(ready, vectors))
-                for result in (pool.map(write, writes) if pool else map(write, writes)):
+                for result in pool.map(write, writes) if pool else map(write, writes):
                     report.tally(result)
                     if progress:
                         progress(1)
@@ -228,8 +248,13 @@ def run_compress(
             lazy.close()
             report.seconds = time.perf_counter() - started
             if run_id is not None:
-                finish_run(db, run_id, counts=report.counts, failed=bool(fatal),
-                           error=fatal[0] if fatal else ("; ".join(report.errors)[:2000] or None))
+                finish_run(
+                    db,
+                    run_id,
+                    counts=report.counts,
+                    failed=bool(fatal),
+                    error=fatal[0] if fatal else ("; ".join(report.errors)[:2000] or None),
+                )
     if fatal:
         raise fatal[0]
     return report
@@ -248,13 +273,24 @@ def scheduled_compress(db: Database) -> dict[str, int]:
         return {"busy": 1}
     if report.failed:
         log.warning("compress left %d periods for the next run", report.failed, extra={"action": "compress_failed"})
-    return {**{k: v for k, v in report.counts.items() if v}, "sessions": report.sources,
-            "model_calls": len(report.call_tokens), "input_tokens": sum(report.call_tokens)}
+    return {
+        **{k: v for k, v in report.counts.items() if v},
+        "sessions": report.sources,
+        "model_calls": len(report.call_tokens),
+        "input_tokens": sum(report.call_tokens),
+    }
 
 
 def rebuild_period(
-    db: Database, tenant_id: str, user_id: str, period_start: dt.date, period_end: dt.date, *,
-    compressor: Compressor | None = None, embedder: Embedder | None = None, force: bool = False,
+    db: Database,
+    tenant_id: str,
+    user_id: str,
+    period_start: dt.date,
+    period_end: dt.date,
+    *,
+    compressor: Compressor | None = None,
+    embedder: Embedder | None = None,
+    force: bool = False,
     recreate: bool = False,
 ) -> str:
     """Bring one compressed period up to date after its sources changed (e.g. one was erased).
@@ -272,8 +308,16 @@ def rebuild_period(
     period = Period(period_start, period_end)
     lazy = _Lazy(db.settings, compressor, embedder)
     try:
-        result = process_group(db, tenant_id, user_id, period, compressor=lazy.compressor, embedder=lazy.embedder,
-                               force=force, only_compressed=not recreate)
+        result = process_group(
+            db,
+            tenant_id,
+            user_id,
+            period,
+            compressor=lazy.compressor,
+            embedder=lazy.embedder,
+            force=force,
+            only_compressed=not recreate,
+        )
     finally:
         lazy.close()
     scope = group_scope(tenant_id, user_id, period)

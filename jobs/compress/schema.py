@@ -33,9 +33,12 @@ class PeriodEvent(BaseModel):
         description="The id of the one source event this restates, exactly as shown in brackets, e.g. E123.",
     )
     what: str = Field(
-        min_length=3, max_length=400,
-        description=("One self-contained sentence in the third person with the concrete details (names, amounts, "
-                     "dates), understandable without the sessions."),
+        min_length=3,
+        max_length=400,
+        description=(
+            "One self-contained sentence in the third person with the concrete details (names, amounts, "
+            "dates), understandable without the sessions."
+        ),
     )
 
 
@@ -43,28 +46,38 @@ class PeriodSummary(BaseModel):
     """A summary of one period of a user's sessions, for an agent that meets this user years later."""
 
     summary: str = Field(
-        min_length=10, max_length=1600,
-        description=("2-5 sentences, at most 300 tokens, third person, past tense: what the user worked on over the "
-                     "period, what was decided and what is still open. Name people and things; organise by theme."),
+        min_length=10,
+        max_length=1600,
+        description=(
+            "2-5 sentences, at most 300 tokens, third person, past tense: what the user worked on over the "
+            "period, what was decided and what is still open. Name people and things; organise by theme."
+        ),
     )
     topic_tags: list[str] = Field(
         max_length=5,
         description="Up to 5 short lowercase topic tags (1-3 words each) for the period, most important first.",
     )
     key_events: list[PeriodEvent] = Field(
-        default_factory=list, max_length=20,
-        description=("The period's most important decisions, still-open questions and open commitments, most "
-                     "important first, each citing exactly one source event id from the input. Events not listed "
-                     "are kept automatically; never invent an id."),
+        default_factory=list,
+        max_length=20,
+        description=(
+            "The period's most important decisions, still-open questions and open commitments, most "
+            "important first, each citing exactly one source event id from the input. Events not listed "
+            "are kept automatically; never invent an id."
+        ),
     )
     entities: list[Entity] = Field(
-        default_factory=list, max_length=30,
+        default_factory=list,
+        max_length=30,
         description="The people, organisations, products, projects and places that matter across the period.",
     )
     importance: float = Field(
-        ge=0.0, le=1.0,
-        description=("How much this period matters for future sessions with this user: 0.1 small talk, "
-                     "0.5 routine work, 0.8+ major decisions or commitments."),
+        ge=0.0,
+        le=1.0,
+        description=(
+            "How much this period matters for future sessions with this user: 0.1 small talk, "
+            "0.5 routine work, 0.8+ major decisions or commitments."
+        ),
     )
 
     @field_validator("topic_tags")

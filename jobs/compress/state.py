@@ -67,26 +67,40 @@ class GroupState:
         if len(self.source_ids) < 2:
             return "removed" if current else "single"
         exact = [s for s in current if (s.period_start, s.period_end) == (period.start, period.end)]
-        if (not force and len(current) == 1 and exact and exact[0].content_hash == sources_hash(self.source_ids)
-                and all(p == exact[0].id for p in self.pointers)):
+        if (
+            not force
+            and len(current) == 1
+            and exact
+            and exact[0].content_hash == sources_hash(self.source_ids)
+            and all(p == exact[0].id for p in self.pointers)
+        ):
             return "unchanged"
         return "rebuilt" if current else "created"
 
 
 def group_scope(tenant_id: str, user_id: str, period: Period) -> dict[str, Any]:
     """The query parameters that name one group."""
-    return {"tenant_id": tenant_id, "user_id": user_id, "start": period.start_ts, "end": period.end_ts,
-            "period_start": period.start, "period_end": period.end}
+    return {
+        "tenant_id": tenant_id,
+        "user_id": user_id,
+        "start": period.start_ts,
+        "end": period.end_ts,
+        "period_start": period.start,
+        "period_end": period.end,
+    }
 
 
 def group_state(conn: Conn, scope: dict[str, Any], rows: Sequence[dict[str, Any]]) -> GroupState:
     """The state of a group whose source rows (``id``, ``compressed_into``) were just read."""
     ids = sorted(r["id"] for r in rows)
     pointers = [r["compressed_into"] for r in sorted(rows, key=lambda r: r["id"])]
-    linked = conn.execute(query("compress_linked_supers"),
-                          {**scope, "ids": sorted({p for p in pointers if p is not None})}).fetchall()
-    supers = tuple(StoredSuper(r["id"], r["status"], r["period_start"], r["period_end"], r["content_hash"],
-                               tuple(r["lineage"])) for r in linked)
+    linked = conn.execute(
+        query("compress_linked_supers"), {**scope, "ids": sorted({p for p in pointers if p is not None})}
+    ).fetchall()
+    supers = tuple(
+        StoredSuper(r["id"], r["status"], r["period_start"], r["period_end"], r["content_hash"], tuple(r["lineage"]))
+        for r in linked
+    )
     return GroupState(tuple(ids), tuple(pointers), supers)
 
 
@@ -98,18 +112,38 @@ def read_group(db: Database, scope: dict[str, Any]) -> tuple[GroupState, list[So
         ids = [r["id"] for r in rows]
         events: dict[int, list[SourceEvent]] = {}
         for e in conn.execute(query("compress_source_events"), {**scope, "ids": ids}):
-            events.setdefault(e["episode_id"], []).append(SourceEvent(
-                e["id"], e["episode_id"], e["ordinal"], e["type"], e["what"], e["who"], e["due"], e["occurred_at"],
-                tuple(e["evidence"])))
+            events.setdefault(e["episode_id"], []).append(
+                SourceEvent(
+                    e["id"],
+                    e["episode_id"],
+                    e["ordinal"],
+                    e["type"],
+                    e["what"],
+                    e["who"],
+                    e["due"],
+                    e["occurred_at"],
+                    tuple(e["evidence"]),
+                )
+            )
         entities: dict[int, list[tuple[str, str]]] = {}
         for e in conn.execute(query("compress_source_entities"), {**scope, "ids": ids}):
             entities.setdefault(e["episode_id"], []).append((e["name"], e["kind"]))
-    sources = [SourceEpisode(
-        id=r["id"], purpose=r["purpose"], summary=r["summary"], topic_tags=tuple(r["topic_tags"] or ()),
-        importance=float(r["importance"]), started_at=r["started_at"], ended_at=r["ended_at"],
-        events=tuple(events.get(r["id"], ())), entities=tuple(entities.get(r["id"], ())),
-        embedding=None if r["embedding"] is None else r["embedding"].to_numpy(), compressed_into=r["compressed_into"],
-    ) for r in rows]
+    sources = [
+        SourceEpisode(
+            id=r["id"],
+            purpose=r["purpose"],
+            summary=r["summary"],
+            topic_tags=tuple(r["topic_tags"] or ()),
+            importance=float(r["importance"]),
+            started_at=r["started_at"],
+            ended_at=r["ended_at"],
+            events=tuple(events.get(r["id"], ())),
+            entities=tuple(entities.get(r["id"], ())),
+            embedding=None if r["embedding"] is None else r["embedding"].to_numpy(),
+            compressed_into=r["compressed_into"],
+        )
+        for r in rows
+    ]
     return state, sources
 
 

@@ -32,16 +32,29 @@ if TYPE_CHECKING:
 
 # The embedders' classes, each imported at its first use (PEP 562 here, in _embedder below): a process
 # uses one embedder, and one that never embeds (the Claude Code SessionStart hook) imports only it.
-_WHERE = {"BatchingEmbedder": "jobs.embeddings.batching", "HashingEmbedder": "jobs.embeddings.hashing",
-          "MiniLMEmbedder": "jobs.embeddings.minilm", "VoyageEmbedder": "jobs.embeddings.voyage"}
-__all__ = ["BatchingEmbedder", "Embedder", "HashingEmbedder", "MiniLMEmbedder", "Vectors", "VoyageEmbedder", "embedder_for",
-           "get_embedder"]
+_WHERE = {
+    "BatchingEmbedder": "jobs.embeddings.batching",
+    "HashingEmbedder": "jobs.embeddings.hashing",
+    "MiniLMEmbedder": "jobs.embeddings.minilm",
+    "VoyageEmbedder": "jobs.embeddings.voyage",
+}
+__all__ = [
+    "BatchingEmbedder",
+    "Embedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "Vectors",
+    "VoyageEmbedder",
+    "embedder_for",
+    "get_embedder",
+]
 
 __getattr__, __dir__ = lazy_names(globals(), _WHERE)
 
 
-def get_embedder(name: str = "minilm", *, threads: int = 1, cache_dir: Path | None = None,
-                 model_dir: Path | None = None) -> Embedder:
+def get_embedder(
+    name: str = "minilm", *, threads: int = 1, cache_dir: Path | None = None, model_dir: Path | None = None
+) -> Embedder:
     """The embedder called ``name``: ``minilm`` (int8), ``minilm-fp32``, ``voyage[:model]``, ``hashing[:dim]``
     or another registered in the ``episodes.embedders`` entry points (:mod:`jobs.registry`).
 
@@ -70,5 +83,6 @@ def _embedder(name: str, threads: int, cache_dir: Path, model_dir: Path | None) 
 def embedder_for(settings: Settings) -> Embedder:
     """The configured embedder (EPISODES_EMBEDDER, EPISODES_CACHE_DIR, EPISODES_MODEL_DIR),
     one per process."""
-    return get_embedder(settings.embedder, threads=settings.embed_threads, cache_dir=settings.cache_dir,
-                        model_dir=settings.model_dir)
+    return get_embedder(
+        settings.embedder, threads=settings.embed_threads, cache_dir=settings.cache_dir, model_dir=settings.model_dir
+    )

@@ -43,13 +43,13 @@ class BatchingEmbedder:
             texts = [text for item, _ in batch for text in item]
             try:
                 vectors = self.inner.embed(texts)
-            except Exception as exc:  # noqa: BLE001 - hand the error to every waiting caller
+            except Exception as exc:
                 for _, future in batch:
                     future.set_exception(exc)
                 continue
             start = 0
             for item, future in batch:
-                future.set_result(vectors[start:start + len(item)])
+                future.set_result(vectors[start : start + len(item)])
                 start += len(item)
 
     def _gather(self) -> list[_Request]:

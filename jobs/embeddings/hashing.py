@@ -10,6 +10,7 @@ model download. Not meant for production memory.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -33,9 +34,9 @@ class HashingEmbedder:
         out = np.zeros((len(texts), self.dim), np.float32)
         for row, text in enumerate(texts):
             words = _WORD.findall(text.lower())
-            for feature in [*words, *(f"{a} {b}" for a, b in zip(words, words[1:]))]:
+            for feature in [*words, *(f"{a} {b}" for a, b in itertools.pairwise(words))]:
                 digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
                 out[row, digest % self.dim] += 1.0 if digest >> 63 else -1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        out[:, 0] += (norms[:, 0] == 0)  # an empty text still gets a unit vector
+        out[:, 0] += norms[:, 0] == 0  # an empty text still gets a unit vector
         return out / np.linalg.norm(out, axis=1, keepdims=True)

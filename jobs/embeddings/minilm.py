@@ -46,8 +46,14 @@ class MiniLMEmbedder:
     name = "all-MiniLM-L6-v2"
     dim = 384
 
-    def __init__(self, precision: Precision = "int8", batch_size: int = 64, threads: int = 1,
-                 cache_dir: Path | None = None, model_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        precision: Precision = "int8",
+        batch_size: int = 64,
+        threads: int = 1,
+        cache_dir: Path | None = None,
+        model_dir: Path | None = None,
+    ) -> None:
         if precision not in ("int8", "fp32"):
             raise ConfigError(f"MiniLM precision {precision!r} is unknown; use int8 or fp32.")
         if threads < 1 or batch_size < 1:
@@ -68,10 +74,12 @@ class MiniLMEmbedder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)  # less padding
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
-            batch = order[start:start + self.batch_size]
+            batch = order[start : start + self.batch_size]
             encoded = tokenizer.encode_batch([texts[i] for i in batch])
-            feed = {name: np.array([getattr(e, field) for e in encoded], dtype=np.int64)
-                    for name, field in zip(INPUTS, ("ids", "attention_mask", "type_ids"))}
+            feed = {
+                name: np.array([getattr(e, field) for e in encoded], dtype=np.int64)
+                for name, field in zip(INPUTS, ("ids", "attention_mask", "type_ids"))
+            }
             hidden = np.asarray(session.run(None, feed)[0], dtype=np.float32)
             mask = feed["attention_mask"][..., None].astype(np.float32)
             pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
@@ -89,7 +97,8 @@ class MiniLMEmbedder:
                 except Exception as exc:
                     raise ConfigError(
                         f"The embedding model could not be loaded ({type(exc).__name__}: {exc}). Check that the "
-                        f"cache folder {self.cache_dir} (EPISODES_CACHE_DIR) is writable, or set EPISODES_EMBEDDER.") from exc
+                        f"cache folder {self.cache_dir} (EPISODES_CACHE_DIR) is writable, or set EPISODES_EMBEDDER."
+                    ) from exc
             return self._session, self._tokenizer
 
     def _open(self) -> tuple[InferenceSession, Tokenizer]:
@@ -100,7 +109,8 @@ class MiniLMEmbedder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
-        with verified_encoder(lambda: model_folder(self.cache_dir, self.model_dir, weights=True), self.cache_dir,
-                              self.precision) as graph:
+        with verified_encoder(
+            lambda: model_folder(self.cache_dir, self.model_dir, weights=True), self.cache_dir, self.precision
+        ) as graph:
             session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         return session, tokenizer

@@ -63,12 +63,16 @@ def expected_digest(precision: Precision) -> str:
     try:
         return BUILT_DIGESTS[(GRAPH_VERSION, precision)]
     except KeyError:
-        raise ConfigError(f"no pinned digest for the {precision} encoder of graph version {GRAPH_VERSION}; "
-                          "pin it in jobs/embeddings/model_cache.py (a developer's step).") from None
+        raise ConfigError(
+            f"no pinned digest for the {precision} encoder of graph version {GRAPH_VERSION}; "
+            "pin it in jobs/embeddings/model_cache.py (a developer's step)."
+        ) from None
 
 
 @contextmanager
-def verified_encoder(weights_folder: Callable[[], Path], cache_dir: Path, precision: Precision) -> Iterator[str | bytes]:
+def verified_encoder(
+    weights_folder: Callable[[], Path], cache_dir: Path, precision: Precision
+) -> Iterator[str | bytes]:
     """The cached ONNX encoder, float32 or with int8 weights, once its bytes match their pinned digest:
     what to hand ONNX Runtime, valid inside the ``with`` block.
 
@@ -84,8 +88,11 @@ def verified_encoder(weights_folder: Callable[[], Path], cache_dir: Path, precis
     fd = _open_matching(path, digest)
     if fd is None:
         if path.exists():
-            log.warning("%s does not match its pinned SHA-256 (changed or damaged on disk); rebuilding it", path,
-                        extra={"action": "encoder_mismatch"})
+            log.warning(
+                "%s does not match its pinned SHA-256 (changed or damaged on disk); rebuilding it",
+                path,
+                extra={"action": "encoder_mismatch"},
+            )
         _build(weights_folder, cache_dir, precision, path)
         fd = _open_matching(path, digest)
         if fd is None:
@@ -154,11 +161,13 @@ def _not_reproduced(precision: Precision, actual: str, digest: str) -> str:
     import onnx
     import onnxruntime
 
-    return (f"the {precision} encoder built here (sha256 {actual[:16]}...) differs from the pinned build "
-            f"({digest[:16]}...): this onnx {onnx.__version__} / onnxruntime {onnxruntime.__version__} serialise "
-            "the graph differently from the versions the digest was pinned with, and an encoder that cannot be "
-            "checked is not run. Install the versions of requirements/runtime.txt (pip install --require-hashes "
-            "-r requirements/runtime.txt), or use another embedder (EPISODES_EMBEDDER).")
+    return (
+        f"the {precision} encoder built here (sha256 {actual[:16]}...) differs from the pinned build "
+        f"({digest[:16]}...): this onnx {onnx.__version__} / onnxruntime {onnxruntime.__version__} serialise "
+        "the graph differently from the versions the digest was pinned with, and an encoder that cannot be "
+        "checked is not run. Install the versions of requirements/runtime.txt (pip install --require-hashes "
+        "-r requirements/runtime.txt), or use another embedder (EPISODES_EMBEDDER)."
+    )
 
 
 def _read(path: Path) -> bytes | None:

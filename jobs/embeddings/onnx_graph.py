@@ -64,10 +64,13 @@ class BertConfig:
         unsupported = {key: raw.get(key, want) for key, want in expected.items() if raw.get(key, want) != want}
         if unsupported or raw["hidden_size"] % raw["num_attention_heads"]:
             raise ValueError(f"{path}: not a BERT encoder this builder reproduces ({unsupported or raw})")
-        return cls(hidden_size=int(raw["hidden_size"]), num_attention_heads=int(raw["num_attention_heads"]),
-                   num_hidden_layers=int(raw["num_hidden_layers"]),
-                   intermediate_size=int(raw["intermediate_size"]),
-                   layer_norm_eps=float(raw["layer_norm_eps"]))
+        return cls(
+            hidden_size=int(raw["hidden_size"]),
+            num_attention_heads=int(raw["num_attention_heads"]),
+            num_hidden_layers=int(raw["num_hidden_layers"]),
+            intermediate_size=int(raw["intermediate_size"]),
+            layer_norm_eps=float(raw["layer_norm_eps"]),
+        )
 
 
 class _Graph:
@@ -125,23 +128,28 @@ def build_encoder(weights: Mapping[str, npt.NDArray[np.generic]], config: BertCo
     g.nodes[-1].output[0] = OUTPUT  # the last LayerNorm's output is the model's
     axes = ["batch", "tokens"]
     graph = helper.make_graph(
-        g.nodes, "bert_encoder",
+        g.nodes,
+        "bert_encoder",
         inputs=[helper.make_tensor_value_info(name, TensorProto.INT64, axes) for name in INPUTS],
         outputs=[helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, [*axes, config.hidden_size])],
-        initializer=list(g.initializers.values()))
+        initializer=list(g.initializers.values()),
+    )
     # IR 8, as the torch export wrote: readable by every ONNX Runtime this project supports.
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=8,
-                             producer_name="episodes")
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=8, producer_name="episodes"
+    )
 
 
 def _embeddings(g: _Graph, config: BertConfig) -> str:
     """word + token type, then + position (HF's order), then LayerNorm."""
     words = g.op("Gather", [g.weight("embeddings.word_embeddings.weight"), "input_ids"], "embeddings.words")
-    types = g.op("Gather", [g.weight("embeddings.token_type_embeddings.weight"), "token_type_ids"],
-                 "embeddings.types")
+    types = g.op("Gather", [g.weight("embeddings.token_type_embeddings.weight"), "token_type_ids"], "embeddings.types")
     tokens = g.op("Shape", ["input_ids"], "embeddings.tokens", start=1, end=2)
-    positions = g.op("Slice", [g.weight("embeddings.position_embeddings.weight"), g.ints([0]), tokens, g.ints([0])],
-                     "embeddings.positions")  # rows 0..tokens-1: the positions of a batch without offset
+    positions = g.op(
+        "Slice",
+        [g.weight("embeddings.position_embeddings.weight"), g.ints([0]), tokens, g.ints([0])],
+        "embeddings.positions",
+    )  # rows 0..tokens-1: the positions of a batch without offset
     summed = g.op("Add", [g.op("Add", [words, types], "embeddings.words_types"), positions], "embeddings.sum")
     return _layer_norm(g, summed, "embeddings.LayerNorm", config)
 
@@ -156,10 +164,15 @@ def _mask_bias(g: _Graph) -> str:
 
 def _layer(g: _Graph, x: str, mask: str, config: BertConfig, prefix: str) -> str:
     """Self-attention, then the feed-forward block; each is followed by residual add and LayerNorm."""
-    attended = _linear(g, _self_attention(g, x, mask, config, f"{prefix}.attention.self"),
-                       f"{prefix}.attention.output.dense")
-    x = _layer_norm(g, g.op("Add", [attended, x], f"{prefix}.attention.output.residual"),
-                    f"{prefix}.attention.output.LayerNorm", config)
+    attended = _linear(
+        g, _self_attention(g, x, mask, config, f"{prefix}.attention.self"), f"{prefix}.attention.output.dense"
+    )
+    x = _layer_norm(
+        g,
+        g.op("Add", [attended, x], f"{prefix}.attention.output.residual"),
+        f"{prefix}.attention.output.LayerNorm",
+        config,
+    )
     inner = _gelu(g, _linear(g, x, f"{prefix}.intermediate.dense"), f"{prefix}.intermediate.gelu")
     out = _linear(g, inner, f"{prefix}.output.dense")
     return _layer_norm(g, g.op("Add", [out, x], f"{prefix}.output.residual"), f"{prefix}.output.LayerNorm", config)
@@ -171,10 +184,14 @@ def _self_attention(g: _Graph, x: str, mask: str, config: BertConfig, prefix: st
 
     def heads(kind: str, perm: list[int]) -> str:
         projected = _linear(g, x, f"{prefix}.{kind}")
-        return g.op("Transpose", [g.op("Reshape", [projected, split], f"{prefix}.{kind}.heads")],
-                    f"{prefix}.{kind}.transposed", perm=perm)
+        return g.op(
+            "Transpose",
+            [g.op("Reshape", [projected, split], f"{prefix}.{kind}.heads")],
+            f"{prefix}.{kind}.transposed",
+            perm=perm,
+        )
 
-    scale = g.scalar(float(np.float32(config.head_size ** -0.25)))
+    scale = g.scalar(float(np.float32(config.head_size**-0.25)))
     query = g.op("Mul", [heads("query", [0, 2, 1, 3]), scale], f"{prefix}.query.scaled")
     key = g.op("Mul", [heads("key", [0, 2, 3, 1]), scale], f"{prefix}.key.scaled")  # keys transposed for Q·Kᵀ
     scores = g.op("Add", [g.op("MatMul", [query, key], f"{prefix}.scores"), mask], f"{prefix}.scores.masked")
@@ -183,8 +200,9 @@ def _self_attention(g: _Graph, x: str, mask: str, config: BertConfig, prefix: st
     merged = g.op("Transpose", [context], f"{prefix}.context.transposed", perm=[0, 2, 1, 3])
     # [batch, tokens, -1] computed at run time, as in the export: shape inference then leaves the
     # hidden size unknown here, and ONNX Runtime fuses the int8 graph's LayerNorms as it did before.
-    merged_shape = g.op("Concat", [g.op("Shape", ["input_ids"], "shape.batch_tokens"), g.ints([-1])],
-                        "shape.batch_tokens_rest", axis=0)
+    merged_shape = g.op(
+        "Concat", [g.op("Shape", ["input_ids"], "shape.batch_tokens"), g.ints([-1])], "shape.batch_tokens_rest", axis=0
+    )
     return g.op("Reshape", [merged, merged_shape], f"{prefix}.context.merged")
 
 
@@ -195,13 +213,17 @@ def _linear(g: _Graph, x: str, prefix: str) -> str:
 
 
 def _layer_norm(g: _Graph, x: str, prefix: str, config: BertConfig) -> str:
-    return g.op("LayerNormalization", [x, g.weight(f"{prefix}.weight"), g.weight(f"{prefix}.bias")],
-                f"{prefix}.out", axis=-1, epsilon=config.layer_norm_eps)
+    return g.op(
+        "LayerNormalization",
+        [x, g.weight(f"{prefix}.weight"), g.weight(f"{prefix}.bias")],
+        f"{prefix}.out",
+        axis=-1,
+        epsilon=config.layer_norm_eps,
+    )
 
 
 def _gelu(g: _Graph, x: str, prefix: str) -> str:
     """Exact GELU, ``x * (1 + erf(x / sqrt 2)) * 0.5``, in the export's operation order."""
-    erf = g.op("Erf", [g.op("Div", [x, g.scalar(float(np.float32(np.sqrt(2.0))))], f"{prefix}.div")],
-               f"{prefix}.erf")
+    erf = g.op("Erf", [g.op("Div", [x, g.scalar(float(np.float32(np.sqrt(2.0))))], f"{prefix}.div")], f"{prefix}.erf")
     gated = g.op("Mul", [x, g.op("Add", [erf, g.scalar(1.0)], f"{prefix}.add")], f"{prefix}.mul")
     return g.op("Mul", [gated, g.scalar(0.5)], f"{prefix}.out")

@@ -27,8 +27,15 @@ def quantize_int8(model: onnx.ModelProto, destination: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _quiet():
-        quantize_dynamic(model, destination, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-                         op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
+        quantize_dynamic(
+            model,
+            destination,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=True,
+            op_types_to_quantize=["MatMul"],
+            extra_options={"MatMulConstBOnly": True},
+        )
 
 
 @contextmanager

@@ -14,7 +14,8 @@ import re
 _NON_WORD = re.compile(r"[\W_]+")
 
 # A short English stopword list (function words, auxiliaries, pronouns); content words are the rest.
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are as at be because been before being below
 between both but by can could did do does doing down during each few for from further had has have
 having he her here hers herself him himself his how i if in into is it its itself just me more most
@@ -22,7 +23,8 @@ my myself no nor not now of off on once only or other our ours ourselves out ove
 so some such than that the their theirs them themselves then there these they this those through to
 too under until up very was we were what when where which while who whom why will with would you your
 yours yourself yourselves also s t d ll m re ve
-""".split())
+""".split()
+)
 
 
 def words(text: str) -> list[str]:

@@ -98,8 +98,11 @@ class MessageIndex:
             missing = sorted({m.text for m in messages} - self._vectors.keys())
             for text, vector in zip(missing, self.embedder.embed(missing) if missing else []):
                 self._vectors[text] = np.asarray(vector, dtype=np.float32)
-            vectors = (np.stack([self._vectors[m.text] for m in messages]) if messages
-                       else np.zeros((0, self.embedder.dim), dtype=np.float32))
+            vectors = (
+                np.stack([self._vectors[m.text] for m in messages])
+                if messages
+                else np.zeros((0, self.embedder.dim), dtype=np.float32)
+            )
             self._users[key] = (messages, vectors)
         return self._users[key]
 

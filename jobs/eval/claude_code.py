@@ -32,9 +32,9 @@ from jobs.embeddings import Embedder, embedder_for
 from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words
 from jobs.eval.baseline import MessageIndex
-from jobs.eval.tally import CodingTally
 from jobs.eval.queries import eval_query
 from jobs.eval.scratch import scratch_database
+from jobs.eval.tally import CodingTally
 from jobs.recall import Recaller
 
 TENANT = "claude-code-eval"
@@ -67,14 +67,22 @@ def load(root: Path, questions: dict[str, Any] | None = None) -> list[CodingQues
     """The questions whose session file is in ``root``; an error naming the folder when none is."""
     data = questions if questions is not None else shipped_questions()
     if not root.is_dir():
-        raise EpisodesError(f"No Claude Code session files in {root} (no such folder). They are not shipped with "
-                            f"the project: put them in ../shared/data/claude-code beside the clone (DESIGN.md, "
-                            f"'Evaluation data') or pass --claude-code PATH.")
-    found = [CodingQuestion(name, q["question"], q["answer"], q.get("answer_in", "spoken"))
-             for name, items in data["files"].items() if (root / name).is_file() for q in items]
+        raise EpisodesError(
+            f"No Claude Code session files in {root} (no such folder). They are not shipped with "
+            f"the project: put them in ../shared/data/claude-code beside the clone (DESIGN.md, "
+            f"'Evaluation data') or pass --claude-code PATH."
+        )
+    found = [
+        CodingQuestion(name, q["question"], q["answer"], q.get("answer_in", "spoken"))
+        for name, items in data["files"].items()
+        if (root / name).is_file()
+        for q in items
+    ]
     if not found:
-        raise EpisodesError(f"None of the session files the questions ask about is in {root}: expected "
-                            f"{', '.join(sorted(data['files']))}.")
+        raise EpisodesError(
+            f"None of the session files the questions ask about is in {root}: expected "
+            f"{', '.join(sorted(data['files']))}."
+        )
     return found
 
 
@@ -94,8 +102,9 @@ def build(db: Database, root: Path, questions: list[CodingQuestion], extractor_n
     return run.done
 
 
-def evaluate(db: Database, questions: list[CodingQuestion], embedder: Embedder, *,
-             budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> dict[str, Any]:
+def evaluate(
+    db: Database, questions: list[CodingQuestion], embedder: Embedder, *, budget_tokens: int = DEFAULT_BUDGET_TOKENS
+) -> dict[str, Any]:
     """Recall every question; figures overall and per file."""
     recaller = Recaller(db, embedder)
     raw = MessageIndex(db, embedder)
@@ -110,7 +119,11 @@ def evaluate(db: Database, questions: list[CodingQuestion], embedder: Embedder, 
         evidence = any(ep.kind == "session" for ep in result.episodes)
         block = result.render()
         baseline = raw.block(TENANT, q.user_id, vector, budget_tokens)
-        for tally in (tallies["all"], tallies.setdefault(q.file, CodingTally()), answered.setdefault(q.answer_in, CodingTally())):
+        for tally in (
+            tallies["all"],
+            tallies.setdefault(q.file, CodingTally()),
+            answered.setdefault(q.answer_in, CodingTally()),
+        ):
             tally.add(evidence=evidence, answer_words=q.answer_words, block=block, baseline=baseline)
     return {
         **tallies["all"].summary(),
@@ -121,8 +134,9 @@ def evaluate(db: Database, questions: list[CodingQuestion], embedder: Embedder, 
     }
 
 
-def run(settings: Settings, root: Path, *, extractor: str = "offline",
-        budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> dict[str, Any]:
+def run(
+    settings: Settings, root: Path, *, extractor: str = "offline", budget_tokens: int = DEFAULT_BUDGET_TOKENS
+) -> dict[str, Any]:
     """Load, build in a scratch database, evaluate, drop; the report."""
     started = time.perf_counter()
     questions = load(root)

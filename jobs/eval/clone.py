@@ -28,10 +28,19 @@ from jobs.db import Conn, Database, one
 # Per table, the columns holding an id of a copied table, and which table's id (its offset) they hold.
 _IDS: dict[str, dict[str, str]] = {
     "transcripts": {"id": "transcripts"},
-    "episodes": {"id": "episodes", "transcript_id": "transcripts", "superseded_by": "episodes",
-                 "compressed_into": "episodes"},
-    "episode_events": {"id": "episode_events", "episode_id": "episodes", "resolved_by": "episodes",
-                       "source_event_id": "episode_events", "superseded_by": "episode_events"},
+    "episodes": {
+        "id": "episodes",
+        "transcript_id": "transcripts",
+        "superseded_by": "episodes",
+        "compressed_into": "episodes",
+    },
+    "episode_events": {
+        "id": "episode_events",
+        "episode_id": "episodes",
+        "resolved_by": "episodes",
+        "source_event_id": "episode_events",
+        "superseded_by": "episode_events",
+    },
     "episode_entities": {"id": "episode_entities", "episode_id": "episodes"},
     "episode_lines": {"episode_id": "episodes"},
 }
@@ -43,23 +52,39 @@ def clone_user(db: Database, tenant_id: str, source_user: str, targets: list[tup
     if not targets:
         return
     with db.connect() as conn, conn.transaction():  # the owner: it sets the sequences too
-        stride = {t: int(one(conn.execute(sql.SQL("SELECT coalesce(max(id), 0) + 1 AS n FROM {}").format(
-            sql.Identifier(t))))["n"]) for t in _SEQUENCED}
+        stride = {
+            t: int(
+                one(conn.execute(sql.SQL("SELECT coalesce(max(id), 0) + 1 AS n FROM {}").format(sql.Identifier(t))))[
+                    "n"
+                ]
+            )
+            for t in _SEQUENCED
+        }
         statements = {t: _copy_statement(conn, t) for t in _IDS}
         for k, (user_id, prefix) in enumerate(targets, 1):
-            params: dict[str, object] = {"tenant_id": tenant_id, "source": source_user, "user_id": user_id,
-                                         "prefix": prefix, **{f"off_{t}": k * stride[t] for t in _SEQUENCED}}
+            params: dict[str, object] = {
+                "tenant_id": tenant_id,
+                "source": source_user,
+                "user_id": user_id,
+                "prefix": prefix,
+                **{f"off_{t}": k * stride[t] for t in _SEQUENCED},
+            }
             for table in _IDS:  # in dependency order: transcripts, then episodes, then what hangs on them
                 conn.execute(statements[table], params)
         for t in _SEQUENCED:
-            conn.execute(sql.SQL("SELECT setval(pg_get_serial_sequence({}, 'id'), {})").format(
-                sql.Literal(t), sql.Literal(stride[t] * (len(targets) + 1))))
+            conn.execute(
+                sql.SQL("SELECT setval(pg_get_serial_sequence({}, 'id'), {})").format(
+                    sql.Literal(t), sql.Literal(stride[t] * (len(targets) + 1))
+                )
+            )
 
 
 def _copy_statement(conn: Conn, table: str) -> sql.Composed:
     rows = conn.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = %s "
-        "AND is_generated = 'NEVER' ORDER BY ordinal_position", (table,)).fetchall()
+        "AND is_generated = 'NEVER' ORDER BY ordinal_position",
+        (table,),
+    ).fetchall()
     columns = [r["column_name"] for r in rows]
     values: list[sql.Composable] = []
     for col in columns:
@@ -71,6 +96,8 @@ def _copy_statement(conn: Conn, table: str) -> sql.Composed:
             values.append(sql.SQL("{} || {}").format(sql.Placeholder("prefix"), sql.Identifier(col)))
         else:
             values.append(sql.Identifier(col))
-    return sql.SQL("INSERT INTO {t} ({cols}) SELECT {vals} FROM {t} WHERE tenant_id = %(tenant_id)s "
-                   "AND user_id = %(source)s").format(
-        t=sql.Identifier(table), cols=sql.SQL(", ").join(map(sql.Identifier, columns)), vals=sql.SQL(", ").join(values))
+    return sql.SQL(
+        "INSERT INTO {t} ({cols}) SELECT {vals} FROM {t} WHERE tenant_id = %(tenant_id)s AND user_id = %(source)s"
+    ).format(
+        t=sql.Identifier(table), cols=sql.SQL(", ").join(map(sql.Identifier, columns)), vals=sql.SQL(", ").join(values)
+    )

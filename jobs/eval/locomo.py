@@ -119,8 +119,13 @@ def load_conversation(path: Path) -> Conversation:
         except ValueError:
             continue
         raw_events = data.get(f"events_session_{n}") or {}
-        events = [(speaker, str(e)) for speaker, items in raw_events.items() if speaker != "date"
-                  for e in (items if isinstance(items, list) else []) if str(e).strip()]
+        events = [
+            (speaker, str(e))
+            for speaker, items in raw_events.items()
+            if speaker != "date"
+            for e in (items if isinstance(items, list) else [])
+            if str(e).strip()
+        ]
         summary = str(data.get(f"session_{n}_summary") or "").strip()
         sessions[n] = Session(n, when, summary, events)
     conv = Conversation(path, sessions, [])
@@ -136,8 +141,11 @@ def load_conversation(path: Path) -> Conversation:
                 continue
             found.add(int(match.group(1)))
         if found:
-            conv.questions.append(Question(str(qa["question"]), int(qa["category"]), frozenset(found),
-                                           content_words(str(qa.get("answer", "")))))
+            conv.questions.append(
+                Question(
+                    str(qa["question"]), int(qa["category"]), frozenset(found), content_words(str(qa.get("answer", "")))
+                )
+            )
         else:
             conv.unusable_questions += 1
     return conv
@@ -152,15 +160,29 @@ def build_oracle(db: Database, conversations: Sequence[Conversation], embedder: 
             # model_construct: reference summaries run longer than the extraction schema allows;
             # the database's own checks still apply.
             episode = EpisodeExtraction.model_construct(
-                summary=s.summary or f"Session {n}.", topic_tags=[], entities=[], importance=0.5,
-                key_events=[KeyEvent.model_construct(type="decision", what=what, evidence=[0], who=who, due=None)
-                            for who, what in s.events],
+                summary=s.summary or f"Session {n}.",
+                topic_tags=[],
+                entities=[],
+                importance=0.5,
+                key_events=[
+                    KeyEvent.model_construct(type="decision", what=what, evidence=[0], who=who, due=None)
+                    for who, what in s.events
+                ],
             )
-            rows.append(EpisodeRow(
-                tenant_id=TENANT, user_id=conv.user_id, kind="session", episode=episode, started_at=s.when,
-                ended_at=s.when, model="oracle", prompt_version="locomo-reference", embedding=None,
-                session_id=f"{conv.path.stem}-s{n}",
-            ))
+            rows.append(
+                EpisodeRow(
+                    tenant_id=TENANT,
+                    user_id=conv.user_id,
+                    kind="session",
+                    episode=episode,
+                    started_at=s.when,
+                    ended_at=s.when,
+                    model="oracle",
+                    prompt_version="locomo-reference",
+                    embedding=None,
+                    session_id=f"{conv.path.stem}-s{n}",
+                )
+            )
     vectors = embedder.embed([search_text(r.episode) for r in rows])
     with db.tenant(TENANT) as conn:
         for row, vector in zip(rows, vectors):
@@ -227,8 +249,9 @@ class _Tally:
             "answer_coverage": round(self.covered / self.coverable, 4) if self.coverable else 0.0,
             "baseline_answer_coverage": round(self.baseline_covered / self.coverable, 4) if self.coverable else 0.0,
             # block / raw-message baseline; None when the baseline covers nothing
-            "answer_coverage_ratio": (round(self.covered / self.baseline_covered, 3) if self.baseline_covered
-                                      else None),
+            "answer_coverage_ratio": (
+                round(self.covered / self.baseline_covered, 3) if self.baseline_covered else None
+            ),
             "mean_block_tokens": round(float(np.mean(self.tokens)), 1) if n else 0.0,
             "p95_block_tokens": round(float(np.percentile(self.tokens, 95)), 1) if n else 0.0,
             "mean_episodes": round(float(np.mean(self.episodes)), 2) if n else 0.0,
@@ -282,18 +305,38 @@ def _fit_prefix(result: Recall, budget: int) -> Recall:
 
 BASELINES: dict[str, RecallConfig] = {  # without the relevance floor (relevant_similarity=-1), as before it
     "last_8": RecallConfig(recent_n=8, recent_full=True, top_k=0, max_open_items=0, dedup_similarity=2.0),
-    "vector_top_8": RecallConfig(recent_n=0, top_k=8, w_text=0.0, decay_floor=1.0, w_importance=0.0,
-                                 max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0),
-    "vector_within_budget": RecallConfig(recent_n=0, top_k=40, w_text=0.0, decay_floor=1.0,
-                                         w_importance=0.0, max_open_items=0, dedup_similarity=2.0,
-                                         relevant_similarity=-1.0),
+    "vector_top_8": RecallConfig(
+        recent_n=0,
+        top_k=8,
+        w_text=0.0,
+        decay_floor=1.0,
+        w_importance=0.0,
+        max_open_items=0,
+        dedup_similarity=2.0,
+        relevant_similarity=-1.0,
+    ),
+    "vector_within_budget": RecallConfig(
+        recent_n=0,
+        top_k=40,
+        w_text=0.0,
+        decay_floor=1.0,
+        w_importance=0.0,
+        max_open_items=0,
+        dedup_similarity=2.0,
+        relevant_similarity=-1.0,
+    ),
 }
 _UNBOUNDED = 1_000_000
 
 
 def evaluate(
-    db: Database, conversations: Sequence[Conversation], embedder: Embedder, *,
-    budget_tokens: int = DEFAULT_BUDGET_TOKENS, config: RecallConfig | None = None, raw_tenant: str = TENANT,
+    db: Database,
+    conversations: Sequence[Conversation],
+    embedder: Embedder,
+    *,
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    config: RecallConfig | None = None,
+    raw_tenant: str = TENANT,
 ) -> dict[str, Any]:
     """Recall every question with the production defaults (or ``config``) and the baselines.
 
@@ -310,17 +353,20 @@ def evaluate(
             if other is conv:
                 continue
             for q, vec in zip(other.questions, vectors[id(other)]):
-                foreign.add(main.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens,
-                                               now=conv.now))
+                foreign.add(
+                    main.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens, now=conv.now)
+                )
         for q, vec in zip(conv.questions, vectors[id(conv)]):
             baseline = raw.block(raw_tenant, conv.user_id, vec, budget_tokens)
             results: dict[str, Recall] = {
-                "main": main.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens,
-                                           now=conv.now),
+                "main": main.recall_vector(
+                    TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens, now=conv.now
+                ),
             }
             for name, recaller in baselines.items():
-                result = recaller.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=_UNBOUNDED,
-                                                now=conv.now)
+                result = recaller.recall_vector(
+                    TENANT, conv.user_id, q.text, vec, budget_tokens=_UNBOUNDED, now=conv.now
+                )
                 results[name] = _fit_prefix(result, budget_tokens) if name == "vector_within_budget" else result
             for name, result in results.items():
                 shown = _sessions(result.episodes)
@@ -332,14 +378,23 @@ def evaluate(
     return {
         **overall,
         **foreign.summary(),
-        "per_category": {str(c): {"name": CATEGORY_NAMES[c], **tallies["main"][c].summary()}
-                         for c in CATEGORIES if c in tallies["main"]},
-        "per_conversation": {conv.path.stem: tallies["main"][conv.user_id].summary()
-                             for conv in conversations if conv.user_id in tallies["main"]},
-        "baselines": {name: {**tallies[name]["all"].summary(),
-                             "per_category": {str(c): tallies[name][c].summary()
-                                              for c in CATEGORIES if c in tallies[name]}}
-                      for name in baselines},
+        "per_category": {
+            str(c): {"name": CATEGORY_NAMES[c], **tallies["main"][c].summary()}
+            for c in CATEGORIES
+            if c in tallies["main"]
+        },
+        "per_conversation": {
+            conv.path.stem: tallies["main"][conv.user_id].summary()
+            for conv in conversations
+            if conv.user_id in tallies["main"]
+        },
+        "baselines": {
+            name: {
+                **tallies[name]["all"].summary(),
+                "per_category": {str(c): tallies[name][c].summary() for c in CATEGORIES if c in tallies[name]},
+            }
+            for name in baselines
+        },
         "budget_tokens": budget_tokens,
         "conversations": len(conversations),
         "malformed_evidence_ids": sum(c.malformed_evidence for c in conversations),
@@ -348,8 +403,12 @@ def evaluate(
 
 
 def run_eval(
-    settings: Settings, paths: Sequence[Path], *, extractor: str = "oracle",
-    budget_tokens: int = DEFAULT_BUDGET_TOKENS, config: RecallConfig | None = None,
+    settings: Settings,
+    paths: Sequence[Path],
+    *,
+    extractor: str = "oracle",
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    config: RecallConfig | None = None,
 ) -> dict[str, Any]:
     """Load, build episodes, evaluate, drop the scratch database; return the report."""
     started = time.perf_counter()
@@ -363,10 +422,21 @@ def run_eval(
             ingest_raw(db, [c.path for c in conversations])
         else:
             episodes = build_extracted(db, [c.path for c in conversations], extractor)
-        report = evaluate(db, conversations, embedder, budget_tokens=budget_tokens, config=config,
-                          raw_tenant=RAW_TENANT if extractor == "oracle" else TENANT)
-    return {**report, "extractor": extractor, "episodes": episodes,
-            "sessions": sum(len(c.sessions) for c in conversations), "seconds": round(time.perf_counter() - started, 1)}
+        report = evaluate(
+            db,
+            conversations,
+            embedder,
+            budget_tokens=budget_tokens,
+            config=config,
+            raw_tenant=RAW_TENANT if extractor == "oracle" else TENANT,
+        )
+    return {
+        **report,
+        "extractor": extractor,
+        "episodes": episodes,
+        "sessions": sum(len(c.sessions) for c in conversations),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def _files(paths: Sequence[Path]) -> list[Path]:
@@ -382,11 +452,14 @@ def _ratio(r: dict[str, Any]) -> str:
 
 def format_report(report: dict[str, Any], *, per_conversation: bool = False) -> str:
     """The human-readable table printed without --json (with one row per conversation if asked)."""
+
     def row(label: str, r: dict[str, Any], raw: bool = True) -> str:
         base = f"{r['baseline_answer_coverage']:>8.3f} {_ratio(r):>6}" if raw else f"{'':>8} {'':>6}"
-        return (f"{label:<24} {r['questions']:>5} {r['all_evidence_recall']:>8.3f} {r['any_evidence_recall']:>8.3f} "
-                f"{r['all_evidence_recall_strict']:>8.3f} {r['answer_coverage']:>8.3f} {base} "
-                f"{r['mean_block_tokens']:>8.0f} {r['p95_block_tokens']:>8.0f} {r['mean_episodes']:>7.1f}")
+        return (
+            f"{label:<24} {r['questions']:>5} {r['all_evidence_recall']:>8.3f} {r['any_evidence_recall']:>8.3f} "
+            f"{r['all_evidence_recall_strict']:>8.3f} {r['answer_coverage']:>8.3f} {base} "
+            f"{r['mean_block_tokens']:>8.0f} {r['p95_block_tokens']:>8.0f} {r['mean_episodes']:>7.1f}"
+        )
 
     lines = [
         f"LoCoMo recall: {report['conversations']} conversations, {report['sessions']} sessions, "

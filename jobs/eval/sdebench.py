@@ -52,9 +52,9 @@ from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words, covers, words
 from jobs.eval.baseline import MessageIndex
 from jobs.eval.clone import clone_user
-from jobs.eval.tally import CodingTally
 from jobs.eval.queries import eval_query
 from jobs.eval.scratch import scratch_database
+from jobs.eval.tally import CodingTally
 from jobs.ingest import IngestReport, ingest_records
 from jobs.recall import Recaller
 
@@ -102,7 +102,8 @@ def missing_data(root: Path, what: str) -> EpisodesError:
     return EpisodesError(
         f"No sde-bench data in {root} ({what}). It is not shipped with the project: put vectorize-io/sde-bench's "
         f"decoy_conversations.json, MANIFEST.json and tasks/ in ../shared/data/sde-bench beside the clone "
-        f"(DESIGN.md, 'Evaluation data') or pass --sde-bench PATH.")
+        f"(DESIGN.md, 'Evaluation data') or pass --sde-bench PATH."
+    )
 
 
 def load(root: Path) -> SdeBench:
@@ -114,8 +115,11 @@ def load(root: Path) -> SdeBench:
         raise missing_data(root, "decoy_conversations.json or tasks/ missing")
     decoys = [c["turns"] for c in json.loads(decoy_file.read_text(encoding="utf-8"))]
     manifest_path = root / "MANIFEST.json"
-    manifest = ({t["task_id"]: t for t in json.loads(manifest_path.read_text(encoding="utf-8"))["tasks"]}
-                if manifest_path.is_file() else {})
+    manifest = (
+        {t["task_id"]: t for t in json.loads(manifest_path.read_text(encoding="utf-8"))["tasks"]}
+        if manifest_path.is_file()
+        else {}
+    )
     tasks: list[Task] = []
     for path in sorted(tasks_dir.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -131,11 +135,20 @@ def load(root: Path) -> SdeBench:
 
 
 def _record(user_id: str, session_id: str, start: dt.datetime, turns: list[Turn]) -> dict[str, Any]:
-    messages = [{"role": t["role"], "content": t["text"], "ts": (start + dt.timedelta(minutes=i)).isoformat()}
-                for i, t in enumerate(turns)]
-    return {"tenant_id": TENANT, "user_id": user_id, "session_id": session_id, "agent_id": "sde-bench",
-            "purpose": "general", "started_at": start.isoformat(),
-            "ended_at": (start + dt.timedelta(minutes=max(len(turns) - 1, 0))).isoformat(), "messages": messages}
+    messages = [
+        {"role": t["role"], "content": t["text"], "ts": (start + dt.timedelta(minutes=i)).isoformat()}
+        for i, t in enumerate(turns)
+    ]
+    return {
+        "tenant_id": TENANT,
+        "user_id": user_id,
+        "session_id": session_id,
+        "agent_id": "sde-bench",
+        "purpose": "general",
+        "started_at": start.isoformat(),
+        "ended_at": (start + dt.timedelta(minutes=max(len(turns) - 1, 0))).isoformat(),
+        "messages": messages,
+    }
 
 
 def chat_start(task: Task, j: int) -> dt.datetime:
@@ -148,16 +161,21 @@ def build(db: Database, data: SdeBench, extractor_name: str) -> dict[str, int]:
     from jobs.summarize import run_summarize
 
     n = len(data.decoys)
-    decoys = [(f"decoy {i}", _record(DECOY_USER, f"decoy-{i:03d}", T0 - dt.timedelta(days=n - i), turns))
-              for i, turns in enumerate(data.decoys)]
+    decoys = [
+        (f"decoy {i}", _record(DECOY_USER, f"decoy-{i:03d}", T0 - dt.timedelta(days=n - i), turns))
+        for i, turns in enumerate(data.decoys)
+    ]
     _loaded(ingest_records(db, decoys, tenant_id=TENANT, only_tenant=True))
     extractor = make_extractor(db.settings, extractor_name)
     try:  # one worker keeps the offline run deterministic (episode ids break score ties)
         concurrency = 1 if extractor_name == "offline" else 4
         decoy_episodes = run_summarize(db, extractor=extractor, tenant=TENANT, concurrency=concurrency).done
         clone_user(db, TENANT, DECOY_USER, [(t.user_id, f"{t.task_id}/") for t in data.tasks])
-        chats = [(f"{t.task_id} chat {j + 1}", _record(t.user_id, t.session_id(j), chat_start(t, j), chat))
-                 for t in data.tasks for j, chat in enumerate(t.chats)]
+        chats = [
+            (f"{t.task_id} chat {j + 1}", _record(t.user_id, t.session_id(j), chat_start(t, j), chat))
+            for t in data.tasks
+            for j, chat in enumerate(t.chats)
+        ]
         _loaded(ingest_records(db, chats, tenant_id=TENANT, only_tenant=True))
         task_episodes = run_summarize(db, extractor=extractor, tenant=TENANT, concurrency=concurrency).done
     finally:
@@ -186,8 +204,9 @@ def _episode_ids(db: Database, user_id: str) -> dict[str, int]:
     return {r["session_id"]: int(r["id"]) for r in rows}
 
 
-def evaluate(db: Database, data: SdeBench, embedder: Embedder, *,
-             budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> dict[str, Any]:
+def evaluate(
+    db: Database, data: SdeBench, embedder: Embedder, *, budget_tokens: int = DEFAULT_BUDGET_TOKENS
+) -> dict[str, Any]:
     """Recall every task's bug report; the figures of the module docstring, overall and per source."""
     recaller = Recaller(db, embedder)
     raw = MessageIndex(db, embedder)
@@ -199,8 +218,9 @@ def evaluate(db: Database, data: SdeBench, embedder: Embedder, *,
         ids = _episode_ids(db, task.user_id)
         own = {ids[task.session_id(j)] for j in range(len(task.chats)) if task.session_id(j) in ids}
         now = chat_start(task, len(task.chats) - 1) + dt.timedelta(days=1)
-        result = recaller.recall_vector(TENANT, task.user_id, task.bug_report, vector, budget_tokens=budget_tokens,
-                                        now=now)
+        result = recaller.recall_vector(
+            TENANT, task.user_id, task.bug_report, vector, budget_tokens=budget_tokens, now=now
+        )
         block = result.render()
         shown = {ep.session_id: ep for ep in result.episodes if ep.session_id}
         latest = task.session_id(len(task.chats) - 1)
@@ -212,10 +232,14 @@ def evaluate(db: Database, data: SdeBench, embedder: Embedder, *,
         items += len(result.open_items)
         foreign_items += n_foreign
         blocks_with_foreign += n_foreign > 0
-        row: dict[str, Any] = {"evidence": evidence, "answer_words": sorted(task.answer_words),
-                               "block_covers": covers(block, task.answer_words),
-                               "baseline_covers": covers(baseline, task.answer_words),
-                               "open_items": len(result.open_items), "foreign_open_items": n_foreign}
+        row: dict[str, Any] = {
+            "evidence": evidence,
+            "answer_words": sorted(task.answer_words),
+            "block_covers": covers(block, task.answer_words),
+            "baseline_covers": covers(baseline, task.answer_words),
+            "open_items": len(result.open_items),
+            "foreign_open_items": n_foreign,
+        }
         if task.amended:
             old = shown.get(task.session_id(0))
             row["latest_rule_holds"] = latest_rule_holds(shown, task.session_id(0), latest)
@@ -230,16 +254,19 @@ def evaluate(db: Database, data: SdeBench, embedder: Embedder, *,
         "decoys": len(data.decoys),
         "per_source": {s: tallies[s].summary() for s in SOURCES if tallies[s].questions},
         "amended": {"tasks": sum(t.amended for t in data.tasks), "latest_rule_holds": holds},
-        "still_open": {"mean_items": round(items / n, 2) if n else 0.0,
-                       "mean_foreign_items": round(foreign_items / n, 2) if n else 0.0,
-                       "blocks_with_foreign_items": blocks_with_foreign},
+        "still_open": {
+            "mean_items": round(items / n, 2) if n else 0.0,
+            "mean_foreign_items": round(foreign_items / n, 2) if n else 0.0,
+            "blocks_with_foreign_items": blocks_with_foreign,
+        },
         "per_task": per_task,
         "budget_tokens": budget_tokens,
     }
 
 
-def run(settings: Settings, root: Path, *, extractor: str = "offline",
-        budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> dict[str, Any]:
+def run(
+    settings: Settings, root: Path, *, extractor: str = "offline", budget_tokens: int = DEFAULT_BUDGET_TOKENS
+) -> dict[str, Any]:
     """Load, build in a scratch database, evaluate, drop; the report."""
     started = time.perf_counter()
     data = load(root)

@@ -83,8 +83,11 @@ def _speaker(message: Message) -> str:
     if message.role == "tool":
         return TOOL_LABEL
     name = " ".join(_escape(message.name or "").split())
-    if not name or (name.casefold() in _ROLES and name.casefold() != message.role) \
-            or " ".join(name.casefold().split()) == TOOL_LABEL:
+    if (
+        not name
+        or (name.casefold() in _ROLES and name.casefold() != message.role)
+        or " ".join(name.casefold().split()) == TOOL_LABEL
+    ):
         return message.role
     return name
 
@@ -106,9 +109,11 @@ def split_lines(lines: list[Line], budget_tokens: int) -> list[list[Line]]:
         size = estimate_tokens(line.content) + 8
         if size > budget_tokens:
             step = budget_tokens * 4 - 200
-            chunks = [line.content[i:i + step] for i in range(0, len(line.content), step)]
-            pieces = [Line(line.index, line.speaker, line.ts, f"(piece {k + 1}/{len(chunks)}) {chunk}")
-                      for k, chunk in enumerate(chunks)]
+            chunks = [line.content[i : i + step] for i in range(0, len(line.content), step)]
+            pieces = [
+                Line(line.index, line.speaker, line.ts, f"(piece {k + 1}/{len(chunks)}) {chunk}")
+                for k, chunk in enumerate(chunks)
+            ]
         for piece in pieces:
             size = estimate_tokens(piece.content) + 8
             if current and used + size > budget_tokens:
@@ -144,7 +149,7 @@ class AnthropicExtractor:
     def close(self) -> None:
         self.caller.close()
 
-    def __enter__(self) -> "AnthropicExtractor":
+    def __enter__(self) -> AnthropicExtractor:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -163,10 +168,16 @@ class AnthropicExtractor:
                 template=USER_TEMPLATE,
                 system=system,
                 user=render(
-                    USER_TEMPLATE, tool_name=TOOL_NAME, part_number=n, part_count=len(parts), open_items=items,
+                    USER_TEMPLATE,
+                    tool_name=TOOL_NAME,
+                    part_number=n,
+                    part_count=len(parts),
+                    open_items=items,
                     decisions=decisions,
-                    session_date=session_date, purpose=transcript.purpose,
-                    message_count=len(transcript.messages), messages=part,
+                    session_date=session_date,
+                    purpose=transcript.purpose,
+                    message_count=len(transcript.messages),
+                    messages=part,
                 ),
                 tool_name=TOOL_NAME,
                 tool_description=TOOL_DESCRIPTION,
@@ -184,8 +195,12 @@ class AnthropicExtractor:
         if len(prompts) != 1:
             return None
         params = prompts[0].request(self.settings.model, self.settings.max_output_tokens)
-        return BatchRequest(params, prompts[0].prompt_hash, frozenset(i.event_id for i in items),
-                            frozenset(i.event_id for i in decisions))
+        return BatchRequest(
+            params,
+            prompts[0].prompt_hash,
+            frozenset(i.event_id for i in items),
+            frozenset(i.event_id for i in decisions),
+        )
 
     def parse(self, message: Any) -> EpisodeExtraction | tuple[str, str]:
         """The episode in a Messages API answer to a request from :meth:`batch_request`, or
@@ -213,10 +228,18 @@ class AnthropicExtractor:
 
         def merge(group: list[str]) -> str:
             prompt = ToolPrompt(
-                template=REDUCE_TEMPLATE, system=system,
-                user=render(REDUCE_TEMPLATE, tool_name=TOOL_NAME, session_date=session_date,
-                            message_count=len(transcript.messages), partials=group),
-                tool_name=TOOL_NAME, tool_description=TOOL_DESCRIPTION, schema=self._schema,
+                template=REDUCE_TEMPLATE,
+                system=system,
+                user=render(
+                    REDUCE_TEMPLATE,
+                    tool_name=TOOL_NAME,
+                    session_date=session_date,
+                    message_count=len(transcript.messages),
+                    partials=group,
+                ),
+                tool_name=TOOL_NAME,
+                tool_description=TOOL_DESCRIPTION,
+                schema=self._schema,
             )
             return self.caller.call(prompt, EpisodeExtraction, calls).model_dump_json(exclude_none=True)
 

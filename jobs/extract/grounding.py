@@ -29,8 +29,12 @@ class Grounded:
     dropped_entities: int
 
 
-def ground(episode: EpisodeExtraction, messages: list[Message], offered_items: set[int] | None = None,
-           offered_decisions: set[int] | None = None) -> Grounded:
+def ground(
+    episode: EpisodeExtraction,
+    messages: list[Message],
+    offered_items: set[int] | None = None,
+    offered_decisions: set[int] | None = None,
+) -> Grounded:
     """Drop what the transcript does not support. Resolutions must name an offered open item;
     replacements an offered decision or preference, each replaced by at most one event."""
     count = len(messages)
@@ -44,23 +48,25 @@ def ground(episode: EpisodeExtraction, messages: list[Message], offered_items: s
         if not evidence:
             continue
         replaces = event.replaces
-        if replaces is not None and (event.type not in STANDING_TYPES or replaces in replaced
-                                     or replaces not in (offered_decisions or set())):
+        if replaces is not None and (
+            event.type not in STANDING_TYPES or replaces in replaced or replaces not in (offered_decisions or set())
+        ):
             replaces, unlinked = None, unlinked + 1
         if replaces is not None:
             replaced.add(replaces)
         kept_events.append(event.model_copy(update={"evidence": evidence, "replaces": replaces}))
     kept_entities, ungrounded = ground_entities(
-        episode.entities, "\n".join(f"{m.name or ''}\n{m.content}" for m in messages))
+        episode.entities, "\n".join(f"{m.name or ''}\n{m.content}" for m in messages)
+    )
     resolutions = []
     for res in episode.resolved_items:
         evidence = sorted({i for i in res.evidence if 0 <= i < count})
         if evidence and res.item_id in (offered_items or set()):
             resolutions.append(res.model_copy(update={"evidence": evidence}))
-    dropped = (len(episode.key_events) - len(kept_events) + len(episode.resolved_items) - len(resolutions)
-               + unlinked)
-    cleaned = episode.model_copy(update={"key_events": kept_events, "entities": kept_entities,
-                                         "resolved_items": resolutions})
+    dropped = len(episode.key_events) - len(kept_events) + len(episode.resolved_items) - len(resolutions) + unlinked
+    cleaned = episode.model_copy(
+        update={"key_events": kept_events, "entities": kept_entities, "resolved_items": resolutions}
+    )
     return Grounded(cleaned, dropped_events=dropped, dropped_entities=ungrounded)
 
 

@@ -40,9 +40,7 @@ _WORD3 = re.compile(r"[^\W\d_]{3,}")
 _PLACEHOLDER = re.compile(r"^\s*\[(?:thinking|image|audio|document|file|attachment)\b[^\]]*\]\s*$", re.IGNORECASE)
 # What questions ask about: numbers and versions, capitalised names inside a sentence, identifiers and
 # paths (snake_case, dotted, slashed, backticked), quoted values.
-_SPECIFIC = re.compile(
-    r"\d|(?<=[a-z,;:] )[A-Z][\w'-]+|\b\w+[_./]\w+|`[^`]+`|\"[^\"]{2,}\"|'[^' ]{2,}[^']*'"
-)
+_SPECIFIC = re.compile(r"\d|(?<=[a-z,;:] )[A-Z][\w'-]+|\b\w+[_./]\w+|`[^`]+`|\"[^\"]{2,}\"|'[^' ]{2,}[^']*'")
 
 
 def episode_lines(messages: Sequence[Message], *, limit: int = MAX_LINES) -> list[EpisodeLine]:

@@ -71,11 +71,14 @@ SUMMARY_CHARS = 800
 RESOLVE_SIMILARITY: dict[EventType, float] = {"commitment": 0.6, "open_question": 0.65}
 LEAD_TYPES: tuple[EventType, ...] = ("decision",)  # an event of these types opens the summary (see _summary)
 NARRATION_PENALTY = 0.5  # an agent's working step ranks below anything said about the work itself
-_DONE = re.compile(r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"
-                   r"fixed|resolved|took care|here is|here's|went ahead|is now|are now|has been|have been)\b",
-                   re.IGNORECASE)
-_STILL_OPEN = re.compile(r"\b(?:still|wonder|not sure|don't know|no idea|haven't|hasn't|not yet|waiting)\b",
-                         re.IGNORECASE)
+_DONE = re.compile(
+    r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"
+    r"fixed|resolved|took care|here is|here's|went ahead|is now|are now|has been|have been)\b",
+    re.IGNORECASE,
+)
+_STILL_OPEN = re.compile(
+    r"\b(?:still|wonder|not sure|don't know|no idea|haven't|hasn't|not yet|waiting)\b", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,9 +144,12 @@ class OfflineExtractor:
             return []
         texts = [s.text for s in sentences]
         lexical_central = tfidf_centrality(texts)
-        prescore = [lexical_score(s.text, s.speaker == "assistant") + TFIDF_WEIGHT * c
-                    - (NARRATION_PENALTY if s.narration else 0.0)
-                    for s, c in zip(sentences, lexical_central, strict=True)]
+        prescore = [
+            lexical_score(s.text, s.speaker == "assistant")
+            + TFIDF_WEIGHT * c
+            - (NARRATION_PENALTY if s.narration else 0.0)
+            for s, c in zip(sentences, lexical_central, strict=True)
+        ]
         chosen: list[Sentence] = []
         budget = self.embed_budget
         for s in sorted(sentences, key=lambda s: (-prescore[s.order], s.order)):
@@ -178,8 +184,9 @@ class OfflineExtractor:
             out[part] = chunk
         return out
 
-    def _resolutions(self, items: list[OpenItem], embedded: list[Embedded], messages: list[Message]
-                     ) -> list[Resolution]:
+    def _resolutions(
+        self, items: list[OpenItem], embedded: list[Embedded], messages: list[Message]
+    ) -> list[Resolution]:
         """Earlier open items this session settles, conservatively: a sentence close in meaning to the
         item that reports it done (commitments) or states an answer without asking again (questions)."""
         items = [i for i in items if i.type in RESOLVE_SIMILARITY][:MAX_OPEN_ITEMS]
@@ -201,9 +208,13 @@ class OfflineExtractor:
                     continue
                 if item.type == "commitment" and not _DONE.search(text):
                     continue
-                out.append(Resolution(item_id=item.event_id,
-                                      outcome="fulfilled" if item.type == "commitment" else "answered",
-                                      evidence=[sentence.message]))
+                out.append(
+                    Resolution(
+                        item_id=item.event_id,
+                        outcome="fulfilled" if item.type == "commitment" else "answered",
+                        evidence=[sentence.message],
+                    )
+                )
                 break
         return out
 
@@ -244,8 +255,14 @@ def _sentences(messages: list[Message], said: list[str], used: list[int], transc
 # -- summary -------------------------------------------------------------------------------------
 
 
-def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list[Message], transcript: Transcript,
-             tags: list[str], events: list[KeyEvent]) -> str:
+def _summary(
+    sentences: list[Sentence],
+    embedded: list[Embedded],
+    messages: list[Message],
+    transcript: Transcript,
+    tags: list[str],
+    events: list[KeyEvent],
+) -> str:
     """The session's first decision when it has one and who talked about what, in one dated sentence, then 2-3
     salient, non-redundant sentences in original order, third person. The decision comes first because a block
     that has room for one sentence of a recent session shows the first one: "the user decided to use PostgreSQL
@@ -257,14 +274,18 @@ def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list
     first = next((e for kind in LEAD_TYPES for e in events if e.type == kind), None)
     if first is not None:  # one sentence, so the date stays with both: "On 4 March, Dana decided to ...; Dana and ..."
         decided = first.what.rstrip().removesuffix(".")
-        lead = f"{decided}; {lead[0].lower() + lead[1:] if lead.startswith('The ') else lead}" if lead else decided + "."
+        lead = (
+            f"{decided}; {lead[0].lower() + lead[1:] if lead.startswith('The ') else lead}" if lead else decided + "."
+        )
     ranked = sorted(embedded, key=lambda e: (-e.sentence.score, e.sentence.order))
     want = 1 if len(ranked) < 3 else 2 if len(ranked) < 8 else 3
     picked: list[Embedded] = []
     covered: set[str] = set()
     while ranked and len(picked) < want:  # best first, a small bonus for a speaker not yet heard from
-        best = max(ranked, key=lambda e: (e.sentence.score + (0.05 if e.sentence.speaker not in covered else 0.0),
-                                          -e.sentence.order))
+        best = max(
+            ranked,
+            key=lambda e: (e.sentence.score + (0.05 if e.sentence.speaker not in covered else 0.0), -e.sentence.order),
+        )
         ranked.remove(best)
         if best.sentence.narration:
             continue  # "Let me check the project structure." says nothing about the session
@@ -286,8 +307,10 @@ def _summary(sentences: list[Sentence], embedded: list[Embedded], messages: list
     if not parts and not sentences and any(m.role == "tool" or is_tool_text(m.content) for m in messages):
         calls = _TOOL_NAME.findall("\n".join(m.content for m in messages))
         tools = _join(list(dict.fromkeys(calls))[:5])
-        parts = [f"A session of {len(messages)} message(s) with no conversation, only tool activity"
-                 + (f" ({tools})." if tools else ".")]
+        parts = [
+            f"A session of {len(messages)} message(s) with no conversation, only tool activity"
+            + (f" ({tools})." if tools else ".")
+        ]
     if not parts:
         who = _join(list(dict.fromkeys(m.name or f"the {m.role}" for m in messages))) or "nobody"
         parts = [f"A session of {len(messages)} message(s) from {who} with no substantive text."]
@@ -329,8 +352,9 @@ def _entities(sentences: list[Sentence], messages: list[Message], said: list[str
     spelling."""
     haystack = "\n".join(f"{m.name or ''}\n{m.content}" for m in messages)
     speakers = list(dict.fromkeys(m.name for m in messages if m.name and m.name.strip()))
-    english = [s.text for s in sentences if looks_english(s.text) and not shouting(s.text)
-               and s.text.count("|") < 2]  # a markdown table row is cells, not prose
+    english = [
+        s.text for s in sentences if looks_english(s.text) and not shouting(s.text) and s.text.count("|") < 2
+    ]  # a markdown table row is cells, not prose
     out: dict[str, Entity] = {}
     for name in speakers:
         out.setdefault(name.strip()[:120], Entity(name=name.strip()[:120], kind="person"))
@@ -351,7 +375,13 @@ def _entities(sentences: list[Sentence], messages: list[Message], said: list[str
 def _importance(events: list[KeyEvent], n_messages: int, n_entities: int) -> float:
     """More decisions and commitments, denser in the session, mean the episode matters more later."""
     counts = Counter(e.type for e in events)
-    raw = (0.15 + 0.15 * min(counts["decision"], 3) + 0.12 * min(counts["commitment"], 3)
-           + 0.06 * min(counts["open_question"], 3) + 0.04 * min(counts["surprise"], 3)
-           + 0.1 * min(1.0, 2 * len(events) / max(n_messages, 1)) + 0.01 * min(n_entities, 5))
+    raw = (
+        0.15
+        + 0.15 * min(counts["decision"], 3)
+        + 0.12 * min(counts["commitment"], 3)
+        + 0.06 * min(counts["open_question"], 3)
+        + 0.04 * min(counts["surprise"], 3)
+        + 0.1 * min(1.0, 2 * len(events) / max(n_messages, 1))
+        + 0.01 * min(n_entities, 5)
+    )
     return round(min(0.95, max(0.1, raw)), 2)

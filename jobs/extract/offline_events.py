@@ -28,7 +28,13 @@ from jobs.models import KeyEvent, Message, Transcript
 # Salience of an event by its type, for choosing the 20 kept; one weight per type of jobs.concepts.EVENT_TYPES
 # (tests/test_concepts.py).
 EVENT_WEIGHT: dict[EventType, float] = {
-    "decision": 0.5, "preference": 0.45, "commitment": 0.45, "open_question": 0.35, "surprise": 0.2, "fact": 0.4}
+    "decision": 0.5,
+    "preference": 0.45,
+    "commitment": 0.45,
+    "open_question": 0.35,
+    "surprise": 0.2,
+    "fact": 0.4,
+}
 MAX_FACTS = 5  # facts kept per episode: the specifics a later session asks about, without crowding out the rest
 
 
@@ -44,8 +50,9 @@ class Sentence:
     narration: bool = False  # an agent's working step ("Let me check ..."): never an event, never summarised
 
 
-def find_events(sentences: list[Sentence], messages: list[Message], conversational: list[int],
-            transcript: Transcript) -> list[KeyEvent]:
+def find_events(
+    sentences: list[Sentence], messages: list[Message], conversational: list[int], transcript: Transcript
+) -> list[KeyEvent]:
     """Cue-phrase events, one per (type, message), most salient first, at most 20."""
     best: dict[tuple[str, int, int], tuple[float, KeyEvent]] = {}  # (type, message, sentence of a fact)
     speakers_after = _next_other_speaker(messages, conversational)
@@ -67,8 +74,12 @@ def find_events(sentences: list[Sentence], messages: list[Message], conversation
             if agreed is not None:
                 user = messages[agreed]
                 who, label, evidence = user.name or user.role, user.name or f"The {user.role}", [s.message, agreed]
-        elif found and found[0] in ("decision", "preference", "surprise", "fact") and message.role == "assistant" \
-                and not (found[0] == "surprise" and FAILURE.search(s.text)):
+        elif (
+            found
+            and found[0] in ("decision", "preference", "surprise", "fact")
+            and message.role == "assistant"
+            and not (found[0] == "surprise" and FAILURE.search(s.text))
+        ):
             found = None  # decisions, preferences and facts are the user's (an assistant "switched" a setting); so
             # are surprises, except a test or command that failed unexpectedly, which the agent is the first to see
         kind: EventType | None = found[0] if found else None
@@ -100,7 +111,7 @@ def find_events(sentences: list[Sentence], messages: list[Message], conversation
 def _agreement(index: int, messages: list[Message], conversational: list[int], before: bool) -> int | None:
     """The user's message after an assistant's message (or, ``before``, the one before it) that agrees with it."""
     pos = conversational.index(index)
-    for j in (conversational[pos + 1 : pos + 2] + (conversational[max(pos - 1, 0) : pos] if before else [])):
+    for j in conversational[pos + 1 : pos + 2] + (conversational[max(pos - 1, 0) : pos] if before else []):
         if messages[j].role == "user" and AGREEMENT.match(normalise(messages[j].content[:200])):
             return j
     return None
@@ -115,19 +126,32 @@ def _event_what(s: Sentence, kind: CueType, start: int, label: str) -> str:
     if label != s.label:  # an assistant's rule the user agreed to: the rule, quoted without its lead-in
         body = PROPOSAL.sub("", normalise(s.text), count=1).strip()
         if not DECISION_LABEL.match(body) and body != normalise(s.text).strip():
-            return clip(f'{label} decided: "{body[0].upper() + body[1:]}"'.replace(chr(34) * 2, chr(34)), 400) \
-                if body else attribute(s.text, label, "decided")
+            return (
+                clip(f'{label} decided: "{body[0].upper() + body[1:]}"'.replace(chr(34) * 2, chr(34)), 400)
+                if body
+                else attribute(s.text, label, "decided")
+            )
     clause = clause_from(s.text, start)
     what = None
     lead = INTERJECTION.sub("", normalise(s.text)[:start])
     if kind == "decision" and label == s.label and not content_words(lead):  # nothing said before the cue
         what = decision_what(clause, s.label)
-    if what is None and kind != "fact" and label == s.label and len(clause.split()) >= 4 \
-            and re.match(r"I\b|I'", clause):
+    if (
+        what is None
+        and kind != "fact"
+        and label == s.label
+        and len(clause.split()) >= 4
+        and re.match(r"I\b|I'", clause)
+    ):
         what = third_person(clause, s.label)
     if what is None:
-        verb = {"decision": "decided", "preference": "said", "commitment": "committed", "surprise": "was surprised",
-                "fact": "said"}[kind]
+        verb = {
+            "decision": "decided",
+            "preference": "said",
+            "commitment": "committed",
+            "surprise": "was surprised",
+            "fact": "said",
+        }[kind]
         what = attribute(s.text, label, verb)
     what = what.rstrip(":;,- ")
     return clip(what if re.search(r"[.!?…\"]$", what) else what + ".", 400)
@@ -141,8 +165,9 @@ def _next_other_speaker(messages: list[Message], conversational: list[int]) -> d
     return out
 
 
-def _is_open_question(s: Sentence, messages: list[Message], conversational: list[int],
-                      next_other: dict[int, int | None]) -> bool:
+def _is_open_question(
+    s: Sentence, messages: list[Message], conversational: list[int], next_other: dict[int, int | None]
+) -> bool:
     """A real question nobody answered: the session ended, or the reply admits not knowing. Conservative:
     small talk ("how are you?") and short questions never count."""
     text = normalise(s.text).strip()

@@ -45,7 +45,9 @@ AMEND_CUE = re.compile(
 )
 _BOILERPLATE = re.compile(
     r"\b(?:the user|the assistant|decided|prefers?|said|that|to|amendment|amended|superseding|supersedes|"
-    r"rule from last (?:week|month))\b|^\W*decision\s*[:—–-]|[\"':]", re.IGNORECASE)
+    r"rule from last (?:week|month))\b|^\W*decision\s*[:—–-]|[\"':]",
+    re.IGNORECASE,
+)
 
 
 def core(what: str, names: set[str]) -> str:
@@ -56,20 +58,26 @@ def core(what: str, names: set[str]) -> str:
     return clip(" ".join(_BOILERPLATE.sub(" ", text).split()) or what, 300)
 
 
-def link_replacements(events: Sequence[KeyEvent], offered: Sequence[OpenItem], messages: Sequence[Message],
-                      embedder: Embedder) -> list[KeyEvent]:
+def link_replacements(
+    events: Sequence[KeyEvent], offered: Sequence[OpenItem], messages: Sequence[Message], embedder: Embedder
+) -> list[KeyEvent]:
     """``events`` with ``replaces`` set where a new decision or preference clearly replaces an offered one."""
     items = [i for i in offered if i.standing]
     said = [[normalise(messages[i].content) for i in e.evidence if i < len(messages)] for e in events]
     amended = [any(AMEND_CUE.search(t) for t in texts) for texts in said]
-    candidates = [k for k, e in enumerate(events) if e.type in STANDING_TYPES
-                  and (amended[k] or any(CHANGE_CUE.search(t) for t in said[k]))]
+    candidates = [
+        k
+        for k, e in enumerate(events)
+        if e.type in STANDING_TYPES and (amended[k] or any(CHANGE_CUE.search(t) for t in said[k]))
+    ]
     if not items or not candidates:
         return list(events)
     names = {m.name for m in messages if m.name}
-    vectors = np.asarray(embedder.embed([core(events[k].what, names) for k in candidates]
-                                        + [core(i.what, names) for i in items]), dtype=np.float32)
-    sims = vectors[: len(candidates)] @ vectors[len(candidates):].T
+    vectors = np.asarray(
+        embedder.embed([core(events[k].what, names) for k in candidates] + [core(i.what, names) for i in items]),
+        dtype=np.float32,
+    )
+    sims = vectors[: len(candidates)] @ vectors[len(candidates) :].T
     out = list(events)
     taken_items: set[int] = set()
     taken_events: set[int] = set()
@@ -77,8 +85,11 @@ def link_replacements(events: Sequence[KeyEvent], offered: Sequence[OpenItem], m
         row, col = divmod(int(flat), len(items))
         if sims[row, col] < AMEND_SIMILARITY:
             break
-        if row in taken_events or col in taken_items \
-                or sims[row, col] < (AMEND_SIMILARITY if amended[candidates[row]] else REPLACE_SIMILARITY):
+        if (
+            row in taken_events
+            or col in taken_items
+            or sims[row, col] < (AMEND_SIMILARITY if amended[candidates[row]] else REPLACE_SIMILARITY)
+        ):
             continue
         taken_events.add(row)
         taken_items.add(col)

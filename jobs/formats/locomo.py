@@ -52,13 +52,16 @@ def read_locomo(path: Path, tenant_id: str) -> Iterator[Item]:
             if turn.get("blip_caption"):
                 text = f"{text} [shares a photo: {turn['blip_caption']}]".strip()
             messages.append({"role": "user", "name": turn.get("speaker"), "content": text})
-        yield where, {
-            "tenant_id": tenant_id,
-            "user_id": user_id,
-            "session_id": f"{path.stem}-s{n}",
-            "agent_id": "locomo",
-            "purpose": "general",
-            "started_at": when.isoformat(),
-            "ended_at": when.isoformat(),
-            "messages": messages,
-        }
+        yield (
+            where,
+            {
+                "tenant_id": tenant_id,
+                "user_id": user_id,
+                "session_id": f"{path.stem}-s{n}",
+                "agent_id": "locomo",
+                "purpose": "general",
+                "started_at": when.isoformat(),
+                "ended_at": when.isoformat(),
+                "messages": messages,
+            },
+        )

@@ -39,8 +39,14 @@ from typing import Any
 TOOL_RESULT_CHARS = 400  # default condensed size of one tool result (Settings.tool_result_chars)
 TOOL_ARG_CHARS = 120  # one argument's value in a tool-call line
 TOOL_CALL_CHARS = 400  # a whole tool-call line
-ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system",
-         "tool": "tool", "function": "tool"}
+ROLES = {
+    "user": "user",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+    "function": "tool",
+}
 _NUL = re.compile(r"\x00")
 
 
@@ -65,9 +71,14 @@ class _Piece:
 
 def is_plain(message: dict[str, Any]) -> bool:
     """Our own shape: a string content and none of the OpenAI tool (or refusal) fields."""
-    return (isinstance(message.get("content"), str) and message.get("role") in ("user", "assistant", "system", "tool")
-            and not message.get("tool_calls") and not message.get("tool_call_id") and not message.get("function_call")
-            and not message.get("refusal"))
+    return (
+        isinstance(message.get("content"), str)
+        and message.get("role") in ("user", "assistant", "system", "tool")
+        and not message.get("tool_calls")
+        and not message.get("tool_call_id")
+        and not message.get("function_call")
+        and not message.get("refusal")
+    )
 
 
 def normalise_messages(raw: Sequence[Any], options: ShapeOptions | None = None) -> list[dict[str, Any]]:
@@ -248,12 +259,12 @@ def _call_line(name: str, arguments: Any) -> str:
     else:
         args = _short(arguments)
     line = f"[tool call {_one_line(name)}: {args}]" if args else f"[tool call {_one_line(name)}]"
-    return line if len(line) <= TOOL_CALL_CHARS else line[:TOOL_CALL_CHARS - 2] + "…]"
+    return line if len(line) <= TOOL_CALL_CHARS else line[: TOOL_CALL_CHARS - 2] + "…]"
 
 
 def _short(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= TOOL_ARG_CHARS else text[:TOOL_ARG_CHARS - 1] + "…"
+    return text if len(text) <= TOOL_ARG_CHARS else text[: TOOL_ARG_CHARS - 1] + "…"
 
 
 def _one_line(text: str) -> str:
@@ -269,7 +280,7 @@ def condense(text: str, limit: int) -> str:
     head = max(limit * 2 // 3, 1)
     tail = max(limit - head, 0)
     cut = len(text) - head - tail
-    return f"{text[:head]} …[{cut:,} chars cut]… {text[len(text) - tail:] if tail else ''}".rstrip()
+    return f"{text[:head]} …[{cut:,} chars cut]… {text[len(text) - tail :] if tail else ''}".rstrip()
 
 
 def _result_line(tool: str, text: str, error: bool, options: ShapeOptions) -> str:
@@ -277,4 +288,3 @@ def _result_line(tool: str, text: str, error: bool, options: ShapeOptions) -> st
     named = f"{label} {_one_line(tool)}" if tool.strip() else label
     body = condense(text, options.tool_result_chars)
     return f"[{named}: {body}]" if body else f"[{named}]"
-

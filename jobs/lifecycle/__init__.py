@@ -29,11 +29,17 @@ if TYPE_CHECKING:
 # Code inside episodes imports the modules themselves. No name here is also a module's: ``resummarize``
 # (the function) would be shadowed by the module jobs.lifecycle.resummarize once imported, so it is only there.
 _WHERE = {
-    "PinChange": "jobs.lifecycle.pins", "pin": "jobs.lifecycle.pins", "unpin": "jobs.lifecycle.pins",
-    "PolicyPlan": "jobs.lifecycle.policy", "PolicyReport": "jobs.lifecycle.policy",
-    "apply_policy": "jobs.lifecycle.policy", "plan_policy": "jobs.lifecycle.policy",
-    "ResummarizePlan": "jobs.lifecycle.resummarize", "Selection": "jobs.lifecycle.resummarize",
-    "current_prompt_version": "jobs.lifecycle.resummarize", "plan_resummarize": "jobs.lifecycle.resummarize",
+    "PinChange": "jobs.lifecycle.pins",
+    "pin": "jobs.lifecycle.pins",
+    "unpin": "jobs.lifecycle.pins",
+    "PolicyPlan": "jobs.lifecycle.policy",
+    "PolicyReport": "jobs.lifecycle.policy",
+    "apply_policy": "jobs.lifecycle.policy",
+    "plan_policy": "jobs.lifecycle.policy",
+    "ResummarizePlan": "jobs.lifecycle.resummarize",
+    "Selection": "jobs.lifecycle.resummarize",
+    "current_prompt_version": "jobs.lifecycle.resummarize",
+    "plan_resummarize": "jobs.lifecycle.resummarize",
     "PruneReport": "jobs.lifecycle.retention",
     "prune_transcripts": "jobs.lifecycle.retention",
 }

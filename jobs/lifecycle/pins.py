@@ -40,8 +40,11 @@ class PinChange:
 
     def line(self) -> str:
         verb = "pinned" if self.pinned else "unpinned"
-        text = f"episode {self.episode_id} (user {self.user_id}) {verb}" if self.changed else (
-            f"episode {self.episode_id} was already {verb}")
+        text = (
+            f"episode {self.episode_id} (user {self.user_id}) {verb}"
+            if self.changed
+            else (f"episode {self.episode_id} was already {verb}")
+        )
         return text + (f"; its compressed period's super-summary: {self.rebuilt}" if self.rebuilt else "")
 
 
@@ -75,10 +78,16 @@ def _refuse(conn: Conn, tenant_id: str, episode_id: int) -> NoReturn:
     """Raise the error that says why ``episode_id`` cannot be (un)pinned."""
     found = conn.execute(query("episode_identity"), {"id": episode_id, "tenant_id": tenant_id}).fetchone()
     if found is None:
-        raise EpisodeNotFound(f"No episode {episode_id} in tenant {tenant_id!r}; "
-                              "see analyst.episode_timeline for the tenant's episode ids.")
+        raise EpisodeNotFound(
+            f"No episode {episode_id} in tenant {tenant_id!r}; "
+            "see analyst.episode_timeline for the tenant's episode ids."
+        )
     if found["kind"] == "super":
-        raise EpisodeNotPinnable(f"Episode {episode_id} is a super-summary; pin the session episodes it compressed "
-                            f"(analyst.episode_timeline where compressed_into = {episode_id}).")
-    raise EpisodeNotPinnable(f"Episode {episode_id} was superseded by a re-run of its session"
-                        + (f"; pin episode {found['superseded_by']} instead." if found["superseded_by"] else "."))
+        raise EpisodeNotPinnable(
+            f"Episode {episode_id} is a super-summary; pin the session episodes it compressed "
+            f"(analyst.episode_timeline where compressed_into = {episode_id})."
+        )
+    raise EpisodeNotPinnable(
+        f"Episode {episode_id} was superseded by a re-run of its session"
+        + (f"; pin episode {found['superseded_by']} instead." if found["superseded_by"] else ".")
+    )

@@ -25,8 +25,8 @@ from psycopg.types.json import Jsonb
 from jobs.compress.compressor import Compressor
 from jobs.db import Database, one
 from jobs.embeddings import Embedder
-from jobs.rights.erase_episode import OUTCOMES, RemovedSuper, erase_episodes, rebuild_supers
 from jobs.prune_policy import PrunePolicy
+from jobs.rights.erase_episode import OUTCOMES, RemovedSuper, erase_episodes, rebuild_supers
 from jobs.sql import query
 from jobs.wording import counted
 
@@ -52,8 +52,10 @@ class PolicyPlan:
         for c in self.policy.clauses:
             verb = "selects" if c.action == "delete" else "saves"
             out.append(f'  clause {c.number} "{c.text}": {verb} {self.hits.get(c.number, 0):,}')
-        out.append(f"would delete {counted(self.deleted, 'episode')}; {self.kept:,} saved by keep clauses, "
-                   f"{self.pinned:,} saved by pins (dry run, nothing changed)")
+        out.append(
+            f"would delete {counted(self.deleted, 'episode')}; {self.kept:,} saved by keep clauses, "
+            f"{self.pinned:,} saved by pins (dry run, nothing changed)"
+        )
         return out
 
 
@@ -70,20 +72,24 @@ class PolicyReport:
 
     def line(self) -> str:
         p = self.plan
-        text = (f'policy "{p.policy.text}": deleted {counted(self.deleted, "episode")} in '
-                f"{counted(self.batches, 'batch')} ({counted(self.counts['events'], 'event')}, "
-                f"{counted(self.counts['entities'], 'entity')}, {counted(self.counts['reopened_items'], 'item')} "
-                f"reopened, {counted(self.counts['restored_decisions'], 'decision')} standing again; transcripts "
-                f"kept, never summarised again); {p.kept:,} saved by keep clauses, {p.pinned:,} saved by pins; "
-                f"recorded as {counted(self.erasures, 'erasure')}")
+        text = (
+            f'policy "{p.policy.text}": deleted {counted(self.deleted, "episode")} in '
+            f"{counted(self.batches, 'batch')} ({counted(self.counts['events'], 'event')}, "
+            f"{counted(self.counts['entities'], 'entity')}, {counted(self.counts['reopened_items'], 'item')} "
+            f"reopened, {counted(self.counts['restored_decisions'], 'decision')} standing again; transcripts "
+            f"kept, never summarised again); {p.kept:,} saved by keep clauses, {p.pinned:,} saved by pins; "
+            f"recorded as {counted(self.erasures, 'erasure')}"
+        )
         if self.rebuilt:
             text += "; super-summaries: " + ", ".join(
-                f"{n} {OUTCOMES.get(outcome, outcome)}" for outcome, n in sorted(self.rebuilt.items()))
+                f"{n} {OUTCOMES.get(outcome, outcome)}" for outcome, n in sorted(self.rebuilt.items())
+            )
         return text
 
 
-def plan_policy(db: Database, policy: PrunePolicy, *, tenant: str | None = None,
-                now: dt.datetime | None = None) -> PolicyPlan:
+def plan_policy(
+    db: Database, policy: PrunePolicy, *, tenant: str | None = None, now: dt.datetime | None = None
+) -> PolicyPlan:
     """Count what ``policy`` would delete now (of one tenant, or all); changes nothing."""
     plan = PolicyPlan(policy, now or dt.datetime.now(dt.UTC))
     scope = {"policy": Jsonb(policy.as_json()), "at": plan.at, "tenant": tenant}
@@ -100,9 +106,15 @@ def plan_policy(db: Database, policy: PrunePolicy, *, tenant: str | None = None,
 
 
 def apply_policy(
-    db: Database, policy: PrunePolicy, *, tenant: str | None = None, now: dt.datetime | None = None,
-    batch_size: int = BATCH_SIZE, progress: Callable[[int], object] | None = None,
-    compressor: Compressor | None = None, embedder: Embedder | None = None,
+    db: Database,
+    policy: PrunePolicy,
+    *,
+    tenant: str | None = None,
+    now: dt.datetime | None = None,
+    batch_size: int = BATCH_SIZE,
+    progress: Callable[[int], object] | None = None,
+    compressor: Compressor | None = None,
+    embedder: Embedder | None = None,
 ) -> PolicyReport:
     """Delete what ``policy`` selects (see the module docstring); ``progress`` is called with the
     episodes of each batch. ``compressor`` / ``embedder`` rebuild the super-summaries (default: from
@@ -111,13 +123,20 @@ def apply_policy(
     at, clauses = report.plan.at, Jsonb(policy.as_json())
     for tenant_id in report.plan.per_tenant:
         with db.admin() as conn:
-            ids = [r["episode_id"] for r in conn.execute(
-                query("prune_policy_ids"), {"policy": clauses, "at": at, "tenant": tenant_id})]
+            ids = [
+                r["episode_id"]
+                for r in conn.execute(query("prune_policy_ids"), {"policy": clauses, "at": at, "tenant": tenant_id})
+            ]
         removed: list[RemovedSuper] = []
         for start in range(0, len(ids), batch_size):
             with db.tenant(tenant_id) as conn:
-                locked = [r["id"] for r in conn.execute(query("prune_policy_lock_batch"), {
-                    "ids": ids[start:start + batch_size], "tenant_id": tenant_id, "policy": clauses, "at": at})]
+                locked = [
+                    r["id"]
+                    for r in conn.execute(
+                        query("prune_policy_lock_batch"),
+                        {"ids": ids[start : start + batch_size], "tenant_id": tenant_id, "policy": clauses, "at": at},
+                    )
+                ]
                 if not locked:
                     continue
                 erased = erase_episodes(conn, tenant_id, locked, scope="policy")

@@ -56,8 +56,10 @@ class ReembedProgress:
     total: int
 
     def line(self) -> str:
-        return (f"re-embedding to {self.embedder} ({self.dim}-d): {self.done:,} / {self.total:,} episodes, "
-                f"since {self.started_at:%Y-%m-%d %H:%M} UTC")
+        return (
+            f"re-embedding to {self.embedder} ({self.dim}-d): {self.done:,} / {self.total:,} episodes, "
+            f"since {self.started_at:%Y-%m-%d %H:%M} UTC"
+        )
 
 
 @dataclass
@@ -74,10 +76,12 @@ class ReembedReport:
     lines: int = 0  # episode lines embedded again after the switch
 
     def line(self) -> str:
-        return (f"re-embedded with {self.embedder} ({self.dim}-d): {self.written:,} vectors written in this run, "
-                f"{self.caught_up:,} caught up at the switch, {self.total:,} episodes now on {self.embedder}, "
-                f"{self.lines:,} episode lines · "
-                f"{self.seconds:.1f}s (switch {self.switch_seconds * 1000:.0f} ms)")
+        return (
+            f"re-embedded with {self.embedder} ({self.dim}-d): {self.written:,} vectors written in this run, "
+            f"{self.caught_up:,} caught up at the switch, {self.total:,} episodes now on {self.embedder}, "
+            f"{self.lines:,} episode lines · "
+            f"{self.seconds:.1f}s (switch {self.switch_seconds * 1000:.0f} ms)"
+        )
 
 
 def reembed_progress(conn: Conn) -> ReembedProgress | None:
@@ -99,9 +103,16 @@ def abort_reembed(db: Database) -> ReembedProgress | None:
         return progress
 
 
-def reembed(db: Database, embedder: Embedder, name: str, *, batch_size: int = BATCH_SIZE,
-            on_total: Callable[[int, int], None] | None = None, progress: Callable[[int], object] | None = None,
-            worker: str = "reembed") -> ReembedReport:
+def reembed(
+    db: Database,
+    embedder: Embedder,
+    name: str,
+    *,
+    batch_size: int = BATCH_SIZE,
+    on_total: Callable[[int, int], None] | None = None,
+    progress: Callable[[int], object] | None = None,
+    worker: str = "reembed",
+) -> ReembedReport:
     """Begin or resume a re-embed to ``embedder`` (recorded as ``name``), fill, and switch.
 
     ``on_total(total, done)`` is called once the work is known; ``progress(n)`` after each batch.
@@ -114,9 +125,11 @@ def reembed(db: Database, embedder: Embedder, name: str, *, batch_size: int = BA
         if distributed_tables(conn):
             # The switch renames embedding_next to embedding, and Citus 13 does not propagate RENAME
             # COLUMN on a distributed table ("alter table command is currently unsupported").
-            raise EpisodesError("`episodes reembed` does not run on a Citus cluster yet: its switch renames a column, "
-                                "which Citus refuses on a distributed table. Re-embed before distributing, or "
-                                "undistribute, re-embed and distribute again (docs/citus.md).")
+            raise EpisodesError(
+                "`episodes reembed` does not run on a Citus cluster yet: its switch renames a column, "
+                "which Citus refuses on a distributed table. Re-embed before distributing, or "
+                "undistribute, re-embed and distribute again (docs/citus.md)."
+            )
     started = time.monotonic()
     report = ReembedReport(name, embedder.dim)
     with _only_runner(db):
@@ -168,14 +181,18 @@ def _begin(conn: Conn, embedder: Embedder, name: str) -> ReembedProgress:
         progress = reembed_progress(conn)
         raise ReembedInProgress(
             f"A re-embed to {state['embedder']} is in progress ({progress.done if progress else 0:,} done). Resume it "
-            f"with `episodes reembed --embedder {state['embedder']}`, or drop it with `episodes reembed --abort`.")
+            f"with `episodes reembed --embedder {state['embedder']}`, or drop it with `episodes reembed --abort`."
+        )
     if state is None:
         conn.execute(query("reembed_begin"), {"embedder": name, "dim": embedder.dim})
-        conn.execute(sql.SQL("ALTER TABLE episodes ADD COLUMN embedding_next vector({})").format(
-            sql.Literal(embedder.dim)))
+        conn.execute(
+            sql.SQL("ALTER TABLE episodes ADD COLUMN embedding_next vector({})").format(sql.Literal(embedder.dim))
+        )
         conn.execute("ALTER TABLE episodes ALTER COLUMN embedding_next SET STORAGE MAIN")
-        conn.execute("CREATE TRIGGER episodes_reembed_stale BEFORE UPDATE OF embedding ON episodes "
-                     "FOR EACH ROW EXECUTE FUNCTION episodes_reembed_stale()")
+        conn.execute(
+            "CREATE TRIGGER episodes_reembed_stale BEFORE UPDATE OF embedding ON episodes "
+            "FOR EACH ROW EXECUTE FUNCTION episodes_reembed_stale()"
+        )
     progress = reembed_progress(conn)
     assert progress is not None
     return progress
@@ -190,18 +207,29 @@ def _texts(rows: list[DictRow]) -> list[str]:
     # Imported by the re-embedding alone: `episodes status` reads reembed_progress and builds no pydantic model.
     from jobs.models import episode_text
 
-    return [episode_text(r["summary"], r["topic_tags"],
-                         r["events"] if r["kind"] == "session" else r["events"][:SUPER_VECTOR_EVENTS], r["entities"])
-            for r in rows]
+    return [
+        episode_text(
+            r["summary"],
+            r["topic_tags"],
+            r["events"] if r["kind"] == "session" else r["events"][:SUPER_VECTOR_EVENTS],
+            r["entities"],
+        )
+        for r in rows
+    ]
 
 
 def _write(conn: Conn, embedder: Embedder, rows: list[DictRow]) -> int:
     """Embed ``rows`` and store the vectors (in the caller's transaction); return how many were stored."""
     vectors = embedder.embed(_texts(rows))
     set_local(conn, **{"episodes.reembed_write": "on"})
-    cursor = conn.execute(query("reembed_write"), {
-        "ids": [r["id"] for r in rows], "versions": [r["changed_version"] for r in rows],
-        "vecs": _vector_texts(vectors)})
+    cursor = conn.execute(
+        query("reembed_write"),
+        {
+            "ids": [r["id"] for r in rows],
+            "versions": [r["changed_version"] for r in rows],
+            "vecs": _vector_texts(vectors),
+        },
+    )
     set_local(conn, **{"episodes.reembed_write": "off"})
     return cursor.rowcount
 
@@ -243,10 +271,15 @@ def _rewrite_lines(db: Database, embedder: Embedder, batch_size: int) -> int:
             if not rows:
                 return written
             vectors = embedder.embed([r["text"] for r in rows])
-            conn.execute(query("reembed_lines_write"), {
-                "tenants": [r["tenant_id"] for r in rows], "episodes": [r["episode_id"] for r in rows],
-                "ordinals": [r["ordinal"] for r in rows],
-                "vecs": _vector_texts(vectors)})
+            conn.execute(
+                query("reembed_lines_write"),
+                {
+                    "tenants": [r["tenant_id"] for r in rows],
+                    "episodes": [r["episode_id"] for r in rows],
+                    "ordinals": [r["ordinal"] for r in rows],
+                    "vecs": _vector_texts(vectors),
+                },
+            )
         written += len(rows)
         key = {"tenant_id": rows[-1]["tenant_id"], "episode_id": rows[-1]["episode_id"], "ordinal": rows[-1]["ordinal"]}
 

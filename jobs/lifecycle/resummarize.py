@@ -56,8 +56,14 @@ class Selection:
         if self.prompt_version_below is not None:
             below = {"below": self.prompt_version_below}
             versions = one(conn.execute(query("prompt_versions_below"), below))["versions"]
-        return {"tenant": self.tenant, "user": self.user, "since": self.since, "until": self.until,
-                "versions": versions, "current": current}
+        return {
+            "tenant": self.tenant,
+            "user": self.user,
+            "since": self.since,
+            "until": self.until,
+            "versions": versions,
+            "current": current,
+        }
 
 
 @dataclass
@@ -77,13 +83,18 @@ class ResummarizePlan:
     requeued: int | None = None  # None on a dry run
 
     def line(self) -> str:
-        head = (f"would requeue {counted(self.requeue, 'session')}" if self.requeued is None
-                else f"requeued {counted(self.requeued, 'session')}")
-        return (f"{head} for prompt {self.prompt_version} · est. {self.input_tokens:,} input / "
-                f"{self.output_tokens:,} output tokens · est. cost ${self.cost_live_usd:,.4f} live, "
-                f"${self.cost_batch_usd:,.4f} with --batch · skipped: {self.messages_gone:,} messages gone "
-                f"(retention), {self.already_current:,} already on this prompt, {self.already_queued:,} already "
-                f"queued, {self.dead:,} dead-lettered (episodes retry)")
+        head = (
+            f"would requeue {counted(self.requeue, 'session')}"
+            if self.requeued is None
+            else f"requeued {counted(self.requeued, 'session')}"
+        )
+        return (
+            f"{head} for prompt {self.prompt_version} · est. {self.input_tokens:,} input / "
+            f"{self.output_tokens:,} output tokens · est. cost ${self.cost_live_usd:,.4f} live, "
+            f"${self.cost_batch_usd:,.4f} with --batch · skipped: {self.messages_gone:,} messages gone "
+            f"(retention), {self.already_current:,} already on this prompt, {self.already_queued:,} already "
+            f"queued, {self.dead:,} dead-lettered (episodes retry)"
+        )
 
 
 def current_prompt_version(settings: Settings, extractor: str | None = None) -> str:
@@ -114,16 +125,28 @@ def plan_resummarize(db: Database, selection: Selection, prompt_version: str) ->
     """
     with db.admin() as conn:
         row = one(conn.execute(query("resummarize_counts"), selection.params(conn, prompt_version)))
-    plan = ResummarizePlan(prompt_version, requeue=int(row["requeue"]), already_queued=int(row["queued"]),
-                           dead=int(row["dead"]), already_current=int(row["current"]),
-                           messages_gone=int(row["gone"]))
+    plan = ResummarizePlan(
+        prompt_version,
+        requeue=int(row["requeue"]),
+        already_queued=int(row["queued"]),
+        dead=int(row["dead"]),
+        already_current=int(row["current"]),
+        messages_gone=int(row["gone"]),
+    )
     per_output = round(row["mean_output_tokens"] or DEFAULT_OUTPUT_TOKENS)
-    plan.input_tokens = (plan.requeue * fixed_prompt_tokens() + (int(row["chars"]) + 3) // 4
-                         + LINE_TOKENS * int(row["messages"]))
+    plan.input_tokens = (
+        plan.requeue * fixed_prompt_tokens() + (int(row["chars"]) + 3) // 4 + LINE_TOKENS * int(row["messages"])
+    )
     plan.output_tokens = plan.requeue * per_output
     for batch in (False, True):
-        call = ModelCall(template=USER_TEMPLATE, prompt_hash="estimate", model=db.settings.model, batch=batch,
-                         input_tokens=plan.input_tokens, output_tokens=plan.output_tokens)
+        call = ModelCall(
+            template=USER_TEMPLATE,
+            prompt_hash="estimate",
+            model=db.settings.model,
+            batch=batch,
+            input_tokens=plan.input_tokens,
+            output_tokens=plan.output_tokens,
+        )
         if batch:
             plan.cost_batch_usd = cost_usd(db.settings, call)
         else:
@@ -131,8 +154,14 @@ def plan_resummarize(db: Database, selection: Selection, prompt_version: str) ->
     return plan
 
 
-def resummarize(db: Database, selection: Selection, prompt_version: str, *, batch_size: int = BATCH_SIZE,
-                progress: Callable[[int], object] | None = None) -> ResummarizePlan:
+def resummarize(
+    db: Database,
+    selection: Selection,
+    prompt_version: str,
+    *,
+    batch_size: int = BATCH_SIZE,
+    progress: Callable[[int], object] | None = None,
+) -> ResummarizePlan:
     """Requeue the chosen sessions (see the module docstring), ``batch_size`` per transaction; returns
     the plan as counted first, with ``requeued`` set to how many were requeued."""
     plan = plan_resummarize(db, selection, prompt_version)
@@ -143,8 +172,11 @@ def resummarize(db: Database, selection: Selection, prompt_version: str, *, batc
     for tenant_id in tenants:  # batches stay inside one tenant: they lock rows (one shard on a cluster)
         while True:
             with db.admin() as conn:
-                n = len(conn.execute(query("resummarize_requeue"),
-                                     {**params, "tenant_id": tenant_id, "limit": batch_size}).fetchall())
+                n = len(
+                    conn.execute(
+                        query("resummarize_requeue"), {**params, "tenant_id": tenant_id, "limit": batch_size}
+                    ).fetchall()
+                )
                 if n:
                     notify_eligible(conn)
             if not n:

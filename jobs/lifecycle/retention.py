@@ -45,8 +45,10 @@ class PruneReport:
         which = f"the messages of {counted(self.transcripts, 'summarised transcript')} that ended before {when}"
         if self.dry_run:
             return f"would prune {which}: {_mb(self.bytes_before)} of message bodies (dry run, nothing changed)"
-        return (f"pruned {which}: {_mb(self.bytes_before)} -> {_mb(self.bytes_after)}, {_mb(self.reclaimed)} "
-                "reclaimed (reusable after VACUUM; episodes untouched)")
+        return (
+            f"pruned {which}: {_mb(self.bytes_before)} -> {_mb(self.bytes_after)}, {_mb(self.reclaimed)} "
+            "reclaimed (reusable after VACUUM; episodes untouched)"
+        )
 
 
 def _mb(n: int) -> str:
@@ -54,8 +56,14 @@ def _mb(n: int) -> str:
 
 
 def prune_transcripts(
-    db: Database, retention_seconds: float, *, tenant: str | None = None, dry_run: bool = False,
-    now: dt.datetime | None = None, batch_size: int = BATCH_SIZE, progress: Callable[[int], object] | None = None,
+    db: Database,
+    retention_seconds: float,
+    *,
+    tenant: str | None = None,
+    dry_run: bool = False,
+    now: dt.datetime | None = None,
+    batch_size: int = BATCH_SIZE,
+    progress: Callable[[int], object] | None = None,
 ) -> PruneReport:
     """Remove the message bodies of summarised transcripts that ended more than ``retention_seconds``
     before ``now`` (of one tenant, or all); ``dry_run`` only counts. Runs as the owner across tenants,
@@ -73,8 +81,9 @@ def prune_transcripts(
     for tenant_id in tenants:  # batches stay inside one tenant: they lock rows (one shard on a cluster)
         while True:
             with db.admin() as conn:
-                rows = conn.execute(query("retention_prune_batch"),
-                                    {**scope, "tenant_id": tenant_id, "limit": batch_size}).fetchall()
+                rows = conn.execute(
+                    query("retention_prune_batch"), {**scope, "tenant_id": tenant_id, "limit": batch_size}
+                ).fetchall()
             if not rows:
                 break
             report.transcripts += len(rows)
@@ -83,4 +92,3 @@ def prune_transcripts(
             if progress:
                 progress(len(rows))
     return report
-

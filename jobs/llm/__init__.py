@@ -16,9 +16,25 @@ if TYPE_CHECKING:
     from jobs.llm.tools import ToolCaller, ToolPrompt, parse_tool_output
 
 # Imported at first use (jobs.lazy): `episodes status` reads jobs.llm.spend without the SDK, pydantic or Jinja2.
-_WHERE = {"pack": ".budget", "reduce_levels": ".budget", "cost_usd": ".client", "make_client": ".client",
-          "usage_call": ".client", "ToolCaller": ".tools", "ToolPrompt": ".tools", "parse_tool_output": ".tools"}
+_WHERE = {
+    "pack": ".budget",
+    "reduce_levels": ".budget",
+    "cost_usd": ".client",
+    "make_client": ".client",
+    "usage_call": ".client",
+    "ToolCaller": ".tools",
+    "ToolPrompt": ".tools",
+    "parse_tool_output": ".tools",
+}
 __getattr__, __dir__ = lazy_names(globals(), _WHERE)
 
-__all__ = ["ToolCaller", "ToolPrompt", "cost_usd", "make_client", "pack", "parse_tool_output", "reduce_levels",
-           "usage_call"]
+__all__ = [
+    "ToolCaller",
+    "ToolPrompt",
+    "cost_usd",
+    "make_client",
+    "pack",
+    "parse_tool_output",
+    "reduce_levels",
+    "usage_call",
+]

@@ -78,10 +78,27 @@ class Answer:
 
 def command(executable: str, settings: Settings, system: str, schema: dict[str, Any]) -> list[str]:
     """The CLI's arguments for one request (the user text goes on stdin)."""
-    return [executable, "-p", "--output-format", "json", "--json-schema", json.dumps(schema),
-            "--no-session-persistence", "--tools", "", "--setting-sources", "", "--strict-mcp-config",
-            "--mcp-config", NO_MCP, "--disable-slash-commands", "--system-prompt", system,
-            "--model", settings.model]
+    return [
+        executable,
+        "-p",
+        "--output-format",
+        "json",
+        "--json-schema",
+        json.dumps(schema),
+        "--no-session-persistence",
+        "--tools",
+        "",
+        "--setting-sources",
+        "",
+        "--strict-mcp-config",
+        "--mcp-config",
+        NO_MCP,
+        "--disable-slash-commands",
+        "--system-prompt",
+        system,
+        "--model",
+        settings.model,
+    ]
 
 
 class ClaudeCli(RepairingCaller):
@@ -99,8 +116,10 @@ class ClaudeCli(RepairingCaller):
 
     def request(self, prompt: ToolRequest) -> dict[str, Any]:
         # The prompts name our tool; here the model is offered the CLI's.
-        return {"system": prompt.system.replace(prompt.tool_name, STRUCTURED_TOOL),
-                "user": prompt.user.replace(prompt.tool_name, STRUCTURED_TOOL)}
+        return {
+            "system": prompt.system.replace(prompt.tool_name, STRUCTURED_TOOL),
+            "user": prompt.user.replace(prompt.tool_name, STRUCTURED_TOOL),
+        }
 
     def read(self, response: Answer, prompt: ToolRequest, output: type[T]) -> T | Problem:
         if response.stop_reason == "refusal":
@@ -108,8 +127,11 @@ class ClaudeCli(RepairingCaller):
         if response.stop_reason == "max_tokens":
             return "max_tokens", "the answer was cut off at the output limit"
         if response.output is None:
-            return "invalid", ("empty answer" if not response.text.strip() else
-                               f"plain text instead of the {STRUCTURED_TOOL} tool: {_one_line(response.text)[:120]}")
+            return "invalid", (
+                "empty answer"
+                if not response.text.strip()
+                else f"plain text instead of the {STRUCTURED_TOOL} tool: {_one_line(response.text)[:120]}"
+            )
         return validate(response.output, output, "the structured output")
 
     def repair(self, params: dict[str, Any], response: Answer, problem: Problem) -> dict[str, Any]:
@@ -119,9 +141,11 @@ class ClaudeCli(RepairingCaller):
         elif outcome == "refusal":
             note = refusal_note(f"by calling the {STRUCTURED_TOOL} tool")
         elif response.output is not None:
-            note = (f"Your previous answer called the {STRUCTURED_TOOL} tool with this input:\n"
-                    f"{json.dumps(response.output, ensure_ascii=False)}\nIt is invalid: {reason}. Call the tool "
-                    "again with corrected input.")
+            note = (
+                f"Your previous answer called the {STRUCTURED_TOOL} tool with this input:\n"
+                f"{json.dumps(response.output, ensure_ascii=False)}\nIt is invalid: {reason}. Call the tool "
+                "again with corrected input."
+            )
         else:
             note = f"You must call the {STRUCTURED_TOOL} tool. Problem: {reason}"
         return {**params, "user": params["user"] + "\n\n" + note}
@@ -136,31 +160,46 @@ class ClaudeCli(RepairingCaller):
             call.latency_ms = int((time.perf_counter() - started) * 1000)
         usage = result.get("usage") or {}
         cost = result.get("total_cost_usd")
-        record_usage(call, input_tokens=int(usage.get("input_tokens") or 0),
-                     output_tokens=int(usage.get("output_tokens") or 0),
-                     cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
-                     cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
-                     cost_usd=float(cost) if isinstance(cost, (int, float)) else None)
+        record_usage(
+            call,
+            input_tokens=int(usage.get("input_tokens") or 0),
+            output_tokens=int(usage.get("output_tokens") or 0),
+            cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
+            cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+            cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
+        )
         return self._answer(result, call, calls)
 
-    def _run(self, system: str, user: str, schema: dict[str, Any], call: ModelCall,
-             calls: list[ModelCall]) -> dict[str, Any]:
+    def _run(
+        self, system: str, user: str, schema: dict[str, Any], call: ModelCall, calls: list[ModelCall]
+    ) -> dict[str, Any]:
         executable = self.executable or shutil.which(EXECUTABLE)
         if executable is None:
             call.outcome, call.error = "error", "the claude CLI is not on PATH"
-            raise ConfigError("The claude-code extractor needs the Claude Code CLI (`claude`) on PATH: install it "
-                              "(npm install -g @anthropic-ai/claude-code) and log in, or choose another extractor.")
-        env = child_environment(CLAUDE_CODE_MAX_RETRIES=str(self.settings.max_retries),
-                                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+            raise ConfigError(
+                "The claude-code extractor needs the Claude Code CLI (`claude`) on PATH: install it "
+                "(npm install -g @anthropic-ai/claude-code) and log in, or choose another extractor."
+            )
+        env = child_environment(
+            CLAUDE_CODE_MAX_RETRIES=str(self.settings.max_retries), CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1"
+        )
         timeout = self.settings.claude_code_timeout_seconds
         with tempfile.TemporaryDirectory(prefix="episodes-claude-") as scratch:
             try:
-                done = subprocess.run(command(executable, self.settings, system, schema), input=user, cwd=scratch,
-                                      env=env, capture_output=True, text=True, timeout=timeout)
+                done = subprocess.run(
+                    command(executable, self.settings, system, schema),
+                    input=user,
+                    cwd=scratch,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                )
             except subprocess.TimeoutExpired as exc:
                 call.outcome, call.error = "transient", f"timeout after {timeout:g}s"
-                raise TransientModelError(f"the claude CLI did not answer within {timeout:g}s (timeout)",
-                                          calls=calls) from exc
+                raise TransientModelError(
+                    f"the claude CLI did not answer within {timeout:g}s (timeout)", calls=calls
+                ) from exc
             except OSError as exc:
                 call.outcome, call.error = "error", str(exc)
                 raise ConfigError(f"The claude CLI could not be started ({executable}): {exc}.") from exc
@@ -171,26 +210,36 @@ class ClaudeCli(RepairingCaller):
         except ValueError:
             said = _last_line(done.stderr) or _last_line(done.stdout) or "no output"
             call.outcome, call.error = "transient", f"exit {done.returncode}: {said}"
-            raise TransientModelError(f"the claude CLI failed (exit {done.returncode}) without a JSON result: {said}",
-                                      calls=calls) from None
+            raise TransientModelError(
+                f"the claude CLI failed (exit {done.returncode}) without a JSON result: {said}", calls=calls
+            ) from None
         return result
 
     @staticmethod
     def _answer(result: dict[str, Any], call: ModelCall, calls: list[ModelCall]) -> Answer:
-        said = _one_line(str(result.get("result") or "; ".join(map(str, result.get("errors") or [])) or
-                             result.get("subtype") or "no reason given"))
+        said = _one_line(
+            str(
+                result.get("result")
+                or "; ".join(map(str, result.get("errors") or []))
+                or result.get("subtype")
+                or "no reason given"
+            )
+        )
         if result.get("is_error"):
             status = result.get("api_error_status")
             call.error = said
             if "not logged in" in said.lower() or status in (401, 403):
                 call.outcome = "error"
-                raise ConfigError(f"Claude Code is not logged in or its credentials were rejected ({said}): run "
-                                  "`claude` and log in (/login), then run again; or choose another extractor.")
+                raise ConfigError(
+                    f"Claude Code is not logged in or its credentials were rejected ({said}): run "
+                    "`claude` and log in (/login), then run again; or choose another extractor."
+                )
             if result.get("subtype") == "error_max_structured_output_retries":
                 call.outcome = "invalid"
                 raise ExtractionError(f"schema-invalid answer after the claude CLI's own retries: {said}", calls=calls)
-            if (status is not None and (status >= 500 or status in (408, 409, 429))) \
-                    or result.get("terminal_reason") == "api_error":
+            if (status is not None and (status >= 500 or status in (408, 409, 429))) or result.get(
+                "terminal_reason"
+            ) == "api_error":
                 call.outcome = "transient"
                 code = f" {status}" if status is not None else ""
                 raise TransientModelError(f"model service error{code} through the claude CLI: {said}", calls=calls)

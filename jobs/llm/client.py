@@ -16,6 +16,7 @@ from jobs.models import ModelCall
 if TYPE_CHECKING:  # imported when a client is made: the SDK takes over a second to import, and most
     import anthropic  # commands (and the Claude Code hooks) never call the model
 
+
 def make_client(settings: Settings) -> anthropic.Anthropic:
     if not settings.anthropic_api_key:
         raise ConfigError("The anthropic extractor needs ANTHROPIC_API_KEY (or use --extractor offline).")
@@ -32,16 +33,23 @@ def make_client(settings: Settings) -> anthropic.Anthropic:
 def cost_usd(settings: Settings, call: ModelCall) -> float:
     """The call's estimated cost at its model's prices (jobs.llm.prices); a call that names no model
     (a plan's estimate) is priced as the configured one."""
-    return cost(call.model or settings.model, input_tokens=call.input_tokens, output_tokens=call.output_tokens,
-                cache_write_tokens=call.cache_write_tokens, cache_read_tokens=call.cache_read_tokens,
-                batch=call.batch)
+    return cost(
+        call.model or settings.model,
+        input_tokens=call.input_tokens,
+        output_tokens=call.output_tokens,
+        cache_write_tokens=call.cache_write_tokens,
+        cache_read_tokens=call.cache_read_tokens,
+        batch=call.batch,
+    )
 
 
-def usage_call(settings: Settings, response: Any, *, template: str, prompt_hash: str, batch: bool = False,
-               latency_ms: int = 0) -> ModelCall:
+def usage_call(
+    settings: Settings, response: Any, *, template: str, prompt_hash: str, batch: bool = False, latency_ms: int = 0
+) -> ModelCall:
     """A ModelCall row from an answer's usage block, with its estimated cost."""
-    call = ModelCall(template=template, prompt_hash=prompt_hash, model=response.model, batch=batch,
-                     latency_ms=latency_ms)
+    call = ModelCall(
+        template=template, prompt_hash=prompt_hash, model=response.model, batch=batch, latency_ms=latency_ms
+    )
     fill_usage(settings, call, response.usage)
     return call
 

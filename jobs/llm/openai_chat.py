@@ -56,8 +56,11 @@ MODES = ("json_schema", "tools", "json_object")
 PLACEHOLDER_KEY = "not-needed"  # a local server takes any key; the SDK insists on one
 
 # A 400 (or 422, 501) whose text says the server cannot do what the request asks: try the next mode.
-_UNSUPPORTED = re.compile(r"response_format|json_schema|json_object|tool|function|not supported|unsupported|"
-                          r"not implemented|jinja|grammar", re.IGNORECASE)
+_UNSUPPORTED = re.compile(
+    r"response_format|json_schema|json_object|tool|function|not supported|unsupported|"
+    r"not implemented|jinja|grammar",
+    re.IGNORECASE,
+)
 # Some servers answer 500 instead (older llama.cpp builds: 'response_format type must be one of "text" or
 # "json_object", but got: json_schema'); after the SDK's retries, only a text that names the feature counts.
 _UNSUPPORTED_500 = re.compile(r"response_format|json_schema|not supported|unsupported|jinja", re.IGNORECASE)
@@ -67,12 +70,18 @@ def make_openai_client(settings: Settings) -> openai.OpenAI:
     """The SDK's client for OPENAI_BASE_URL with OPENAI_API_KEY (a placeholder when unset: local servers
     need none), the shared retries and timeout."""
     if not settings.openai_base_url and not settings.openai_api_key:
-        raise ConfigError("The openai back end needs OPENAI_BASE_URL (a local server such as Ollama: "
-                          "http://localhost:11434/v1) or OPENAI_API_KEY (OpenAI's API); see docs/openai-compatible.md.")
+        raise ConfigError(
+            "The openai back end needs OPENAI_BASE_URL (a local server such as Ollama: "
+            "http://localhost:11434/v1) or OPENAI_API_KEY (OpenAI's API); see docs/openai-compatible.md."
+        )
     import openai
 
-    return openai.OpenAI(api_key=settings.openai_api_key or PLACEHOLDER_KEY, base_url=settings.openai_base_url,
-                         max_retries=settings.max_retries, timeout=settings.model_timeout_s)
+    return openai.OpenAI(
+        api_key=settings.openai_api_key or PLACEHOLDER_KEY,
+        base_url=settings.openai_base_url,
+        max_retries=settings.max_retries,
+        timeout=settings.model_timeout_s,
+    )
 
 
 class ChatCaller(RepairingCaller):
@@ -108,11 +117,25 @@ class ChatCaller(RepairingCaller):
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt.user}],
         }
         if mode == "json_schema":
-            params["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": prompt.tool_name, "description": prompt.tool_description, "schema": prompt.schema}}
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": prompt.tool_name,
+                    "description": prompt.tool_description,
+                    "schema": prompt.schema,
+                },
+            }
         elif mode == "tools":
-            params["tools"] = [{"type": "function", "function": {
-                "name": prompt.tool_name, "description": prompt.tool_description, "parameters": prompt.schema}}]
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": prompt.tool_name,
+                        "description": prompt.tool_description,
+                        "parameters": prompt.schema,
+                    },
+                }
+            ]
             params["tool_choice"] = {"type": "function", "function": {"name": prompt.tool_name}}
         else:
             params["response_format"] = {"type": "json_object"}
@@ -137,8 +160,13 @@ class ChatCaller(RepairingCaller):
             now = self._modes[0]
         if now == tried:
             raise exc.error
-        log.warning("the model server does not support %s output (%s); using %s", tried, exc.reason, now,
-                    extra={"action": "openai_mode_fallback", "from": tried, "to": now})
+        log.warning(
+            "the model server does not support %s output (%s); using %s",
+            tried,
+            exc.reason,
+            now,
+            extra={"action": "openai_mode_fallback", "from": tried, "to": now},
+        )
         fresh = self._params(prompt, now)
         if params["messages"][1:] != fresh["messages"][1:]:  # a repair request: keep its conversation
             fresh["messages"] = [fresh["messages"][0], *params["messages"][1:]]
@@ -159,37 +187,58 @@ class ChatCaller(RepairingCaller):
             response = self.client.chat.completions.create(**sent)
         except openai.APITimeoutError as exc:
             call.outcome, call.error = "transient", f"timeout after {self.settings.model_timeout_s:g}s"
-            raise TransientModelError(f"{where} did not answer within {self.settings.model_timeout_s:g}s "
-                                      "(timeout, after retries)", calls=calls) from exc
+            raise TransientModelError(
+                f"{where} did not answer within {self.settings.model_timeout_s:g}s (timeout, after retries)",
+                calls=calls,
+            ) from exc
         except openai.APIConnectionError as exc:
             call.outcome, call.error = "transient", f"cannot connect: {short(exc.__cause__ or exc)}"
-            raise TransientModelError(f"cannot reach {where} ({short(exc.__cause__ or exc)}): is it running? "
-                                      "Check OPENAI_BASE_URL", calls=calls) from exc
+            raise TransientModelError(
+                f"cannot reach {where} ({short(exc.__cause__ or exc)}): is it running? Check OPENAI_BASE_URL",
+                calls=calls,
+            ) from exc
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
             call.outcome, call.error = "error", short(exc)
-            raise ConfigError(f"{where} rejected the key ({exc.status_code}): {short(exc)}. "
-                              "Check OPENAI_API_KEY.") from exc
+            raise ConfigError(
+                f"{where} rejected the key ({exc.status_code}): {short(exc)}. Check OPENAI_API_KEY."
+            ) from exc
         except openai.NotFoundError as exc:
             call.outcome, call.error = "error", short(exc)
-            raise ConfigError(f"{where} answered 404 for model {params['model']!r}: {short(exc)}. Set "
-                              "EPISODES_MODEL to a model it serves, and check OPENAI_BASE_URL (it usually ends "
-                              "in /v1).") from exc
+            raise ConfigError(
+                f"{where} answered 404 for model {params['model']!r}: {short(exc)}. Set "
+                "EPISODES_MODEL to a model it serves, and check OPENAI_BASE_URL (it usually ends "
+                "in /v1)."
+            ) from exc
         except openai.APIStatusError as exc:
             call.outcome, call.error = "error", short(exc)
             if exc.status_code == 400 and "max_completion_tokens" in str(exc) and not self._completion_tokens:
-                raise _Unsupported(short(exc), ExtractionError(short(exc), calls=calls), completion_tokens=True) from exc
-            unsupported = (_UNSUPPORTED if exc.status_code in (400, 422, 501) else
-                           _UNSUPPORTED_500 if exc.status_code == 500 else None)
-            if unsupported is not None and unsupported.search(str(exc)) and \
-                    _mode_of(params) != "json_object" and self.settings.openai_mode == "auto":
-                raise _Unsupported(short(exc), ExtractionError(
-                    f"{where} rejected the request ({exc.status_code}): {short(exc)}", calls=calls)) from exc
+                raise _Unsupported(
+                    short(exc), ExtractionError(short(exc), calls=calls), completion_tokens=True
+                ) from exc
+            unsupported = (
+                _UNSUPPORTED
+                if exc.status_code in (400, 422, 501)
+                else _UNSUPPORTED_500
+                if exc.status_code == 500
+                else None
+            )
+            if (
+                unsupported is not None
+                and unsupported.search(str(exc))
+                and _mode_of(params) != "json_object"
+                and self.settings.openai_mode == "auto"
+            ):
+                raise _Unsupported(
+                    short(exc),
+                    ExtractionError(f"{where} rejected the request ({exc.status_code}): {short(exc)}", calls=calls),
+                ) from exc
             if exc.status_code >= 500 or exc.status_code in (408, 409, 429):
                 call.outcome = "transient"
                 kind = "rate limited (429)" if exc.status_code == 429 else f"error {exc.status_code}"
                 raise TransientModelError(f"{where}: {kind} after retries: {short(exc)}", calls=calls) from exc
-            raise ExtractionError(f"{where} rejected the request ({exc.status_code}): {short(exc)}",
-                                  calls=calls) from exc
+            raise ExtractionError(
+                f"{where} rejected the request ({exc.status_code}): {short(exc)}", calls=calls
+            ) from exc
         except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not a completion
             call.outcome, call.error = "transient", f"unreadable response: {short(exc)}"
             raise TransientModelError(f"unreadable response from {where}: {short(exc)}", calls=calls) from exc
@@ -213,8 +262,10 @@ class ChatCaller(RepairingCaller):
         first = params["messages"][:2]
         if outcome == "max_tokens":
             repaired["max_tokens"] = min(params["max_tokens"] * 2, REPAIR_MAX_TOKENS)
-            repaired["messages"] = [first[0], {"role": "user", "content": first[1]["content"] + "\n\n" +
-                                               truncated_note(how)}]
+            repaired["messages"] = [
+                first[0],
+                {"role": "user", "content": first[1]["content"] + "\n\n" + truncated_note(how)},
+            ]
             return repaired
         if outcome == "refusal":
             note = refusal_note("by calling the function" if mode == "tools" else "as one JSON object")
@@ -223,17 +274,33 @@ class ChatCaller(RepairingCaller):
         message = response.choices[0].message if response.choices else None
         tool_call = next(iter(getattr(message, "tool_calls", None) or []), None)
         if mode == "tools" and tool_call is not None:
-            repaired["messages"] = [*first, {
-                "role": "assistant", "content": None,
-                "tool_calls": [{"id": tool_call.id, "type": "function", "function": {
-                    "name": tool_call.function.name, "arguments": tool_call.function.arguments}}],
-            }, {"role": "tool", "tool_call_id": tool_call.id,
-                "content": f"The arguments are invalid: {reason}. Call the function again with corrected arguments."}]
+            repaired["messages"] = [
+                *first,
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": tool_call.id,
+                            "type": "function",
+                            "function": {"name": tool_call.function.name, "arguments": tool_call.function.arguments},
+                        }
+                    ],
+                },
+                {
+                    "role": "tool",
+                    "tool_call_id": tool_call.id,
+                    "content": f"The arguments are invalid: {reason}. Call the function again with corrected arguments.",
+                },
+            ]
             return repaired
         said = (getattr(message, "content", None) or "").strip()
         fix = f"Your answer is unusable: {reason}. {how} again, with one corrected JSON object and nothing else."
-        repaired["messages"] = [*first, {"role": "assistant", "content": said}, {"role": "user", "content": fix}] \
-            if said else [first[0], {"role": "user", "content": first[1]["content"] + "\n\n" + fix}]
+        repaired["messages"] = (
+            [*first, {"role": "assistant", "content": said}, {"role": "user", "content": fix}]
+            if said
+            else [first[0], {"role": "user", "content": first[1]["content"] + "\n\n" + fix}]
+        )
         return repaired
 
 
@@ -256,8 +323,10 @@ def _answer_rule(prompt: ToolRequest, mode: str) -> str:
     """The system text's last paragraph: how this request wants the answer (the templates name a tool)."""
     if mode == "tools":
         return f"Answer only by calling the `{prompt.tool_name}` function, once."
-    rule = (f"Here `{prompt.tool_name}` is not a tool to call: answer with what its input would be, as one JSON "
-            "object and nothing else (no prose, no code fence).")
+    rule = (
+        f"Here `{prompt.tool_name}` is not a tool to call: answer with what its input would be, as one JSON "
+        "object and nothing else (no prose, no code fence)."
+    )
     if mode == "json_object":
         rule += " The object must match this JSON schema:\n" + json.dumps(prompt.schema, separators=(",", ":"))
     return rule
@@ -269,13 +338,18 @@ def _record(call: ModelCall, params: dict[str, Any], response: Any) -> None:
     if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
         details = getattr(usage, "prompt_tokens_details", None)
         cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
-        record_usage(call, input_tokens=(usage.prompt_tokens or 0) - cached, output_tokens=usage.completion_tokens or 0,
-                     cache_read_tokens=cached)
+        record_usage(
+            call,
+            input_tokens=(usage.prompt_tokens or 0) - cached,
+            output_tokens=usage.completion_tokens or 0,
+            cache_read_tokens=cached,
+        )
         return
     sent = sum(estimate_tokens(str(m.get("content") or "")) for m in params["messages"])
-    answer = "".join(str(c.message.content or "") + "".join(t.function.arguments or "" for t in
-                                                            (c.message.tool_calls or []))
-                     for c in (response.choices or []))
+    answer = "".join(
+        str(c.message.content or "") + "".join(t.function.arguments or "" for t in (c.message.tool_calls or []))
+        for c in (response.choices or [])
+    )
     record_usage(call, input_tokens=sent, output_tokens=estimate_tokens(answer))
 
 
@@ -290,8 +364,10 @@ def parse_chat_output(response: Any, name: str, output: type[T]) -> T | Problem:
         return "refusal", f"refused: {short(ValueError(message.refusal or 'content_filter'))}"
     if choice.finish_reason == "length":
         return "max_tokens", "the answer was cut off at max_tokens (finish_reason length)"
-    tool_call = next((t for t in (message.tool_calls or []) if getattr(t, "function", None) is not None
-                      and t.function.name == name), None)
+    tool_call = next(
+        (t for t in (message.tool_calls or []) if getattr(t, "function", None) is not None and t.function.name == name),
+        None,
+    )
     text = tool_call.function.arguments if tool_call is not None else message.content
     if message.tool_calls and tool_call is None:
         return "invalid", f"no {name} function call in the answer"

@@ -91,17 +91,32 @@ def price_of(model: str) -> Price:
         first = model not in _warned
         _warned.add(model)
     if first:
-        log.warning("model %r is not in the price table (jobs/llm/prices.py); its calls are priced at "
-                    "$%g input / $%g output per million tokens until a row is added for it",
-                    model, DEFAULT_PRICE.input, DEFAULT_PRICE.output,
-                    extra={"action": "unknown_model_price", "model": model})
+        log.warning(
+            "model %r is not in the price table (jobs/llm/prices.py); its calls are priced at "
+            "$%g input / $%g output per million tokens until a row is added for it",
+            model,
+            DEFAULT_PRICE.input,
+            DEFAULT_PRICE.output,
+            extra={"action": "unknown_model_price", "model": model},
+        )
     return DEFAULT_PRICE
 
 
-def cost(model: str, *, input_tokens: int, output_tokens: int, cache_write_tokens: int = 0,
-         cache_read_tokens: int = 0, batch: bool = False) -> float:
+def cost(
+    model: str,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    cache_write_tokens: int = 0,
+    cache_read_tokens: int = 0,
+    batch: bool = False,
+) -> float:
     """US dollars for one call's tokens, rounded to a millionth."""
     price = price_of(model)
-    total = (input_tokens * price.input + output_tokens * price.output
-             + cache_write_tokens * price.cache_write + cache_read_tokens * price.cache_read) / 1e6
+    total = (
+        input_tokens * price.input
+        + output_tokens * price.output
+        + cache_write_tokens * price.cache_write
+        + cache_read_tokens * price.cache_read
+    ) / 1e6
     return round(total * (BATCH_DISCOUNT if batch else 1.0), 6)

@@ -53,20 +53,32 @@ def model_of(name: str) -> str:
     return name.split(":", 1)[1] if ":" in name else name
 
 
-def record_usage(call: ModelCall, *, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0,
-                 cache_write_tokens: int = 0, cost_usd: float | None = None) -> None:
+def record_usage(
+    call: ModelCall,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
+    cost_usd: float | None = None,
+) -> None:
     """Set a call's tokens and its cost: ``cost_usd`` as the service reported it, else priced from the
     table (:func:`estimate_cost`), else 0 (the price is unknown)."""
     call.input_tokens, call.output_tokens = input_tokens, output_tokens
     call.cache_read_tokens, call.cache_write_tokens = cache_read_tokens, cache_write_tokens
     if cost_usd is None:
-        cost_usd = estimate_cost(call.model, input_tokens + cache_write_tokens, output_tokens, cache_read_tokens,
-                                 batch=call.batch) or 0.0
+        cost_usd = (
+            estimate_cost(
+                call.model, input_tokens + cache_write_tokens, output_tokens, cache_read_tokens, batch=call.batch
+            )
+            or 0.0
+        )
     call.cost_usd = round(cost_usd, 6)
 
 
-def estimate_cost(name: str, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0, *,
-                  batch: bool = False) -> float | None:
+def estimate_cost(
+    name: str, input_tokens: int, output_tokens: int, cache_read_tokens: int = 0, *, batch: bool = False
+) -> float | None:
     """US dollars at the table's price of the model in ``name`` (any back end), or None when it has
     none (a local model: its cost is unknown, not zero and not another model's)."""
     price = known_price(model_of(name))
@@ -118,12 +130,16 @@ class DailyCap:
         """Why no more sessions may start today, or None. ``in_flight``: sessions claimed and not yet
         recorded (they count toward the session cap)."""
         if self.tokens is not None and spend.tokens >= self.tokens:
-            return (f"the daily token cap of {self.backend} is reached ({spend.tokens:,} of {self.tokens:,} tokens "
-                    "today, EPISODES_DAILY_TOKEN_CAP)")
+            return (
+                f"the daily token cap of {self.backend} is reached ({spend.tokens:,} of {self.tokens:,} tokens "
+                "today, EPISODES_DAILY_TOKEN_CAP)"
+            )
         if self.sessions is not None and spend.sessions + in_flight >= self.sessions:
             taken = spend.sessions + in_flight  # those in progress count: they will have been called today
-            return (f"the daily session cap of {self.backend} is reached ({counted(taken, 'session')} of "
-                    f"{self.sessions:,} today, EPISODES_DAILY_SESSION_CAP)")
+            return (
+                f"the daily session cap of {self.backend} is reached ({counted(taken, 'session')} of "
+                f"{self.sessions:,} today, EPISODES_DAILY_SESSION_CAP)"
+            )
         return None
 
     def check(self, db: Database, in_flight: int = 0, now: dt.datetime | None = None) -> str | None:
@@ -156,7 +172,11 @@ class CapGauge:
     def check(self, in_flight: int) -> str | None:
         """Why no session may start now, or None: then one is counted as started."""
         if self._stale():
-            self._spent, self._read_at, self._day = spend_today(self.db, self.cap.backend), time.monotonic(), day_start()
+            self._spent, self._read_at, self._day = (
+                spend_today(self.db, self.cap.backend),
+                time.monotonic(),
+                day_start(),
+            )
             self._pending = in_flight
             self.reads += 1
         assert self._spent is not None

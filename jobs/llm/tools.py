@@ -77,8 +77,14 @@ class ToolPrompt:
             "system": [{"type": "text", "text": self.system, "cache_control": {"type": "ephemeral"}}],
             "tools": [self.tool()],
             "tool_choice": {"type": "tool", "name": self.tool_name} if forced else {"type": "auto"},
-            "messages": [{"role": "user", "content": self.user if forced else
-                          f"{self.user}\n\nAnswer only by calling the {self.tool_name} tool, once."}],
+            "messages": [
+                {
+                    "role": "user",
+                    "content": self.user
+                    if forced
+                    else f"{self.user}\n\nAnswer only by calling the {self.tool_name} tool, once.",
+                }
+            ],
         }
 
 
@@ -105,7 +111,9 @@ class ToolCaller(RepairingCaller):
             response = self.client.messages.create(**params)
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
             call.outcome, call.error = "error", short(exc)
-            raise ConfigError(f"The model API rejected the credentials: {short(exc)}. Check ANTHROPIC_API_KEY.") from exc
+            raise ConfigError(
+                f"The model API rejected the credentials: {short(exc)}. Check ANTHROPIC_API_KEY."
+            ) from exc
         except (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError) as exc:
             call.outcome, call.error = "transient", short(exc)
             raise TransientModelError(f"model service unavailable after retries: {short(exc)}", calls=calls) from exc
@@ -114,8 +122,9 @@ class ToolCaller(RepairingCaller):
             call.outcome, call.error = ("transient" if transient else "error"), short(exc)
             if transient:
                 raise TransientModelError(f"model service error {exc.status_code}: {short(exc)}", calls=calls) from exc
-            raise ExtractionError(f"the model API rejected the request ({exc.status_code}): {short(exc)}",
-                                  calls=calls) from exc
+            raise ExtractionError(
+                f"the model API rejected the request ({exc.status_code}): {short(exc)}", calls=calls
+            ) from exc
         except ValueError as exc:  # an unparseable response body
             call.outcome, call.error = "transient", f"unreadable response: {exc}"
             raise TransientModelError(f"unreadable response from the model service: {exc}", calls=calls) from exc
@@ -123,8 +132,14 @@ class ToolCaller(RepairingCaller):
             call.latency_ms = int((time.perf_counter() - started) * 1000)
         fill_usage(self.settings, call, response.usage)
         log.debug(
-            "model call", extra={"action": "model_call", "template": prompt.template, "latency_ms": call.latency_ms,
-                                 "stop_reason": response.stop_reason, "input_tokens": call.input_tokens},
+            "model call",
+            extra={
+                "action": "model_call",
+                "template": prompt.template,
+                "latency_ms": call.latency_ms,
+                "stop_reason": response.stop_reason,
+                "input_tokens": call.input_tokens,
+            },
         )
         return response
 
@@ -150,12 +165,28 @@ class ToolCaller(RepairingCaller):
             return repaired
         repaired["messages"] = [
             params["messages"][0],
-            {"role": "assistant", "content": [{"type": "tool_use", "id": block.id, "name": block.name,
-                                               "input": block.input if isinstance(block.input, dict) else {}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": block.id, "is_error": True,
-                 "content": f"The tool input is invalid: {reason}. Call the tool again with corrected input."},
-            ]},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": block.id,
+                        "name": block.name,
+                        "input": block.input if isinstance(block.input, dict) else {},
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": block.id,
+                        "is_error": True,
+                        "content": f"The tool input is invalid: {reason}. Call the tool again with corrected input.",
+                    },
+                ],
+            },
         ]
         return repaired
 
@@ -166,8 +197,7 @@ def parse_tool_output(response: Any, tool_name: str, output: type[T]) -> T | Pro
         return "refusal", "stop_reason refusal"
     if response.stop_reason == "max_tokens":
         return "max_tokens", "the answer was cut off at max_tokens"
-    block = next((b for b in response.content if getattr(b, "type", None) == "tool_use" and b.name == tool_name),
-                 None)
+    block = next((b for b in response.content if getattr(b, "type", None) == "tool_use" and b.name == tool_name), None)
     if block is None:
         return "invalid", f"no {tool_name} tool call in the answer"
     if not isinstance(block.input, dict):

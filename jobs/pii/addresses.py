@@ -59,7 +59,7 @@ def find_ips(text: str, clues: Clues) -> Iterator[Finding]:
 
 def _ipv4s(text: str) -> Iterator[Finding]:
     for m in _IPV4.finditer(text):
-        if _VERSION_CONTEXT.search(text[max(0, m.start() - 24):m.start()]):
+        if _VERSION_CONTEXT.search(text[max(0, m.start() - 24) : m.start()]):
             continue
         yield Finding("IP", m.start(), m.end())
 

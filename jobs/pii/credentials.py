@@ -16,8 +16,10 @@ from jobs.pii.detector import Clues, Finding, contains_any
 _SECRET_PATTERNS: list[tuple[tuple[str, ...], re.Pattern[str]]] = [
     (("sk-",), re.compile(r"(?<![\w-])sk-(?:ant-|proj-|live-|test-|svcacct-)?[A-Za-z0-9_-]{20,}")),
     (("k_live_", "k_test_"), re.compile(r"(?<![\w-])[spr]k_(?:live|test)_[A-Za-z0-9]{16,}")),
-    (("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA"),
-     re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![A-Za-z0-9])")),
+    (
+        ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA"),
+        re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
+    ),
     (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"(?<![\w-])gh[pousr]_[A-Za-z0-9]{30,}")),
     (("github_pat_",), re.compile(r"(?<![\w-])github_pat_[A-Za-z0-9_]{22,}")),
     (("glpat-",), re.compile(r"(?<![\w-])glpat-[A-Za-z0-9_-]{20,}")),
@@ -30,8 +32,7 @@ _SECRET_PATTERNS: list[tuple[tuple[str, ...], re.Pattern[str]]] = [
 # a pattern above and skips the twenty literal tests; the assert keeps this true as patterns are added.
 _SECRET_MARKS = ("_", "A", "sk-", "glpat-", "xox", "eyJ", "hooks.slack.com")
 assert all(contains_any(h, _SECRET_MARKS) for hints, _ in _SECRET_PATTERNS for h in hints)
-_LABEL_HINTS = ("key", "token", "secret", "pass", "pwd", "pin", "cvv", "cvc", "csc", "security code", "bearer",
-                "basic")
+_LABEL_HINTS = ("key", "token", "secret", "pass", "pwd", "pin", "cvv", "cvc", "csc", "security code", "bearer", "basic")
 # Authorization headers and "Bearer <token>": only the credential is replaced.
 _AUTH_HEADER = re.compile(r"(?i)(?<![\w-])(?:bearer|basic|token)\s+(?P<value>[A-Za-z0-9\-._~+/]{12,}=*)")
 _SECRET_LABEL = (
@@ -46,8 +47,10 @@ _LABELLED = re.compile(
     r"[\"'`]?(?P<value>[^\s\"'`,;<>()\[\]{}]{4,512})"
 )
 # Card verification codes: "CVV 123", "security code: 4821".
-_CVV = re.compile(r"(?i)(?<![A-Za-z0-9])(?:cvv2?|cvc2?|csc|card\s+security\s+code|security\s+code)\W{0,3}"
-                  r"(?:is\s+|was\s+)?(?P<value>\d{3,4})(?!\d)")
+_CVV = re.compile(
+    r"(?i)(?<![A-Za-z0-9])(?:cvv2?|cvc2?|csc|card\s+security\s+code|security\s+code)\W{0,3}"
+    r"(?:is\s+|was\s+)?(?P<value>\d{3,4})(?!\d)"
+)
 _WORDY = re.compile(r"^[A-Za-z][a-z]*[.!?]?$")  # a plain word: "expired", "incorrect", "Required"
 # What each case-insensitive pattern above cannot match without, in lower case (see Clues). Every
 # alternative of _AUTH_HEADER and _CVV contains one of its words. Every _SECRET_LABEL ends in one of

@@ -74,7 +74,7 @@ def _phone_ok(text: str, m: re.Match[str]) -> bool:
     digits = re.sub(r"\D", "", body)
     groups = [g for g in re.split(r"[ \u00a0.\-()]+", body) if g]
     seps = set(re.findall(r"[ \u00a0.\-]", body))
-    left = text[max(0, m.start() - 40):m.start()]
+    left = text[max(0, m.start() - 40) : m.start()]
     if left.endswith(":") and left[-2:-1].isdigit():
         return False  # the tail of a time: 10:30 5551234
     positive, weak, negative = _label_distances(left)
@@ -83,7 +83,7 @@ def _phone_ok(text: str, m: re.Match[str]) -> bool:
     labelled = positive is not None and (negative is None or positive < negative)
     if negative is not None and not labelled:
         return False
-    if _CURRENCY_BEFORE.search(left) or _UNIT_AFTER.match(text[m.end():m.end() + 12]):
+    if _CURRENCY_BEFORE.search(left) or _UNIT_AFTER.match(text[m.end() : m.end() + 12]):
         return False
     if _is_date(groups, seps) or _DATE_PREFIX.match(body):
         return False

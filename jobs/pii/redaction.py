@@ -53,7 +53,11 @@ if TYPE_CHECKING:  # only annotations: redact() on plain text loads no pydantic 
 
 # One detector per kind, in priority order: when detections overlap, the kind listed first wins.
 _DETECTORS: dict[str, Detector] = {
-    "SECRET": find_secrets, "EMAIL": find_emails, "IBAN": find_ibans, "CARD": find_cards, "IP": find_ips,
+    "SECRET": find_secrets,
+    "EMAIL": find_emails,
+    "IBAN": find_ibans,
+    "CARD": find_cards,
+    "IP": find_ips,
     "PHONE": find_phones,
 }
 KINDS = tuple(_DETECTORS)  # ("SECRET", "EMAIL", "IBAN", "CARD", "IP", "PHONE")
@@ -116,16 +120,14 @@ def redact(text: str, *, enabled: bool = True) -> Redacted:
     parts: list[str] = []
     pos = 0
     for f in findings:
-        parts.append(text[pos:f.start])
+        parts.append(text[pos : f.start])
         parts.append(PLACEHOLDER[f.kind])
         pos = f.end
     parts.append(text[pos:])
     return Redacted("".join(parts), dict(Counter(f.kind for f in findings)))
 
 
-def redact_messages(
-    messages: Sequence[Message], *, enabled: bool = True
-) -> tuple[list[Message], dict[str, int]]:
+def redact_messages(messages: Sequence[Message], *, enabled: bool = True) -> tuple[list[Message], dict[str, int]]:
     """Redact every message's content and name; return the new messages and the summed counts."""
     if not enabled:
         return list(messages), {}

@@ -42,9 +42,16 @@ if TYPE_CHECKING:
 # caller importing one module of the package (the Claude Code SessionStart hook: the recaller) does
 # not pay for the rest. Code inside episodes imports the modules themselves.
 _WHERE = {
-    "RecallConfig": ".config", "purpose_filter": ".purposes", "Recaller": ".recaller", "Recall": ".result",
-    "RecalledEpisode": ".result", "RecalledOpenItem": ".result", "RecalledSession": ".result",
-    "close_recallers": ".shared", "recall": ".shared", "shared_recaller": ".shared",
+    "RecallConfig": ".config",
+    "purpose_filter": ".purposes",
+    "Recaller": ".recaller",
+    "Recall": ".result",
+    "RecalledEpisode": ".result",
+    "RecalledOpenItem": ".result",
+    "RecalledSession": ".result",
+    "close_recallers": ".shared",
+    "recall": ".shared",
+    "shared_recaller": ".shared",
 }
 __all__ = sorted(_WHERE)
 

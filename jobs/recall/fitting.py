@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from jobs.tokens import estimate_tokens
 from jobs.recall.config import RecallConfig
+from jobs.recall.relative_dates import resolve_relative_dates
 from jobs.recall.result import (
     RecalledEpisode,
     RecalledLine,
@@ -38,13 +38,18 @@ from jobs.recall.result import (
     render_block,
     skeleton_chars,
 )
-from jobs.recall.relative_dates import resolve_relative_dates
 from jobs.recall.time_cues import Cue, falls_in, named_months
+from jobs.tokens import estimate_tokens
 
 
 def select(
-    rows: Sequence[dict[str, Any]], vectors: dict[int, np.ndarray], open_items: Sequence[RecalledOpenItem],
-    cfg: RecallConfig, budget_tokens: int, opening_message: str, now: dt.datetime,
+    rows: Sequence[dict[str, Any]],
+    vectors: dict[int, np.ndarray],
+    open_items: Sequence[RecalledOpenItem],
+    cfg: RecallConfig,
+    budget_tokens: int,
+    opening_message: str,
+    now: dt.datetime,
     lines: Sequence[RecalledLine] = (),
 ) -> tuple[list[RecalledEpisode], list[RecalledOpenItem]]:
     """Deduplicate, prioritise and fit to the budget; return episodes oldest first and open items.
@@ -60,9 +65,13 @@ def select(
     cues = named_months(opening_message) if cfg.time_cues else frozenset()
     relevant, related = _named_months_first(relevant, cues), _named_months_first(related, cues)
     by_id = {ep.id: ep for ep in unique}
-    quotable = [replace(line, text=resolve_relative_dates(line.text, (line.said_at or by_id[line.episode_id].started_at)
-                                                          .date()))
-                for line in lines if line.episode_id in by_id and max(line.similarity, line.score) >= cfg.line_similarity]
+    quotable = [
+        replace(
+            line, text=resolve_relative_dates(line.text, (line.said_at or by_id[line.episode_id].started_at).date())
+        )
+        for line in lines
+        if line.episode_id in by_id and max(line.similarity, line.score) >= cfg.line_similarity
+    ]
     has_lines = {line.episode_id for line in lines if line.episode_id in by_id}
 
     macros = line_macros()
@@ -73,8 +82,11 @@ def select(
     items: list[RecalledOpenItem] = []
     # Open items are shown when they are recent or related to the opening message (their session is recent,
     # relevant, or at least open_item_similarity similar to it), within open_items_share of the budget.
-    near = {ep.id for ep in recent} | {ep.id for ep in relevant} | {
-        ep.id for ep in unique if (ep.similarity or 0.0) >= cfg.open_item_similarity}
+    near = (
+        {ep.id for ep in recent}
+        | {ep.id for ep in relevant}
+        | {ep.id for ep in unique if (ep.similarity or 0.0) >= cfg.open_item_similarity}
+    )
     for item in open_items:
         if item.episode_id not in near:
             continue
@@ -123,13 +135,17 @@ def select(
                 chosen[ep.id] = ep
                 used += cost
                 break
+
     # 2. The lines that best match the opening message, best first, each under its episode's compact line
     #    (paid with the episode's first line), within full_room. A line of a month the message names
     #    counts as a little closer.
     def line_rank(line: RecalledLine) -> float:
         ep = by_id[line.episode_id]
-        return max(line.similarity, line.score) + cfg.line_episode_weight * (ep.similarity or 0.0) + (
-            0.05 if cues and falls_in(*_dates(ep), cues) else 0.0)
+        return (
+            max(line.similarity, line.score)
+            + cfg.line_episode_weight * (ep.similarity or 0.0)
+            + (0.05 if cues and falls_in(*_dates(ep), cues) else 0.0)
+        )
 
     ranked = sorted(quotable, key=lambda line: -line_rank(line))
     for line in ranked:
@@ -146,8 +162,11 @@ def select(
         used += cost
     # 3. The rest of the relevant and possibly related episodes compactly, the reserved recent ones and
     #    the open items' episodes.
-    tail = [ep for ep in relevant + related if ep.id in has_lines] + [ep for ep in recent if ep.id in reserved] \
+    tail = (
+        [ep for ep in relevant + related if ep.id in has_lines]
+        + [ep for ep in recent if ep.id in reserved]
         + [ep for ep in unique if ep.id in holders]
+    )
     for ep in tail:
         if ep.id in chosen:
             continue
@@ -177,8 +196,9 @@ def select(
     return picked, items
 
 
-def _line_supported(episodes: list[RecalledEpisode], lines: Sequence[RecalledLine], floor: float
-                    ) -> list[RecalledEpisode]:
+def _line_supported(
+    episodes: list[RecalledEpisode], lines: Sequence[RecalledLine], floor: float
+) -> list[RecalledEpisode]:
     """An episode above the relevance floor whose session has lines, none of them at least ``floor`` similar
     to the opening message, is only possibly related: its summary resembles the message, nothing said in it
     does. Such episodes go after the possibly related ones."""
@@ -199,8 +219,29 @@ def minimum_budget(cfg: RecallConfig) -> int:
     episode line of ``compact_chars`` characters (its text as long as a compact line gets). Any
     smaller budget may show no line; at this one the last recent episode fits."""
     when = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-    ep = RecalledEpisode(0, "session", "s", "general", "", [], 0.5, when, when, None, None, 0.0, None, None,
-                         None, None, 1, None, ["possibly related", "recent"], True, "x" * cfg.compact_chars)
+    ep = RecalledEpisode(
+        0,
+        "session",
+        "s",
+        "general",
+        "",
+        [],
+        0.5,
+        when,
+        when,
+        None,
+        None,
+        0.0,
+        None,
+        None,
+        None,
+        None,
+        1,
+        None,
+        ["possibly related", "recent"],
+        True,
+        "x" * cfg.compact_chars,
+    )
     chars = skeleton_chars() + nothing_relevant_chars() + len(line_macros().episode_line(ep)) + 1
     return math.ceil(chars / 4)
 
@@ -220,14 +261,19 @@ def _dates(ep: RecalledEpisode) -> tuple[dt.date, dt.date]:
 
 
 def _reasons(ep: RecalledEpisode, items: list[RecalledOpenItem]) -> list[str]:
-    return [reason for reason, yes in (("relevant", ep.relevance_rank is not None),
-                                       ("possibly related", ep.related_rank is not None),
-                                       ("recent", ep.recency_rank is not None),
-                                       ("open item", any(item.episode_id == ep.id for item in items))) if yes]
+    return [
+        reason
+        for reason, yes in (
+            ("relevant", ep.relevance_rank is not None),
+            ("possibly related", ep.related_rank is not None),
+            ("recent", ep.recency_rank is not None),
+            ("open item", any(item.episode_id == ep.id for item in items)),
+        )
+        if yes
+    ]
 
 
-def _dedup(episodes: list[RecalledEpisode], vectors: dict[int, np.ndarray], threshold: float
-           ) -> list[RecalledEpisode]:
+def _dedup(episodes: list[RecalledEpisode], vectors: dict[int, np.ndarray], threshold: float) -> list[RecalledEpisode]:
     """Drop an episode that repeats a better-ranked one (same summary, or near-identical embedding)."""
     kept: list[RecalledEpisode] = []
     seen_text: set[str] = set()

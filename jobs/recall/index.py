@@ -194,13 +194,23 @@ class UserIndex:
             return np.ascontiguousarray(values, dtype).tobytes()
 
         return {
-            "version": self.version, "epoch": self.epoch, "dim": self.dim, "rows": n,
-            "ids": raw(self.ids[:n], "<i8"), "ended_us": raw(self.ended_us[:n], "<i8"),
-            "importance": raw(self.importance[:n], "<f8"), "pinned": raw(self.pinned[:n], "?"),
-            "purpose": raw(self.purpose[:n], "<i4"), "purposes": list(self.purposes),
-            "has_vec": raw(self.has_vec[:n], "?"), "vectors": raw(self.vectors[:n], "<f4"),
-            "lengths": raw(first.lengths, "<i8"), "lexemes": b"".join(x + b"\0" for x in lexemes),
-            "bounds": raw(first.bounds, "<i8"), "slots": raw(first.slots, "<i4"), "tf": raw(first.tf, "u1"),
+            "version": self.version,
+            "epoch": self.epoch,
+            "dim": self.dim,
+            "rows": n,
+            "ids": raw(self.ids[:n], "<i8"),
+            "ended_us": raw(self.ended_us[:n], "<i8"),
+            "importance": raw(self.importance[:n], "<f8"),
+            "pinned": raw(self.pinned[:n], "?"),
+            "purpose": raw(self.purpose[:n], "<i4"),
+            "purposes": list(self.purposes),
+            "has_vec": raw(self.has_vec[:n], "?"),
+            "vectors": raw(self.vectors[:n], "<f4"),
+            "lengths": raw(first.lengths, "<i8"),
+            "lexemes": b"".join(x + b"\0" for x in lexemes),
+            "bounds": raw(first.bounds, "<i8"),
+            "slots": raw(first.slots, "<i4"),
+            "tf": raw(first.tf, "u1"),
         }
 
     @classmethod
@@ -227,8 +237,13 @@ class UserIndex:
         lengths = np.frombuffer(row["lengths"], "<i8")
         index.norm = length_divisors(lengths)
         lexemes = row["lexemes"].split(b"\0")[:-1]
-        index.first_read = Postings(dict(zip(lexemes, range(len(lexemes)))), np.frombuffer(row["bounds"], "<i8"),
-                                    np.frombuffer(row["slots"], "<i4"), np.frombuffer(row["tf"], np.uint8), lengths)
+        index.first_read = Postings(
+            dict(zip(lexemes, range(len(lexemes)))),
+            np.frombuffer(row["bounds"], "<i8"),
+            np.frombuffer(row["slots"], "<i4"),
+            np.frombuffer(row["tf"], np.uint8),
+            lengths,
+        )
         return index
 
     def _posting(self, lexeme: bytes) -> Posting | None:
@@ -239,12 +254,14 @@ class UserIndex:
         if not chunks:
             return None
         if len(chunks) > 1:
-            chunks = self.postings[lexeme] = ((np.concatenate([c[0] for c in chunks]),
-                                               np.concatenate([c[1] for c in chunks])),)
+            chunks = self.postings[lexeme] = (
+                (np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])),
+            )
         return chunks[0]
 
-    def scores(self, query_vector: np.ndarray, lexemes: Iterable[bytes], now_us: int,
-               purposes: Iterable[str] | None) -> Scores:
+    def scores(
+        self, query_vector: np.ndarray, lexemes: Iterable[bytes], now_us: int, purposes: Iterable[str] | None
+    ) -> Scores:
         """Exact scores of every candidate: cosine distance and ts_rank(search_tsv, q, 1)."""
         n = self.size
         slots = np.flatnonzero(self._candidate(slice(0, n), now_us, purposes))
@@ -268,8 +285,14 @@ class UserIndex:
             matched = ~np.isnan(columns).all(axis=1)
             if matched.any():
                 text[matched] = rank(columns[matched], self.norm[slots][matched], len(ordered))
-        return Scores(ids=self.ids[slots], ended_us=self.ended_us[slots], importance=self.importance[slots],
-                      distance=distance, text=text, pinned=self.pinned[slots])
+        return Scores(
+            ids=self.ids[slots],
+            ended_us=self.ended_us[slots],
+            importance=self.importance[slots],
+            distance=distance,
+            text=text,
+            pinned=self.pinned[slots],
+        )
 
     def candidates(self, episode_ids: Iterable[int], now_us: int, purposes: Iterable[str] | None) -> list[bool]:
         """Whether each episode is a candidate, as :meth:`scores` counts them (one not held is not)."""
@@ -324,9 +347,15 @@ class RecallIndex:
             return self._rows
 
     @contextmanager
-    def user(self, conn: Conn, tenant_id: str, user_id: str, query_text: str,
-             accept: Callable[[Recorded], bool] = lambda recorded: True, sql: Callable[[str], str] = query
-             ) -> Iterator[Read | None]:
+    def user(
+        self,
+        conn: Conn,
+        tenant_id: str,
+        user_id: str,
+        query_text: str,
+        accept: Callable[[Recorded], bool] = lambda recorded: True,
+        sql: Callable[[str], str] = query,
+    ) -> Iterator[Read | None]:
         """The user's copy, brought up to date in ``conn``'s tenant transaction, and the message's terms.
 
         The terms (to_tsvector('english', query_text)) come in the same round trip. The copy is
@@ -359,8 +388,16 @@ class RecallIndex:
                     self._counted[key] = index.size
                     self._evict()
 
-    def _read(self, conn: Conn, tenant_id: str, user_id: str, query_text: str, index: UserIndex | None,
-              accept: Callable[[Recorded], bool], sql: Callable[[str], str]) -> Read | None:
+    def _read(
+        self,
+        conn: Conn,
+        tenant_id: str,
+        user_id: str,
+        query_text: str,
+        index: UserIndex | None,
+        accept: Callable[[Recorded], bool],
+        sql: Callable[[str], str],
+    ) -> Read | None:
         roomy = index is None  # WHOLE_READ_MEMORY set in this transaction (a pack is as large as a whole read)
         if roomy:
             conn.execute(WHOLE_READ_MEMORY)
@@ -380,10 +417,19 @@ class RecallIndex:
             # (`episodes reembed`) would reset it below: its later reads leave the record out. (Every
             # later turn of this loop reads from the start: index is None then.)
             recorded = index is None or from_pack
-            row = one(conn.execute(sql("recall_changes_recorded" if recorded else "recall_changes"), {
-                "tenant_id": tenant_id, "user_id": user_id, "since": since, "epoch": epoch,
-                "query_text": query_text,
-            }, binary=True))
+            row = one(
+                conn.execute(
+                    sql("recall_changes_recorded" if recorded else "recall_changes"),
+                    {
+                        "tenant_id": tenant_id,
+                        "user_id": user_id,
+                        "since": since,
+                        "epoch": epoch,
+                        "query_text": query_text,
+                    },
+                    binary=True,
+                )
+            )
             if recorded and not accept(Recorded(str(row["embedder"]), int(row["embedding_dim"]))):
                 return None
             if index is not None and row["reset"]:

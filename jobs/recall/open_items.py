@@ -29,8 +29,9 @@ def page_size(limit: int) -> int:
     return max(PAGE_MIN, 2 * limit)
 
 
-def send_open_items(conn: Conn, params: dict[str, Any], limit: int, offset: int = 0,
-                    sql: Callable[[str], str] = query) -> Cursor:
+def send_open_items(
+    conn: Conn, params: dict[str, Any], limit: int, offset: int = 0, sql: Callable[[str], str] = query
+) -> Cursor:
     """Send one page of ``recall_open_items`` (``conn`` may be in pipeline mode: read it later).
 
     ``params``: tenant_id, user_id, now, query_text (the opening message), grace_seconds, age_seconds.
@@ -38,8 +39,16 @@ def send_open_items(conn: Conn, params: dict[str, Any], limit: int, offset: int 
     return conn.execute(sql("recall_open_items"), {**params, "limit": page_size(limit), "offset": offset})
 
 
-def open_items(conn: Conn, first: Cursor, copy: UserIndex, params: dict[str, Any], limit: int, now_us: int,
-               purposes: Iterable[str] | None, sql: Callable[[str], str] = query) -> list[dict[str, Any]]:
+def open_items(
+    conn: Conn,
+    first: Cursor,
+    copy: UserIndex,
+    params: dict[str, Any],
+    limit: int,
+    now_us: int,
+    purposes: Iterable[str] | None,
+    sql: Callable[[str], str] = query,
+) -> list[dict[str, Any]]:
     """The first ``limit`` distinct items of candidate episodes: the page ``first`` sent, then more as needed.
 
     The same item said again in later sessions (five sessions each ending "Maria will send the order

@@ -32,12 +32,14 @@ from jobs.sql import query
 log = logging.getLogger(__name__)
 
 
-def read_pack(conn: Conn, tenant_id: str, user_id: str, dim: int,
-              sql: Callable[[str], str] = query) -> dict[str, Any] | None:
+def read_pack(
+    conn: Conn, tenant_id: str, user_id: str, dim: int, sql: Callable[[str], str] = query
+) -> dict[str, Any] | None:
     """The user's pack if the changes since its version can bring it up to date, else None (one round trip).
     ``sql``: the texts of the transaction's statements (jobs.db.TenantRead.query)."""
-    return conn.execute(sql("recall_pack"), {"tenant_id": tenant_id, "user_id": user_id, "dim": dim},
-                        binary=True).fetchone()
+    return conn.execute(
+        sql("recall_pack"), {"tenant_id": tenant_id, "user_id": user_id, "dim": dim}, binary=True
+    ).fetchone()
 
 
 def write_pack(conn: Conn, tenant_id: str, user_id: str, pack: dict[str, Any]) -> bool:
@@ -121,8 +123,12 @@ class PackWriter:
                 if written:
                     self.written += 1
             except Exception:  # a lost pack costs the user's next first recall a full read, nothing else
-                log.warning("could not write the recall pack of a user of tenant %s", key[0], exc_info=True,
-                            extra={"action": "recall_pack_write"})
+                log.warning(
+                    "could not write the recall pack of a user of tenant %s",
+                    key[0],
+                    exc_info=True,
+                    extra={"action": "recall_pack_write"},
+                )
             finally:
                 with self._cond:
                     self._busy = False

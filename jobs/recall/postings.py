@@ -32,8 +32,9 @@ class Postings:
     document length).
     """
 
-    def __init__(self, codes: dict[bytes, int], bounds: np.ndarray, slots: np.ndarray, tf: np.ndarray,
-                 lengths: np.ndarray) -> None:
+    def __init__(
+        self, codes: dict[bytes, int], bounds: np.ndarray, slots: np.ndarray, tf: np.ndarray, lengths: np.ndarray
+    ) -> None:
         self.codes = codes  # lexeme -> its position in bounds
         self.bounds = bounds
         self.slots = slots
@@ -48,8 +49,10 @@ class Postings:
         lexemes = split_lexemes(lexeme_bytes)
         freq = np.frombuffer(tf, np.uint8)
         if len(lexemes) != total or len(freq) != total:
-            raise RuntimeError(f"recall_changes gave {len(lexemes)} lexemes and {len(freq)} position counts "
-                               f"for {total} lexemes of search_tsv")
+            raise RuntimeError(
+                f"recall_changes gave {len(lexemes)} lexemes and {len(freq)} position counts "
+                f"for {total} lexemes of search_tsv"
+            )
         slots = np.repeat(np.arange(start, start + n), lexeme_counts)
         lengths = np.bincount(slots - start, weights=freq.astype(np.int64) + 1, minlength=n).astype(np.int64)
         # Each lexeme's code: the number of distinct lexemes seen before its first occurrence.

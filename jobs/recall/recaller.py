@@ -47,6 +47,7 @@ from jobs.recall.unsummarised import fit_sessions, unsummarised_sessions
 
 log = logging.getLogger(__name__)
 
+
 class _Read(NamedTuple):
     """What one recall reads from the database (:meth:`Recaller._read`)."""
 
@@ -67,8 +68,13 @@ class Recaller:
     checks its freshness inside its own transaction); by default each Recaller has its own.
     """
 
-    def __init__(self, db: Database, embedder: Embedder | None = None, config: RecallConfig | None = None,
-                 index: RecallIndex | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder | None = None,
+        config: RecallConfig | None = None,
+        index: RecallIndex | None = None,
+    ) -> None:
         self.db = db
         self.embedder = embedder or embedder_for(db.settings)
         self.config = config or RecallConfig()
@@ -77,8 +83,10 @@ class Recaller:
         # database may record instead of the embedder's own name ("minilm" for all-MiniLM-L6-v2).
         self._embedder_as = db.settings.embedder if embedder is None else embedder.name
         if self.index.dim != self.embedder.dim:
-            raise ValueError(f"the index holds {self.index.dim}-dimension vectors; "
-                             f"the embedder {self.embedder.name} makes {self.embedder.dim}")
+            raise ValueError(
+                f"the index holds {self.index.dim}-dimension vectors; "
+                f"the embedder {self.embedder.name} makes {self.embedder.dim}"
+            )
 
     def _follow_recorded_embedder(self, recorded: Recorded) -> bool:
         """Switch to the embedder the database records if it is another one: after `episodes reembed`,
@@ -89,12 +97,18 @@ class Recaller:
         the other vectors, so they go too. Returns whether it switched."""
         if recorded.matches(self.embedder, self._embedder_as):
             return False
-        log.warning("recall follows the database's embedder %s (%d dimensions) instead of %s; set "
-                    "EPISODES_EMBEDDER=%s", recorded.name, recorded.dim, self._embedder_as, recorded.name,
-                    extra={"action": "recall_follow_embedder"})
+        log.warning(
+            "recall follows the database's embedder %s (%d dimensions) instead of %s; set EPISODES_EMBEDDER=%s",
+            recorded.name,
+            recorded.dim,
+            self._embedder_as,
+            recorded.name,
+            extra={"action": "recall_follow_embedder"},
+        )
         s = self.db.settings
-        self.embedder = get_embedder(recorded.name, threads=s.embed_threads, cache_dir=s.cache_dir,
-                                     model_dir=s.model_dir)
+        self.embedder = get_embedder(
+            recorded.name, threads=s.embed_threads, cache_dir=s.cache_dir, model_dir=s.model_dir
+        )
         self._embedder_as = recorded.name
         self.index = RecallIndex(self.embedder.dim, s.recall_cache_rows)
         return True
@@ -104,21 +118,43 @@ class Recaller:
         return self.embedder.embed([opening_message])[0]
 
     def recall(
-        self, tenant_id: str, user_id: str, opening_message: str, *, purpose: str | None = None,
-        budget_tokens: int = DEFAULT_BUDGET_TOKENS, now: dt.datetime | None = None,
+        self,
+        tenant_id: str,
+        user_id: str,
+        opening_message: str,
+        *,
+        purpose: str | None = None,
+        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        now: dt.datetime | None = None,
     ) -> Recall:
         """Recent and relevant episodes of one user, fitted to ``budget_tokens``."""
-        return self.recall_vector(tenant_id, user_id, opening_message, self.embed(opening_message),
-                                  purpose=purpose, budget_tokens=budget_tokens, now=now)
+        return self.recall_vector(
+            tenant_id,
+            user_id,
+            opening_message,
+            self.embed(opening_message),
+            purpose=purpose,
+            budget_tokens=budget_tokens,
+            now=now,
+        )
 
     def recall_vector(
-        self, tenant_id: str, user_id: str, opening_message: str, query_vector: np.ndarray | Sequence[float], *,
-        purpose: str | None = None, budget_tokens: int = DEFAULT_BUDGET_TOKENS, now: dt.datetime | None = None,
+        self,
+        tenant_id: str,
+        user_id: str,
+        opening_message: str,
+        query_vector: np.ndarray | Sequence[float],
+        *,
+        purpose: str | None = None,
+        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+        now: dt.datetime | None = None,
     ) -> Recall:
         """Like :meth:`recall` with a precomputed query vector (benchmarks, batch callers)."""
         if budget_tokens < 1:
-            raise ValueError(f"budget_tokens must be at least 1 (got {budget_tokens}); a block that shows anything "
-                             f"needs about {minimum_budget(self.config)}")
+            raise ValueError(
+                f"budget_tokens must be at least 1 (got {budget_tokens}); a block that shows anything "
+                f"needs about {minimum_budget(self.config)}"
+            )
         now = now or dt.datetime.now(dt.UTC)
         now = now if now.tzinfo else now.replace(tzinfo=dt.UTC)  # naive means UTC, as everywhere
         purposes = purpose_filter(purpose, self.db.settings.purpose_map)
@@ -129,19 +165,46 @@ class Recaller:
         open_rows, candidates, picked, vectors, rows, session_rows, line_rows, replaced = read
         unsummarised = unsummarised_sessions(session_rows, chars=cfg.compact_chars, redact=self.db.settings.redact)
         sessions, session_tokens = fit_sessions(unsummarised, cfg.open_items_share, budget_tokens)
-        rows = sorted(({**row, **picked[row["id"]], "replaced_on": replaced.get(row["id"])} for row in rows), key=lambda r: (
-            r["relevance_rank"] or 1 << 62, r["recency_rank"] or 1 << 62, r["id"]))
-        episodes, items = select(rows, vectors, [RecalledOpenItem(**r) for r in open_rows], cfg,
-                                 budget_tokens - session_tokens, opening_message, now,
-                                 [RecalledLine(**r) for r in line_rows])
-        return Recall(tenant_id=tenant_id, user_id=user_id, opening_message=opening_message, purpose=purpose,
-                      purposes=purposes, budget_tokens=budget_tokens, now=now, candidates=candidates,
-                      episodes=episodes, open_items=items, sessions=sessions,
-                      nothing_relevant=not any(ep.relevance_rank for ep in episodes),
-                      unsummarised=len(unsummarised), minimum_budget=minimum_budget(cfg))
+        rows = sorted(
+            ({**row, **picked[row["id"]], "replaced_on": replaced.get(row["id"])} for row in rows),
+            key=lambda r: (r["relevance_rank"] or 1 << 62, r["recency_rank"] or 1 << 62, r["id"]),
+        )
+        episodes, items = select(
+            rows,
+            vectors,
+            [RecalledOpenItem(**r) for r in open_rows],
+            cfg,
+            budget_tokens - session_tokens,
+            opening_message,
+            now,
+            [RecalledLine(**r) for r in line_rows],
+        )
+        return Recall(
+            tenant_id=tenant_id,
+            user_id=user_id,
+            opening_message=opening_message,
+            purpose=purpose,
+            purposes=purposes,
+            budget_tokens=budget_tokens,
+            now=now,
+            candidates=candidates,
+            episodes=episodes,
+            open_items=items,
+            sessions=sessions,
+            nothing_relevant=not any(ep.relevance_rank for ep in episodes),
+            unsummarised=len(unsummarised),
+            minimum_budget=minimum_budget(cfg),
+        )
 
-    def _read(self, tenant_id: str, user_id: str, opening_message: str, vector: np.ndarray, now: dt.datetime,
-              purposes: list[str] | None) -> _Read | None:
+    def _read(
+        self,
+        tenant_id: str,
+        user_id: str,
+        opening_message: str,
+        vector: np.ndarray,
+        now: dt.datetime,
+        purposes: list[str] | None,
+    ) -> _Read | None:
         """Everything recall reads, in one tenant transaction; None if the database's embedder is another
         one now (the copies were dropped; embed the message anew and read again).
 
@@ -158,36 +221,79 @@ class Recaller:
                 raise
             return self._read_once(tenant_id, user_id, opening_message, vector, now, purposes)
 
-    def _read_once(self, tenant_id: str, user_id: str, opening_message: str, vector: np.ndarray,
-                   now: dt.datetime, purposes: list[str] | None) -> _Read | None:
+    def _read_once(
+        self,
+        tenant_id: str,
+        user_id: str,
+        opening_message: str,
+        vector: np.ndarray,
+        now: dt.datetime,
+        purposes: list[str] | None,
+    ) -> _Read | None:
         cfg, settings = self.config, self.db.settings
         params = {"tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes}
         with self.db.tenant_read(tenant_id, pipeline=True) as (conn, sql, _):  # on a cluster: the tenant's worker
-            with self.index.user(conn, tenant_id, user_id, opening_message, sql=sql,
-                                 accept=lambda recorded: not self._follow_recorded_embedder(recorded)) as read:
+            with self.index.user(
+                conn,
+                tenant_id,
+                user_id,
+                opening_message,
+                sql=sql,
+                accept=lambda recorded: not self._follow_recorded_embedder(recorded),
+            ) as read:
                 if read is None:
                     return None
                 index = read.copy
-                item_params = {**params, "query_text": opening_message,
-                               "grace_seconds": settings.stale_grace_seconds, "age_seconds": settings.stale_age_seconds}
-                items = (send_open_items(conn, item_params, cfg.max_open_items, sql=sql)
-                         if cfg.max_open_items > 0 else None)
+                item_params = {
+                    **params,
+                    "query_text": opening_message,
+                    "grace_seconds": settings.stale_grace_seconds,
+                    "age_seconds": settings.stale_age_seconds,
+                }
+                items = (
+                    send_open_items(conn, item_params, cfg.max_open_items, sql=sql) if cfg.max_open_items > 0 else None
+                )
                 conn.pgconn.send_flush_request()  # the items come back as soon as they are run, not after the next
-                sessions = conn.execute(sql("recall_unsummarised"), {**params, "limit": cfg.max_unsummarised}
-                                        ) if cfg.max_unsummarised > 0 else None
+                sessions = (
+                    conn.execute(sql("recall_unsummarised"), {**params, "limit": cfg.max_unsummarised})
+                    if cfg.max_unsummarised > 0
+                    else None
+                )
                 now_us = epoch_us(now)
                 scores = index.scores(vector, read.lexemes, now_us, purposes)
-                open_rows = open_items(conn, items, index, item_params, cfg.max_open_items, now_us, purposes,
-                                       sql) if items is not None else []
+                open_rows = (
+                    open_items(conn, items, index, item_params, cfg.max_open_items, now_us, purposes, sql)
+                    if items is not None
+                    else []
+                )
                 picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})
                 vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
             ids = sorted(picked)
             chosen = conn.execute(sql("recall_rows"), {**params, "ids": ids})
-            lines = conn.execute(sql("recall_lines"), {**params, "ids": ids, "vector": vector, "dim": len(vector),
-                                                       "limit": cfg.max_lines, "neighbour": cfg.line_neighbour}) if cfg.max_lines > 0 and ids else None
+            lines = (
+                conn.execute(
+                    sql("recall_lines"),
+                    {
+                        **params,
+                        "ids": ids,
+                        "vector": vector,
+                        "dim": len(vector),
+                        "limit": cfg.max_lines,
+                        "neighbour": cfg.line_neighbour,
+                    },
+                )
+                if cfg.max_lines > 0 and ids
+                else None
+            )
             replaced = conn.execute(sql("recall_replaced"), {**params, "ids": ids}) if ids else None
         rows = [row for row in chosen.fetchall() if row.pop("candidate")]  # not one any more: left out
-        return _Read(open_rows, len(scores.ids), picked, vectors, rows,
-                     sessions.fetchall() if sessions is not None else [],
-                     lines.fetchall() if lines is not None else [],
-                     {r["episode_id"]: r["replaced_at"].date() for r in replaced.fetchall()} if replaced else {})
+        return _Read(
+            open_rows,
+            len(scores.ids),
+            picked,
+            vectors,
+            rows,
+            sessions.fetchall() if sessions is not None else [],
+            lines.fetchall() if lines is not None else [],
+            {r["episode_id"]: r["replaced_at"].date() for r in replaced.fetchall()} if replaced else {},
+        )

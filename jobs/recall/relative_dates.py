@@ -17,8 +17,24 @@ import re
 from collections.abc import Callable
 
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-            "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "few": 3, "several": 3}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "a couple of": 2,
+    "a few": 3,
+    "few": 3,
+    "several": 3,
+}
 _COUNT = r"(\d{1,2}|a couple of|a few|an|a|one|two|three|four|five|six|seven|eight|nine|ten|few|several)"
 
 
@@ -49,8 +65,7 @@ def _last_weekday(d: dt.date, name: str) -> str:
 
 
 _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], dt.date], str]]] = [
-    (re.compile(rf"\b{_COUNT} (days?|weeks?|months?|years?) ago\b", re.IGNORECASE),
-     lambda m, d: _ago(d, m[1], m[2])),
+    (re.compile(rf"\b{_COUNT} (days?|weeks?|months?|years?) ago\b", re.IGNORECASE), lambda m, d: _ago(d, m[1], m[2])),
     (re.compile(r"\b(?:yesterday|last night)\b", re.IGNORECASE), lambda m, d: _day(d - dt.timedelta(days=1))),
     (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.IGNORECASE), lambda m, d: _day(d)),
     (re.compile(r"\btomorrow\b", re.IGNORECASE), lambda m, d: _day(d + dt.timedelta(days=1))),
@@ -78,6 +93,6 @@ def resolve_relative_dates(text: str, said_on: dt.date | None) -> str:
             if any(start < m.end() and m.start() < end for start, end, _ in taken):
                 continue
             taken.append((m.start(), m.end(), resolve(m, said_on)))
-    for start, end, date in sorted(taken, reverse=True):
+    for _start, end, date in sorted(taken, reverse=True):
         text = f"{text[:end]} [{date}]{text[end:]}"
     return text

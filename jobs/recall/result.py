@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
-from jobs.tokens import estimate_tokens
 from jobs.prompts import environment, render
+from jobs.tokens import estimate_tokens
 
 TEMPLATE = "previous_episodes.j2"
 
@@ -150,8 +150,15 @@ class Recall:
 
         When nothing fits but the user has history, the block says how many earlier sessions there
         are and the budget to ask for, never that there are none."""
-        block = render_block(self.now, self.episodes, self.open_items, self.nothing_relevant, self.sessions,
-                             earlier=self.earlier, minimum_budget=self.minimum_budget)
+        block = render_block(
+            self.now,
+            self.episodes,
+            self.open_items,
+            self.nothing_relevant,
+            self.sessions,
+            earlier=self.earlier,
+            minimum_budget=self.minimum_budget,
+        )
         return block if estimate_tokens(block) <= self.budget_tokens else ""
 
     @property
@@ -160,10 +167,17 @@ class Recall:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "tenant_id": self.tenant_id, "user_id": self.user_id, "opening_message": self.opening_message,
-            "purpose": self.purpose, "purposes": self.purposes, "budget_tokens": self.budget_tokens,
-            "now": self.now.isoformat(), "candidates": self.candidates, "tokens": self.tokens,
-            "nothing_relevant": self.nothing_relevant, "earlier": self.earlier,
+            "tenant_id": self.tenant_id,
+            "user_id": self.user_id,
+            "opening_message": self.opening_message,
+            "purpose": self.purpose,
+            "purposes": self.purposes,
+            "budget_tokens": self.budget_tokens,
+            "now": self.now.isoformat(),
+            "candidates": self.candidates,
+            "tokens": self.tokens,
+            "nothing_relevant": self.nothing_relevant,
+            "earlier": self.earlier,
             "episodes": [ep.to_dict() for ep in self.episodes],
             "open_items": [item.to_dict() for item in self.open_items],
             "sessions": [session.to_dict() for session in self.sessions],
@@ -171,22 +185,48 @@ class Recall:
         }
 
 
-def render_block(now: dt.datetime, episodes: Sequence[RecalledEpisode], open_items: Sequence[RecalledOpenItem],
-                 nothing_relevant: bool = False, sessions: Sequence[RecalledSession] = (), *, earlier: int = 0,
-                 minimum_budget: int = 0) -> str:
+def render_block(
+    now: dt.datetime,
+    episodes: Sequence[RecalledEpisode],
+    open_items: Sequence[RecalledOpenItem],
+    nothing_relevant: bool = False,
+    sessions: Sequence[RecalledSession] = (),
+    *,
+    earlier: int = 0,
+    minimum_budget: int = 0,
+) -> str:
     """The ``<previous_episodes>`` block as of ``now``, whatever its size. With no line to show, it says
     "No earlier sessions" only when ``earlier`` is 0; otherwise how many there are and ``minimum_budget``."""
-    return render(TEMPLATE, as_of=now.date().isoformat(), episodes=episodes, open_items=open_items,
-                  nothing_relevant=nothing_relevant, sessions=sessions, earlier=earlier,
-                  minimum_budget=minimum_budget)
+    return render(
+        TEMPLATE,
+        as_of=now.date().isoformat(),
+        episodes=episodes,
+        open_items=open_items,
+        nothing_relevant=nothing_relevant,
+        sessions=sessions,
+        earlier=earlier,
+        minimum_budget=minimum_budget,
+    )
 
 
 @cache
 def line_macros() -> Any:
     """The template's line macros, to measure each line exactly as the block will show it."""
-    return environment().get_template(TEMPLATE).make_module(
-        {"as_of": "", "episodes": [], "open_items": [], "nothing_relevant": False, "sessions": [], "earlier": 0,
-         "minimum_budget": 0})
+    return (
+        environment()
+        .get_template(TEMPLATE)
+        .make_module(
+            {
+                "as_of": "",
+                "episodes": [],
+                "open_items": [],
+                "nothing_relevant": False,
+                "sessions": [],
+                "earlier": 0,
+                "minimum_budget": 0,
+            }
+        )
+    )
 
 
 @cache
@@ -201,8 +241,27 @@ def nothing_relevant_chars() -> int:
 def skeleton_chars() -> int:
     """Characters of the block's skeleton (both sections present), measured with one dummy line each."""
     when = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-    ep = RecalledEpisode(0, "session", "s", "general", "x", [], 0.5, when, when, None, None, 0.0, None, None,
-                         None, None, 1, None, ["recent"])
+    ep = RecalledEpisode(
+        0,
+        "session",
+        "s",
+        "general",
+        "x",
+        [],
+        0.5,
+        when,
+        when,
+        None,
+        None,
+        0.0,
+        None,
+        None,
+        None,
+        None,
+        1,
+        None,
+        ["recent"],
+    )
     item = RecalledOpenItem(0, 0, "commitment", "x", None, None, when)
     macros = line_macros()
     block = render_block(when, [ep], [item])

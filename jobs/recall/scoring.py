@@ -61,22 +61,26 @@ def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict
     n = len(s.ids)
     vector_rank = np.zeros(n, np.int64)
     text_rank = np.zeros(n, np.int64)
-    for ranks, key, present in ((vector_rank, s.distance, ~np.isnan(s.distance)),
-                                (text_rank, -s.text, ~np.isnan(s.text))):
+    for ranks, key, present in (
+        (vector_rank, s.distance, ~np.isnan(s.distance)),
+        (text_rank, -s.text, ~np.isnan(s.text)),
+    ):
         order = _smallest(key, s.ids, np.flatnonzero(present), depth)
         ranks[order] = np.arange(1, len(order) + 1)
     ranked = np.flatnonzero((vector_rank > 0) | (text_rank > 0))
     score = np.zeros(n)
     vr, tr = vector_rank[ranked], text_rank[ranked]
-    fused = (np.where(vr > 0, cfg.w_vector / (cfg.rrf_k + np.maximum(vr, 1)), 0.0)
-             + np.where(tr > 0, cfg.w_text / (cfg.rrf_k + np.maximum(tr, 1)), 0.0))
+    fused = np.where(vr > 0, cfg.w_vector / (cfg.rrf_k + np.maximum(vr, 1)), 0.0) + np.where(
+        tr > 0, cfg.w_text / (cfg.rrf_k + np.maximum(tr, 1)), 0.0
+    )
     age_s = np.maximum((now_us - s.ended_us[ranked]) / 1e6, 0.0)
     decayed = np.where(s.pinned[ranked], 1.0, decay(age_s, cfg))  # a pinned episode does not decay
     score[ranked] = fused * decayed * (1 + cfg.w_importance * (s.importance[ranked] - 0.5))
     similarity = 1.0 - s.distance[ranked]
     with np.errstate(invalid="ignore"):  # NaN (no embedding, no text match) compares False
         floor = (similarity >= cfg.relevant_similarity) | (
-            (similarity >= cfg.relevant_similarity_with_text) & (s.text[ranked] >= cfg.relevant_text))
+            (similarity >= cfg.relevant_similarity_with_text) & (s.text[ranked] >= cfg.relevant_text)
+        )
     top = _smallest(-score, s.ids, ranked[floor], cfg.top_k)
     with np.errstate(invalid="ignore"):
         loose = ~floor & (similarity >= cfg.related_similarity)
@@ -90,8 +94,12 @@ def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict
             picked[i] = {
                 "distance": None if np.isnan(s.distance[p]) else float(s.distance[p]),
                 "text_score": None if np.isnan(s.text[p]) else float(s.text[p]),
-                "vector_rank": int(vector_rank[p]) or None, "text_rank": int(text_rank[p]) or None,
-                "score": float(score[p]), "relevance_rank": None, "recency_rank": None, "related_rank": None,
+                "vector_rank": int(vector_rank[p]) or None,
+                "text_rank": int(text_rank[p]) or None,
+                "score": float(score[p]),
+                "relevance_rank": None,
+                "recency_rank": None,
+                "related_rank": None,
             }
     for number, p in enumerate(top, 1):
         picked[int(s.ids[p])]["relevance_rank"] = number

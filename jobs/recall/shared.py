@@ -43,8 +43,13 @@ _SettingsKey = tuple[str, int, str, int, tuple[tuple[str, tuple[str, ...]], ...]
 def _settings_key(settings: config_module.Settings) -> _SettingsKey:
     """What an owned Database and its Recaller are built from; other settings do not touch recall."""
     location = settings.database_url or f"embedded:{settings.pgdata}"
-    return (location, settings.pool_size, settings.embedder, settings.recall_cache_rows,
-            tuple(sorted((name, tuple(seen)) for name, seen in settings.purpose_map.items())))
+    return (
+        location,
+        settings.pool_size,
+        settings.embedder,
+        settings.recall_cache_rows,
+        tuple(sorted((name, tuple(seen)) for name, seen in settings.purpose_map.items())),
+    )
 
 
 class _Registry:
@@ -68,7 +73,7 @@ class _Registry:
             found = self._owned.get(key)
             if found is None:
                 database = Database(settings)
-                database.pool  # opened here, once: two threads' first recalls must not both open one
+                _ = database.pool  # opened here, once: two threads' first recalls must not both open one
                 found = self._owned[key] = Recaller(database, index=self._index(database.url, settings))
                 if not self._at_exit:
                     atexit.register(close_recallers)
@@ -82,8 +87,11 @@ class _Registry:
             dim = embedder_for(settings).dim  # cached per process; the weights load lazily
             # The packs of heavy users' full reads go back on a connection of their own (one, opened on
             # the first write), so writing never takes one from the caller's pool.
-            packs = (PackWriter(Database(settings.with_(pool_size=1), url), settings.recall_pack_rows)
-                     if settings.recall_pack_rows else None)
+            packs = (
+                PackWriter(Database(settings.with_(pool_size=1), url), settings.recall_pack_rows)
+                if settings.recall_pack_rows
+                else None
+            )
             self._indexes[key] = RecallIndex(dim, settings.recall_cache_rows, packs)
         return self._indexes[key]
 
@@ -123,8 +131,14 @@ def close_recallers() -> None:
 
 
 def recall(
-    tenant_id: str, user_id: str, opening_message: str, *, purpose: str | None = None,
-    budget_tokens: int = DEFAULT_BUDGET_TOKENS, now: dt.datetime | None = None, db: Database | None = None,
+    tenant_id: str,
+    user_id: str,
+    opening_message: str,
+    *,
+    purpose: str | None = None,
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    now: dt.datetime | None = None,
+    db: Database | None = None,
 ) -> Recall:
     """Recent and relevant episodes of one user, fitted to ``budget_tokens`` (see :meth:`Recaller.recall`).
 
@@ -132,5 +146,6 @@ def recall(
     server), through a pool kept for the process. Either way the per-user copies are the
     process's (:func:`shared_recaller`), so a user's later recalls read only what changed.
     """
-    return shared_recaller(db).recall(tenant_id, user_id, opening_message, purpose=purpose,
-                                      budget_tokens=budget_tokens, now=now)
+    return shared_recaller(db).recall(
+        tenant_id, user_id, opening_message, purpose=purpose, budget_tokens=budget_tokens, now=now
+    )

@@ -21,10 +21,25 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December")
-_NAMED = re.compile(r"(?P<start>^|[.!?]\s+)?\b(?P<month>" + "|".join(MONTHS)
-                    + r")\b(?:\s+\d{1,2}(?:st|nd|rd|th)?)?(?:,?\s+(?P<year>\d{4})\b)?")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+_NAMED = re.compile(
+    r"(?P<start>^|[.!?]\s+)?\b(?P<month>"
+    + "|".join(MONTHS)
+    + r")\b(?:\s+\d{1,2}(?:st|nd|rd|th)?)?(?:,?\s+(?P<year>\d{4})\b)?"
+)
 
 Cue = tuple[int, int | None]  # (month 1..12, year or None for any year)
 
@@ -47,7 +62,9 @@ def falls_in(start: dt.date, end: dt.date, cues: frozenset[Cue]) -> bool:
     year, month = start.year, start.month
     while (year, month) <= (end.year, end.month):
         before = (year, month - 1) if month > 1 else (year - 1, 12)  # a cue's month is the one before this
-        if any(m == cue_month and cue_year in (None, y) for cue_month, cue_year in cues for y, m in ((year, month), before)):
+        if any(
+            m == cue_month and cue_year in (None, y) for cue_month, cue_year in cues for y, m in ((year, month), before)
+        ):
             return True
         year, month = (year, month + 1) if month < 12 else (year + 1, 1)
     return False

@@ -16,6 +16,7 @@ class _Turn:
         self.lock = threading.Lock()
         self.waiting = 0
 
+
 class Turns:
     """Per-key mutual exclusion (thread-safe).
 

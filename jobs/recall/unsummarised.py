@@ -28,9 +28,16 @@ def unsummarised_sessions(rows: Sequence[dict[str, Any]], *, chars: int, redact:
     for row in rows:
         text = last_words(row["messages"], chars, redact)
         if text:
-            sessions.append(RecalledSession(session_id=row["session_id"], purpose=row["purpose"],
-                                            status=row["status"], started_at=row["started_at"],
-                                            ended_at=row["ended_at"], text=text))
+            sessions.append(
+                RecalledSession(
+                    session_id=row["session_id"],
+                    purpose=row["purpose"],
+                    status=row["status"],
+                    started_at=row["started_at"],
+                    ended_at=row["ended_at"],
+                    text=text,
+                )
+            )
     return sessions
 
 
@@ -65,8 +72,9 @@ def last_words(raw: Sequence[dict[str, Any]], limit: int, redact: bool) -> str:
     return SEPARATOR.join(kept)
 
 
-def fit_sessions(sessions: Sequence[RecalledSession], share: float, budget_tokens: int
-                 ) -> tuple[list[RecalledSession], int]:
+def fit_sessions(
+    sessions: Sequence[RecalledSession], share: float, budget_tokens: int
+) -> tuple[list[RecalledSession], int]:
     """The sessions whose lines fit ``share`` of the budget (newest first), and the tokens they take.
 
     The tokens are taken off the budget the episodes and open items are fitted to, so the whole block

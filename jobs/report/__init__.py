@@ -14,5 +14,13 @@ from jobs.report.build import Report, build_report
 from jobs.report.data import analyst_connection, load_frames, report_queries
 from jobs.report.render import render_html, report_filename, write_report
 
-__all__ = ["Report", "analyst_connection", "build_report", "load_frames", "render_html", "report_filename",
-           "report_queries", "write_report"]
+__all__ = [
+    "Report",
+    "analyst_connection",
+    "build_report",
+    "load_frames",
+    "render_html",
+    "report_filename",
+    "report_queries",
+    "write_report",
+]

@@ -56,12 +56,14 @@ class Report:
         return f"tenant {self.tenant}" if self.tenant else "all tenants"
 
 
-def build_report(db: Database, *, tenant: str | None = None, since: dt.date | None = None,
-                 now: dt.datetime | None = None) -> Report:
+def build_report(
+    db: Database, *, tenant: str | None = None, since: dt.date | None = None, now: dt.datetime | None = None
+) -> Report:
     """Read, aggregate and lay out everything the page shows."""
     f = load_frames(db, tenant, since)
-    ep, dec, oq, cm, cost, fail = (f[k] for k in ("episodes", "decisions", "open_questions", "commitments",
-                                                  "cost", "failures"))
+    ep, dec, oq, cm, cost, fail = (
+        f[k] for k in ("episodes", "decisions", "open_questions", "commitments", "cost", "failures")
+    )
     weekly, monthly, topics = episodes_per_week(ep), events_by_month(ep), top_topics(ep)
     entities, aging, daily = top_entities(f["entities"]), question_aging(oq), cost_per_day(cost)
     ended = utc(ep["ended_at"]) if not ep.empty else None
@@ -92,19 +94,30 @@ def build_report(db: Database, *, tenant: str | None = None, since: dt.date | No
     data = {
         "scope": {"tenant": tenant, "since": since.isoformat() if since else None},
         "summary": summary,
-        "episodes_per_week": [{"week": f"{w:%Y-%m-%d}", "episodes": int(n)}
-                              for w, n in zip(weekly["week"], weekly["episodes"])],
-        "events_by_month": [{"month": str(r["month"]), **{c: int(r[c]) for _, c, _, _ in counted_types(ep)}}
-                            for r in _records(monthly)],
+        "episodes_per_week": [
+            {"week": f"{w:%Y-%m-%d}", "episodes": int(n)} for w, n in zip(weekly["week"], weekly["episodes"])
+        ],
+        "events_by_month": [
+            {"month": str(r["month"]), **{c: int(r[c]) for _, c, _, _ in counted_types(ep)}} for r in _records(monthly)
+        ],
         "top_topics": [{"topic": r["topic"], "episodes": int(r["episodes"])} for r in _records(topics)],
-        "top_entities": [{"entity": r["entity"], "kind": r["kind"], "episodes": int(r["episodes"]),
-                          "users": int(r["users"])} for r in _records(entities)],
+        "top_entities": [
+            {"entity": r["entity"], "kind": r["kind"], "episodes": int(r["episodes"]), "users": int(r["users"])}
+            for r in _records(entities)
+        ],
         "open_question_aging": [{"bucket": r["bucket"], "open": int(r["open"])} for r in _records(aging)],
-        "cost_per_day": [{"day": f"{r['day']:%Y-%m-%d}", **{k: (round(float(v), 6) if "cost" in k else int(v))
-                                                            for k, v in r.items() if k != "day"}}
-                         for r in _records(daily)],
-        "failures": {"dead_letter": summary["dead_letters"], "retrying": summary["retrying"],
-                     "model_call": summary["failed_model_calls"]},
+        "cost_per_day": [
+            {
+                "day": f"{r['day']:%Y-%m-%d}",
+                **{k: (round(float(v), 6) if "cost" in k else int(v)) for k, v in r.items() if k != "day"},
+            }
+            for r in _records(daily)
+        ],
+        "failures": {
+            "dead_letter": summary["dead_letters"],
+            "retrying": summary["retrying"],
+            "model_call": summary["failed_model_calls"],
+        },
     }
     charts = _charts(weekly, monthly, topics, aging, daily, counted_types(ep))
     tables = _tables(dec, oq, cm, fail, entities, daily, tenant)
@@ -125,20 +138,35 @@ def _total(df: pd.DataFrame, column: str) -> int:
     return int(df[column].sum()) if not df.empty else 0
 
 
-def _charts(weekly: pd.DataFrame, monthly: pd.DataFrame, topics: pd.DataFrame, aging: pd.DataFrame,
-            daily: pd.DataFrame, counted: list[tuple[EventType, str, str, str]]) -> dict[str, Chart]:
+def _charts(
+    weekly: pd.DataFrame,
+    monthly: pd.DataFrame,
+    topics: pd.DataFrame,
+    aging: pd.DataFrame,
+    daily: pd.DataFrame,
+    counted: list[tuple[EventType, str, str, str]],
+) -> dict[str, Chart]:
     weeks = list(weekly["week"])
     months = [p.to_timestamp() for p in monthly["month"]]
     charts = {
-        "weekly": column_chart("Episodes per week", [f"week of {w:%d %b %Y}" for w in weeks],
-                               [("Episodes", "#4f46e5", list(weekly["episodes"]))], time_ticks(weeks, False),
-                               axis_title="episodes"),
-        "events": column_chart("Key events per month", [f"{m:%B %Y}" for m in months],
-                               [(label, colour, list(monthly[col])) for _, col, label, colour in counted],
-                               time_ticks(months, True), axis_title="events"),
+        "weekly": column_chart(
+            "Episodes per week",
+            [f"week of {w:%d %b %Y}" for w in weeks],
+            [("Episodes", "#4f46e5", list(weekly["episodes"]))],
+            time_ticks(weeks, False),
+            axis_title="episodes",
+        ),
+        "events": column_chart(
+            "Key events per month",
+            [f"{m:%B %Y}" for m in months],
+            [(label, colour, list(monthly[col])) for _, col, label, colour in counted],
+            time_ticks(months, True),
+            axis_title="events",
+        ),
         "topics": bar_chart("Top topics", list(topics["topic"]), list(topics["episodes"])),
-        "aging": bar_chart("Open questions by age", list(aging["bucket"]), list(aging["open"]), colour="#d97706",
-                           label_w=120),
+        "aging": bar_chart(
+            "Open questions by age", list(aging["bucket"]), list(aging["open"]), colour="#d97706", label_w=120
+        ),
     }
     if not daily.empty:
         days = pd.date_range(daily["day"].min(), daily["day"].max(), freq="D")
@@ -146,43 +174,100 @@ def _charts(weekly: pd.DataFrame, monthly: pd.DataFrame, topics: pd.DataFrame, a
         ticks = day_ticks(list(days))
         labels = [f"{d:%d %b %Y}" for d in days]
         charts["tokens"] = column_chart(
-            "Tokens per day", labels,
-            [("Input", "#4f46e5", list(full["input_tokens"])), ("Output", "#0891b2", list(full["output_tokens"])),
-             ("Cache read", "#a5b4fc", list(full["cache_read_tokens"]))], ticks, axis_title="tokens",
-            width=510, height=240)
+            "Tokens per day",
+            labels,
+            [
+                ("Input", "#4f46e5", list(full["input_tokens"])),
+                ("Output", "#0891b2", list(full["output_tokens"])),
+                ("Cache read", "#a5b4fc", list(full["cache_read_tokens"])),
+            ],
+            ticks,
+            axis_title="tokens",
+            width=510,
+            height=240,
+        )
         charts["cost"] = column_chart(
-            "Estimated cost per day", labels,
+            "Estimated cost per day",
+            labels,
             [("Live", "#059669", list(full["live_cost_usd"])), ("Batch", "#6ee7b7", list(full["batch_cost_usd"]))],
-            ticks, axis_title="USD", fmt=usd_format(float(daily["cost_usd"].max())), integer=False, width=510,
-            height=240)
+            ticks,
+            axis_title="USD",
+            fmt=usd_format(float(daily["cost_usd"].max())),
+            integer=False,
+            width=510,
+            height=240,
+        )
     return charts
 
 
-def _tables(dec: pd.DataFrame, oq: pd.DataFrame, cm: pd.DataFrame, fail: pd.DataFrame, entities: pd.DataFrame,
-            daily: pd.DataFrame, tenant: str | None) -> dict[str, list[dict[str, Any]]]:
+def _tables(
+    dec: pd.DataFrame,
+    oq: pd.DataFrame,
+    cm: pd.DataFrame,
+    fail: pd.DataFrame,
+    entities: pd.DataFrame,
+    daily: pd.DataFrame,
+    tenant: str | None,
+) -> dict[str, list[dict[str, Any]]]:
     def who(r: dict[str, Any]) -> str:
         return r["user_id"] if tenant else f"{r['tenant_id']} / {r['user_id']}"
 
-    decisions = [{"date": r["decided_at"].date().isoformat(), "user": who(r), "what": r["what"],
-                  "topics": ", ".join(r["topic_tags"] or []), "session": r["session_id"]}
-                 for r in _records(dec.head(DECISION_ROWS))]
+    decisions = [
+        {
+            "date": r["decided_at"].date().isoformat(),
+            "user": who(r),
+            "what": r["what"],
+            "topics": ", ".join(r["topic_tags"] or []),
+            "session": r["session_id"],
+        }
+        for r in _records(dec.head(DECISION_ROWS))
+    ]
     still_open = oq[oq["status"] == "open"].sort_values("days_open", ascending=False) if not oq.empty else oq
-    questions = [{"raised": r["raised_at"].date().isoformat(), "user": who(r), "question": r["question"],
-                  "days": int(r["days_open"])} for r in _records(still_open.head(10))]
+    questions = [
+        {
+            "raised": r["raised_at"].date().isoformat(),
+            "user": who(r),
+            "question": r["question"],
+            "days": int(r["days_open"]),
+        }
+        for r in _records(still_open.head(10))
+    ]
     overdue = cm[cm["status"] == "overdue"].sort_values("days_overdue", ascending=False) if not cm.empty else cm
-    commitments = [{"due": r["due"].isoformat(), "user": who(r), "what": r["what"], "days": int(r["days_overdue"])}
-                   for r in _records(overdue.head(10))]
-    failures = [{"when": r["failed_at"].strftime("%Y-%m-%d %H:%M") if pd.notna(r["failed_at"]) else "",
-                 "source": r["source"].replace("_", " "), "user": who(r), "session": _text(r["session_id"]),
-                 "detail": _text(r["outcome"]) or _attempts(r["attempts"]),
-                 "error": _text(r["error"])[:240]}
-                for r in _records(fail.head(FAILURE_ROWS))]
-    days = [{"day": f"{r['day']:%Y-%m-%d}", "calls": int(r["calls"]), "failed": int(r["failed_calls"]),
-             "input": int(r["input_tokens"]), "output": int(r["output_tokens"]),
-             "cached": int(r["cache_read_tokens"]), "cost": float(r["cost_usd"])}
-            for r in _records(daily.sort_values("day", ascending=False).head(DAY_ROWS))]
-    return {"decisions": decisions, "questions": questions, "overdue": commitments, "failures": failures,
-            "entities": _records(entities), "days": days}
+    commitments = [
+        {"due": r["due"].isoformat(), "user": who(r), "what": r["what"], "days": int(r["days_overdue"])}
+        for r in _records(overdue.head(10))
+    ]
+    failures = [
+        {
+            "when": r["failed_at"].strftime("%Y-%m-%d %H:%M") if pd.notna(r["failed_at"]) else "",
+            "source": r["source"].replace("_", " "),
+            "user": who(r),
+            "session": _text(r["session_id"]),
+            "detail": _text(r["outcome"]) or _attempts(r["attempts"]),
+            "error": _text(r["error"])[:240],
+        }
+        for r in _records(fail.head(FAILURE_ROWS))
+    ]
+    days = [
+        {
+            "day": f"{r['day']:%Y-%m-%d}",
+            "calls": int(r["calls"]),
+            "failed": int(r["failed_calls"]),
+            "input": int(r["input_tokens"]),
+            "output": int(r["output_tokens"]),
+            "cached": int(r["cache_read_tokens"]),
+            "cost": float(r["cost_usd"]),
+        }
+        for r in _records(daily.sort_values("day", ascending=False).head(DAY_ROWS))
+    ]
+    return {
+        "decisions": decisions,
+        "questions": questions,
+        "overdue": commitments,
+        "failures": failures,
+        "entities": _records(entities),
+        "days": days,
+    }
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -49,12 +49,20 @@ def nice_ticks(vmax: float, count: int = 4, integer: bool = True) -> list[float]
     return [round(i * step, 10) for i in range(n + 1)]
 
 
-def column_chart(title: str, categories: Sequence[str], series: Sequence[tuple[str, str, Sequence[float]]],
-                 tick_labels: dict[int, str], *, axis_title: str, fmt: str = "{:,.0f}", integer: bool = True,
-                 width: int = 1040, height: int = 260) -> Chart:
+def column_chart(
+    title: str,
+    categories: Sequence[str],
+    series: Sequence[tuple[str, str, Sequence[float]]],
+    tick_labels: dict[int, str],
+    *,
+    axis_title: str,
+    fmt: str = "{:,.0f}",
+    integer: bool = True,
+    width: int = 1040,
+    height: int = 260,
+) -> Chart:
     """Stacked columns, one per category; ``series`` is (name, colour, values)."""
-    chart = Chart(title, width, height, left=64, top=16, plot_w=width - 80, plot_h=height - 56,
-                  axis_title=axis_title)
+    chart = Chart(title, width, height, left=64, top=16, plot_w=width - 80, plot_h=height - 56, axis_title=axis_title)
     totals = [sum(s[2][i] for s in series) for i in range(len(categories))]
     if not categories or max(totals, default=0) <= 0:
         return chart
@@ -72,9 +80,16 @@ def column_chart(title: str, categories: Sequence[str], series: Sequence[tuple[s
             if v <= 0:
                 continue
             h = v * scale
-            chart.bars.append({"x": round(x, 2), "y": round(chart.top + chart.plot_h - (base + v) * scale, 2),
-                               "w": round(bar_w, 2), "h": round(max(h, 0.5), 2), "fill": colour,
-                               "tip": f"{category}: {fmt.format(v)} {name.lower()}"})
+            chart.bars.append(
+                {
+                    "x": round(x, 2),
+                    "y": round(chart.top + chart.plot_h - (base + v) * scale, 2),
+                    "w": round(bar_w, 2),
+                    "h": round(max(h, 0.5), 2),
+                    "fill": colour,
+                    "tip": f"{category}: {fmt.format(v)} {name.lower()}",
+                }
+            )
             base += v
     for i, label in tick_labels.items():
         chart.xticks.append({"x": round(chart.left + (i + 0.5) * slot, 2), "label": label})
@@ -83,12 +98,28 @@ def column_chart(title: str, categories: Sequence[str], series: Sequence[tuple[s
     return chart
 
 
-def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], *, colour: str = "#4f46e5",
-              fmt: str = "{:,.0f}", width: int = 500, label_w: int = 170) -> Chart:
+def bar_chart(
+    title: str,
+    labels: Sequence[str],
+    values: Sequence[float],
+    *,
+    colour: str = "#4f46e5",
+    fmt: str = "{:,.0f}",
+    width: int = 500,
+    label_w: int = 170,
+) -> Chart:
     """Horizontal bars with the category on the left and the value at the end of the bar."""
     row = 26
-    chart = Chart(title, width, 16 + row * max(len(labels), 1), left=label_w, top=8,
-                  plot_w=width - label_w - 56, plot_h=row * len(labels), horizontal=True)
+    chart = Chart(
+        title,
+        width,
+        16 + row * max(len(labels), 1),
+        left=label_w,
+        top=8,
+        plot_w=width - label_w - 56,
+        plot_h=row * len(labels),
+        horizontal=True,
+    )
     top = max(values, default=0)
     if top <= 0:
         return chart
@@ -96,8 +127,16 @@ def bar_chart(title: str, labels: Sequence[str], values: Sequence[float], *, col
         y = chart.top + i * row
         w = chart.plot_w * float(value) / top
         short = label if len(label) <= 26 else label[:25] + "…"
-        chart.bars.append({"x": chart.left, "y": y + 4, "w": round(max(w, 1), 2), "h": row - 8, "fill": colour,
-                           "tip": f"{label}: {fmt.format(value)}"})
+        chart.bars.append(
+            {
+                "x": chart.left,
+                "y": y + 4,
+                "w": round(max(w, 1), 2),
+                "h": row - 8,
+                "fill": colour,
+                "tip": f"{label}: {fmt.format(value)}",
+            }
+        )
         chart.labels.append({"x": chart.left - 8, "y": y + row / 2, "text": short, "anchor": "end"})
         chart.labels.append({"x": chart.left + w + 6, "y": y + row / 2, "text": fmt.format(value), "anchor": "start"})
     return chart
@@ -128,4 +167,4 @@ def day_ticks(days: Sequence[pd.Timestamp], target: int = 8) -> dict[int, str]:
 def usd_format(top: float) -> str:
     """Enough decimals to tell the axis ticks apart: $0.10, $0.015, $0.0004."""
     decimals = 2 if top >= 0.1 else 3 if top >= 0.01 else 4
-    return "${:,.%df}" % decimals
+    return f"${{:,.{decimals}f}}"

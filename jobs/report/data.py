@@ -26,8 +26,14 @@ OPERATOR_ROLE = "episodes_operator"
 # Chart colours, one per event type in the order of jobs.concepts.EVENT_TYPES.
 EVENT_COLOURS = ("#2563eb", "#d97706", "#059669", "#9333ea", "#db2777", "#0891b2", "#65a30d", "#dc2626")
 # (days open below which a question falls in the bucket, label).
-AGING_BUCKETS = ((7, "under 1 week"), (30, "1–4 weeks"), (91, "1–3 months"), (182, "3–6 months"),
-                 (365, "6–12 months"), (math.inf, "over a year"))
+AGING_BUCKETS = (
+    (7, "under 1 week"),
+    (30, "1–4 weeks"),
+    (91, "1–3 months"),
+    (182, "3–6 months"),
+    (365, "6–12 months"),
+    (math.inf, "over a year"),
+)
 
 
 @contextmanager
@@ -42,8 +48,10 @@ def analyst_connection(db: Database, tenant: str | None) -> Iterator[Conn]:
         with conn.transaction():
             conn.execute("SET TRANSACTION READ ONLY")
             # The views' `stale` columns use these (migration 0009); unset they default to 30 / 180 days.
-            stale = {"episodes.stale_grace": f"{db.settings.stale_grace_seconds} seconds",
-                     "episodes.stale_age": f"{db.settings.stale_age_seconds} seconds"}
+            stale = {
+                "episodes.stale_grace": f"{db.settings.stale_grace_seconds} seconds",
+                "episodes.stale_age": f"{db.settings.stale_age_seconds} seconds",
+            }
             scope = {} if tenant is None else {"episodes.tenant_id": tenant}
             set_local(conn, TimeZone="UTC", **stale, **scope)
             with analyst_role(conn, OPERATOR_ROLE if tenant is None else ANALYST_ROLE):
@@ -107,8 +115,11 @@ def count_column(event_type: EventType) -> str:
 def counted_types(ep: pd.DataFrame) -> list[tuple[EventType, str, str, str]]:
     """(type, column, label, colour) of each event type the episodes query counts, in the order of
     EVENT_TYPES: the chart follows the list and the analyst view, with no copy of its own."""
-    return [(t, count_column(t), count_column(t).replace("_", " ").capitalize(), colour)
-            for t, colour in zip(EVENT_TYPES, EVENT_COLOURS) if count_column(t) in ep.columns]
+    return [
+        (t, count_column(t), count_column(t).replace("_", " ").capitalize(), colour)
+        for t, colour in zip(EVENT_TYPES, EVENT_COLOURS)
+        if count_column(t) in ep.columns
+    ]
 
 
 def events_by_month(ep: pd.DataFrame) -> pd.DataFrame:
@@ -135,12 +146,14 @@ def top_entities(en: pd.DataFrame, n: int = 12) -> pd.DataFrame:
     if en.empty:
         return pd.DataFrame(columns=["entity", "kind", "episodes", "users"])
     grouped = en.groupby("entity_key")
-    out = pd.DataFrame({
-        "entity": grouped["entity"].agg(lambda s: s.value_counts().index[0]),
-        "kind": grouped["kind"].agg(lambda s: s.value_counts().index[0]),
-        "episodes": grouped["episode_id"].nunique(),
-        "users": en.drop_duplicates(["entity_key", "tenant_id", "user_id"]).groupby("entity_key").size(),
-    })
+    out = pd.DataFrame(
+        {
+            "entity": grouped["entity"].agg(lambda s: s.value_counts().index[0]),
+            "kind": grouped["kind"].agg(lambda s: s.value_counts().index[0]),
+            "episodes": grouped["episode_id"].nunique(),
+            "users": en.drop_duplicates(["entity_key", "tenant_id", "user_id"]).groupby("entity_key").size(),
+        }
+    )
     return out.sort_values(["episodes", "entity"], ascending=[False, True]).head(n).reset_index(drop=True)
 
 

@@ -26,8 +26,13 @@ def _load_template(name: str) -> str:
 
 @cache
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FunctionLoader(_load_template), undefined=jinja2.StrictUndefined,
-                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_load_template),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["num"] = lambda v: f"{int(v):,}"
     env.filters["usd"] = lambda v: f"${float(v):,.2f}" if float(v) >= 1 else f"${float(v):.4f}"
     env.filters["compact"] = _compact
@@ -43,9 +48,18 @@ def _compact(value: float) -> str:
 
 
 def render_html(report: Report) -> str:
-    return environment().get_template(TEMPLATE).render(
-        report=report, summary=report.data["summary"], data=report.data, charts=report.charts,
-        tables=report.tables, decision_rows=DECISION_ROWS, day_rows=DAY_ROWS,
+    return (
+        environment()
+        .get_template(TEMPLATE)
+        .render(
+            report=report,
+            summary=report.data["summary"],
+            data=report.data,
+            charts=report.charts,
+            tables=report.tables,
+            decision_rows=DECISION_ROWS,
+            day_rows=DAY_ROWS,
+        )
     )
 
 

@@ -63,14 +63,18 @@ class EventChange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=400, pattern=NO_NUL)] | None = Field(
+    text: (
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=400, pattern=NO_NUL)] | None
+    ) = Field(
         default=None,
         description="The event's corrected sentence (3-400 characters), replacing what the episode recorded.",
     )
     status: Literal["open", "done"] | None = Field(
         default=None,
-        description=("Open questions and commitments only: `done` marks the question answered or the commitment "
-                     "fulfilled, `open` reopens it."),
+        description=(
+            "Open questions and commitments only: `done` marks the question answered or the commitment "
+            "fulfilled, `open` reopens it."
+        ),
     )
 
     @model_validator(mode="after")
@@ -87,16 +91,20 @@ class EpisodeCorrection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, max_length=1200, pattern=NO_NUL)] | None = Field(
+    summary: (
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, max_length=1200, pattern=NO_NUL)] | None
+    ) = Field(
         default=None,
         description="The corrected summary (10-1,200 characters), replacing the episode's summary.",
     )
     drop_events: list[EventId] = Field(
-        default_factory=list, max_length=50,
+        default_factory=list,
+        max_length=50,
         description="Ids of events of this episode to remove (a wrong decision, a question never asked).",
     )
     events: dict[EventId, EventChange] = Field(
-        default_factory=dict, max_length=50,
+        default_factory=dict,
+        max_length=50,
         description="Changes to events of this episode, by event id: a corrected text and/or a status.",
     )
 
@@ -138,12 +146,14 @@ class CorrectionReport:
         verb = "would correct" if self.dry_run else "corrected"
         supers = [i for i in self.reindexed if i != self.episode_id]
         text = f"{verb} episode {self.episode_id}: {', '.join(self.changes)}" + (
-            " (dry run, nothing changed)" if self.dry_run else "")
+            " (dry run, nothing changed)" if self.dry_run else ""
+        )
         if supers:
             text += f"; also in super-summar{'y' if len(supers) == 1 else 'ies'} {', '.join(map(str, supers))}"
         if self.correction_ids and not self.dry_run:
             text += f"; recorded as correction{'s' if len(self.correction_ids) > 1 else ''} " + ", ".join(
-                f"#{i}" for i in self.correction_ids)
+                f"#{i}" for i in self.correction_ids
+            )
         return text
 
 
@@ -152,8 +162,14 @@ class _DryRun(Exception):
 
 
 def correct_episode(
-    db: Database, tenant_id: str, episode_id: int, change: EpisodeCorrection, *, actor: str,
-    embedder: Embedder | None = None, dry_run: bool = False,
+    db: Database,
+    tenant_id: str,
+    episode_id: int,
+    change: EpisodeCorrection,
+    *,
+    actor: str,
+    embedder: Embedder | None = None,
+    dry_run: bool = False,
 ) -> CorrectionReport:
     """Apply ``change`` to episode ``episode_id`` of ``tenant_id``; see the module docstring.
 
@@ -173,7 +189,9 @@ def correct_episode(
             if episode["status"] != "current":
                 raise CorrectionInvalid(
                     f"episode {episode_id} was replaced by episode {episode['superseded_by']} when its session was "
-                    "summarised again; correct that one", field="episode_id")
+                    "summarised again; correct that one",
+                    field="episode_id",
+                )
             events = {r["id"]: r for r in conn.execute(query("correct_episode_events"), scope)}
             _check(change, events, episode_id)
             touched = _apply(conn, episode, events, change, actor, report)
@@ -184,32 +202,57 @@ def correct_episode(
                 raise _DryRun()
     except _DryRun:
         report.correction_ids = []
-    log.log(logging.DEBUG if dry_run else logging.INFO, "correction dry run" if dry_run else "episode corrected",
-            extra={"action": "correct_dry_run" if dry_run else "correct_episode", "tenant": tenant_id,
-                   "episode_id": episode_id, "changes": len(report.changes)})
+    log.log(
+        logging.DEBUG if dry_run else logging.INFO,
+        "correction dry run" if dry_run else "episode corrected",
+        extra={
+            "action": "correct_dry_run" if dry_run else "correct_episode",
+            "tenant": tenant_id,
+            "episode_id": episode_id,
+            "changes": len(report.changes),
+        },
+    )
     return report
 
 
 def _check(change: EpisodeCorrection, events: Mapping[int, Any], episode_id: int) -> None:
     for at, event_id in enumerate(change.drop_events):
         if event_id not in events:
-            raise CorrectionInvalid(f"event {event_id} is not an event of episode {episode_id}",
-                                    field=f"drop_events[{at}]")
+            raise CorrectionInvalid(
+                f"event {event_id} is not an event of episode {episode_id}", field=f"drop_events[{at}]"
+            )
     for event_id, edit in change.events.items():
         if event_id not in events:
-            raise CorrectionInvalid(f"event {event_id} is not an event of episode {episode_id}",
-                                    field=f"events.{event_id}")
+            raise CorrectionInvalid(
+                f"event {event_id} is not an event of episode {episode_id}", field=f"events.{event_id}"
+            )
         if edit.status is not None and events[event_id]["type"] not in OPEN_ITEM_TYPES:
-            raise CorrectionInvalid(f"event {event_id} is a {events[event_id]['type']}; only open questions and "
-                                    "commitments have a status", field=f"events.{event_id}.status")
+            raise CorrectionInvalid(
+                f"event {event_id} is a {events[event_id]['type']}; only open questions and commitments have a status",
+                field=f"events.{event_id}.status",
+            )
 
 
-def _apply(conn: Any, episode: Mapping[str, Any], events: Mapping[int, Any], change: EpisodeCorrection,
-           actor: str, report: CorrectionReport) -> set[int]:
+def _apply(
+    conn: Any,
+    episode: Mapping[str, Any],
+    events: Mapping[int, Any],
+    change: EpisodeCorrection,
+    actor: str,
+    report: CorrectionReport,
+) -> set[int]:
     """Write the changes and their audit rows; return the ids of the episodes whose text changed."""
     tenant_id, episode_id = report.tenant_id, report.episode_id
-    base = {"tenant_id": tenant_id, "user_id": episode["user_id"], "session_id": episode["session_id"],
-            "episode_id": episode_id, "actor": actor, "event_id": None, "event_type": None, "event_text": None}
+    base = {
+        "tenant_id": tenant_id,
+        "user_id": episode["user_id"],
+        "session_id": episode["session_id"],
+        "episode_id": episode_id,
+        "actor": actor,
+        "event_id": None,
+        "event_type": None,
+        "event_text": None,
+    }
     touched: set[int] = set()
 
     def audit(what: str, **values: Any) -> None:
@@ -226,22 +269,44 @@ def _apply(conn: Any, episode: Mapping[str, Any], events: Mapping[int, Any], cha
         scope = {"tenant_id": tenant_id, "event_id": event_id}
         about = {"event_id": event_id, "event_type": event["type"]}
         if edit.text is not None and edit.text != text:
-            touched.update(r["episode_id"] for r in conn.execute(query("correct_event_text"), {**scope,
-                                                                                                "text": edit.text}))
-            audit(f"event {event_id} text", field="event.text", event_text=text, old_value=text,
-                  new_value=edit.text, **about)
+            touched.update(
+                r["episode_id"] for r in conn.execute(query("correct_event_text"), {**scope, "text": edit.text})
+            )
+            audit(
+                f"event {event_id} text",
+                field="event.text",
+                event_text=text,
+                old_value=text,
+                new_value=edit.text,
+                **about,
+            )
             text = edit.text
         old_status = "open" if event["status"] == "open" else "done"
         if edit.status is not None and edit.status != old_status:
             conn.execute(query("correct_event_status"), {**scope, "status": edit.status})
-            audit(f"event {event_id} {edit.status}", field="event.status", event_text=text, old_value=old_status,
-                  new_value=edit.status, **about)
+            audit(
+                f"event {event_id} {edit.status}",
+                field="event.status",
+                event_text=text,
+                old_value=old_status,
+                new_value=edit.status,
+                **about,
+            )
     for event_id in change.drop_events:
         event = events[event_id]
-        touched.update(r["episode_id"] for r in conn.execute(query("correct_drop_event"),
-                                                             {"tenant_id": tenant_id, "event_id": event_id}))
-        audit(f"event {event_id} dropped", field="event.drop", event_id=event_id, event_type=event["type"],
-              event_text=event["what"], old_value=event["what"], new_value=None)
+        touched.update(
+            r["episode_id"]
+            for r in conn.execute(query("correct_drop_event"), {"tenant_id": tenant_id, "event_id": event_id})
+        )
+        audit(
+            f"event {event_id} dropped",
+            field="event.drop",
+            event_id=event_id,
+            event_type=event["type"],
+            event_text=event["what"],
+            old_value=event["what"],
+            new_value=None,
+        )
     if touched:  # the user corrected what the episode holds: its quotes of the session must not contradict it
         conn.execute(query("correct_drop_lines"), {"tenant_id": tenant_id, "ids": sorted(touched)})
     return touched
@@ -250,5 +315,6 @@ def _apply(conn: Any, episode: Mapping[str, Any], events: Mapping[int, Any], cha
 def corrections_of(db: Database, tenant_id: str, episode_id: int) -> list[dict[str, Any]]:
     """The audit rows of one episode, oldest first (contents empty once the episode was erased)."""
     with db.tenant(tenant_id) as conn:
-        return conn.execute(query("corrections_of_episode"), {"tenant_id": tenant_id, "episode_id": episode_id}
-                            ).fetchall()
+        return conn.execute(
+            query("corrections_of_episode"), {"tenant_id": tenant_id, "episode_id": episode_id}
+        ).fetchall()

@@ -86,8 +86,9 @@ class ErasedEpisodes:
         announce(tenant_id, self.users)
 
 
-def erase_episodes(conn: Conn, tenant_id: str, ids: Sequence[int],
-                   scope: Literal["episode", "policy"] = "episode") -> ErasedEpisodes:
+def erase_episodes(
+    conn: Conn, tenant_id: str, ids: Sequence[int], scope: Literal["episode", "policy"] = "episode"
+) -> ErasedEpisodes:
     """Erase the session episodes ``ids`` of ``tenant_id`` (see the module docstring) in ``conn``'s
     transaction, which must be ``Database.tenant(tenant_id)``'s. An unknown id (or another tenant's)
     raises :class:`EpisodeNotFound`, a super-summary's :class:`SuperSummaryNotErasable`; then the
@@ -103,14 +104,20 @@ def erase_episodes(conn: Conn, tenant_id: str, ids: Sequence[int],
             raise SuperSummaryNotErasable(
                 f"episode {episode_id} is a super-summary ({row['period_start']}..{row['period_end']}) made from "
                 f"episodes {', '.join(map(str, row['sources']))}; forget those (it is rebuilt without them), "
-                "or correct its summary")
+                "or correct its summary"
+            )
     sessions = conn.execute(query("erase_lock_sessions"), where).fetchall()
     episode_ids = [r["id"] for r in sessions]
-    supers = [RemovedSuper(r["id"], r["user_id"], r["status"], r["period_start"], r["period_end"])
-              for r in conn.execute(query("erase_lock_supers"), {**where, "ids": episode_ids})]
-    doomed = {**where, "ids": episode_ids + [s.id for s in supers],
-              "sessions": sorted({r["session_id"] for r in sessions}),
-              "transcript_ids": sorted({r["transcript_id"] for r in sessions if r["transcript_id"] is not None})}
+    supers = [
+        RemovedSuper(r["id"], r["user_id"], r["status"], r["period_start"], r["period_end"])
+        for r in conn.execute(query("erase_lock_supers"), {**where, "ids": episode_ids})
+    ]
+    doomed = {
+        **where,
+        "ids": episode_ids + [s.id for s in supers],
+        "sessions": sorted({r["session_id"] for r in sessions}),
+        "transcript_ids": sorted({r["transcript_id"] for r in sessions if r["transcript_id"] is not None}),
+    }
     counts = {
         "reopened_items": conn.execute(query("erase_reopen_items"), doomed).rowcount,
         "restored_decisions": conn.execute(query("erase_restore_replaced"), doomed).rowcount,
@@ -122,14 +129,22 @@ def erase_episodes(conn: Conn, tenant_id: str, ids: Sequence[int],
         "corrections_scrubbed": conn.execute(query("erase_scrub_corrections"), doomed).rowcount,
         "transcripts_kept": conn.execute(query("erase_forget_transcripts"), doomed).rowcount,
     }
-    erased = ErasedEpisodes(episode_ids, counts, supers,
-                            users=sorted({r["user_id"] for r in sessions} | {s.user_id for s in supers}))
+    erased = ErasedEpisodes(
+        episode_ids, counts, supers, users=sorted({r["user_id"] for r in sessions} | {s.user_id for s in supers})
+    )
     for user_id in sorted({r["user_id"] for r in sessions}):
         mine = [r for r in sessions if r["user_id"] == user_id]
-        row = one(conn.execute(query("insert_episode_erasure"), {
-            "tenant_id": tenant_id, "user_hash": user_hash(conn, tenant_id, user_id),
-            "counts": Jsonb({**counts, "episodes_of_user": len(mine)}), "scope": scope,
-        }))
+        row = one(
+            conn.execute(
+                query("insert_episode_erasure"),
+                {
+                    "tenant_id": tenant_id,
+                    "user_hash": user_hash(conn, tenant_id, user_id),
+                    "counts": Jsonb({**counts, "episodes_of_user": len(mine)}),
+                    "scope": scope,
+                },
+            )
+        )
         erased.erasure_ids.append(row["id"])
     return erased
 
@@ -151,14 +166,16 @@ class EpisodeErasure:
         c = self.counts
         verb = "would erase" if self.dry_run else "erased"
         versions = len(self.erased_ids) - 1
-        text = (f"{verb} episode {self.episode_id}"
-                + (f" and {counted(versions, 'earlier version')} of its session" if versions else "")
-                + f": {counted(c.get('events', 0), 'event')}, {counted(c.get('entities', 0), 'entity')}, "
-                f"{counted(c.get('super_episodes', 0), 'super-summary')}, "
-                f"{counted(c.get('corrections_scrubbed', 0), 'correction')} scrubbed; "
-                f"{counted(c.get('reopened_items', 0), 'item')} reopened, "
-                f"{counted(c.get('restored_decisions', 0), 'decision')} standing again; transcript kept, never "
-                "summarised again")
+        text = (
+            f"{verb} episode {self.episode_id}"
+            + (f" and {counted(versions, 'earlier version')} of its session" if versions else "")
+            + f": {counted(c.get('events', 0), 'event')}, {counted(c.get('entities', 0), 'entity')}, "
+            f"{counted(c.get('super_episodes', 0), 'super-summary')}, "
+            f"{counted(c.get('corrections_scrubbed', 0), 'correction')} scrubbed; "
+            f"{counted(c.get('reopened_items', 0), 'item')} reopened, "
+            f"{counted(c.get('restored_decisions', 0), 'decision')} standing again; transcript kept, never "
+            "summarised again"
+        )
         if self.erasure_ids:
             text += "; recorded as erasure " + ", ".join(f"#{i}" for i in self.erasure_ids)
         for s in self.supers:
@@ -178,8 +195,14 @@ OUTCOMES = {
 }
 
 
-def rebuild_supers(db: Database, tenant_id: str, supers: Iterable[RemovedSuper], *,
-                   compressor: Compressor | None = None, embedder: Embedder | None = None) -> dict[int, str]:
+def rebuild_supers(
+    db: Database,
+    tenant_id: str,
+    supers: Iterable[RemovedSuper],
+    *,
+    compressor: Compressor | None = None,
+    embedder: Embedder | None = None,
+) -> dict[int, str]:
     """After an erasure committed, rebuild the periods of the removed *current* super-summaries from
     their remaining sources, once per period (a pruning run may remove several supers of one period,
     one per batch). Returns removed super id -> outcome (:data:`OUTCOMES` explains each); a failed
@@ -196,14 +219,26 @@ def rebuild_supers(db: Database, tenant_id: str, supers: Iterable[RemovedSuper],
     return outcomes
 
 
-def _rebuild(db: Database, tenant_id: str, s: RemovedSuper, compressor: Compressor | None,
-             embedder: Embedder | None) -> str:
+def _rebuild(
+    db: Database, tenant_id: str, s: RemovedSuper, compressor: Compressor | None, embedder: Embedder | None
+) -> str:
     try:
-        return rebuild_period(db, tenant_id, s.user_id, s.period_start, s.period_end, compressor=compressor,
-                              embedder=embedder, recreate=True)
+        return rebuild_period(
+            db,
+            tenant_id,
+            s.user_id,
+            s.period_start,
+            s.period_end,
+            compressor=compressor,
+            embedder=embedder,
+            recreate=True,
+        )
     except EpisodesError as exc:
-        log.warning("rebuild after an episode erasure failed: %s", exc, extra={
-            "action": "forget_episode_rebuild_failed", "tenant": tenant_id, "period": s.label})
+        log.warning(
+            "rebuild after an episode erasure failed: %s",
+            exc,
+            extra={"action": "forget_episode_rebuild_failed", "tenant": tenant_id, "period": s.label},
+        )
         return "failed"
 
 
@@ -212,8 +247,13 @@ class _DryRun(Exception):
 
 
 def forget_episode(
-    db: Database, tenant_id: str, episode_id: int, *, dry_run: bool = False,
-    compressor: Compressor | None = None, embedder: Embedder | None = None,
+    db: Database,
+    tenant_id: str,
+    episode_id: int,
+    *,
+    dry_run: bool = False,
+    compressor: Compressor | None = None,
+    embedder: Embedder | None = None,
 ) -> EpisodeErasure:
     """Erase one session episode (see the module docstring): one transaction, all or nothing; then
     rebuild the current super-summaries it was part of (``compressor`` / ``embedder`` as
@@ -235,10 +275,17 @@ def forget_episode(
         erased.announce(tenant_id)  # committed: the process's in-memory copies of those users go now
         report.rebuilt = rebuild_supers(db, tenant_id, report.supers, compressor=compressor, embedder=embedder)
     # A dry run changes nothing and its command prints what it would do: its record is for debugging only.
-    log.log(logging.DEBUG if dry_run else logging.INFO, "episode erasure dry run" if dry_run else "episode erased",
-            extra={"action": "forget_episode_dry_run" if dry_run else "forget_episode", "tenant": tenant_id,
-                   "episode_id": episode_id, "erasures": report.erasure_ids,
-                   **{f"n_{k}": v for k, v in report.counts.items()}})
+    log.log(
+        logging.DEBUG if dry_run else logging.INFO,
+        "episode erasure dry run" if dry_run else "episode erased",
+        extra={
+            "action": "forget_episode_dry_run" if dry_run else "forget_episode",
+            "tenant": tenant_id,
+            "episode_id": episode_id,
+            "erasures": report.erasure_ids,
+            **{f"n_{k}": v for k, v in report.counts.items()},
+        },
+    )
     return report
 
 

@@ -43,6 +43,10 @@ def announce(tenant_id: str, user_ids: Collection[str]) -> None:
     for listener in listeners:
         try:
             listener(tenant_id, user_ids)
-        except Exception:  # noqa: BLE001 - the erasure committed; dropping a copy must not undo that report
-            log.warning("could not drop in-memory copies after an erasure in tenant %s", tenant_id, exc_info=True,
-                        extra={"action": "erasure_listener_failed", "tenant": tenant_id})
+        except Exception:
+            log.warning(
+                "could not drop in-memory copies after an erasure in tenant %s",
+                tenant_id,
+                exc_info=True,
+                extra={"action": "erasure_listener_failed", "tenant": tenant_id},
+            )

@@ -47,9 +47,16 @@ def export_user(db: Database, tenant_id: str, user_id: str, *, with_embeddings: 
     if not user_id:
         raise ValueError("user_id must be a non-empty string")
     with db.tenant(tenant_id) as conn:
-        doc = one(conn.execute(query("export_user"), {
-            "tenant_id": tenant_id, "user_id": user_id, "with_embeddings": with_embeddings,
-        }))["doc"]
+        doc = one(
+            conn.execute(
+                query("export_user"),
+                {
+                    "tenant_id": tenant_id,
+                    "user_id": user_id,
+                    "with_embeddings": with_embeddings,
+                },
+            )
+        )["doc"]
     return {
         "format": FORMAT,
         "tenant_id": tenant_id,

@@ -94,24 +94,33 @@ class ForgetReport:
     def line(self) -> str:
         c = self.counts
         verb = "would erase" if self.dry_run else "erased"
-        transcripts = (f"{counted(c.get('transcripts_kept', 0), 'transcript')} kept" if self.kept_transcripts
-                       else counted(c.get("transcripts", 0), "transcript"))
-        text = (f"{verb} {transcripts}, {counted(c.get('episodes', 0), 'episode')} "
-                f"({counted(c.get('super_episodes', 0), 'super-summary')}), {counted(c.get('events', 0), 'event')}, "
-                f"{counted(c.get('entities', 0), 'entity')}, {counted(c.get('model_calls', 0), 'model call')}")
+        transcripts = (
+            f"{counted(c.get('transcripts_kept', 0), 'transcript')} kept"
+            if self.kept_transcripts
+            else counted(c.get("transcripts", 0), "transcript")
+        )
+        text = (
+            f"{verb} {transcripts}, {counted(c.get('episodes', 0), 'episode')} "
+            f"({counted(c.get('super_episodes', 0), 'super-summary')}), {counted(c.get('events', 0), 'event')}, "
+            f"{counted(c.get('entities', 0), 'entity')}, {counted(c.get('model_calls', 0), 'model call')}"
+        )
         if self.session_ids:
-            text += (f"; {'its' if len(self.session_ids) > 1 else 'the'} {counted(len(self.session_ids), 'session')} "
-                     f"{'would be' if self.dry_run else 'are' if len(self.session_ids) > 1 else 'is'} refused from "
-                     "then on, on every path (new sessions are stored)")
+            text += (
+                f"; {'its' if len(self.session_ids) > 1 else 'the'} {counted(len(self.session_ids), 'session')} "
+                f"{'would be' if self.dry_run else 'are' if len(self.session_ids) > 1 else 'is'} refused from "
+                "then on, on every path (new sessions are stored)"
+            )
         if c.get("job_runs_scrubbed"):
             text += f", scrubbed {counted(c['job_runs_scrubbed'], 'job-run error')}"
         if self.erasure_id is not None:
             text += f"; recorded as erasure #{self.erasure_id}"
         if self.rebuild:
             users = " ".join(sorted({p.user_id for p in self.rebuild}))
-            text += (f"; removed {counted(len(self.rebuild), 'super-summary')} of other users that included this "
-                     f"user's episodes (their sources are back in recall; `episodes compress --tenant "
-                     f"{self.tenant_id} --user <user>` rebuilds them: {users})")
+            text += (
+                f"; removed {counted(len(self.rebuild), 'super-summary')} of other users that included this "
+                f"user's episodes (their sources are back in recall; `episodes compress --tenant "
+                f"{self.tenant_id} --user <user>` rebuilds them: {users})"
+            )
         return text + (" (dry run, nothing changed)" if self.dry_run else "")
 
 
@@ -140,10 +149,16 @@ def forget_user(
         announce(tenant_id, sorted({user_id, *(p.user_id for p in report.rebuild)}))
     report.counts["job_runs_scrubbed"] = _scrub_job_runs(db, tenant_id, user_id, dry_run)
     # A dry run changes nothing and its command prints what it would do: its record is for debugging only.
-    log.log(logging.DEBUG if dry_run else logging.INFO, "erasure dry run" if dry_run else "user erased", extra={
-        "action": "forget_dry_run" if dry_run else "forget", "tenant": tenant_id, "erasure_id": report.erasure_id,
-        **{f"n_{k}": v for k, v in report.counts.items()},
-    })
+    log.log(
+        logging.DEBUG if dry_run else logging.INFO,
+        "erasure dry run" if dry_run else "user erased",
+        extra={
+            "action": "forget_dry_run" if dry_run else "forget",
+            "tenant": tenant_id,
+            "erasure_id": report.erasure_id,
+            **{f"n_{k}": v for k, v in report.counts.items()},
+        },
+    )
     return report
 
 
@@ -159,8 +174,11 @@ def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetR
     scope["transcript_ids"] = transcript_ids
     episodes = conn.execute(q("forget_episodes"), scope).fetchall()
     scope["episode_ids"] = [e["id"] for e in episodes]
-    report.rebuild = [Period(e["user_id"], e["period_start"], e["period_end"])
-                      for e in episodes if e["kind"] == "super" and not e["own"]]
+    report.rebuild = [
+        Period(e["user_id"], e["period_start"], e["period_end"])
+        for e in episodes
+        if e["kind"] == "super" and not e["own"]
+    ]
     counts = {
         "events": conn.execute(q("forget_delete_events"), scope).rowcount,
         "entities": conn.execute(q("forget_delete_entities"), scope).rowcount,
@@ -180,10 +198,17 @@ def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetR
         counts["transcripts"] = conn.execute(q("forget_delete_transcripts"), scope).rowcount
     counts["other_users_supers"] = len(report.rebuild)
     report.counts = counts
-    row = one(conn.execute(q("insert_erasure"), {
-        "tenant_id": tenant_id, "user_hash": user_hash(conn, tenant_id, user_id), "counts": Jsonb(counts),
-        "kept_transcripts": keep,
-    }))
+    row = one(
+        conn.execute(
+            q("insert_erasure"),
+            {
+                "tenant_id": tenant_id,
+                "user_hash": user_hash(conn, tenant_id, user_id),
+                "counts": Jsonb(counts),
+                "kept_transcripts": keep,
+            },
+        )
+    )
     report.erasure_id, report.requested_at = row["id"], row["requested_at"]
 
 
@@ -193,8 +218,13 @@ def _scrub_job_runs(db: Database, tenant_id: str, user_id: str, dry_run: bool) -
     (job_runs is the owner's, reached through the function of migration 0026)."""
     with db.login() as conn:
         set_local(conn, **{"episodes.tenant_id": tenant_id})
-        return int(one(conn.execute(query("forget_scrub_job_runs"),
-                                    {"tenant_id": tenant_id, "user_id": user_id, "dry": dry_run}))["n"])
+        return int(
+            one(
+                conn.execute(
+                    query("forget_scrub_job_runs"), {"tenant_id": tenant_id, "user_id": user_id, "dry": dry_run}
+                )
+            )["n"]
+        )
 
 
 def erasures_of(db: Database, tenant_id: str, user_id: str) -> list[dict[str, Any]]:

@@ -27,10 +27,15 @@ def reindex_episodes(conn: Conn, tenant_id: str, ids: Collection[int], embedder:
     if not rows:
         return
     full = [episode_text(r["summary"], r["topic_tags"], r["events"], r["entities"]) for r in rows]
-    vector_texts = [text if r["kind"] == "session" else
-                    episode_text(r["summary"], r["topic_tags"], r["events"][:SUPER_VECTOR_EVENTS], r["entities"])
-                    for r, text in zip(rows, full)]
+    vector_texts = [
+        text
+        if r["kind"] == "session"
+        else episode_text(r["summary"], r["topic_tags"], r["events"][:SUPER_VECTOR_EVENTS], r["entities"])
+        for r, text in zip(rows, full)
+    ]
     vectors = embedder.embed(vector_texts)
     for row, text, vector in zip(rows, full, vectors):
-        conn.execute(query("set_episode_search"), {"tenant_id": tenant_id, "id": row["id"], "search_text": text,
-                                                   "embedding": vector})
+        conn.execute(
+            query("set_episode_search"),
+            {"tenant_id": tenant_id, "id": row["id"], "search_text": text, "embedding": vector},
+        )

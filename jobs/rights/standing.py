@@ -52,8 +52,9 @@ def standing_corrections(conn: Conn, tenant_id: str, session_id: str) -> Callabl
     reads them. In a pipelined transaction the answer then waits for the next statement that is read,
     and both take one round trip."""
     rows = conn.execute(query("standing_corrections"), {"tenant_id": tenant_id, "session_id": session_id})
-    return lambda: tuple(Correction(r["id"], r["field"], r["event_type"], r["event_text"], r["new_value"])
-                         for r in rows)
+    return lambda: tuple(
+        Correction(r["id"], r["field"], r["event_type"], r["event_text"], r["new_value"]) for r in rows
+    )
 
 
 def _norm(text: str) -> str:
@@ -108,5 +109,7 @@ def _find(events: list[tuple[KeyEvent, str | None]], c: Correction) -> int | Non
 def set_statuses(conn: Conn, tenant_id: str, episode_id: int, statuses: dict[int, str]) -> None:
     """Status corrections on the written episode's events (by ordinal)."""
     for ordinal, status in statuses.items():
-        conn.execute(query("reapply_event_status"), {"tenant_id": tenant_id, "episode_id": episode_id,
-                                                     "ordinal": ordinal, "status": status})
+        conn.execute(
+            query("reapply_event_status"),
+            {"tenant_id": tenant_id, "episode_id": episode_id, "ordinal": ordinal, "status": status},
+        )

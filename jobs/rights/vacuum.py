@@ -37,8 +37,18 @@ log = logging.getLogger(__name__)
 # Every table an erasure deletes rows from or updates (jobs.rights.forget, jobs.rights.erase_episode,
 # their triggers and cascades): the old versions of those rows hold the erased data.
 ERASED_TABLES = (
-    "episodes", "episode_events", "episode_entities", "episode_lines", "episode_lineage", "transcripts", "model_batch_items",
-    "model_calls", "episode_corrections", "recall_versions", "recall_packs", "job_runs",
+    "episodes",
+    "episode_events",
+    "episode_entities",
+    "episode_lines",
+    "episode_lineage",
+    "transcripts",
+    "model_batch_items",
+    "model_calls",
+    "episode_corrections",
+    "recall_versions",
+    "recall_packs",
+    "job_runs",
 )
 
 
@@ -55,13 +65,14 @@ class Vacuumed:
         verb = "rewrote (VACUUM FULL) and analysed" if self.full else "vacuumed and analysed"
         text = f"{verb} {len(self.tables)} tables the erasure changed in {self.seconds:.1f}s"
         if self.skipped:
-            text += (f"; skipped {', '.join(sorted(self.skipped))} ({next(iter(self.skipped.values()))}): run "
-                     "`episodes vacuum` as the tables' owner")
+            text += (
+                f"; skipped {', '.join(sorted(self.skipped))} ({next(iter(self.skipped.values()))}): run "
+                "`episodes vacuum` as the tables' owner"
+            )
         return text
 
 
-def vacuum_after_erasure(db: Database, *, full: bool = False,
-                         tables: tuple[str, ...] = ERASED_TABLES) -> Vacuumed:
+def vacuum_after_erasure(db: Database, *, full: bool = False, tables: tuple[str, ...] = ERASED_TABLES) -> Vacuumed:
     """``VACUUM (ANALYZE)`` (``full``: ``VACUUM (FULL, ANALYZE)``) of ``tables``, each on its own, after an
     erasure committed (see the module docstring). Never raises for a table it could not vacuum: it is
     reported in :attr:`Vacuumed.skipped` and logged."""
@@ -70,8 +81,11 @@ def vacuum_after_erasure(db: Database, *, full: bool = False,
     options = sql.SQL("(FULL, ANALYZE)" if full else "(ANALYZE)")
     with db.connect(autocommit=True) as conn:
         warnings: list[str] = []
-        conn.add_notice_handler(lambda diag: warnings.append(diag.message_primary or "")
-                                if diag.severity_nonlocalized == "WARNING" else None)
+        conn.add_notice_handler(
+            lambda diag: (
+                warnings.append(diag.message_primary or "") if diag.severity_nonlocalized == "WARNING" else None
+            )
+        )
         for table in tables:
             warnings.clear()
             try:
@@ -84,7 +98,14 @@ def vacuum_after_erasure(db: Database, *, full: bool = False,
             else:
                 done.tables.append(table)
     done.seconds = time.perf_counter() - started
-    log.info("vacuumed after an erasure", extra={
-        "action": "erasure_vacuum", "full": full, "tables": len(done.tables), "skipped": sorted(done.skipped),
-        "seconds": round(done.seconds, 3)})
+    log.info(
+        "vacuumed after an erasure",
+        extra={
+            "action": "erasure_vacuum",
+            "full": full,
+            "tables": len(done.tables),
+            "skipped": sorted(done.skipped),
+            "seconds": round(done.seconds, 3),
+        },
+    )
     return done

@@ -33,8 +33,16 @@ from jobs.sql import query
 
 log = logging.getLogger("jobs.service")
 
-ROUTERS = [health.router, recall.router, claude_code.router, transcripts.router, episodes.router, control.router,
-           users.router, page_routes.router]
+ROUTERS = [
+    health.router,
+    recall.router,
+    claude_code.router,
+    transcripts.router,
+    episodes.router,
+    control.router,
+    users.router,
+    page_routes.router,
+]
 
 
 def from_environment() -> FastAPI:
@@ -72,8 +80,12 @@ def create_app(db: Database, *, close_db: bool = False) -> FastAPI:
         if close_db:
             db.close()
 
-    app = FastAPI(title="episodes memory service", version="1", lifespan=lifespan,
-                  description="Long-term episodic memory for AI agents: recall, transcripts, episodes, events.")
+    app = FastAPI(
+        title="episodes memory service",
+        version="1",
+        lifespan=lifespan,
+        description="Long-term episodic memory for AI agents: recall, transcripts, episodes, events.",
+    )
     app.state.db = db
     app.state.settings = settings
     app.state.verifier = KeyVerifier(db, settings.api_key_cache_seconds)

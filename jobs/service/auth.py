@@ -102,8 +102,12 @@ def throttle(request: Request, key: ApiKey) -> None:
     limiter: RateLimiter = request.app.state.limiter
     wait = limiter.wait_for(key)
     if wait > 0:
-        raise ApiError(429, "rate_limited", "too many requests for this key; retry after the time in Retry-After",
-                       headers={"Retry-After": str(max(1, math.ceil(wait)))})
+        raise ApiError(
+            429,
+            "rate_limited",
+            "too many requests for this key; retry after the time in Retry-After",
+            headers={"Retry-After": str(max(1, math.ceil(wait)))},
+        )
 
 
 async def admit(request: Request, needed: Scope) -> ApiKey:
@@ -121,8 +125,9 @@ def scope(needed: Scope) -> Callable[..., Awaitable[ApiKey]]:
     """A dependency: the request's verified key, which must hold the scope ``needed``. On a route of
     :class:`KeyFirstRoute` the key was admitted before the body was read; this returns it."""
 
-    async def authorize(request: Request,
-                        credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> ApiKey:
+    async def authorize(
+        request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+    ) -> ApiKey:
         admitted = getattr(request.state, "api_key", None)
         return admitted if isinstance(admitted, ApiKey) else await admit(request, needed)
 

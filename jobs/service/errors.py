@@ -70,8 +70,9 @@ def unreachable(url: str) -> bool:
 class ApiError(Exception):
     """An answer other than success, raised anywhere below a route."""
 
-    def __init__(self, status: int, code: str, message: str, *, field: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, field: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.field, self.headers = status, code, message, field, headers
 
@@ -80,8 +81,15 @@ def request_id(request: Request) -> str:
     return str(getattr(request.state, "request_id", ""))
 
 
-def error_response(request: Request, status: int, code: str, message: str, *, field: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    request: Request,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     body: dict[str, object] = {"code": code, "message": message}
     if field is not None:
         body["field"] = field
@@ -111,17 +119,29 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(request, exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"),
-                              str(exc.detail), headers=dict(exc.headers) if exc.headers else None)
+        return error_response(
+            request,
+            exc.status_code,
+            _HTTP_CODES.get(exc.status_code, "http_error"),
+            str(exc.detail),
+            headers=dict(exc.headers) if exc.headers else None,
+        )
 
     def _outage(request: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, PoolTimeout) or unreachable(request.app.state.db.url):
             request.app.state.breaker.trip()
-        log.warning("database unavailable: %s", " ".join(str(exc).split())[:300],
-                    extra={"action": "api_db_unavailable", "request_id": request_id(request)})
-        return error_response(request, 503, "database_unavailable",
-                              "the database is unavailable; retry after the time in Retry-After",
-                              headers={"Retry-After": str(RETRY_AFTER_OUTAGE)})
+        log.warning(
+            "database unavailable: %s",
+            " ".join(str(exc).split())[:300],
+            extra={"action": "api_db_unavailable", "request_id": request_id(request)},
+        )
+        return error_response(
+            request,
+            503,
+            "database_unavailable",
+            "the database is unavailable; retry after the time in Retry-After",
+            headers={"Retry-After": str(RETRY_AFTER_OUTAGE)},
+        )
 
     # The domain's refusals, raised by the functions the routes share with the CLI and the MCP tools.
     @app.exception_handler(EpisodeNotFound)
@@ -130,7 +150,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(CorrectionInvalid)
     def _bad_correction(request: Request, exc: CorrectionInvalid) -> JSONResponse:
-        return error_response(request, 422, "invalid_request", str(exc), field=f"body.{exc.field}" if exc.field else None)
+        return error_response(
+            request, 422, "invalid_request", str(exc), field=f"body.{exc.field}" if exc.field else None
+        )
 
     def _conflict(request: Request, exc: Exception) -> JSONResponse:
         return error_response(request, 409, "conflict", str(exc))

@@ -59,10 +59,18 @@ class ApiKey:
         return scopes_allow(self.scopes, scope)
 
     @classmethod
-    def from_row(cls, row: Row) -> "ApiKey":
-        return cls(id=row["id"], prefix=row["prefix"], tenant_id=row["tenant_id"], name=row["name"],
-                   scopes=tuple(row["scopes"]), rate_limit=row["rate_limit"], created_at=row.get("created_at"),
-                   last_used_at=row.get("last_used_at"), revoked_at=row.get("revoked_at"))
+    def from_row(cls, row: Row) -> ApiKey:
+        return cls(
+            id=row["id"],
+            prefix=row["prefix"],
+            tenant_id=row["tenant_id"],
+            name=row["name"],
+            scopes=tuple(row["scopes"]),
+            rate_limit=row["rate_limit"],
+            created_at=row.get("created_at"),
+            last_used_at=row.get("last_used_at"),
+            revoked_at=row.get("revoked_at"),
+        )
 
 
 def scopes_allow(scopes: Sequence[str], scope: str) -> bool:
@@ -79,22 +87,33 @@ def parse_scopes(text: str) -> tuple[str, ...]:
     scopes = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown or not scopes:
-        raise ValueError(f"unknown scope {', '.join(unknown) or '(none)'}; use a comma-separated list of "
-                         f"{', '.join(SCOPES)}")
+        raise ValueError(
+            f"unknown scope {', '.join(unknown) or '(none)'}; use a comma-separated list of {', '.join(SCOPES)}"
+        )
     return scopes
 
 
-def create_key(db: Database, tenant_id: str, scopes: Sequence[str], *, name: str | None = None,
-               rate_limit: float | None = None) -> tuple[ApiKey, str]:
+def create_key(
+    db: Database, tenant_id: str, scopes: Sequence[str], *, name: str | None = None, rate_limit: float | None = None
+) -> tuple[ApiKey, str]:
     """Store a new key; return it and the secret (the only time the secret exists outside its holder)."""
     from jobs.db import one
 
     secret = PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii").rstrip("=")
     with db.admin() as conn:
-        row = one(conn.execute(query("api_key_insert"), {
-            "prefix": secret[:_PREFIX_LEN], "key_hash": key_hash(secret), "tenant_id": tenant_id,
-            "name": name, "scopes": list(scopes), "rate_limit": rate_limit,
-        }))
+        row = one(
+            conn.execute(
+                query("api_key_insert"),
+                {
+                    "prefix": secret[:_PREFIX_LEN],
+                    "key_hash": key_hash(secret),
+                    "tenant_id": tenant_id,
+                    "name": name,
+                    "scopes": list(scopes),
+                    "rate_limit": rate_limit,
+                },
+            )
+        )
     return ApiKey.from_row(row), secret
 
 

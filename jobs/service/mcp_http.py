@@ -56,9 +56,13 @@ def _bearer(request: Request) -> str | None:
 def _user(request: Request) -> str:
     user = request.headers.get(USER_HEADER, "").strip()
     if not user or len(user) > _MAX_USER:
-        raise ApiError(400, "invalid_request", f"send the {USER_HEADER} header: the id of the user whose memory "
-                                               f"this session reads (1-{_MAX_USER} characters)",
-                       field=f"header.{USER_HEADER.lower()}")
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"send the {USER_HEADER} header: the id of the user whose memory "
+            f"this session reads (1-{_MAX_USER} characters)",
+            field=f"header.{USER_HEADER.lower()}",
+        )
     return user
 
 
@@ -74,9 +78,12 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         if request.method != "POST":  # no stream of server-initiated messages: nothing for GET to wait on
-            raise ApiError(405, "method_not_allowed", "this MCP endpoint takes POST only (no server-initiated "
-                                                      "stream): send each JSON-RPC message as a POST",
-                           headers={"Allow": "POST"})
+            raise ApiError(
+                405,
+                "method_not_allowed",
+                "this MCP endpoint takes POST only (no server-initiated stream): send each JSON-RPC message as a POST",
+                headers={"Allow": "POST"},
+            )
         key = await authenticate(request, _bearer(request))  # from the headers: no byte of the body read yet
         user = _user(request)
         throttle(request, key)
@@ -100,7 +107,10 @@ def mount(app: FastAPI, db: Database, recaller: Recaller, max_body: int) -> Stre
     app's lifespan must enter (a route's own lifespan is not run by its parent app)."""
     server = build_server(db, recaller, caller_of)
     server.streamable_http_app(  # builds server.session_manager; the Starlette app it returns is not needed
-        stateless_http=True, json_response=True, max_request_body_size=max_body,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        stateless_http=True,
+        json_response=True,
+        max_request_body_size=max_body,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
     app.router.routes.append(Route(PATH, McpEndpoint(server.session_manager, max_body), include_in_schema=False))
     return server.session_manager

@@ -46,10 +46,9 @@ class _QueueDepth(Collector):
     def collect(self) -> Iterable[GaugeMetricFamily]:
         try:
             value = self.read()
-        except Exception:  # noqa: BLE001 - the outage is reported by /readyz; metrics stay up
+        except Exception:
             return []
-        return [GaugeMetricFamily("episodes_queue_depth", "Closed transcripts waiting to be summarised",
-                                  value=value)]
+        return [GaugeMetricFamily("episodes_queue_depth", "Closed transcripts waiting to be summarised", value=value)]
 
 
 class Metrics:
@@ -60,14 +59,23 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         # In multiprocess mode values live in files; the registry used to scrape only aggregates them.
         own = None if self.multiprocess else self.registry
-        self.requests = Counter("episodes_http_requests", "HTTP requests", ["method", "route", "status"],
-                                registry=own)
-        self.latency = Histogram("episodes_http_request_seconds", "HTTP request latency", ["method", "route"],
-                                 buckets=_BUCKETS, registry=own)
-        self.cache_rows = Gauge("episodes_recall_cache_rows", "Episodes held by the in-memory recall copies",
-                                registry=own, multiprocess_mode="livesum")
-        self.gc_pauses = Histogram("episodes_gc_pause_seconds", "Garbage collector passes (every thread stops)",
-                                   ["generation"], buckets=_GC_BUCKETS, registry=own)
+        self.requests = Counter("episodes_http_requests", "HTTP requests", ["method", "route", "status"], registry=own)
+        self.latency = Histogram(
+            "episodes_http_request_seconds", "HTTP request latency", ["method", "route"], buckets=_BUCKETS, registry=own
+        )
+        self.cache_rows = Gauge(
+            "episodes_recall_cache_rows",
+            "Episodes held by the in-memory recall copies",
+            registry=own,
+            multiprocess_mode="livesum",
+        )
+        self.gc_pauses = Histogram(
+            "episodes_gc_pause_seconds",
+            "Garbage collector passes (every thread stops)",
+            ["generation"],
+            buckets=_GC_BUCKETS,
+            registry=own,
+        )
         self._gc_started = 0.0
         if self.multiprocess:
             MultiProcessCollector(self.registry)

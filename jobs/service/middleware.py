@@ -60,8 +60,14 @@ class RequestMiddleware:
                 status, sent_start = message["status"], True
                 headers = message.get("headers", [])
                 given_names = {name.lower() for name, _ in headers}
-                message = {**message, "headers": [*headers, (b"x-request-id", rid.encode()),
-                                                  *(h for h in _PRIVATE if h[0] not in given_names)]}
+                message = {
+                    **message,
+                    "headers": [
+                        *headers,
+                        (b"x-request-id", rid.encode()),
+                        *(h for h in _PRIVATE if h[0] not in given_names),
+                    ],
+                }
             await send(message)
 
         declared = _header(scope, b"content-length")
@@ -81,25 +87,47 @@ class RequestMiddleware:
         try:
             wait = None if scope.get("path") == "/healthz" else self.breaker.retry_after()
             if wait is not None:
-                await _json(send_with_id, 503, "database_unavailable",
-                            "the database is unavailable; retry after the time in Retry-After", rid,
-                            headers=[(b"retry-after", str(wait).encode())])
+                await _json(
+                    send_with_id,
+                    503,
+                    "database_unavailable",
+                    "the database is unavailable; retry after the time in Retry-After",
+                    rid,
+                    headers=[(b"retry-after", str(wait).encode())],
+                )
             else:
                 await self.app(scope, limited_receive, send_with_id)
         except Exception:
-            log.exception("unexpected error", extra={"action": "api_error", "request_id": rid,
-                                                     "path": scope.get("path")})
+            log.exception(
+                "unexpected error", extra={"action": "api_error", "request_id": rid, "path": scope.get("path")}
+            )
             if not sent_start:
-                await _json(send_with_id, 500, "internal_error",
-                            f"unexpected error; quote request id {rid} when reporting it", rid)
+                await _json(
+                    send_with_id,
+                    500,
+                    "internal_error",
+                    f"unexpected error; quote request id {rid} when reporting it",
+                    rid,
+                )
         finally:
             elapsed = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             self.metrics.observe(scope["method"], route, status, elapsed)
-            log.info("%s %s %d", scope["method"], route, status, extra={
-                "action": "api_request", "request_id": rid, "method": scope["method"], "route": route,
-                "status": status, "ms": round(elapsed * 1000, 1), "tenant": scope["state"].get("tenant_id"),
-            })
+            log.info(
+                "%s %s %d",
+                scope["method"],
+                route,
+                status,
+                extra={
+                    "action": "api_request",
+                    "request_id": rid,
+                    "method": scope["method"],
+                    "route": route,
+                    "status": status,
+                    "ms": round(elapsed * 1000, 1),
+                    "tenant": scope["state"].get("tenant_id"),
+                },
+            )
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -109,10 +137,19 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _json(send: Send, status: int, code: str, message: str, rid: str,
-                headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _json(
+    send: Send, status: int, code: str, message: str, rid: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = json.dumps({"error": {"code": code, "message": message, "request_id": rid}}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *(headers or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -23,8 +23,10 @@ log = logging.getLogger("jobs.service.page")
 
 ItemAction = Literal["done", "correct", "forget"]
 GONE = Notice("That is no longer here: it may already have been forgotten. Nothing was changed.", ok=False)
-UNCONFIRMED = Notice("Nothing was forgotten: tick the box that says you understand it cannot be undone, "
-                     "then press the button again.", ok=False)
+UNCONFIRMED = Notice(
+    "Nothing was forgotten: tick the box that says you understand it cannot be undone, then press the button again.",
+    ok=False,
+)
 
 
 def _owned(db: Database, link: MemoryLink, name: str, row_id: int) -> dict[str, Any] | None:
@@ -50,13 +52,16 @@ def forget(db: Database, link: MemoryLink, episode_id: int, confirmed: bool) -> 
     except EpisodeNotFound:
         return 404, GONE
     except SuperSummaryNotErasable:
-        return 409, Notice(f"{what[0].upper()}{what[1:]} is made from several conversations and cannot be "
-                           "forgotten by itself: forget those conversations and it is rewritten without them.",
-                           ok=False)
-    log.info("memory page: episode forgotten", extra={"action": "page_forget", "tenant": link.tenant_id,
-                                                      "episode_id": episode_id})
-    return 200, Notice(f"Forgotten: {what}. It is gone from this page and from what the assistant remembers "
-                       "about you.")
+        return 409, Notice(
+            f"{what[0].upper()}{what[1:]} is made from several conversations and cannot be "
+            "forgotten by itself: forget those conversations and it is rewritten without them.",
+            ok=False,
+        )
+    log.info(
+        "memory page: episode forgotten",
+        extra={"action": "page_forget", "tenant": link.tenant_id, "episode_id": episode_id},
+    )
+    return 200, Notice(f"Forgotten: {what}. It is gone from this page and from what the assistant remembers about you.")
 
 
 def correct(db: Database, link: MemoryLink, episode_id: int, summary: str) -> tuple[int, Notice]:
@@ -66,8 +71,9 @@ def correct(db: Database, link: MemoryLink, episode_id: int, summary: str) -> tu
         return 404, GONE
     what = describe(episode)
     try:
-        report = correct_episode(db, link.tenant_id, episode_id, correction_from({"summary": summary}),
-                                 actor=_actor(link))
+        report = correct_episode(
+            db, link.tenant_id, episode_id, correction_from({"summary": summary}), actor=_actor(link)
+        )
     except EpisodeNotFound:
         return 404, GONE
     except CorrectionInvalid as exc:
@@ -77,16 +83,20 @@ def correct(db: Database, link: MemoryLink, episode_id: int, summary: str) -> tu
     return 200, Notice(f"Corrected: {what} now reads as you wrote it.")
 
 
-def item(db: Database, link: MemoryLink, event_id: int, action: ItemAction, text: str,
-         confirmed: bool) -> tuple[int, Notice]:
+def item(
+    db: Database, link: MemoryLink, event_id: int, action: ItemAction, text: str, confirmed: bool
+) -> tuple[int, Notice]:
     """Mark an open question or commitment done, reword it, or forget it (drop it from its episode)."""
     event = _owned(db, link, "page_event_owner", event_id)
     if event is None:
         return 404, GONE
     if action == "forget" and not confirmed:
         return 422, UNCONFIRMED
-    change: dict[str, Any] = {"drop_events": [event_id]} if action == "forget" else {
-        "events": {event_id: {"status": "done"} if action == "done" else {"text": text}}}
+    change: dict[str, Any] = (
+        {"drop_events": [event_id]}
+        if action == "forget"
+        else {"events": {event_id: {"status": "done"} if action == "done" else {"text": text}}}
+    )
     try:
         correct_episode(db, link.tenant_id, event["episode_id"], correction_from(change), actor=_actor(link))
     except EpisodeNotFound:
@@ -94,9 +104,13 @@ def item(db: Database, link: MemoryLink, event_id: int, action: ItemAction, text
     except CorrectionInvalid as exc:
         return 422, _refused_correction(exc)
     quoted = f"\u201c{event['what']}\u201d"
-    return 200, Notice({"done": f"Marked as done: {quoted}.",
-                        "correct": f"Corrected: {quoted} now reads \u201c{text.strip()}\u201d.",
-                        "forget": f"Forgotten: {quoted}. It will not be brought up again."}[action])
+    return 200, Notice(
+        {
+            "done": f"Marked as done: {quoted}.",
+            "correct": f"Corrected: {quoted} now reads \u201c{text.strip()}\u201d.",
+            "forget": f"Forgotten: {quoted}. It will not be brought up again.",
+        }[action]
+    )
 
 
 def _refused_correction(exc: CorrectionInvalid) -> Notice:

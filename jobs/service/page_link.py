@@ -86,7 +86,7 @@ def sign(secret: bytes, tenant_id: str, user_id: str, key_id: int, now: dt.datet
     expires = int((now + LIFETIME).timestamp())
     payload = _b64(json.dumps([tenant_id, user_id, expires, key_id], separators=(",", ":")).encode("utf-8"))
     token = f"{payload}.{_b64(_mac(secret, payload))}"
-    return token, MemoryLink(tenant_id, user_id, dt.datetime.fromtimestamp(expires, dt.timezone.utc), key_id)
+    return token, MemoryLink(tenant_id, user_id, dt.datetime.fromtimestamp(expires, dt.UTC), key_id)
 
 
 def verify(secret: bytes, token: str, now: dt.datetime) -> MemoryLink:
@@ -98,7 +98,7 @@ def verify(secret: bytes, token: str, now: dt.datetime) -> MemoryLink:
         raise LinkRefused("the link was altered or is not one this service made")
     try:
         tenant_id, user_id, expires, key_id = json.loads(_unb64(payload))  # a link without a key is refused
-        expires_at = dt.datetime.fromtimestamp(expires, dt.timezone.utc)
+        expires_at = dt.datetime.fromtimestamp(expires, dt.UTC)
     except (binascii.Error, ValueError, TypeError, OverflowError, OSError):
         raise LinkRefused("not a memory link") from None
     if not (isinstance(tenant_id, str) and isinstance(user_id, str) and _integer(expires) and _integer(key_id)):

@@ -63,8 +63,10 @@ Action = Callable[[Database, MemoryLink], tuple[int, Notice]]
 
 
 class MemoryLinkResponse(BaseModel):
-    url: str = Field(description="The page for the user; hand it to them (it works for 15 minutes, for this user only). "
-                                 "Absolute on EPISODES_PUBLIC_URL when the service has it, else a path on the service.")
+    url: str = Field(
+        description="The page for the user; hand it to them (it works for 15 minutes, for this user only). "
+        "Absolute on EPISODES_PUBLIC_URL when the service has it, else a path on the service."
+    )
     user_id: str
     expires_at: dt.datetime
 
@@ -81,8 +83,10 @@ def _secret(request: Request) -> bytes:
 def _urls(request: Request, token: str) -> Urls:
     """The page's endpoints; the forms' carry the token in their address (checked before their body)."""
     root = str(request.scope.get("root_path", ""))
-    show, *forms = (root + request.app.url_path_for(name) for name in
-                    ("memory_page", "memory_forget", "memory_correct", "memory_item"))
+    show, *forms = (
+        root + request.app.url_path_for(name)
+        for name in ("memory_page", "memory_forget", "memory_correct", "memory_item")
+    )
     return Urls(show, *(f"{form}?token={quote(token, safe='')}" for form in forms))
 
 
@@ -92,7 +96,7 @@ def _admit(request: Request, token: str) -> MemoryLink | HTMLResponse:
     nonce = new_nonce()
     headers = security_headers(nonce)
     try:
-        link = verify(_secret(request), token, dt.datetime.now(dt.timezone.utc))
+        link = verify(_secret(request), token, dt.datetime.now(dt.UTC))
     except LinkExpired:
         return HTMLResponse(render(nonce=nonce, refused="expired"), status_code=410, headers=headers)
     except LinkRefused:
@@ -155,15 +159,22 @@ _ITEM_ACTIONS: dict[str, page_actions.ItemAction] = {"done": "done", "correct": 
 
 
 @router.post("/v1/users/{user_id}/memory-link", response_model=MemoryLinkResponse, tags=["users"])
-def memory_link(request: Request, user_id: str = Path(min_length=1, max_length=256, pattern=NO_NUL),
-                key: ApiKey = Depends(scope("edit"))) -> MemoryLinkResponse:
+def memory_link(
+    request: Request,
+    user_id: str = Path(min_length=1, max_length=256, pattern=NO_NUL),
+    key: ApiKey = Depends(scope("edit")),
+) -> MemoryLinkResponse:
     """A link to the user's memory page, where they see what is remembered about them, correct it and
     forget it. Valid for 15 minutes, for this user of this key's tenant only, while this key is live.
     Absolute on ``EPISODES_PUBLIC_URL`` when that is set, else relative to the service."""
     if not key.allows("recall"):
-        raise ApiError(403, "forbidden", "the memory page shows the user's memories and changes them: the key needs "
-                                         f"both the 'recall' and 'edit' scopes (it has: {', '.join(key.scopes)})")
-    token, link = sign(_secret(request), key.tenant_id, user_id, key.id, dt.datetime.now(dt.timezone.utc))
+        raise ApiError(
+            403,
+            "forbidden",
+            "the memory page shows the user's memories and changes them: the key needs "
+            f"both the 'recall' and 'edit' scopes (it has: {', '.join(key.scopes)})",
+        )
+    token, link = sign(_secret(request), key.tenant_id, user_id, key.id, dt.datetime.now(dt.UTC))
     settings = request.app.state.settings
     base = settings.public_url or str(request.scope.get("root_path", ""))  # never the request's Host header
     url = base + request.app.url_path_for("memory_page") + f"?token={token}"
@@ -185,24 +196,32 @@ def _form_token(request: Request) -> str:
 
 @forms.post("/memory/forget", response_class=HTMLResponse, include_in_schema=False, name="memory_forget")
 def forget(request: Request, episode_id: str = Form(""), confirm: str = Form("")) -> HTMLResponse:
-    return _answer(request, _form_token(request),
-                   lambda db, link: page_actions.forget(db, link, _id(episode_id), confirm == "yes"))
+    return _answer(
+        request, _form_token(request), lambda db, link: page_actions.forget(db, link, _id(episode_id), confirm == "yes")
+    )
 
 
 @forms.post("/memory/correct", response_class=HTMLResponse, include_in_schema=False, name="memory_correct")
 def correct(request: Request, episode_id: str = Form(""), summary: str = Form("", max_length=5000)) -> HTMLResponse:
-    return _answer(request, _form_token(request),
-                   lambda db, link: page_actions.correct(db, link, _id(episode_id), summary))
+    return _answer(
+        request, _form_token(request), lambda db, link: page_actions.correct(db, link, _id(episode_id), summary)
+    )
 
 
 @forms.post("/memory/item", response_class=HTMLResponse, include_in_schema=False, name="memory_item")
-def item(request: Request, event_id: str = Form(""), action: str = Form(""), text: str = Form("", max_length=5000),
-         confirm: str = Form("")) -> HTMLResponse:
+def item(
+    request: Request,
+    event_id: str = Form(""),
+    action: str = Form(""),
+    text: str = Form("", max_length=5000),
+    confirm: str = Form(""),
+) -> HTMLResponse:
     def run(db: Database, link: MemoryLink) -> tuple[int, Notice]:
         chosen = _ITEM_ACTIONS.get(action)
         if chosen is None:
             return 422, Notice("Nothing was changed: that button is not one this page offers.", ok=False)
         return page_actions.item(db, link, _id(event_id), chosen, text, confirm == "yes")
+
     return _answer(request, _form_token(request), run)
 
 

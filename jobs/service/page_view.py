@@ -18,8 +18,8 @@ import jinja2
 from jobs.compress.offline import without_head
 from jobs.config import Settings
 from jobs.db import Conn
-from jobs.rights.forget import user_hash
 from jobs.resources import reports_dir
+from jobs.rights.forget import user_hash
 from jobs.service import reads
 from jobs.service.page_link import MemoryLink
 from jobs.sql import query
@@ -52,12 +52,12 @@ def day(moment: dt.datetime | dt.date | None) -> str:
     if moment is None:
         return "an unknown date"
     if isinstance(moment, dt.datetime):
-        moment = moment.astimezone(dt.timezone.utc).date()
+        moment = moment.astimezone(dt.UTC).date()
     return f"{moment.day} {moment:%B %Y}"
 
 
 def describe(episode: dict[str, Any]) -> str:
-    """"the conversation of 3 June 2025", "the summary of 1 January 2025 to 31 March 2025"."""
+    """ "the conversation of 3 June 2025", "the summary of 1 January 2025 to 31 March 2025"."""
     if episode["kind"] == "super":
         return f"the summary of {day(episode['period_start'])} to {day(episode['period_end'])}"
     return f"the conversation of {day(episode['ended_at'] or episode['started_at'])}"
@@ -75,9 +75,18 @@ def page_content(conn: Conn, link: MemoryLink, settings: Settings) -> dict[str, 
     # The same read as GET /v1/users/{u}/episodes: current episodes (compressed sessions too), newest first.
     listed = reads.list_episodes(conn, link.tenant_id, link.user_id, limit=MAX_EPISODES)
     episodes = listed.items
-    items = [dict(r) for r in conn.execute(query("page_open_items"), {
-        **scope, "limit": MAX_ITEMS + 1, "grace": dt.timedelta(seconds=settings.stale_grace_seconds),
-        "age": dt.timedelta(seconds=settings.stale_age_seconds)})]
+    items = [
+        dict(r)
+        for r in conn.execute(
+            query("page_open_items"),
+            {
+                **scope,
+                "limit": MAX_ITEMS + 1,
+                "grace": dt.timedelta(seconds=settings.stale_grace_seconds),
+                "age": dt.timedelta(seconds=settings.stale_age_seconds),
+            },
+        )
+    ]
     for episode in episodes:
         title = describe(episode)
         episode["title"] = title[0].upper() + title[1:]
@@ -89,17 +98,23 @@ def page_content(conn: Conn, link: MemoryLink, settings: Settings) -> dict[str, 
         item["due_text"] = day(item["due"]) if item["due"] else None
         item["who_text"] = {"user": "you", "assistant": "the assistant"}.get(item["who"] or "", item["who"])
     shown = items[:MAX_ITEMS]
-    return {"episodes": episodes, "more_episodes": listed.next_cursor is not None,
-            "items": [i for i in shown if not i["stale"]], "older_items": [i for i in shown if i["stale"]],
-            "more_items": len(items) > MAX_ITEMS, "grace_days": round(settings.stale_grace_seconds / 86400),
-            "age_days": round(settings.stale_age_seconds / 86400)}
+    return {
+        "episodes": episodes,
+        "more_episodes": listed.next_cursor is not None,
+        "items": [i for i in shown if not i["stale"]],
+        "older_items": [i for i in shown if i["stale"]],
+        "more_items": len(items) > MAX_ITEMS,
+        "grace_days": round(settings.stale_grace_seconds / 86400),
+        "age_days": round(settings.stale_age_seconds / 86400),
+    }
 
 
 def erased_since(conn: Conn, link: MemoryLink) -> bool:
     """Whether the link's user was erased since the link was made (then the page shows nothing)."""
     digest = user_hash(conn, link.tenant_id, link.user_id)
-    row = conn.execute(query("page_user_erased_since"), {"tenant_id": link.tenant_id, "user_hash": digest,
-                                                         "since": link.issued_at}).fetchone()
+    row = conn.execute(
+        query("page_user_erased_since"), {"tenant_id": link.tenant_id, "user_hash": digest, "since": link.issued_at}
+    ).fetchone()
     return bool(row and row["erased"])
 
 
@@ -111,19 +126,52 @@ def environment() -> jinja2.Environment:
             raise jinja2.TemplateNotFound(name)
         return path.read_text(encoding="utf-8")
 
-    return jinja2.Environment(loader=jinja2.FunctionLoader(load), undefined=jinja2.StrictUndefined,
-                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(load),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
-def render(*, nonce: str, refused: str | None = None, link: MemoryLink | None = None, token: str = "",
-           urls: Urls | None = None, content: dict[str, Any] | None = None, notice: Notice | None = None) -> str:
+def render(
+    *,
+    nonce: str,
+    refused: str | None = None,
+    link: MemoryLink | None = None,
+    token: str = "",
+    urls: Urls | None = None,
+    content: dict[str, Any] | None = None,
+    notice: Notice | None = None,
+) -> str:
     """The page (``link``, ``content``) or, with ``refused``, the plain page that says why the link
     does not work and to ask for a new one."""
-    return environment().get_template(TEMPLATE).render(
-        nonce=nonce, refused=refused, link=link, token=token, urls=urls, notice=notice,
-        expires=f"{link.expires_at:%H:%M} UTC" if link else "", **(content or {
-            "episodes": [], "more_episodes": False, "items": [], "older_items": [], "more_items": False,
-            "grace_days": 0, "age_days": 0}))
+    return (
+        environment()
+        .get_template(TEMPLATE)
+        .render(
+            nonce=nonce,
+            refused=refused,
+            link=link,
+            token=token,
+            urls=urls,
+            notice=notice,
+            expires=f"{link.expires_at:%H:%M} UTC" if link else "",
+            **(
+                content
+                or {
+                    "episodes": [],
+                    "more_episodes": False,
+                    "items": [],
+                    "older_items": [],
+                    "more_items": False,
+                    "grace_days": 0,
+                    "age_days": 0,
+                }
+            ),
+        )
+    )
 
 
 def new_nonce() -> str:
@@ -134,8 +182,10 @@ def security_headers(nonce: str) -> dict[str, str]:
     """Nothing but this response's own inline style may load; forms go only to this origin; the page
     is never framed, cached or named in a Referer (its address holds the link's token)."""
     return {
-        "Content-Security-Policy": (f"default-src 'none'; style-src 'nonce-{nonce}'; form-action 'self'; "
-                                    "base-uri 'none'; frame-ancestors 'none'"),
+        "Content-Security-Policy": (
+            f"default-src 'none'; style-src 'nonce-{nonce}'; form-action 'self'; "
+            "base-uri 'none'; frame-ancestors 'none'"
+        ),
         "Cache-Control": "no-store",
         "Referrer-Policy": "no-referrer",
         "X-Content-Type-Options": "nosniff",

@@ -58,19 +58,38 @@ def _page(rows: list[Any], limit: int, time_key: str) -> Page:
     return Page(items, encode_cursor(items[-1][time_key], items[-1]["id"]) if more and items else None)
 
 
-def list_episodes(conn: Conn, tenant_id: str, user_id: str, *, kind: str | None = None,
-                  since: dt.datetime | None = None, until: dt.datetime | None = None,
-                  include_superseded: bool = False, q: str | None = None, limit: int = 50,
-                  cursor: str | None = None) -> Page:
+def list_episodes(
+    conn: Conn,
+    tenant_id: str,
+    user_id: str,
+    *,
+    kind: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    include_superseded: bool = False,
+    q: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> Page:
     """A user's episodes, newest first (by end time), ``limit`` to a page; ``q`` keeps those whose
     summary, tags, events or entities match it (full text, web-search syntax: every word, unless
     joined by ``or``)."""
     after_ended, after_id = decode_cursor(cursor)
-    rows = conn.execute(query("service_list_episodes"), {
-        "tenant_id": tenant_id, "user_id": user_id, "kind": kind, "since": since, "until": until,
-        "include_superseded": include_superseded, "q": q or None, "after_ended": after_ended, "after_id": after_id,
-        "limit": limit + 1,
-    }).fetchall()
+    rows = conn.execute(
+        query("service_list_episodes"),
+        {
+            "tenant_id": tenant_id,
+            "user_id": user_id,
+            "kind": kind,
+            "since": since,
+            "until": until,
+            "include_superseded": include_superseded,
+            "q": q or None,
+            "after_ended": after_ended,
+            "after_id": after_id,
+            "limit": limit + 1,
+        },
+    ).fetchall()
     return _page(rows, limit, "ended_at")
 
 
@@ -80,19 +99,39 @@ def get_episode(conn: Conn, tenant_id: str, episode_id: int) -> dict[str, Any] |
     return None if row is None else dict(row)
 
 
-def search_events(conn: Conn, tenant_id: str, *, user_id: str | None = None, type: str | None = None,
-                  q: str | None = None, since: dt.datetime | None = None, status: str | None = None,
-                  stale_grace_seconds: float, stale_age_seconds: float,
-                  limit: int = 50, cursor: str | None = None) -> Page:
+def search_events(
+    conn: Conn,
+    tenant_id: str,
+    *,
+    user_id: str | None = None,
+    type: str | None = None,
+    q: str | None = None,
+    since: dt.datetime | None = None,
+    status: str | None = None,
+    stale_grace_seconds: float,
+    stale_age_seconds: float,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> Page:
     """Typed events matching the full-text query ``q`` (web-search syntax), newest first, each with
     its status now: open, resolved, stale or superseded (see sql/service.sql)."""
     after, after_id = decode_cursor(cursor)
-    rows = conn.execute(query("service_search_events"), {
-        "tenant_id": tenant_id, "user_id": user_id, "type": type, "q": q or None, "since": since,
-        "status": status, "grace": dt.timedelta(seconds=stale_grace_seconds),
-        "age": dt.timedelta(seconds=stale_age_seconds), "after_occurred": after, "after_id": after_id,
-        "limit": limit + 1,
-    }).fetchall()
+    rows = conn.execute(
+        query("service_search_events"),
+        {
+            "tenant_id": tenant_id,
+            "user_id": user_id,
+            "type": type,
+            "q": q or None,
+            "since": since,
+            "status": status,
+            "grace": dt.timedelta(seconds=stale_grace_seconds),
+            "age": dt.timedelta(seconds=stale_age_seconds),
+            "after_occurred": after,
+            "after_id": after_id,
+            "limit": limit + 1,
+        },
+    ).fetchall()
     return _page(rows, limit, "occurred_at")
 
 

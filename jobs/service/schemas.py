@@ -43,8 +43,10 @@ class RecallResponse(BaseModel):
 
 class TranscriptsRequest(Strict):
     transcripts: list[dict[str, Any]] = Field(
-        min_length=1, max_length=1000,
-        description="Transcripts in the ingest format (docs/transcripts.md); each is validated on its own.")
+        min_length=1,
+        max_length=1000,
+        description="Transcripts in the ingest format (docs/transcripts.md); each is validated on its own.",
+    )
 
 
 class TranscriptResult(BaseModel):
@@ -75,8 +77,9 @@ class ForgetResponse(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"]
-    schema_version: int = Field(description="/healthz: the schema version this code needs; /readyz: the "
-                                            "database's, which is then the same")
+    schema_version: int = Field(
+        description="/healthz: the schema version this code needs; /readyz: the database's, which is then the same"
+    )
 
 
 class CorrectionResponse(BaseModel):
@@ -84,8 +87,10 @@ class CorrectionResponse(BaseModel):
     dry_run: bool
     changes: list[str] = Field(description="What changed, in words; empty when the episode already said so.")
     correction_ids: list[int] = Field(description="The audit rows written (none in a dry run).")
-    reindexed: list[int] = Field(description="Episodes re-embedded and re-indexed: this one and any super-summary "
-                                             "holding a copy of a changed event.")
+    reindexed: list[int] = Field(
+        description="Episodes re-embedded and re-indexed: this one and any super-summary "
+        "holding a copy of a changed event."
+    )
 
 
 class SuperRebuild(BaseModel):
@@ -108,5 +113,6 @@ class PinResponse(BaseModel):
     user_id: str
     pinned: bool
     changed: bool = Field(description="False when the episode already was as asked.")
-    super_summary_rebuilt: str | None = Field(description="Pinning a compressed episode rebuilds its period's "
-                                                          "super-summary without it: the outcome.")
+    super_summary_rebuilt: str | None = Field(
+        description="Pinning a compressed episode rebuilds its period's super-summary without it: the outcome."
+    )

@@ -91,8 +91,11 @@ class TimedH11Protocol(H11Protocol):
 
 def options(settings: Settings) -> dict[str, Any]:
     """The timeouts of `episodes api`, as :class:`Config` options."""
-    return {"http": TimedH11Protocol, "header_timeout": settings.api_header_timeout_seconds,
-            "timeout_keep_alive": settings.api_keep_alive_seconds}
+    return {
+        "http": TimedH11Protocol,
+        "header_timeout": settings.api_header_timeout_seconds,
+        "timeout_keep_alive": settings.api_keep_alive_seconds,
+    }
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -106,8 +109,9 @@ def listen(host: str, port: int) -> socket.socket:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise PortInUse(f"port {port} is in use; choose another with --port") from None
-        raise EpisodesError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --host "
-                            "or --port") from None
+        raise EpisodesError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --host or --port"
+        ) from None
     sock.set_inheritable(True)  # the worker processes serve it too
     return sock
 

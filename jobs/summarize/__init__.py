@@ -16,5 +16,14 @@ from jobs.summarize.report import RunReport, StageClock
 from jobs.summarize.run import count_eligible, retry_dead, run_summarize
 from jobs.summarize.summarizer import Summarizer
 
-__all__ = ["BatchReport", "BatchRunner", "Finisher", "RunReport", "StageClock", "Summarizer", "count_eligible",
-           "retry_dead", "run_summarize"]
+__all__ = [
+    "BatchReport",
+    "BatchRunner",
+    "Finisher",
+    "RunReport",
+    "StageClock",
+    "Summarizer",
+    "count_eligible",
+    "retry_dead",
+    "run_summarize",
+]

@@ -53,26 +53,42 @@ class BacklogEstimate:
         head = f"dry run, nothing claimed: {counted(self.sessions, 'session')} queued"
         if self.backend == "offline":
             return f"{head} for the offline extractor: no model calls, no cost"
-        cost = (f"est. cost ${self.cost_usd:,.4f} at {model_of(self.name)}'s list price"
-                if self.cost_usd is not None else
-                f"cost unknown: no price for {model_of(self.name)} (a local model costs what its machine does)")
+        cost = (
+            f"est. cost ${self.cost_usd:,.4f} at {model_of(self.name)}'s list price"
+            if self.cost_usd is not None
+            else f"cost unknown: no price for {model_of(self.name)} (a local model costs what its machine does)"
+        )
         if self.backend == "claude-code" and self.cost_usd is not None:
             cost += " (what the API would charge; a subscription is billed by its plan)"
-        parts = [f"{head} for {self.name}",
-                 f"est. {self.input_tokens:,} input / {self.output_tokens:,} output tokens", cost]
+        parts = [
+            f"{head} for {self.name}",
+            f"est. {self.input_tokens:,} input / {self.output_tokens:,} output tokens",
+            cost,
+        ]
         fit = self.fit_today()
         if self.cap is not None and self.spent is not None and fit is not None:
-            used = [f"{self.spent.tokens:,} of {self.cap.tokens:,} tokens" if self.cap.tokens is not None else "",
-                    f"{self.spent.sessions:,} of {self.cap.sessions:,} sessions" if self.cap.sessions is not None
-                    else ""]
-            parts.append(f"daily cap: {', '.join(u for u in used if u)} spent today; about {fit:,} fit today, "
-                         f"{self.sessions - fit:,} would wait for tomorrow")
+            used = [
+                f"{self.spent.tokens:,} of {self.cap.tokens:,} tokens" if self.cap.tokens is not None else "",
+                f"{self.spent.sessions:,} of {self.cap.sessions:,} sessions" if self.cap.sessions is not None else "",
+            ]
+            parts.append(
+                f"daily cap: {', '.join(u for u in used if u)} spent today; about {fit:,} fit today, "
+                f"{self.sessions - fit:,} would wait for tomorrow"
+            )
         return " · ".join(parts)
 
 
-def estimate_backlog(db: Database, name: str, *, fixed_tokens: int, line_tokens: int, default_output_tokens: int,
-                     tenant: str | None = None, since: dt.datetime | None = None,
-                     limit: int | None = None) -> BacklogEstimate:
+def estimate_backlog(
+    db: Database,
+    name: str,
+    *,
+    fixed_tokens: int,
+    line_tokens: int,
+    default_output_tokens: int,
+    tenant: str | None = None,
+    since: dt.datetime | None = None,
+    limit: int | None = None,
+) -> BacklogEstimate:
     """Price the queued sessions (as `episodes run` with these filters would take them) for the back
     end and model ``name`` (an extractor's name: jobs.llm.spend.label)."""
     with db.admin() as conn:
@@ -87,5 +103,6 @@ def estimate_backlog(db: Database, name: str, *, fixed_tokens: int, line_tokens:
         return BacklogEstimate(name, sessions, cap=cap, spent=spent)
     input_tokens = sessions * fixed_tokens + (chars + 3) // 4 + line_tokens * messages
     output_tokens = sessions * round(mean or default_output_tokens)
-    return BacklogEstimate(name, sessions, input_tokens, output_tokens, estimate_cost(name, input_tokens, output_tokens),
-                           cap, spent)
+    return BacklogEstimate(
+        name, sessions, input_tokens, output_tokens, estimate_cost(name, input_tokens, output_tokens), cap, spent
+    )

@@ -63,10 +63,12 @@ class BatchReport:
 
     def line(self) -> str:
         c = self.counts
-        return (f"batches submitted {len(self.submitted)} · ingested {c['batches_ingested']} · "
-                f"episodes {c['done']} · failed {c['failed']} (back to the queue) · "
-                f"too long for one request {c['too_long']} (left for a live run)"
-                + (f" · dead {c['dead']} (messages unreadable)" if c["dead"] else ""))
+        return (
+            f"batches submitted {len(self.submitted)} · ingested {c['batches_ingested']} · "
+            f"episodes {c['done']} · failed {c['failed']} (back to the queue) · "
+            f"too long for one request {c['too_long']} (left for a live run)"
+            + (f" · dead {c['dead']} (messages unreadable)" if c["dead"] else "")
+        )
 
 
 class BatchRunner:
@@ -82,8 +84,14 @@ class BatchRunner:
 
     # --- submit -----------------------------------------------------------------------------
 
-    def submit(self, *, limit: int | None = None, tenant: str | None = None, since: dt.datetime | None = None,
-               report: BatchReport | None = None) -> BatchReport:
+    def submit(
+        self,
+        *,
+        limit: int | None = None,
+        tenant: str | None = None,
+        since: dt.datetime | None = None,
+        report: BatchReport | None = None,
+    ) -> BatchReport:
         report = report or BatchReport()
         while limit is None or len(report.submitted) * MAX_REQUESTS < limit:
             batch_id = uuid.uuid4().hex[:16]
@@ -129,12 +137,18 @@ class BatchRunner:
         by_tenant: dict[str, list[dict[str, Any]]] = {}
         for item in items:
             t = item.transcript
-            by_tenant.setdefault(t.tenant_id, []).append({
-                "batch_id": batch_id, "custom_id": item.entry["custom_id"], "tenant_id": t.tenant_id,
-                "transcript_id": t.id, "content_hash": t.content_hash, "prompt_hash": item.request.prompt_hash,
-                "offered_items": sorted(item.request.offered_items),
-                "offered_decisions": sorted(item.request.offered_decisions),
-            })
+            by_tenant.setdefault(t.tenant_id, []).append(
+                {
+                    "batch_id": batch_id,
+                    "custom_id": item.entry["custom_id"],
+                    "tenant_id": t.tenant_id,
+                    "transcript_id": t.id,
+                    "content_hash": t.content_hash,
+                    "prompt_hash": item.request.prompt_hash,
+                    "offered_items": sorted(item.request.offered_items),
+                    "offered_decisions": sorted(item.request.offered_decisions),
+                }
+            )
         for tenant_id, rows in by_tenant.items():
             with self.db.tenant(tenant_id) as conn, conn.cursor() as cur:
                 cur.executemany(query("insert_batch_item"), rows)
@@ -148,21 +162,27 @@ class BatchRunner:
         with self.db.admin() as conn:
             conn.execute(query("mark_batch_submitted"), {"id": batch_id, "remote_id": batch.id})
         report.submitted.append(batch_id)
-        log.info("submitted batch of %d", len(items), extra={"action": "batch_submit", "batch": batch_id,
-                                                              "remote_id": batch.id})
+        log.info(
+            "submitted batch of %d",
+            len(items),
+            extra={"action": "batch_submit", "batch": batch_id, "remote_id": batch.id},
+        )
 
     def _give_back(self, transcript: Transcript, owner: str, error: str | None) -> None:
         with self.db.admin() as conn:
-            conn.execute(query("give_back_transcript"), {"tenant_id": transcript.tenant_id, "id": transcript.id,
-                                                         "owner": owner, "error": error})
+            conn.execute(
+                query("give_back_transcript"),
+                {"tenant_id": transcript.tenant_id, "id": transcript.id, "owner": owner, "error": error},
+            )
             if error is not None:  # left for a live run: wake one (without an error it goes into the next batch)
                 notify_eligible(conn, transcript.tenant_id)
 
     def _abandon(self, batch_id: str, owner: str, error: str) -> None:
         self._release_claims(owner, error)
         with self.db.admin() as conn:
-            conn.execute(query("finish_batch"), {"id": batch_id, "status": "failed", "counts": Jsonb({}),
-                                                 "error": error[:2000]})
+            conn.execute(
+                query("finish_batch"), {"id": batch_id, "status": "failed", "counts": Jsonb({}), "error": error[:2000]}
+            )
 
     def _release_claims(self, owner: str, error: str) -> int:
         """Return every transcript still leased to the batch to the queue, waking the workers; how many.
@@ -171,8 +191,9 @@ class BatchRunner:
         runs on every shard in parallel, after which the same transaction may not write the reference
         table ``model_batches``. A crash in between leaves the batch open; the next poll finishes it."""
         with self.db.admin() as conn:
-            released = len(conn.execute(query("release_batch_claims"),
-                                        {"owner": owner, "error": error[:2000]}).fetchall())
+            released = len(
+                conn.execute(query("release_batch_claims"), {"owner": owner, "error": error[:2000]}).fetchall()
+            )
             if released:
                 notify_eligible(conn)
         return released
@@ -200,23 +221,27 @@ class BatchRunner:
     def _ingest(self, batch_id: str, remote_id: str, owner: str, report: BatchReport) -> None:
         counts: Counter = Counter()
         with self.db.admin() as conn:
-            tenants = {r["custom_id"]: r["tenant_id"] for r in conn.execute(query("batch_tenants"),
-                                                                              {"batch_id": batch_id})}
+            tenants = {
+                r["custom_id"]: r["tenant_id"] for r in conn.execute(query("batch_tenants"), {"batch_id": batch_id})
+            }
         for result in self.client.messages.batches.results(remote_id):
             tenant = tenants.get(result.custom_id)
             counts["stale" if tenant is None else self._ingest_one(batch_id, tenant, owner, result)] += 1
         counts["failed"] += self._release_claims(owner, "no result in the batch")
         with self.db.admin() as conn:
-            conn.execute(query("finish_batch"), {"id": batch_id, "status": "ingested", "counts": Jsonb(dict(counts)),
-                                                 "error": None})
+            conn.execute(
+                query("finish_batch"),
+                {"id": batch_id, "status": "ingested", "counts": Jsonb(dict(counts)), "error": None},
+            )
         report.counts.update(counts)
         report.counts["batches_ingested"] += 1
         log.info("ingested batch", extra={"action": "batch_ingest", "batch": batch_id, **dict(counts)})
 
     def _ingest_one(self, batch_id: str, tenant: str, owner: str, result: Any) -> str:
         with self.db.admin() as conn:
-            row = conn.execute(query("batch_item"), {"tenant_id": tenant, "batch_id": batch_id,
-                                                     "custom_id": result.custom_id}).fetchone()
+            row = conn.execute(
+                query("batch_item"), {"tenant_id": tenant, "batch_id": batch_id, "custom_id": result.custom_id}
+            ).fetchone()
         if row is None or row["lease_owner"] != owner:
             return "stale"  # transcript changed, was erased or was re-claimed meanwhile
         transcript = to_transcript(row, redact=self.settings.redact)
@@ -229,23 +254,37 @@ class BatchRunner:
         parsed = self.extractor.parse(message)
         if not isinstance(parsed, EpisodeExtraction):
             call.outcome, call.error = parsed
-            return end.fail(transcript, f"batch answer unusable ({parsed[0]}): {parsed[1]}", owner=owner,
-                            calls=[call], backoff=False)
-        extraction = ExtractionResult(parsed, model=message.model, prompt_version=self.extractor.prompt_version,
-                                      calls=[call])
+            return end.fail(
+                transcript,
+                f"batch answer unusable ({parsed[0]}): {parsed[1]}",
+                owner=owner,
+                calls=[call],
+                backoff=False,
+            )
+        extraction = ExtractionResult(
+            parsed, model=message.model, prompt_version=self.extractor.prompt_version, calls=[call]
+        )
         try:
-            written = end.finish(transcript, extraction, row["offered_items"], owner=owner,
-                                 offered_decisions=row["offered_decisions"])
+            written = end.finish(
+                transcript, extraction, row["offered_items"], owner=owner, offered_decisions=row["offered_decisions"]
+            )
         except ConfigError:
             end.release(transcript, owner=owner, calls=[call])
             raise
-        except Exception as exc:  # noqa: BLE001 - one bad result never stops the batch
+        except Exception as exc:
             log.exception("batch result failed", extra={"action": "batch_item_error", "transcript_id": transcript.id})
             return end.fail(transcript, f"{type(exc).__name__}: {exc}", owner=owner, calls=[call], backoff=False)
         return "done" if written == "done" else "stale"
 
-    def run(self, *, limit: int | None = None, tenant: str | None = None, since: dt.datetime | None = None,
-            wait: bool = True, poll_seconds: float = 30.0) -> BatchReport:
+    def run(
+        self,
+        *,
+        limit: int | None = None,
+        tenant: str | None = None,
+        since: dt.datetime | None = None,
+        wait: bool = True,
+        poll_seconds: float = 30.0,
+    ) -> BatchReport:
         """Resume open batches, submit new ones, and (with ``wait``) poll until all are ingested."""
         report, _ = self.poll()
         self.submit(limit=limit, tenant=tenant, since=since, report=report)

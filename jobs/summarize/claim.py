@@ -50,18 +50,31 @@ def to_transcript(row: Row, *, redact: bool, options: ShapeOptions | None = None
     episode, its events, evidence quotes, entities or embedding. The stored transcript is left as the
     host sent it. Raises :class:`UnreadableTranscript` when the messages cannot be read."""
     transcript = Transcript(
-        id=row["id"], tenant_id=row["tenant_id"], user_id=row["user_id"], session_id=row["session_id"],
-        purpose=row["purpose"], started_at=row["started_at"], ended_at=row["ended_at"],
-        messages=[], content_hash=row["content_hash"],
-        agent_id=row["agent_id"], attempts=row["attempts"],
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        user_id=row["user_id"],
+        session_id=row["session_id"],
+        purpose=row["purpose"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        messages=[],
+        content_hash=row["content_hash"],
+        agent_id=row["agent_id"],
+        attempts=row["attempts"],
     )
     try:
         messages, counts = redact_messages(read_messages(row["messages"], options), enabled=redact)
     except ValueError as exc:  # ShapeError and pydantic's ValidationError are ValueErrors
         raise UnreadableTranscript(unreadable(exc), transcript) from None
     if counts:
-        log.debug("redacted", extra={"action": "redact", "transcript_id": row["id"],
-                                     **{f"redacted_{k.lower()}": n for k, n in counts.items()}})
+        log.debug(
+            "redacted",
+            extra={
+                "action": "redact",
+                "transcript_id": row["id"],
+                **{f"redacted_{k.lower()}": n for k, n in counts.items()},
+            },
+        )
     return replace(transcript, messages=messages)
 
 
@@ -124,8 +137,15 @@ class Claimer:
             for candidate in candidates:
                 row = self._claim_in(candidate, since)
                 if row is not None:
-                    log.debug("claimed", extra={"action": "claim_transcript", "transcript_id": row["id"],
-                                                "tenant": row["tenant_id"], "attempt": row["attempts"]})
+                    log.debug(
+                        "claimed",
+                        extra={
+                            "action": "claim_transcript",
+                            "transcript_id": row["id"],
+                            "tenant": row["tenant_id"],
+                            "attempt": row["attempts"],
+                        },
+                    )
                     return to_transcript(row, redact=self.db.settings.redact, options=self._shapes)
                 with self._lock:  # nothing due there now, or other workers took the rest
                     if candidate in self._tenants:
@@ -151,8 +171,12 @@ class Claimer:
                 if not fresh:
                     started = time.monotonic()
                     with self.db.admin() as conn:
-                        listed = [r["tenant_id"] for r in conn.execute(query("claim_tenants"), {
-                            "tenant": tenant, "since": since, "limit": _TENANTS_PER_CLAIM})]
+                        listed = [
+                            r["tenant_id"]
+                            for r in conn.execute(
+                                query("claim_tenants"), {"tenant": tenant, "since": since, "limit": _TENANTS_PER_CLAIM}
+                            )
+                        ]
                     with self._lock:
                         self._tenants, self._scope, self._read_at = list(listed), scope, started
                     fresh = True
@@ -168,9 +192,15 @@ class Claimer:
             # A claim lost in a server crash only returns the transcript to the queue (the write
             # checks the lease), so it need not wait for its WAL flush; the episode's write does.
             conn.execute("SET LOCAL synchronous_commit = off")
-            return conn.execute(query("claim_transcript"), {
-                "tenant": tenant, "since": since, "worker": self.owner, "lease_seconds": self.lease_seconds,
-            }).fetchone()
+            return conn.execute(
+                query("claim_transcript"),
+                {
+                    "tenant": tenant,
+                    "since": since,
+                    "worker": self.owner,
+                    "lease_seconds": self.lease_seconds,
+                },
+            ).fetchone()
 
 
 class LeaseKeeper:
@@ -213,8 +243,14 @@ class LeaseKeeper:
             ids = [transcript_id for _, transcript_id in held]
             try:
                 with self.db.admin() as conn:
-                    conn.execute(query("extend_leases"), {
-                        "tenants": sorted({tenant for tenant, _ in held}), "ids": ids, "worker": self.owner,
-                        "lease_seconds": self.lease_seconds})
-            except Exception:  # noqa: BLE001 - a missed heartbeat only risks a rescue, never a duplicate
+                    conn.execute(
+                        query("extend_leases"),
+                        {
+                            "tenants": sorted({tenant for tenant, _ in held}),
+                            "ids": ids,
+                            "worker": self.owner,
+                            "lease_seconds": self.lease_seconds,
+                        },
+                    )
+            except Exception:
                 log.warning("heartbeat failed", extra={"action": "heartbeat_error", "transcripts": len(ids)})

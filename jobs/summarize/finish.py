@@ -69,24 +69,46 @@ class Finisher:
         preferences (``OpenItem.standing``); None when this content was already summarised with
         ``prompt_version``: then the claim is completed here, with no model call."""
         with self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
-            current = conn.execute(query("current_episode_for_content"), {
-                "tenant_id": transcript.tenant_id, "session_id": transcript.session_id,
-                "content_hash": transcript.content_hash, "prompt_version": prompt_version,
-            })
-            scope = {"tenant_id": transcript.tenant_id, "user_id": transcript.user_id,
-                     "session_id": transcript.session_id, "before": transcript.ended_at}
+            current = conn.execute(
+                query("current_episode_for_content"),
+                {
+                    "tenant_id": transcript.tenant_id,
+                    "session_id": transcript.session_id,
+                    "content_hash": transcript.content_hash,
+                    "prompt_version": prompt_version,
+                },
+            )
+            scope = {
+                "tenant_id": transcript.tenant_id,
+                "user_id": transcript.user_id,
+                "session_id": transcript.session_id,
+                "before": transcript.ended_at,
+            }
             items = conn.execute(query("open_items"), {**scope, "limit": MAX_OPEN_ITEMS})
             decisions = conn.execute(query("current_decisions"), {**scope, "limit": MAX_CURRENT_DECISIONS})
             if current.fetchone() is not None:
-                conn.execute(query("complete_transcript"), {
-                    "tenant_id": transcript.tenant_id, "id": transcript.id, "worker": owner,
-                    "content_hash": transcript.content_hash})
+                conn.execute(
+                    query("complete_transcript"),
+                    {
+                        "tenant_id": transcript.tenant_id,
+                        "id": transcript.id,
+                        "worker": owner,
+                        "content_hash": transcript.content_hash,
+                    },
+                )
                 return None
             rows = items.fetchall() + decisions.fetchall()
         return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows]
 
-    def finish(self, transcript: Transcript, result: ExtractionResult, offered: Collection[int], *,
-               owner: str, offered_decisions: Collection[int] = ()) -> str:
+    def finish(
+        self,
+        transcript: Transcript,
+        result: ExtractionResult,
+        offered: Collection[int],
+        *,
+        owner: str,
+        offered_decisions: Collection[int] = (),
+    ) -> str:
         """Ground, embed and write the episode; ``done``, or ``lost`` when ``owner`` no longer holds
         the claim (nothing is written then). ``offered``: ids of the open items the model was shown;
         ``offered_decisions``: ids of the current decisions and preferences it was shown."""
@@ -112,13 +134,24 @@ class Finisher:
             # might say what the user corrected. A status change contradicts no quote.
             quoted = all(c.field == "event.status" for c in standing)
             row = EpisodeRow(
-                tenant_id=transcript.tenant_id, user_id=transcript.user_id, kind="session",
-                episode=corrected.episode, started_at=transcript.started_at or transcript.ended_at,
-                ended_at=transcript.ended_at, model=result.model, prompt_version=result.prompt_version,
-                embedding=vector, purpose=transcript.purpose, transcript_id=transcript.id,
-                session_id=transcript.session_id, content_hash=transcript.content_hash, calls=result.calls,
-                dropped_events=grounded.dropped_events, dropped_entities=grounded.dropped_entities,
-                lines=lines if quoted else (), line_vectors=line_vectors if quoted else None,
+                tenant_id=transcript.tenant_id,
+                user_id=transcript.user_id,
+                kind="session",
+                episode=corrected.episode,
+                started_at=transcript.started_at or transcript.ended_at,
+                ended_at=transcript.ended_at,
+                model=result.model,
+                prompt_version=result.prompt_version,
+                embedding=vector,
+                purpose=transcript.purpose,
+                transcript_id=transcript.id,
+                session_id=transcript.session_id,
+                content_hash=transcript.content_hash,
+                calls=result.calls,
+                dropped_events=grounded.dropped_events,
+                dropped_entities=grounded.dropped_entities,
+                lines=lines if quoted else (),
+                line_vectors=line_vectors if quoted else None,
             )
             with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
                 taken = take_session(conn, transcript, worker=owner)
@@ -134,31 +167,53 @@ class Finisher:
                     raise psycopg.Rollback()  # a correction arrived: write again with it
                 set_statuses(conn, transcript.tenant_id, episode_id, corrected.statuses)
             if taken is None:
-                log.warning("lost the claim before writing; discarded", extra={"action": "claim_lost",
-                                                                              "transcript_id": transcript.id})
+                log.warning(
+                    "lost the claim before writing; discarded",
+                    extra={"action": "claim_lost", "transcript_id": transcript.id},
+                )
                 return "lost"
             if found == standing:
                 break
             standing = found
         else:
-            return self.fail(transcript, "the session's corrections kept changing while its episode was written",
-                             owner=owner, calls=result.calls)
-        log.log(self.stored_level, "summarised session %s", transcript.session_id, extra={
-            "action": "session_summarised", "tenant": transcript.tenant_id, "session": transcript.session_id,
-            "episode_id": episode_id, "events": len(corrected.episode.key_events),
-            "tokens_in": sum(c.input_tokens for c in result.calls),
-            "tokens_out": sum(c.output_tokens for c in result.calls),
-            "model_ms": sum(c.latency_ms for c in result.calls),
-            "corrections": len(corrected.applied),
-            "resolved": len(grounded.episode.resolved_items),
-            "replaced": sum(e.replaces is not None for e in grounded.episode.key_events),
-            "dropped_events": grounded.dropped_events,
-            "ms": int((time.perf_counter() - started) * 1000),
-        })
+            return self.fail(
+                transcript,
+                "the session's corrections kept changing while its episode was written",
+                owner=owner,
+                calls=result.calls,
+            )
+        log.log(
+            self.stored_level,
+            "summarised session %s",
+            transcript.session_id,
+            extra={
+                "action": "session_summarised",
+                "tenant": transcript.tenant_id,
+                "session": transcript.session_id,
+                "episode_id": episode_id,
+                "events": len(corrected.episode.key_events),
+                "tokens_in": sum(c.input_tokens for c in result.calls),
+                "tokens_out": sum(c.output_tokens for c in result.calls),
+                "model_ms": sum(c.latency_ms for c in result.calls),
+                "corrections": len(corrected.applied),
+                "resolved": len(grounded.episode.resolved_items),
+                "replaced": sum(e.replaces is not None for e in grounded.episode.key_events),
+                "dropped_events": grounded.dropped_events,
+                "ms": int((time.perf_counter() - started) * 1000),
+            },
+        )
         return "done"
 
-    def fail(self, transcript: Transcript, error: str, *, owner: str, permanent: bool = False,
-             calls: Sequence[ModelCall] = (), backoff: bool = True) -> str:
+    def fail(
+        self,
+        transcript: Transcript,
+        error: str,
+        *,
+        owner: str,
+        permanent: bool = False,
+        calls: Sequence[ModelCall] = (),
+        backoff: bool = True,
+    ) -> str:
         """Back to the queue (after an exponential backoff unless ``backoff`` is off), or to the
         dead letters when ``permanent`` or out of attempts; the calls made are recorded either way.
         Returns ``failed``, ``dead``, or ``lost`` when ``owner`` no longer held the claim."""
@@ -166,28 +221,54 @@ class Finisher:
         # The claim returned the attempt count it set (claim_transcript); no need to read it back.
         wait = min(RETRY_BASE_SECONDS * 2 ** max(transcript.attempts - 1, 0), RETRY_MAX_SECONDS) if backoff else 0
         with self.db.admin() as conn:
-            row = conn.execute(query("fail_transcript"), {
-                "tenant_id": transcript.tenant_id, "id": transcript.id, "worker": owner, "permanent": permanent,
-                "max_attempts": settings.max_attempts, "backoff_seconds": wait, "error": error[:2000],
-            }).fetchone()
-            record_calls(conn, calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
-                         transcript_id=transcript.id, job_run_id=self.job_run_id)
+            row = conn.execute(
+                query("fail_transcript"),
+                {
+                    "tenant_id": transcript.tenant_id,
+                    "id": transcript.id,
+                    "worker": owner,
+                    "permanent": permanent,
+                    "max_attempts": settings.max_attempts,
+                    "backoff_seconds": wait,
+                    "error": error[:2000],
+                },
+            ).fetchone()
+            record_calls(
+                conn,
+                calls,
+                tenant_id=transcript.tenant_id,
+                user_id=transcript.user_id,
+                transcript_id=transcript.id,
+                job_run_id=self.job_run_id,
+            )
             if row is not None and row["status"] == "pending" and wait == 0:  # due at once: wake a worker
                 notify_eligible(conn, transcript.tenant_id)
         outcome = "lost" if row is None else ("dead" if row["status"] == "dead" else "failed")
-        log.warning("summarize failed: %s", error, extra={
-            "action": "summarize_dead" if outcome == "dead" else "summarize_retry",
-            "tenant": transcript.tenant_id, "session": transcript.session_id,
-        })
+        log.warning(
+            "summarize failed: %s",
+            error,
+            extra={
+                "action": "summarize_dead" if outcome == "dead" else "summarize_retry",
+                "tenant": transcript.tenant_id,
+                "session": transcript.session_id,
+            },
+        )
         return outcome
 
     def release(self, transcript: Transcript, *, owner: str, calls: Sequence[ModelCall] = ()) -> None:
         """Give the claim back untouched (a setting is wrong, or shutting down); model calls already
         made are kept. The transcript is due again at once, so listening workers are woken."""
         with self.db.admin() as conn:
-            released = conn.execute(query("release_transcript"), {
-                "tenant_id": transcript.tenant_id, "id": transcript.id, "worker": owner}).fetchone()
-            record_calls(conn, calls, tenant_id=transcript.tenant_id, user_id=transcript.user_id,
-                         transcript_id=transcript.id, job_run_id=self.job_run_id)
+            released = conn.execute(
+                query("release_transcript"), {"tenant_id": transcript.tenant_id, "id": transcript.id, "worker": owner}
+            ).fetchone()
+            record_calls(
+                conn,
+                calls,
+                tenant_id=transcript.tenant_id,
+                user_id=transcript.user_id,
+                transcript_id=transcript.id,
+                job_run_id=self.job_run_id,
+            )
             if released is not None:
                 notify_eligible(conn, transcript.tenant_id)

@@ -71,14 +71,19 @@ class RunReport:
     def failure(self) -> str:
         """What to tell the operator when every model call failed."""
         error = " ".join((self.call_error or "no error text").split())[:300]
-        return (f"every model call of this run failed ({self.failed_calls} of {self.model_calls}, e.g. {error}). "
-                f"{WHAT_TO_CHECK.get(self.backend, 'Check the back end and EPISODES_MODEL')}; "
-                "the sessions stay queued for the next run")
+        return (
+            f"every model call of this run failed ({self.failed_calls} of {self.model_calls}, e.g. {error}). "
+            f"{WHAT_TO_CHECK.get(self.backend, 'Check the back end and EPISODES_MODEL')}; "
+            "the sessions stay queued for the next run"
+        )
 
     def line(self) -> str:
         c = self.counts
-        held = (f" · {counted(self.held, 'session')} held for tomorrow: {self.held_reason}"
-                if self.held_reason is not None else "")
+        held = (
+            f" · {counted(self.held, 'session')} held for tomorrow: {self.held_reason}"
+            if self.held_reason is not None
+            else ""
+        )
         cost = f"est. cost ${self.cost_usd:.4f}" if self.priced or not self.model_calls else "cost unknown (no price)"
         return (
             f"done {c['done']} · failed {c['failed']} (will retry) · dead {c['dead']} · skipped {c['skipped']} · "

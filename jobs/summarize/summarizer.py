@@ -33,8 +33,13 @@ class Summarizer:
     """Processes eligible transcripts; safe to run in many threads, processes and machines at once."""
 
     def __init__(
-        self, db: Database, extractor: Extractor, *, embedder: Embedder | None = None,
-        worker: str | None = None, job_run_id: int | None = None,
+        self,
+        db: Database,
+        extractor: Extractor,
+        *,
+        embedder: Embedder | None = None,
+        worker: str | None = None,
+        job_run_id: int | None = None,
     ) -> None:
         self.db = db
         self.settings: Settings = db.settings
@@ -61,8 +66,12 @@ class Summarizer:
         end = self.finisher
         if transcript.attempts > self.settings.max_attempts:
             # Claimed again and again without finishing: workers died on it. Dead-letter, don't loop.
-            return end.fail(transcript, "abandoned by workers too many times (crashed or timed out)",
-                            owner=self.worker, permanent=True)
+            return end.fail(
+                transcript,
+                "abandoned by workers too many times (crashed or timed out)",
+                owner=self.worker,
+                permanent=True,
+            )
         with self.clock("prepare"):
             open_items = end.prepare(transcript, self.extractor.prompt_version, owner=self.worker)
         if open_items is None:
@@ -74,17 +83,28 @@ class Summarizer:
                 result = self.extractor.extract(transcript, open_items)
             crash_point("after_model_call")
             items, decisions = split_offered(open_items)
-            return end.finish(transcript, result, [i.event_id for i in items], owner=self.worker,
-                              offered_decisions=[i.event_id for i in decisions])
+            return end.finish(
+                transcript,
+                result,
+                [i.event_id for i in items],
+                owner=self.worker,
+                offered_decisions=[i.event_id for i in decisions],
+            )
         except ConfigError:
             end.release(transcript, owner=self.worker, calls=result.calls if result else ())
             raise
         except ModelError as exc:  # the error carries the calls made before it, failed ones included
-            return end.fail(transcript, str(exc), owner=self.worker, calls=exc.calls,
-                            permanent=isinstance(exc, PermanentExtractionError))
+            return end.fail(
+                transcript,
+                str(exc),
+                owner=self.worker,
+                calls=exc.calls,
+                permanent=isinstance(exc, PermanentExtractionError),
+            )
         except EpisodesError as exc:
             return end.fail(transcript, str(exc), owner=self.worker, calls=result.calls if result else ())
-        except Exception as exc:  # noqa: BLE001 - one bad transcript never stops the batch
+        except Exception as exc:
             log.exception("unexpected failure", extra={"action": "summarize_error", "transcript_id": transcript.id})
-            return end.fail(transcript, f"{type(exc).__name__}: {exc}", owner=self.worker,
-                            calls=result.calls if result else ())
+            return end.fail(
+                transcript, f"{type(exc).__name__}: {exc}", owner=self.worker, calls=result.calls if result else ()
+            )

@@ -46,9 +46,17 @@ class Worker:
     claims again, until stopped; then errors other than a wrong setting are logged and survived too.
     ``limit``: claims at most this many; ``progress`` is called with 1 for every outcome."""
 
-    def __init__(self, summarizer: Summarizer, *, threads: int = 1, tenant: str | None = None,
-                 since: dt.datetime | None = None, limit: int | None = None,
-                 progress: Callable[[int], object] | None = None, idle: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        *,
+        threads: int = 1,
+        tenant: str | None = None,
+        since: dt.datetime | None = None,
+        limit: int | None = None,
+        progress: Callable[[int], object] | None = None,
+        idle: Callable[[], object] | None = None,
+    ) -> None:
         self.summarizer = summarizer
         self.threads = max(1, threads)
         self.tenant, self.since, self.limit = tenant, since, limit
@@ -79,8 +87,9 @@ class Worker:
 
     def start(self) -> None:
         """Start the threads (daemon threads: a thread stuck in a model call never keeps the process alive)."""
-        self._threads = [threading.Thread(target=self._loop, name=f"summarize-{i}", daemon=True)
-                         for i in range(self.threads)]
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"summarize-{i}", daemon=True) for i in range(self.threads)
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -119,7 +128,7 @@ class Worker:
             except ConfigError as exc:  # a setting is wrong: every transcript would fail the same way
                 self._stop_with(exc)
                 return
-            except Exception as exc:  # noqa: BLE001 - run: stop and report; serve: survive
+            except Exception as exc:
                 if self.idle is None:
                     self._stop_with(exc)
                     return
@@ -203,9 +212,12 @@ class Worker:
             first = self._held_logged != today
             self._held_logged = today
         if first:
-            log.warning("%s: no more sessions are taken until %s; the queue is held for then", reason,
-                        f"{next_day():%Y-%m-%d %H:%M} UTC",
-                        extra={"action": "daily_cap_reached", "backend": self.cap.cap.backend if self.cap else None})
+            log.warning(
+                "%s: no more sessions are taken until %s; the queue is held for then",
+                reason,
+                f"{next_day():%Y-%m-%d %H:%M} UTC",
+                extra={"action": "daily_cap_reached", "backend": self.cap.cap.backend if self.cap else None},
+            )
 
     def _count(self, outcome: str) -> None:
         with self._lock:

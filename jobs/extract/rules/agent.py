@@ -46,16 +46,20 @@ WORK_DONE = re.compile(
     re.IGNORECASE,
 )
 # Tool traffic that a hand-flattened transcript put inside a user or assistant message.
-_TOOL_TEXT = re.compile(r"^\s*\[(?:tool[ _](?:call|result|error|use)|tool_result|tool_use|function[ _]call)\b",
-                        re.IGNORECASE)
+_TOOL_TEXT = re.compile(
+    r"^\s*\[(?:tool[ _](?:call|result|error|use)|tool_result|tool_use|function[ _]call)\b", re.IGNORECASE
+)
 _TOOL_INLINE = re.compile(r"\[(?:tool[ _](?:call|result|error|use)|tool_result|tool_use)\b[^\n]*", re.IGNORECASE)
 
-_LEAD_IN = r"(?:(?:ok(?:ay)?|alright|all right|great|good|perfect|excellent|sure|right|now|next|first|then|so|" \
-           r"finally|also|and|understood|got it|good news|i see|done)\b[\s,.!:;—–-]*)*"
+_LEAD_IN = (
+    r"(?:(?:ok(?:ay)?|alright|all right|great|good|perfect|excellent|sure|right|now|next|first|then|so|"
+    r"finally|also|and|understood|got it|good news|i see|done)\b[\s,.!:;—–-]*)*"
+)
 # First-person present or future procedural steps of an agent.
 NARRATION = re.compile(
-    r"^\W*" + _LEAD_IN +
-    r"(?:let me\b|let's (?:check|look|see|run|start|read|try|examine|inspect|verify|explore|find|search|open|"
+    r"^\W*"
+    + _LEAD_IN
+    + r"(?:let me\b|let's (?:check|look|see|run|start|read|try|examine|inspect|verify|explore|find|search|open|"
     r"take|update|fix|create|add|write|draft|begin|test|review|investigate|figure|debug|trace|dig|go through)\b|"
     r"let the assistant\b|"
     r"(?:i|we)(?:'ll| will|'m going to| am going to|'m gonna|'re going to| are going to)\b|"
@@ -106,24 +110,41 @@ FORMAT_WORDS = frozenset(
 
 # Command-line tools whose name followed by a subcommand is a command worth remembering; only those that
 # are not everyday English words count outside backticks.
-_CLI = ("git npm npx pip pip3 pipx pytest python python3 mix docker kubectl cargo uv yarn pnpm psql make go node "
-        "bd gh helm terraform bundle rake rails poetry tox ruff mypy brew apt apt-get curl sqlite3 deno bun "
-        "iex elixir erl rebar3 gradle mvn dotnet swift episodes claude").split()
-_CLI_BARE = frozenset("git npm npx pip pip3 pipx pytest mix docker kubectl cargo yarn pnpm psql gh helm terraform "
-                      "poetry tox ruff mypy brew apt-get rebar3 gradle mvn dotnet".split())
-_SUBCOMMANDS = frozenset("install uninstall add remove run test build compile commit push pull clone checkout "
-                         "status diff log merge rebase init start stop up down exec deploy publish format lint "
-                         "migrate upgrade update create new serve".split())
+_CLI = (
+    "git npm npx pip pip3 pipx pytest python python3 mix docker kubectl cargo uv yarn pnpm psql make go node "
+    "bd gh helm terraform bundle rake rails poetry tox ruff mypy brew apt apt-get curl sqlite3 deno bun "
+    "iex elixir erl rebar3 gradle mvn dotnet swift episodes claude"
+).split()
+_CLI_BARE = frozenset(
+    "git npm npx pip pip3 pipx pytest mix docker kubectl cargo yarn pnpm psql gh helm terraform "
+    "poetry tox ruff mypy brew apt-get rebar3 gradle mvn dotnet".split()
+)
+_SUBCOMMANDS = frozenset(
+    "install uninstall add remove run test build compile commit push pull clone checkout "
+    "status diff log merge rebase init start stop up down exec deploy publish format lint "
+    "migrate upgrade update create new serve".split()
+)
 _CODE_SPAN = re.compile(r"`([^`\n]{2,100})`")
-_BARE_COMMAND = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(c) for c in sorted(_CLI_BARE, key=len, reverse=True))
-                           + r") ([a-z][\w:.-]*[\w])(?![\w-])")
-_EXTENSIONS = ("py pyi js jsx ts tsx mjs cjs json jsonl toml yaml yml ini cfg conf md rst txt sql sh bash zsh rb go "
-               "rs java kt c h cc cpp hpp cs php ex exs heex eex erl hs ml swift scala lua html css scss vue svelte "
-               "lock env gradle xml proto tf j2 ipynb csv lock").split()
-_FILE = re.compile(r"(?<![\w/.@:-])((?:\.{0,2}/)?(?:[\w.-]+/)*[\w-][\w.-]*\.(?:" + "|".join(sorted(set(_EXTENSIONS),
-                   key=len, reverse=True)) + r"))(?![\w/-])")
-_SERVICE_AFTER = re.compile(r"^\s+(?:server|service|database|db|api|cluster|queue|worker|daemon|instance|"
-                            r"container|backend|endpoint)s?\b", re.IGNORECASE)
+_BARE_COMMAND = re.compile(
+    r"(?<![\w./-])("
+    + "|".join(re.escape(c) for c in sorted(_CLI_BARE, key=len, reverse=True))
+    + r") ([a-z][\w:.-]*[\w])(?![\w-])"
+)
+_EXTENSIONS = (
+    "py pyi js jsx ts tsx mjs cjs json jsonl toml yaml yml ini cfg conf md rst txt sql sh bash zsh rb go "
+    "rs java kt c h cc cpp hpp cs php ex exs heex eex erl hs ml swift scala lua html css scss vue svelte "
+    "lock env gradle xml proto tf j2 ipynb csv lock"
+).split()
+_FILE = re.compile(
+    r"(?<![\w/.@:-])((?:\.{0,2}/)?(?:[\w.-]+/)*[\w-][\w.-]*\.(?:"
+    + "|".join(sorted(set(_EXTENSIONS), key=len, reverse=True))
+    + r"))(?![\w/-])"
+)
+_SERVICE_AFTER = re.compile(
+    r"^\s+(?:server|service|database|db|api|cluster|queue|worker|daemon|instance|"
+    r"container|backend|endpoint)s?\b",
+    re.IGNORECASE,
+)
 
 
 def clean_said(text: str) -> str:
@@ -160,8 +181,11 @@ def is_narration(sentence: str, reference: dt.date | None = None) -> bool:
 def is_format_tag(tag: str) -> bool:
     """A topic tag that names the transcript's format ("tool", "tool result", "user", "command-name")."""
     parts = tag.lower().replace("_", " ").split()
-    return not parts or all(p in FORMAT_WORDS or p.replace(" ", "_") in FORMAT_WORDS for p in parts) \
+    return (
+        not parts
+        or all(p in FORMAT_WORDS or p.replace(" ", "_") in FORMAT_WORDS for p in parts)
         or tag.lower() in FORMAT_WORDS
+    )
 
 
 def code_names(text: str) -> list[tuple[str, str]]:

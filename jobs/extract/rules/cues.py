@@ -26,7 +26,9 @@ PLEASANTRY = re.compile(
 DECISION_LABEL = re.compile(
     r"^\W*(?:(?:decision(?: then| made)?)\s*[:—–-]|(?:decided|settled|agreed|final (?:rule|decision|call|answer)|"
     r"(?:new|amended|updated|revised|the) (?:rule|policy|decision|convention)|amendment(?: to [^:]{1,80})?)\s*:)"
-    r"\s*(.{3,})", re.IGNORECASE)
+    r"\s*(.{3,})",
+    re.IGNORECASE,
+)
 _ADV = r"(?: (?:just|also|finally|already|really|definitely|probably|actually|officially|recently|now))?+"
 STRONG_DECISION = re.compile(
     r"\b(?:(?:we|i)(?:'ll| will|'re going to| are going to|'m going to| am going to)? go(?:ing)? with|"
@@ -47,8 +49,11 @@ STRONG_DECISION = re.compile(
 )
 # A standing rule ("Going forward, ...", "The rule is ...", "Cache keys must always ..."); weaker than a
 # preference ("I prefer metric units from now on" stays a preference).
-RULE = re.compile(r"\b(?:going forward|from now on|the (?:rule|policy|convention|standard) (?:is|will be|should be)|"
-                  r"(?<!you )(?:must|should) (?:always|never))\b", re.IGNORECASE)
+RULE = re.compile(
+    r"\b(?:going forward|from now on|the (?:rule|policy|convention|standard) (?:is|will be|should be)|"
+    r"(?<!you )(?:must|should) (?:always|never))\b",
+    re.IGNORECASE,
+)
 # A specific the speaker states about themselves or their setup: "we're on Django 4.2", "the API runs on port
 # 8080", "my daughter is 7". Counts only with a specific after it (:data:`SPECIFIC`).
 FACT = re.compile(
@@ -104,8 +109,9 @@ ACTION_VERBS = re.compile(
     re.IGNORECASE,
 )
 WOW = re.compile(r"\b(?:wow|whoa)\b", re.IGNORECASE)
-HEDGE = re.compile(r"\b(?:not sure|maybe|might|hopefully|if i|if we|if you|if it|if they|in case|unless)\b",
-                   re.IGNORECASE)
+HEDGE = re.compile(
+    r"\b(?:not sure|maybe|might|hopefully|if i|if we|if you|if it|if they|in case|unless)\b", re.IGNORECASE
+)
 UNANSWERED = re.compile(
     r"\b(?:not sure|don't know|do not know|no idea|i'll check|let me check|i'll find out|get back to you|"
     r"can't say|no clue|i'll look into|need to check|unsure|hard to say|not certain|i'll ask|have to check|"
@@ -162,18 +168,27 @@ def cue(sentence: str, names: Iterable[str] = ()) -> tuple[CueType, int] | None:
     if (m := RULE.search(text)) and substance >= 2:
         return "decision", m.start()
     if (m := COMMITMENT.search(text)) and not HEDGE.search(text):
-        if substance >= 2 or ACTION_VERBS.search(text[m.start():]):
+        if substance >= 2 or ACTION_VERBS.search(text[m.start() :]):
             return "commitment", m.start()
     if (m := WEAK_DECISION.search(text)) and substance >= 2:
         due_like = resolve_due(text, dt.date(2000, 1, 3)) is not None
         return ("commitment" if due_like and ACTION_VERBS.search(text) else "decision"), m.start()
     if (m := SURPRISE.search(text)) and substance >= 2:
         return "surprise", m.start()
-    if (m := WOW.search(text)) and substance >= 5 and not GENERIC_PRAISE.search(text) \
-            and not SECOND_PERSON.search(text):  # "wow, you ..." is praise for the other speaker
+    if (
+        (m := WOW.search(text))
+        and substance >= 5
+        and not GENERIC_PRAISE.search(text)
+        and not SECOND_PERSON.search(text)
+    ):  # "wow, you ..." is praise for the other speaker
         return "surprise", m.start()
-    if (m := FACT.search(text)) and m.start() <= 60 and SPECIFIC.search(text, m.end() - 1) \
-            and not HEDGE.search(text) and substance >= 1:
+    if (
+        (m := FACT.search(text))
+        and m.start() <= 60
+        and SPECIFIC.search(text, m.end() - 1)
+        and not HEDGE.search(text)
+        and substance >= 1
+    ):
         return "fact", m.start()
     return None
 
@@ -184,4 +199,3 @@ def clause_from(sentence: str, start: int) -> str:
     rest = normalise(sentence)[start:]
     cut = re.search(r"\s[-–—]\s|[;:!?]|\.(?:\s|$)|,\s(?:but|so|and then|which|because)\b", rest)
     return rest[: cut.start()].strip() if cut else rest.strip()
-

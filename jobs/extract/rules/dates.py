@@ -6,15 +6,28 @@ import datetime as dt
 import re
 
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-          "november", "december"]
+MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
 _MONTH_RE = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
-_DUE_WEEKDAY = re.compile(r"\b(?:by|on|before|until|this|next|coming)\s+(?:(?:this|next|the)\s+)?(" +
-                          "|".join(WEEKDAYS) + r")\b", re.IGNORECASE)
+_DUE_WEEKDAY = re.compile(
+    r"\b(?:by|on|before|until|this|next|coming)\s+(?:(?:this|next|the)\s+)?(" + "|".join(WEEKDAYS) + r")\b",
+    re.IGNORECASE,
+)
 _BARE_WEEKDAY = re.compile(r"\b(" + "|".join(WEEKDAYS) + r")\b", re.IGNORECASE)
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH_RE + r"(?:,?\s+(\d{4}))?",
-                        re.IGNORECASE)
+_DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH_RE + r"(?:,?\s+(\d{4}))?", re.IGNORECASE)
 _MONTH_DAY = re.compile(r"\b" + _MONTH_RE + r"\s+(\d{1,2})(?:st|nd|rd|th)?\b(?:,?\s+(\d{4}))?", re.IGNORECASE)
 _IN_N = re.compile(r"\bin\s+(\d+|a|one|two|three|four|five|six|seven)\s+(day|week)s?\b", re.IGNORECASE)
 _SMALL_NUM = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
@@ -71,4 +84,3 @@ def resolve_due(text: str, ref: dt.date) -> dt.date | None:
         ahead = (target - ref.weekday()) % 7 or 7
         return ref + dt.timedelta(days=ahead)
     return None
-

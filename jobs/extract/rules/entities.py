@@ -7,18 +7,22 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from jobs.concepts import EntityKind
 from jobs.extract.rules.agent import is_service
 from jobs.extract.rules.dates import MONTHS, WEEKDAYS
 from jobs.extract.rules.text import STOPWORDS, words
-from jobs.concepts import EntityKind
 
 _NAME_WORD = r"(?:[A-Z][\w&'-]*[\w]|[A-Z]|[a-z]+[A-Z]\w*)"
 _NAME_SEQ = re.compile(rf"{_NAME_WORD}(?:(?:\s+(?:of|de|la|van|von|&)\s+|\s+){_NAME_WORD}){{0,4}}")
-_ORG_SUFFIX = re.compile(r"\b(?:Inc|Ltd|LLC|Corp|Corporation|Company|Co|GmbH|Group|Bank|University|College|"
-                         r"School|Foundation|Institute|Agency|Association|Club|Church|Hospital|Labs?|Studios?|"
-                         r"Systems|Technologies|Partners)\.?$")
-_PLACE_SUFFIX = re.compile(r"\b(?:City|Street|St|Avenue|Ave|Road|Park|Lake|River|Beach|Island|Islands|Mountains?|"
-                           r"County|Valley|Bay|Airport|Canyon|Falls)\.?$")
+_ORG_SUFFIX = re.compile(
+    r"\b(?:Inc|Ltd|LLC|Corp|Corporation|Company|Co|GmbH|Group|Bank|University|College|"
+    r"School|Foundation|Institute|Agency|Association|Club|Church|Hospital|Labs?|Studios?|"
+    r"Systems|Technologies|Partners)\.?$"
+)
+_PLACE_SUFFIX = re.compile(
+    r"\b(?:City|Street|St|Avenue|Ave|Road|Park|Lake|River|Beach|Island|Islands|Mountains?|"
+    r"County|Valley|Bay|Airport|Canyon|Falls)\.?$"
+)
 _PRODUCT_AFTER = re.compile(r"^\s+(plan|tier|edition|subscription|package|license|app|model|card|account)\b")
 _PROJECT = re.compile(r"^Project\b|\bProject$")
 _PERSON_BEFORE = re.compile(
@@ -48,8 +52,11 @@ _NOT_NAMES = frozenset(
     "Congrats Congratulations Agreed Absolutely Totally Definitely Good Happy Love Amazing Right Anyway Welcome "
     "Dear Morning Evening Afternoon Night Glad Sorry Hmm Ah Aw Yay Ooh Oops".split()
 )
-_CALENDAR = frozenset(w.capitalize() for w in WEEKDAYS + MONTHS) | {"Today", "Tomorrow", "Yesterday"} | set(
-    "Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec".split())
+_CALENDAR = (
+    frozenset(w.capitalize() for w in WEEKDAYS + MONTHS)
+    | {"Today", "Tomorrow", "Yesterday"}
+    | set("Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec".split())
+)
 _GAZETTEER = frozenset(
     "Paris London Berlin Rome Madrid Tokyo Beijing Sydney Toronto Vancouver Chicago Boston Seattle Austin "
     "Denver Miami Dallas Houston Atlanta Portland Brooklyn Manhattan California Texas Florida Oregon Washington "
@@ -61,8 +68,21 @@ _GAZETTEER = frozenset(
     "Colorado Nevada Arizona Hawaii Alaska Canada Mexico Brazil France Germany Spain Italy Japan China India "
     "Australia England Ireland Scotland Sweden Norway Denmark Finland Netherlands Switzerland Austria Poland "
     "Greece Portugal Thailand Vietnam Korea Europe Asia Africa America USA UK NYC LA".split()
-) | {"New York", "San Francisco", "Los Angeles", "New Zealand", "South Africa", "United States", "Las Vegas",
-                "Hong Kong", "Mexico City", "San Diego", "New Orleans", "Buenos Aires", "Rio de Janeiro"}
+) | {
+    "New York",
+    "San Francisco",
+    "Los Angeles",
+    "New Zealand",
+    "South Africa",
+    "United States",
+    "Las Vegas",
+    "Hong Kong",
+    "Mexico City",
+    "San Diego",
+    "New Orleans",
+    "Buenos Aires",
+    "Rio de Janeiro",
+}
 
 
 @dataclass
@@ -90,8 +110,14 @@ def find_entities(sentences: list[str], speakers: Iterable[str]) -> list[EntityH
     for pos, sentence in enumerate(sentences):
         for m in _NAME_SEQ.finditer(sentence):
             parts = [(w.group(0), m.start() + w.start()) for w in re.finditer(r"\S+", m.group(0))]
-            while parts and (_not_name(parts[0][0], drop) or (len(parts) > 1 and parts[0][0].lower() in lowercase
-                                                              and not re.search(r"[A-Za-z]", sentence[:parts[0][1]]))):
+            while parts and (
+                _not_name(parts[0][0], drop)
+                or (
+                    len(parts) > 1
+                    and parts[0][0].lower() in lowercase
+                    and not re.search(r"[A-Za-z]", sentence[: parts[0][1]])
+                )
+            ):
                 parts = parts[1:]  # "Open Settings" at a sentence start, with "open" written elsewhere
             while parts and _not_name(parts[-1][0], drop):
                 parts = parts[:-1]
@@ -122,8 +148,14 @@ def find_entities(sentences: list[str], speakers: Iterable[str]) -> list[EntityH
     out = []
     for name, hit in hits.items():
         acronym = name.isupper() and " " not in name
-        shape = bool(_ORG_SUFFIX.search(name) or re.search(r"[a-z][A-Z]|\d", name) or name in speaker_set
-                     or name in _GAZETTEER or " " in name or _PROJECT.search(name))
+        shape = bool(
+            _ORG_SUFFIX.search(name)
+            or re.search(r"[a-z][A-Z]|\d", name)
+            or name in speaker_set
+            or name in _GAZETTEER
+            or " " in name
+            or _PROJECT.search(name)
+        )
         if (name not in mid_sentence and not shape) or (acronym and (hit.count < 2 or len(name) > 6)):
             continue
         if " " not in name and name.lower() in lowercase and not shape:
@@ -160,4 +192,3 @@ def _kind(name: str, before: str, after: str, speakers: set[str]) -> EntityKind:
     if _PLACE_BEFORE.search(before):
         return "place"
     return "other"
-

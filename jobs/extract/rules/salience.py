@@ -10,7 +10,6 @@ from collections.abc import Iterable
 
 from jobs.extract.rules.agent import WORK_DONE, is_format_tag
 from jobs.extract.rules.cues import GENERIC_PRAISE, PLEASANTRY, SECOND_PERSON, cue
-from jobs.extract.rules.topics import determined_phrases, is_topic, verbs_in
 from jobs.extract.rules.text import (
     STOPWORDS,
     content_words,
@@ -19,6 +18,7 @@ from jobs.extract.rules.text import (
     normalise,
     words,
 )
+from jobs.extract.rules.topics import determined_phrases, is_topic, verbs_in
 
 _SELF_STATEMENT = re.compile(r"^\W*(?:\w+,\s*)?(?:I|I'm|I've|I'll|We|We'll|We're|My)\b")
 
@@ -86,10 +86,16 @@ def key_phrases(sentences: list[tuple[str, float]], names: Iterable[str], limit:
                     score[phrase] += weight * boost * (1.0, 1.6, 1.8)[n - 1]
     texts = [text for text, _ in sentences]
     verbs, compounds = verbs_in(texts), determined_phrases(texts)
-    candidates = [p for p in score if ((" " in p and (tf[p] >= 2 or p in compounds))
-                                       or (" " not in p and not p.endswith(("ed", "ly")) and p in heads))
-                  and not is_format_tag(p)  # "tool", "tool result", "user": the transcript's format, not a topic
-                  and is_topic(p, verbs)]  # a noun phrase naming the subject, not "update" or "tests"
+    candidates = [
+        p
+        for p in score
+        if (
+            (" " in p and (tf[p] >= 2 or p in compounds))
+            or (" " not in p and not p.endswith(("ed", "ly")) and p in heads)
+        )
+        and not is_format_tag(p)  # "tool", "tool result", "user": the transcript's format, not a topic
+        and is_topic(p, verbs)
+    ]  # a noun phrase naming the subject, not "update" or "tests"
     candidates.sort(key=lambda p: (-round(score[p], 5), p))
     chosen: list[str] = []
     del candidates[12 * limit :]  # enough to fill and refine ``limit`` slots
@@ -112,9 +118,14 @@ def _runs(text: str, names: set[str]) -> list[list[str]]:
         for token in chunk.split():
             low = token.lower().strip("'-")
             low = low[:-2] if low.endswith("'s") else low
-            ok = (3 <= len(low) <= 20 and low not in STOPWORDS and not low.isdigit() and not has_cjk(low)
-                  and any(ch.isalpha() for ch in low)
-                  and not any(name.startswith(low) for name in names))  # "Mel" for Melanie
+            ok = (
+                3 <= len(low) <= 20
+                and low not in STOPWORDS
+                and not low.isdigit()
+                and not has_cjk(low)
+                and any(ch.isalpha() for ch in low)
+                and not any(name.startswith(low) for name in names)
+            )  # "Mel" for Melanie
             if ok:
                 run.append(low)
                 continue
@@ -128,6 +139,7 @@ def _runs(text: str, names: set[str]) -> list[list[str]]:
 
 def _overlaps(a: str, b: str) -> bool:
     """Shared words, also across a plural "s"."""
+
     def stem(w: str) -> str:
         return w[:-1] if w.endswith("s") and len(w) > 3 else w
 

@@ -51,7 +51,9 @@ GENERIC = WORK_VERBS | frozenset(
 _DETERMINER = r"(?:the|a|an|this|that|these|those|our|my|your|its|their|his|her|each|every|some|any|no)"
 _AS_VERB = re.compile(
     r"\b(?:let's|let me|i'll|we'll|you'll|i will|we will|please|can you|could you|would you|will you|should|"
-    r"must|don't|didn't|doesn't)\s+([a-z][a-z'-]+)\b", re.IGNORECASE)
+    r"must|don't|didn't|doesn't)\s+([a-z][a-z'-]+)\b",
+    re.IGNORECASE,
+)
 _IMPERATIVE_START = re.compile(r"(?:^|[.!?]\s+|\n)\s*([A-Za-z][a-z'-]+)\s+" + _DETERMINER + r"\b")
 _BEFORE_OBJECT = re.compile(r"\b([a-z][a-z'-]+)\s+(?:it|them|him|her|me|us|" + _DETERMINER[3:] + r"\b")
 _AS_NOUN = re.compile(r"\b" + _DETERMINER + r"\s+([a-z][a-z'-]+)\b(?:\s+([a-z][a-z'-]+)\b)?", re.IGNORECASE)
@@ -65,8 +67,11 @@ def verbs_in(texts: Iterable[str]) -> frozenset[str]:
         text = normalise(raw)
         verbs.update(m.group(1).lower() for m in _AS_VERB.finditer(text))
         verbs.update(m.group(1).lower() for m in _IMPERATIVE_START.finditer(text))
-        verbs.update(m.group(1) for m in _BEFORE_OBJECT.finditer(text)  # "outer web catches it"
-                     if not m.group(1).endswith("ing"))  # "painting a mural": the hobby is still a topic
+        verbs.update(
+            m.group(1)
+            for m in _BEFORE_OBJECT.finditer(text)  # "outer web catches it"
+            if not m.group(1).endswith("ing")
+        )  # "painting a mural": the hobby is still a topic
         nouns.update(w.lower() for m in _AS_NOUN.finditer(text) for w in m.groups() if w)  # "the (deploy) job"
     return frozenset(verbs - nouns)
 

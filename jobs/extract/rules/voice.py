@@ -22,8 +22,11 @@ INTERJECTION = re.compile(
     re.IGNORECASE,
 )
 
-_OTHER_PRONOUNS = re.compile(r"\b(?:we|we're|we've|we'll|we'd|us|our|ours|ourselves|you|you're|you've|you'll|you'd|"
-                             r"your|yours|yourself|y'all|ya)\b", re.IGNORECASE)
+_OTHER_PRONOUNS = re.compile(
+    r"\b(?:we|we're|we've|we'll|we'd|us|our|ours|ourselves|you|you're|you've|you'll|you'd|"
+    r"your|yours|yourself|y'all|ya)\b",
+    re.IGNORECASE,
+)
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|me|my|mine|myself)\b", re.IGNORECASE)
 _ADVERBS = frozenset(
     "really just also still always never actually finally totally already even recently definitely probably "
@@ -38,8 +41,16 @@ _KEEP_VERB = frozenset(  # past tenses, modals and ambiguous forms: identical in
 )
 _PRESENT_ED = frozenset("need feed bleed breed speed proceed succeed exceed heed seed shed embed".split())
 _NOT_VERB = frozenset("and or but too the a an to in on at of for with as if so than that this it".split())
-_SPECIAL_3RD = {"have": "has", "do": "does", "go": "goes", "don't": "doesn't", "haven't": "hasn't", "am": "is",
-                "be": "is", "say": "says"}
+_SPECIAL_3RD = {
+    "have": "has",
+    "do": "does",
+    "go": "goes",
+    "don't": "doesn't",
+    "haven't": "hasn't",
+    "am": "is",
+    "be": "is",
+    "say": "says",
+}
 
 
 def _third_singular(verb: str) -> str | None:
@@ -65,8 +76,10 @@ def _agree(verb: str, singular: bool) -> str | None:
     return "is" if low == "am" else _third_singular(verb)
 
 
-_COMPOUND_SUBJECT = re.compile(r"(?:^|[,;:-]\s*)(?:my|his|her|their|the|a|an|[A-Z]\w+)(?:\s+[\w'-]+){0,2}\s+(?:and|&) I\b"
-                               r"|\bI (?:and|&) ")
+_COMPOUND_SUBJECT = re.compile(
+    r"(?:^|[,;:-]\s*)(?:my|his|her|their|the|a|an|[A-Z]\w+)(?:\s+[\w'-]+){0,2}\s+(?:and|&) I\b"
+    r"|\bI (?:and|&) "
+)
 
 
 def third_person(sentence: str, label: str) -> str | None:
@@ -101,8 +114,25 @@ def third_person(sentence: str, label: str) -> str | None:
                 nxt = _next_word(tokens, i)
                 if nxt == "been":
                     out.append(f"{subject} had")
-                elif nxt in {"love", "like", "say", "rather", "recommend", "suggest", "prefer", "be", "want", "need",
-                             "guess", "imagine", "think", "appreciate", "go", "do", "have"}:
+                elif nxt in {
+                    "love",
+                    "like",
+                    "say",
+                    "rather",
+                    "recommend",
+                    "suggest",
+                    "prefer",
+                    "be",
+                    "want",
+                    "need",
+                    "guess",
+                    "imagine",
+                    "think",
+                    "appreciate",
+                    "go",
+                    "do",
+                    "have",
+                }:
                     out.append(f"{subject} would")
                 else:
                     return None
@@ -180,29 +210,41 @@ def attribute(sentence: str, label: str, verb: str = "said") -> str:
     return f'{label} {verb}: "{body.replace(chr(34), chr(39))}"'
 
 
-
 _DECISION_SUBJECT = re.compile(
     r"^(?:let's|let us|(?:we|i)(?:'ll| will| shall|'re going to| are going to|'m going to| am going to|'ve| have|"
-    r"'re| are|'m| am)?)(?:\s+(?:just|also|finally|now|officially|definitely|all|already))*\s+", re.IGNORECASE)
-_DECISION_PAST = re.compile(r"^(?:decided|chose|chosen|opted|agreed|settled|picked|committed|switched|moved)\b",
-                            re.IGNORECASE)
-_IMPERATIVE = re.compile(r"^(?:use|go with|switch to|stick with|keep using|standardi[sz]e on|migrate to|move to|"
-                         r"adopt|pick|choose)\b", re.IGNORECASE)
+    r"'re| are|'m| am)?)(?:\s+(?:just|also|finally|now|officially|definitely|all|already))*\s+",
+    re.IGNORECASE,
+)
+_DECISION_PAST = re.compile(
+    r"^(?:decided|chose|chosen|opted|agreed|settled|picked|committed|switched|moved)\b", re.IGNORECASE
+)
+_IMPERATIVE = re.compile(
+    r"^(?:use|go with|switch to|stick with|keep using|standardi[sz]e on|migrate to|move to|"
+    r"adopt|pick|choose)\b",
+    re.IGNORECASE,
+)
 
 
 def decision_what(clause: str, label: str) -> str | None:
     """A decision's clause as "<label> decided to <what>", its object kept verbatim: "Let's use PostgreSQL 17
     for the billing service" -> "The user decided to use PostgreSQL 17 for the billing service". ``None`` when
     the clause does not start with a plain decision form (the caller quotes the sentence instead)."""
-    text = re.sub(r"^(?:(?:ok(?:ay)?|so|then|alright|right|yes|yeah|fine)\W+)+", "", normalise(clause).strip(),
-                  flags=re.IGNORECASE).rstrip(".!;:, ")
+    text = re.sub(
+        r"^(?:(?:ok(?:ay)?|so|then|alright|right|yes|yeah|fine)\W+)+",
+        "",
+        normalise(clause).strip(),
+        flags=re.IGNORECASE,
+    ).rstrip(".!;:, ")
     if m := _DECISION_SUBJECT.match(text):
-        rest = text[m.end():]
+        rest = text[m.end() :]
         if _DECISION_PAST.match(rest):  # "we decided to use X", "we've agreed to ..."
             what = rest
         elif re.match(r"going with\b|sticking with\b|staying with\b", rest, re.IGNORECASE):
-            what = "decided to " + {"going": "go", "sticking": "stick", "staying": "stay"}[rest.split()[0].lower()] \
-                + rest[len(rest.split()[0]):]
+            what = (
+                "decided to "
+                + {"going": "go", "sticking": "stick", "staying": "stay"}[rest.split()[0].lower()]
+                + rest[len(rest.split()[0]) :]
+            )
         elif m.group(0).strip() and _IMPERATIVE.match(rest):  # "let's use X", "we'll go with Y"
             what = "decided to " + rest
         else:

@@ -33,8 +33,12 @@ class SessionStartHook(BaseModel):
     """Claude Code's SessionStart hook input; fields other than ``cwd`` are allowed and not read."""
 
     model_config = ConfigDict(extra="allow")
-    cwd: str | None = Field(default=None, max_length=4096, pattern=NO_NUL,
-                            description="The project directory: recall shows this project's episodes.")
+    cwd: str | None = Field(
+        default=None,
+        max_length=4096,
+        pattern=NO_NUL,
+        description="The project directory: recall shows this project's episodes.",
+    )
 
 
 class SessionStartView(BaseModel):
@@ -43,20 +47,35 @@ class SessionStartView(BaseModel):
     open_items: list[int] = Field(description="Ids of the open items in the block.")
 
 
-@router.post("/v1/claude-code/session-start", response_model=None,
-             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}},
-                                          "application/json": {"schema": SessionStartView.model_json_schema()}},
-                              "description": "The block (text/plain), or with format=json the block and its ids."}})
-def session_start(body: SessionStartHook, request: Request,
-                  user_id: str = Query(min_length=1, max_length=256, pattern=NO_NUL),
-                  format: Literal["text", "json"] = Query(default="text"),
-                  key: ApiKey = Depends(scope("recall"))) -> PlainTextResponse | SessionStartView:
+@router.post(
+    "/v1/claude-code/session-start",
+    response_model=None,
+    responses={
+        200: {
+            "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "application/json": {"schema": SessionStartView.model_json_schema()},
+            },
+            "description": "The block (text/plain), or with format=json the block and its ids.",
+        }
+    },
+)
+def session_start(
+    body: SessionStartHook,
+    request: Request,
+    user_id: str = Query(min_length=1, max_length=256, pattern=NO_NUL),
+    format: Literal["text", "json"] = Query(default="text"),
+    key: ApiKey = Depends(scope("recall")),
+) -> PlainTextResponse | SessionStartView:
     """The SessionStart block of ``user_id`` in the project at ``cwd``: recent episodes, open items and
     sessions not yet summarised (no relevance: there is no prompt yet)."""
     recaller: Recaller = request.app.state.recaller
     result = start_recall(recaller, key.tenant_id, user_id, body.cwd)
     block = start_block(result)
     if format == "json":
-        return SessionStartView(block=block, episodes=[ep.id for ep in result.episodes] if block else [],
-                                open_items=[item.id for item in result.open_items] if block else [])
+        return SessionStartView(
+            block=block,
+            episodes=[ep.id for ep in result.episodes] if block else [],
+            open_items=[item.id for item in result.open_items] if block else [],
+        )
     return PlainTextResponse(block, media_type="text/plain; charset=utf-8")

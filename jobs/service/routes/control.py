@@ -40,45 +40,66 @@ def actor(key: ApiKey) -> str:
 
 
 @router.patch("/v1/episodes/{episode_id}", response_model=CorrectionResponse, responses=_ERRORS)
-def correct(request: Request, change: EpisodeCorrection, episode_id: int = EpisodeId, dry_run: bool = False,
-            key: ApiKey = Depends(scope("edit"))) -> CorrectionResponse:
+def correct(
+    request: Request,
+    change: EpisodeCorrection,
+    episode_id: int = EpisodeId,
+    dry_run: bool = False,
+    key: ApiKey = Depends(scope("edit")),
+) -> CorrectionResponse:
     """Correct one episode: its summary, an event's text or status, events dropped. The episode is
     re-embedded and re-indexed at once, the change is audited, and a later re-summarisation of the
     session keeps it."""
-    report = correct_episode(request.app.state.db, key.tenant_id, episode_id, change, actor=actor(key),
-                             dry_run=dry_run)
-    return CorrectionResponse(episode_id=episode_id, dry_run=dry_run, changes=report.changes,
-                              correction_ids=report.correction_ids, reindexed=report.reindexed)
+    report = correct_episode(request.app.state.db, key.tenant_id, episode_id, change, actor=actor(key), dry_run=dry_run)
+    return CorrectionResponse(
+        episode_id=episode_id,
+        dry_run=dry_run,
+        changes=report.changes,
+        correction_ids=report.correction_ids,
+        reindexed=report.reindexed,
+    )
 
 
 @router.delete("/v1/episodes/{episode_id}", response_model=EpisodeErasureResponse, responses=_ERRORS)
-def erase(request: Request, episode_id: int = EpisodeId, dry_run: bool = False,
-          key: ApiKey = Depends(scope("edit"))) -> EpisodeErasureResponse:
+def erase(
+    request: Request, episode_id: int = EpisodeId, dry_run: bool = False, key: ApiKey = Depends(scope("edit"))
+) -> EpisodeErasureResponse:
     """Erase one session episode (and the earlier versions of its session) with its events, entities
     and lineage; super-summaries that included it are rebuilt from the remaining sources. The
     transcript is kept but never summarised again."""
     report = forget_episode(request.app.state.db, key.tenant_id, episode_id, dry_run=dry_run)
-    supers = [SuperRebuild(id=s.id, period=s.label, outcome=report.rebuilt.get(s.id, "pending" if not dry_run else
-                                                                                 "not run"))
-              for s in report.supers if s.status == "current"]
-    return EpisodeErasureResponse(episode_id=episode_id, dry_run=dry_run, erased_ids=report.erased_ids,
-                                  counts=report.counts, erasure_ids=report.erasure_ids, super_summaries=supers)
+    supers = [
+        SuperRebuild(id=s.id, period=s.label, outcome=report.rebuilt.get(s.id, "pending" if not dry_run else "not run"))
+        for s in report.supers
+        if s.status == "current"
+    ]
+    return EpisodeErasureResponse(
+        episode_id=episode_id,
+        dry_run=dry_run,
+        erased_ids=report.erased_ids,
+        counts=report.counts,
+        erasure_ids=report.erasure_ids,
+        super_summaries=supers,
+    )
 
 
 def _pin_response(change: PinChange) -> PinResponse:
-    return PinResponse(episode_id=change.episode_id, user_id=change.user_id, pinned=change.pinned,
-                       changed=change.changed, super_summary_rebuilt=change.rebuilt)
+    return PinResponse(
+        episode_id=change.episode_id,
+        user_id=change.user_id,
+        pinned=change.pinned,
+        changed=change.changed,
+        super_summary_rebuilt=change.rebuilt,
+    )
 
 
 @router.put("/v1/episodes/{episode_id}/pin", response_model=PinResponse, responses=_ERRORS)
-def pin_episode(request: Request, episode_id: int = EpisodeId,
-                key: ApiKey = Depends(scope("edit"))) -> PinResponse:
+def pin_episode(request: Request, episode_id: int = EpisodeId, key: ApiKey = Depends(scope("edit"))) -> PinResponse:
     """Pin a session episode: it no longer decays in recall and is never compressed away."""
     return _pin_response(pin(request.app.state.db, key.tenant_id, episode_id))
 
 
 @router.delete("/v1/episodes/{episode_id}/pin", response_model=PinResponse, responses=_ERRORS)
-def unpin_episode(request: Request, episode_id: int = EpisodeId,
-                  key: ApiKey = Depends(scope("edit"))) -> PinResponse:
+def unpin_episode(request: Request, episode_id: int = EpisodeId, key: ApiKey = Depends(scope("edit"))) -> PinResponse:
     """Unpin an episode: it decays again, and the next compress run may take it into a super-summary."""
     return _pin_response(unpin(request.app.state.db, key.tenant_id, episode_id))

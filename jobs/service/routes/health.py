@@ -30,15 +30,23 @@ def _code_version() -> int:
     return migrate.code_version()
 
 
-@router.get("/readyz", response_model=Health, dependencies=[Depends(operator)], responses={503: {"description": "database unreachable or schema not current"}})
+@router.get(
+    "/readyz",
+    response_model=Health,
+    dependencies=[Depends(operator)],
+    responses={503: {"description": "database unreachable or schema not current"}},
+)
 def readyz(request: Request) -> Health:
     """The database answers and its schema is the one this code needs."""
     with request.app.state.db.admin() as conn:
         have = migrate.current_version(conn)
     if have != migrate.code_version():
-        raise ApiError(503, "schema_not_current",
-                       f"the database schema is at version {have}; this code needs {migrate.code_version()} "
-                       "(run `episodes init`)", headers={"Retry-After": "30"})
+        raise ApiError(
+            503,
+            "schema_not_current",
+            f"the database schema is at version {have}; this code needs {migrate.code_version()} (run `episodes init`)",
+            headers={"Retry-After": "30"},
+        )
     return Health(status="ok", schema_version=have)
 
 

@@ -18,12 +18,21 @@ def recall(body: RecallRequest, request: Request, key: ApiKey = Depends(scope("r
 
     Served by the process-wide recaller, so a user's copy stays warm between requests."""
     recaller: Recaller = request.app.state.recaller
-    result = recaller.recall(key.tenant_id, body.user_id, body.message, purpose=body.purpose,
-                             budget_tokens=body.budget_tokens, now=body.now)
+    result = recaller.recall(
+        key.tenant_id, body.user_id, body.message, purpose=body.purpose, budget_tokens=body.budget_tokens, now=body.now
+    )
     doc = result.to_dict()
     return RecallResponse(
-        block=doc["block"], tenant_id=doc["tenant_id"], user_id=doc["user_id"], purpose=doc["purpose"],
-        budget_tokens=doc["budget_tokens"], tokens=doc["tokens"], now=result.now, candidates=doc["candidates"],
-        nothing_relevant=doc["nothing_relevant"], episodes=doc["episodes"], open_items=doc["open_items"],
+        block=doc["block"],
+        tenant_id=doc["tenant_id"],
+        user_id=doc["user_id"],
+        purpose=doc["purpose"],
+        budget_tokens=doc["budget_tokens"],
+        tokens=doc["tokens"],
+        now=result.now,
+        candidates=doc["candidates"],
+        nothing_relevant=doc["nothing_relevant"],
+        episodes=doc["episodes"],
+        open_items=doc["open_items"],
         sessions=doc["sessions"],
     )

@@ -17,16 +17,24 @@ router = APIRouter(tags=["transcripts"], route_class=KeyFirstRoute)
 
 
 @router.post("/v1/transcripts", response_model=TranscriptsResponse)
-def post_transcripts(body: TranscriptsRequest, request: Request,
-                     key: ApiKey = Depends(scope("ingest"))) -> TranscriptsResponse:
+def post_transcripts(
+    body: TranscriptsRequest, request: Request, key: ApiKey = Depends(scope("ingest"))
+) -> TranscriptsResponse:
     """Validate and upsert each transcript on its own (the limits and idempotency of `episodes ingest`).
 
     A record without ``tenant_id`` gets the key's; a record naming another tenant is rejected. A
     closed session (``ended_at`` set) is summarised by `episodes serve` as usual."""
     db = request.app.state.db
-    report = ingest_records(db, from_objects(body.transcripts, db.settings.max_transcript_bytes),
-                            tenant_id=key.tenant_id, only_tenant=True)
-    results = sorted((TranscriptResult(index=int(o.location), result=o.result, reason=o.reason)
-                      for o in report.outcomes), key=lambda r: r.index)
-    return TranscriptsResponse(accepted=report.inserted + report.updated, unchanged=report.unchanged,
-                               rejected=len(report.rejected), results=results)
+    report = ingest_records(
+        db, from_objects(body.transcripts, db.settings.max_transcript_bytes), tenant_id=key.tenant_id, only_tenant=True
+    )
+    results = sorted(
+        (TranscriptResult(index=int(o.location), result=o.result, reason=o.reason) for o in report.outcomes),
+        key=lambda r: r.index,
+    )
+    return TranscriptsResponse(
+        accepted=report.inserted + report.updated,
+        unchanged=report.unchanged,
+        rejected=len(report.rejected),
+        results=results,
+    )

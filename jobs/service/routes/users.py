@@ -30,19 +30,27 @@ def _known(request: Request, key: ApiKey, user_id: str) -> None:
 
 
 @router.delete("/v1/users/{user_id}", response_model=ForgetResponse, responses=_NOT_FOUND)
-def forget(request: Request, user_id: str = UserId, keep_transcripts: bool = False, dry_run: bool = False,
-           key: ApiKey = Depends(scope("admin"))) -> ForgetResponse:
+def forget(
+    request: Request,
+    user_id: str = UserId,
+    keep_transcripts: bool = False,
+    dry_run: bool = False,
+    key: ApiKey = Depends(scope("admin")),
+) -> ForgetResponse:
     """Erase everything held about the user in one transaction, and record the erasure without the user id."""
     _known(request, key, user_id)
-    report = forget_user(request.app.state.db, key.tenant_id, user_id, keep_transcripts=keep_transcripts,
-                         dry_run=dry_run)
-    return ForgetResponse(user_id=user_id, erased=not dry_run, dry_run=dry_run, counts=report.counts,
-                          erasure_id=report.erasure_id)
+    report = forget_user(
+        request.app.state.db, key.tenant_id, user_id, keep_transcripts=keep_transcripts, dry_run=dry_run
+    )
+    return ForgetResponse(
+        user_id=user_id, erased=not dry_run, dry_run=dry_run, counts=report.counts, erasure_id=report.erasure_id
+    )
 
 
 @router.get("/v1/users/{user_id}/export", response_model=dict[str, Any], responses=_NOT_FOUND)
-def export(request: Request, user_id: str = UserId, with_embeddings: bool = False,
-           key: ApiKey = Depends(scope("export"))) -> dict[str, Any]:
+def export(
+    request: Request, user_id: str = UserId, with_embeddings: bool = False, key: ApiKey = Depends(scope("export"))
+) -> dict[str, Any]:
     """Everything held about the user as one JSON document (format episodes-user-export/1), raw transcripts
     and their metadata included: the key needs the ``export`` scope, which ``recall`` does not give."""
     _known(request, key, user_id)
