@@ -18,6 +18,7 @@ import httpx
 import psycopg
 import pytest
 import uvicorn
+from conftest import BACKENDS as BACKENDS  # re-exported: the service tests take it from here
 from conftest import _url_for
 
 from jobs.config import Settings
