@@ -37,11 +37,11 @@ from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
 from jobs.ingest import from_objects, ingest_records
-from jobs.models import estimate_tokens
 from jobs.prompts import inert, render
 from jobs.recall import RecalledEpisode, RecalledOpenItem, RecalledSession, Recaller
 from jobs.service.keys import create_key
 from jobs.summarize import run_summarize
+from jobs.tokens import estimate_tokens
 
 # --- the detector -------------------------------------------------------------------------------
 

@@ -56,10 +56,11 @@ from jobs.eval.answers import content_words, covers
 from jobs.eval.baseline import MessageIndex
 from jobs.eval.scratch import scratch_database
 from jobs.formats.locomo import parse_locomo_time
-from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens, search_text
+from jobs.models import EpisodeExtraction, KeyEvent, search_text
 from jobs.recall import Recall, RecallConfig, Recaller
 from jobs.recall.result import RecalledEpisode, line_macros
 from jobs.store import EpisodeRow, insert_episode
+from jobs.tokens import estimate_tokens
 
 TENANT = "locomo"
 RAW_TENANT = "locomo-raw"  # the oracle path's transcripts, read by the raw-message baseline only
