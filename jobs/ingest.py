@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -70,7 +70,7 @@ class IngestReport:
 
 # A record as read from a file, before validation: its location and either the parsed
 # object or the reason it could not be read.
-Raw = tuple[str, "dict | Rejection"]
+Raw = tuple[str, "dict[str, Any] | Rejection"]
 
 
 def _line_of(text: str, offset: int) -> int:
@@ -268,7 +268,7 @@ def from_objects(objects: Iterable[object], limit: int) -> Iterator[Raw]:
             yield where, obj if isinstance(obj, dict) else Rejection(where, "record is not a JSON object")
 
 
-def validate(where: str, raw: dict, settings: Settings, tenant_id: str | None) -> TranscriptIn | Rejection:
+def validate(where: str, raw: dict[str, Any], settings: Settings, tenant_id: str | None) -> TranscriptIn | Rejection:
     """One record in any accepted message shape, validated into the canonical form (tool output
     condensed to ``Settings.tool_result_chars``), within the message limits."""
     if tenant_id is not None and "tenant_id" not in raw:
@@ -424,7 +424,7 @@ def _reject(report: IngestReport, rejection: Rejection) -> None:
     report.outcomes.append(Outcome(rejection.location, "rejected", rejection.reason))
 
 
-def _count(report: IngestReport, where: str, row: dict | None) -> None:
+def _count(report: IngestReport, where: str, row: dict[str, Any] | None) -> None:
     if row is None:
         report.unchanged += 1
     elif row["inserted"]:
@@ -434,7 +434,7 @@ def _count(report: IngestReport, where: str, row: dict | None) -> None:
     report.outcomes.append(Outcome(where, "unchanged" if row is None else "accepted"))
 
 
-def _params(record: TranscriptIn, where: str, settings: Settings) -> dict:
+def _params(record: TranscriptIn, where: str, settings: Settings) -> dict[str, Any]:
     """The upsert's parameters. With EPISODES_STORE_REDACTED the messages are stored redacted; the
     content hash is still that of the record as sent, so re-ingesting it stays a no-op."""
     messages, _ = redact_messages(record.messages, enabled=settings.store_redacted)

@@ -334,7 +334,8 @@ def tool_input_schema(model: type[BaseModel] = EpisodeExtraction) -> dict[str, A
             return [inline(v) for v in node]
         return node
 
-    return inline(schema)
+    inlined: dict[str, Any] = inline(schema)  # a dict with every $ref replaced: still a dict
+    return inlined
 
 
 # ------------------------------------------------------------------------------------------------

@@ -115,7 +115,7 @@ class Recaller:
 
     def embed(self, opening_message: str) -> np.ndarray:
         """The query vector of an opening message (what :meth:`recall_vector` takes)."""
-        return self.embedder.embed([opening_message])[0]
+        return self.embedder.embed([opening_message])[0, :]
 
     def recall(
         self,
