@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import fake_anthropic as fa
 import pytest
+from support import fake_anthropic as fa
 
 from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor, prompt_version

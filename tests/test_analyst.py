@@ -25,13 +25,13 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-import fake_anthropic as fa
 import numpy as np
 import psycopg
 import pytest
 from conftest import BACKENDS
-from episode_responder import resolving_responder
 from psycopg import sql
+from support import fake_anthropic as fa
+from support.episode_responder import resolving_responder
 
 from jobs.config import Settings
 from jobs.db import Database, set_local
@@ -225,7 +225,7 @@ def _copy_examples(src_url: str, dst_url: str) -> None:
 def _cluster_examples(request: pytest.FixtureRequest, name: str | None) -> tuple[str, Callable[[], None] | None]:
     """The summarised examples on the Citus cluster: in a database ``name`` of their own (dropped by the
     returned function), or with ``name=None`` in the process's cluster database, emptied first."""
-    import citus_cluster
+    from support import citus_cluster
 
     if (reason := citus_cluster.unreachable()) is not None:
         pytest.skip(reason)

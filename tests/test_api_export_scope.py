@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import psycopg
 import pytest
-from api_server import serve
+from support.api_server import serve
 
 from jobs import migrate
 from jobs.db import Database

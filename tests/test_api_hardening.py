@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import psycopg
 import pytest
-from api_server import BACKENDS, backend_database, serve
+from support.api_server import BACKENDS, backend_database, serve
 
 from jobs import config, migrate
 from jobs.concepts import EVENT_TYPES

@@ -13,7 +13,7 @@ import time
 
 import httpx
 import psycopg
-from api_server import api_process
+from support.api_server import api_process
 
 from jobs.config import Settings
 from jobs.db import Database
@@ -117,7 +117,7 @@ def test_a_database_gone_answers_503_at_once(settings: Settings, db: Database, a
 def test_a_busy_pool_is_not_taken_for_a_database_gone(settings: Settings) -> None:
     """Every connection of the pool in use: that request answers 503 after its wait, but the database still
     takes a fresh connection, so the next requests are not refused without trying (the breaker stays shut)."""
-    from api_server import serve
+    from support.api_server import serve
 
     with Database(settings.with_(pool_size=1, pool_timeout_seconds=0.5)) as db, serve(db) as url:
         secret = create_key(db, "acme", ("recall",))[1]

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import psycopg
 import pytest
-from api_server import api_process
+from support.api_server import api_process
 
 from jobs import config
 from jobs.db import Database

@@ -12,7 +12,7 @@ import time
 import httpx
 import psycopg
 import pytest
-from api_server import api_process, serve
+from support.api_server import api_process, serve
 
 from jobs.config import Settings
 from jobs.db import Database

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from api_server import BACKENDS, backend_database, serve
+from support.api_server import BACKENDS, backend_database, serve
 
 from jobs import migrate
 from jobs.db import Database

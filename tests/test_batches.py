@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import fake_anthropic as fa
 import pytest
-from episode_responder import responder
 from psycopg.types.json import Jsonb
+from support import fake_anthropic as fa
+from support.episode_responder import responder
 
 from jobs.db import Database
 from jobs.embeddings import get_embedder
@@ -113,7 +113,7 @@ def test_failed_submission_returns_transcripts_to_the_queue(llm_db: Database, fa
 def _resolution_after_first_session(database: Database, fake: fa.FakeAnthropic, second: str, *, batch: bool) -> dict:
     """Summarise a first session live (it leaves an open commitment), then a second session that
     fulfils it, live or through a Message Batch; return how the commitment ended and what was sent."""
-    from episode_responder import resolving_responder
+    from support.episode_responder import resolving_responder
 
     from jobs.summarize import run_summarize
 

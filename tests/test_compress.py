@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import fake_anthropic as fa
 import pytest
 from click.testing import CliRunner
+from support import fake_anthropic as fa
 
 from jobs.cli import cli
 from jobs.compress import (

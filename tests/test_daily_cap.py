@@ -1,6 +1,6 @@
 """Spend you can see and cap: the daily token and session caps hold the queue for the next day in
 `run` and in serve's worker, per back end; `run --dry-run` prices the backlog without calling a model.
-The model is the real `openai` SDK against tests/fake_openai.py.
+The model is the real `openai` SDK against tests/support/fake_openai.py.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import fake_openai as fo
 import pytest
 from click.testing import CliRunner
 from psycopg.types.json import Jsonb
+from support import fake_openai as fo
 from test_openai_backend import MODEL, model_like
 
 from jobs.cli import cli

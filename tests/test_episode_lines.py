@@ -131,7 +131,7 @@ def test_a_hostile_line_is_quoted_as_data(db: Database, embedder) -> None:
 
 
 def _fact_responder(body: dict) -> dict:
-    from episode_responder import episode_for
+    from support.episode_responder import episode_for
 
     episode = episode_for(body)
     episode["key_events"].append(

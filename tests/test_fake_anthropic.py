@@ -16,35 +16,19 @@ from typing import Any
 
 import anthropic
 import pytest
-
-try:  # `python -m pytest` puts the repo root on sys.path; plain `pytest` only puts tests/
-    from tests.fake_anthropic import (
-        FakeAnthropic,
-        error,
-        hang,
-        max_tokens,
-        overloaded,
-        rate_limited,
-        raw,
-        refusal,
-        server_error,
-        text,
-        tool_use,
-    )
-except ModuleNotFoundError:
-    from fake_anthropic import (
-        FakeAnthropic,
-        error,
-        hang,
-        max_tokens,
-        overloaded,
-        rate_limited,
-        raw,
-        refusal,
-        server_error,
-        text,
-        tool_use,
-    )
+from support.fake_anthropic import (
+    FakeAnthropic,
+    error,
+    hang,
+    max_tokens,
+    overloaded,
+    rate_limited,
+    raw,
+    refusal,
+    server_error,
+    text,
+    tool_use,
+)
 
 MODEL = "claude-haiku-4-5"
 TOOL = {
@@ -251,7 +235,7 @@ def test_request_recording_and_raw_wire_format(fake: FakeAnthropic, client: anth
 
 
 def test_runs_as_a_separate_process() -> None:
-    script = Path(__file__).with_name("fake_anthropic.py")
+    script = Path(__file__).parent / "support" / "fake_anthropic.py"
     cmd = [
         sys.executable,
         str(script),
@@ -260,7 +244,7 @@ def test_runs_as_a_separate_process() -> None:
         "--latency",
         "0.1",
         "--responder",
-        "tests.fake_anthropic:echo_responder",
+        "support.fake_anthropic:echo_responder",
     ]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=script.parent.parent) as proc:
         try:

@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import fake_anthropic as fa
 import pytest
-from episode_responder import responder
 from psycopg.types.json import Jsonb
+from support import fake_anthropic as fa
+from support.episode_responder import responder
 
 from jobs.cli.status_view import render_status
 from jobs.db import Database
@@ -33,7 +33,7 @@ def add(db: Database, session: str, ended_at: str = "now()") -> None:
 
 
 def run_command(db: Database, fake: fa.FakeAnthropic) -> subprocess.CompletedProcess[str]:
-    """`episodes run` against the fake model service, with no SDK retries (tests/crash_worker.py)."""
+    """`episodes run` against the fake model service, with no SDK retries (tests/support/crash_worker.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
     env.update(
         DATABASE_URL=db.url,
@@ -45,7 +45,7 @@ def run_command(db: Database, fake: fa.FakeAnthropic) -> subprocess.CompletedPro
     return subprocess.run(
         [
             sys.executable,
-            str(Path(__file__).with_name("crash_worker.py")),
+            str(Path(__file__).parent / "support" / "crash_worker.py"),
             "-",
             "run",
             "--extractor",

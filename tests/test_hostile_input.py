@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from episode_responder import LINE, episode_for
+from support.episode_responder import LINE, episode_for
 
 from jobs.config import Settings
 from jobs.db import Database

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
-from waiting import wait_until
+from support.waiting import wait_until
 
 from jobs import logs
 from jobs.db import Database
@@ -168,8 +168,8 @@ def test_the_documented_insert_works_as_written(db: Database, embedder) -> None:
 
 
 def test_a_batch_backfill_dead_letters_a_garbage_row_and_submits_the_rest(db: Database, embedder) -> None:
-    import fake_anthropic as fa
-    from episode_responder import responder
+    from support import fake_anthropic as fa
+    from support.episode_responder import responder
 
     from jobs.extract.claude import AnthropicExtractor
     from jobs.summarize import BatchRunner

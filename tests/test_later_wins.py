@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-import fake_anthropic as fa
 import pytest
-from episode_responder import replacing_responder, responder
 from psycopg.types.json import Jsonb
+from support import fake_anthropic as fa
+from support.episode_responder import replacing_responder, responder
 
 from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor

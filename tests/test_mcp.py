@@ -21,12 +21,12 @@ import httpx
 import httpx2
 import psycopg
 import pytest
-from api_server import BACKENDS, backend_database, serve
-from conftest import _url_for
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
+from support.api_server import BACKENDS, backend_database, serve
+from support.databases import url_for
 
 from jobs.db import Database
 from jobs.ingest import from_objects, ingest_records
@@ -398,7 +398,7 @@ def test_stdio_a_lost_database_is_a_tool_error_and_the_session_survives(
 
     async def body() -> None:
         async with world.stdio(
-            "--tenant", "acme", "--user", "u-maria", database_url=_url_for(admin_url, name)
+            "--tenant", "acme", "--user", "u-maria", database_url=url_for(admin_url, name)
         ) as client:
             before = await client.call_tool("search_episodes", {})
             with psycopg.connect(admin_url, autocommit=True) as conn:

@@ -17,8 +17,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from api_server import scratch_database, serve
-from browser import CHROMIUM, Browser
+from support.api_server import scratch_database, serve
+from support.browser import CHROMIUM, Browser
 
 from jobs import config
 from jobs.db import Database

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import fake_anthropic as fa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import fake_anthropic as fa
 
 from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor
@@ -598,7 +598,7 @@ def test_both_shapes_summarise_through_the_fake_claude(
 
 def test_post_transcripts_takes_every_shape_and_names_unknown_fields(db: Database) -> None:
     import httpx
-    from api_server import serve
+    from support.api_server import serve
 
     from jobs.service.keys import create_key
 

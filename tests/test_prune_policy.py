@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from lifecycle_helpers import load, rows, session
+from support.lifecycle_helpers import load, rows, session
 
 from jobs import config
 from jobs.cli import cli

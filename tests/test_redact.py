@@ -23,7 +23,7 @@ from jobs.models import Message, Transcript
 from jobs.pii.redaction import KINDS, find, redact, redact_messages, redact_transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from redaction_corpus import CASES, HELD_OUT, NEGATIVE
+from support.redaction_corpus import CASES, HELD_OUT, NEGATIVE
 
 Scores = dict[str, Counter]
 

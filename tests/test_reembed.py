@@ -13,7 +13,7 @@ import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
-from lifecycle_helpers import load, rows, session
+from support.lifecycle_helpers import load, rows, session
 
 from jobs import migrate
 from jobs.cli import cli

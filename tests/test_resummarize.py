@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from lifecycle_helpers import RenamedExtractor, load, rows, session
+from support.lifecycle_helpers import RenamedExtractor, load, rows, session
 
 from jobs.cli import cli
 from jobs.compress import OfflineCompressor, run_compress

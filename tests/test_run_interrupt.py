@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
-from waiting import wait_until
+from support.waiting import wait_until
 
 from jobs.db import Database
 from jobs.extract import make_extractor

@@ -12,11 +12,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import fake_anthropic as fa
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
-from waiting import wait_until
+from support import fake_anthropic as fa
+from support.waiting import wait_until
 
 from jobs import logs
 from jobs.db import Database
@@ -248,9 +248,9 @@ def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subproc
         HF_HUB_OFFLINE="1",
     )
     base = ["run", "--concurrency", "1"] if "--concurrency" not in args else ["run"]
-    # `episodes run` with no SDK retries, a 5 s lease and the crash point armed (tests/crash_worker.py)
+    # `episodes run` with no SDK retries, a 5 s lease and the crash point armed (tests/support/crash_worker.py)
     return subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("crash_worker.py")), crash_at or "-", *base, *args],
+        [sys.executable, str(Path(__file__).parent / "support" / "crash_worker.py"), crash_at or "-", *base, *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -18,13 +18,13 @@ import threading
 import time
 from collections.abc import Iterator
 
-import citus_cluster
-import fake_anthropic as fa
 import psycopg
 import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
-from waiting import wait_until
+from support import citus_cluster
+from support import fake_anthropic as fa
+from support.waiting import wait_until
 
 from jobs import config
 from jobs.db import APP_ROLE, Database, set_local

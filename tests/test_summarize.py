@@ -9,11 +9,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-import fake_anthropic as fa
 import pytest
-from episode_responder import hallucinating_responder
 from psycopg.types.json import Jsonb
-from waiting import wait_until
+from support import fake_anthropic as fa
+from support.episode_responder import hallucinating_responder
+from support.waiting import wait_until
 
 from jobs.db import Database
 from jobs.embeddings import MiniLMEmbedder
@@ -287,7 +287,7 @@ def test_transcript_cannot_forge_its_delimiters(llm_db: Database, fake, embedder
 
 
 def test_later_session_resolves_earlier_open_items(llm_db: Database, fake, embedder) -> None:
-    from episode_responder import resolving_responder
+    from support.episode_responder import resolving_responder
 
     add(llm_db, "first")  # yields a commitment ("I'll send the invoice by Friday"), status open
     run(llm_db, embedder)
@@ -316,7 +316,7 @@ def test_a_re_summarised_session_may_resolve_its_items_again(llm_db: Database, f
     """The session that resolved an earlier item changes and is summarised again: the item is
     offered again (its resolution by the old episode is undone when the new one is written) and the
     new episode resolves it."""
-    from episode_responder import resolving_responder
+    from support.episode_responder import resolving_responder
 
     add(llm_db, "first")  # leaves an open commitment
     run(llm_db, embedder)

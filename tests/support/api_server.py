@@ -19,12 +19,12 @@ import psycopg
 import pytest
 import uvicorn
 from conftest import BACKENDS as BACKENDS  # re-exported: the service tests take it from here
-from conftest import _url_for
 
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.service.app import create_app
 from jobs.service.auth import RateLimiter
+from support.databases import url_for
 
 
 @contextmanager
@@ -67,7 +67,7 @@ def scratch_database(admin_url: str, template_db: str, name: str, **settings: An
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    db = Database(Settings(database_url=_url_for(admin_url, name), **settings))
+    db = Database(Settings(database_url=url_for(admin_url, name), **settings))
     try:
         yield db
     finally:
@@ -92,9 +92,8 @@ def backend_database(request: pytest.FixtureRequest, name: str, **settings: Any)
         ) as db:
             yield db
         return
-    import citus_cluster
-
     from jobs.recall import close_recallers
+    from support import citus_cluster
 
     url = request.getfixturevalue("citus_url")
     citus_cluster.empty(url)
