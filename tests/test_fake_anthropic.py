@@ -29,6 +29,7 @@ from support.fake_anthropic import (
     text,
     tool_use,
 )
+from support.waiting import wait_until
 
 MODEL = "claude-haiku-4-5"
 TOOL = {
@@ -57,6 +58,12 @@ def client(fake: FakeAnthropic) -> Iterator[anthropic.Anthropic]:
 
 def ask(client: anthropic.Anthropic, **kwargs: Any) -> anthropic.types.Message:
     return client.messages.create(**{"model": MODEL, "max_tokens": 256, "messages": HELLO, **kwargs})
+
+
+def ended(client: anthropic.Anthropic, batch_id: str) -> anthropic.types.messages.MessageBatch | None:
+    """The batch once its processing has ended; None while it still runs."""
+    batch = client.messages.batches.retrieve(batch_id)
+    return batch if batch.processing_status == "ended" else None
 
 
 def test_forced_tool_use_round_trip(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
@@ -167,11 +174,8 @@ def test_batches_lifecycle(fake: FakeAnthropic, client: anthropic.Anthropic) -> 
     )
     assert batch.id.startswith("msgbatch_") and batch.processing_status == "in_progress"
     assert batch.request_counts.processing == 3 and batch.results_url is None
-    deadline = time.monotonic() + 5
     with make_client(fake) as other:  # state lives in the server, not the client
-        while (batch := other.messages.batches.retrieve(batch.id)).processing_status != "ended":
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        batch = wait_until(lambda: ended(other, batch.id), 5, "the batch to end", every=0.05)
     assert batch.ended_at is not None and batch.results_url.endswith(f"/v1/messages/batches/{batch.id}/results")
     assert batch.request_counts.succeeded == 2 and batch.request_counts.errored == 1
     results = {r.custom_id: r.result for r in client.messages.batches.results(batch.id)}
@@ -188,10 +192,7 @@ def test_batch_cancel_and_validation(fake: FakeAnthropic, client: anthropic.Anth
     req = {"params": {"model": MODEL, "max_tokens": 64, "messages": HELLO}}
     batch = client.messages.batches.create(requests=[{"custom_id": "x", **req}])
     assert client.messages.batches.cancel(batch.id).processing_status == "canceling"
-    deadline = time.monotonic() + 5
-    while (batch := client.messages.batches.retrieve(batch.id)).processing_status != "ended":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    batch = wait_until(lambda: ended(client, batch.id), 5, "the canceled batch to end", every=0.05)
     assert batch.request_counts.canceled == 1 and batch.cancel_initiated_at is not None
     assert [r.result.type for r in client.messages.batches.results(batch.id)] == ["canceled"]
     for bad in ([{"custom_id": "x", **req}, {"custom_id": "x", **req}], [{"custom_id": "no spaces", **req}]):

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from psycopg.types.json import Jsonb
 from support.api_server import api_process
 from support.databases import service_url
+from support.waiting import wait_until
 
 from jobs import config
 from jobs.cli import cli
@@ -213,12 +214,11 @@ def _activity(db: Database, application_name: str) -> list[dict[str, Any]]:
 def _wait_for_activity(
     db: Database, application_name: str, proc: subprocess.Popen[bytes] | None = None
 ) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 120
-    while not (rows := _activity(db, application_name)):
-        assert time.monotonic() < deadline, f"no connection named {application_name!r}"
+    def activity() -> list[dict[str, Any]]:
         assert proc is None or proc.poll() is None, "the process ended"
-        time.sleep(0.2)
-    return rows
+        return _activity(db, application_name)
+
+    return wait_until(activity, 120, f"a connection named {application_name!r}", every=0.2)
 
 
 @pytest.mark.slow  # `episodes api` in a process of its own
@@ -440,15 +440,14 @@ def test_episodes_serve_summarizes_as_the_login_role(db: Database, service_db: D
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 180
-        while True:
+
+        def summarised() -> bool:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else "serve ended"
             with db.admin() as conn:
                 done = conn.execute("SELECT count(*) AS n FROM episodes WHERE session_id = 's-serve'").fetchone()
-            if done == {"n": 1}:
-                break
-            assert time.monotonic() < deadline, "serve summarised nothing"
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else "serve ended"
-            time.sleep(0.3)
+            return done == {"n": 1}
+
+        wait_until(summarised, 180, "serve to summarise session s-serve", every=0.3)
         users = {r["usename"] for r in _activity(db, "episodes serve")}
     finally:
         proc.terminate()
