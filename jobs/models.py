@@ -334,8 +334,7 @@ def tool_input_schema(model: type[BaseModel] = EpisodeExtraction) -> dict[str, A
             return [inline(v) for v in node]
         return node
 
-    inlined: dict[str, Any] = inline(schema)  # a dict with every $ref replaced: still a dict
-    return inlined
+    return dict(inline(schema))  # the schema with every $ref replaced: a dict still
 
 
 # ------------------------------------------------------------------------------------------------
