@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import importlib.util
 import json
 import os
 from collections.abc import Iterator
@@ -89,6 +90,7 @@ LEGACY_KEYS = {
 }
 # The keys to_dict() had and the HTTP copy left out; the typed answer has them too (one shape everywhere).
 ADDED_KEYS = {"opening_message", "purposes", "earlier"}
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -269,3 +271,23 @@ def test_mcp_sends_the_same_fields_as_http(service: Service) -> None:
         name: sorted(doc[name]["properties"]) for name in tool.output_schema["$defs"]
     }
     assert sorted(tool.output_schema["properties"]) == sorted(doc["Recall"]["properties"])
+
+
+def test_the_http_reference_shows_every_field_of_the_answer(service: Service) -> None:
+    """docs/http-reference.md is rendered from the document (docs/hooks/http_reference.py): a section per
+    result type, a row per field with its type, and the episodes linked to their section."""
+    spec = importlib.util.spec_from_file_location("http_reference", ROOT / "docs" / "hooks" / "http_reference.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    doc = httpx.get(f"{service.url}/openapi.json", timeout=60).json()
+    page: str = hook.render(doc)
+    assert "| 200 | Successful Response | [Recall](#schema-recall) |" in page
+    for name in ("Recall", "RecalledEpisode", "RecalledLine", "RecalledOpenItem", "RecalledSession"):
+        section = page.split(f"### {name} {{#schema-{name.lower()}}}\n", 1)[1].split("\n### ", 1)[0]
+        rows = [line for line in section.splitlines() if line.startswith("| `")]
+        assert [row.split("`")[1] for row in rows] == list(doc["components"]["schemas"][name]["properties"]), name
+        assert all("| yes |" in row for row in rows), name
+    assert "| `episodes` | array of [RecalledEpisode](#schema-recalledepisode) | yes |" in page
+    assert "| `lines` | array of [RecalledLine](#schema-recalledline) | yes |" in page
+    assert "| `when` | string | yes | The day of its session" in page

@@ -174,7 +174,7 @@ class RecalledSession(Wire):
 
 @dataclass
 class Recall(Wire):
-    """The result of a recall: the <previous_episodes> block for the system prompt, the chosen episodes
+    """The result of a recall: the ``<previous_episodes>`` block for the system prompt, the chosen episodes
     (oldest first) with their scores and reasons, the open items and the sessions not yet summarised."""
 
     computed = ("tokens", "earlier", "block")
@@ -220,7 +220,7 @@ class Recall(Wire):
 
     @cached_property
     def block(self) -> str:
-        """The <previous_episodes> block for the system prompt ('' if none fits the budget)."""
+        """The ``<previous_episodes>`` block for the system prompt ("" if none fits the budget)."""
         block = render_block(
             self.now,
             self.episodes,
