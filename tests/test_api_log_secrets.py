@@ -19,7 +19,8 @@ from support.api_server import api_process
 
 from jobs import config
 from jobs.db import Database
-from jobs.ingest import from_objects, ingest_records
+from jobs.formats.records import from_objects
+from jobs.ingest import ingest_records
 from jobs.service.keys import create_key
 
 PASSWORD = "Pw-0f-the-database-9d41c7"

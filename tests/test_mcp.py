@@ -29,7 +29,8 @@ from support.api_server import BACKENDS, backend_database, serve
 from support.databases import url_for
 
 from jobs.db import Database
-from jobs.ingest import from_objects, ingest_records
+from jobs.formats.records import from_objects
+from jobs.ingest import ingest_records
 from jobs.service.keys import create_key
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (the `world` fixture's params)

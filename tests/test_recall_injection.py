@@ -36,7 +36,8 @@ from test_mcp import _http_transport
 from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
-from jobs.ingest import from_objects, ingest_records
+from jobs.formats.records import from_objects
+from jobs.ingest import ingest_records
 from jobs.prompts import inert, render
 from jobs.recall import RecalledEpisode, RecalledOpenItem, RecalledSession, Recaller
 from jobs.service.keys import create_key
