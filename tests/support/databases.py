@@ -12,7 +12,7 @@ def url_for(admin_url: str, dbname: str) -> str:
     """``admin_url`` with its database name replaced by ``dbname``."""
     info = psycopg.conninfo.conninfo_to_dict(admin_url)
     info["dbname"] = dbname
-    return psycopg.conninfo.make_conninfo("", **info)  # type: ignore[arg-type]
+    return psycopg.conninfo.make_conninfo("", **info)
 
 
 def service_url(db_url: str) -> str:
@@ -20,4 +20,4 @@ def service_url(db_url: str) -> str:
     info = psycopg.conninfo.conninfo_to_dict(db_url)
     info["user"] = SERVICE_ROLE
     info.pop("password", None)
-    return psycopg.conninfo.make_conninfo("", **info)  # type: ignore[arg-type]
+    return psycopg.conninfo.make_conninfo("", **info)
