@@ -17,6 +17,7 @@ from conftest import ROOT
 
 from jobs.cli import cli
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.extract.offline import OfflineExtractor
 from jobs.formats.claude_code import project_purpose, read_session_file
 from jobs.ingest import ingest
@@ -231,7 +232,9 @@ def test_open_session_then_grown_file_replaces_never_doubles(db: Database, tmp_p
     assert (again.inserted, again.updated, again.unchanged) == (0, 0, 1)
 
 
-def test_multi_megabyte_session_is_stored_within_limits_and_summarises(db: Database, tmp_path: Path, embedder) -> None:
+def test_multi_megabyte_session_is_stored_within_limits_and_summarises(
+    db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
     lines: list[dict] = [
         user(0, "The nightly import job is failing. We'll go with retrying each batch three times before giving up.")
     ]

@@ -22,7 +22,7 @@ from test_serve_claude_code_sync import _old_session
 from jobs.claude_code.places import log_file, state_dir
 from jobs.claude_code.session_state import SessionState, save
 from jobs.cli import cli
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.ingest import ingest_records
 from jobs.rights.forget import forget_user
 from jobs.service.keys import create_key
@@ -104,7 +104,7 @@ def test_kept_transcripts_are_not_requeued_by_a_new_upload(db: Database, tmp_pat
     again = _run("ingest", str(path))
     assert again.exit_code == 1 and "erased on" in again.stderr, again.output
     with db.tenant("acme") as conn:
-        row = conn.execute("SELECT status, messages FROM transcripts WHERE tenant_id = 'acme'").fetchone()
+        row = one(conn.execute("SELECT status, messages FROM transcripts WHERE tenant_id = 'acme'"))
     assert row["status"] == "done" and row["messages"][0]["content"] == "Book the Zanzibar tour."
 
 

@@ -15,7 +15,7 @@ from support import fake_anthropic as fa
 from support.episode_responder import responder
 
 from jobs.cli.status_view import render_status
-from jobs.db import Database
+from jobs.db import Database, one
 
 MESSAGES = [
     {"role": "user", "content": "We'll go with the Team plan at $49 per seat."},
@@ -71,7 +71,7 @@ def test_run_exits_1_saying_so_when_every_model_call_failed(db: Database, fake: 
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("episodes: ")]
     assert "every model call of this run failed (2 of 2" in line and "ANTHROPIC_API_KEY" in line, line
     with db.admin() as conn:
-        run = conn.execute("SELECT status, error FROM job_runs WHERE job = 'summarize'").fetchone()
+        run = one(conn.execute("SELECT status, error FROM job_runs WHERE job = 'summarize'"))
         states = {r["status"] for r in conn.execute("SELECT status FROM transcripts")}
     assert run["status"] == "failed" and run["error"].startswith("every model call of this run failed"), run
     assert states == {"pending"}  # still queued for the next run

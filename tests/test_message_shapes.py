@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from support import fake_anthropic as fa
 
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
 from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
@@ -517,7 +518,7 @@ def stored(db: Database) -> dict[str, dict]:
 
 
 def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(
-    db: Database, tmp_path: Path, embedder
+    db: Database, tmp_path: Path, embedder: Embedder
 ) -> None:
     path = write(
         tmp_path,
@@ -573,7 +574,7 @@ def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(
 
 
 def test_both_shapes_summarise_through_the_fake_claude(
-    llm_db: Database, fake: fa.FakeAnthropic, tmp_path: Path, embedder
+    llm_db: Database, fake: fa.FakeAnthropic, tmp_path: Path, embedder: Embedder
 ) -> None:
     fixed = {k: v for k, v in OPENAI_RECORD.items() if k != "endedAt"} | {"ended_at": OPENAI_RECORD["endedAt"]}
     assert ingest(llm_db, [write(tmp_path, [ANTHROPIC_RECORD, fixed])]).inserted == 2

@@ -9,6 +9,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from jobs import migrate
+from jobs.db import one
 from jobs.errors import EmbeddingDimensionMismatch, SchemaTooNew
 from jobs.resources import sql_dir
 from jobs.sql import query
@@ -149,13 +150,11 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
             "AND attrelid::regclass::text IN ('episodes', 'transcripts')"
         ).fetchone()[0]
         assert conn.execute("SELECT tenant_id, user_id, version FROM recall_versions").fetchall() == [("acme", "u1", 1)]
-        first_read = (
-            conn.cursor(row_factory=dict_row)
-            .execute(
+        first_read = one(
+            conn.cursor(row_factory=dict_row).execute(
                 query("recall_changes"),
                 {"tenant_id": "acme", "user_id": "u1", "since": 0, "epoch": None, "query_text": "plan"},
             )
-            .fetchone()
         )
         assert first_read["changed"] == 1  # a first recall reads the candidate written before the upgrade (the year)
         with conn.transaction():

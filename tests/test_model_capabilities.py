@@ -9,6 +9,7 @@ from support import fake_anthropic as fa
 from test_summarize import add, run, state
 
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.llm.prices import model_id
 from jobs.llm.tools import NO_FORCED_TOOL_CHOICE
 
@@ -17,7 +18,7 @@ from jobs.llm.tools import NO_FORCED_TOOL_CHOICE
 def test_a_model_that_refuses_forced_tools_is_asked_to_call_the_tool(
     llm_db: Database,
     fake: fa.FakeAnthropic,
-    embedder,
+    embedder: Embedder,
     model: str,
 ) -> None:
     db = Database(llm_db.settings.with_(model=model), url=llm_db.url)
@@ -33,7 +34,7 @@ def test_a_model_that_refuses_forced_tools_is_asked_to_call_the_tool(
     assert state(llm_db)["episodes"] == 1
 
 
-def test_other_models_keep_the_forced_tool_choice(llm_db: Database, fake: fa.FakeAnthropic, embedder) -> None:
+def test_other_models_keep_the_forced_tool_choice(llm_db: Database, fake: fa.FakeAnthropic, embedder: Embedder) -> None:
     add(llm_db, "s1")
     run(llm_db, embedder)
     assert fake.calls()[0].body["tool_choice"] == {"type": "tool", "name": "record_episode"}

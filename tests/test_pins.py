@@ -12,6 +12,7 @@ from support.lifecycle_helpers import RenamedExtractor, load, rows, session
 from jobs.cli import cli
 from jobs.compress import OfflineCompressor, run_compress
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.errors import EpisodeNotFound, EpisodesError
 from jobs.lifecycle import Selection, pin, unpin
 from jobs.lifecycle.resummarize import resummarize
@@ -30,7 +31,9 @@ def _episode(db: Database, session_id: str) -> int:
     return rows(db, "SELECT id FROM episodes WHERE session_id = %s AND status = 'current'", session_id)[0]["id"]
 
 
-def test_a_pinned_episode_does_not_decay_and_the_copy_sees_the_pin(db: Database, tmp_path: Path, embedder) -> None:
+def test_a_pinned_episode_does_not_decay_and_the_copy_sees_the_pin(
+    db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
     load(db, tmp_path, [session(i) for i in range(3)], embedder)
     recaller = Recaller(db, embedder)  # one in-process copy for all three recalls
     target = _episode(db, "acme-u1-0")
@@ -48,7 +51,7 @@ def test_a_pinned_episode_does_not_decay_and_the_copy_sees_the_pin(db: Database,
     assert score() == pytest.approx(before, rel=1e-12)
 
 
-def test_pinned_sources_stay_out_of_super_summaries(db: Database, tmp_path: Path, embedder) -> None:
+def test_pinned_sources_stay_out_of_super_summaries(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(4)], embedder)
     compress = {"now": NOW, "compressor": OfflineCompressor(embedder), "embedder": embedder}
     kept = _episode(db, "acme-u1-0")
@@ -78,7 +81,7 @@ def _lineage(db: Database) -> int:
     )[0]["n"]
 
 
-def test_pin_survives_resummarising_and_pruning_policies(db: Database, tmp_path: Path, embedder) -> None:
+def test_pin_survives_resummarising_and_pruning_policies(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(2)], embedder)
     old = _episode(db, "acme-u1-0")
     pin(db, "acme", old)
@@ -99,7 +102,7 @@ def test_pin_survives_resummarising_and_pruning_policies(db: Database, tmp_path:
         pin(db, "acme", old)
 
 
-def test_tenant_scoped_errors(db: Database, tmp_path: Path, embedder) -> None:
+def test_tenant_scoped_errors(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(0), session(1), session(0, tenant="other")], embedder)
     theirs = _episode(db, "other-u1-0")
     for unknown in (theirs, 10**9):
@@ -114,7 +117,7 @@ def test_tenant_scoped_errors(db: Database, tmp_path: Path, embedder) -> None:
         pin(db, "acme", super_id)
 
 
-def test_cli(db: Database, tmp_path: Path, embedder) -> None:
+def test_cli(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(0)], embedder)
     target = _episode(db, "acme-u1-0")
     runner = CliRunner()

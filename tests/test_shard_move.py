@@ -27,7 +27,7 @@ from support import fake_anthropic as fa
 from support.waiting import wait_until
 
 from jobs import config
-from jobs.db import APP_ROLE, Database, set_local
+from jobs.db import APP_ROLE, Database, one, set_local
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest_records
 from jobs.recall.index import RecallIndex
@@ -183,9 +183,11 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
 
         def unfinished() -> int:
             with cluster_db.admin() as conn:
-                return conn.execute(
-                    "SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'", (TENANT,)
-                ).fetchone()["n"]
+                return one(
+                    conn.execute(
+                        "SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'", (TENANT,)
+                    )
+                )["n"]
 
         wait_until(lambda: not unfinished(), 120, "every session summarised", every=0.5)
         after = checker.checks
