@@ -13,8 +13,11 @@ episode id is "not found".
 
 The tools call what the REST routes call: :mod:`jobs.service.reads` in ``Database.tenant``, the
 process-wide :class:`~jobs.recall.Recaller`, and :func:`jobs.rights.erase_episode.forget_episode`.
-``recall_memory`` answers the block as its text, for the model, and the whole result as its structured
-content, the same JSON as ``POST /v1/recall`` (:class:`jobs.recall.result.Recall`). Failures are
+``recall_memory`` answers the block of the recall result that ``POST /v1/recall`` sends
+(:class:`jobs.recall.result.Recall`), as text and nothing else: Claude Code hands a tool's
+``structuredContent``, when there is one, to the model in place of its text (anthropics/claude-code
+issues 55677 and 79944), which would put the result's fields, raw stored text outside the block's
+quoting, into the model's context instead of the block. Failures are
 MCP tool errors (``is_error`` with one line the model can act on: not found, forbidden, invalid
 argument, database unavailable); the session carries on with the next call.
 """
@@ -30,8 +33,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from jobs.concepts import (
@@ -46,7 +48,6 @@ from jobs.concepts import (
 from jobs.db import Database
 from jobs.errors import EpisodeNotFound, SuperSummaryNotErasable
 from jobs.recall import Recaller
-from jobs.recall.result import recall_adapter
 from jobs.rights.erase_episode import forget_episode
 from jobs.service import reads
 from jobs.service.errors import DATABASE_OUTAGES
@@ -159,7 +160,7 @@ class MemoryTools:
         budget_tokens: Annotated[
             int, Field(ge=MIN_BUDGET_TOKENS, le=MAX_BUDGET_TOKENS, description="Size limit of the block.")
         ] = DEFAULT_BUDGET_TOKENS,
-    ) -> CallToolResult:
+    ) -> str:
         """Call this once at the start of a conversation, with the user's first message, before answering.
 
         Returns a <previous_episodes> block: this user's most recent past conversations and the ones most
@@ -170,12 +171,10 @@ class MemoryTools:
             result = self.recaller.recall(
                 caller.tenant_id, caller.user_id, message, purpose=purpose, budget_tokens=budget_tokens
             )
-        text = result.render() or (
+        return result.render() or (
             f"(budget_tokens={budget_tokens} is too small to hold the memory block; "
             f"ask with at least {result.minimum_budget})"
         )
-        # The model reads the text; a client gets the whole result, as POST /v1/recall answers it.
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result.to_dict())
 
     def search_episodes(
         self,
@@ -334,13 +333,10 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 def build_server(db: Database, recaller: Recaller, caller_of: CallerOf) -> MCPServer:
     """The MCP server of the memory: five tools over ``db``, speaking for ``caller_of(ctx)``."""
     tools = MemoryTools(db, recaller, caller_of)
-    recall = Tool.from_function(tools.recall_memory, annotations=READ_ONLY)
-    # Its structured output is the recall result; the SDK would derive a schema of the fields alone, without
-    # the block and the other computed ones, so the tool publishes the schema that POST /v1/recall documents.
-    recall.fn_metadata.output_schema = recall_adapter().json_schema(mode="serialization")
-    server = _Server(
-        "episodes", title="episodes: long-term memory", instructions=INSTRUCTIONS, version="1", tools=[recall]
-    )
+    server = _Server("episodes", title="episodes: long-term memory", instructions=INSTRUCTIONS, version="1")
+    # The block as text only: a str would also go out as structured content {"result": block}, which Claude
+    # Code gives the model instead, JSON-escaped (see the module's docstring).
+    server.add_tool(tools.recall_memory, annotations=READ_ONLY, structured_output=False)
     for fn in (tools.search_episodes, tools.list_events, tools.get_episode):
         server.add_tool(fn, annotations=READ_ONLY)
     server.add_tool(
