@@ -2,9 +2,9 @@
 it is rendered.
 
 These dataclasses are the one typed result from the recaller to the wire: ``POST /v1/recall`` answers a
-:class:`Recall` as it is, the MCP tool ``recall_memory`` sends it as its structured output, and
-``episodes recall --json`` prints it, all through :func:`recall_adapter` (pydantic, imported at first
-use: :mod:`jobs.recall.wire` says why). The block is rendered once per result, at first use, and kept.
+:class:`Recall` as it is and ``episodes recall --json`` prints the same JSON, both through
+:func:`recall_adapter` (pydantic, imported at first use: :mod:`jobs.recall.wire` says why); the MCP tool
+``recall_memory`` answers its block. The block is rendered once per result, at first use, and kept.
 
 The block is ``prompts/previous_episodes.j2``. Fitting measures each line with the template's own
 macros (:func:`line_macros`) and the block's fixed part once (:func:`skeleton_chars`), so the

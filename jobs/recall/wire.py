@@ -1,5 +1,5 @@
 """How pydantic sees the recall result's dataclasses (:mod:`jobs.recall.result`): one typed object from
-the recaller to the HTTP answer, the MCP tool's structured output and ``episodes recall --json``.
+the recaller to the HTTP answer (and its OpenAPI document) and ``episodes recall --json``.
 
 The result types stay plain dataclasses, because what builds and renders them must not import
 pydantic: the Claude Code SessionStart hook recalls in a fresh process at every session start, and

@@ -18,8 +18,8 @@ def recall(body: RecallRequest, request: Request, key: ApiKey = Depends(scope("r
     """Recent and relevant episodes of the user, with open items, fitted to ``budget_tokens``.
 
     Served by the process-wide recaller, so a user's copy stays warm between requests. The answer is
-    the recaller's result itself (``Recall``), the JSON that ``episodes recall --json`` prints and the MCP
-    tool ``recall_memory`` sends as its structured content."""
+    the recaller's result itself (``Recall``), the JSON that ``episodes recall --json`` prints; the MCP tool
+    ``recall_memory`` answers its ``block``."""
     recaller: Recaller = request.app.state.recaller
     return recaller.recall(
         key.tenant_id, body.user_id, body.message, purpose=body.purpose, budget_tokens=body.budget_tokens, now=body.now
