@@ -24,6 +24,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -282,12 +283,12 @@ def ro_db(request: pytest.FixtureRequest) -> Iterator[Database]:
             drop()
 
 
-def owner(db: Database, sql: str, params: Sequence[object] | dict | None = None) -> list[dict]:
+def owner(db: Database, sql: str, params: Sequence[object] | dict[str, Any] | None = None) -> list[dict[str, Any]]:
     with db.admin() as conn:
         return conn.execute(sql, params).fetchall()
 
 
-def as_role(db: Database, role: str, sql: str, tenant: str | None = None) -> list[dict]:
+def as_role(db: Database, role: str, sql: str, tenant: str | None = None) -> list[dict[str, Any]]:
     """Run ``sql`` as ``role`` in a transaction, with episodes.tenant_id set when ``tenant`` is given."""
     with db.pool.connection() as conn:
         with conn.transaction():

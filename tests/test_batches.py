@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
@@ -110,7 +111,9 @@ def test_failed_submission_returns_transcripts_to_the_queue(llm_db: Database, fa
     assert batch["status"] == "failed"
 
 
-def _resolution_after_first_session(database: Database, fake: fa.FakeAnthropic, second: str, *, batch: bool) -> dict:
+def _resolution_after_first_session(
+    database: Database, fake: fa.FakeAnthropic, second: str, *, batch: bool
+) -> dict[str, Any]:
     """Summarise a first session live (it leaves an open commitment), then a second session that
     fulfils it, live or through a Message Batch; return how the commitment ended and what was sent."""
     from support.episode_responder import resolving_responder

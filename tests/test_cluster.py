@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from jobs.citus import cluster
 from jobs.cli import cli
+from jobs.db import one
 
 pytestmark = pytest.mark.slow  # needs the Citus cluster (skips without it)
 
@@ -83,4 +84,4 @@ def test_reembed_refuses_on_a_cluster_and_says_what_to_do(citus_url: str, monkey
     assert result.exit_code != 0
     assert "does not run on a Citus cluster yet" in result.output and "Re-embed before distributing" in result.output
     with psycopg.connect(citus_url) as conn:  # nothing was started
-        assert conn.execute("SELECT count(*) FROM reembed_state").fetchone()[0] == 0
+        assert one(conn.execute("SELECT count(*) FROM reembed_state"))[0] == 0

@@ -205,7 +205,7 @@ def snapshot(db: Database) -> dict[str, str]:
         }
 
 
-def supers(db: Database, status: str = "current") -> list[dict]:
+def supers(db: Database, status: str = "current") -> list[dict[str, Any]]:
     with db.admin() as conn:
         return conn.execute(
             "SELECT * FROM episodes WHERE kind = 'super' AND status = %s ORDER BY id", (status,)

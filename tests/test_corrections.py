@@ -8,6 +8,8 @@ session's re-summarisation.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from click.testing import CliRunner
 from psycopg.types.json import Jsonb
@@ -42,12 +44,12 @@ def add(db: Database, session: str, tenant: str = "acme", user: str = "u1") -> N
         )
 
 
-def summarise(db: Database, embedder: Embedder) -> dict:
+def summarise(db: Database, embedder: Embedder) -> dict[str, Any]:
     with AnthropicExtractor(db.settings) as extractor:
         return run_summarize(db, extractor=extractor, embedder=embedder).counts
 
 
-def current(db: Database, session: str = "s1") -> dict:
+def current(db: Database, session: str = "s1") -> dict[str, Any]:
     """The session's current episode with its events (by ordinal) and its text-search lexemes."""
     with db.admin() as conn:
         episode = one(
@@ -63,7 +65,7 @@ def current(db: Database, session: str = "s1") -> dict:
     return {**episode, "events": events}
 
 
-def by_type(episode: dict, kind: str) -> dict:
+def by_type(episode: dict[str, Any], kind: str) -> dict[str, Any]:
     (event,) = [e for e in episode["events"] if e["type"] == kind]
     return event
 

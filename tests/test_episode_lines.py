@@ -5,6 +5,7 @@ episode, and stored text in them cannot forge the block."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
@@ -25,7 +26,7 @@ from jobs.summarize import run_summarize
 NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
 
 
-def _add(db: Database, session: str, messages: list[dict], day: str, user: str = "u1") -> None:
+def _add(db: Database, session: str, messages: list[dict[str, Any]], day: str, user: str = "u1") -> None:
     with db.tenant("acme") as conn:
         conn.execute(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, content_hash) "
@@ -132,7 +133,7 @@ def test_a_hostile_line_is_quoted_as_data(db: Database, embedder: Embedder) -> N
     check_block(result.render())
 
 
-def _fact_responder(body: dict) -> dict:
+def _fact_responder(body: dict[str, Any]) -> dict[str, Any]:
     from support.episode_responder import episode_for
 
     episode = episode_for(body)

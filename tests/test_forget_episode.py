@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluste
 ZOE = "u-zoe-7731"
 
 
-def record(tenant: str, session: str, day: str, said: str) -> dict:
+def record(tenant: str, session: str, day: str, said: str) -> dict[str, Any]:
     return {
         "tenant_id": tenant,
         "user_id": ZOE,
@@ -196,7 +197,7 @@ def test_resolutions_and_replacements_by_an_erased_episode_are_undone(
 def test_not_found_super_and_dry_run_change_nothing(llm_db: Database, tmp_path: Path, embedder: Embedder) -> None:
     ids = populate(llm_db, tmp_path, embedder)
 
-    def everything() -> dict:
+    def everything() -> dict[str, Any]:
         return {"rows": snapshot(llm_db, "true", ()), "erasures": _count(llm_db, "erasures")}
 
     before = everything()

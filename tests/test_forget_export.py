@@ -14,6 +14,7 @@ import json
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -41,7 +42,7 @@ BOB_WORDS = ["Reykjavik", "kohlrabi"]
 GLOBEX_WORDS = ["Patagonia", "axolotl"]  # Zoe's sessions in the other tenant
 
 
-def record(tenant: str, user: str, session: str, day: str, lines: list[tuple[str, str]]) -> dict:
+def record(tenant: str, user: str, session: str, day: str, lines: list[tuple[str, str]]) -> dict[str, Any]:
     return {
         "tenant_id": tenant,
         "user_id": user,

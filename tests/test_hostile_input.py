@@ -55,7 +55,7 @@ DROP = "'; DROP TABLE episodes; --"
 VICTIM = "u-victim"
 
 
-def rec(session: str, *contents: str, tenant: str = "acme", user: str = "u-mallory", **extra: Any) -> dict:
+def rec(session: str, *contents: str, tenant: str = "acme", user: str = "u-mallory", **extra: Any) -> dict[str, Any]:
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": c} for i, c in enumerate(contents)]
     return {
         "tenant_id": tenant,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import LOCOMO, NO_LOCOMO
@@ -14,7 +15,7 @@ from jobs.ingest import ingest
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 
-def transcript(session: str = "s1", **overrides: object) -> dict:
+def transcript(session: str = "s1", **overrides: object) -> dict[str, Any]:
     record = {
         "tenant_id": "acme",
         "user_id": "u1",

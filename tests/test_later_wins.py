@@ -4,6 +4,7 @@ Message Batches, over the real SDK against the fake server: offered, grounded, w
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
@@ -29,7 +30,7 @@ SECOND = [
 ]
 
 
-def _add(db: Database, session: str, messages: list[dict], day: int, content_hash: str | None = None) -> None:
+def _add(db: Database, session: str, messages: list[dict[str, Any]], day: int, content_hash: str | None = None) -> None:
     with db.tenant("acme") as conn:
         conn.execute(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, content_hash) "
@@ -54,7 +55,7 @@ def _summarise(db: Database, embedder: Embedder, *, batch: bool = False) -> None
             assert run_summarize(db, extractor=claude, embedder=embedder).counts["done"] == 1
 
 
-def _decisions(db: Database) -> dict[str, dict]:
+def _decisions(db: Database) -> dict[str, dict[str, Any]]:
     """analyst.decisions as the operator sees it, by session."""
     with db.pool.connection() as conn, conn.transaction(), analyst_role(conn, OPERATOR_ROLE):
         rows = conn.execute(
@@ -64,7 +65,7 @@ def _decisions(db: Database) -> dict[str, dict]:
     return {r["session_id"]: r for r in rows}
 
 
-def _reversal(db: Database, fake: fa.FakeAnthropic, embedder: Embedder, *, batch: bool) -> dict:
+def _reversal(db: Database, fake: fa.FakeAnthropic, embedder: Embedder, *, batch: bool) -> dict[str, Any]:
     """A first session decides Team; a second (live or batch) switches to Business."""
     _add(db, "first", FIRST, 4)
     _summarise(db, embedder)

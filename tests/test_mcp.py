@@ -28,7 +28,7 @@ from mcp_types import CallToolResult
 from support.api_server import BACKENDS, backend_database, serve
 from support.databases import url_for
 
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.formats.records import from_objects
 from jobs.ingest import ingest_records
 from jobs.service.keys import create_key
@@ -238,10 +238,12 @@ def test_http_another_users_or_tenants_episode_is_not_found(world: World) -> Non
         assert not own.is_error
         with world.db.admin() as conn:  # nothing was erased
             assert (
-                conn.execute(
-                    "SELECT count(*) AS n FROM episodes WHERE id = ANY(%s)",
-                    ([world.episodes["g1"], world.episodes["o1"]],),
-                ).fetchone()["n"]
+                one(
+                    conn.execute(
+                        "SELECT count(*) AS n FROM episodes WHERE id = ANY(%s)",
+                        ([world.episodes["g1"], world.episodes["o1"]],),
+                    )
+                )["n"]
                 == 2
             )
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from support.lifecycle_helpers import RenamedExtractor, load, rows, session
@@ -28,7 +30,7 @@ NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 
 
 def _episode(db: Database, session_id: str) -> int:
-    return rows(db, "SELECT id FROM episodes WHERE session_id = %s AND status = 'current'", session_id)[0]["id"]
+    return int(rows(db, "SELECT id FROM episodes WHERE session_id = %s AND status = 'current'", session_id)[0]["id"])
 
 
 def test_a_pinned_episode_does_not_decay_and_the_copy_sees_the_pin(
@@ -46,17 +48,17 @@ def test_a_pinned_episode_does_not_decay_and_the_copy_sees_the_pin(
     assert pin(db, "acme", target).changed
     pinned = score()
     age_s = (NOW - dt.datetime(2024, 3, 1, 10, tzinfo=dt.UTC)).total_seconds()
-    assert pinned == pytest.approx(before / float(decay(age_s, RecallConfig())), rel=1e-9)
+    assert pinned == pytest.approx(before / float(decay(np.asarray(age_s), RecallConfig())), rel=1e-9)
     assert unpin(db, "acme", target).changed
     assert score() == pytest.approx(before, rel=1e-12)
 
 
 def test_pinned_sources_stay_out_of_super_summaries(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(4)], embedder)
-    compress = {"now": NOW, "compressor": OfflineCompressor(embedder), "embedder": embedder}
+    compress = partial(run_compress, db, now=NOW, compressor=OfflineCompressor(embedder), embedder=embedder)
     kept = _episode(db, "acme-u1-0")
     pin(db, "acme", kept)
-    assert run_compress(db, **compress).counts["created"] == 1
+    assert compress().counts["created"] == 1
     assert rows(db, "SELECT compressed_into FROM episodes WHERE id = %s", kept)[0]["compressed_into"] is None
     assert _lineage(db) == 3
     # Pinning a compressed episode brings it back and rebuilds the super from the others.
@@ -67,18 +69,20 @@ def test_pinned_sources_stay_out_of_super_summaries(db: Database, tmp_path: Path
     assert _lineage(db) == 2
     # Unpinned, the next compress run takes them in again.
     unpin(db, "acme", kept), unpin(db, "acme", late)
-    assert run_compress(db, **compress).counts["rebuilt"] == 1
+    assert compress().counts["rebuilt"] == 1
     assert _lineage(db) == 4
 
 
 def _lineage(db: Database) -> int:
     """Sources of the current super-summary."""
-    return rows(
-        db,
-        "SELECT count(*) AS n FROM episode_lineage l JOIN episodes s "
-        "ON s.tenant_id = l.tenant_id AND s.id = l.super_episode_id "
-        "WHERE s.status = 'current'",
-    )[0]["n"]
+    return int(
+        rows(
+            db,
+            "SELECT count(*) AS n FROM episode_lineage l JOIN episodes s "
+            "ON s.tenant_id = l.tenant_id AND s.id = l.super_episode_id "
+            "WHERE s.status = 'current'",
+        )[0]["n"]
+    )
 
 
 def test_pin_survives_resummarising_and_pruning_policies(db: Database, tmp_path: Path, embedder: Embedder) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluste
 DAY = 86400.0
 
 
-def _episodes(db: Database) -> list[dict]:
+def _episodes(db: Database) -> list[dict[str, Any]]:
     return rows(
         db,
         "SELECT e.id, e.summary, e.changed_version::text, ev.evidence_quote FROM episodes e "

@@ -17,6 +17,7 @@ import datetime as dt
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -101,7 +102,7 @@ def drop_abandoned_move_slots(url: str) -> None:
                     pass  # still owns something in another database: not ours to drop
 
 
-def transcript(user: str, n: int) -> dict:
+def transcript(user: str, n: int) -> dict[str, Any]:
     start = dt.datetime(2026, 3, 1, 9, tzinfo=dt.UTC) + dt.timedelta(hours=n)
     return {
         "tenant_id": TENANT,

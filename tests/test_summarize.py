@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
@@ -41,7 +42,9 @@ def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
     database.close()
 
 
-def add(db: Database, session: str, messages: list[dict] | None = None, tenant: str = "acme", user: str = "u1") -> None:
+def add(
+    db: Database, session: str, messages: list[dict[str, Any]] | None = None, tenant: str = "acme", user: str = "u1"
+) -> None:
     msgs = messages or [
         {"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
         {"role": "assistant", "content": "Done. I'll send the invoice by Friday."},
@@ -60,7 +63,7 @@ def run(db: Database, embedder: Embedder, concurrency: int = 1):
         return run_summarize(db, extractor=extractor, embedder=embedder, concurrency=concurrency)
 
 
-def state(db: Database) -> dict:
+def state(db: Database) -> dict[str, Any]:
     with db.admin() as conn:
         return {
             "episodes": one(conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'"))["n"],

@@ -572,7 +572,8 @@ def _import_callable(spec: str) -> Responder:
     """Load `module:function` (or `module.function`), importable from the current directory."""
     module, _, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
     sys.path.insert(0, os.getcwd())
-    return getattr(importlib.import_module(module), attr)
+    responder: Responder = getattr(importlib.import_module(module), attr)
+    return responder
 
 
 def main(argv: list[str] | None = None) -> int:
