@@ -1,4 +1,6 @@
--- analyst.decisions: read through analyst._decisions (90_scoped.sql makes the public view).
+-- analyst.decisions: its query and its comments. The view analysts query, analyst.decisions, is made by
+-- 90_scoped.sql over this internal one (read with the owner's rights, scoped to the caller's tenant) and
+-- gets these comments. Every join includes tenant_id, so the query runs on a Citus cluster too.
 
 CREATE VIEW analyst._decisions AS
 SELECT ev.tenant_id,

@@ -1,4 +1,6 @@
--- analyst.open_questions: read through analyst._open_questions (90_scoped.sql makes the public view).
+-- analyst.open_questions: its query and its comments. The view analysts query, analyst.open_questions, is made by
+-- 90_scoped.sql over this internal one (read with the owner's rights, scoped to the caller's tenant) and
+-- gets these comments. Every join includes tenant_id, so the query runs on a Citus cluster too.
 
 CREATE VIEW analyst._open_questions AS
 SELECT ev.tenant_id,

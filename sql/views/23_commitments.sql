@@ -1,4 +1,6 @@
--- analyst.commitments: read through analyst._commitments (90_scoped.sql makes the public view).
+-- analyst.commitments: its query and its comments. The view analysts query, analyst.commitments, is made by
+-- 90_scoped.sql over this internal one (read with the owner's rights, scoped to the caller's tenant) and
+-- gets these comments. Every join includes tenant_id, so the query runs on a Citus cluster too.
 
 CREATE VIEW analyst._commitments AS
 SELECT ev.tenant_id,

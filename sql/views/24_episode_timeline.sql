@@ -1,4 +1,6 @@
--- analyst.episode_timeline: read through analyst._episode_timeline (90_scoped.sql makes the public view).
+-- analyst.episode_timeline: its query and its comments. The view analysts query, analyst.episode_timeline, is made by
+-- 90_scoped.sql over this internal one (read with the owner's rights, scoped to the caller's tenant) and
+-- gets these comments. Every join includes tenant_id, so the query runs on a Citus cluster too.
 
 CREATE VIEW analyst._episode_timeline AS
 SELECT e.tenant_id,

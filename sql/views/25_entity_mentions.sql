@@ -1,4 +1,6 @@
--- analyst.entity_mentions: read through analyst._entity_mentions (90_scoped.sql makes the public view).
+-- analyst.entity_mentions: its query and its comments. The view analysts query, analyst.entity_mentions, is made by
+-- 90_scoped.sql over this internal one (read with the owner's rights, scoped to the caller's tenant) and
+-- gets these comments. Every join includes tenant_id, so the query runs on a Citus cluster too.
 
 CREATE VIEW analyst._entity_mentions AS
 SELECT en.tenant_id,

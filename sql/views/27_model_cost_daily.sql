@@ -1,4 +1,6 @@
--- analyst.model_cost_daily: read through analyst._model_cost_daily (90_scoped.sql makes the public view).
+-- analyst.model_cost_daily: its query and its comments. The view analysts query, analyst.model_cost_daily, is made by
+-- 90_scoped.sql over this internal one (read with the owner's rights, scoped to the caller's tenant) and
+-- gets these comments. Every join includes tenant_id, so the query runs on a Citus cluster too.
 
 CREATE VIEW analyst._model_cost_daily AS
 SELECT tenant_id,
