@@ -157,7 +157,7 @@ def resolve(db: Database, raised_in: str, resolved_in: str, type: str, due: dt.d
             },
         ).fetchall()
         assert len(rows) == 1
-        return item["id"]
+        return int(item["id"])
 
 
 def _examples_copy(admin_url: str, template_db: str) -> tuple[str, Callable[[], None]]:

@@ -29,6 +29,8 @@ from jobs.compress import (
     rebuild_period,
     run_compress,
 )
+from jobs.compress.run import CompressReport
+from jobs.concepts import EntityKind, EventType
 from jobs.db import Database, one
 from jobs.embeddings import Embedder
 from jobs.errors import CompressBusy, ConfigError
@@ -105,9 +107,9 @@ def add(
     embedder: Any = None,
     tenant: str = "acme",
     user: str = "u1",
-    events: tuple[tuple[str, str], ...] = (),
+    events: tuple[tuple[EventType, str], ...] = (),
     tags: tuple[str, ...] = ("pricing",),
-    entities: tuple[tuple[str, str], ...] = (),
+    entities: tuple[tuple[str, EntityKind], ...] = (),
     importance: float = 0.5,
     purpose: str = "support",
 ) -> int:
@@ -241,15 +243,17 @@ def pointers(db: Database, ids: list[int]) -> list[int | None]:
 def unreachable(db: Database, super_id: int, source_ids: list[int]) -> int:
     """Decisions and open questions / commitments of the sources that no event of the super cites."""
     with db.admin() as conn:
-        return one(
-            conn.execute(
-                "SELECT count(*) AS n FROM episode_events src WHERE src.episode_id = ANY(%s) "
-                "AND (src.type = 'decision' OR (src.type IN ('open_question', 'commitment') AND src.status = 'open')) "
-                "AND NOT EXISTS (SELECT 1 FROM episode_events s WHERE s.tenant_id = src.tenant_id AND s.episode_id = %s "
-                "AND s.source_event_id = src.id)",
-                (source_ids, super_id),
-            )
-        )["n"]
+        return int(
+            one(
+                conn.execute(
+                    "SELECT count(*) AS n FROM episode_events src WHERE src.episode_id = ANY(%s) "
+                    "AND (src.type = 'decision' OR (src.type IN ('open_question', 'commitment') AND src.status = 'open')) "
+                    "AND NOT EXISTS (SELECT 1 FROM episode_events s WHERE s.tenant_id = src.tenant_id AND s.episode_id = %s "
+                    "AND s.source_event_id = src.id)",
+                    (source_ids, super_id),
+                )
+            )["n"]
+        )
 
 
 def _claude(db: Database, **changes: Any) -> AnthropicCompressor:
@@ -260,16 +264,18 @@ def _claude(db: Database, **changes: Any) -> AnthropicCompressor:
 def half_written(db: Database) -> int:
     """Supers missing their lineage or their events."""
     with db.admin() as conn:
-        return one(
-            conn.execute(
-                "SELECT count(*) AS n FROM episodes s WHERE s.kind = 'super' AND ("
-                "(SELECT count(*) FROM episode_lineage l WHERE l.tenant_id = s.tenant_id AND l.super_episode_id = s.id) < 2 "
-                "OR NOT EXISTS (SELECT 1 FROM episode_events e WHERE e.tenant_id = s.tenant_id AND e.episode_id = s.id))"
-            )
-        )["n"]
+        return int(
+            one(
+                conn.execute(
+                    "SELECT count(*) AS n FROM episodes s WHERE s.kind = 'super' AND ("
+                    "(SELECT count(*) FROM episode_lineage l WHERE l.tenant_id = s.tenant_id AND l.super_episode_id = s.id) < 2 "
+                    "OR NOT EXISTS (SELECT 1 FROM episode_events e WHERE e.tenant_id = s.tenant_id AND e.episode_id = s.id))"
+                )
+            )["n"]
+        )
 
 
-def offline(db: Database, embedder: Any, **kwargs: Any):
+def offline(db: Database, embedder: Embedder, **kwargs: Any) -> CompressReport:
     return run_compress(db, compressor=OfflineCompressor(embedder), embedder=embedder, now=NOW, **kwargs)
 
 

@@ -144,7 +144,7 @@ def test_a_role_that_may_not_vacuum_is_told_to_run_episodes_vacuum(db: Database)
     info = psycopg.conninfo.conninfo_to_dict(db.url)
     info["user"] = SERVICE_ROLE
     info.pop("password", None)
-    service = Database(db.settings, psycopg.conninfo.make_conninfo("", **info))  # type: ignore[arg-type]
+    service = Database(db.settings, psycopg.conninfo.make_conninfo("", **info))
     try:
         done = vacuum_after_erasure(service)
     finally:

@@ -16,9 +16,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import click
 import psycopg
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -229,7 +230,7 @@ def scan(db: Database, needle: str, tenant: str = "acme") -> list[str]:
     return sorted(set(hits))
 
 
-def snapshot(db: Database, where: str, params: tuple) -> dict[str, list]:
+def snapshot(db: Database, where: str, params: tuple[object, ...]) -> dict[str, list[str]]:
     """Rows of every tenant table matching ``where`` (without columns a foreign key may null)."""
     out = {}
     with db.admin() as conn:
@@ -440,7 +441,7 @@ def test_export_holds_everything_about_the_user_and_nothing_else(
     }
 
 
-def cli(command, *args: str):
+def cli(command: click.Command, *args: str) -> Result:
     """Invoke one of our commands as the main group would (a Context as obj), closing it after."""
     obj = Context(False)
     try:

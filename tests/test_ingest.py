@@ -42,7 +42,7 @@ def write_jsonl(path: Path, lines: list[object]) -> Path:
 
 def count(db: Database, where: str = "TRUE") -> int:
     with db.admin() as conn:
-        return one(conn.execute(f"SELECT count(*) AS n FROM transcripts WHERE {where}"))["n"]
+        return int(one(conn.execute(f"SELECT count(*) AS n FROM transcripts WHERE {where}"))["n"])
 
 
 def test_good_records_load_and_rerun_is_noop(db: Database, tmp_path: Path) -> None:

@@ -184,11 +184,13 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
 
         def unfinished() -> int:
             with cluster_db.admin() as conn:
-                return one(
-                    conn.execute(
-                        "SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'", (TENANT,)
-                    )
-                )["n"]
+                return int(
+                    one(
+                        conn.execute(
+                            "SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'", (TENANT,)
+                        )
+                    )["n"]
+                )
 
         wait_until(lambda: not unfinished(), 120, "every session summarised", every=0.5)
         after = checker.checks

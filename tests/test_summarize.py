@@ -7,7 +7,7 @@ transcript queued for retry or dead-lettered with its error. No invalid or dupli
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from jobs.embeddings import Embedder, MiniLMEmbedder
 from jobs.errors import ConfigError
 from jobs.extract.claude import AnthropicExtractor
 from jobs.summarize import Summarizer, retry_dead, run_summarize
+from jobs.summarize.report import RunReport
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
@@ -58,7 +59,7 @@ def add(
         )
 
 
-def run(db: Database, embedder: Embedder, concurrency: int = 1):
+def run(db: Database, embedder: Embedder, concurrency: int = 1) -> RunReport:
     with AnthropicExtractor(db.settings) as extractor:
         return run_summarize(db, extractor=extractor, embedder=embedder, concurrency=concurrency)
 
@@ -144,7 +145,7 @@ def test_rate_limit_with_retry_after_is_honoured_by_the_sdk(
     "fault", [fa.overloaded, fa.server_error, lambda: fa.rate_limited(0)], ids=["529", "500", "429"]
 )
 def test_transient_fault_requeues_then_dead_letters(
-    llm_db: Database, fake: FakeAnthropic, embedder: Embedder, fault
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder, fault: Callable[[], fa.Step]
 ) -> None:
     add(llm_db, "s1")
     fake.enqueue(fault())
@@ -239,6 +240,7 @@ def test_lost_lease_writes_nothing(llm_db: Database, fake: FakeAnthropic, embedd
     with AnthropicExtractor(llm_db.settings) as extractor:
         summarizer = Summarizer(llm_db, extractor, embedder=embedder, worker="w1")
         transcript = summarizer.claim()
+        assert transcript is not None
         with llm_db.admin() as conn:  # the lease expired and another worker took the transcript
             conn.execute("UPDATE transcripts SET lease_owner = 'w2'")
         assert summarizer.process(transcript) == "lost"
@@ -381,6 +383,7 @@ def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(
     with Database(settings, url=llm_db.url) as db, AnthropicExtractor(settings) as extractor:
         first = Summarizer(db, extractor, embedder=embedder, worker="w1")
         transcript = first.claim()
+        assert transcript is not None
         with db.admin() as conn:
             claimed_until = one(conn.execute("SELECT lease_until FROM transcripts"))["lease_until"]
         outcome: list[str] = []
@@ -390,7 +393,7 @@ def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(
 
         def past(moment: object) -> bool:
             with db.admin() as conn:
-                return one(conn.execute("SELECT now() > %s AS past", (moment,)))["past"]
+                return bool(one(conn.execute("SELECT now() > %s AS past", (moment,)))["past"])
 
         wait_until(lambda: past(claimed_until), 10, "the database clock to pass the lease the claim started with")
         rescuer = Summarizer(db, extractor, embedder=embedder, worker="w2")
