@@ -15,6 +15,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,9 @@ def _hostile_project(folder: Path, marker: Path) -> Path:
     return folder
 
 
-def _run(command: str, payload: dict[str, object], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run(
+    command: str, payload: Mapping[str, object], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     """The installed command as Claude Code runs it: through a shell, in the project's folder, the event on stdin."""
     return subprocess.run(
         ["sh", "-c", command], cwd=cwd, input=json.dumps(payload), env=env, capture_output=True, text=True, timeout=300

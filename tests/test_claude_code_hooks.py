@@ -76,7 +76,7 @@ def _hook(
 
 # --- settings.json -------------------------------------------------------------------------------
 
-USER_SETTINGS = {
+USER_SETTINGS: dict[str, Any] = {
     "model": "opus",
     "permissions": {"allow": ["Bash(ls:*)"]},
     "hooks": {
@@ -188,7 +188,7 @@ def test_the_first_prompt_adds_only_relevant_episodes_and_open_items_not_injecte
 
     when = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
     state = session_state.SessionState()
-    injection.remember_start(state, [1], [10])
+    session_state.remember_start(state, [1], [10])
     items = [
         RecalledOpenItem(10, 1, "commitment", "old item", None, None, when),
         RecalledOpenItem(11, 2, "open_question", "new item", None, None, when),

@@ -62,7 +62,9 @@ def _run(command: str, payload: dict[str, Any], key: str | None) -> tuple[subpro
         ours.sendall(json.dumps(payload).encode())
         ours.shutdown(socket.SHUT_WR)
         started = time.monotonic()
-        done = subprocess.run(command, shell=True, stdin=theirs, capture_output=True, text=True, env=env, timeout=60)
+        done = subprocess.run(
+            command, shell=True, stdin=theirs.fileno(), capture_output=True, text=True, env=env, timeout=60
+        )
     return done, time.monotonic() - started
 
 

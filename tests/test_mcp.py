@@ -295,21 +295,20 @@ def test_http_forget_erases_one_episode_of_the_user(world: World) -> None:
 
 
 def test_http_bad_arguments_are_tool_errors_and_the_session_carries_on(world: World) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("get_episode", {"episode_id": 0}),
+        ("get_episode", {"episode_id": "seven"}),
+        ("get_episode", {}),
+        ("list_events", {"status": "pending"}),
+        ("search_episodes", {"limit": 1000}),
+        ("search_episodes", {"cursor": "not-a-cursor"}),
+        ("recall_memory", {"message": ""}),
+        ("recall_memory", {"message": "hi", "budget_tokens": 10}),
+    ]
+
     async def body() -> None:
         async with world.http("acme_read") as client:
-            bad = [
-                await client.call_tool(name, args)
-                for name, args in [
-                    ("get_episode", {"episode_id": 0}),
-                    ("get_episode", {"episode_id": "seven"}),
-                    ("get_episode", {}),
-                    ("list_events", {"status": "pending"}),
-                    ("search_episodes", {"limit": 1000}),
-                    ("search_episodes", {"cursor": "not-a-cursor"}),
-                    ("recall_memory", {"message": ""}),
-                    ("recall_memory", {"message": "hi", "budget_tokens": 10}),
-                ]
-            ]
+            bad = [await client.call_tool(name, args) for name, args in calls]
             fine = data(await client.call_tool("search_episodes", {"query": "cost guard"}))
         for result in bad:
             assert result.is_error and text(result), text(result)

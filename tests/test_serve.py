@@ -241,12 +241,12 @@ def test_shutdown_releases_claims_still_in_flight_after_the_deadline(llm_db: Dat
 # --- kill -9 ----------------------------------------------------------------------------------
 
 
-def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subprocess.Popen:
+def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
     env.update(
         DATABASE_URL=llm_db.url,
         ANTHROPIC_API_KEY="test-key",
-        ANTHROPIC_BASE_URL=llm_db.settings.anthropic_base_url,
+        ANTHROPIC_BASE_URL=str(llm_db.settings.anthropic_base_url),
         EPISODES_EXTRACTOR="anthropic",
         HF_HUB_OFFLINE="1",
     )
@@ -294,6 +294,7 @@ def test_kill_9_at_every_stage_loses_and_doubles_nothing(llm_db: Database, fake:
         fake.latency = 0.0
     else:
         proc = worker(llm_db, crash_at=crash_at)
+    assert proc.stdout is not None and proc.stderr is not None
     assert proc.wait(timeout=120) == -signal.SIGKILL, proc.stderr.read()
     proc.stdout.close()
     proc.stderr.close()

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from support import citus_cluster
 from support import fake_anthropic as fa
 from support.waiting import wait_until
@@ -91,7 +91,7 @@ def drop_abandoned_move_slots(url: str) -> None:
                 "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                 "WHERE slot_name LIKE 'citus%%' AND NOT active"
             )
-            if conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'citus%%'").fetchone()[0]:
+            if one(conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'citus%%'"))[0]:
                 continue  # a move in progress elsewhere: its role is in use
             for (role,) in conn.execute(
                 "SELECT rolname FROM pg_roles WHERE rolname LIKE 'citus_shard_move%%'"
@@ -127,10 +127,12 @@ class RecallChecker(threading.Thread):
         self.checks = self.mismatches = 0
         self.errors: list[str] = []
 
-    def check(self, conn: psycopg.Connection, user: str) -> None:
+    def check(self, conn: psycopg.Connection[DictRow], user: str) -> None:
         with conn.transaction():
             set_local(conn, role=APP_ROLE, **{"episodes.tenant_id": TENANT})
-            with self.index.user(conn, TENANT, user, "what did we decide about the plan?") as (copy, _):
+            with self.index.user(conn, TENANT, user, "what did we decide about the plan?") as read:
+                assert read is not None  # every read is accepted here
+                copy, _ = read
                 held = sorted(copy.ids[: copy.size][copy.alive[: copy.size]].tolist())
             truth = [r["id"] for r in conn.execute(TRUTH, {"t": TENANT, "u": user})]
         self.checks += 1
@@ -203,18 +205,18 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
         extractor.close()
 
     assert moved_at is not None and placement(url)[1:] == target  # the tenant now lives on the other worker
-    with cluster_db.admin() as conn:
-        states = conn.execute(
+    with cluster_db.admin() as admin:
+        states = admin.execute(
             "SELECT status, count(*) AS n FROM transcripts WHERE tenant_id = %s GROUP BY 1", (TENANT,)
         ).fetchall()
-        episodes = conn.execute(
+        episodes = admin.execute(
             "SELECT count(*) AS n, count(DISTINCT session_id) AS sessions, count(*) FILTER (WHERE status <> 'current') "
             "AS superseded FROM episodes WHERE tenant_id = %s",
             (TENANT,),
         ).fetchone()
-        calls = conn.execute(
-            "SELECT count(*) AS n FROM model_calls WHERE tenant_id = %s AND outcome = 'ok'", (TENANT,)
-        ).fetchone()["n"]
+        calls = one(
+            admin.execute("SELECT count(*) AS n FROM model_calls WHERE tenant_id = %s AND outcome = 'ok'", (TENANT,))
+        )["n"]
     assert {r["status"]: r["n"] for r in states} == {"done": len(records)}  # nothing lost
     assert episodes == {"n": len(records), "sessions": len(records), "superseded": 0}  # nothing doubled
     assert calls == len(records)  # each session summarised once
