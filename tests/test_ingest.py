@@ -16,7 +16,7 @@ pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluste
 
 
 def transcript(session: str = "s1", **overrides: object) -> dict[str, Any]:
-    record = {
+    record: dict[str, Any] = {
         "tenant_id": "acme",
         "user_id": "u1",
         "session_id": session,

@@ -35,7 +35,8 @@ pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluste
 def page_data(html: str) -> dict[str, Any]:
     match = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.DOTALL)
     assert match, "the page embeds no #report-data"
-    return json.loads(match.group(1))
+    data: dict[str, Any] = json.loads(match.group(1))
+    return data
 
 
 def kpi(html: str, key: str) -> str:
