@@ -10,23 +10,21 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-import httpx2
 import psycopg
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 from support.api_server import BACKENDS, backend_database, serve
 from support.databases import url_for
+from support.mcp_http import http_transport
 
 from jobs.db import Database, one
 from jobs.formats.records import from_objects
@@ -96,16 +94,6 @@ GLOBEX = [
 ]
 
 
-@asynccontextmanager
-async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    """The SDK's streamable HTTP transport with our headers; it leaves a client it was given open, so close it."""
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
-        streamable_http_client(url, http_client=http) as streams,
-    ):
-        yield streams
-
-
 @dataclass
 class World:
     url: str  # the API's base URL
@@ -118,7 +106,7 @@ class World:
         headers = {} if key is None else {"Authorization": f"Bearer {self.keys[key]}"}
         if user is not None:
             headers["X-Episodes-User"] = user
-        return Client(_http_transport(f"{self.url}/mcp", headers), read_timeout_seconds=60)
+        return Client(http_transport(f"{self.url}/mcp", headers), read_timeout_seconds=60)
 
     def stdio(self, *args: str, database_url: str | None = None) -> Client:
         env = {

@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from support import fake_anthropic as fa
 from support.api_server import scratch_database, serve
 from support.hostile_corpus import HOSTILE, RENDER_ONLY, ROLE_MARKER
-from test_mcp import _http_transport
+from support.mcp_http import http_transport
 
 from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor
@@ -377,7 +377,7 @@ def test_mcp_recall_of_every_user(world: World) -> None:
     async def body() -> None:
         for i, text in enumerate(HOSTILE):
             headers = {"Authorization": f"Bearer {world.key}", "X-Episodes-User": f"h{i}"}
-            async with Client(_http_transport(f"{world.url}/mcp", headers), read_timeout_seconds=60) as client:
+            async with Client(http_transport(f"{world.url}/mcp", headers), read_timeout_seconds=60) as client:
                 for args in ({"message": text[:20_000]}, {"message": "hi", "budget_tokens": 50}):
                     result = await client.call_tool("recall_memory", args)
                     block = "\n".join(getattr(part, "text", "") for part in result.content)
