@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from test_forget_export import scan, snapshot
+from support.erasure_scan import scan, snapshot
 
 from jobs import compress
 from jobs.cli import cli
