@@ -9,21 +9,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
 from support import fake_anthropic as fa
 from support.episode_responder import hallucinating_responder
 from support.fake_anthropic import FakeAnthropic
+from support.summarize_steps import add, run, state
 from support.waiting import wait_until
 
 from jobs.db import Database, one
 from jobs.embeddings import Embedder, MiniLMEmbedder
 from jobs.errors import ConfigError
 from jobs.extract.claude import AnthropicExtractor
-from jobs.summarize import Summarizer, retry_dead, run_summarize
-from jobs.summarize.report import RunReport
+from jobs.summarize import Summarizer, retry_dead
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
@@ -41,39 +40,6 @@ def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
     database = Database(settings, url=db.url)
     yield database
     database.close()
-
-
-def add(
-    db: Database, session: str, messages: list[dict[str, Any]] | None = None, tenant: str = "acme", user: str = "u1"
-) -> None:
-    msgs = messages or [
-        {"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
-        {"role": "assistant", "content": "Done. I'll send the invoice by Friday."},
-        {"role": "user", "name": "Maria", "content": "Thanks!"},
-    ]
-    with db.tenant(tenant) as conn:
-        conn.execute(
-            "INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, messages, "
-            "content_hash) VALUES (%s, %s, %s, 'support', '2025-03-04 09:00Z', '2025-03-04 09:20Z', %s, %s)",
-            (tenant, user, session, Jsonb(msgs), f"hash-{session}-{len(msgs)}"),
-        )
-
-
-def run(db: Database, embedder: Embedder, concurrency: int = 1) -> RunReport:
-    with AnthropicExtractor(db.settings) as extractor:
-        return run_summarize(db, extractor=extractor, embedder=embedder, concurrency=concurrency)
-
-
-def state(db: Database) -> dict[str, Any]:
-    with db.admin() as conn:
-        return {
-            "episodes": one(conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'"))["n"],
-            "transcripts": {
-                r["session_id"]: (r["status"], r["attempts"])
-                for r in conn.execute("SELECT session_id, status, attempts FROM transcripts")
-            },
-            "calls": [r["outcome"] for r in conn.execute("SELECT outcome FROM model_calls ORDER BY id")],
-        }
 
 
 def test_happy_path_stores_grounded_episode_and_records_the_call(
