@@ -362,7 +362,7 @@ def test_a_run_whose_every_call_failed_exits_non_zero(
 
 
 def test_compress_and_resummarize_take_openai_too(db: Database, openai_env: fo.FakeOpenAI, embedder: Any) -> None:
-    from test_compress import supers, year_2024
+    from support.compress_data import supers, year_2024
 
     from jobs.extract.claude import prompt_version
 
