@@ -22,8 +22,8 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from support.api_server import serve
+from support.claude_code_cli import CLAUDE, DECISION, MODEL_CACHE, Claude, _hook, _session_file, _stored, _summarise
 from support.stream_anthropic import StreamAnthropic
-from test_claude_code_hooks import CLAUDE, DECISION, MODEL_CACHE, Claude, _hook, _session_file, _stored, _summarise
 
 from jobs.claude_code import hook_settings, session_state
 from jobs.claude_code.places import log_file

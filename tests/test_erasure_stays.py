@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner, Result
 from support.api_server import serve
-from test_serve_claude_code_sync import _old_session
+from support.claude_code_cli import _old_session
 
 from jobs.claude_code.places import log_file, state_dir
 from jobs.claude_code.session_state import SessionState, save
