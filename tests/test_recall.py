@@ -8,6 +8,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import click
 import numpy as np
@@ -18,7 +19,8 @@ from click.testing import CliRunner
 from jobs import config
 from jobs.cli.base import Context, _Group
 from jobs.cli.recall import recall_command
-from jobs.db import Database
+from jobs.concepts import EventType
+from jobs.db import Database, one
 from jobs.embeddings import Embedder, get_embedder
 from jobs.errors import ConfigError
 from jobs.models import EpisodeExtraction, KeyEvent
@@ -68,7 +70,7 @@ def episode_row(
     vector: np.ndarray | None = None,
     embedder: Embedder | None = None,
     purpose: str = "general",
-    events: Sequence[tuple[str, str]] = (),
+    events: Sequence[tuple[EventType, str]] = (),
     importance: float = 0.5,
     kind: str = "session",
     period: tuple[dt.date, dt.date] | None = None,
@@ -143,7 +145,7 @@ def crowd(db: Database) -> Iterator[np.random.Generator]:
     yield rng
 
 
-def _all_rows(db: Database, text: str) -> list[dict]:
+def _all_rows(db: Database, text: str) -> list[dict[str, Any]]:
     """Brute force input: every candidate row of acme/u1, with PostgreSQL's own text score.
 
     The text score is PostgreSQL's ts_rank (normalisation 1) of the message's lexemes OR-ed, built
@@ -161,7 +163,7 @@ def _all_rows(db: Database, text: str) -> list[dict]:
         ).fetchall()
 
 
-def _brute_force(rows: list[dict], query: np.ndarray, cfg: RecallConfig, k: int) -> list[int]:
+def _brute_force(rows: list[dict[str, Any]], query: np.ndarray, cfg: RecallConfig, k: int) -> list[int]:
     """The fused score of sql/recall.sql, recomputed in Python over all rows."""
     dist = {r["id"]: 1.0 - float(np.dot(r["embedding"].to_numpy(), query)) for r in rows}
     by_vec = sorted(dist, key=lambda i: (dist[i], i))[: cfg.rank_depth]
@@ -255,10 +257,12 @@ def test_the_in_memory_copy_follows_every_kind_of_change(db: Database, crowd: np
         conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = %s", (new, best))
     assert best not in {i for i, _ in check()}
     with db.tenant("acme") as conn:  # rewritten in place (as redaction does): new text, new vector
-        target = conn.execute(
-            "SELECT id FROM episodes WHERE user_id = 'u1' AND status = 'current' "
-            "AND compressed_into IS NULL ORDER BY id DESC LIMIT 1"
-        ).fetchone()["id"]
+        target = one(
+            conn.execute(
+                "SELECT id FROM episodes WHERE user_id = 'u1' AND status = 'current' "
+                "AND compressed_into IS NULL ORDER BY id DESC LIMIT 1"
+            )
+        )["id"]
         conn.execute(
             "UPDATE episodes SET search_tsv = to_tsvector('english', 'budget invoice hotel'), "
             "embedding = %s WHERE id = %s",

@@ -15,6 +15,7 @@ from support.api_server import serve
 from test_recall import NOW, episode_row, unit, words
 
 from jobs.cli import cli
+from jobs.concepts import SCOPES
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.lifecycle import apply_policy
@@ -24,7 +25,7 @@ from jobs.recall.index import RecallIndex
 from jobs.recall.packs import PackWriter
 from jobs.rights.erase_episode import forget_episode
 from jobs.rights.forget import forget_user
-from jobs.service.keys import SCOPES, create_key
+from jobs.service.keys import create_key
 from jobs.sql import query
 from jobs.store import insert_episode
 
