@@ -21,10 +21,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 from support import citus_cluster
 from support import fake_anthropic as fa
+from support.citus_cluster import drop_abandoned_move_slots, workers
 from support.waiting import wait_until
 
 from jobs import config
@@ -70,36 +70,6 @@ def placement(url: str) -> tuple[int, str, int]:
         ).fetchone()
     assert row is not None
     return int(row[0]), row[1], int(row[2])
-
-
-def workers(url: str) -> list[tuple[str, int]]:
-    with psycopg.connect(url) as conn:
-        return [
-            (r[0], int(r[1]))
-            for r in conn.execute(
-                "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid > 0 AND isactive ORDER BY nodeport"
-            )
-        ]
-
-
-def drop_abandoned_move_slots(url: str) -> None:
-    """Replication slots and roles are per node, a move's names per database: a move interrupted in another
-    (since dropped) test database leaves an inactive slot and a role that the next move of the same name meets."""
-    for host, port in workers(url):
-        with psycopg.connect(citus_cluster._url(url, "postgres", host, port), autocommit=True) as conn:
-            conn.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE slot_name LIKE 'citus%%' AND NOT active"
-            )
-            if one(conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'citus%%'"))[0]:
-                continue  # a move in progress elsewhere: its role is in use
-            for (role,) in conn.execute(
-                "SELECT rolname FROM pg_roles WHERE rolname LIKE 'citus_shard_move%%'"
-            ).fetchall():
-                try:
-                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
-                except psycopg.Error:
-                    pass  # still owns something in another database: not ours to drop
 
 
 def transcript(user: str, n: int) -> dict[str, Any]:
