@@ -27,6 +27,7 @@ from support.databases import url_for
 from support.mcp_http import http_transport
 
 from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.formats.records import from_objects
 from jobs.ingest import ingest_records
 from jobs.service.keys import create_key
@@ -139,7 +140,7 @@ def data(result: CallToolResult) -> Any:
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def world(
-    request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
@@ -152,7 +153,7 @@ def world(
                 db, from_objects(records, db.settings.max_transcript_bytes), tenant_id=tenant, only_tenant=True
             )
             assert not report.rejected
-        run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+        run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
         with db.admin() as conn:
             episodes = {r["session_id"]: r["id"] for r in conn.execute("SELECT session_id, id FROM episodes")}
         keys = {

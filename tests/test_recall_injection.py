@@ -34,6 +34,7 @@ from support.hostile_corpus import HOSTILE, RENDER_ONLY, ROLE_MARKER
 from support.mcp_http import http_transport
 
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
 from jobs.formats.records import from_objects
@@ -264,7 +265,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(admin_url: str, template_db: str, embedder: object) -> Iterator[World]:
+def world(admin_url: str, template_db: str, embedder: Embedder) -> Iterator[World]:
     users = [f"h{i}" for i in range(len(HOSTILE))]
     with scratch_database(admin_url, template_db, f"inject_{os.getpid()}", api_key_cache_seconds=0.0) as db:
 
@@ -275,7 +276,7 @@ def world(admin_url: str, template_db: str, embedder: object) -> Iterator[World]
             assert not report.rejected, report.rejected
 
         ingest([_record(u, f"off-{i}", "2025-01-10", s, i) for i, (u, s) in enumerate(zip(users, HOSTILE))])
-        offline = run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+        offline = run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
         assert offline.counts["done"] == len(HOSTILE), offline.counts
         ingest([_record(u, f"llm-{i}", "2025-02-10", s, i) for i, (u, s) in enumerate(zip(users, HOSTILE))])
         with fa.FakeAnthropic(responder=_claude) as fake:
@@ -287,7 +288,7 @@ def world(admin_url: str, template_db: str, embedder: object) -> Iterator[World]
                 extractor="anthropic",
             )
             with Database(settings, url=db.url) as llm_db, AnthropicExtractor(settings) as extractor:
-                claude = run_summarize(llm_db, extractor=extractor, embedder=embedder)  # type: ignore[arg-type]
+                claude = run_summarize(llm_db, extractor=extractor, embedder=embedder)
         assert claude.counts["done"] == len(HOSTILE), claude.counts
         cases = list(enumerate(zip(users, HOSTILE)))
         ingest(
@@ -319,8 +320,8 @@ AFTER = dt.datetime(2025, 3, 12, 9, 0, tzinfo=dt.UTC)  # the day after the corpu
 
 
 @pytest.mark.slow  # the module's corpus through summarize takes ~40 s
-def test_python_recall_of_every_user_and_message(world: World, embedder: object) -> None:
-    recaller = Recaller(world.db, embedder)  # type: ignore[arg-type]
+def test_python_recall_of_every_user_and_message(world: World, embedder: Embedder) -> None:
+    recaller = Recaller(world.db, embedder)
     claude_shown = 0
     for i, text in enumerate(HOSTILE):
         for message, budget in (("Where were we?", 1500), (text, 4000), (text, 120), ("Where were we?", 60)):
