@@ -12,7 +12,7 @@ import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
-from test_recall import episode_row, unit
+from support.recall_rows import episode_row, unit
 
 from jobs.cli import cli
 from jobs.db import SERVICE_ROLE, Database, one

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from support.api_server import serve
-from test_recall import NOW, episode_row, unit, words
+from support.recall_rows import NOW, episode_row, unit, words
 
 from jobs.cli import cli
 from jobs.concepts import SCOPES

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import numpy as np
 import psycopg
 import pytest
+from support.recall_rows import NOW, UNBOUNDED, episode_row, unit, words
 from support.waiting import backend, blocked_by, wait_until
-from test_recall import NOW, UNBOUNDED, episode_row, unit, words
 
 from jobs.db import Database, one
 from jobs.embeddings import Embedder, HashingEmbedder

@@ -8,7 +8,7 @@ import numpy as np
 import psycopg
 import pytest
 from support.citus_cluster import drop_abandoned_move_slots, workers
-from test_recall import NOW, add, unit
+from support.recall_rows import NOW, add, unit
 
 from jobs.citus.routes import Routes, ask_with
 from jobs.db import Database, one
