@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from psycopg.types.json import Jsonb
 from support.fake_anthropic import FakeAnthropic
-from test_recall_injection import check_block
+from support.recall_block import check_block
 
 from jobs.db import Database, one
 from jobs.embeddings import Embedder

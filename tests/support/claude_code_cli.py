@@ -50,7 +50,6 @@ needs_claude = pytest.mark.skipif(
 # Where the test process keeps the embedder's files; hooks under a temporary HOME are pointed there.
 MODEL_CACHE = os.environ.get("EPISODES_CACHE_DIR") or platformdirs.user_cache_dir("episodes")
 
-
 HOOK_BUDGET = 60.0  # generous on a loaded test machine; the fail-open tests use their own
 
 
