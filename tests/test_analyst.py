@@ -398,7 +398,9 @@ def test_there_are_at_least_eight_example_queries_each_with_a_question() -> None
 @pytest.mark.parametrize("name", example_queries())
 def test_example_query_returns_rows_within_its_scope(ro_db: Database, name: str) -> None:
     text = (sql_dir() / "queries" / name).read_text(encoding="utf-8")
-    scope = re.search(r"^-- Scope: (\w+)$", text, re.MULTILINE).group(1)  # type: ignore[union-attr]
+    found = re.search(r"^-- Scope: (\w+)$", text, re.MULTILINE)
+    assert found, f"{name} names no scope (a line '-- Scope: ...')"
+    scope = found.group(1)
     if scope == "operator":
         with analyst_connection(ro_db, None) as conn:
             rows = conn.execute(text).fetchall()
