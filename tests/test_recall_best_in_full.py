@@ -6,10 +6,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 
+from support.recall_rows import row
+
 from jobs.recall import RecallConfig
 from jobs.recall.fitting import select
 from jobs.recall.result import RecalledLine
-from tests.test_recall_later_holds import row
 
 NOW = dt.datetime(2025, 7, 3, 10, 0, tzinfo=dt.UTC)
 BEST = (

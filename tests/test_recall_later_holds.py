@@ -9,6 +9,7 @@ import datetime as dt
 from typing import Any
 
 import numpy as np
+from support.recall_rows import row
 
 from jobs.recall import RecallConfig
 from jobs.recall.fitting import _episode, _replacing, select
@@ -17,31 +18,6 @@ from jobs.recall.result import RecalledLine
 NOW = dt.datetime(2025, 7, 3, 10, 0, tzinfo=dt.UTC)
 SETTLED = dt.datetime(2025, 6, 2, 10, 0, tzinfo=dt.UTC)
 AMENDED = dt.datetime(2025, 7, 2, 10, 0, tzinfo=dt.UTC)
-
-
-def row(i: int, when: dt.datetime, summary: str, similarity: float, **ranks: Any) -> dict[str, Any]:
-    return {
-        "id": i,
-        "kind": "session",
-        "session_id": f"s{i}",
-        "purpose": "general",
-        "summary": summary,
-        "topic_tags": ["merge rule"],
-        "importance": 0.5,
-        "started_at": when,
-        "ended_at": when + dt.timedelta(minutes=5),
-        "period_start": None,
-        "period_end": None,
-        "score": 0.1,
-        "distance": 1.0 - similarity,
-        "text_score": None,
-        "vector_rank": i,
-        "text_rank": None,
-        "relevance_rank": ranks.get("relevance_rank"),
-        "related_rank": ranks.get("related_rank"),
-        "recency_rank": ranks.get("recency_rank"),
-        "replaced_on": ranks.get("replaced_on"),
-    }
 
 
 OLD_RULE = "On 2 June 2025, the user decided: merge keeps the latest record on a collision."

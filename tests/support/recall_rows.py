@@ -1,11 +1,12 @@
 """Episodes for the recall tests, written straight through the store: a row of any kind, age, purpose and
 events (episode_row, add), random unit vectors and random words (unit, words), the tests' clock (NOW) and a
-budget nothing exceeds (UNBOUNDED)."""
+budget nothing exceeds (UNBOUNDED); and a candidate row as fitting reads it (row)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -77,3 +78,29 @@ def unit(rng: np.random.Generator) -> np.ndarray:
 
 def words(rng: np.random.Generator, n: int = 8) -> str:
     return " ".join(rng.choice(WORDS, n)).capitalize() + "."
+
+
+def row(i: int, when: dt.datetime, summary: str, similarity: float, **ranks: Any) -> dict[str, Any]:
+    """A candidate episode as the recall query hands it to jobs.recall.fitting.select (no database)."""
+    return {
+        "id": i,
+        "kind": "session",
+        "session_id": f"s{i}",
+        "purpose": "general",
+        "summary": summary,
+        "topic_tags": ["merge rule"],
+        "importance": 0.5,
+        "started_at": when,
+        "ended_at": when + dt.timedelta(minutes=5),
+        "period_start": None,
+        "period_end": None,
+        "score": 0.1,
+        "distance": 1.0 - similarity,
+        "text_score": None,
+        "vector_rank": i,
+        "text_rank": None,
+        "relevance_rank": ranks.get("relevance_rank"),
+        "related_rank": ranks.get("related_rank"),
+        "recency_rank": ranks.get("recency_rank"),
+        "replaced_on": ranks.get("replaced_on"),
+    }
