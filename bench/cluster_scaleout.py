@@ -28,10 +28,10 @@ import numpy as np
 import psycopg
 from _common import peak_rss_mb, scratch_home
 from _data import load_data, measure, percentiles, plan_users
-from citus_cluster import create_database, drop_database, unreachable
 from ingest_rate import generate
 from pgvector.psycopg import register_vector
 from summarize_throughput import breakdown, phase
+from support.citus_cluster import create_database, drop_database, unreachable
 
 from jobs import config, migrate
 from jobs.db import Database, start_embedded

@@ -6,7 +6,7 @@
 Generates episodes spread over 2021-2025 (plus one "heavy" user with --heavy episodes in 2024),
 COPYs them into a scratch embedded database, and compresses years <= 2024 (as of 2026-11-21, 12mo):
 1. with the offline compressor, then once more (must change nothing);
-2. after deleting the supers, with the Claude path against tests/fake_anthropic.py run as a separate
+2. after deleting the supers, with the Claude path against tests/support/fake_anthropic.py run as a separate
    process at latency 0 (so wall time excludes model latency; the local HTTP round trips are shown
    separately). Prints model calls and input tokens per call (max / p95): they are bounded by the
    budget, not by the length of the period, as the heavy user's group shows.
@@ -138,7 +138,7 @@ def fake_server() -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [
             sys.executable,
-            str(ROOT / "tests" / "fake_anthropic.py"),
+            str(ROOT / "tests" / "support" / "fake_anthropic.py"),
             "--port",
             "0",
             "--latency",

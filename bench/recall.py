@@ -364,7 +364,7 @@ def time_statements(
 
 
 def statements(args: argparse.Namespace) -> None:
-    from citus_cluster import create_database, drop_database, unreachable  # tests/, on the path by _common
+    from support.citus_cluster import create_database, drop_database, unreachable  # tests/, on the path by _common
 
     from jobs.citus.routes import Routes, ask_with, node_url
     from jobs.citus.shards import shards

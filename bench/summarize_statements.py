@@ -26,10 +26,10 @@ from typing import IO, Any
 
 import psycopg
 from _common import scratch_home
-from citus_cluster import create_database, drop_database, unreachable
 from ingest_rate import generate
 from psycopg import pq
 from summarize_throughput import fake_server, timed_extractor
+from support.citus_cluster import create_database, drop_database, unreachable
 
 from jobs import config, migrate
 from jobs.db import Database, start_embedded

@@ -67,13 +67,13 @@ def fake_server(latency: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [
             sys.executable,
-            str(ROOT / "tests" / "fake_anthropic.py"),
+            str(ROOT / "tests" / "support" / "fake_anthropic.py"),
             "--port",
             "0",
             "--latency",
             str(latency),
             "--responder",
-            "episode_responder:responder",
+            "support.episode_responder:responder",
         ],
         stdout=subprocess.PIPE,
         text=True,

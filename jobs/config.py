@@ -263,7 +263,7 @@ class Settings:
         env="EPISODES_EMBEDDER",
         kind=EMBEDDER,
         doc="minilm: all-MiniLM-L6-v2 (int8) on ONNX Runtime, locally; minilm-fp32: unquantised; "
-        "voyage: Voyage's API (pip install voyageai; VOYAGE_API_KEY); hashing: tests only.",
+        "voyage: Voyage's API (the voyage extra; VOYAGE_API_KEY; docs: extractors); hashing: tests only.",
     )
     cache_dir: Path = setting(
         group="embeddings",

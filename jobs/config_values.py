@@ -80,8 +80,18 @@ def choice(*options: str) -> Kind:
 
 
 def _cron(name: str, raw: str) -> str:
-    if len(raw.split()) != 5:
-        raise ConfigError(f"{name}={raw!r} is not a crontab line of five fields, e.g. '0 3 1 1 *'.")
+    """A schedule that `episodes serve` can run: checked by APScheduler itself, as serve reads it, so a
+    wrong one stops the configuration load rather than the scheduler's start. APScheduler numbers the
+    days of the week from Monday (0 = mon); names (mon-fri, sun) mean the same there as in crontab."""
+    from apscheduler.triggers.cron import CronTrigger  # here, not at import: most commands never schedule
+
+    try:
+        CronTrigger.from_crontab(raw, timezone="UTC")
+    except ValueError as exc:
+        raise ConfigError(
+            f"{name}={raw!r} is not a schedule APScheduler accepts ({exc}); write a crontab line of five fields "
+            "(minute hour day month weekday, UTC), e.g. '0 3 1 1 *' for 03:00 on 1 January or '30 3 * * mon-fri'."
+        ) from None
     return raw
 
 
@@ -159,7 +169,7 @@ TEXT = Kind("text", lambda name, raw: raw)
 URL = Kind("URL", lambda name, raw: raw)
 PATH = Kind("path", lambda name, raw: Path(raw).expanduser())
 BOOLEAN = Kind("true | false", _boolean)
-CRON = Kind("crontab line (UTC)", _cron)
+CRON = Kind("crontab line (UTC; weekday 0 = Monday, or mon..sun)", _cron)
 IDLE = Kind("duration ≥ 1s (90s, 15m, 2h, 1d) | off", _idle_close)
 RETENTION = Kind("duration ≥ 1d | keep", _retention)
 PURPOSES = Kind("purpose=allowed,allowed;other=...", lambda name, raw: parse_purpose_map(raw, name))
@@ -169,4 +179,4 @@ SECRET = Kind("≥ 32 characters", _secret)
 PUBLIC_URL = Kind("http(s) URL", _public_url)
 TOKEN = Kind("≥ 32 printable ASCII characters", _token)
 LEVEL = Kind("DEBUG | INFO | WARNING | ERROR", lambda name, raw: raw.upper())
-EMBEDDER = Kind("minilm | minilm-fp32 | voyage[:model] | hashing[:dim]", lambda name, raw: raw.lower())
+EMBEDDER = Kind("minilm | minilm-fp32 | voyage[:model[:dim]] | hashing[:dim]", lambda name, raw: raw.lower())

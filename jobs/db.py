@@ -31,6 +31,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import DictRow, dict_row
+from psycopg.rows import Row as AnyRow  # the row type of a cursor, whichever it is
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from jobs.citus.routes import Node, Routes, ask_with, node_url
@@ -122,7 +123,7 @@ def notify_eligible(conn: Conn, tenant_id: str = "") -> None:
     conn.execute(query("notify_eligible"), {"channel": ELIGIBLE_CHANNEL, "tenant": tenant_id})
 
 
-def one(cursor: Cursor) -> DictRow:
+def one(cursor: psycopg.Cursor[AnyRow]) -> AnyRow:
     """The row a statement always returns (``INSERT ... RETURNING``, an aggregate, a lookup that
     the caller has just ensured); a missing row is a bug, raised as such, never a silent None."""
     row = cursor.fetchone()

@@ -1,5 +1,5 @@
 """Crash points for the crash tests: a test arms one by name (:func:`arm`) in the process it will
-kill (tests/crash_worker.py), and that process kill -9s itself when it reaches the point. Nothing
+kill (tests/support/crash_worker.py), and that process kill -9s itself when it reaches the point. Nothing
 arms one in production (no setting or variable does); an unarmed point costs one comparison.
 Named points: after_claim, after_model_call, during_commit.
 """

@@ -1,5 +1,5 @@
-"""Load transcripts from files: our JSON / JSONL format, LoCoMo conversation files and Claude Code
-session files (:mod:`jobs.formats.claude_code`).
+"""Load transcripts: validate the records that :mod:`jobs.formats.records` reads (from our JSON / JSONL
+files, LoCoMo conversation files, Claude Code session files, or an HTTP request's list) and write them.
 
 Every record is validated on its own, and files and the HTTP API's records go through one path
 (:func:`ingest_records`). A bad record is reported as ``file:line: reason`` and
@@ -10,12 +10,11 @@ no-op; changed content replaces the transcript and queues it for re-summarisatio
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -23,10 +22,8 @@ from pydantic import ValidationError
 
 from jobs.config import Settings
 from jobs.db import Database, notify_eligible
-from jobs.formats.claude_code import TENANT as CLAUDE_CODE_TENANT
-from jobs.formats.claude_code import default_user, read_session_file
-from jobs.formats.detect import detect, format_hint
-from jobs.formats.locomo import read_locomo
+from jobs.formats.detect import format_hint
+from jobs.formats.records import Raw, Rejection, discover, read_records
 from jobs.formats.shapes import ShapeOptions
 from jobs.models import TranscriptIn
 from jobs.pii.redaction import redact_messages
@@ -35,15 +32,6 @@ from jobs.sql import query
 log = logging.getLogger(__name__)
 
 _CHUNK = 250  # records per transaction
-
-
-@dataclass(frozen=True)
-class Rejection:
-    location: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.location}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -68,207 +56,7 @@ class IngestReport:
         return self.inserted + self.updated + self.unchanged
 
 
-# A record as read from a file, before validation: its location and either the parsed
-# object or the reason it could not be read.
-Raw = tuple[str, "dict | Rejection"]
-
-
-def _line_of(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
-
-
-_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some editors write first: not part of the data
-
-
-def _read_jsonl(path: Path, limit: int) -> Iterator[Raw]:
-    with path.open("rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            where = f"{path}:{lineno}"
-            if lineno == 1:
-                raw = raw.removeprefix(_BOM)
-            if not raw.strip():
-                continue
-            if len(raw) > limit:
-                yield (
-                    where,
-                    Rejection(
-                        where,
-                        f"record is {len(raw):,} bytes, over the limit of {limit:,} (EPISODES_MAX_TRANSCRIPT_BYTES)",
-                    ),
-                )
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield where, Rejection(where, f"invalid UTF-8 at byte {exc.start}")
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield where, Rejection(where, _syntax(exc))
-                continue
-            except RecursionError:
-                yield where, Rejection(where, "JSON nested too deeply")
-                continue
-            yield where, obj if isinstance(obj, dict) else Rejection(where, "record is not a JSON object")
-
-
-def _read_json(path: Path, limit: int) -> Iterator[Raw]:
-    """A JSON file holding one transcript object, a list of them, or {"transcripts": [...]}.
-
-    Invalid UTF-8 is decoded with surrogate escapes so that only the record holding the bad bytes
-    is rejected (by validation), not the whole file.
-    """
-    text = path.read_bytes().removeprefix(_BOM).decode("utf-8", errors="surrogateescape")
-    decoder = json.JSONDecoder()
-    pos = _skip_ws(text, 0)
-    if pos < len(text) and text[pos] == "{":
-        try:
-            obj, end = decoder.raw_decode(text, pos)
-        except (json.JSONDecodeError, RecursionError):
-            yield from _walk_documents(path, text, pos, limit)  # told there, with what follows
-            return
-        if isinstance(obj, dict) and isinstance(obj.get("transcripts"), list):
-            # Re-walk the inner list to keep per-record line numbers.
-            inner = text.find("[", text.find('"transcripts"', pos))
-            yield from _walk_array(path, text, inner, limit)
-        else:
-            yield from _sized(path, text, pos, end, obj, limit)
-            yield from _walk_documents(path, text, _skip_ws(text, end), limit)  # JSONL under a .json name
-        return
-    if pos < len(text) and text[pos] == "[":
-        yield from _walk_array(path, text, pos, limit)
-        return
-    where = f"{path}:{_line_of(text, pos)}"
-    yield where, Rejection(where, "expected a JSON object or array of transcripts")
-
-
-def _skip_ws(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
-
-
-def _walk_array(path: Path, text: str, pos: int, limit: int) -> Iterator[Raw]:
-    decoder = json.JSONDecoder()
-    pos = _skip_ws(text, pos + 1)
-    while pos < len(text) and text[pos] != "]":
-        try:
-            obj, end = decoder.raw_decode(text, pos)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            yield _bad_json(path, text, exc, pos)
-            return  # the rest of the array cannot be located reliably
-        yield from _sized(path, text, pos, end, obj, limit)
-        pos = _skip_ws(text, end)
-        if pos < len(text) and text[pos] == ",":
-            pos = _skip_ws(text, pos + 1)
-
-
-def _walk_documents(path: Path, text: str, pos: int, limit: int) -> Iterator[Raw]:
-    """Records one after another from ``pos`` (a .json file holding one record per line, which used to
-    load its first record only and drop the rest unsaid). After a syntax error reading goes on at the
-    next line that starts with ``{``, as a JSONL file's next line would be read."""
-    decoder = json.JSONDecoder()
-    while pos < len(text):
-        try:
-            obj, end = decoder.raw_decode(text, pos)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            yield _bad_json(path, text, exc, pos)
-            found = text.find("\n{", exc.pos if isinstance(exc, json.JSONDecodeError) else pos)
-            if found < 0:
-                return
-            pos = found + 1
-            continue
-        yield from _sized(path, text, pos, end, obj, limit)
-        pos = _skip_ws(text, end)
-
-
-def _sized(path: Path, text: str, start: int, end: int, obj: object, limit: int) -> Iterator[Raw]:
-    where = f"{path}:{_line_of(text, start)}"
-    size = end - start
-    if size > limit:
-        yield (
-            where,
-            Rejection(
-                where, f"record is {size:,} characters, over the limit of {limit:,} (EPISODES_MAX_TRANSCRIPT_BYTES)"
-            ),
-        )
-    elif not isinstance(obj, dict):
-        yield where, Rejection(where, "record is not a JSON object")
-    else:
-        yield where, obj
-
-
-def _syntax(exc: json.JSONDecodeError) -> str:
-    """A syntax error as told to the one who wrote the file: the column in its line (the line is the location)."""
-    return f"not valid JSON at column {exc.colno}: {exc.msg.removesuffix(' at')}"
-
-
-def _bad_json(path: Path, text: str, exc: Exception, pos: int = 0) -> Raw:
-    if isinstance(exc, json.JSONDecodeError):
-        where = f"{path}:{exc.lineno}"
-        return where, Rejection(where, _syntax(exc))
-    where = f"{path}:{_line_of(text, pos)}"
-    return where, Rejection(where, "JSON nested too deeply")
-
-
-# ------------------------------------------------------------------------------------------------
-
-
-def discover(paths: Iterable[Path], suffixes: tuple[str, ...] = (".json", ".jsonl")) -> list[Path]:
-    """Expand directories into their files with ``suffixes`` (sorted, recursively), keep files as given."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.suffix in suffixes and p.is_file()))
-        elif path.exists():
-            found.append(path)
-        else:
-            raise FileNotFoundError(path)
-    return found
-
-
-def read_records(
-    path: Path, settings: Settings, fmt: str = "auto", tenant_id: str | None = None, user_id: str | None = None
-) -> Iterator[Raw]:
-    """The records of one file. ``auto`` tells a Claude Code session file, a JSONL file and a whole JSON
-    document (pretty-printed, an array, whatever its name) apart by their first lines
-    (:func:`jobs.formats.detect.detect`)."""
-    kind = detect(path) if fmt == "auto" else None
-    if fmt == "locomo":
-        for where, item in read_locomo(path, tenant_id or "locomo"):
-            yield where, Rejection(where, item) if isinstance(item, str) else item
-    elif fmt == "claude-code" or kind == "claude-code":
-        for where, item in read_session_file(
-            path,
-            tenant_id=tenant_id or CLAUDE_CODE_TENANT,
-            user_id=user_id or default_user(),
-            idle_close_seconds=settings.idle_close_seconds,
-        ):
-            yield where, Rejection(where, item) if isinstance(item, str) else item
-    elif path.suffix == ".jsonl" and kind == "lines":
-        yield from _read_jsonl(path, settings.max_transcript_bytes)
-    else:
-        yield from _read_json(path, settings.max_transcript_bytes)
-
-
-def from_objects(objects: Iterable[object], limit: int) -> Iterator[Raw]:
-    """Records already parsed (an HTTP request's list), located by their index, with the file limits."""
-    for index, obj in enumerate(objects):
-        where = str(index)
-        size = len(json.dumps(obj, ensure_ascii=False).encode("utf-8", errors="surrogatepass"))
-        if size > limit:
-            yield (
-                where,
-                Rejection(
-                    where, f"record is {size:,} bytes, over the limit of {limit:,} (EPISODES_MAX_TRANSCRIPT_BYTES)"
-                ),
-            )
-        else:
-            yield where, obj if isinstance(obj, dict) else Rejection(where, "record is not a JSON object")
-
-
-def validate(where: str, raw: dict, settings: Settings, tenant_id: str | None) -> TranscriptIn | Rejection:
+def validate(where: str, raw: dict[str, Any], settings: Settings, tenant_id: str | None) -> TranscriptIn | Rejection:
     """One record in any accepted message shape, validated into the canonical form (tool output
     condensed to ``Settings.tool_result_chars``), within the message limits."""
     if tenant_id is not None and "tenant_id" not in raw:
@@ -321,7 +109,14 @@ def ingest(
     for path in discover(paths, (".jsonl",) if fmt == "claude-code" else (".json", ".jsonl")):
         ingest_records(
             db,
-            read_records(path, db.settings, fmt, tenant_id, user_id),
+            read_records(
+                path,
+                fmt,
+                limit=db.settings.max_transcript_bytes,
+                idle_close_seconds=db.settings.idle_close_seconds,
+                tenant_id=tenant_id,
+                user_id=user_id,
+            ),
             tenant_id=tenant_id,
             report=report,
             progress=progress,
@@ -424,7 +219,7 @@ def _reject(report: IngestReport, rejection: Rejection) -> None:
     report.outcomes.append(Outcome(rejection.location, "rejected", rejection.reason))
 
 
-def _count(report: IngestReport, where: str, row: dict | None) -> None:
+def _count(report: IngestReport, where: str, row: dict[str, Any] | None) -> None:
     if row is None:
         report.unchanged += 1
     elif row["inserted"]:
@@ -434,7 +229,7 @@ def _count(report: IngestReport, where: str, row: dict | None) -> None:
     report.outcomes.append(Outcome(where, "unchanged" if row is None else "accepted"))
 
 
-def _params(record: TranscriptIn, where: str, settings: Settings) -> dict:
+def _params(record: TranscriptIn, where: str, settings: Settings) -> dict[str, Any]:
     """The upsert's parameters. With EPISODES_STORE_REDACTED the messages are stored redacted; the
     content hash is still that of the record as sent, so re-ingesting it stays a no-op."""
     messages, _ = redact_messages(record.messages, enabled=settings.store_redacted)

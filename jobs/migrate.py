@@ -1,7 +1,12 @@
-"""Numbered SQL migrations (sql/migrations/NNNN_name.sql), applied in order.
+"""Numbered SQL migrations (sql/migrations/NNNN_name.sql), applied in order, then the analyst views.
 
 Each migration and its ``schema_migrations`` row commit in one transaction, so a failure leaves
 the schema at the previous version. A session advisory lock serialises concurrent ``init`` calls.
+
+The analyst views are not migrations: each is defined once, in sql/views/NN_name.sql, and every
+``migrate`` that leaves the schema current drops them and creates them again from those files, in one
+transaction (:func:`apply_views`). The migrations that once defined them (0004, 0008, 0009, 0012,
+0017) stay as they are: they are what databases already ran.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ from typing import Any
 
 import psycopg
 
-from jobs.errors import EmbeddingDimensionMismatch, SchemaNotInitialised, SchemaTooNew
+from jobs.errors import EmbeddingDimensionMismatch, EpisodesError, SchemaNotInitialised, SchemaTooNew
 from jobs.resources import sql_dir
 
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_VIEW_FILE = re.compile(r"^\d{2}_[a-z0-9_]+\.sql$")
 _LOCK_KEY = 0x65706973  # "epis"
 
 
@@ -29,14 +35,53 @@ class Migration:
     sql: str
 
 
+@dataclass(frozen=True)
+class ViewFile:
+    name: str
+    sql: str
+
+
 def available() -> list[Migration]:
     """Migrations shipped with this version of the code, in order."""
+    return _shipped()
+
+
+def _shipped() -> list[Migration]:
     found = []
     for entry in (sql_dir() / "migrations").iterdir():
         match = _NAME.match(entry.name)
         if match:
             found.append(Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
     return sorted(found, key=lambda m: m.version)
+
+
+def view_files() -> list[ViewFile]:
+    """sql/views/NN_name.sql in the order of their numbers: 00_drop.sql first, each view after the views it
+    reads, 90_scoped.sql (the public views over the internal ones) last."""
+    found = [
+        ViewFile(entry.name, entry.read_text(encoding="utf-8"))
+        for entry in (sql_dir() / "views").iterdir()
+        if _VIEW_FILE.match(entry.name)
+    ]
+    return sorted(found, key=lambda f: f.name)
+
+
+def apply_views(conn: psycopg.Connection[Any]) -> None:
+    """Drop the analyst views and create them from sql/views, in one transaction: afterwards the database
+    holds exactly the views of the files, with their options, comments and grants. Nothing changes when
+    it fails (a view of someone else's that reads an analyst view stops the drop: the error says which)."""
+    try:
+        with conn.transaction():
+            for view in view_files():
+                conn.execute(view.sql)
+    except psycopg.errors.DependentObjectsStillExist as exc:
+        depends = exc.diag.message_detail or exc.diag.message_primary or str(exc)
+        raise EpisodesError(
+            f"The analyst views could not be re-created: {depends}. Drop that object, run `episodes init` "
+            "again and create it anew afterwards (the analyst views are re-created from sql/views by every "
+            "`episodes init`); the schema is current and the previous analyst views are unchanged."
+        ) from None
+    log.debug("analyst views re-created", extra={"action": "migrate_views"})
 
 
 def code_version() -> int:
@@ -95,6 +140,8 @@ def migrate(conn: psycopg.Connection[Any], *, embedding_dim: int, embedder: str)
                 extra={"action": "migrate_step", "version": migration.version},
             )
             applied.append(migration)
+        if applied_versions.union(m.version for m in applied) >= {m.version for m in _shipped()}:
+            apply_views(conn)  # the files are today's views: on a schema older than the code's, left alone
         if applied:  # one line for the run; `episodes init` prints the names on stdout
             log.info(
                 "schema migrated from version %d to %d",

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from jobs.concepts import DEFAULT_PURPOSE, PURPOSE, PURPOSE_RULE, STANDING_TYPES, EntityKind, EventType
 from jobs.formats.envelope import check_metadata, unknown_field
 from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
+from jobs.tokens import estimate_tokens as estimate_tokens  # re-exported: every budget counts tokens with it
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # Terminal escape sequences, whole (a terminal's colours in pasted or tool output: ESC [ 31 m): removing
@@ -333,7 +334,7 @@ def tool_input_schema(model: type[BaseModel] = EpisodeExtraction) -> dict[str, A
             return [inline(v) for v in node]
         return node
 
-    return inline(schema)
+    return dict(inline(schema))  # the schema with every $ref replaced: a dict still
 
 
 # ------------------------------------------------------------------------------------------------

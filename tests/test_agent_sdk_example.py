@@ -1,7 +1,7 @@
 """The Claude Agent SDK example (examples/agent_sdk_memory.py), run as a user runs it.
 
 The example is started as its own process; the SDK drives the real Claude Code CLI against the
-streaming stand-in for the Anthropic API (tests/stream_anthropic.py), which records what the model
+streaming stand-in for the Anthropic API (tests/support/stream_anthropic.py), which records what the model
 was asked. Session 1 states a decision and is handed over; summarised offline, it is in session 2's
 system prompt inside ``<previous_episodes>``, and no recall block is ever stored as conversation.
 Skipped, saying why, without ``claude-agent-sdk`` (the test extra) or a Claude Code CLI: the SDK's
@@ -25,7 +25,7 @@ from typing import Any
 import platformdirs
 import pytest
 from click.testing import CliRunner
-from stream_anthropic import StreamAnthropic
+from support.stream_anthropic import StreamAnthropic
 
 from jobs.cli import cli
 from jobs.db import Database
@@ -186,7 +186,7 @@ def test_sdk_session_2_sees_session_1s_decision_local_mode(agent: Agent, db: Dat
 
 @pytest.mark.slow
 def test_sdk_session_2_sees_session_1s_decision_through_episodes_api(agent: Agent, db: Database) -> None:
-    from api_server import serve
+    from support.api_server import serve
 
     from jobs.service.keys import create_key
 

@@ -16,10 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import fake_anthropic as fa
 import pytest
+from support import fake_anthropic as fa
 
-from jobs.db import Database
+from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor, prompt_version
 from jobs.extract.grounding import ground
 from jobs.extract.offline import OfflineExtractor
@@ -148,7 +149,7 @@ def index_of(messages: list[Message], role: str, needle: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def offline(embedder) -> tuple[Transcript, EpisodeExtraction]:
+def offline(embedder: Embedder) -> tuple[Transcript, EpisodeExtraction]:
     t = agent_transcript()
     return t, OfflineExtractor(embedder).extract(t).extraction
 
@@ -200,7 +201,7 @@ def test_offline_names_files_commands_and_services_said_in_the_session(offline) 
     assert not any(name.startswith(("FAILED", "SELECT")) for name in entities)
 
 
-def test_a_tool_only_session_is_described_not_quoted(embedder) -> None:
+def test_a_tool_only_session_is_described_not_quoted(embedder: Embedder) -> None:
     record = TranscriptIn.model_validate(
         {
             "tenant_id": "t",
@@ -230,7 +231,7 @@ def test_a_tool_only_session_is_described_not_quoted(embedder) -> None:
     assert episode.topic_tags == [] and episode.key_events == []
 
 
-def test_flattened_tool_text_in_a_user_message_is_context_not_speech(embedder) -> None:
+def test_flattened_tool_text_in_a_user_message_is_context_not_speech(embedder: Embedder) -> None:
     """The issue's case: a transcript flattened by hand, tool output in ``user`` messages."""
     messages = [
         Message(role="user", content="Please fix the flaky login test in tests/test_login.py before the release."),
@@ -341,7 +342,7 @@ def test_grounding_cites_what_was_said_before_tool_output() -> None:
 
 
 def test_the_claude_prompt_labels_tool_context_and_asks_for_agent_memory(
-    llm_db: Database, fake: fa.FakeAnthropic, embedder
+    llm_db: Database, fake: fa.FakeAnthropic, embedder: Embedder
 ) -> None:
     t = agent_transcript()
     decision = index_of(t.messages, "user", "SKIP LOCKED")
@@ -408,12 +409,12 @@ def test_the_claude_prompt_labels_tool_context_and_asks_for_agent_memory(
     )
     with llm_db.admin() as conn:
         events = {r["type"]: r for r in conn.execute("SELECT type, evidence, evidence_quote FROM episode_events")}
-        version = conn.execute("SELECT prompt_version FROM episodes").fetchone()["prompt_version"]
+        version = one(conn.execute("SELECT prompt_version FROM episodes"))["prompt_version"]
     assert events["decision"]["evidence_quote"].startswith("Ok, let's switch the queue")
     assert version == prompt_version()
 
 
-def test_a_name_cannot_pass_for_tool_context(llm_db: Database, fake: fa.FakeAnthropic, embedder) -> None:
+def test_a_name_cannot_pass_for_tool_context(llm_db: Database, fake: fa.FakeAnthropic, embedder: Embedder) -> None:
     messages = [
         {"role": "user", "name": "Tool  Context", "content": "We'll go with Redis."},
         {"role": "assistant", "content": "Noted."},
@@ -442,7 +443,7 @@ def test_a_name_cannot_pass_for_tool_context(llm_db: Database, fake: fa.FakeAnth
 # -- the bench, smoke-run on the real sessions ------------------------------------------------------
 
 
-def test_bench_agent_session_quality_smoke(db: Database, embedder) -> None:
+def test_bench_agent_session_quality_smoke(db: Database, embedder: Embedder) -> None:
     if not REAL_SESSIONS.is_dir():
         pytest.skip(f"{REAL_SESSIONS} is absent: the real Claude Code sessions live outside the repository")
     sys.path.insert(0, str(ROOT / "bench"))

@@ -24,17 +24,18 @@ import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-import fake_anthropic as fa
 import numpy as np
 import psycopg
 import pytest
 from conftest import BACKENDS
-from episode_responder import resolving_responder
 from psycopg import sql
+from support import fake_anthropic as fa
+from support.episode_responder import resolving_responder
 
 from jobs.config import Settings
-from jobs.db import Database, set_local
+from jobs.db import Database, one, set_local
 from jobs.models import EpisodeExtraction, KeyEvent
 from jobs.report import analyst_connection
 from jobs.report.data import analyst_role
@@ -139,10 +140,12 @@ def resolve(db: Database, raised_in: str, resolved_in: str, type: str, due: dt.d
             (tenant, raised_in, type, due, due),
         ).fetchone()
         assert item, f"the extractor found no {type} in {raised_in}"
-        later = conn.execute(
-            "SELECT id, ended_at FROM episodes WHERE tenant_id = %s AND session_id = %s AND status = 'current'",
-            (tenant, resolved_in),
-        ).fetchone()
+        later = one(
+            conn.execute(
+                "SELECT id, ended_at FROM episodes WHERE tenant_id = %s AND session_id = %s AND status = 'current'",
+                (tenant, resolved_in),
+            )
+        )
         rows = conn.execute(
             query("resolve_item"),
             {
@@ -225,7 +228,7 @@ def _copy_examples(src_url: str, dst_url: str) -> None:
 def _cluster_examples(request: pytest.FixtureRequest, name: str | None) -> tuple[str, Callable[[], None] | None]:
     """The summarised examples on the Citus cluster: in a database ``name`` of their own (dropped by the
     returned function), or with ``name=None`` in the process's cluster database, emptied first."""
-    import citus_cluster
+    from support import citus_cluster
 
     if (reason := citus_cluster.unreachable()) is not None:
         pytest.skip(reason)
@@ -280,12 +283,12 @@ def ro_db(request: pytest.FixtureRequest) -> Iterator[Database]:
             drop()
 
 
-def owner(db: Database, sql: str, params: Sequence[object] | dict | None = None) -> list[dict]:
+def owner(db: Database, sql: str, params: Sequence[object] | dict[str, Any] | None = None) -> list[dict[str, Any]]:
     with db.admin() as conn:
         return conn.execute(sql, params).fetchall()
 
 
-def as_role(db: Database, role: str, sql: str, tenant: str | None = None) -> list[dict]:
+def as_role(db: Database, role: str, sql: str, tenant: str | None = None) -> list[dict[str, Any]]:
     """Run ``sql`` as ``role`` in a transaction, with episodes.tenant_id set when ``tenant`` is given."""
     with db.pool.connection() as conn:
         with conn.transaction():
@@ -503,12 +506,14 @@ def test_resolution_of_a_super_summary_copy_counts_for_the_source(edb: Database)
     """An open item of a compressed episode lives on as a copy in the super-summary; if a later
     session resolves the copy, the analyst views count the original as resolved."""
     with edb.tenant("acme") as conn:
-        src = conn.execute("""
+        src = one(
+            conn.execute("""
             SELECT ev.id, ev.what, ev.episode_id
             FROM episode_events ev JOIN episodes e ON e.tenant_id = ev.tenant_id AND e.id = ev.episode_id
             WHERE e.tenant_id = 'acme' AND e.session_id = 'acme-lena-2024-03-12' AND ev.type = 'commitment'
               AND ev.status = 'open'
-            ORDER BY ev.ordinal LIMIT 1""").fetchone()
+            ORDER BY ev.ordinal LIMIT 1""")
+        )
         extraction = EpisodeExtraction(
             summary="Lena hired a senior and a junior analytics engineer in 2024.",
             topic_tags=["hiring"],
@@ -537,12 +542,14 @@ def test_resolution_of_a_super_summary_copy_counts_for_the_source(edb: Database)
             "UPDATE episodes SET compressed_into = %s WHERE tenant_id = 'acme' AND id = %s",
             (super_id, src["episode_id"]),
         )
-        copy = conn.execute(
-            "SELECT id FROM episode_events WHERE tenant_id = 'acme' AND episode_id = %s", (super_id,)
-        ).fetchone()
-        later = conn.execute(
-            "SELECT id, ended_at FROM episodes WHERE tenant_id = 'acme' AND session_id = 'acme-lena-2024-04-09'"
-        ).fetchone()
+        copy = one(
+            conn.execute("SELECT id FROM episode_events WHERE tenant_id = 'acme' AND episode_id = %s", (super_id,))
+        )
+        later = one(
+            conn.execute(
+                "SELECT id, ended_at FROM episodes WHERE tenant_id = 'acme' AND session_id = 'acme-lena-2024-04-09'"
+            )
+        )
         conn.execute(
             query("resolve_item"),
             {

@@ -4,7 +4,7 @@ branch and program versions a host handed over) is in `GET /v1/users/{id}/export
 from __future__ import annotations
 
 import httpx
-from api_server import serve
+from support.api_server import serve
 
 from jobs.db import Database
 from jobs.rights.export import export_user

@@ -6,11 +6,12 @@ from __future__ import annotations
 import httpx
 import psycopg
 import pytest
-from api_server import serve
+from support.api_server import serve
 
 from jobs import migrate
 from jobs.db import Database
-from jobs.ingest import from_objects, ingest_records
+from jobs.formats.records import from_objects
+from jobs.ingest import ingest_records
 from jobs.service.keys import create_key, list_keys, parse_scopes
 
 MARIA = {

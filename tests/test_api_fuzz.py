@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from api_server import serve
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance
+from support.api_server import serve
 
 from jobs.db import Database
 from jobs.service.keys import create_key

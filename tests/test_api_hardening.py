@@ -18,11 +18,11 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import psycopg
 import pytest
-from api_server import BACKENDS, backend_database, serve
+from support.api_server import BACKENDS, backend_database, serve
 
 from jobs import config, migrate
 from jobs.concepts import EVENT_TYPES
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.errors import ConfigError
 from jobs.rights.forget import forget_user
 from jobs.service.keys import KeyVerifier, create_key, parse_scopes, revoke_key
@@ -138,7 +138,7 @@ def test_a_link_dies_with_the_key_that_issued_it(api: Api) -> None:
     page = httpx.get(f"{api.url}/memory", params={"token": token})
     assert page.status_code == 410 and "no longer works" in page.text and "Business plan" not in page.text
     with api.db.admin() as conn:
-        ep = conn.execute("SELECT id, summary FROM episodes WHERE user_id = 'u-maria'").fetchone()
+        ep = one(conn.execute("SELECT id, summary FROM episodes WHERE user_id = 'u-maria'"))
     r = httpx.post(
         f"{api.url}/memory/correct",
         params={"token": token},
@@ -324,7 +324,7 @@ def test_an_unknown_event_type_is_a_422_naming_the_allowed_ones(api: Api) -> Non
 
 def test_ingest_and_edit_are_separate_scopes(api: Api) -> None:
     with api.db.admin() as conn:
-        episode_id = conn.execute("SELECT id FROM episodes WHERE user_id = 'u-maria' LIMIT 1").fetchone()["id"]
+        episode_id = one(conn.execute("SELECT id FROM episodes WHERE user_id = 'u-maria' LIMIT 1"))["id"]
     record = {**MARIA, "session_id": "s-scope"}
     with api.client("ingest") as ingest:
         assert ingest.post("/v1/transcripts", json={"transcripts": [record]}).status_code == 200

@@ -9,11 +9,11 @@ import select
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import psycopg
-from api_server import api_process
+from support.api_server import api_process
+from support.waiting import wait_until
 
 from jobs.config import Settings
 from jobs.db import Database
@@ -66,7 +66,8 @@ def test_slow_and_idle_connections_are_closed(settings: Settings) -> None:
         for sock in (trickling, kept):
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
         open_ones = {"silent": silent, "trickling": trickling, "kept": kept}
-        for _ in range(120):  # a minute at most; the header timeout is 10 s
+
+        def all_closed() -> bool:
             for name, sock in list(open_ones.items()):
                 if _closed(sock):
                     del open_ones[name]
@@ -75,12 +76,15 @@ def test_slow_and_idle_connections_are_closed(settings: Settings) -> None:
                         sock.sendall(b"X-Slow: 1\r\n")
                     except OSError:
                         del open_ones[name]
-            if not open_ones:
-                break
-            time.sleep(0.5)
-        for sock in (silent, trickling, kept):
-            sock.close()
-        assert not open_ones, f"still open after a minute: {sorted(open_ones)}"
+            return not open_ones
+
+        try:  # a minute at most; the header timeout is 10 s
+            wait_until(
+                all_closed, 60, "the server to close the silent, the trickling and the kept connection", every=0.5
+            )
+        finally:
+            for sock in (silent, trickling, kept):
+                sock.close()
         assert httpx.get(f"{api.url}/healthz").status_code == 200
 
 
@@ -106,18 +110,18 @@ def test_a_database_gone_answers_503_at_once(settings: Settings, db: Database, a
         finally:
             with psycopg.connect(admin_url, autocommit=True) as conn:
                 conn.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')
-        for _ in range(60):  # back within Retry-After (5 s) and a connection
-            if httpx.get(f"{api.url}/v1/users/u/episodes", headers=auth, timeout=30).status_code == 200:
-                break
-            time.sleep(0.5)
-        else:
-            raise AssertionError("the service did not recover after the database came back")
+        wait_until(  # back within Retry-After (5 s) and a connection
+            lambda: httpx.get(f"{api.url}/v1/users/u/episodes", headers=auth, timeout=30).status_code == 200,
+            60,
+            "the service to answer 200 again after the database came back",
+            every=0.5,
+        )
 
 
 def test_a_busy_pool_is_not_taken_for_a_database_gone(settings: Settings) -> None:
     """Every connection of the pool in use: that request answers 503 after its wait, but the database still
     takes a fresh connection, so the next requests are not refused without trying (the breaker stays shut)."""
-    from api_server import serve
+    from support.api_server import serve
 
     with Database(settings.with_(pool_size=1, pool_timeout_seconds=0.5)) as db, serve(db) as url:
         secret = create_key(db, "acme", ("recall",))[1]

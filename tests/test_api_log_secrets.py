@@ -15,11 +15,12 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import psycopg
 import pytest
-from api_server import api_process
+from support.api_server import api_process
 
 from jobs import config
 from jobs.db import Database
-from jobs.ingest import from_objects, ingest_records
+from jobs.formats.records import from_objects
+from jobs.ingest import ingest_records
 from jobs.service.keys import create_key
 
 PASSWORD = "Pw-0f-the-database-9d41c7"

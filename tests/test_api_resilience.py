@@ -7,12 +7,12 @@ from __future__ import annotations
 import signal
 import socket
 import threading
-import time
 
 import httpx
 import psycopg
 import pytest
-from api_server import api_process, serve
+from support.api_server import api_process, serve
+from support.waiting import wait_until
 
 from jobs.config import Settings
 from jobs.db import Database
@@ -126,12 +126,14 @@ def test_sigterm_lets_a_request_in_flight_finish(settings: Settings) -> None:
                 )
             )
             sender.start()
-            stored = 0
             with psycopg.connect(settings.database_url or "", autocommit=True) as conn:
-                while stored == 0 and sender.is_alive():
+
+                def stored_so_far() -> int:
+                    assert sender.is_alive(), "the request ended before the first of its transcripts was seen stored"
                     row = conn.execute("SELECT count(*) FROM transcripts WHERE session_id LIKE 'drain-%'").fetchone()
-                    stored = row[0] if row else 0
-                    time.sleep(0.002)
+                    return int(row[0]) if row else 0
+
+                stored = wait_until(stored_so_far, 120, "the first transcripts of the request stored", every=0.002)
                 api.proc.terminate()  # SIGTERM with the request in flight
                 assert 0 < stored < len(records), f"the request was not in flight at SIGTERM ({stored} stored)"
                 sender.join(timeout=120)

@@ -8,11 +8,12 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
 import pytest
-from api_server import BACKENDS, backend_database, serve
+from support.api_server import BACKENDS, backend_database, serve
 
 from jobs import migrate
 from jobs.db import Database
@@ -266,7 +267,7 @@ def test_the_app_role_cannot_read_the_keys(api: Api) -> None:
             conn.execute("SELECT * FROM api_keys")
 
 
-def _maria_episode(api: Api, session_id: str) -> dict:
+def _maria_episode(api: Api, session_id: str) -> dict[str, Any]:
     with api.client("acme") as c:
         items = c.get("/v1/users/u-maria/episodes").json()["items"]
     return next(e for e in items if e["session_id"] == session_id)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
-import fake_anthropic as fa
 import pytest
-from episode_responder import responder
 from psycopg.types.json import Jsonb
+from support import fake_anthropic as fa
+from support.episode_responder import responder
 
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.embeddings import get_embedder
 from jobs.extract.claude import AnthropicExtractor
 from jobs.llm import cost_usd
@@ -57,7 +58,7 @@ def test_batch_survives_a_restart_and_costs_half(llm_db: Database, fake: fa.Fake
         first = BatchRunner(llm_db, claude, embedder).run(wait=False)  # submit, then the process "stops"
     assert len(first.submitted) == 1 and first.counts["done"] == 0
     with llm_db.admin() as conn:
-        leased = conn.execute("SELECT count(*) AS n FROM transcripts WHERE lease_owner LIKE 'batch:%'").fetchone()
+        leased = one(conn.execute("SELECT count(*) AS n FROM transcripts WHERE lease_owner LIKE 'batch:%'"))
         assert leased["n"] == 5
     fake.end_batches()  # the batch ends while no process is watching
     with AnthropicExtractor(llm_db.settings) as claude:  # a new process resumes the open batch
@@ -67,8 +68,8 @@ def test_batch_survives_a_restart_and_costs_half(llm_db: Database, fake: fa.Fake
     with llm_db.admin() as conn:
         calls = conn.execute("SELECT * FROM model_calls ORDER BY id").fetchall()
         states = {r["id"]: r["status"] for r in conn.execute("SELECT id, status FROM transcripts")}
-        batch = conn.execute("SELECT status, counts FROM model_batches").fetchone()
-        current = conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'").fetchone()["n"]
+        batch = one(conn.execute("SELECT status, counts FROM model_batches"))
+        current = one(conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'"))["n"]
     assert current == 4 and batch["status"] == "ingested"
     assert states[ids[2]] == "pending" and sum(s == "done" for s in states.values()) == 4
     assert all(c["batch"] for c in calls) and len(calls) == 4
@@ -104,16 +105,18 @@ def test_failed_submission_returns_transcripts_to_the_queue(llm_db: Database, fa
         with pytest.raises(Exception):  # noqa: B017 - whatever the SDK raises for a refused batch; the state is checked below
             BatchRunner(llm_db, claude, get_embedder("minilm")).submit()
     with llm_db.admin() as conn:
-        row = conn.execute("SELECT status, lease_owner, last_error FROM transcripts").fetchone()
-        batch = conn.execute("SELECT status FROM model_batches").fetchone()
+        row = one(conn.execute("SELECT status, lease_owner, last_error FROM transcripts"))
+        batch = one(conn.execute("SELECT status FROM model_batches"))
     assert row["status"] == "pending" and row["lease_owner"] is None and "submission failed" in row["last_error"]
     assert batch["status"] == "failed"
 
 
-def _resolution_after_first_session(database: Database, fake: fa.FakeAnthropic, second: str, *, batch: bool) -> dict:
+def _resolution_after_first_session(
+    database: Database, fake: fa.FakeAnthropic, second: str, *, batch: bool
+) -> dict[str, Any]:
     """Summarise a first session live (it leaves an open commitment), then a second session that
     fulfils it, live or through a Message Batch; return how the commitment ended and what was sent."""
-    from episode_responder import resolving_responder
+    from support.episode_responder import resolving_responder
 
     from jobs.summarize import run_summarize
 
@@ -145,7 +148,7 @@ def _resolution_after_first_session(database: Database, fake: fa.FakeAnthropic, 
             "FROM episode_events e LEFT JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.resolved_by "
             "WHERE e.type = 'commitment'"
         ).fetchone()
-        episode = conn.execute("SELECT dropped_events FROM episodes WHERE session_id = %s", (second,)).fetchone()
+        episode = one(conn.execute("SELECT dropped_events FROM episodes WHERE session_id = %s", (second,)))
     return {**item, "dropped_events": episode["dropped_events"]}
 
 

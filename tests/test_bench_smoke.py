@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from citus_cluster import unreachable
+from support.citus_cluster import unreachable
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"

@@ -2,7 +2,7 @@
 
 The real Claude Code CLI with our hooks installed by ``episodes claude-code install`` (local mode, a temporary
 HOME), against a local stand-in for the Anthropic API that streams and records every request
-(tests/stream_anthropic.py). Session 1's user prompt states a decision and a deadline; the SessionEnd hook hands
+(tests/support/stream_anthropic.py). Session 1's user prompt states a decision and a deadline; the SessionEnd hook hands
 the session over; the offline extractor summarises it; session 2 starts in the same project, and the request
 the CLI sends to the model must carry the decision with its specifics inside ``<previous_episodes>``. The
 stand-in answers "Understood." so nothing of the decision comes from the model's side. Skipped, saying why,
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from stream_anthropic import StreamAnthropic
+from support.stream_anthropic import StreamAnthropic
 from test_claude_code_hooks import CLAUDE, HOOK_BUDGET, MODEL_CACHE, Claude, needs_claude
 
 from jobs.cli import cli

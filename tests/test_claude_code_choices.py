@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from stream_anthropic import StreamAnthropic
+from support.databases import service_url
+from support.stream_anthropic import StreamAnthropic
+from support.waiting import wait_until
 from test_claude_code_hook_isolation import _hostile_project
 from test_claude_code_hooks import DECISION, MODEL_CACHE, Claude, needs_claude
-from test_least_privilege import _service_url
 from test_serve_claude_code_sync import _old_session
-from waiting import wait_until
 
 from jobs.claude_code import hook_settings
 from jobs.cli import cli
@@ -76,7 +76,7 @@ def test_sync_without_options_stores_as_install_was_told_and_options_still_win(i
 def test_serve_claude_code_sync_without_options_stores_as_install_was_told(installed: Path, db: Database) -> None:
     _old_session(installed, "cccc-3333", "/work/shop")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update(DATABASE_URL=db.url, EPISODES_SERVICE_DATABASE_URL=_service_url(db.url), HF_HUB_OFFLINE="1")
+    env.update(DATABASE_URL=db.url, EPISODES_SERVICE_DATABASE_URL=service_url(db.url), HF_HUB_OFFLINE="1")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -233,7 +233,7 @@ def test_real_claude_code_runs_the_hooks_of_settings_local_json_and_none_of_the_
 def test_after_a_remote_install_sync_stores_through_the_api_and_serve_asks_for_a_tenant(
     tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from api_server import serve
+    from support.api_server import serve
 
     from jobs.claude_code.choices import serve_identity
     from jobs.errors import ConfigError

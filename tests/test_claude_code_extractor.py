@@ -1,5 +1,5 @@
 """The claude-code extractor through the REAL Claude Code CLI against a local stand-in for the
-Anthropic API (tests/stream_anthropic.py), under a scratch HOME: what it asks the model, what it
+Anthropic API (tests/support/stream_anthropic.py), under a scratch HOME: what it asks the model, what it
 stores, each failure's one-line reason and state, and what our runs may not do (leave a session
 file, run the user's hooks, MCP servers or CLAUDE.md). Skipped, saying why, without the CLI.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from psycopg.types.json import Jsonb
-from stream_anthropic import Answer, Fault, StreamAnthropic, ToolUse
+from support.stream_anthropic import Answer, Fault, StreamAnthropic, ToolUse
 
 from jobs.cli import cli
 from jobs.db import Database

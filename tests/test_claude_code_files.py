@@ -17,6 +17,7 @@ from conftest import ROOT
 
 from jobs.cli import cli
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.extract.offline import OfflineExtractor
 from jobs.formats.claude_code import project_purpose, read_session_file
 from jobs.ingest import ingest
@@ -38,7 +39,7 @@ def stamp(minute: float, start: dt.datetime = dt.datetime(2025, 3, 4, 9, 0, tzin
     return (start + dt.timedelta(minutes=minute)).isoformat().replace("+00:00", "Z")
 
 
-def line(kind: str, minute: float, message: dict | None = None, **extra: Any) -> dict:
+def line(kind: str, minute: float, message: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
         "type": kind,
         "sessionId": SESSION,
@@ -55,11 +56,11 @@ def line(kind: str, minute: float, message: dict | None = None, **extra: Any) ->
     return out
 
 
-def user(minute: float, content: Any, **extra: Any) -> dict:
+def user(minute: float, content: Any, **extra: Any) -> dict[str, Any]:
     return line("user", minute, {"role": "user", "content": content}, **extra)
 
 
-def assistant(minute: float, message_id: str, *blocks: dict, **extra: Any) -> dict:
+def assistant(minute: float, message_id: str, *blocks: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return line(
         "assistant",
         minute,
@@ -74,19 +75,19 @@ def assistant(minute: float, message_id: str, *blocks: dict, **extra: Any) -> di
     )
 
 
-def text(t: str) -> dict:
+def text(t: str) -> dict[str, Any]:
     return {"type": "text", "text": t}
 
 
-def tool_use(call_id: str, name: str, **args: Any) -> dict:
+def tool_use(call_id: str, name: str, **args: Any) -> dict[str, Any]:
     return {"type": "tool_use", "id": call_id, "name": name, "input": args}
 
 
-def tool_result(call_id: str, content: Any, **extra: Any) -> dict:
+def tool_result(call_id: str, content: Any, **extra: Any) -> dict[str, Any]:
     return {"type": "tool_result", "tool_use_id": call_id, "content": content, **extra}
 
 
-def session_lines() -> list[dict]:
+def session_lines() -> list[dict[str, Any]]:
     """A session of the shape Claude Code 2.1 writes: hook output, split assistant lines, a subagent."""
     return [
         {"type": "file-history-snapshot", "messageId": "m0", "snapshot": {"trackedFileBackups": {}}},
@@ -153,7 +154,7 @@ def write_lines(path: Path, lines: list[Any]) -> Path:
     return path
 
 
-def stored(db: Database) -> list[dict]:
+def stored(db: Database) -> list[dict[str, Any]]:
     with db.admin() as conn:
         return conn.execute(
             "SELECT session_id, user_id, tenant_id, agent_id, purpose, started_at, ended_at, "
@@ -231,8 +232,10 @@ def test_open_session_then_grown_file_replaces_never_doubles(db: Database, tmp_p
     assert (again.inserted, again.updated, again.unchanged) == (0, 0, 1)
 
 
-def test_multi_megabyte_session_is_stored_within_limits_and_summarises(db: Database, tmp_path: Path, embedder) -> None:
-    lines: list[dict] = [
+def test_multi_megabyte_session_is_stored_within_limits_and_summarises(
+    db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
+    lines: list[dict[str, Any]] = [
         user(0, "The nightly import job is failing. We'll go with retrying each batch three times before giving up.")
     ]
     for n in range(1, 1201):  # 1,200 tool calls, 5 KB of output each: ~6 MB, most of it tool output

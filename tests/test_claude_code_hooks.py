@@ -2,7 +2,7 @@
 
 The real-client tests run the Claude Code CLI (npm ``@anthropic-ai/claude-code``) with our hooks
 installed by ``episodes claude-code install`` into a temporary HOME, against a local stand-in for
-the Anthropic API that streams (tests/stream_anthropic.py). They are skipped, saying why, when the
+the Anthropic API that streams (tests/support/stream_anthropic.py). They are skipped, saying why, when the
 CLI is not found: set EPISODES_CLAUDE_BIN, put ``claude`` on PATH, or ``npm install
 @anthropic-ai/claude-code`` in the repository (node_modules/.bin/claude).
 """
@@ -24,7 +24,7 @@ from typing import Any
 import platformdirs
 import pytest
 from click.testing import CliRunner
-from stream_anthropic import StreamAnthropic
+from support.stream_anthropic import StreamAnthropic
 
 from jobs.claude_code import hook_settings, session_state
 from jobs.claude_code.places import log_file, project_purpose
@@ -528,7 +528,7 @@ def _session_file(folder: Path, sid: str, cwd: str, said: str) -> Path:
 
 
 def test_remote_mode_hands_over_through_the_api_and_injects_its_block_once(tmp_path: Path, db: Database) -> None:
-    from api_server import serve
+    from support.api_server import serve
 
     from jobs.service.keys import create_key
 

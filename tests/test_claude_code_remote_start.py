@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 import pytest
-from api_server import serve
 from click.testing import CliRunner
-from stream_anthropic import StreamAnthropic
+from support.api_server import serve
+from support.stream_anthropic import StreamAnthropic
 from test_claude_code_hooks import CLAUDE, DECISION, MODEL_CACHE, Claude, _hook, _session_file, _stored, _summarise
 
 from jobs.claude_code import hook_settings, session_state

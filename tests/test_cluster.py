@@ -1,4 +1,4 @@
-"""`episodes init` and `episodes status` on the Citus cluster (tests/citus_cluster.py): init distributes a
+"""`episodes init` and `episodes status` on the Citus cluster (tests/support/citus_cluster.py): init distributes a
 blank database by tenant, status shows the nodes and the shards of every table. Cluster only."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from jobs.citus import cluster
 from jobs.cli import cli
+from jobs.db import one
 
 pytestmark = pytest.mark.slow  # needs the Citus cluster (skips without it)
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.slow  # needs the Citus cluster (skips without it)
 @pytest.fixture
 def blank_cluster_url() -> Iterator[str]:
     """A database on every node of the cluster with citus and vector but no schema (skips without a cluster)."""
-    import citus_cluster
+    from support import citus_cluster
 
     if (reason := citus_cluster.unreachable()) is not None:
         pytest.skip(reason)
@@ -75,7 +76,7 @@ def test_init_distributes_and_status_shows_the_shards(
 
 
 def test_reembed_refuses_on_a_cluster_and_says_what_to_do(citus_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import citus_cluster
+    from support import citus_cluster
 
     citus_cluster.empty(citus_url)
     monkeypatch.setenv("DATABASE_URL", citus_url)
@@ -83,4 +84,4 @@ def test_reembed_refuses_on_a_cluster_and_says_what_to_do(citus_url: str, monkey
     assert result.exit_code != 0
     assert "does not run on a Citus cluster yet" in result.output and "Re-embed before distributing" in result.output
     with psycopg.connect(citus_url) as conn:  # nothing was started
-        assert conn.execute("SELECT count(*) FROM reembed_state").fetchone()[0] == 0
+        assert one(conn.execute("SELECT count(*) FROM reembed_state"))[0] == 0

@@ -12,9 +12,10 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import fake_anthropic as fa
 import pytest
 from click.testing import CliRunner
+from support import fake_anthropic as fa
+from support.fake_anthropic import FakeAnthropic
 
 from jobs.cli import cli
 from jobs.compress import (
@@ -28,7 +29,8 @@ from jobs.compress import (
     rebuild_period,
     run_compress,
 )
-from jobs.db import Database
+from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.errors import CompressBusy, ConfigError
 from jobs.models import (
     Entity,
@@ -198,14 +200,12 @@ def snapshot(db: Database) -> dict[str, str]:
     """Every row of every data table, as text (job_runs, the run history, is expected to grow)."""
     with db.admin() as conn:
         return {
-            t: conn.execute(f"SELECT coalesce(json_agg(x ORDER BY x::text)::text, '[]') AS j FROM {t} x").fetchone()[
-                "j"
-            ]
+            t: one(conn.execute(f"SELECT coalesce(json_agg(x ORDER BY x::text)::text, '[]') AS j FROM {t} x"))["j"]
             for t in TABLES
         }
 
 
-def supers(db: Database, status: str = "current") -> list[dict]:
+def supers(db: Database, status: str = "current") -> list[dict[str, Any]]:
     with db.admin() as conn:
         return conn.execute(
             "SELECT * FROM episodes WHERE kind = 'super' AND status = %s ORDER BY id", (status,)
@@ -241,13 +241,15 @@ def pointers(db: Database, ids: list[int]) -> list[int | None]:
 def unreachable(db: Database, super_id: int, source_ids: list[int]) -> int:
     """Decisions and open questions / commitments of the sources that no event of the super cites."""
     with db.admin() as conn:
-        return conn.execute(
-            "SELECT count(*) AS n FROM episode_events src WHERE src.episode_id = ANY(%s) "
-            "AND (src.type = 'decision' OR (src.type IN ('open_question', 'commitment') AND src.status = 'open')) "
-            "AND NOT EXISTS (SELECT 1 FROM episode_events s WHERE s.tenant_id = src.tenant_id AND s.episode_id = %s "
-            "AND s.source_event_id = src.id)",
-            (source_ids, super_id),
-        ).fetchone()["n"]
+        return one(
+            conn.execute(
+                "SELECT count(*) AS n FROM episode_events src WHERE src.episode_id = ANY(%s) "
+                "AND (src.type = 'decision' OR (src.type IN ('open_question', 'commitment') AND src.status = 'open')) "
+                "AND NOT EXISTS (SELECT 1 FROM episode_events s WHERE s.tenant_id = src.tenant_id AND s.episode_id = %s "
+                "AND s.source_event_id = src.id)",
+                (source_ids, super_id),
+            )
+        )["n"]
 
 
 def _claude(db: Database, **changes: Any) -> AnthropicCompressor:
@@ -258,11 +260,13 @@ def _claude(db: Database, **changes: Any) -> AnthropicCompressor:
 def half_written(db: Database) -> int:
     """Supers missing their lineage or their events."""
     with db.admin() as conn:
-        return conn.execute(
-            "SELECT count(*) AS n FROM episodes s WHERE s.kind = 'super' AND ("
-            "(SELECT count(*) FROM episode_lineage l WHERE l.tenant_id = s.tenant_id AND l.super_episode_id = s.id) < 2 "
-            "OR NOT EXISTS (SELECT 1 FROM episode_events e WHERE e.tenant_id = s.tenant_id AND e.episode_id = s.id))"
-        ).fetchone()["n"]
+        return one(
+            conn.execute(
+                "SELECT count(*) AS n FROM episodes s WHERE s.kind = 'super' AND ("
+                "(SELECT count(*) FROM episode_lineage l WHERE l.tenant_id = s.tenant_id AND l.super_episode_id = s.id) < 2 "
+                "OR NOT EXISTS (SELECT 1 FROM episode_events e WHERE e.tenant_id = s.tenant_id AND e.episode_id = s.id))"
+            )
+        )["n"]
 
 
 def offline(db: Database, embedder: Any, **kwargs: Any):
@@ -289,7 +293,9 @@ def test_cut_off_and_periods() -> None:
     assert labels == ["2024", "2024-Q1", "2024-01"]
 
 
-def test_offline_compress_keeps_decisions_and_open_items_and_reruns_change_nothing(db: Database, embedder) -> None:
+def test_offline_compress_keeps_decisions_and_open_items_and_reruns_change_nothing(
+    db: Database, embedder: Embedder
+) -> None:
     sources = year_2024(db, embedder)
     later = [
         add(db, "2025-03-01T10:00", "Maria asked about SSO.", embedder=embedder),
@@ -322,7 +328,7 @@ def test_offline_compress_keeps_decisions_and_open_items_and_reruns_change_nothi
             r["name"]
             for r in conn.execute("SELECT name FROM episode_entities WHERE episode_id = %s ORDER BY id", (sup["id"],))
         ]
-        total = conn.execute("SELECT count(*) AS n FROM episode_events WHERE episode_id = %s", (sup["id"],)).fetchone()
+        total = one(conn.execute("SELECT count(*) AS n FROM episode_events WHERE episode_id = %s", (sup["id"],)))
     # 2 decisions + 1 open question + 1 open commitment; not the surprise, not the finished commitment
     assert [e["type"] for e in events] == ["decision", "open_question", "commitment", "decision"]
     assert total["n"] == 4
@@ -342,7 +348,9 @@ def test_offline_compress_keeps_decisions_and_open_items_and_reruns_change_nothi
     assert snapshot(db) == before
 
 
-def test_claude_path_through_the_fake_server_and_a_second_run_changes_nothing(llm_db: Database, fake, embedder) -> None:
+def test_claude_path_through_the_fake_server_and_a_second_run_changes_nothing(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     u1 = year_2024(llm_db, user="u1")
     u2 = year_2024(llm_db, user="u2", word="Globex")
     with _claude(llm_db) as compressor:
@@ -382,7 +390,9 @@ def test_claude_path_through_the_fake_server_and_a_second_run_changes_nothing(ll
     assert len(fake.calls()) == sent and snapshot(llm_db) == before
 
 
-def test_a_long_period_is_reduced_hierarchically_within_the_budget(llm_db: Database, fake, embedder) -> None:
+def test_a_long_period_is_reduced_hierarchically_within_the_budget(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     budget = 600
     for user, n in (("u1", 12), ("u2", 36)):
         for i in range(n):
@@ -424,7 +434,7 @@ def test_a_long_period_is_reduced_hierarchically_within_the_budget(llm_db: Datab
 
 
 def test_a_fault_in_the_second_group_leaves_it_untouched_and_a_rerun_completes_it(
-    llm_db: Database, fake, embedder
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
 ) -> None:
     u1 = year_2024(llm_db, user="u1")
     u2 = year_2024(llm_db, user="u2", word="Globex")
@@ -441,17 +451,19 @@ def test_a_fault_in_the_second_group_leaves_it_untouched_and_a_rerun_completes_i
     assert first["user_id"] == "u1" and lineage(llm_db, first["id"]) == u1 and unreachable(llm_db, first["id"], u1) == 0
     assert pointers(llm_db, u2) == [None, None, None]
     with llm_db.admin() as conn:
-        assert conn.execute("SELECT count(*) AS n FROM episode_lineage WHERE user_id = 'u2'").fetchone()["n"] == 0
+        assert one(conn.execute("SELECT count(*) AS n FROM episode_lineage WHERE user_id = 'u2'"))["n"] == 0
         assert (
-            conn.execute(
-                "SELECT count(*) AS n FROM episode_events WHERE user_id = 'u2' AND source_event_id IS NOT NULL"
-            ).fetchone()["n"]
+            one(
+                conn.execute(
+                    "SELECT count(*) AS n FROM episode_events WHERE user_id = 'u2' AND source_event_id IS NOT NULL"
+                )
+            )["n"]
             == 0
         )
         outcomes = [
             (r["user_id"], r["outcome"]) for r in conn.execute("SELECT user_id, outcome FROM model_calls ORDER BY id")
         ]
-        run = conn.execute("SELECT status, counts, error FROM job_runs WHERE job = 'compress'").fetchone()
+        run = one(conn.execute("SELECT status, counts, error FROM job_runs WHERE job = 'compress'"))
     assert sorted(outcomes) == [("u1", "ok"), ("u2", "transient")]
     assert half_written(llm_db) == 0
     assert run["counts"] == {"created": 1, "failed": 1} and "Internal server error" in run["error"]
@@ -467,7 +479,7 @@ def test_a_fault_in_the_second_group_leaves_it_untouched_and_a_rerun_completes_i
     assert lineage(llm_db, second["id"]) == u2 and pointers(llm_db, u2) == [second["id"]] * 3
 
 
-def test_a_late_episode_rebuilds_its_period_instead_of_adding_a_second(db: Database, embedder) -> None:
+def test_a_late_episode_rebuilds_its_period_instead_of_adding_a_second(db: Database, embedder: Embedder) -> None:
     sources = year_2024(db, embedder)
     offline(db, embedder)
     (old,) = supers(db)
@@ -493,7 +505,7 @@ def test_a_late_episode_rebuilds_its_period_instead_of_adding_a_second(db: Datab
     assert offline(db, embedder).counts["unchanged"] == 1 and snapshot(db) == before
 
 
-def test_a_group_that_changes_while_it_is_compressed_is_left_for_the_next_run(db: Database, embedder) -> None:
+def test_a_group_that_changes_while_it_is_compressed_is_left_for_the_next_run(db: Database, embedder: Embedder) -> None:
     from jobs.compress import embed_prepared, prepare_group, write_group
 
     sources = year_2024(db, embedder)
@@ -509,7 +521,7 @@ def test_a_group_that_changes_while_it_is_compressed_is_left_for_the_next_run(db
     assert lineage(db, sup["id"]) == [*sources, late] and half_written(db) == 0
 
 
-def test_rebuild_period_after_an_erasure_leaves_no_trace_of_the_erased_source(db: Database, embedder) -> None:
+def test_rebuild_period_after_an_erasure_leaves_no_trace_of_the_erased_source(db: Database, embedder: Embedder) -> None:
     keep = year_2024(db, embedder)
     secret = add(
         db,
@@ -524,9 +536,11 @@ def test_rebuild_period_after_an_erasure_leaves_no_trace_of_the_erased_source(db
     offline(db, embedder)  # the first super is kept as superseded (audit), the second is current
     (old,) = supers(db)
     with db.admin() as conn:
-        carried = conn.execute(
-            "SELECT count(*) AS n FROM episode_events WHERE what LIKE '%%SECRET%%' AND source_event_id IS NOT NULL"
-        ).fetchone()["n"]
+        carried = one(
+            conn.execute(
+                "SELECT count(*) AS n FROM episode_events WHERE what LIKE '%%SECRET%%' AND source_event_id IS NOT NULL"
+            )
+        )["n"]
     assert carried == 2 and secret in lineage(db, old["id"]) and len(supers(db, "superseded")) == 1
     delete_episodes(db, [secret])  # what an erasure does to the source
     outcome = rebuild_period(db, "acme", "u1", *YEAR_2024, compressor=OfflineCompressor(embedder), embedder=embedder)
@@ -535,11 +549,13 @@ def test_rebuild_period_after_an_erasure_leaves_no_trace_of_the_erased_source(db
     keep = [*keep, late]
     assert lineage(db, new["id"]) == keep and supers(db, "superseded") == []  # both old supers are gone
     with db.admin() as conn:
-        leftovers = conn.execute(
-            "SELECT (SELECT count(*) FROM episodes WHERE summary LIKE '%%SECRET%%') + "
-            "(SELECT count(*) FROM episode_events WHERE what LIKE '%%SECRET%%') + "
-            "(SELECT count(*) FROM episode_entities WHERE name LIKE '%%SECRET%%') AS n"
-        ).fetchone()["n"]
+        leftovers = one(
+            conn.execute(
+                "SELECT (SELECT count(*) FROM episodes WHERE summary LIKE '%%SECRET%%') + "
+                "(SELECT count(*) FROM episode_events WHERE what LIKE '%%SECRET%%') + "
+                "(SELECT count(*) FROM episode_entities WHERE name LIKE '%%SECRET%%') AS n"
+            )
+        )["n"]
     assert leftovers == 0
     assert rebuild_period(db, "acme", "u1", *YEAR_2024, compressor=OfflineCompressor(embedder)) == "unchanged"
 
@@ -549,7 +565,9 @@ def test_rebuild_period_after_an_erasure_leaves_no_trace_of_the_erased_source(db
     assert rebuild_period(db, "acme", "u1", *YEAR_2024) == "uncompressed"
 
 
-def test_erasing_an_old_version_of_a_session_removes_the_audit_copy_that_held_it(db: Database, embedder) -> None:
+def test_erasing_an_old_version_of_a_session_removes_the_audit_copy_that_held_it(
+    db: Database, embedder: Embedder
+) -> None:
     first, second, third = year_2024(db, embedder)
     offline(db, embedder)
     (audit,) = supers(db)
@@ -565,7 +583,7 @@ def test_erasing_an_old_version_of_a_session_removes_the_audit_copy_that_held_it
     assert lineage(db, current["id"]) == [first, third, again]
 
 
-def test_one_runner_at_a_time(db: Database, embedder) -> None:
+def test_one_runner_at_a_time(db: Database, embedder: Embedder) -> None:
     year_2024(db)
     with db.connect(autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", (RUN_LOCK_KEY,))
@@ -580,7 +598,9 @@ def test_one_runner_at_a_time(db: Database, embedder) -> None:
     assert "created 1" in cli_run.stdout and len(supers(db)) == 1
 
 
-def test_the_scheduler_job_returns_counts_and_steps_aside_for_a_running_compress(db: Database, embedder) -> None:
+def test_the_scheduler_job_returns_counts_and_steps_aside_for_a_running_compress(
+    db: Database, embedder: Embedder
+) -> None:
     from jobs.compress import scheduled_compress
 
     with db.connect(autocommit=True) as other:  # e.g. `episodes compress` from a shell
@@ -591,10 +611,10 @@ def test_the_scheduler_job_returns_counts_and_steps_aside_for_a_running_compress
     (sup,) = supers(db)
     assert sup["model"] == "offline" and pointers(db, ids) == [sup["id"]] * 3  # no API key: offline
     with db.admin() as conn:  # the scheduler records the run itself
-        assert conn.execute("SELECT count(*) AS n FROM job_runs").fetchone()["n"] == 0
+        assert one(conn.execute("SELECT count(*) AS n FROM job_runs"))["n"] == 0
 
 
-def test_dry_run_cli_lists_the_plan_and_changes_nothing(db: Database, embedder) -> None:
+def test_dry_run_cli_lists_the_plan_and_changes_nothing(db: Database, embedder: Embedder) -> None:
     year_2024(db, embedder)
     year_2024(db, embedder, user="u2")
     before = snapshot(db)
@@ -606,7 +626,7 @@ def test_dry_run_cli_lists_the_plan_and_changes_nothing(db: Database, embedder) 
     assert "--purge-embeddings" in help_text and "re-embed" in help_text
 
 
-def test_purge_embeddings_and_the_tenant_filter(db: Database, embedder) -> None:
+def test_purge_embeddings_and_the_tenant_filter(db: Database, embedder: Embedder) -> None:
     acme = year_2024(db, embedder)
     globex = year_2024(db, embedder, tenant="globex")
     report = offline(db, embedder, tenant="acme", purge_embeddings=True)
@@ -623,7 +643,7 @@ def test_purge_embeddings_and_the_tenant_filter(db: Database, embedder) -> None:
     assert again.purged == 0 and again.counts["unchanged"] == 1
 
 
-def test_months_then_a_year_coarsens_and_months_again_leave_the_year_alone(db: Database, embedder) -> None:
+def test_months_then_a_year_coarsens_and_months_again_leave_the_year_alone(db: Database, embedder: Embedder) -> None:
     jan = [
         add(db, "2024-01-05T10:00", "January one.", embedder=embedder),
         add(db, "2024-01-20T10:00", "January two.", embedder=embedder),
@@ -649,7 +669,7 @@ def test_months_then_a_year_coarsens_and_months_again_leave_the_year_alone(db: D
     assert again.counts["skipped"] == 3 and again.counts["created"] == 0 and snapshot(db) == before
 
 
-def test_recall_shows_the_super_summary_for_a_compressed_year_within_budget(db: Database, embedder) -> None:
+def test_recall_shows_the_super_summary_for_a_compressed_year_within_budget(db: Database, embedder: Embedder) -> None:
     from jobs import recall
 
     sources = year_2024(db, embedder)

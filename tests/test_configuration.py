@@ -119,3 +119,34 @@ def test_variables_still_parse_into_the_settings(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("EPISODES_EXTRACTOR", "gpt")
     with pytest.raises(config.ConfigError, match=r"use auto, anthropic, .*offline"):
         config.load()
+
+
+@pytest.mark.parametrize("variable", ["EPISODES_COMPRESS_CRON", "EPISODES_PRUNE_CRON"])
+@pytest.mark.parametrize(
+    ("schedule", "reason"),
+    [
+        ("61 3 * * *", "higher than the maximum value (59)"),  # five fields, but no such minute
+        ("0 3 1 13 *", "higher than the maximum value (12)"),
+        ("0 3 * * 7", "higher than the maximum value (6)"),  # APScheduler counts weekdays 0-6 from Monday
+        ("0 3 * *", "Wrong number of fields; got 4, expected 5"),
+        ("0 3 * * someday", "someday"),
+    ],
+)
+def test_a_schedule_apscheduler_refuses_stops_the_configuration_load(
+    monkeypatch: pytest.MonkeyPatch, variable: str, schedule: str, reason: str
+) -> None:
+    """A wrong schedule fails when the settings are read, naming the variable, the value, APScheduler's reason
+    and an example, not later when `episodes serve` starts its scheduler."""
+    monkeypatch.setenv(variable, schedule)
+    with pytest.raises(config.ConfigError) as caught:
+        config.load()
+    message = str(caught.value)
+    assert message.startswith(f"{variable}={schedule!r} is not a schedule APScheduler accepts")
+    assert reason in message and "e.g. '0 3 1 1 *'" in message
+
+
+def test_a_schedule_apscheduler_accepts_is_kept_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EPISODES_COMPRESS_CRON", "0 4 1 */6 *")
+    monkeypatch.setenv("EPISODES_PRUNE_CRON", "15 2 * * mon-fri")
+    settings = config.load()
+    assert (settings.compress_cron, settings.prune_cron) == ("0 4 1 */6 *", "15 2 * * mon-fri")

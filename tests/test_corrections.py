@@ -8,12 +8,15 @@ session's re-summarisation.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from click.testing import CliRunner
 from psycopg.types.json import Jsonb
 
 from jobs.cli import cli
-from jobs.db import Database
+from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.errors import CorrectionInvalid, EpisodeNotFound
 from jobs.extract.claude import AnthropicExtractor
 from jobs.recall import Recaller
@@ -41,26 +44,28 @@ def add(db: Database, session: str, tenant: str = "acme", user: str = "u1") -> N
         )
 
 
-def summarise(db: Database, embedder) -> dict:
+def summarise(db: Database, embedder: Embedder) -> dict[str, Any]:
     with AnthropicExtractor(db.settings) as extractor:
         return run_summarize(db, extractor=extractor, embedder=embedder).counts
 
 
-def current(db: Database, session: str = "s1") -> dict:
+def current(db: Database, session: str = "s1") -> dict[str, Any]:
     """The session's current episode with its events (by ordinal) and its text-search lexemes."""
     with db.admin() as conn:
-        episode = conn.execute(
-            "SELECT id, tenant_id, summary, tsvector_to_array(search_tsv) AS lexemes FROM episodes "
-            "WHERE session_id = %s AND status = 'current'",
-            (session,),
-        ).fetchone()
+        episode = one(
+            conn.execute(
+                "SELECT id, tenant_id, summary, tsvector_to_array(search_tsv) AS lexemes FROM episodes "
+                "WHERE session_id = %s AND status = 'current'",
+                (session,),
+            )
+        )
         events = conn.execute(
             "SELECT id, type, what, status FROM episode_events WHERE episode_id = %s ORDER BY ordinal", (episode["id"],)
         ).fetchall()
     return {**episode, "events": events}
 
 
-def by_type(episode: dict, kind: str) -> dict:
+def by_type(episode: dict[str, Any], kind: str) -> dict[str, Any]:
     (event,) = [e for e in episode["events"] if e["type"] == kind]
     return event
 
@@ -71,7 +76,7 @@ def text_score(recaller: Recaller, words: str, episode_id: int) -> float | None:
     return found.text_score
 
 
-def test_a_correction_is_reindexed_audited_and_seen_by_a_warm_recall(llm_db: Database, embedder) -> None:
+def test_a_correction_is_reindexed_audited_and_seen_by_a_warm_recall(llm_db: Database, embedder: Embedder) -> None:
     add(llm_db, "s1")
     assert summarise(llm_db, embedder) == {"done": 1}
     before = current(llm_db)
@@ -96,7 +101,7 @@ def test_a_correction_is_reindexed_audited_and_seen_by_a_warm_recall(llm_db: Dat
     assert text_score(warm, "kilimanjaro", before["id"]) is not None
     assert text_score(warm, "quokka", before["id"]) is None
     with llm_db.admin() as conn:
-        vector = conn.execute("SELECT embedding FROM episodes WHERE id = %s", (before["id"],)).fetchone()["embedding"]
+        vector = one(conn.execute("SELECT embedding FROM episodes WHERE id = %s", (before["id"],)))["embedding"]
     assert float(vector.to_numpy() @ embedder.embed([SUMMARY])[0]) > 0.7
     audit = corrections_of(llm_db, "acme", before["id"])
     assert [(a["field"], a["old_value"], a["new_value"], a["actor"]) for a in audit] == [
@@ -113,7 +118,7 @@ def test_a_correction_is_reindexed_audited_and_seen_by_a_warm_recall(llm_db: Dat
     assert len(corrections_of(llm_db, "acme", before["id"])) == 3
 
 
-def test_a_correction_survives_re_summarisation(llm_db: Database, embedder) -> None:
+def test_a_correction_survives_re_summarisation(llm_db: Database, embedder: Embedder) -> None:
     add(llm_db, "s1")
     summarise(llm_db, embedder)
     first = current(llm_db)
@@ -172,7 +177,7 @@ def test_a_correction_survives_re_summarisation(llm_db: Database, embedder) -> N
     assert [e["type"] for e in third["events"]] == ["decision"] and third["summary"] == SUMMARY
 
 
-def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embedder) -> None:
+def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embedder: Embedder) -> None:
     add(llm_db, "s1")
     add(llm_db, "s2")
     add(llm_db, "g1", tenant="globex")
@@ -184,7 +189,7 @@ def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embe
             return [
                 conn.execute("SELECT id, summary, search_tsv::text FROM episodes ORDER BY id").fetchall(),
                 conn.execute("SELECT id, what, status FROM episode_events ORDER BY id").fetchall(),
-                conn.execute("SELECT count(*) AS n FROM episode_corrections").fetchone()["n"],
+                one(conn.execute("SELECT count(*) AS n FROM episode_corrections"))["n"],
             ]
 
     before = state()
@@ -246,7 +251,7 @@ def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embe
         correct_episode(llm_db, "acme", s1["id"], EpisodeCorrection(summary=SUMMARY), actor="u", embedder=embedder)
 
 
-def test_cli_correct(llm_db: Database, embedder) -> None:
+def test_cli_correct(llm_db: Database, embedder: Embedder) -> None:
     add(llm_db, "s1")
     summarise(llm_db, embedder)
     episode = current(llm_db)

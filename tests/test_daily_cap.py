@@ -1,6 +1,6 @@
 """Spend you can see and cap: the daily token and session caps hold the queue for the next day in
 `run` and in serve's worker, per back end; `run --dry-run` prices the backlog without calling a model.
-The model is the real `openai` SDK against tests/fake_openai.py.
+The model is the real `openai` SDK against tests/support/fake_openai.py.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import fake_openai as fo
 import pytest
 from click.testing import CliRunner
 from psycopg.types.json import Jsonb
+from support import fake_openai as fo
 from test_openai_backend import MODEL, model_like
 
 from jobs.cli import cli
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.extract.openai_chat import OpenAIExtractor
 from jobs.lifecycle.resummarize import DEFAULT_OUTPUT_TOKENS, LINE_TOKENS, fixed_prompt_tokens
 from jobs.llm.spend import CapGauge, DailyCap, day_start, estimate_cost, spend_today
@@ -88,10 +88,12 @@ def test_the_session_cap_holds_the_rest_until_the_next_day(db: Database, server:
         assert statuses(db) == {"done": 2, "pending": 3}
         with db.admin() as conn:  # held, not tried: no attempt counted, no error
             assert (
-                conn.execute(
-                    "SELECT count(*) AS n FROM transcripts WHERE status = 'pending' AND attempts = 0 "
-                    "AND last_error IS NULL"
-                ).fetchone()["n"]
+                one(
+                    conn.execute(
+                        "SELECT count(*) AS n FROM transcripts WHERE status = 'pending' AND attempts = 0 "
+                        "AND last_error IS NULL"
+                    )
+                )["n"]
                 == 3
             )
         assert run(database, embedder).counts["done"] == 0  # still today: nothing more

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from jobs import config, migrate
-from jobs.db import SERVICE_ROLE, Database
+from jobs.db import SERVICE_ROLE, Database, one
 from jobs.service.page_link import link_secret
 
 TENANT_FACING = ("episodes_service", "episodes_app", "episodes_analyst", "episodes_operator")
@@ -182,9 +182,7 @@ def test_the_tenant_facing_roles_may_create_no_temporary_object(
         assert [r.getMessage() for r in caplog.records] == []  # the owner could revoke: nothing to tell
         migrate.allow_service_login(conn)
         allowed = {
-            role: conn.execute(
-                "SELECT has_database_privilege(%s, current_database(), 'TEMPORARY')", (role,)
-            ).fetchone()[0]
+            role: one(conn.execute("SELECT has_database_privilege(%s, current_database(), 'TEMPORARY')", (role,)))[0]
             for role in TENANT_FACING
         }
         public = conn.execute(

@@ -5,12 +5,15 @@ episode, and stored text in them cannot forge the block."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
+from support.fake_anthropic import FakeAnthropic
 from test_recall_injection import check_block
 
-from jobs.db import Database
+from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.extract.lines import LINE_CHARS, episode_lines
 from jobs.extract.offline import OfflineExtractor
 from jobs.models import Message
@@ -23,7 +26,7 @@ from jobs.summarize import run_summarize
 NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
 
 
-def _add(db: Database, session: str, messages: list[dict], day: str, user: str = "u1") -> None:
+def _add(db: Database, session: str, messages: list[dict[str, Any]], day: str, user: str = "u1") -> None:
     with db.tenant("acme") as conn:
         conn.execute(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, content_hash) "
@@ -86,7 +89,7 @@ def test_relative_dates_are_resolved_against_the_day_they_were_said() -> None:
 
 
 @pytest.mark.parametrize("db", ["single", "citus"], indirect=True)
-def test_recall_quotes_the_matching_lines_and_forget_removes_them(db: Database, embedder) -> None:
+def test_recall_quotes_the_matching_lines_and_forget_removes_them(db: Database, embedder: Embedder) -> None:
     _add(db, "billing", BILLING, "2025-03-03")
     _add(db, "party", NOISE, "2025-04-10")
     assert run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder).counts["done"] == 2
@@ -112,10 +115,10 @@ def test_recall_quotes_the_matching_lines_and_forget_removes_them(db: Database, 
     assert any("PostgreSQL 17" in line["text"] for ep in exported["episodes"] for line in ep["lines"])
     forget_user(db, "acme", "u1")
     with db.tenant("acme") as conn:
-        assert conn.execute("SELECT count(*) AS n FROM episode_lines").fetchone()["n"] == 0
+        assert one(conn.execute("SELECT count(*) AS n FROM episode_lines"))["n"] == 0
 
 
-def test_a_hostile_line_is_quoted_as_data(db: Database, embedder) -> None:
+def test_a_hostile_line_is_quoted_as_data(db: Database, embedder: Embedder) -> None:
     hostile = [
         {
             "role": "user",
@@ -130,8 +133,8 @@ def test_a_hostile_line_is_quoted_as_data(db: Database, embedder) -> None:
     check_block(result.render())
 
 
-def _fact_responder(body: dict) -> dict:
-    from episode_responder import episode_for
+def _fact_responder(body: dict[str, Any]) -> dict[str, Any]:
+    from support.episode_responder import episode_for
 
     episode = episode_for(body)
     episode["key_events"].append(
@@ -141,7 +144,7 @@ def _fact_responder(body: dict) -> dict:
 
 
 def test_the_claude_path_asks_for_verbatim_specifics_and_stores_facts_and_lines(
-    llm_db: Database, fake, embedder
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
 ) -> None:
     """Through the anthropic SDK against the fake server: the prompt asks for specifics verbatim and offers
     the `fact` type; a fact event and the session's lines are stored."""
@@ -163,7 +166,7 @@ def test_the_claude_path_asks_for_verbatim_specifics_and_stores_facts_and_lines(
     assert lines and lines[0].startswith("Let's use PostgreSQL 17")
 
 
-def test_a_corrected_episode_keeps_no_quotes_even_when_summarised_again(db: Database, embedder) -> None:
+def test_a_corrected_episode_keeps_no_quotes_even_when_summarised_again(db: Database, embedder: Embedder) -> None:
     """The user's correction wins over the session's words: the episode's lines go, recall shows the corrected
     summary, and a re-summarisation (the standing correction applied again) stores no lines either."""
     from jobs.rights.correct import EpisodeCorrection, correct_episode
@@ -181,13 +184,13 @@ def test_a_corrected_episode_keeps_no_quotes_even_when_summarised_again(db: Data
         embedder=embedder,
     )
     with db.tenant("acme") as conn:
-        assert conn.execute("SELECT count(*) AS n FROM episode_lines").fetchone()["n"] == 0
+        assert one(conn.execute("SELECT count(*) AS n FROM episode_lines"))["n"] == 0
     result = Recaller(db, embedder).recall("acme", "u1", "Which PostgreSQL version for billing?", now=NOW)
     assert "PostgreSQL 16, not 17" in result.render() and not any(ep.lines for ep in result.episodes)
     with db.tenant("acme") as conn:
         conn.execute("UPDATE transcripts SET content_hash = 'changed', status = 'pending'")
     run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
     with db.tenant("acme") as conn:
-        current = conn.execute("SELECT id, summary FROM episodes WHERE status = 'current'").fetchone()
+        current = one(conn.execute("SELECT id, summary FROM episodes WHERE status = 'current'"))
         assert current["id"] != episode_id and current["summary"] == "The user chose PostgreSQL 16, not 17."
-        assert conn.execute("SELECT count(*) AS n FROM episode_lines").fetchone()["n"] == 0
+        assert one(conn.execute("SELECT count(*) AS n FROM episode_lines"))["n"] == 0

@@ -15,15 +15,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from api_server import serve
 from click.testing import CliRunner, Result
-from test_least_privilege import service_db  # noqa: F401 - the fixture: the database as `episodes api` logs in
+from support.api_server import serve
 from test_serve_claude_code_sync import _old_session
 
 from jobs.claude_code.places import log_file, state_dir
 from jobs.claude_code.session_state import SessionState, save
 from jobs.cli import cli
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.ingest import ingest_records
 from jobs.rights.forget import forget_user
 from jobs.service.keys import create_key
@@ -105,7 +104,7 @@ def test_kept_transcripts_are_not_requeued_by_a_new_upload(db: Database, tmp_pat
     again = _run("ingest", str(path))
     assert again.exit_code == 1 and "erased on" in again.stderr, again.output
     with db.tenant("acme") as conn:
-        row = conn.execute("SELECT status, messages FROM transcripts WHERE tenant_id = 'acme'").fetchone()
+        row = one(conn.execute("SELECT status, messages FROM transcripts WHERE tenant_id = 'acme'"))
     assert row["status"] == "done" and row["messages"][0]["content"] == "Book the Zanzibar tour."
 
 
@@ -235,7 +234,7 @@ def test_claude_code_sync_after_forget_stores_nothing_again(
     assert _sessions(db) == [("ann", "bbbb-2222-new")]
 
 
-def test_an_erasure_through_the_service_login_role_stays(db: Database, service_db: Database) -> None:  # noqa: F811
+def test_an_erasure_through_the_service_login_role_stays(db: Database, service_db: Database) -> None:
     """As `episodes api` and `serve`'s tenant work log in (episodes_service, owning nothing): the erasure
     records its sessions and the refusal holds, also on a Citus cluster, where the triggers run on the worker."""
     records = [("t:1", _record("z-1", "Book the Zanzibar tour."))]

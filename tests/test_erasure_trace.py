@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from test_recall import episode_row, unit
 
 from jobs.cli import cli
-from jobs.db import SERVICE_ROLE, Database
+from jobs.db import SERVICE_ROLE, Database, one
 from jobs.rights.vacuum import ERASED_TABLES, vacuum_after_erasure
 from jobs.store import insert_episode
 
@@ -62,7 +62,7 @@ def file_hits(db: Database, table: str, needle: str) -> dict[str, int]:
     (after a CHECKPOINT, so what is in shared buffers is on disk)."""
     with db.admin() as conn:
         conn.execute("CHECKPOINT")
-        base = conn.execute("SELECT current_setting('data_directory') AS d").fetchone()["d"]
+        base = one(conn.execute("SELECT current_setting('data_directory') AS d"))["d"]
         relations = conn.execute(
             "SELECT c.relname, pg_relation_filepath(c.oid) AS path FROM pg_class c "
             "WHERE c.oid = %(t)s::regclass OR c.oid = (SELECT reltoastrelid FROM pg_class WHERE oid = %(t)s::regclass) "

@@ -57,6 +57,21 @@ def test_load_the_fixture_and_derive_answer_words() -> None:
     assert rounding.answer_words == {"round", "half", "cents"}  # "down" is a stopword (jobs.eval.answers)
 
 
+def test_tasks_alternate_between_a_tuning_and_a_held_out_half_within_each_source() -> None:
+    def task(task_id: str, source: str) -> sdebench.Task:
+        return sdebench.Task(task_id, source, "bug", "policy", [[{"role": "user", "text": "hi"}]])
+
+    tasks = [
+        task("c-3", "conversation"),
+        task("a-1", "conversation-amended"),
+        task("c-1", "conversation"),
+        task("c-2", "conversation"),
+        task("a-2", "conversation-amended"),
+    ]
+    halves = {t.task_id: sdebench.half(t, tasks) for t in tasks}
+    assert halves == {"c-1": "tuning", "c-2": "held-out", "c-3": "tuning", "a-1": "tuning", "a-2": "held-out"}
+
+
 def test_latest_rule_holds() -> None:
     new, old = SimpleNamespace(replaced_on=None), SimpleNamespace(replaced_on=None)
     marked = SimpleNamespace(replaced_on=dt.date(2025, 7, 2))
@@ -99,6 +114,11 @@ def test_sde_bench_fixture_end_to_end(db: Database, embedder: Embedder) -> None:
     assert report["tasks"] == 2 and report["questions"] == 2 and report["amended"]["tasks"] == 1
     assert report["evidence_recall"] == 1.0  # a tiny history: every chat fits
     assert set(report["per_source"]) == {"conversation", "conversation-amended"}
+    assert report["per_half"]["tuning"]["questions"] == 2  # each source's first task
+    assert report["amended"]["per_half"] == {
+        "tuning": {"tasks": 1, "latest_rule_holds": report["amended"]["latest_rule_holds"]},
+        "held-out": {"tasks": 0, "latest_rule_holds": 0},
+    }
     # The raw messages of a tiny history all fit the budget: the baseline holds every answer word.
     assert report["baseline_answer_coverage"] == 1.0
     retry = report["per_task"]["mini-retry-amended-001"]
@@ -108,7 +128,12 @@ def test_sde_bench_fixture_end_to_end(db: Database, embedder: Embedder) -> None:
     table = format_report(
         {"extractor": "offline", "budget_tokens": 1500, "sde_bench": {**report, **built, "seconds": 1}}
     )
-    assert "latest rule holds" in table and "raw" in table.splitlines()[3] and "ratio" in table.splitlines()[3]
+    assert (
+        "tuning half" in table
+        and "latest rule holds" in table
+        and "raw" in table.splitlines()[3]
+        and "ratio" in table.splitlines()[3]
+    )
 
 
 def test_a_small_budget_leaves_the_baseline_less(db: Database, embedder: Embedder) -> None:

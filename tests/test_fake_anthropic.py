@@ -16,35 +16,20 @@ from typing import Any
 
 import anthropic
 import pytest
-
-try:  # `python -m pytest` puts the repo root on sys.path; plain `pytest` only puts tests/
-    from tests.fake_anthropic import (
-        FakeAnthropic,
-        error,
-        hang,
-        max_tokens,
-        overloaded,
-        rate_limited,
-        raw,
-        refusal,
-        server_error,
-        text,
-        tool_use,
-    )
-except ModuleNotFoundError:
-    from fake_anthropic import (
-        FakeAnthropic,
-        error,
-        hang,
-        max_tokens,
-        overloaded,
-        rate_limited,
-        raw,
-        refusal,
-        server_error,
-        text,
-        tool_use,
-    )
+from support.fake_anthropic import (
+    FakeAnthropic,
+    error,
+    hang,
+    max_tokens,
+    overloaded,
+    rate_limited,
+    raw,
+    refusal,
+    server_error,
+    text,
+    tool_use,
+)
+from support.waiting import wait_until
 
 MODEL = "claude-haiku-4-5"
 TOOL = {
@@ -73,6 +58,12 @@ def client(fake: FakeAnthropic) -> Iterator[anthropic.Anthropic]:
 
 def ask(client: anthropic.Anthropic, **kwargs: Any) -> anthropic.types.Message:
     return client.messages.create(**{"model": MODEL, "max_tokens": 256, "messages": HELLO, **kwargs})
+
+
+def ended(client: anthropic.Anthropic, batch_id: str) -> anthropic.types.messages.MessageBatch | None:
+    """The batch once its processing has ended; None while it still runs."""
+    batch = client.messages.batches.retrieve(batch_id)
+    return batch if batch.processing_status == "ended" else None
 
 
 def test_forced_tool_use_round_trip(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
@@ -183,11 +174,8 @@ def test_batches_lifecycle(fake: FakeAnthropic, client: anthropic.Anthropic) -> 
     )
     assert batch.id.startswith("msgbatch_") and batch.processing_status == "in_progress"
     assert batch.request_counts.processing == 3 and batch.results_url is None
-    deadline = time.monotonic() + 5
     with make_client(fake) as other:  # state lives in the server, not the client
-        while (batch := other.messages.batches.retrieve(batch.id)).processing_status != "ended":
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        batch = wait_until(lambda: ended(other, batch.id), 5, "the batch to end", every=0.05)
     assert batch.ended_at is not None and batch.results_url.endswith(f"/v1/messages/batches/{batch.id}/results")
     assert batch.request_counts.succeeded == 2 and batch.request_counts.errored == 1
     results = {r.custom_id: r.result for r in client.messages.batches.results(batch.id)}
@@ -204,10 +192,7 @@ def test_batch_cancel_and_validation(fake: FakeAnthropic, client: anthropic.Anth
     req = {"params": {"model": MODEL, "max_tokens": 64, "messages": HELLO}}
     batch = client.messages.batches.create(requests=[{"custom_id": "x", **req}])
     assert client.messages.batches.cancel(batch.id).processing_status == "canceling"
-    deadline = time.monotonic() + 5
-    while (batch := client.messages.batches.retrieve(batch.id)).processing_status != "ended":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    batch = wait_until(lambda: ended(client, batch.id), 5, "the canceled batch to end", every=0.05)
     assert batch.request_counts.canceled == 1 and batch.cancel_initiated_at is not None
     assert [r.result.type for r in client.messages.batches.results(batch.id)] == ["canceled"]
     for bad in ([{"custom_id": "x", **req}, {"custom_id": "x", **req}], [{"custom_id": "no spaces", **req}]):
@@ -251,7 +236,7 @@ def test_request_recording_and_raw_wire_format(fake: FakeAnthropic, client: anth
 
 
 def test_runs_as_a_separate_process() -> None:
-    script = Path(__file__).with_name("fake_anthropic.py")
+    script = Path(__file__).parent / "support" / "fake_anthropic.py"
     cmd = [
         sys.executable,
         str(script),
@@ -260,7 +245,7 @@ def test_runs_as_a_separate_process() -> None:
         "--latency",
         "0.1",
         "--responder",
-        "tests.fake_anthropic:echo_responder",
+        "support.fake_anthropic:echo_responder",
     ]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=script.parent.parent) as proc:
         try:

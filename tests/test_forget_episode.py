@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -18,7 +19,8 @@ from test_forget_export import scan, snapshot
 
 from jobs import compress
 from jobs.cli import cli
-from jobs.db import Database
+from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.errors import EpisodeNotFound, SuperSummaryNotErasable
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest
@@ -32,7 +34,7 @@ pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluste
 ZOE = "u-zoe-7731"
 
 
-def record(tenant: str, session: str, day: str, said: str) -> dict:
+def record(tenant: str, session: str, day: str, said: str) -> dict[str, Any]:
     return {
         "tenant_id": tenant,
         "user_id": ZOE,
@@ -56,7 +58,7 @@ RECORDS = [
 ERASED_WORDS = ["quokka", "Thelonious", "safari"]  # only in session z2
 
 
-def populate(db: Database, tmp_path: Path, embedder) -> dict[str, int]:
+def populate(db: Database, tmp_path: Path, embedder: Embedder) -> dict[str, int]:
     path = tmp_path / "sessions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     ingest(db, [path])
@@ -80,13 +82,13 @@ def populate(db: Database, tmp_path: Path, embedder) -> dict[str, int]:
 
 
 def test_forgetting_an_episode_inside_a_super_rebuilds_it_and_leaves_no_text(
-    llm_db: Database, tmp_path: Path, embedder
+    llm_db: Database, tmp_path: Path, embedder: Embedder
 ) -> None:
     ids = populate(llm_db, tmp_path, embedder)
     with llm_db.admin() as conn:
-        event = conn.execute(
-            "SELECT id FROM episode_events WHERE episode_id = %s AND type = 'decision'", (ids["z2"],)
-        ).fetchone()["id"]
+        event = one(
+            conn.execute("SELECT id FROM episode_events WHERE episode_id = %s AND type = 'decision'", (ids["z2"],))
+        )["id"]
     correct_episode(
         llm_db,
         "acme",
@@ -118,8 +120,8 @@ def test_forgetting_an_episode_inside_a_super_rebuilds_it_and_leaves_no_text(
         lineage = [
             r["source_episode_id"] for r in conn.execute("SELECT source_episode_id FROM episode_lineage ORDER BY 1")
         ]
-        transcript = conn.execute("SELECT status, forgotten_at FROM transcripts WHERE session_id = 'z2'").fetchone()
-        erasure = conn.execute("SELECT scope, user_hash, counts, kept_transcripts FROM erasures").fetchone()
+        transcript = one(conn.execute("SELECT status, forgotten_at FROM transcripts WHERE session_id = 'z2'"))
+        erasure = one(conn.execute("SELECT scope, user_hash, counts, kept_transcripts FROM erasures"))
     assert len(supers) == 1 and supers[0]["id"] != ids["super"] and "Lisbon" in supers[0]["summary"]
     assert lineage == [ids["z1"], ids["z3"]]
     assert transcript["status"] == "done" and transcript["forgotten_at"] is not None
@@ -134,19 +136,19 @@ def test_forgetting_an_episode_inside_a_super_rebuilds_it_and_leaves_no_text(
     # The transcript is never summarised into the same memory again, even when it is uploaded anew.
     with llm_db.admin() as conn:
         conn.execute("UPDATE transcripts SET status = 'pending', content_hash = 'new' WHERE session_id = 'z2'")
-        assert conn.execute("SELECT status FROM transcripts WHERE session_id = 'z2'").fetchone()["status"] == "done"
+        assert one(conn.execute("SELECT status FROM transcripts WHERE session_id = 'z2'"))["status"] == "done"
     with AnthropicExtractor(llm_db.settings) as extractor:
         assert run_summarize(llm_db, extractor=extractor, embedder=embedder).counts == {}
 
 
 def test_a_super_with_one_source_left_is_removed_and_the_source_returns(
-    llm_db: Database, tmp_path: Path, embedder
+    llm_db: Database, tmp_path: Path, embedder: Embedder
 ) -> None:
     ids = populate(llm_db, tmp_path, embedder)
     offline = compress.OfflineCompressor(embedder)
     forget_episode(llm_db, "acme", ids["z1"], compressor=offline, embedder=embedder)
     with llm_db.admin() as conn:
-        rebuilt = conn.execute("SELECT id FROM episodes WHERE kind = 'super'").fetchone()["id"]
+        rebuilt = one(conn.execute("SELECT id FROM episodes WHERE kind = 'super'"))["id"]
     report = forget_episode(llm_db, "acme", ids["z3"], compressor=offline, embedder=embedder)
     assert report.rebuilt == {rebuilt: "uncompressed"} and "back in recall" in report.line()
     with llm_db.admin() as conn:
@@ -157,7 +159,7 @@ def test_a_super_with_one_source_left_is_removed_and_the_source_returns(
 
 
 def test_resolutions_and_replacements_by_an_erased_episode_are_undone(
-    llm_db: Database, tmp_path: Path, embedder
+    llm_db: Database, tmp_path: Path, embedder: Embedder
 ) -> None:
     ids = populate(llm_db, tmp_path, embedder)
     with llm_db.admin() as conn:
@@ -192,10 +194,10 @@ def test_resolutions_and_replacements_by_an_erased_episode_are_undone(
     assert rows[events["z1decision"]]["superseded_by"] is None
 
 
-def test_not_found_super_and_dry_run_change_nothing(llm_db: Database, tmp_path: Path, embedder) -> None:
+def test_not_found_super_and_dry_run_change_nothing(llm_db: Database, tmp_path: Path, embedder: Embedder) -> None:
     ids = populate(llm_db, tmp_path, embedder)
 
-    def everything() -> dict:
+    def everything() -> dict[str, Any]:
         return {"rows": snapshot(llm_db, "true", ()), "erasures": _count(llm_db, "erasures")}
 
     before = everything()
@@ -227,4 +229,4 @@ def test_not_found_super_and_dry_run_change_nothing(llm_db: Database, tmp_path: 
 
 def _count(db: Database, table: str) -> int:
     with db.admin() as conn:
-        return conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"]
+        return one(conn.execute(f"SELECT count(*) AS n FROM {table}"))["n"]

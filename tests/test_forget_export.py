@@ -14,6 +14,7 @@ import json
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -23,7 +24,8 @@ from psycopg.types.json import Jsonb
 
 from jobs.cli import Context
 from jobs.cli.privacy import export_command, forget_command
-from jobs.db import Database
+from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest
 from jobs.models import Entity, EpisodeExtraction, KeyEvent, ModelCall, search_text
@@ -40,7 +42,7 @@ BOB_WORDS = ["Reykjavik", "kohlrabi"]
 GLOBEX_WORDS = ["Patagonia", "axolotl"]  # Zoe's sessions in the other tenant
 
 
-def record(tenant: str, user: str, session: str, day: str, lines: list[tuple[str, str]]) -> dict:
+def record(tenant: str, user: str, session: str, day: str, lines: list[tuple[str, str]]) -> dict[str, Any]:
     return {
         "tenant_id": tenant,
         "user_id": user,
@@ -123,7 +125,7 @@ RECORDS = [
 ]
 
 
-def populate(db: Database, tmp_path: Path, embedder) -> dict[str, int]:
+def populate(db: Database, tmp_path: Path, embedder: Embedder) -> dict[str, int]:
     """Ingest, summarise through the fake server, add super-summaries, model calls and job runs."""
     path = tmp_path / "sessions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
@@ -165,7 +167,7 @@ def populate(db: Database, tmp_path: Path, embedder) -> dict[str, int]:
     return {"zoe_super": zoe_super, "bob_super": bob_super, **ids}
 
 
-def _super(db: Database, embedder, user: str, summary: str, sources: list[int]) -> int:
+def _super(db: Database, embedder: Embedder, user: str, summary: str, sources: list[int]) -> int:
     episode = EpisodeExtraction(
         summary=summary,
         topic_tags=["travel"],
@@ -253,7 +255,9 @@ def snapshot(db: Database, where: str, params: tuple) -> dict[str, list]:
     return out
 
 
-def test_forget_erases_the_user_everywhere_and_nothing_else(llm_db: Database, tmp_path: Path, embedder) -> None:
+def test_forget_erases_the_user_everywhere_and_nothing_else(
+    llm_db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
     ids = populate(llm_db, tmp_path, embedder)
     for needle in [ZOE, *ZOE_WORDS]:
         assert scan(llm_db, needle), f"setup: {needle} should be stored before the erasure"
@@ -284,7 +288,7 @@ def test_forget_erases_the_user_everywhere_and_nothing_else(llm_db: Database, tm
             "SELECT id, kind, compressed_into FROM episodes WHERE user_id = %s ORDER BY id", (BOB,)
         ).fetchall()
         runs = [r["error"] for r in conn.execute("SELECT error FROM job_runs WHERE job = 'compress' ORDER BY id")]
-        erasure = conn.execute("SELECT * FROM erasures").fetchone()
+        erasure = one(conn.execute("SELECT * FROM erasures"))
     assert [(e["kind"], e["compressed_into"]) for e in bob] == [("session", None), ("session", None)]
     assert ids["bob_super"] not in {e["id"] for e in bob}
     assert runs == ["error text removed by an erasure", "acme/u-zoe-77310 2023: the model refused"]
@@ -300,7 +304,7 @@ def test_forget_erases_the_user_everywhere_and_nothing_else(llm_db: Database, tm
     assert export_user(llm_db, "globex", ZOE)["counts"]["episodes"] == 1
 
 
-def test_keep_transcripts_keeps_only_the_transcripts(llm_db: Database, tmp_path: Path, embedder) -> None:
+def test_keep_transcripts_keeps_only_the_transcripts(llm_db: Database, tmp_path: Path, embedder: Embedder) -> None:
     populate(llm_db, tmp_path, embedder)
     report = forget_user(llm_db, "acme", ZOE, keep_transcripts=True)
     assert report.counts["transcripts"] == 0 and report.counts["transcripts_kept"] == 3
@@ -312,7 +316,7 @@ def test_keep_transcripts_keeps_only_the_transcripts(llm_db: Database, tmp_path:
             for r in conn.execute("SELECT status FROM transcripts WHERE tenant_id = 'acme' AND user_id = %s", (ZOE,))
         ]
         conn.execute("UPDATE transcripts SET next_attempt_at = now() - interval '1 hour'")
-        assert conn.execute("SELECT kept_transcripts FROM erasures").fetchone()["kept_transcripts"] is True
+        assert one(conn.execute("SELECT kept_transcripts FROM erasures"))["kept_transcripts"] is True
     assert states == ["done", "done", "done"]
     # Nothing summarises the kept transcripts again, so nothing erased comes back.
     with AnthropicExtractor(llm_db.settings) as extractor:
@@ -320,13 +324,15 @@ def test_keep_transcripts_keeps_only_the_transcripts(llm_db: Database, tmp_path:
     assert scan(llm_db, "Thelonious") == ["public.transcripts.messages"]
 
 
-def test_forget_is_all_or_nothing_and_dry_run_changes_nothing(llm_db: Database, tmp_path: Path, embedder) -> None:
+def test_forget_is_all_or_nothing_and_dry_run_changes_nothing(
+    llm_db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
     populate(llm_db, tmp_path, embedder)
 
     def totals() -> dict[str, int]:
         with llm_db.admin() as conn:
             return {
-                t: conn.execute(sql.SQL("SELECT count(*) AS n FROM {}").format(sql.Identifier(t))).fetchone()["n"]
+                t: one(conn.execute(sql.SQL("SELECT count(*) AS n FROM {}").format(sql.Identifier(t))))["n"]
                 for t in ("transcripts", "episodes", "episode_events", "model_calls", "erasures")
             }
 
@@ -353,7 +359,7 @@ def test_forget_is_all_or_nothing_and_dry_run_changes_nothing(llm_db: Database, 
     assert scan(llm_db, "quokka")
 
 
-def test_forget_removes_super_summaries_made_by_compress(llm_db: Database, tmp_path: Path, embedder) -> None:
+def test_forget_removes_super_summaries_made_by_compress(llm_db: Database, tmp_path: Path, embedder: Embedder) -> None:
     from jobs import compress
 
     path = tmp_path / "sessions.jsonl"
@@ -389,9 +395,9 @@ def test_forget_removes_super_summaries_made_by_compress(llm_db: Database, tmp_p
 def test_erasures_are_tenant_scoped_and_append_only(db: Database) -> None:
     forget_user(db, "acme", ZOE)
     with db.tenant("globex") as conn:
-        assert conn.execute("SELECT count(*) AS n FROM erasures").fetchone()["n"] == 0
+        assert one(conn.execute("SELECT count(*) AS n FROM erasures"))["n"] == 0
     with db.tenant("acme") as conn:
-        assert conn.execute("SELECT count(*) AS n FROM erasures").fetchone()["n"] == 1
+        assert one(conn.execute("SELECT count(*) AS n FROM erasures"))["n"] == 1
     for statement in ("UPDATE erasures SET counts = '{}'", "DELETE FROM erasures"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             with db.tenant("acme") as conn:
@@ -404,7 +410,9 @@ def test_erasures_are_tenant_scoped_and_append_only(db: Database) -> None:
             )
 
 
-def test_export_holds_everything_about_the_user_and_nothing_else(llm_db: Database, tmp_path: Path, embedder) -> None:
+def test_export_holds_everything_about_the_user_and_nothing_else(
+    llm_db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
     ids = populate(llm_db, tmp_path, embedder)
     doc = export_user(llm_db, "acme", ZOE)
     assert doc["counts"] == {"transcripts": 3, "episodes": 3, "super_summaries": 1, "model_calls": 4}
@@ -441,7 +449,7 @@ def cli(command, *args: str):
         obj.close()
 
 
-def test_cli_export_and_forget(llm_db: Database, tmp_path: Path, embedder) -> None:
+def test_cli_export_and_forget(llm_db: Database, tmp_path: Path, embedder: Embedder) -> None:
     populate(llm_db, tmp_path, embedder)
     out = tmp_path / "export" / "zoe.json"
     result = cli(export_command, "--tenant", "acme", "--user", ZOE, "--out", str(out))

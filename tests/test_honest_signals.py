@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import fake_anthropic as fa
 import pytest
-from episode_responder import responder
 from psycopg.types.json import Jsonb
+from support import fake_anthropic as fa
+from support.episode_responder import responder
 
 from jobs.cli.status_view import render_status
-from jobs.db import Database
+from jobs.db import Database, one
 
 MESSAGES = [
     {"role": "user", "content": "We'll go with the Team plan at $49 per seat."},
@@ -33,7 +33,7 @@ def add(db: Database, session: str, ended_at: str = "now()") -> None:
 
 
 def run_command(db: Database, fake: fa.FakeAnthropic) -> subprocess.CompletedProcess[str]:
-    """`episodes run` against the fake model service, with no SDK retries (tests/crash_worker.py)."""
+    """`episodes run` against the fake model service, with no SDK retries (tests/support/crash_worker.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
     env.update(
         DATABASE_URL=db.url,
@@ -45,7 +45,7 @@ def run_command(db: Database, fake: fa.FakeAnthropic) -> subprocess.CompletedPro
     return subprocess.run(
         [
             sys.executable,
-            str(Path(__file__).with_name("crash_worker.py")),
+            str(Path(__file__).parent / "support" / "crash_worker.py"),
             "-",
             "run",
             "--extractor",
@@ -71,7 +71,7 @@ def test_run_exits_1_saying_so_when_every_model_call_failed(db: Database, fake: 
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("episodes: ")]
     assert "every model call of this run failed (2 of 2" in line and "ANTHROPIC_API_KEY" in line, line
     with db.admin() as conn:
-        run = conn.execute("SELECT status, error FROM job_runs WHERE job = 'summarize'").fetchone()
+        run = one(conn.execute("SELECT status, error FROM job_runs WHERE job = 'summarize'"))
         states = {r["status"] for r in conn.execute("SELECT status FROM transcripts")}
     assert run["status"] == "failed" and run["error"].startswith("every model call of this run failed"), run
     assert states == {"pending"}  # still queued for the next run

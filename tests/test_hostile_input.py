@@ -39,10 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from episode_responder import LINE, episode_for
+from support.episode_responder import LINE, episode_for
+from support.fake_anthropic import FakeAnthropic
 
 from jobs.config import Settings
-from jobs.db import Database
+from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
 from jobs.ingest import ingest
@@ -53,7 +55,7 @@ DROP = "'; DROP TABLE episodes; --"
 VICTIM = "u-victim"
 
 
-def rec(session: str, *contents: str, tenant: str = "acme", user: str = "u-mallory", **extra: Any) -> dict:
+def rec(session: str, *contents: str, tenant: str = "acme", user: str = "u-mallory", **extra: Any) -> dict[str, Any]:
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": c} for i, c in enumerate(contents)]
     return {
         "tenant_id": tenant,
@@ -86,7 +88,7 @@ def nested(depth: int) -> str:
     return '{"a": ' * depth + "1" + "}" * depth
 
 
-def test_hostile_records_in_one_batch(db: Database, tmp_path: Path, embedder) -> None:
+def test_hostile_records_in_one_batch(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     before = tables(db)
     good = rec("good", "We'll go with the Team plan at $49 per seat.", "Done, I'll send the invoice by Friday.")
     lines: list[tuple[str, bytes, str]] = [  # (name, raw line, expected: "loaded" or part of the reason)
@@ -181,10 +183,12 @@ def test_hostile_records_in_one_batch(db: Database, tmp_path: Path, embedder) ->
         "Deploy passed, see the log.",
     ]
     with db.admin() as conn:
-        tags = conn.execute(
-            "SELECT e.topic_tags FROM episodes e JOIN transcripts t ON e.transcript_id = t.id "
-            "WHERE t.session_id = 'controls'"
-        ).fetchone()["topic_tags"]
+        tags = one(
+            conn.execute(
+                "SELECT e.topic_tags FROM episodes e JOIN transcripts t ON e.transcript_id = t.id "
+                "WHERE t.session_id = 'controls'"
+            )
+        )["topic_tags"]
     assert not [tag for tag in tags if re.search(r"\[|\d+m\b|\x1b", tag)], tags
     assert len(stored["one-mb"]["messages"][0]["content"]) > 1_000_000  # kept whole, not truncated
     assert stored["g1"]["tenant_id"] == "globex" and "Globex" in stored["g1"]["summary"]
@@ -216,7 +220,9 @@ INJECTIONS = {
 }
 
 
-def test_prompt_injection_is_data_and_cannot_leave_its_user(llm_db: Database, fake, tmp_path: Path, embedder) -> None:
+def test_prompt_injection_is_data_and_cannot_leave_its_user(
+    llm_db: Database, fake: FakeAnthropic, tmp_path: Path, embedder: Embedder
+) -> None:
     fake.responder = gullible
     records = [rec(f"inj-{k}", text, "I can only help with your order.") for k, text in INJECTIONS.items()]
     records.append(rec("g1", "We'll go with the Globex pilot.", tenant="globex", user="u-gina"))
@@ -242,7 +248,7 @@ def test_prompt_injection_is_data_and_cannot_leave_its_user(llm_db: Database, fa
             "SELECT tenant_id, user_id, kind, session_id, summary FROM episodes ORDER BY session_id"
         ).fetchall()
         evidence = [r["evidence"] for r in conn.execute("SELECT evidence FROM episode_events")]
-        victim_rows = conn.execute("SELECT count(*) AS n FROM episodes WHERE user_id = %s", (VICTIM,)).fetchone()
+        victim_rows = one(conn.execute("SELECT count(*) AS n FROM episodes WHERE user_id = %s", (VICTIM,)))
         globex = [
             (r["session_id"], r["user_id"])
             for r in conn.execute("SELECT session_id, user_id FROM episodes WHERE tenant_id = 'globex'")
@@ -312,7 +318,7 @@ def test_forged_delimiters_and_message_lines_stay_inside_the_transcript(
 
 
 def test_pii_never_reaches_the_model_nor_an_episode(
-    llm_db: Database, fake, embedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     pii = [
         "maria.lopez@example.com",
@@ -342,7 +348,7 @@ def test_pii_never_reaches_the_model_nor_an_episode(
                 conn.execute("SELECT name FROM episode_entities").fetchall(),
             ]
         )
-        stored = conn.execute("SELECT messages FROM transcripts").fetchone()["messages"]
+        stored = one(conn.execute("SELECT messages FROM transcripts"))["messages"]
     assert [p for p in pii if p in derived] == [] and "[PHONE]" in derived
     assert [m["content"] for m in stored] == contents  # the transcript itself is kept as the host sent it
 
@@ -355,7 +361,7 @@ def test_pii_never_reaches_the_model_nor_an_episode(
     assert pii[0] in json.dumps(fake.calls()[-1].body)
 
 
-def test_support_episode_is_not_recalled_for_marketing(db: Database, tmp_path: Path, embedder) -> None:
+def test_support_episode_is_not_recalled_for_marketing(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     from jobs import recall
 
     records = [

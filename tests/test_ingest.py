@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import LOCOMO, NO_LOCOMO
 
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.ingest import ingest
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 
-def transcript(session: str = "s1", **overrides: object) -> dict:
+def transcript(session: str = "s1", **overrides: object) -> dict[str, Any]:
     record = {
         "tenant_id": "acme",
         "user_id": "u1",
@@ -41,7 +42,7 @@ def write_jsonl(path: Path, lines: list[object]) -> Path:
 
 def count(db: Database, where: str = "TRUE") -> int:
     with db.admin() as conn:
-        return conn.execute(f"SELECT count(*) AS n FROM transcripts WHERE {where}").fetchone()["n"]
+        return one(conn.execute(f"SELECT count(*) AS n FROM transcripts WHERE {where}"))["n"]
 
 
 def test_good_records_load_and_rerun_is_noop(db: Database, tmp_path: Path) -> None:
@@ -135,7 +136,7 @@ def test_duplicate_session_ids_in_one_file(db: Database, tmp_path: Path) -> None
     assert report.rejected[0].location == f"{path}:2"
     assert f"first at {path}:1" in report.rejected[0].reason
     with db.admin() as conn:
-        assert conn.execute("SELECT user_id FROM transcripts").fetchone()["user_id"] == "u1"
+        assert one(conn.execute("SELECT user_id FROM transcripts"))["user_id"] == "u1"
 
 
 def test_json_array_and_object_forms(db: Database, tmp_path: Path) -> None:
@@ -191,10 +192,12 @@ def test_locomo_loads_5_users_and_128_sessions_and_rerun_changes_nothing(db: Dat
     first = ingest(db, files, fmt="locomo")
     assert (first.inserted, first.rejected) == (128, [])
     with db.admin() as conn:
-        users = conn.execute("SELECT count(DISTINCT user_id) AS n FROM transcripts").fetchone()["n"]
-        sample = conn.execute(
-            "SELECT started_at, messages->0->>'name' AS speaker FROM transcripts WHERE session_id = '26-s1'"
-        ).fetchone()
+        users = one(conn.execute("SELECT count(DISTINCT user_id) AS n FROM transcripts"))["n"]
+        sample = one(
+            conn.execute(
+                "SELECT started_at, messages->0->>'name' AS speaker FROM transcripts WHERE session_id = '26-s1'"
+            )
+        )
     assert users == 5
     assert sample["started_at"].isoformat() == "2023-05-08T13:56:00+00:00"
     assert sample["speaker"] == "Caroline"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -23,7 +24,7 @@ from jobs.formats.detect import detect
 pytestmark = pytest.mark.usefixtures("db")
 
 
-def record(session: str, **changes: object) -> dict:
+def record(session: str, **changes: object) -> dict[str, Any]:
     base = {
         "tenant_id": "acme",
         "user_id": "u1",

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
-from waiting import wait_until
+from support.waiting import wait_until
 
 from jobs import logs
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.extract.offline import OfflineExtractor
 from jobs.serve import ServeOptions, Server
 from jobs.summarize import run_summarize
@@ -84,7 +85,9 @@ def summaries(db: Database) -> dict[str, str]:
         }
 
 
-def test_hand_inserted_rows_of_every_shape_are_summarised_and_garbage_is_dead_lettered(db: Database, embedder) -> None:
+def test_hand_inserted_rows_of_every_shape_are_summarised_and_garbage_is_dead_lettered(
+    db: Database, embedder: Embedder
+) -> None:
     insert(db, "anthropic", ANTHROPIC)
     insert(db, "openai", OPENAI)
     insert(db, "plain", PLAIN)
@@ -117,7 +120,7 @@ def test_hand_inserted_rows_of_every_shape_are_summarised_and_garbage_is_dead_le
 
 
 def test_serve_dead_letters_a_garbage_row_without_a_traceback(
-    db: Database, embedder, capsys: pytest.CaptureFixture[str]
+    db: Database, embedder: Embedder, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = logging.getLogger()
     saved = root.handlers[:], root.level
@@ -158,7 +161,7 @@ def _documented_insert() -> str:
     return block
 
 
-def test_the_documented_insert_works_as_written(db: Database, embedder) -> None:
+def test_the_documented_insert_works_as_written(db: Database, embedder: Embedder) -> None:
     with db.admin() as conn:
         conn.execute(_documented_insert())
     report = run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
@@ -167,9 +170,9 @@ def test_the_documented_insert_works_as_written(db: Database, embedder) -> None:
     assert "Monday" in summary
 
 
-def test_a_batch_backfill_dead_letters_a_garbage_row_and_submits_the_rest(db: Database, embedder) -> None:
-    import fake_anthropic as fa
-    from episode_responder import responder
+def test_a_batch_backfill_dead_letters_a_garbage_row_and_submits_the_rest(db: Database, embedder: Embedder) -> None:
+    from support import fake_anthropic as fa
+    from support.episode_responder import responder
 
     from jobs.extract.claude import AnthropicExtractor
     from jobs.summarize import BatchRunner
@@ -193,7 +196,7 @@ def test_a_batch_backfill_dead_letters_a_garbage_row_and_submits_the_rest(db: Da
     assert found["anthropic"]["lease_owner"].startswith("batch:")
 
 
-def test_an_open_row_with_an_unreadable_time_does_not_stop_idle_close(db: Database, embedder) -> None:
+def test_an_open_row_with_an_unreadable_time_does_not_stop_idle_close(db: Database, embedder: Embedder) -> None:
     """Maintenance closes idle sessions by their last message's ts: a hand-inserted open row whose ts is not a
     time made that statement fail every 30 s, for every tenant. Its time is now taken as unknown (the row's
     updated_at counts), and the row is dead-lettered with its reason once it is claimed."""

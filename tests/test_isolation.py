@@ -6,7 +6,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from jobs.db import APP_ROLE, Database
+from jobs.db import APP_ROLE, Database, one
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
@@ -28,12 +28,12 @@ def test_tenant_reads_nothing_of_another_even_with_where(db: Database) -> None:
     with db.tenant("alpha") as conn:
         rows = conn.execute("SELECT tenant_id, session_id FROM transcripts").fetchall()
         assert [(r["tenant_id"], r["session_id"]) for r in rows] == [("alpha", "a-1")]
-        assert conn.execute("SELECT count(*) AS n FROM transcripts WHERE tenant_id = 'beta'").fetchone()["n"] == 0
+        assert one(conn.execute("SELECT count(*) AS n FROM transcripts WHERE tenant_id = 'beta'"))["n"] == 0
         updated = conn.execute("UPDATE transcripts SET purpose = 'hacked' WHERE tenant_id = 'beta'").rowcount
         deleted = conn.execute("DELETE FROM transcripts WHERE tenant_id = 'beta'").rowcount
         assert (updated, deleted) == (0, 0)
     with db.admin() as conn:
-        row = conn.execute("SELECT purpose FROM transcripts WHERE tenant_id = 'beta'").fetchone()
+        row = one(conn.execute("SELECT purpose FROM transcripts WHERE tenant_id = 'beta'"))
         assert row["purpose"] == "general"
 
 
@@ -56,7 +56,7 @@ def test_unscoped_app_role_sees_nothing(db: Database) -> None:
     with db.pool.connection() as conn:
         with conn.transaction():
             conn.execute(f"SET LOCAL ROLE {APP_ROLE}")
-            assert conn.execute("SELECT count(*) AS n FROM transcripts").fetchone()["n"] == 0
+            assert one(conn.execute("SELECT count(*) AS n FROM transcripts"))["n"] == 0
 
 
 def test_every_tenant_table_has_rls_and_a_policy(db: Database) -> None:
@@ -78,8 +78,10 @@ def test_every_tenant_table_has_rls_and_a_policy(db: Database) -> None:
 def test_app_role_cannot_bypass_rls(db: Database) -> None:
     with db.admin() as conn:
         role = conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
-        owners = conn.execute(
-            "SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'public' AND tableowner = %s", (APP_ROLE,)
-        ).fetchone()
+        owners = one(
+            conn.execute(
+                "SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'public' AND tableowner = %s", (APP_ROLE,)
+            )
+        )
     assert role == {"rolsuper": False, "rolbypassrls": False}
     assert owners["n"] == 0, "the app role must not own tables (owners bypass RLS)"

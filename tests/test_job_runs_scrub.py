@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from api_server import serve
+from support.api_server import serve
 
 from jobs.db import Database
 from jobs.models import ModelCall

@@ -4,13 +4,16 @@ Message Batches, over the real SDK against the fake server: offered, grounded, w
 from __future__ import annotations
 
 import re
+from typing import Any
 
-import fake_anthropic as fa
 import pytest
-from episode_responder import replacing_responder, responder
 from psycopg.types.json import Jsonb
+from support import fake_anthropic as fa
+from support.episode_responder import replacing_responder, responder
+from support.fake_anthropic import FakeAnthropic
 
-from jobs.db import Database
+from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor
 from jobs.report.data import OPERATOR_ROLE, analyst_role
 from jobs.summarize import BatchRunner, run_summarize
@@ -27,7 +30,7 @@ SECOND = [
 ]
 
 
-def _add(db: Database, session: str, messages: list[dict], day: int, content_hash: str | None = None) -> None:
+def _add(db: Database, session: str, messages: list[dict[str, Any]], day: int, content_hash: str | None = None) -> None:
     with db.tenant("acme") as conn:
         conn.execute(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, started_at, ended_at, messages, content_hash) "
@@ -44,7 +47,7 @@ def _add(db: Database, session: str, messages: list[dict], day: int, content_has
         )
 
 
-def _summarise(db: Database, embedder, *, batch: bool = False) -> None:
+def _summarise(db: Database, embedder: Embedder, *, batch: bool = False) -> None:
     with AnthropicExtractor(db.settings) as claude:
         if batch:
             assert BatchRunner(db, claude, embedder).run(poll_seconds=0.1).counts["done"] == 1
@@ -52,7 +55,7 @@ def _summarise(db: Database, embedder, *, batch: bool = False) -> None:
             assert run_summarize(db, extractor=claude, embedder=embedder).counts["done"] == 1
 
 
-def _decisions(db: Database) -> dict[str, dict]:
+def _decisions(db: Database) -> dict[str, dict[str, Any]]:
     """analyst.decisions as the operator sees it, by session."""
     with db.pool.connection() as conn, conn.transaction(), analyst_role(conn, OPERATOR_ROLE):
         rows = conn.execute(
@@ -62,7 +65,7 @@ def _decisions(db: Database) -> dict[str, dict]:
     return {r["session_id"]: r for r in rows}
 
 
-def _reversal(db: Database, fake: fa.FakeAnthropic, embedder, *, batch: bool) -> dict:
+def _reversal(db: Database, fake: fa.FakeAnthropic, embedder: Embedder, *, batch: bool) -> dict[str, Any]:
     """A first session decides Team; a second (live or batch) switches to Business."""
     _add(db, "first", FIRST, 4)
     _summarise(db, embedder)
@@ -70,9 +73,9 @@ def _reversal(db: Database, fake: fa.FakeAnthropic, embedder, *, batch: bool) ->
     fake.responder = replacing_responder
     _summarise(db, embedder, batch=batch)
     with db.admin() as conn:
-        dropped = conn.execute(
-            "SELECT dropped_events FROM episodes WHERE session_id = 'second' AND status = 'current'"
-        ).fetchone()["dropped_events"]
+        dropped = one(
+            conn.execute("SELECT dropped_events FROM episodes WHERE session_id = 'second' AND status = 'current'")
+        )["dropped_events"]
     return {"decisions": _decisions(db), "dropped": dropped}
 
 
@@ -87,7 +90,9 @@ def _block(prompt: str) -> str:
     return re.sub(r"id \d+", "id N", prompt.split("<current_decisions>")[1].split("</current_decisions>")[0])
 
 
-def test_a_later_session_that_reverses_a_decision_supersedes_it(llm_db: Database, fake, embedder) -> None:
+def test_a_later_session_that_reverses_a_decision_supersedes_it(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     result = _reversal(llm_db, fake, embedder, batch=False)
     prompt = _sent(fake, batch=False)
     assert "(decision since 2025-03-04): Maria decided: We'll go with the Team plan" in prompt
@@ -98,15 +103,17 @@ def test_a_later_session_that_reverses_a_decision_supersedes_it(llm_db: Database
     assert result["dropped"] == 1  # the preference that named an id never offered lost its link
     with llm_db.admin() as conn:
         pref = conn.execute("SELECT type, superseded_by FROM episode_events WHERE type = 'preference'").fetchone()
-        standing = conn.execute(
-            "SELECT count(*) AS n FROM episode_events "
-            "WHERE type IN ('decision', 'preference') AND superseded_by IS NULL"
-        ).fetchone()
+        standing = one(
+            conn.execute(
+                "SELECT count(*) AS n FROM episode_events "
+                "WHERE type IN ('decision', 'preference') AND superseded_by IS NULL"
+            )
+        )
     assert pref == {"type": "preference", "superseded_by": None}  # kept as an event, replacing nothing
     assert standing["n"] == 2  # Business and the preference stand; Team does not
 
 
-def test_a_batch_reversal_supersedes_like_a_live_one(llm_db: Database, fake, embedder) -> None:
+def test_a_batch_reversal_supersedes_like_a_live_one(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
     live = _reversal(llm_db, fake, embedder, batch=False)
     sent_live = _sent(fake, batch=False)
     with llm_db.admin() as conn:
@@ -117,7 +124,7 @@ def test_a_batch_reversal_supersedes_like_a_live_one(llm_db: Database, fake, emb
     sent_batch = _sent(fake, batch=True)
     assert _block(sent_batch) == _block(sent_live)  # offered exactly as a live request offers them
     with llm_db.admin() as conn:
-        item = conn.execute("SELECT offered_items, offered_decisions FROM model_batch_items").fetchone()
+        item = one(conn.execute("SELECT offered_items, offered_decisions FROM model_batch_items"))
     assert item["offered_items"] == [] and item["offered_decisions"] == [batched["decisions"]["first"]["event_id"]]
     for result in (live, batched):
         old = result["decisions"]["first"]
@@ -126,7 +133,9 @@ def test_a_batch_reversal_supersedes_like_a_live_one(llm_db: Database, fake, emb
         assert result["dropped"] == 1
 
 
-def test_a_superseded_replacing_episode_makes_the_old_decision_current_again(llm_db: Database, fake, embedder) -> None:
+def test_a_superseded_replacing_episode_makes_the_old_decision_current_again(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     _reversal(llm_db, fake, embedder, batch=False)
     # The second session's transcript changes: its episode is superseded, the reversal undone, and
     # the re-run (which no longer reverses anything) leaves Team standing.
@@ -149,7 +158,7 @@ def test_a_superseded_replacing_episode_makes_the_old_decision_current_again(llm
     assert "(decision since 2025-03-04): Maria decided" in _sent(fake, batch=False)
 
 
-def _offline(embedder, text: str) -> list:
+def _offline(embedder: Embedder, text: str) -> list:
     import datetime as dt
 
     from jobs.extract.offline import OfflineExtractor
@@ -176,7 +185,7 @@ def _offline(embedder, text: str) -> list:
     return OfflineExtractor(embedder).extract(transcript, offered).extraction.key_events
 
 
-def test_the_offline_extractor_links_a_clear_reversal_and_ignores_an_unrelated_decision(embedder) -> None:
+def test_the_offline_extractor_links_a_clear_reversal_and_ignores_an_unrelated_decision(embedder: Embedder) -> None:
     reversal = _offline(embedder, "Actually, I prefer metric units in the weekly reports from now on.")
     assert [(e.type, e.replaces) for e in reversal] == [("preference", 7)]
     unrelated = _offline(embedder, "Actually, we decided to hire Mei Tanaka for the junior analyst role.")
@@ -185,7 +194,7 @@ def test_the_offline_extractor_links_a_clear_reversal_and_ignores_an_unrelated_d
     assert all(e.replaces is None for e in no_cue)
 
 
-def _two_sessions(embedder, amendment: str) -> tuple[list, list]:
+def _two_sessions(embedder: Embedder, amendment: str) -> tuple[list, list]:
     """Session 1 settles a merge rule (an assistant's "Settled:" the user agrees to) and an unrelated decision;
     session 2, a month later, says ``amendment``. Returns both sessions' key events."""
     import datetime as dt
@@ -234,7 +243,7 @@ def _two_sessions(embedder, amendment: str) -> tuple[list, list]:
         "Let's switch from keep-latest to keep-earliest for tag collisions in merge.",
     ],
 )
-def test_an_offline_amendment_links_to_the_rule_it_supersedes(embedder, amendment: str) -> None:
+def test_an_offline_amendment_links_to_the_rule_it_supersedes(embedder: Embedder, amendment: str) -> None:
     one, two = _two_sessions(embedder, amendment)
     assert [e.what for e in one if e.type == "decision"] == [
         'The user decided: "on a tag collision, merge keeps the latest tag."',
@@ -245,7 +254,7 @@ def test_an_offline_amendment_links_to_the_rule_it_supersedes(embedder, amendmen
     assert "earliest" in decision.what
 
 
-def test_an_offline_decision_without_an_amendment_cue_replaces_nothing(embedder) -> None:
+def test_an_offline_decision_without_an_amendment_cue_replaces_nothing(embedder: Embedder) -> None:
     _, two = _two_sessions(embedder, "Let's use the Redis cache for the session store instead of memcached.")
     assert [e.replaces for e in two if e.type == "decision"] == [None]
     _, no_cue = _two_sessions(embedder, "Decision: on a tag collision, merge keeps the earliest tag.")

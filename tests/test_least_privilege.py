@@ -9,15 +9,16 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
-from api_server import api_process
 from click.testing import CliRunner
 from psycopg.types.json import Jsonb
+from support.api_server import api_process
+from support.databases import service_url
+from support.waiting import wait_until
 
 from jobs import config
 from jobs.cli import cli
@@ -27,22 +28,6 @@ from jobs.service.keys import KeyVerifier, create_key, key_hash, key_is_live, re
 from jobs.service.page_link import link_secret
 
 SECRET_KEYS = ("memory_link_secret", "erasure_salt")
-
-
-def _service_url(db_url: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(db_url)
-    info["user"] = SERVICE_ROLE
-    info.pop("password", None)
-    return psycopg.conninfo.make_conninfo("", **info)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def service_db(db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
-    """The database as `episodes api` logs in to it, EPISODES_SERVICE_DATABASE_URL pointing at episodes_service."""
-    monkeypatch.setenv("EPISODES_SERVICE_DATABASE_URL", _service_url(db.url))
-    service = Database.for_service(config.load(), "episodes api")
-    yield service
-    service.close()
 
 
 def _seed(db: Database) -> None:
@@ -229,12 +214,11 @@ def _activity(db: Database, application_name: str) -> list[dict[str, Any]]:
 def _wait_for_activity(
     db: Database, application_name: str, proc: subprocess.Popen[bytes] | None = None
 ) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 120
-    while not (rows := _activity(db, application_name)):
-        assert time.monotonic() < deadline, f"no connection named {application_name!r}"
+    def activity() -> list[dict[str, Any]]:
         assert proc is None or proc.poll() is None, "the process ended"
-        time.sleep(0.2)
-    return rows
+        return _activity(db, application_name)
+
+    return wait_until(activity, 120, f"a connection named {application_name!r}", every=0.2)
 
 
 @pytest.mark.slow  # `episodes api` in a process of its own
@@ -448,7 +432,7 @@ def test_episodes_serve_summarizes_as_the_login_role(db: Database, service_db: D
     record["ended_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
     assert not ingest_records(db, [("test:s-serve", record)]).rejected
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
-    env.update(DATABASE_URL=db.url, EPISODES_SERVICE_DATABASE_URL=_service_url(db.url), HF_HUB_OFFLINE="1")
+    env.update(DATABASE_URL=db.url, EPISODES_SERVICE_DATABASE_URL=service_url(db.url), HF_HUB_OFFLINE="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jobs.cli", "serve", "--extractor", "offline", "--concurrency", "1", "--poll", "1s"],
         env=env,
@@ -456,15 +440,14 @@ def test_episodes_serve_summarizes_as_the_login_role(db: Database, service_db: D
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 180
-        while True:
+
+        def summarised() -> bool:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else "serve ended"
             with db.admin() as conn:
                 done = conn.execute("SELECT count(*) AS n FROM episodes WHERE session_id = 's-serve'").fetchone()
-            if done == {"n": 1}:
-                break
-            assert time.monotonic() < deadline, "serve summarised nothing"
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else "serve ended"
-            time.sleep(0.3)
+            return done == {"n": 1}
+
+        wait_until(summarised, 180, "serve to summarise session s-serve", every=0.3)
         users = {r["usename"] for r in _activity(db, "episodes serve")}
     finally:
         proc.terminate()

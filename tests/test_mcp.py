@@ -21,15 +21,16 @@ import httpx
 import httpx2
 import psycopg
 import pytest
-from api_server import BACKENDS, backend_database, serve
-from conftest import _url_for
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
+from support.api_server import BACKENDS, backend_database, serve
+from support.databases import url_for
 
-from jobs.db import Database
-from jobs.ingest import from_objects, ingest_records
+from jobs.db import Database, one
+from jobs.formats.records import from_objects
+from jobs.ingest import ingest_records
 from jobs.service.keys import create_key
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (the `world` fixture's params)
@@ -237,10 +238,12 @@ def test_http_another_users_or_tenants_episode_is_not_found(world: World) -> Non
         assert not own.is_error
         with world.db.admin() as conn:  # nothing was erased
             assert (
-                conn.execute(
-                    "SELECT count(*) AS n FROM episodes WHERE id = ANY(%s)",
-                    ([world.episodes["g1"], world.episodes["o1"]],),
-                ).fetchone()["n"]
+                one(
+                    conn.execute(
+                        "SELECT count(*) AS n FROM episodes WHERE id = ANY(%s)",
+                        ([world.episodes["g1"], world.episodes["o1"]],),
+                    )
+                )["n"]
                 == 2
             )
 
@@ -398,7 +401,7 @@ def test_stdio_a_lost_database_is_a_tool_error_and_the_session_survives(
 
     async def body() -> None:
         async with world.stdio(
-            "--tenant", "acme", "--user", "u-maria", database_url=_url_for(admin_url, name)
+            "--tenant", "acme", "--user", "u-maria", database_url=url_for(admin_url, name)
         ) as client:
             before = await client.call_tool("search_episodes", {})
             with psycopg.connect(admin_url, autocommit=True) as conn:

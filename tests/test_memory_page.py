@@ -17,11 +17,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from api_server import scratch_database, serve
-from browser import CHROMIUM, Browser
+from support.api_server import scratch_database, serve
+from support.browser import CHROMIUM, Browser
 
 from jobs import config
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.errors import ConfigError
 from jobs.service.keys import create_key
 from jobs.service.page_link import (
@@ -290,7 +290,7 @@ def test_forms_work_without_a_browser_and_forgetting_needs_the_confirmation(api:
     )
     assert r.status_code == 200 and "Marked as done" in r.text
     with api.db.admin() as conn:
-        status = conn.execute("SELECT status FROM episode_events WHERE id = %s", (items[0]["id"],)).fetchone()
+        status = one(conn.execute("SELECT status FROM episode_events WHERE id = %s", (items[0]["id"],)))
         audit = conn.execute(
             "SELECT actor, field FROM episode_corrections WHERE event_id = %s", (items[0]["id"],)
         ).fetchall()
@@ -345,7 +345,7 @@ def test_in_chromium_correct_one_summary_and_forget_one_episode(api: Api, tmp_pa
     after = api.episodes("acme", "u-maria")
     assert "m3" not in after and after["m2"]["summary"] == corrected
     with api.db.admin() as conn:
-        assert conn.execute("SELECT count(*) AS n FROM episodes WHERE id = %s", (m3["id"],)).fetchone()["n"] == 0
+        assert one(conn.execute("SELECT count(*) AS n FROM episodes WHERE id = %s", (m3["id"],)))["n"] == 0
     with api.client("acme") as c:
         recall = c.post("/v1/recall", json={"user_id": "u-maria", "message": "When is the weekly sync with Priya?"})
     assert recall.status_code == 200

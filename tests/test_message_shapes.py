@@ -12,12 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import fake_anthropic as fa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import fake_anthropic as fa
 
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
 from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
@@ -40,7 +41,7 @@ JSON_VALUE = st.recursive(
 ARGS = st.dictionaries(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), JSON_VALUE, max_size=4)
 
 
-def _text_block(text: str) -> dict:
+def _text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
@@ -61,9 +62,9 @@ ANTHROPIC_ASSISTANT_BLOCK = st.one_of(
 
 
 @st.composite
-def anthropic_transcripts(draw: st.DrawFn) -> list[dict]:
+def anthropic_transcripts(draw: st.DrawFn) -> list[dict[str, Any]]:
     """User and assistant turns; assistant turns may call tools, answered in the next user turn."""
-    messages: list[dict] = []
+    messages: list[dict[str, Any]] = []
     for n in range(draw(st.integers(1, 6))):
         blocks = draw(st.lists(ANTHROPIC_USER_BLOCK, min_size=0, max_size=3))
         pending = [m for m in messages[-1:] if m["role"] == "assistant"]
@@ -114,8 +115,8 @@ OPENAI_USER_PART = st.one_of(
 
 
 @st.composite
-def openai_transcripts(draw: st.DrawFn) -> list[dict]:
-    messages: list[dict] = []
+def openai_transcripts(draw: st.DrawFn) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
     if draw(st.booleans()):
         messages.append({"role": draw(st.sampled_from(["system", "developer"])), "content": draw(TEXT)})
     for n in range(draw(st.integers(1, 5))):
@@ -143,7 +144,7 @@ def openai_transcripts(draw: st.DrawFn) -> list[dict]:
     return messages
 
 
-def texts_of(messages: list[dict]) -> list[str]:
+def texts_of(messages: list[dict[str, Any]]) -> list[str]:
     """Every piece of text a person or the model said in host messages."""
     out: list[str] = []
     for m in messages:
@@ -162,7 +163,7 @@ def texts_of(messages: list[dict]) -> list[str]:
     return out
 
 
-def canonical(messages: list[dict], **options: Any) -> TranscriptIn:
+def canonical(messages: list[dict[str, Any]], **options: Any) -> TranscriptIn:
     record = {"tenant_id": "acme", "user_id": "u1", "session_id": "s1", "messages": messages}
     return TranscriptIn.model_validate(record, context={"shapes": ShapeOptions(**options)})
 
@@ -171,7 +172,7 @@ OUT = "\u27e6out\u27e7 "  # marks tool output in generated transcripts
 THINK = "\u27e6think\u27e7 "  # marks thinking
 
 
-def normalised(host: list[dict]) -> TranscriptIn | None:
+def normalised(host: list[dict[str, Any]]) -> TranscriptIn | None:
     """The canonical record of ``host``; None when nothing was said (only thinking, say), which
     validation refuses as a transcript with no content."""
     if not normalise_messages(host):
@@ -180,7 +181,7 @@ def normalised(host: list[dict]) -> TranscriptIn | None:
     return canonical(host)
 
 
-def check_invariants(host: list[dict], record: TranscriptIn) -> None:
+def check_invariants(host: list[dict[str, Any]], record: TranscriptIn) -> None:
     """Text survives verbatim; tool output only in role-tool messages; no thinking."""
     spoken = "\n".join(m.content for m in record.messages if m.role != "tool")
     for text in texts_of(host):
@@ -198,7 +199,7 @@ def check_invariants(host: list[dict], record: TranscriptIn) -> None:
 @pytest.mark.slow  # 100 generated transcripts (~40-75 s)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(anthropic_transcripts())
-def test_any_anthropic_transcript_normalises_and_keeps_its_text(host: list[dict]) -> None:
+def test_any_anthropic_transcript_normalises_and_keeps_its_text(host: list[dict[str, Any]]) -> None:
     record = normalised(host)
     if record is None:
         return
@@ -223,7 +224,7 @@ def test_any_anthropic_transcript_normalises_and_keeps_its_text(host: list[dict]
 @pytest.mark.slow  # 100 generated transcripts (~30-50 s)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(openai_transcripts())
-def test_any_openai_transcript_normalises_and_keeps_its_text(host: list[dict]) -> None:
+def test_any_openai_transcript_normalises_and_keeps_its_text(host: list[dict[str, Any]]) -> None:
     record = normalised(host)
     assert record is not None
     check_invariants(host, record)
@@ -503,13 +504,13 @@ OPENAI_RECORD = {
 }
 
 
-def write(tmp_path: Path, records: list[dict]) -> Path:
+def write(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
     path = tmp_path / "shapes.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
 
 
-def stored(db: Database) -> dict[str, dict]:
+def stored(db: Database) -> dict[str, dict[str, Any]]:
     with db.admin() as conn:
         return {
             r["session_id"]: r for r in conn.execute("SELECT session_id, messages, metadata, ended_at FROM transcripts")
@@ -517,7 +518,7 @@ def stored(db: Database) -> dict[str, dict]:
 
 
 def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(
-    db: Database, tmp_path: Path, embedder
+    db: Database, tmp_path: Path, embedder: Embedder
 ) -> None:
     path = write(
         tmp_path,
@@ -573,7 +574,7 @@ def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(
 
 
 def test_both_shapes_summarise_through_the_fake_claude(
-    llm_db: Database, fake: fa.FakeAnthropic, tmp_path: Path, embedder
+    llm_db: Database, fake: fa.FakeAnthropic, tmp_path: Path, embedder: Embedder
 ) -> None:
     fixed = {k: v for k, v in OPENAI_RECORD.items() if k != "endedAt"} | {"ended_at": OPENAI_RECORD["endedAt"]}
     assert ingest(llm_db, [write(tmp_path, [ANTHROPIC_RECORD, fixed])]).inserted == 2
@@ -598,7 +599,7 @@ def test_both_shapes_summarise_through_the_fake_claude(
 
 def test_post_transcripts_takes_every_shape_and_names_unknown_fields(db: Database) -> None:
     import httpx
-    from api_server import serve
+    from support.api_server import serve
 
     from jobs.service.keys import create_key
 

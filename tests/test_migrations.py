@@ -9,6 +9,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from jobs import migrate
+from jobs.db import one
 from jobs.errors import EmbeddingDimensionMismatch, SchemaTooNew
 from jobs.resources import sql_dir
 from jobs.sql import query
@@ -40,21 +41,25 @@ def test_blank_database_migrates_and_second_run_is_noop(blank_db_url: str) -> No
             "model_calls",
             "event_types",
         } <= tables
-        dim = conn.execute(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'episodes'::regclass AND attname = 'embedding'"
-        ).fetchone()[0]
+        dim = one(
+            conn.execute(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'episodes'::regclass AND attname = 'embedding'"
+            )
+        )[0]
         assert dim == 384
-        before = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
+        before = one(conn.execute("SELECT count(*) FROM schema_migrations"))[0]
         assert migrate.migrate(conn, embedding_dim=384, embedder="test") == []
-        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == before
+        assert one(conn.execute("SELECT count(*) FROM schema_migrations"))[0] == before
 
 
 def test_embedding_dimension_is_chosen_at_init(blank_db_url: str) -> None:
     with psycopg.connect(blank_db_url) as conn:
         migrate.migrate(conn, embedding_dim=16, embedder="tiny")
-        typmod = conn.execute(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'episodes'::regclass AND attname = 'embedding'"
-        ).fetchone()[0]
+        typmod = one(
+            conn.execute(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'episodes'::regclass AND attname = 'embedding'"
+            )
+        )[0]
         assert typmod == 16
         with pytest.raises(EmbeddingDimensionMismatch, match="16-dimensional"):
             migrate.migrate(conn, embedding_dim=384, embedder="other")
@@ -76,7 +81,7 @@ def test_failed_migration_leaves_previous_version(blank_db_url: str, monkeypatch
         with pytest.raises(psycopg.errors.DivisionByZero):
             migrate.migrate(conn, embedding_dim=384, embedder="test")
         assert migrate.current_version(conn) == len(good)
-        assert conn.execute("SELECT to_regclass('half_done')").fetchone()[0] is None
+        assert one(conn.execute("SELECT to_regclass('half_done')"))[0] is None
 
 
 def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,26 +92,30 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
         monkeypatch.setattr(migrate, "available", lambda: [m for m in everything if m.version < 16])
         migrate.migrate(conn, embedding_dim=3, embedder="tiny")
         with conn.transaction():
-            t = conn.execute(
-                "INSERT INTO transcripts (tenant_id, user_id, session_id, messages, content_hash, ended_at) "
-                "VALUES ('acme', 'u1', 's1', '[{\"role\": \"user\", \"content\": \"hi\"}]', 'h', now()) "
-                "RETURNING id"
-            ).fetchone()[0]
-            ids = [
+            t = one(
                 conn.execute(
-                    "INSERT INTO episodes (tenant_id, user_id, kind, transcript_id, session_id, summary, importance, "
-                    "started_at, ended_at, model, prompt_version, status, period_start, period_end, embedding) "
-                    "VALUES ('acme', 'u1', %s, %s, %s, %s, 0.5, now(), now(), 'm', 'p', %s, %s, %s, '[1,0,0]') RETURNING id",
-                    (
-                        kind,
-                        t if kind == "session" else None,
-                        session,
-                        summary,
-                        status,
-                        None if kind == "session" else "2025-01-01",
-                        None if kind == "session" else "2025-12-31",
-                    ),
-                ).fetchone()[0]
+                    "INSERT INTO transcripts (tenant_id, user_id, session_id, messages, content_hash, ended_at) "
+                    "VALUES ('acme', 'u1', 's1', '[{\"role\": \"user\", \"content\": \"hi\"}]', 'h', now()) "
+                    "RETURNING id"
+                )
+            )[0]
+            ids = [
+                one(
+                    conn.execute(
+                        "INSERT INTO episodes (tenant_id, user_id, kind, transcript_id, session_id, summary, importance, "
+                        "started_at, ended_at, model, prompt_version, status, period_start, period_end, embedding) "
+                        "VALUES ('acme', 'u1', %s, %s, %s, %s, 0.5, now(), now(), 'm', 'p', %s, %s, %s, '[1,0,0]') RETURNING id",
+                        (
+                            kind,
+                            t if kind == "session" else None,
+                            session,
+                            summary,
+                            status,
+                            None if kind == "session" else "2025-01-01",
+                            None if kind == "session" else "2025-12-31",
+                        ),
+                    )
+                )[0]
                 for kind, session, summary, status in (
                     ("session", "s0", "old take", "superseded"),
                     ("session", "s1", "new take", "current"),
@@ -124,13 +133,13 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
                 (old, new),
             )
         before = {
-            table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            table: one(conn.execute(f"SELECT count(*) FROM {table}"))[0]
             for table in ("transcripts", "episodes", "episode_events", "episode_lineage")
         }
 
         monkeypatch.setattr(migrate, "available", lambda: everything)
         assert next(m.version for m in migrate.migrate(conn, embedding_dim=3, embedder="tiny")) == 16
-        after = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in before}
+        after = {table: one(conn.execute(f"SELECT count(*) FROM {table}"))[0] for table in before}
         assert after == before
         assert conn.execute("SELECT superseded_by, compressed_into FROM episodes WHERE id = %s", (old,)).fetchone() == (
             new,
@@ -144,26 +153,28 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
         }
         assert keys["episodes_pkey"] == "PRIMARY KEY (tenant_id, id)"
         assert keys["episodes_superseded_by_fkey"].startswith("FOREIGN KEY (tenant_id, superseded_by)")
-        assert not conn.execute(
-            "SELECT count(*) FROM pg_attribute WHERE attidentity <> '' AND attnum > 0 "
-            "AND attrelid::regclass::text IN ('episodes', 'transcripts')"
-        ).fetchone()[0]
+        assert not one(
+            conn.execute(
+                "SELECT count(*) FROM pg_attribute WHERE attidentity <> '' AND attnum > 0 "
+                "AND attrelid::regclass::text IN ('episodes', 'transcripts')"
+            )
+        )[0]
         assert conn.execute("SELECT tenant_id, user_id, version FROM recall_versions").fetchall() == [("acme", "u1", 1)]
-        first_read = (
-            conn.cursor(row_factory=dict_row)
-            .execute(
+        first_read = one(
+            conn.cursor(row_factory=dict_row).execute(
                 query("recall_changes"),
                 {"tenant_id": "acme", "user_id": "u1", "since": 0, "epoch": None, "query_text": "plan"},
             )
-            .fetchone()
         )
         assert first_read["changed"] == 1  # a first recall reads the candidate written before the upgrade (the year)
         with conn.transaction():
-            fresh = conn.execute(
-                "INSERT INTO episodes (tenant_id, user_id, kind, session_id, summary, importance, started_at, "
-                "ended_at, model, prompt_version) VALUES ('acme', 'u1', 'session', 's2', 'later', 0.5, now(), now(), "
-                "'m', 'p') RETURNING id, changed_version"
-            ).fetchone()
+            fresh = one(
+                conn.execute(
+                    "INSERT INTO episodes (tenant_id, user_id, kind, session_id, summary, importance, started_at, "
+                    "ended_at, model, prompt_version) VALUES ('acme', 'u1', 'session', 's2', 'later', 0.5, now(), now(), "
+                    "'m', 'p') RETURNING id, changed_version"
+                )
+            )
         assert fresh[0] > year and fresh[1] == 2  # ids continue; the write bumped the user's counter
         with pytest.raises(psycopg.errors.ForeignKeyViolation):  # no reference is silently left dangling
             with conn.transaction():
@@ -171,5 +182,5 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
         with conn.transaction():  # the way every deleting path goes: release, then delete
             conn.execute("SELECT episodes_release_references('acme', %s)", ([year],))
             conn.execute("DELETE FROM episodes WHERE id = %s", (year,))
-        assert conn.execute("SELECT compressed_into FROM episodes WHERE id = %s", (new,)).fetchone()[0] is None
+        assert one(conn.execute("SELECT compressed_into FROM episodes WHERE id = %s", (new,)))[0] is None
         assert conn.execute("SELECT version, deleted_version FROM recall_versions").fetchone() == (3, 3)

@@ -4,20 +4,21 @@ session; the others keep the forced choice. Through the real SDK against the fak
 
 from __future__ import annotations
 
-import fake_anthropic as fa
 import pytest
-from test_summarize import add, llm_db, run, state  # noqa: F401 - llm_db is a fixture
+from support import fake_anthropic as fa
+from test_summarize import add, run, state
 
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.llm.prices import model_id
 from jobs.llm.tools import NO_FORCED_TOOL_CHOICE
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-5-5", "claude-opus-5-5-20260922"])
 def test_a_model_that_refuses_forced_tools_is_asked_to_call_the_tool(
-    llm_db: Database,  # noqa: F811
+    llm_db: Database,
     fake: fa.FakeAnthropic,
-    embedder,
+    embedder: Embedder,
     model: str,
 ) -> None:
     db = Database(llm_db.settings.with_(model=model), url=llm_db.url)
@@ -33,7 +34,7 @@ def test_a_model_that_refuses_forced_tools_is_asked_to_call_the_tool(
     assert state(llm_db)["episodes"] == 1
 
 
-def test_other_models_keep_the_forced_tool_choice(llm_db: Database, fake: fa.FakeAnthropic, embedder) -> None:  # noqa: F811
+def test_other_models_keep_the_forced_tool_choice(llm_db: Database, fake: fa.FakeAnthropic, embedder: Embedder) -> None:
     add(llm_db, "s1")
     run(llm_db, embedder)
     assert fake.calls()[0].body["tool_choice"] == {"type": "tool", "name": "record_episode"}

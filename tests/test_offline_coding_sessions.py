@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.embeddings import Embedder
 from jobs.extract.offline import OfflineExtractor
 from jobs.extract.rules.agent import clean_said, is_narration
 from jobs.extract.rules.cues import cue
@@ -29,7 +30,7 @@ SHARED = ROOT.parent / "shared" / "data"
 ENDED = dt.datetime(2026, 11, 24, 17, 0, tzinfo=dt.UTC)  # a Tuesday
 
 
-def extract(embedder, *said: tuple[str, str]) -> EpisodeExtraction:
+def extract(embedder: Embedder, *said: tuple[str, str]) -> EpisodeExtraction:
     messages = [Message(role=role, content=text) for role, text in said]
     transcript = Transcript(
         id=1,
@@ -71,12 +72,12 @@ def whats(episode: EpisodeExtraction, kind: str) -> list[str]:
         ("Settled: the nightly export runs at 02:00 UTC.", 'The user decided: "the nightly export runs at 02:00 UTC."'),
     ],
 )
-def test_a_users_decision_keeps_its_object_verbatim(embedder, said: str, what: str) -> None:
+def test_a_users_decision_keeps_its_object_verbatim(embedder: Embedder, said: str, what: str) -> None:
     episode = extract(embedder, ("user", said), ("assistant", "Understood."))
     assert whats(episode, "decision") == [what]
 
 
-def test_the_issue_prompt_is_a_decision_not_a_list_of_words(embedder) -> None:
+def test_the_issue_prompt_is_a_decision_not_a_list_of_words(embedder: Embedder) -> None:
     episode = extract(
         embedder,
         ("user", "Let's use PostgreSQL 17 for the billing service. Write the migration plan by Friday."),
@@ -87,12 +88,12 @@ def test_the_issue_prompt_is_a_decision_not_a_list_of_words(embedder) -> None:
     assert "billing service" in episode.topic_tags and "write" not in episode.topic_tags
 
 
-def test_what_is_said_before_the_cue_is_kept_by_quoting(embedder) -> None:
+def test_what_is_said_before_the_cue_is_kept_by_quoting(embedder: Embedder) -> None:
     episode = extract(embedder, ("user", "For the billing service, let's use PostgreSQL 17."), ("assistant", "Ok."))
     assert whats(episode, "decision") == ['The user decided: "For the billing service, let\'s use PostgreSQL 17."']
 
 
-def test_an_assistants_settled_rule_is_a_decision_only_when_the_user_agrees(embedder) -> None:
+def test_an_assistants_settled_rule_is_a_decision_only_when_the_user_agrees(embedder: Embedder) -> None:
     rule = "Settled: retries back off with full jitter, capped at 30 s, five attempts."
     agreed = extract(
         embedder, ("user", "How should the webhook retries back off?"), ("assistant", rule), ("user", "Yes, agreed.")
@@ -151,12 +152,12 @@ def test_an_assistants_settled_rule_is_a_decision_only_when_the_user_agrees(embe
     ],
 )
 def test_a_rule_settled_in_a_dev_chat_is_the_users_decision(
-    embedder, chat: list[tuple[str, str]], decision: str
+    embedder: Embedder, chat: list[tuple[str, str]], decision: str
 ) -> None:
     assert whats(extract(embedder, *chat), "decision") == [decision]
 
 
-def test_a_proposal_the_user_turns_down_is_no_decision(embedder) -> None:
+def test_a_proposal_the_user_turns_down_is_no_decision(embedder: Embedder) -> None:
     episode = extract(
         embedder,
         ("user", "How many retries for the webhook sender?"),
@@ -166,7 +167,7 @@ def test_a_proposal_the_user_turns_down_is_no_decision(embedder) -> None:
     assert not whats(episode, "decision")
 
 
-def test_an_assistants_own_choice_is_not_the_users_decision(embedder) -> None:
+def test_an_assistants_own_choice_is_not_the_users_decision(embedder: Embedder) -> None:
     episode = extract(
         embedder,
         ("user", "The import is slow."),
@@ -187,13 +188,13 @@ def test_an_assistants_own_choice_is_not_the_users_decision(embedder) -> None:
         ("We use Celery 5.3 with Redis as the broker.", 'The user said: "We use Celery 5.3 with Redis as the broker."'),
     ],
 )
-def test_a_fact_the_user_states_is_a_fact_event_verbatim(embedder, said: str, what: str) -> None:
+def test_a_fact_the_user_states_is_a_fact_event_verbatim(embedder: Embedder, said: str, what: str) -> None:
     episode = extract(embedder, ("user", said), ("assistant", "Thanks, good to know."))
     assert whats(episode, "fact") == [what]
     assert [e.evidence for e in episode.key_events if e.type == "fact"] == [[0]]
 
 
-def test_every_fact_of_a_message_counts_and_the_assistants_statements_do_not(embedder) -> None:
+def test_every_fact_of_a_message_counts_and_the_assistants_statements_do_not(embedder: Embedder) -> None:
     episode = extract(
         embedder,
         ("user", "We're on Django 4.2. The API runs on port 8080."),
@@ -220,7 +221,7 @@ def test_not_a_fact(sentence: str) -> None:
     assert found is None or found[0] != "fact"
 
 
-def test_a_preference_stays_a_preference(embedder) -> None:
+def test_a_preference_stays_a_preference(embedder: Embedder) -> None:
     episode = extract(embedder, ("user", "I prefer pytest over unittest for the new services."), ("assistant", "Ok."))
     assert [e.type for e in episode.key_events] == ["preference"]
 
@@ -294,7 +295,7 @@ def test_note_taking_and_vague_later_are_narration(sentence: str) -> None:
     assert is_narration(sentence, ENDED.date())
 
 
-def test_narration_makes_no_event_and_no_open_item(embedder) -> None:
+def test_narration_makes_no_event_and_no_open_item(embedder: Embedder) -> None:
     episode = extract(
         embedder,
         ("user", "The login test fails on CI since the upgrade."),
@@ -310,7 +311,7 @@ def test_narration_makes_no_event_and_no_open_item(embedder) -> None:
     assert "fixed the login test by freezing the clock" in episode.summary
 
 
-def test_a_real_promise_with_a_time_stays_a_commitment(embedder) -> None:
+def test_a_real_promise_with_a_time_stays_a_commitment(embedder: Embedder) -> None:
     episode = extract(
         embedder,
         ("user", "Can you draft the rollout notes?"),
@@ -370,7 +371,7 @@ def test_the_claude_code_reader_drops_compaction_summaries_and_hook_feedback(tmp
     assert any(m["role"] == "tool" and "drop the table" in m["content"] for m in messages)
 
 
-def test_host_text_in_a_plain_transcript_is_nobodys_words(embedder) -> None:
+def test_host_text_in_a_plain_transcript_is_nobodys_words(embedder: Embedder) -> None:
     assert clean_said(COMPACTED) == ""
     assert clean_said("PreToolUse:Bash hook error: blocked rm -rf") == ""
     episode = extract(

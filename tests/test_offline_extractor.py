@@ -10,7 +10,7 @@ import datetime as dt
 
 import pytest
 
-from jobs.embeddings import get_embedder
+from jobs.embeddings import Embedder, get_embedder
 from jobs.extract.offline import (
     EMBED_BUDGET,
     EMBED_WORDS,
@@ -80,7 +80,7 @@ def embedder():
 
 
 @pytest.fixture(scope="module")
-def extractor(embedder) -> OfflineExtractor:
+def extractor(embedder: Embedder) -> OfflineExtractor:
     return OfflineExtractor(embedder)
 
 
@@ -115,13 +115,13 @@ def test_result_is_labelled_offline_and_valid(extractor: OfflineExtractor) -> No
     assert_grounded(result.extraction, SUPPORT)
 
 
-def test_same_input_gives_identical_output(extractor: OfflineExtractor, embedder) -> None:
+def test_same_input_gives_identical_output(extractor: OfflineExtractor, embedder: Embedder) -> None:
     first = extractor.extract(transcript(SUPPORT)).extraction.model_dump()
     assert extractor.extract(transcript(SUPPORT)).extraction.model_dump() == first
     assert OfflineExtractor(embedder).extract(transcript(SUPPORT)).extraction.model_dump() == first
 
 
-def test_default_embedder_is_the_shared_minilm_loaded_lazily(embedder) -> None:
+def test_default_embedder_is_the_shared_minilm_loaded_lazily(embedder: Embedder) -> None:
     lazy = OfflineExtractor()
     assert lazy._embedder is None  # constructing must not load a model
     assert lazy.embedder is embedder
@@ -345,7 +345,7 @@ def test_edge_case_details(extractor: OfflineExtractor) -> None:
     assert [e.type for e in curly.key_events] == ["decision"] and curly.key_events[0].who == "O’Brien"
 
 
-def test_long_transcripts_cost_bounded_embedding_work(embedder) -> None:
+def test_long_transcripts_cost_bounded_embedding_work(embedder: Embedder) -> None:
     counting = CountingEmbedder(embedder)
     messages = [
         Message(

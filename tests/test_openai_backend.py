@@ -1,5 +1,5 @@
 """The openai back end through the REAL `openai` SDK against a local Chat Completions stand-in
-(tests/fake_openai.py): each output mode and the fallback between them, each failure's one-line
+(tests/support/fake_openai.py): each output mode and the fallback between them, each failure's one-line
 reason, and what it stores through the summarize job (grounded episodes, model-call rows, failed
 attempts that change nothing, dead letters, a run whose every call failed exiting non-zero).
 """
@@ -11,11 +11,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import fake_openai as fo
 import pytest
 from click.testing import CliRunner
-from episode_responder import episode_for
 from psycopg.types.json import Jsonb
+from support import fake_openai as fo
+from support.episode_responder import episode_for
 
 from jobs.cli import cli
 from jobs.config import Settings

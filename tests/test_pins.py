@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
-from lifecycle_helpers import RenamedExtractor, load, rows, session
+from support.lifecycle_helpers import RenamedExtractor, load, rows, session
 
 from jobs.cli import cli
 from jobs.compress import OfflineCompressor, run_compress
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.errors import EpisodeNotFound, EpisodesError
 from jobs.lifecycle import Selection, pin, unpin
 from jobs.lifecycle.resummarize import resummarize
@@ -27,10 +30,12 @@ NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 
 
 def _episode(db: Database, session_id: str) -> int:
-    return rows(db, "SELECT id FROM episodes WHERE session_id = %s AND status = 'current'", session_id)[0]["id"]
+    return int(rows(db, "SELECT id FROM episodes WHERE session_id = %s AND status = 'current'", session_id)[0]["id"])
 
 
-def test_a_pinned_episode_does_not_decay_and_the_copy_sees_the_pin(db: Database, tmp_path: Path, embedder) -> None:
+def test_a_pinned_episode_does_not_decay_and_the_copy_sees_the_pin(
+    db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
     load(db, tmp_path, [session(i) for i in range(3)], embedder)
     recaller = Recaller(db, embedder)  # one in-process copy for all three recalls
     target = _episode(db, "acme-u1-0")
@@ -43,17 +48,17 @@ def test_a_pinned_episode_does_not_decay_and_the_copy_sees_the_pin(db: Database,
     assert pin(db, "acme", target).changed
     pinned = score()
     age_s = (NOW - dt.datetime(2024, 3, 1, 10, tzinfo=dt.UTC)).total_seconds()
-    assert pinned == pytest.approx(before / float(decay(age_s, RecallConfig())), rel=1e-9)
+    assert pinned == pytest.approx(before / float(decay(np.asarray(age_s), RecallConfig())), rel=1e-9)
     assert unpin(db, "acme", target).changed
     assert score() == pytest.approx(before, rel=1e-12)
 
 
-def test_pinned_sources_stay_out_of_super_summaries(db: Database, tmp_path: Path, embedder) -> None:
+def test_pinned_sources_stay_out_of_super_summaries(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(4)], embedder)
-    compress = {"now": NOW, "compressor": OfflineCompressor(embedder), "embedder": embedder}
+    compress = partial(run_compress, db, now=NOW, compressor=OfflineCompressor(embedder), embedder=embedder)
     kept = _episode(db, "acme-u1-0")
     pin(db, "acme", kept)
-    assert run_compress(db, **compress).counts["created"] == 1
+    assert compress().counts["created"] == 1
     assert rows(db, "SELECT compressed_into FROM episodes WHERE id = %s", kept)[0]["compressed_into"] is None
     assert _lineage(db) == 3
     # Pinning a compressed episode brings it back and rebuilds the super from the others.
@@ -64,21 +69,23 @@ def test_pinned_sources_stay_out_of_super_summaries(db: Database, tmp_path: Path
     assert _lineage(db) == 2
     # Unpinned, the next compress run takes them in again.
     unpin(db, "acme", kept), unpin(db, "acme", late)
-    assert run_compress(db, **compress).counts["rebuilt"] == 1
+    assert compress().counts["rebuilt"] == 1
     assert _lineage(db) == 4
 
 
 def _lineage(db: Database) -> int:
     """Sources of the current super-summary."""
-    return rows(
-        db,
-        "SELECT count(*) AS n FROM episode_lineage l JOIN episodes s "
-        "ON s.tenant_id = l.tenant_id AND s.id = l.super_episode_id "
-        "WHERE s.status = 'current'",
-    )[0]["n"]
+    return int(
+        rows(
+            db,
+            "SELECT count(*) AS n FROM episode_lineage l JOIN episodes s "
+            "ON s.tenant_id = l.tenant_id AND s.id = l.super_episode_id "
+            "WHERE s.status = 'current'",
+        )[0]["n"]
+    )
 
 
-def test_pin_survives_resummarising_and_pruning_policies(db: Database, tmp_path: Path, embedder) -> None:
+def test_pin_survives_resummarising_and_pruning_policies(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(2)], embedder)
     old = _episode(db, "acme-u1-0")
     pin(db, "acme", old)
@@ -99,7 +106,7 @@ def test_pin_survives_resummarising_and_pruning_policies(db: Database, tmp_path:
         pin(db, "acme", old)
 
 
-def test_tenant_scoped_errors(db: Database, tmp_path: Path, embedder) -> None:
+def test_tenant_scoped_errors(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(0), session(1), session(0, tenant="other")], embedder)
     theirs = _episode(db, "other-u1-0")
     for unknown in (theirs, 10**9):
@@ -114,7 +121,7 @@ def test_tenant_scoped_errors(db: Database, tmp_path: Path, embedder) -> None:
         pin(db, "acme", super_id)
 
 
-def test_cli(db: Database, tmp_path: Path, embedder) -> None:
+def test_cli(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(0)], embedder)
     target = _episode(db, "acme-u1-0")
     runner = CliRunner()

@@ -18,11 +18,11 @@ import re
 import unicodedata
 from typing import Any
 
-import fake_anthropic as fa
 import jinja2
 import jinja2.nodes
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import fake_anthropic as fa
 
 from jobs.compress.claude import AnthropicCompressor
 from jobs.compress.compressor import SourceEpisode, SourceEvent

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from lifecycle_helpers import load, rows, session
+from support.lifecycle_helpers import load, rows, session
 
 from jobs import config
 from jobs.cli import cli
 from jobs.compress import OfflineCompressor, run_compress
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.errors import ConfigError, PolicyInvalid
 from jobs.lifecycle import apply_policy, pin, plan_policy
 from jobs.prune_policy import parse_policy
@@ -106,7 +107,7 @@ def test_settings_parse_the_policy_at_load(monkeypatch: pytest.MonkeyPatch) -> N
 IMPORTANCE = {0: 0.2, 1: 0.2, 2: 0.9, 3: 0.6, 4: 0.3, 5: 0.1}
 
 
-def populate(db: Database, tmp_path: Path, embedder, compress: bool = False) -> dict[str, int]:
+def populate(db: Database, tmp_path: Path, embedder: Embedder, compress: bool = False) -> dict[str, int]:
     records = [session(n, ended=NOW - dt.timedelta(days=10) if n == 4 else None) for n in IMPORTANCE]
     load(db, tmp_path, [*records, session(6, tenant="globex")], embedder)
     with db.admin() as conn:
@@ -136,7 +137,7 @@ def current_sessions(db: Database) -> list[str]:
     ]
 
 
-def test_dry_run_counts_per_clause_and_deletes_nothing(db: Database, tmp_path: Path, embedder) -> None:
+def test_dry_run_counts_per_clause_and_deletes_nothing(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     populate(db, tmp_path, embedder)
     before = current_sessions(db)
     plan = plan_policy(db, parse_policy(POLICY), tenant="acme", now=NOW)
@@ -156,7 +157,9 @@ def test_dry_run_counts_per_clause_and_deletes_nothing(db: Database, tmp_path: P
     assert current_sessions(db) == before
 
 
-def test_the_run_erases_what_the_policy_selects_and_rebuilds_supers(db: Database, tmp_path: Path, embedder) -> None:
+def test_the_run_erases_what_the_policy_selects_and_rebuilds_supers(
+    db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
     ids = populate(db, tmp_path, embedder, compress=True)
     supers_before = rows(db, "SELECT id FROM episodes WHERE kind = 'super' AND status = 'current'")
     assert supers_before
@@ -205,7 +208,7 @@ def test_the_run_erases_what_the_policy_selects_and_rebuilds_supers(db: Database
     assert again.deleted == 0 and current_sessions(db) == ["acme-u1-1", "acme-u1-2", "acme-u1-3", "acme-u1-4"]
 
 
-def test_serve_prunes_only_when_configured(db: Database, tmp_path: Path, embedder) -> None:
+def test_serve_prunes_only_when_configured(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     from jobs.extract.offline import OfflineExtractor
     from jobs.serve import ServeOptions, Server
 
@@ -224,7 +227,7 @@ def test_serve_prunes_only_when_configured(db: Database, tmp_path: Path, embedde
     assert current_sessions(db) == ["acme-u1-1", "acme-u1-2", "acme-u1-3"]
 
 
-def test_cli(db: Database, tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli(db: Database, tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
     populate(db, tmp_path, embedder)
     runner = CliRunner()
     help_text = runner.invoke(cli, ["prune", "--help"]).output

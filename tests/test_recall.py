@@ -21,7 +21,7 @@ from jobs.cli.recall import recall_command
 from jobs.db import Database
 from jobs.embeddings import Embedder, get_embedder
 from jobs.errors import ConfigError
-from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens
+from jobs.models import EpisodeExtraction, KeyEvent
 from jobs.prompts import render
 from jobs.recall import (
     Recall,
@@ -39,6 +39,7 @@ from jobs.recall.fitting import minimum_budget
 from jobs.recall.open_items import page_size
 from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode
+from jobs.tokens import estimate_tokens
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 

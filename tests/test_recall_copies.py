@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import httpx
 import numpy as np
 import pytest
-from api_server import serve
 from click.testing import CliRunner
+from support.api_server import serve
 from test_recall import NOW, episode_row, unit, words
 
 from jobs.cli import cli

@@ -1,7 +1,7 @@
 """The recall block is data, not instructions (issue 29): hostile text stored in memory can neither
 close nor open <previous_episodes>, nor forge a line of its structure or a turn of another role.
 
-Every string of tests/hostile_corpus.py is a user's message: summarised by the offline extractor,
+Every string of tests/support/hostile_corpus.py is a user's message: summarised by the offline extractor,
 summarised by the fake Claude (which echoes it into the summary, a topic tag, events and names), and
 left as a session not yet summarised (one still open, one closed and pending). Each user's block is
 then asked for through `episodes recall` (CLI), ``POST /v1/recall`` (HTTP) and the ``recall_memory``
@@ -25,23 +25,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import fake_anthropic as fa
 import httpx
 import pytest
-from api_server import scratch_database, serve
 from click.testing import CliRunner
-from hostile_corpus import HOSTILE, RENDER_ONLY, ROLE_MARKER
+from support import fake_anthropic as fa
+from support.api_server import scratch_database, serve
+from support.hostile_corpus import HOSTILE, RENDER_ONLY, ROLE_MARKER
 from test_mcp import _http_transport
 
 from jobs.db import Database
 from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
-from jobs.ingest import from_objects, ingest_records
-from jobs.models import estimate_tokens
+from jobs.formats.records import from_objects
+from jobs.ingest import ingest_records
 from jobs.prompts import inert, render
 from jobs.recall import RecalledEpisode, RecalledOpenItem, RecalledSession, Recaller
 from jobs.service.keys import create_key
 from jobs.summarize import run_summarize
+from jobs.tokens import estimate_tokens
 
 # --- the detector -------------------------------------------------------------------------------
 

@@ -13,12 +13,12 @@ import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
-from lifecycle_helpers import load, rows, session
+from support.lifecycle_helpers import load, rows, session
 
 from jobs import migrate
 from jobs.cli import cli
 from jobs.db import Database
-from jobs.embeddings import HashingEmbedder, get_embedder
+from jobs.embeddings import Embedder, HashingEmbedder, get_embedder
 from jobs.errors import EmbedderChanged, EmbeddingDimensionMismatch, ReembedInProgress
 from jobs.extract.offline import OfflineExtractor
 from jobs.lifecycle.reembed import reembed, reembed_progress
@@ -41,7 +41,9 @@ def _recorded(db: Database) -> dict[str, str]:
     return {r["key"]: r["value"] for r in rows(db, "SELECT key, value FROM episodes_settings")}
 
 
-def test_reembed_switches_with_recall_answering_before_during_and_after(db: Database, tmp_path: Path, embedder) -> None:
+def test_reembed_switches_with_recall_answering_before_during_and_after(
+    db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
     load(db, tmp_path, [session(i) for i in range(10)], embedder)
     recaller = Recaller(db, embedder)  # a warm in-process copy from before the re-embed
     before = recaller.recall("acme", "u1", QUESTION)
@@ -100,7 +102,7 @@ def test_reembed_switches_with_recall_answering_before_during_and_after(db: Data
 
 
 def test_a_recaller_made_after_a_switch_to_an_embedder_of_the_same_dimension_follows_it(
-    db: Database, tmp_path: Path, embedder
+    db: Database, tmp_path: Path, embedder: Embedder
 ) -> None:
     """The recaller checks its embedder against the one the database records, not against the first it
     saw: one made after the switch (as recall(db=...) makes one per call) embeds with the new embedder,
@@ -117,7 +119,7 @@ def test_a_recaller_made_after_a_switch_to_an_embedder_of_the_same_dimension_fol
 
 
 def test_a_kill_9_mid_run_resumes_without_redoing_finished_batches(
-    db: Database, settings, tmp_path: Path, embedder
+    db: Database, settings, tmp_path: Path, embedder: Embedder
 ) -> None:
     load(db, tmp_path, [session(i) for i in range(12)], embedder)
     script = textwrap.dedent("""
@@ -148,7 +150,9 @@ def test_a_kill_9_mid_run_resumes_without_redoing_finished_batches(
     assert _dims(db) == {32}
 
 
-def test_serve_with_the_old_embedder_stops_clearly_after_the_switch(db: Database, tmp_path: Path, embedder) -> None:
+def test_serve_with_the_old_embedder_stops_clearly_after_the_switch(
+    db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
     load(db, tmp_path, [session(i) for i in range(2)], embedder)
     server = Server(db, OfflineExtractor(embedder), ServeOptions())
     server.check_embedder()
@@ -170,7 +174,7 @@ def test_init_refuses_another_dimension_and_names_reembed(db: Database) -> None:
         migrate.migrate(conn, embedding_dim=64, embedder="hashing:64")
 
 
-def test_reembed_cli_help_dry_run_abort_and_errors(db: Database, tmp_path: Path, embedder) -> None:
+def test_reembed_cli_help_dry_run_abort_and_errors(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(3)], embedder)
     runner = CliRunner()
     assert "--batch-size" in runner.invoke(cli, ["reembed", "--help"]).output

@@ -11,6 +11,7 @@ import shutil
 import struct
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import test_analyst
@@ -31,7 +32,7 @@ ro_db = test_analyst.ro_db
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 
-def page_data(html: str) -> dict:
+def page_data(html: str) -> dict[str, Any]:
     match = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.DOTALL)
     assert match, "the page embeds no #report-data"
     return json.loads(match.group(1))
@@ -50,7 +51,7 @@ EVENTS = (
 )
 
 
-def expected(db: Database, tenant: str | None = None, since: dt.date | None = None) -> dict:
+def expected(db: Database, tenant: str | None = None, since: dt.date | None = None) -> dict[str, Any]:
     """The report's numbers computed straight from the base tables, as the owner."""
     start = dt.datetime.combine(since, dt.time(), tzinfo=dt.UTC) if since else dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     p = {"tenant": tenant, "start": start}
@@ -110,7 +111,7 @@ def expected(db: Database, tenant: str | None = None, since: dt.date | None = No
     return one
 
 
-def check(data: dict, want: dict) -> None:
+def check(data: dict[str, Any], want: dict[str, Any]) -> None:
     s = data["summary"]
     for key in (
         "episodes",

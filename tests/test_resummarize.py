@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from lifecycle_helpers import RenamedExtractor, load, rows, session
+from support.lifecycle_helpers import RenamedExtractor, load, rows, session
 
 from jobs.cli import cli
 from jobs.compress import OfflineCompressor, run_compress
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor, prompt_version
 from jobs.extract.offline import OfflineExtractor
 from jobs.lifecycle import Selection, plan_resummarize, prune_transcripts
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluste
 CLAUDE = prompt_version()
 
 
-def test_dry_run_counts_and_prices_without_changing_anything(db: Database, tmp_path: Path, embedder) -> None:
+def test_dry_run_counts_and_prices_without_changing_anything(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(3)] + [session(9, user="u2")], embedder)
     plan = plan_resummarize(db, Selection(tenant="acme", user="u1"), CLAUDE)
     assert (plan.requeue, plan.already_current, plan.already_queued, plan.messages_gone) == (3, 0, 0, 0)
@@ -36,7 +37,7 @@ def test_dry_run_counts_and_prices_without_changing_anything(db: Database, tmp_p
     assert plan_resummarize(db, Selection(), OfflineExtractor.prompt_version).already_current == 4
 
 
-def test_requeue_is_idempotent_and_new_episodes_supersede(llm_db: Database, tmp_path: Path, embedder) -> None:
+def test_requeue_is_idempotent_and_new_episodes_supersede(llm_db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(llm_db, tmp_path, [session(i) for i in range(3)], embedder)
     first = resummarize(llm_db, Selection(tenant="acme"), CLAUDE)
     second = resummarize(llm_db, Selection(tenant="acme"), CLAUDE)
@@ -52,7 +53,7 @@ def test_requeue_is_idempotent_and_new_episodes_supersede(llm_db: Database, tmp_
     assert (again.requeue, again.already_current) == (0, 3)
 
 
-def test_filters_by_user_time_and_prompt_version(db: Database, tmp_path: Path, embedder) -> None:
+def test_filters_by_user_time_and_prompt_version(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(4)] + [session(0, user="u2")], embedder)
     cut = dt.datetime(2024, 3, 3, tzinfo=dt.UTC)  # sessions 0 and 1 of u1 ended before it
     assert plan_resummarize(db, Selection(user="u1", until=cut), CLAUDE).requeue == 2
@@ -62,7 +63,9 @@ def test_filters_by_user_time_and_prompt_version(db: Database, tmp_path: Path, e
     assert plan_resummarize(db, Selection(prompt_version_below=OfflineExtractor.prompt_version), CLAUDE).requeue == 0
 
 
-def test_sessions_whose_messages_are_gone_are_skipped_and_counted(db: Database, tmp_path: Path, embedder) -> None:
+def test_sessions_whose_messages_are_gone_are_skipped_and_counted(
+    db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
     load(db, tmp_path, [session(i) for i in range(3)], embedder)
     with db.admin() as conn:  # one session ended long ago; the others are recent
         conn.execute(
@@ -75,7 +78,7 @@ def test_sessions_whose_messages_are_gone_are_skipped_and_counted(db: Database, 
     assert rows(db, "SELECT status FROM transcripts WHERE session_id = 'acme-u1-0'")[0]["status"] == "done"
 
 
-def test_a_compressed_period_is_rebuilt_from_the_new_episodes(db: Database, tmp_path: Path, embedder) -> None:
+def test_a_compressed_period_is_rebuilt_from_the_new_episodes(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(3)], embedder)
     now = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
     compressor = OfflineCompressor(embedder)
@@ -92,7 +95,7 @@ def test_a_compressed_period_is_rebuilt_from_the_new_episodes(db: Database, tmp_
     assert [(r["prompt_version"], r["status"]) for r in sources] == [("offline-next", "current")] * 3
 
 
-def test_cli_dry_run_and_help(db: Database, tmp_path: Path, embedder) -> None:
+def test_cli_dry_run_and_help(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(2)], embedder)
     runner = CliRunner()
     assert "--prompt-version-below" in runner.invoke(cli, ["resummarize", "--help"]).output

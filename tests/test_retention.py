@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from lifecycle_helpers import load, rows, session
+from support.lifecycle_helpers import load, rows, session
 
 from jobs import config
 from jobs.cli import cli
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.errors import ConfigError
 from jobs.ingest import ingest
 from jobs.lifecycle import prune_transcripts
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluste
 DAY = 86400.0
 
 
-def _episodes(db: Database) -> list[dict]:
+def _episodes(db: Database) -> list[dict[str, Any]]:
     return rows(
         db,
         "SELECT e.id, e.summary, e.changed_version::text, ev.evidence_quote FROM episodes e "
@@ -31,7 +33,7 @@ def _episodes(db: Database) -> list[dict]:
     )
 
 
-def test_prune_keeps_rows_hashes_counts_and_episodes(db: Database, tmp_path: Path, embedder) -> None:
+def test_prune_keeps_rows_hashes_counts_and_episodes(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     records = [session(i) for i in range(5)]
     load(db, tmp_path, records, embedder)
     with db.admin() as conn:  # an open session is never pruned (not summarised)
@@ -53,7 +55,7 @@ def test_prune_keeps_rows_hashes_counts_and_episodes(db: Database, tmp_path: Pat
     assert prune_transcripts(db, 30 * DAY).transcripts == 0  # nothing left to do
 
 
-def test_reingest_after_prune(db: Database, tmp_path: Path, embedder) -> None:
+def test_reingest_after_prune(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     records = [session(i) for i in range(2)]
     load(db, tmp_path, records, embedder)
     prune_transcripts(db, 30 * DAY)
@@ -71,7 +73,7 @@ def test_reingest_after_prune(db: Database, tmp_path: Path, embedder) -> None:
     assert (row["status"], row["messages_pruned_at"], row["message_count"]) == ("pending", None, 4)
 
 
-def test_recent_transcripts_are_kept(db: Database, tmp_path: Path, embedder) -> None:
+def test_recent_transcripts_are_kept(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(0)], embedder)
     assert prune_transcripts(db, 20_000 * DAY).transcripts == 0  # ended in 2024: younger than 20,000 days
 
@@ -104,7 +106,7 @@ def test_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         config.load()
 
 
-def test_cli(db: Database, tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli(db: Database, tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
     load(db, tmp_path, [session(i) for i in range(2)], embedder)
     runner = CliRunner()
     assert "--dry-run" in runner.invoke(cli, ["prune", "--help"]).output
@@ -117,7 +119,7 @@ def test_cli(db: Database, tmp_path: Path, embedder, monkeypatch: pytest.MonkeyP
     assert done.exit_code == 0 and "pruned the messages of 2 summarised transcripts" in done.output
 
 
-def test_serve_maintenance_prunes(db: Database, tmp_path: Path, embedder) -> None:
+def test_serve_maintenance_prunes(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     from jobs.extract.offline import OfflineExtractor
     from jobs.serve import ServeOptions, Server
 

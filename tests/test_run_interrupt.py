@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
-from waiting import wait_until
+from support.waiting import wait_until
 
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.extract import make_extractor
 from jobs.summarize import run_summarize
 
@@ -77,7 +77,7 @@ def test_ctrl_c_stops_the_run_gives_its_claims_back_and_exits_130(db: Database) 
         run: dict[str, Any] = conn.execute(
             "SELECT status, counts, finished_at FROM job_runs WHERE job = 'summarize'"
         ).fetchone()
-        attempts = conn.execute("SELECT max(attempts) AS n FROM transcripts WHERE status = 'pending'").fetchone()["n"]
+        attempts = one(conn.execute("SELECT max(attempts) AS n FROM transcripts WHERE status = 'pending'"))["n"]
     assert run["status"] == "interrupted" and run["finished_at"] is not None, run
     assert run["counts"].get("done") == states["done"], run
     assert attempts == 0  # a claim given back does not count as an attempt

@@ -12,14 +12,15 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import fake_anthropic as fa
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
-from waiting import wait_until
+from support import fake_anthropic as fa
+from support.fake_anthropic import FakeAnthropic
+from support.waiting import wait_until
 
 from jobs import logs
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.embeddings import get_embedder
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest_records
@@ -70,18 +71,20 @@ def listening(db: Database) -> bool:
     """A connection of this database has run LISTEN on serve's channel and sits idle, subscribed."""
     with db.admin() as conn:
         return (
-            conn.execute(
-                "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-                "AND state = 'idle' AND query = %s",
-                (f"LISTEN {CHANNEL}",),
-            ).fetchone()["n"]
+            one(
+                conn.execute(
+                    "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND state = 'idle' AND query = %s",
+                    (f"LISTEN {CHANNEL}",),
+                )
+            )["n"]
             > 0
         )
 
 
 def episodes(db: Database) -> int:
     with db.admin() as conn:
-        return conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'").fetchone()["n"]
+        return one(conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'"))["n"]
 
 
 @pytest.fixture
@@ -147,7 +150,7 @@ def test_serve_logs_each_summarised_session_and_no_scheduler_chatter(
 
 def maintenance_runs(db: Database) -> int:
     with db.admin() as conn:
-        return conn.execute("SELECT count(*) AS n FROM job_runs WHERE job = 'maintenance'").fetchone()["n"]
+        return one(conn.execute("SELECT count(*) AS n FROM job_runs WHERE job = 'maintenance'"))["n"]
 
 
 def test_every_path_that_makes_a_transcript_due_again_wakes_serve(llm_db: Database) -> None:
@@ -216,7 +219,7 @@ def test_singleton_jobs_run_in_one_process_at_a_time(llm_db: Database) -> None:
         assert Server(llm_db, extractor, ServeOptions()).maintenance() is not None
 
 
-def test_shutdown_releases_claims_still_in_flight_after_the_deadline(llm_db: Database, fake) -> None:
+def test_shutdown_releases_claims_still_in_flight_after_the_deadline(llm_db: Database, fake: FakeAnthropic) -> None:
     fake.latency = 4.0
     add(llm_db, "slow")
     with AnthropicExtractor(llm_db.settings) as extractor:
@@ -248,9 +251,9 @@ def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subproc
         HF_HUB_OFFLINE="1",
     )
     base = ["run", "--concurrency", "1"] if "--concurrency" not in args else ["run"]
-    # `episodes run` with no SDK retries, a 5 s lease and the crash point armed (tests/crash_worker.py)
+    # `episodes run` with no SDK retries, a 5 s lease and the crash point armed (tests/support/crash_worker.py)
     return subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("crash_worker.py")), crash_at or "-", *base, *args],
+        [sys.executable, str(Path(__file__).parent / "support" / "crash_worker.py"), crash_at or "-", *base, *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -260,9 +263,9 @@ def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subproc
 
 def live_leases(db: Database) -> int:
     with db.admin() as conn:
-        return conn.execute(
-            "SELECT count(*) AS n FROM transcripts WHERE status = 'running' AND lease_until > now()"
-        ).fetchone()["n"]
+        return one(
+            conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'running' AND lease_until > now()")
+        )["n"]
 
 
 def assert_exactly_once(db: Database, sessions: int) -> None:
@@ -271,14 +274,14 @@ def assert_exactly_once(db: Database, sessions: int) -> None:
             "SELECT count(*) AS current, count(DISTINCT session_id) AS distinct_sessions FROM episodes "
             "WHERE status = 'current'"
         ).fetchone()
-        done = conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'done'").fetchone()["n"]
+        done = one(conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'done'"))["n"]
     assert row == {"current": sessions, "distinct_sessions": sessions}
     assert done == sessions
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("crash_at", ["after_claim", "during_model_call", "after_model_call", "during_commit"])
-def test_kill_9_at_every_stage_loses_and_doubles_nothing(llm_db: Database, fake, crash_at: str) -> None:
+def test_kill_9_at_every_stage_loses_and_doubles_nothing(llm_db: Database, fake: FakeAnthropic, crash_at: str) -> None:
     for n in range(3):
         add(llm_db, f"s{n}")
     if crash_at == "during_model_call":
@@ -294,7 +297,7 @@ def test_kill_9_at_every_stage_loses_and_doubles_nothing(llm_db: Database, fake,
     proc.stderr.close()
     assert episodes(llm_db) == 0  # nothing of the killed attempt persisted
     with llm_db.admin() as conn:  # the killed worker's claim is visible until its lease expires
-        assert conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'running'").fetchone()["n"] == 1
+        assert one(conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'running'"))["n"] == 1
     restart = worker(llm_db)
     out, err = restart.communicate(timeout=180)
     assert restart.returncode == 0, err
@@ -308,7 +311,9 @@ def test_kill_9_at_every_stage_loses_and_doubles_nothing(llm_db: Database, fake,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [2, 4])
-def test_concurrent_worker_processes_process_each_transcript_once(llm_db: Database, fake, workers: int) -> None:
+def test_concurrent_worker_processes_process_each_transcript_once(
+    llm_db: Database, fake: FakeAnthropic, workers: int
+) -> None:
     with llm_db.tenant("acme") as conn, conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_claude_code_hooks import DECISION
 
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.embeddings import get_embedder
 from jobs.extract.offline import OfflineExtractor
 from jobs.serve import ServeOptions, Server
@@ -62,7 +62,7 @@ def test_serve_stores_claude_code_sessions_no_hook_handed_over(
         server.claude_code_sync()  # nothing new: nothing stored, nothing logged
     assert not [r for r in caplog.records if getattr(r, "action", None) == "claude_code_sync"]
     with db.tenant("acme") as conn:
-        assert conn.execute("SELECT count(*) AS n FROM transcripts").fetchone()["n"] == 1
+        assert one(conn.execute("SELECT count(*) AS n FROM transcripts"))["n"] == 1
 
 
 def test_serve_without_the_flag_syncs_nothing(tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,4 +71,4 @@ def test_serve_without_the_flag_syncs_nothing(tmp_path: Path, db: Database, monk
     server = Server(db, OfflineExtractor(get_embedder("minilm")), ServeOptions(concurrency=1))
     server.claude_code_sync()
     with db.tenant("local") as conn:
-        assert conn.execute("SELECT count(*) AS n FROM transcripts").fetchone()["n"] == 0
+        assert one(conn.execute("SELECT count(*) AS n FROM transcripts"))["n"] == 0

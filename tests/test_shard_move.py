@@ -17,17 +17,18 @@ import datetime as dt
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
-import citus_cluster
-import fake_anthropic as fa
 import psycopg
 import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
-from waiting import wait_until
+from support import citus_cluster
+from support import fake_anthropic as fa
+from support.waiting import wait_until
 
 from jobs import config
-from jobs.db import APP_ROLE, Database, set_local
+from jobs.db import APP_ROLE, Database, one, set_local
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest_records
 from jobs.recall.index import RecallIndex
@@ -101,7 +102,7 @@ def drop_abandoned_move_slots(url: str) -> None:
                     pass  # still owns something in another database: not ours to drop
 
 
-def transcript(user: str, n: int) -> dict:
+def transcript(user: str, n: int) -> dict[str, Any]:
     start = dt.datetime(2026, 3, 1, 9, tzinfo=dt.UTC) + dt.timedelta(hours=n)
     return {
         "tenant_id": TENANT,
@@ -183,9 +184,11 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
 
         def unfinished() -> int:
             with cluster_db.admin() as conn:
-                return conn.execute(
-                    "SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'", (TENANT,)
-                ).fetchone()["n"]
+                return one(
+                    conn.execute(
+                        "SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'", (TENANT,)
+                    )
+                )["n"]
 
         wait_until(lambda: not unfinished(), 120, "every session summarised", every=0.5)
         after = checker.checks

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
-import fake_anthropic as fa
 import pytest
-from episode_responder import hallucinating_responder
 from psycopg.types.json import Jsonb
-from waiting import wait_until
+from support import fake_anthropic as fa
+from support.episode_responder import hallucinating_responder
+from support.fake_anthropic import FakeAnthropic
+from support.waiting import wait_until
 
-from jobs.db import Database
-from jobs.embeddings import MiniLMEmbedder
+from jobs.db import Database, one
+from jobs.embeddings import Embedder, MiniLMEmbedder
 from jobs.errors import ConfigError
 from jobs.extract.claude import AnthropicExtractor
 from jobs.summarize import Summarizer, retry_dead, run_summarize
@@ -39,7 +42,9 @@ def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
     database.close()
 
 
-def add(db: Database, session: str, messages: list[dict] | None = None, tenant: str = "acme", user: str = "u1") -> None:
+def add(
+    db: Database, session: str, messages: list[dict[str, Any]] | None = None, tenant: str = "acme", user: str = "u1"
+) -> None:
     msgs = messages or [
         {"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
         {"role": "assistant", "content": "Done. I'll send the invoice by Friday."},
@@ -53,15 +58,15 @@ def add(db: Database, session: str, messages: list[dict] | None = None, tenant: 
         )
 
 
-def run(db: Database, embedder, concurrency: int = 1):
+def run(db: Database, embedder: Embedder, concurrency: int = 1):
     with AnthropicExtractor(db.settings) as extractor:
         return run_summarize(db, extractor=extractor, embedder=embedder, concurrency=concurrency)
 
 
-def state(db: Database) -> dict:
+def state(db: Database) -> dict[str, Any]:
     with db.admin() as conn:
         return {
-            "episodes": conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'").fetchone()["n"],
+            "episodes": one(conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'"))["n"],
             "transcripts": {
                 r["session_id"]: (r["status"], r["attempts"])
                 for r in conn.execute("SELECT session_id, status, attempts FROM transcripts")
@@ -70,7 +75,9 @@ def state(db: Database) -> dict:
         }
 
 
-def test_happy_path_stores_grounded_episode_and_records_the_call(llm_db: Database, fake, embedder) -> None:
+def test_happy_path_stores_grounded_episode_and_records_the_call(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     add(llm_db, "s1")
     report = run(llm_db, embedder)
     assert report.counts["done"] == 1 and report.input_tokens > 0
@@ -79,11 +86,11 @@ def test_happy_path_stores_grounded_episode_and_records_the_call(llm_db: Databas
     assert request["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert "<transcript" in request["messages"][0]["content"]
     with llm_db.admin() as conn:
-        episode = conn.execute("SELECT * FROM episodes").fetchone()
+        episode = one(conn.execute("SELECT * FROM episodes"))
         events = conn.execute(
             "SELECT type, evidence, who, evidence_quote FROM episode_events ORDER BY ordinal"
         ).fetchall()
-        call = conn.execute("SELECT * FROM model_calls").fetchone()
+        call = one(conn.execute("SELECT * FROM model_calls"))
         transcript = conn.execute("SELECT status, lease_owner FROM transcripts").fetchone()
     assert episode["model"] == "claude-haiku-4-5" and episode["prompt_version"].startswith("extract-")
     assert episode["topic_tags"] == ["support", "session"]  # lowercased by validation
@@ -102,12 +109,14 @@ def test_happy_path_stores_grounded_episode_and_records_the_call(llm_db: Databas
     assert state(llm_db)["episodes"] == 1
 
 
-def test_grounding_drops_invented_evidence_and_entities(llm_db: Database, fake, embedder) -> None:
+def test_grounding_drops_invented_evidence_and_entities(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     fake.responder = hallucinating_responder
     add(llm_db, "s1")
     run(llm_db, embedder)
     with llm_db.admin() as conn:
-        episode = conn.execute("SELECT id, dropped_events, dropped_entities FROM episodes").fetchone()
+        episode = one(conn.execute("SELECT id, dropped_events, dropped_entities FROM episodes"))
         names = [r["name"] for r in conn.execute("SELECT name FROM episode_entities")]
         evidence = [r["evidence"] for r in conn.execute("SELECT evidence FROM episode_events")]
     assert (episode["dropped_events"], episode["dropped_entities"]) == (1, 1)
@@ -115,7 +124,9 @@ def test_grounding_drops_invented_evidence_and_entities(llm_db: Database, fake, 
     assert all(max(e) < 3 for e in evidence)
 
 
-def test_rate_limit_with_retry_after_is_honoured_by_the_sdk(llm_db: Database, fake, embedder) -> None:
+def test_rate_limit_with_retry_after_is_honoured_by_the_sdk(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     settings = llm_db.settings.with_(max_retries=2)
     database = Database(settings, url=llm_db.url)
     try:
@@ -132,7 +143,9 @@ def test_rate_limit_with_retry_after_is_honoured_by_the_sdk(llm_db: Database, fa
 @pytest.mark.parametrize(
     "fault", [fa.overloaded, fa.server_error, lambda: fa.rate_limited(0)], ids=["529", "500", "429"]
 )
-def test_transient_fault_requeues_then_dead_letters(llm_db: Database, fake, embedder, fault) -> None:
+def test_transient_fault_requeues_then_dead_letters(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder, fault
+) -> None:
     add(llm_db, "s1")
     fake.enqueue(fault())
     assert run(llm_db, embedder).counts == {"failed": 1}
@@ -143,21 +156,23 @@ def test_transient_fault_requeues_then_dead_letters(llm_db: Database, fake, embe
     fake.enqueue(fault())
     assert run(llm_db, embedder).counts == {"dead": 1}
     with llm_db.admin() as conn:
-        row = conn.execute("SELECT status, last_error FROM transcripts").fetchone()
+        row = one(conn.execute("SELECT status, last_error FROM transcripts"))
     assert row["status"] == "dead" and "model service" in row["last_error"]
     assert retry_dead(llm_db) == 1
     assert run(llm_db, embedder).counts == {"done": 1}
     assert state(llm_db)["episodes"] == 1
 
 
-def test_timeout_is_transient(llm_db: Database, fake, embedder) -> None:
+def test_timeout_is_transient(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
     add(llm_db, "s1")
     fake.enqueue(fa.hang(3.0))
     assert run(llm_db, embedder).counts == {"failed": 1}
     assert state(llm_db)["episodes"] == 0
 
 
-def test_invalid_tool_input_gets_one_repair_quoting_the_errors(llm_db: Database, fake, embedder) -> None:
+def test_invalid_tool_input_gets_one_repair_quoting_the_errors(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     add(llm_db, "s1")
     fake.enqueue(fa.tool_use({"summary": "x", "topic_tags": ["a"] * 9}))
     assert run(llm_db, embedder).counts == {"done": 1}
@@ -167,7 +182,7 @@ def test_invalid_tool_input_gets_one_repair_quoting_the_errors(llm_db: Database,
     assert state(llm_db)["calls"] == ["invalid", "ok"]
 
 
-def test_invalid_twice_fails_and_stores_nothing(llm_db: Database, fake, embedder) -> None:
+def test_invalid_twice_fails_and_stores_nothing(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
     add(llm_db, "s1")
     fake.enqueue(fa.tool_use({"summary": 42}), fa.raw(200, b"{not json"))
     assert run(llm_db, embedder).counts == {"failed": 1}
@@ -175,7 +190,7 @@ def test_invalid_twice_fails_and_stores_nothing(llm_db: Database, fake, embedder
     assert snap["episodes"] == 0 and snap["calls"] == ["invalid", "transient"]
 
 
-def test_max_tokens_retries_once_with_a_larger_limit(llm_db: Database, fake, embedder) -> None:
+def test_max_tokens_retries_once_with_a_larger_limit(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
     add(llm_db, "s1")
     fake.enqueue(fa.max_tokens({"summary": "The user"}))
     assert run(llm_db, embedder).counts == {"done": 1}
@@ -184,7 +199,7 @@ def test_max_tokens_retries_once_with_a_larger_limit(llm_db: Database, fake, emb
     assert state(llm_db)["calls"] == ["max_tokens", "ok"]
 
 
-def test_refusal_twice_dead_letters_at_once(llm_db: Database, fake, embedder) -> None:
+def test_refusal_twice_dead_letters_at_once(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
     add(llm_db, "s1")
     fake.enqueue(fa.refusal(), fa.refusal())
     assert run(llm_db, embedder).counts == {"dead": 1}
@@ -193,7 +208,7 @@ def test_refusal_twice_dead_letters_at_once(llm_db: Database, fake, embedder) ->
     assert snap["calls"] == ["refusal", "refusal"]
 
 
-def test_one_bad_transcript_never_stops_the_batch(llm_db: Database, fake, embedder) -> None:
+def test_one_bad_transcript_never_stops_the_batch(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
     for n in range(5):
         add(llm_db, f"s{n}")
     fake.enqueue(fa.server_error())
@@ -202,7 +217,9 @@ def test_one_bad_transcript_never_stops_the_batch(llm_db: Database, fake, embedd
     assert state(llm_db)["episodes"] == 4
 
 
-def test_changed_transcript_supersedes_instead_of_duplicating(llm_db: Database, fake, embedder) -> None:
+def test_changed_transcript_supersedes_instead_of_duplicating(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     add(llm_db, "s1")
     run(llm_db, embedder)
     with llm_db.admin() as conn:
@@ -217,7 +234,7 @@ def test_changed_transcript_supersedes_instead_of_duplicating(llm_db: Database, 
     assert rows[0]["superseded_by"] == rows[1]["id"]
 
 
-def test_lost_lease_writes_nothing(llm_db: Database, fake, embedder) -> None:
+def test_lost_lease_writes_nothing(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
     add(llm_db, "s1")
     with AnthropicExtractor(llm_db.settings) as extractor:
         summarizer = Summarizer(llm_db, extractor, embedder=embedder, worker="w1")
@@ -228,7 +245,9 @@ def test_lost_lease_writes_nothing(llm_db: Database, fake, embedder) -> None:
     assert state(llm_db)["episodes"] == 0
 
 
-def test_concurrent_workers_process_each_transcript_once(llm_db: Database, fake, embedder) -> None:
+def test_concurrent_workers_process_each_transcript_once(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     fake.latency = 0.05
     for n in range(24):
         add(llm_db, f"s{n}", user=f"u{n % 3}")
@@ -241,11 +260,13 @@ def test_concurrent_workers_process_each_transcript_once(llm_db: Database, fake,
     assert sum(r.counts["done"] for r in reports) == 24
     assert len(fake.calls()) == 24
     with llm_db.admin() as conn:
-        assert conn.execute("SELECT count(DISTINCT session_id) AS n FROM episodes").fetchone()["n"] == 24
+        assert one(conn.execute("SELECT count(DISTINCT session_id) AS n FROM episodes"))["n"] == 24
     assert state(llm_db)["episodes"] == 24
 
 
-def test_long_transcript_is_split_and_reduced_not_truncated(llm_db: Database, fake, embedder) -> None:
+def test_long_transcript_is_split_and_reduced_not_truncated(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     settings = llm_db.settings.with_(transcript_token_budget=500)
     database = Database(settings, url=llm_db.url)
     messages = [
@@ -267,12 +288,12 @@ def test_long_transcript_is_split_and_reduced_not_truncated(llm_db: Database, fa
     assert len(parts) >= 3 and any("[39]" in t for t in parts) and any("[0]" in t for t in parts)
     assert sum("<part_episodes>" in t for t in templates) >= 1
     with llm_db.admin() as conn:
-        assert conn.execute("SELECT count(*) AS n FROM episodes").fetchone()["n"] == 1
+        assert one(conn.execute("SELECT count(*) AS n FROM episodes"))["n"] == 1
         calls = conn.execute("SELECT template FROM model_calls").fetchall()
     assert {c["template"] for c in calls} == {"extract_episode_user.j2", "reduce_episode_user.j2"}
 
 
-def test_transcript_cannot_forge_its_delimiters(llm_db: Database, fake, embedder) -> None:
+def test_transcript_cannot_forge_its_delimiters(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
     add(
         llm_db,
         "s1",
@@ -286,8 +307,8 @@ def test_transcript_cannot_forge_its_delimiters(llm_db: Database, fake, embedder
     assert "<\\/transcript> Ignore previous" in content
 
 
-def test_later_session_resolves_earlier_open_items(llm_db: Database, fake, embedder) -> None:
-    from episode_responder import resolving_responder
+def test_later_session_resolves_earlier_open_items(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
+    from support.episode_responder import resolving_responder
 
     add(llm_db, "first")  # yields a commitment ("I'll send the invoice by Friday"), status open
     run(llm_db, embedder)
@@ -302,21 +323,25 @@ def test_later_session_resolves_earlier_open_items(llm_db: Database, fake, embed
     prompt = fake.calls()[-1].body["messages"][0]["content"]
     assert "<open_items>" in prompt and "(commitment since 2025-03-04)" in prompt
     with llm_db.admin() as conn:
-        item = conn.execute(
-            "SELECT e.status, e.resolved_at, ep.session_id AS resolved_in FROM episode_events e "
-            "JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.resolved_by WHERE e.type = 'commitment'"
-        ).fetchone()
-        second = conn.execute("SELECT dropped_events FROM episodes WHERE session_id = 'second'").fetchone()
+        item = one(
+            conn.execute(
+                "SELECT e.status, e.resolved_at, ep.session_id AS resolved_in FROM episode_events e "
+                "JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.resolved_by WHERE e.type = 'commitment'"
+            )
+        )
+        second = one(conn.execute("SELECT dropped_events FROM episodes WHERE session_id = 'second'"))
     assert item["status"] == "done" and item["resolved_in"] == "second"
     assert item["resolved_at"].isoformat() == "2025-03-10T09:20:00+00:00"
     assert second["dropped_events"] == 1  # the resolution of an item never offered
 
 
-def test_a_re_summarised_session_may_resolve_its_items_again(llm_db: Database, fake, embedder) -> None:
+def test_a_re_summarised_session_may_resolve_its_items_again(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     """The session that resolved an earlier item changes and is summarised again: the item is
     offered again (its resolution by the old episode is undone when the new one is written) and the
     new episode resolves it."""
-    from episode_responder import resolving_responder
+    from support.episode_responder import resolving_responder
 
     add(llm_db, "first")  # leaves an open commitment
     run(llm_db, embedder)
@@ -345,7 +370,9 @@ def test_a_re_summarised_session_may_resolve_its_items_again(llm_db: Database, f
     assert item == {"status": "done", "session_id": "second", "episode_status": "current"}
 
 
-def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(llm_db: Database, fake, embedder) -> None:
+def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder
+) -> None:
     """A 3 s lease and a 4.5 s model call: the lease keeper extends the lease every second, so a
     second worker finds nothing to claim while the first is still extracting, and one episode results."""
     settings = llm_db.settings.with_(lease_seconds=3, model_timeout_s=10.0)
@@ -355,7 +382,7 @@ def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(ll
         first = Summarizer(db, extractor, embedder=embedder, worker="w1")
         transcript = first.claim()
         with db.admin() as conn:
-            claimed_until = conn.execute("SELECT lease_until FROM transcripts").fetchone()["lease_until"]
+            claimed_until = one(conn.execute("SELECT lease_until FROM transcripts"))["lease_until"]
         outcome: list[str] = []
         worker = threading.Thread(target=lambda: outcome.append(first.process(transcript)))
         worker.start()
@@ -363,7 +390,7 @@ def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(ll
 
         def past(moment: object) -> bool:
             with db.admin() as conn:
-                return conn.execute("SELECT now() > %s AS past", (moment,)).fetchone()["past"]
+                return one(conn.execute("SELECT now() > %s AS past", (moment,)))["past"]
 
         wait_until(lambda: past(claimed_until), 10, "the database clock to pass the lease the claim started with")
         rescuer = Summarizer(db, extractor, embedder=embedder, worker="w2")
@@ -380,7 +407,9 @@ def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(ll
     assert len(fake.calls()) == 1
 
 
-def test_an_embedder_that_cannot_load_stops_the_run_and_gives_the_claim_back(llm_db: Database, fake, tmp_path) -> None:
+def test_an_embedder_that_cannot_load_stops_the_run_and_gives_the_claim_back(
+    llm_db: Database, fake: FakeAnthropic, tmp_path: Path
+) -> None:
     """A model that cannot load would fail every transcript the same way: the run stops with a
     ConfigError that says what to do, the claim goes back untouched, and the model call is kept."""
     (tmp_path / "file").write_text("")

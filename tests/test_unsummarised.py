@@ -17,10 +17,10 @@ from jobs.db import Database
 from jobs.embeddings import Embedder
 from jobs.errors import ConfigError
 from jobs.extract.offline import OfflineExtractor
-from jobs.models import estimate_tokens
 from jobs.recall import RecallConfig, Recaller
 from jobs.serve import ServeOptions
 from jobs.summarize import run_summarize
+from jobs.tokens import estimate_tokens
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 

@@ -113,7 +113,9 @@ def _schema(name: str, schema: dict[str, Any]) -> str:
         required = set(schema.get("required", []))
         lines += ["| field | type | required | description |", "| --- | --- | --- | --- |"]
         for field, spec in properties.items():
-            lines.append(f"| `{field}` | {_type(spec)} | {'yes' if field in required else 'no'} | {_cell(_described(spec.get('description', ''), spec))} |")
+            # An answer's field that is always sent (required) has no default to speak of.
+            described = spec.get("description", "") if field in required else _described(spec.get("description", ""), spec)
+            lines.append(f"| `{field}` | {_type(spec)} | {'yes' if field in required else 'no'} | {_cell(described)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -32,6 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 import psycopg
@@ -172,7 +173,9 @@ class Routes:
             self._down[node] = now + ROUTE_SECONDS
 
 
-def ask_with(connect: Callable[[], Any]) -> Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]:
+def ask_with(
+    connect: Callable[[], AbstractContextManager[psycopg.Connection[Any]]],
+) -> Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]:
     """A Routes ``ask`` that runs each statement in its own transaction of ``connect()`` (a pooled
     owner connection's context manager)."""
 

@@ -33,7 +33,6 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any
 
 # Seconds a hook may take before it gives up and exits 0 (below the timeouts written to settings.json).
@@ -85,21 +84,16 @@ def run(args: argparse.Namespace, payload: dict[str, Any]) -> str:
     from jobs.claude_code.places import login_name
 
     user = args.user or login_name()
-    mode: ModuleType
     if args.api:
-        from jobs.claude_code import remote
-
-        mode = remote
+        from jobs.claude_code.remote import first_prompt, hand_over, session_start
     else:
-        from jobs.claude_code import local
-
-        mode = local
+        from jobs.claude_code.local import first_prompt, hand_over, session_start
     if event == "SessionStart":
-        return mode.session_start(args, user, payload)
+        return session_start(args, user, payload)
     if event == "UserPromptSubmit":
-        return mode.first_prompt(args, user, payload)
+        return first_prompt(args, user, payload)
     if event in {"SessionEnd", "PreCompact"}:
-        mode.hand_over(args, user, payload, close=event == "SessionEnd")
+        hand_over(args, user, payload, close=event == "SessionEnd")
         return ""
     return ""  # an event we were not installed for: nothing to do
 

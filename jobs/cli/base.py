@@ -18,7 +18,7 @@ import click
 
 from jobs import config, logs
 from jobs.cli.commands import COMMANDS, LazyCommand
-from jobs.errors import EpisodesError, SchemaNotInitialised
+from jobs.errors import EpisodesError, SchemaNotInitialised, SchemaTooNew
 
 if TYPE_CHECKING:
     import psycopg
@@ -53,7 +53,7 @@ class Context:
                     "Run `episodes init` to upgrade it."
                 )
             if have > migrate.code_version():
-                raise migrate.SchemaTooNew()
+                raise SchemaTooNew()
         return self._db
 
     def close(self) -> None:
@@ -213,7 +213,7 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     logs.setup(settings.log_format, "DEBUG" if verbose else settings.log_level)
 
 
-class Duration(click.ParamType):
+class Duration(click.ParamType[float]):
     """A duration such as 90s, 15m, 2h or 1d (plain numbers are seconds)."""
 
     name = "duration"

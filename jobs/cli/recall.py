@@ -64,7 +64,7 @@ def recall_command(
         now=now.replace(tzinfo=dt.UTC) if now else None,
     )
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        click.echo(json.dumps(result.to_dict(), indent=2))  # the body of POST /v1/recall
         return
     block = result.render()
     if not block:

@@ -1,7 +1,7 @@
 """Claude as the compressor: forced tool ``record_period_summary``, validated, hierarchical within the budget.
 
 **Bounded requests.** Episodes are packed into requests of at most ``transcript_token_budget``
-estimated tokens (:func:`jobs.models.estimate_tokens`: 4 characters a token, so the room is
+estimated tokens (:func:`jobs.tokens.estimate_tokens`: 4 characters a token, so the room is
 measured in characters of the rendered blocks); an oversized episode shows fewer events, which are
 still carried. The partial summaries are merged in requests that hold at least two, level by level
 (:func:`jobs.llm.reduce_levels`), so no request grows with the length of the period. Each block is
@@ -35,8 +35,9 @@ from jobs.config import Settings
 from jobs.extract.grounding import ground_entities
 from jobs.llm import ToolCaller, ToolPrompt, pack, reduce_levels
 from jobs.llm.repair import Caller
-from jobs.models import Entity, ModelCall, estimate_tokens, tool_input_schema
+from jobs.models import Entity, ModelCall, tool_input_schema
 from jobs.prompts import environment, fingerprint, render, source
+from jobs.tokens import estimate_tokens
 
 TOOL_NAME = "record_period_summary"
 TOOL_DESCRIPTION = "Record one summary of a period of the user's sessions."

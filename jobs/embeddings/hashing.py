@@ -39,4 +39,5 @@ class HashingEmbedder:
                 out[row, digest % self.dim] += 1.0 if digest >> 63 else -1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         out[:, 0] += norms[:, 0] == 0  # an empty text still gets a unit vector
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out

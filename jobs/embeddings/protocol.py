@@ -1,9 +1,10 @@
-"""What every embedder offers: a name, a dimension, and unit vectors for a batch of texts."""
+"""What every embedder offers: a name, a dimension, and unit vectors for a batch of texts; and what some offer
+besides: vectors of search queries made otherwise than those of documents (Voyage's ``input_type``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -19,3 +20,18 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Return an array of shape (len(texts), dim), float32, L2-normalised."""
         ...
+
+
+@runtime_checkable
+class QueryEmbedder(Protocol):
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries, for a model that embeds a query otherwise than a document."""
+        ...
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """Vectors of search queries (recall's opening message): the embedder's query embedding when it has one,
+    else its :meth:`~Embedder.embed` (MiniLM embeds both alike)."""
+    if isinstance(embedder, QueryEmbedder):
+        return embedder.embed_queries(texts)
+    return embedder.embed(texts)

@@ -33,10 +33,11 @@ def minilm_fp32(option: str | None, threads: int, cache_dir: Path, model_dir: Pa
 
 
 def voyage(option: str | None, threads: int, cache_dir: Path, model_dir: Path | None) -> VoyageEmbedder:
-    """Voyage's API (pip install voyageai; VOYAGE_API_KEY); ``voyage:MODEL`` picks the model."""
-    from jobs.embeddings.voyage import VoyageEmbedder
+    """Voyage's API (the voyage extra; VOYAGE_API_KEY): ``voyage:MODEL`` picks the model, ``voyage:MODEL:DIM``
+    its dimension (jobs.embeddings.voyage)."""
+    from jobs.embeddings.voyage import DEFAULT_MODEL, VoyageEmbedder
 
-    return VoyageEmbedder(option or "voyage-3-lite")
+    return VoyageEmbedder(option or DEFAULT_MODEL)
 
 
 def hashing(option: str | None, threads: int, cache_dir: Path, model_dir: Path | None) -> HashingEmbedder:

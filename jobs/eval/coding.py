@@ -48,10 +48,20 @@ def format_report(report: dict[str, Any]) -> str:
         parts.append(
             format_table(
                 f"sde-bench: {r['tasks']} tasks, {r['decoys']} decoy chats per user",
-                {"all tasks": r, **{f"  {k}": v for k, v in r["per_source"].items()}},
+                {
+                    "all tasks": r,
+                    **{f"  {k}": v for k, v in r["per_source"].items()},
+                    **{f"  {k} half": v for k, v in r.get("per_half", {}).items()},
+                },
                 [
                     f"latest rule holds (amended chat shown, superseded one absent or marked replaced): "
-                    f"{amended['latest_rule_holds']} of {amended['tasks']}",
+                    f"{amended['latest_rule_holds']} of {amended['tasks']}"
+                    + "".join(
+                        f"; {h} half {v['latest_rule_holds']} of {v['tasks']}"
+                        for h, v in amended.get("per_half", {}).items()
+                    ),
+                    "halves: within each source, tasks in task-id order alternate tuning / held-out "
+                    "(the offline extractor's rules were chosen on the tuning half only)",
                     f"mean share of the answer words held: block {r['answer_word_share']:.3f}, raw "
                     f"{r['baseline_answer_word_share']:.3f}",
                     f"still open items per block: {still['mean_items']:.1f} on average, {still['mean_foreign_items']:.1f} "

@@ -56,10 +56,11 @@ from jobs.eval.answers import content_words, covers
 from jobs.eval.baseline import MessageIndex
 from jobs.eval.scratch import scratch_database
 from jobs.formats.locomo import parse_locomo_time
-from jobs.models import EpisodeExtraction, KeyEvent, estimate_tokens, search_text
+from jobs.models import EpisodeExtraction, KeyEvent, search_text
 from jobs.recall import Recall, RecallConfig, Recaller
 from jobs.recall.result import RecalledEpisode, line_macros
 from jobs.store import EpisodeRow, insert_episode
+from jobs.tokens import estimate_tokens
 
 TENANT = "locomo"
 RAW_TENANT = "locomo-raw"  # the oracle path's transcripts, read by the raw-message baseline only
@@ -294,9 +295,9 @@ def _sessions(episodes: Sequence[Any]) -> set[int]:
 def _fit_prefix(result: Recall, budget: int) -> Recall:
     """The longest prefix, in vector order, of ``result``'s episodes whose block fits ``budget``."""
     ranked = sorted(result.episodes, key=lambda ep: ep.vector_rank or 1 << 30)
-    best = Recall(**{**result.__dict__, "episodes": [], "budget_tokens": budget})
+    best = replace(result, episodes=[], budget_tokens=budget)
     for k in range(1, len(ranked) + 1):
-        trial = Recall(**{**best.__dict__, "episodes": sorted(ranked[:k], key=lambda ep: ep.ended_at)})
+        trial = replace(best, episodes=sorted(ranked[:k], key=lambda ep: ep.ended_at))
         if not trial.render():
             break
         best = trial

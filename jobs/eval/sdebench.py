@@ -32,6 +32,11 @@ the user's history. A run takes a few minutes instead of summarising 33 x 140 ch
   chat's episode is absent or marked replaced (``RecalledEpisode.replaced_on`` set);
 - *still open*: the open items the block shows, and how many of them come from episodes other than
   the task's own chats (the decoys').
+
+**Halves** (:func:`half`): within each source, the tasks in task-id order alternate between a *tuning*
+half (1st, 3rd, ...) and a *held-out* half (2nd, 4th, ...): the offline extractor's settled-rule and
+amendment rules of issue 36 were chosen looking at the tuning half only, so every figure is also
+printed per half.
 """
 
 from __future__ import annotations
@@ -96,6 +101,15 @@ class Task:
 class SdeBench:
     decoys: list[list[Turn]]
     tasks: list[Task]
+
+
+HALVES = ("tuning", "held-out")
+
+
+def half(task: Task, tasks: list[Task]) -> str:
+    """``tuning`` or ``held-out``: within the task's source, tasks in task-id order alternate (a fixed rule)."""
+    same = sorted(t.task_id for t in tasks if t.source == task.source)
+    return HALVES[same.index(task.task_id) % 2]
 
 
 def missing_data(root: Path, what: str) -> EpisodesError:
@@ -210,9 +224,10 @@ def evaluate(
     """Recall every task's bug report; the figures of the module docstring, overall and per source."""
     recaller = Recaller(db, embedder)
     raw = MessageIndex(db, embedder)
-    tallies: dict[str, CodingTally] = {"all": CodingTally(), **{s: CodingTally() for s in SOURCES}}
+    tallies: dict[str, CodingTally] = {"all": CodingTally(), **{s: CodingTally() for s in (*SOURCES, *HALVES)}}
     per_task: dict[str, dict[str, Any]] = {}
     holds = items = foreign_items = blocks_with_foreign = 0
+    amended_per_half = {h: {"tasks": 0, "latest_rule_holds": 0} for h in HALVES}
     vectors = embedder.embed([t.bug_report for t in data.tasks])
     for task, vector in zip(data.tasks, vectors):
         ids = _episode_ids(db, task.user_id)
@@ -226,7 +241,8 @@ def evaluate(
         latest = task.session_id(len(task.chats) - 1)
         evidence = latest in shown
         baseline = raw.block(TENANT, task.user_id, vector, budget_tokens)
-        for key in ("all", task.source):
+        part = half(task, data.tasks)
+        for key in ("all", task.source, part):
             tallies[key].add(evidence=evidence, answer_words=task.answer_words, block=block, baseline=baseline)
         n_foreign = sum(item.episode_id not in own for item in result.open_items)
         items += len(result.open_items)
@@ -239,6 +255,7 @@ def evaluate(
             "baseline_covers": covers(baseline, task.answer_words),
             "open_items": len(result.open_items),
             "foreign_open_items": n_foreign,
+            "half": part,
         }
         if task.amended:
             old = shown.get(task.session_id(0))
@@ -246,6 +263,8 @@ def evaluate(
             row["superseded_shown"] = old is not None
             row["superseded_marked_replaced"] = old is not None and getattr(old, "replaced_on", None) is not None
             holds += row["latest_rule_holds"]
+            amended_per_half[part]["tasks"] += 1
+            amended_per_half[part]["latest_rule_holds"] += row["latest_rule_holds"]
         per_task[task.task_id] = row
     n = len(data.tasks)
     return {
@@ -253,7 +272,12 @@ def evaluate(
         "tasks": n,
         "decoys": len(data.decoys),
         "per_source": {s: tallies[s].summary() for s in SOURCES if tallies[s].questions},
-        "amended": {"tasks": sum(t.amended for t in data.tasks), "latest_rule_holds": holds},
+        "per_half": {h: tallies[h].summary() for h in HALVES if tallies[h].questions},
+        "amended": {
+            "tasks": sum(t.amended for t in data.tasks),
+            "latest_rule_holds": holds,
+            "per_half": amended_per_half,
+        },
         "still_open": {
             "mean_items": round(items / n, 2) if n else 0.0,
             "mean_foreign_items": round(foreign_items / n, 2) if n else 0.0,

@@ -96,8 +96,10 @@ class OfflineExtractor:
     name = "offline"
     # 2: preferences, and later decisions replace earlier ones; 3: agent sessions (no working narration as
     # commitments, tool context never quoted or tagged, files and commands as entities); 4: decisions with their
-    # objects verbatim, facts, noun-phrase topics, no note-taking as commitments, amendments link (issue 36)
-    prompt_version = "offline-4"
+    # objects verbatim, facts, noun-phrase topics, no note-taking as commitments, amendments link (issue 36); 5: a
+    # rule written down as a session's last word after the user's terms is a decision, a labelled rule keeps its
+    # whole message, a reply pointing back ("That's the rule going forward") is no event of its own
+    prompt_version = "offline-5"
 
     def __init__(self, embedder: Embedder | None = None, *, embed_budget: int = EMBED_BUDGET) -> None:
         """``embed_budget``: words embedded per transcript, the speed/quality knob (see EMBED_BUDGET)."""

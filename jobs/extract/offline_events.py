@@ -5,7 +5,7 @@ user agreed to. Split from :mod:`jobs.extract.offline`, which scores the sentenc
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from jobs.concepts import EventType
 from jobs.extract.rules.agent import FAILURE
@@ -14,7 +14,9 @@ from jobs.extract.rules.cues import (
     DECISION_LABEL,
     PLEASANTRY,
     PROPOSAL,
+    REFERS_BACK,
     SMALL_TALK_QUESTION,
+    SUGGESTION,
     UNANSWERED,
     CueType,
     clause_from,
@@ -67,9 +69,18 @@ def find_events(
         who, label, evidence = s.speaker, s.label, [s.message]
         text = normalise(s.text)
         labelled = bool(DECISION_LABEL.match(text))
+        if (
+            message.role == "user"
+            and REFERS_BACK.match(text)
+            and _follows_assistant(s.message, messages, conversational)
+        ):
+            continue  # "That's the rule going forward, yes.": the assistant's message it agrees to is the event
         if message.role == "assistant" and (labelled or PROPOSAL.match(text)) and not text.rstrip().endswith("?"):
-            # "Settled: ..." (the user agreeing before or after), "I'd suggest ..." (the user agreeing after)
+            # "Settled: ..." (the user agreeing before or after), "I'd suggest ..." (the user agreeing after); a
+            # label or a restatement ("Got it: ...") that closes a session right after the user stated terms
             agreed = _agreement(s.message, messages, conversational, before=labelled)
+            if agreed is None and (labelled or not SUGGESTION.match(text[:60])):
+                agreed = _closing_terms(s.message, messages, conversational)
             found = ("decision", 0) if agreed is not None else None
             if agreed is not None:
                 user = messages[agreed]
@@ -94,7 +105,10 @@ def find_events(
             question = clip(normalise(s.text).replace('"', "'"), 300)
             what = f'{s.label} asked "{question}", which was left unanswered.'
         elif found is not None:
-            what = _event_what(s, found[0], found[1], label)
+            # A labelled rule ("Settled: ...", "Amended rule, superseding ...: ...") runs to the end of its message;
+            # so does an assistant's restatement the user agreed to ("To be explicit about the new contract: ...").
+            stated = _rest_of_message(s, sentences) if kind == "decision" and (labelled or label != s.label) else s
+            what = _event_what(stated, found[0], found[1], label)
             if kind == "commitment":
                 ref = message.ts or transcript.ended_at or transcript.started_at
                 due = resolve_due(normalise(s.text), ref.date()) if ref else None
@@ -115,6 +129,30 @@ def _agreement(index: int, messages: list[Message], conversational: list[int], b
         if messages[j].role == "user" and AGREEMENT.match(normalise(messages[j].content[:200])):
             return j
     return None
+
+
+def _follows_assistant(index: int, messages: list[Message], conversational: list[int]) -> bool:
+    """The message right before this one (in the conversation) is an assistant's."""
+    pos = conversational.index(index)
+    return pos > 0 and messages[conversational[pos - 1]].role == "assistant"
+
+
+def _closing_terms(index: int, messages: list[Message], conversational: list[int]) -> int | None:
+    """An assistant's labelled rule that closes the session, nobody objecting, right after a user message that
+    states terms rather than asks ("Four attempts total, and cap the backoff at 60 seconds." -> "Settled: ..."):
+    that user message, else None. A label that only answers a question settles nothing."""
+    pos = conversational.index(index)
+    if pos != len(conversational) - 1 or pos == 0:
+        return None
+    before = conversational[pos - 1]
+    user = messages[before]
+    return before if user.role == "user" and not normalise(user.content).rstrip().endswith("?") else None
+
+
+def _rest_of_message(s: Sentence, sentences: list[Sentence]) -> Sentence:
+    """``s`` with the sentences after it in the same message appended: a labelled rule states all of them."""
+    rest = [x.text for x in sentences if x.message == s.message and x.order > s.order and not x.narration]
+    return replace(s, text=" ".join([s.text, *rest])) if rest else s
 
 
 def _event_what(s: Sentence, kind: CueType, start: int, label: str) -> str:

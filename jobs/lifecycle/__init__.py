@@ -43,6 +43,20 @@ _WHERE = {
     "PruneReport": "jobs.lifecycle.retention",
     "prune_transcripts": "jobs.lifecycle.retention",
 }
-__all__ = sorted(_WHERE)
+__all__ = [
+    "PinChange",
+    "PolicyPlan",
+    "PolicyReport",
+    "PruneReport",
+    "ResummarizePlan",
+    "Selection",
+    "apply_policy",
+    "current_prompt_version",
+    "pin",
+    "plan_policy",
+    "plan_resummarize",
+    "prune_transcripts",
+    "unpin",
+]
 
 __getattr__, __dir__ = lazy_names(globals(), _WHERE)

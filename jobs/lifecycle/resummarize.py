@@ -30,9 +30,10 @@ from jobs.extract.claude import SYSTEM_TEMPLATE, TOOL_NAME, USER_TEMPLATE
 from jobs.extract.claude import prompt_version as claude_prompt_version
 from jobs.extract.offline import OfflineExtractor
 from jobs.llm.client import cost_usd
-from jobs.models import EpisodeExtraction, ModelCall, estimate_tokens, tool_input_schema
+from jobs.models import EpisodeExtraction, ModelCall, tool_input_schema
 from jobs.prompts import render, source
 from jobs.sql import query
+from jobs.tokens import estimate_tokens
 from jobs.wording import counted
 
 BATCH_SIZE = 1000

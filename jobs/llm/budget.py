@@ -4,7 +4,7 @@ to one, level by level, so no request grows with the length of the input.
 Shared by extraction (a transcript longer than the budget is split into parts whose episodes are
 merged) and compression (a period's episodes are packed into requests whose partial summaries are
 merged). Sizes and room are in one unit of the caller's choice: estimated tokens
-(:func:`jobs.models.estimate_tokens`) for extraction, characters of the rendered blocks for
+(:func:`jobs.tokens.estimate_tokens`) for extraction, characters of the rendered blocks for
 compression (which measures each block through its template macro).
 """
 

@@ -41,7 +41,8 @@ from jobs.llm.repair import (
     validate,
 )
 from jobs.llm.spend import OPENAI, label, record_usage
-from jobs.models import ModelCall, estimate_tokens
+from jobs.models import ModelCall
+from jobs.tokens import estimate_tokens
 
 if TYPE_CHECKING:  # imported when a client is made: most commands never call a model
     import openai

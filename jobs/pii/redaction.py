@@ -21,7 +21,7 @@ support conversations are full of and that carry no personal data on their own),
 failing the Luhn check, and names and postal addresses (no pattern can find those reliably).
 
 Precision matters as much as recall here: a false positive destroys an order number the episode
-needed. ``tests/redaction_corpus.py`` is the labelled yardstick; ``tests/test_redact.py`` prints
+needed. ``tests/support/redaction_corpus.py`` is the labelled yardstick; ``tests/unit/test_redact.py`` prints
 precision and recall per type.
 
 Redaction is on by default. Every function takes ``enabled=``; callers pass ``Settings.redact``

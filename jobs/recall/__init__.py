@@ -50,6 +50,17 @@ _WHERE = {
     "recall": ".shared",
     "shared_recaller": ".shared",
 }
-__all__ = sorted(_WHERE)
+__all__ = [
+    "Recall",
+    "RecallConfig",
+    "RecalledEpisode",
+    "RecalledOpenItem",
+    "RecalledSession",
+    "Recaller",
+    "close_recallers",
+    "purpose_filter",
+    "recall",
+    "shared_recaller",
+]
 
 __getattr__, __dir__ = lazy_names(globals(), _WHERE)

@@ -34,6 +34,7 @@ import psycopg
 from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for, get_embedder
+from jobs.embeddings.protocol import embed_queries
 from jobs.embeddings.recorded import Recorded
 from jobs.recall.config import RecallConfig
 from jobs.recall.fitting import minimum_budget, select
@@ -92,8 +93,8 @@ class Recaller:
         return True
 
     def embed(self, opening_message: str) -> np.ndarray:
-        """The query vector of an opening message (what :meth:`recall_vector` takes)."""
-        return self.embedder.embed([opening_message])[0]
+        """The query vector of an opening message (what :meth:`recall_vector` takes), embedded as a query."""
+        return embed_queries(self.embedder, [opening_message])[0, :]
 
     def recall(
         self,

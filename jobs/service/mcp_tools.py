@@ -12,7 +12,12 @@ an argument, and the tools look the same on both transports. Another user's or a
 episode id is "not found".
 
 The tools call what the REST routes call: :mod:`jobs.service.reads` in ``Database.tenant``, the
-process-wide :class:`~jobs.recall.Recaller`, and :func:`jobs.rights.erase_episode.forget_episode`. Failures are
+process-wide :class:`~jobs.recall.Recaller`, and :func:`jobs.rights.erase_episode.forget_episode`.
+``recall_memory`` answers the block of the recall result that ``POST /v1/recall`` sends
+(:class:`jobs.recall.result.Recall`), as text and nothing else: Claude Code hands a tool's
+``structuredContent``, when there is one, to the model in place of its text (anthropics/claude-code
+issues 55677 and 79944), which would put the result's fields, raw stored text outside the block's
+quoting, into the model's context instead of the block. Failures are
 MCP tool errors (``is_error`` with one line the model can act on: not found, forbidden, invalid
 argument, database unavailable); the session carries on with the next call.
 """
@@ -329,7 +334,10 @@ def build_server(db: Database, recaller: Recaller, caller_of: CallerOf) -> MCPSe
     """The MCP server of the memory: five tools over ``db``, speaking for ``caller_of(ctx)``."""
     tools = MemoryTools(db, recaller, caller_of)
     server = _Server("episodes", title="episodes: long-term memory", instructions=INSTRUCTIONS, version="1")
-    for fn in (tools.recall_memory, tools.search_episodes, tools.list_events, tools.get_episode):
+    # The block as text only: a str would also go out as structured content {"result": block}, which Claude
+    # Code gives the model instead, JSON-escaped (see the module's docstring).
+    server.add_tool(tools.recall_memory, annotations=READ_ONLY, structured_output=False)
+    for fn in (tools.search_episodes, tools.list_events, tools.get_episode):
         server.add_tool(fn, annotations=READ_ONLY)
     server.add_tool(
         tools.forget_episode,

@@ -1,10 +1,10 @@
 """The request and response bodies of the HTTP API (pydantic). Requests forbid unknown fields, so
 a typo answers 422 naming the field instead of being ignored; these models are also the OpenAPI
-document that clients and the schema fuzz test read."""
+document that clients and the schema fuzz test read. ``POST /v1/recall`` answers the recaller's own
+result type (:class:`jobs.recall.result.Recall`), not a copy of it here."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -24,21 +24,6 @@ class RecallRequest(Strict):
     purpose: str | None = Field(default=None, pattern=PURPOSE_PATTERN)
     budget_tokens: int = Field(default=DEFAULT_BUDGET_TOKENS, ge=MIN_BUDGET_TOKENS, le=MAX_BUDGET_TOKENS)
     now: AwareDatetime | None = Field(default=None, description="Recall as of this moment (default: now).")
-
-
-class RecallResponse(BaseModel):
-    block: str = Field(description="The <previous_episodes> block for the system prompt ('' if none fits).")
-    tenant_id: str
-    user_id: str
-    purpose: str | None
-    budget_tokens: int
-    tokens: int
-    now: dt.datetime
-    candidates: int
-    nothing_relevant: bool
-    episodes: list[dict[str, Any]] = Field(description="Chosen episodes, oldest first, with reasons and scores.")
-    open_items: list[dict[str, Any]]
-    sessions: list[dict[str, Any]] = Field(description="Sessions not yet summarised, newest first.")
 
 
 class TranscriptsRequest(Strict):

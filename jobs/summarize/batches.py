@@ -59,7 +59,7 @@ class _Item:
 @dataclass
 class BatchReport:
     submitted: list[str] = field(default_factory=list)
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
 
     def line(self) -> str:
         c = self.counts
@@ -219,7 +219,7 @@ class BatchRunner:
         return report, still_open
 
     def _ingest(self, batch_id: str, remote_id: str, owner: str, report: BatchReport) -> None:
-        counts: Counter = Counter()
+        counts: Counter[str] = Counter()
         with self.db.admin() as conn:
             tenants = {
                 r["custom_id"]: r["tenant_id"] for r in conn.execute(query("batch_tenants"), {"batch_id": batch_id})

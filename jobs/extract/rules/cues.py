@@ -21,11 +21,15 @@ PLEASANTRY = re.compile(
     re.IGNORECASE,
 )
 
-# "Decision: ...", "Settled: ...", "Amended rule: ...", "Amendment to the merge rule from last month: ...": a
-# decision stated as a label (the user's own, or an assistant's that the user agrees to).
+# "Decision: ...", "Settled: ...", "Settled then: ...", "Amended rule: ...", "Amended rule, superseding keep-latest:
+# ...", "Amendment to the merge rule from last month: ...": a decision stated as a label (the user's own, or an
+# assistant's that the user agrees to). A rule's label may carry a short qualifier before its colon.
 DECISION_LABEL = re.compile(
-    r"^\W*(?:(?:decision(?: then| made)?)\s*[:—–-]|(?:decided|settled|agreed|final (?:rule|decision|call|answer)|"
-    r"(?:new|amended|updated|revised|the) (?:rule|policy|decision|convention)|amendment(?: to [^:]{1,80})?)\s*:)"
+    r"^\W*(?:(?:decision(?: then| made)?)\s*[:—–-]|(?:(?:decided|settled|agreed)(?: then| on| it| that)?|"
+    r"final(?: (?:rule|decision|call|answer|policy|contract|convention))?|"
+    r"(?:new|amended|updated|revised) (?:rule|policy|decision|convention)(?:,? [^:.!?\n]{1,60})?|"
+    r"the (?:rule|policy|decision|convention)|"
+    r"amendment(?: to [^:]{1,80})?)\s*:)"
     r"\s*(.{3,})",
     re.IGNORECASE,
 )
@@ -135,16 +139,27 @@ GENERIC_PRAISE = re.compile(
 # "So the rule is ...", "To confirm: ..."): the user's decision once the user's next message agrees.
 PROPOSAL = re.compile(
     r"^\W*(?:(?:ok(?:ay)?|so|right|great|perfect|then)\W+)*(?:(?:got it|understood|noted|confirmed|to confirm|"
-    r"to summari[sz]e|to recap|in summary|in short|summary)\s*[:—–-]\s*|(?:so,? )?the (?:rule|policy|convention) "
+    r"to summari[sz]e|to recap|in summary|in short|summary|to be (?:explicit|clear|precise)(?: about [^:]{1,80})?)"
+    r"\s*[:—–-]\s*|(?:so,? )?the (?:rule|policy|convention) "
     r"(?:is|would be|will be)\b[:,]?\s*|i(?:'d| would) (?:suggest|recommend|propose)\b\s*|"
     r"i (?:suggest|recommend|propose)\b\s*|my (?:suggestion|recommendation) (?:is|would be)\b[:,]?\s*)",
     re.IGNORECASE,
 )
+# The part of :data:`PROPOSAL` that offers rather than restates: a suggestion nobody answered settles nothing.
+SUGGESTION = re.compile(r"\b(?:i(?:'d| would)? (?:suggest|recommend|propose)|my (?:suggestion|recommendation))\b", re.I)
 # A reply that agrees with what was just proposed or written down ("Yes", "Agreed.", "Sounds good, ship it").
 AGREEMENT = re.compile(
     r"^\W*(?:yes|yep|yeah|yup|agreed|i agree|sounds (?:good|right|great)|ok(?:ay)?|perfect|great|exactly|correct|"
     r"right|do it|go ahead|let's do (?:it|that)|ship it|lgtm|looks good|that works|works for me|deal|fine|approved|"
-    r"confirmed|makes sense|good call)\b(?![^.!?]*\b(?:but|except|however|not|don't|no)\b)",
+    r"confirmed|makes sense|good call|that(?:'s| is) (?:it|right|correct|the (?:rule|plan|policy|decision|one|way)))\b"
+    r"(?![^.!?]*\b(?:but|except|however|not|don't|no)\b)",
+    re.IGNORECASE,
+)
+# A reply that only points back at what was just said ("That's the rule going forward, yes."): its content is the
+# message it agrees to, so it is no event of its own.
+REFERS_BACK = re.compile(
+    r"^\W*(?:(?:yes|yep|yeah|exactly|right|correct)\W+)?that(?:'s| is) (?:it|right|correct|"
+    r"the (?:rule|plan|policy|decision|one|way))\b",
     re.IGNORECASE,
 )
 SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours)\b", re.IGNORECASE)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
-from jobs.ingest import from_objects, ingest_records
+from jobs.formats.records import from_objects
+from jobs.ingest import ingest_records
 from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.keys import ApiKey
 from jobs.service.schemas import (

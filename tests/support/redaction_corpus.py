@@ -310,7 +310,7 @@ MIXED: list[Case] = [
 ]
 
 # Written after the detector was frozen and measured once as it was (see the module docstring of
-# tests/test_redact.py for the figures): the honest estimate. Misses here are known gaps, kept.
+# tests/unit/test_redact.py for the figures): the honest estimate. Misses here are known gaps, kept.
 HELD_OUT: list[Case] = [
     ("Send the contract to legal-team@firm.law", [("EMAIL", "legal-team@firm.law")]),
     ("my email's sarah_o'connor@example.ie", [("EMAIL", "sarah_o'connor@example.ie")]),

@@ -11,6 +11,7 @@ from typing import Any
 from jobs.db import Database
 from jobs.extract.offline import OfflineExtractor
 from jobs.ingest import ingest
+from jobs.models import ExtractionResult, OpenItem, Transcript
 from jobs.summarize import run_summarize
 
 
@@ -59,7 +60,7 @@ class RenamedExtractor(OfflineExtractor):
 
     prompt_version = "offline-next"
 
-    def extract(self, transcript, open_items):
+    def extract(self, transcript: Transcript, open_items: list[OpenItem] | None = None) -> ExtractionResult:
         result = super().extract(transcript, open_items)
         result.prompt_version = self.prompt_version
         return result

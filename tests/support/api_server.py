@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,12 +17,14 @@ import httpx
 import psycopg
 import pytest
 import uvicorn
-from conftest import _url_for
+from conftest import BACKENDS as BACKENDS  # re-exported: the service tests take it from here
 
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.service.app import create_app
 from jobs.service.auth import RateLimiter
+from support.databases import url_for
+from support.waiting import wait_until
 
 
 @contextmanager
@@ -43,11 +44,12 @@ def serve(db: Database, *, rate_limited: bool = False) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test API server did not start")
-        time.sleep(0.02)
+
+    def started() -> bool:
+        assert thread.is_alive(), "the test API server's thread ended before it started serving"
+        return bool(server.started)
+
+    wait_until(started, 30, "the test API server to start")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -66,7 +68,7 @@ def scratch_database(admin_url: str, template_db: str, name: str, **settings: An
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    db = Database(Settings(database_url=_url_for(admin_url, name), **settings))
+    db = Database(Settings(database_url=url_for(admin_url, name), **settings))
     try:
         yield db
     finally:
@@ -91,9 +93,8 @@ def backend_database(request: pytest.FixtureRequest, name: str, **settings: Any)
         ) as db:
             yield db
         return
-    import citus_cluster
-
     from jobs.recall import close_recallers
+    from support import citus_cluster
 
     url = request.getfixturevalue("citus_url")
     citus_cluster.empty(url)
@@ -130,15 +131,15 @@ def api_process(settings: Settings, *args: str) -> Iterator[ApiProcess]:
     )
     found = ApiProcess(f"http://127.0.0.1:{port}", proc)
     try:
-        deadline = time.monotonic() + 120
-        while True:
+
+        def healthy() -> bool:
+            assert proc.poll() is None, "the service ended before it answered /healthz"
             try:
-                if httpx.get(f"{found.url}/healthz").status_code == 200:
-                    break
+                return httpx.get(f"{found.url}/healthz").status_code == 200
             except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.2)
+                return False
+
+        wait_until(healthy, 120, "`episodes api` to answer /healthz with 200", every=0.2)
         yield found
     finally:
         if proc.poll() is None:

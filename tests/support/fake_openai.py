@@ -6,7 +6,7 @@ the SDK, so the SDK's retries, timeouts, error mapping and parsing run for real.
 request; and it can refuse output modes as servers do (``supports``: which of json_schema, tools and
 json_object it accepts; the others get the 400 a server without them sends). Standard library only:
 
-    python tests/fake_openai.py --port 0
+    python tests/support/fake_openai.py --port 0
 """
 
 from __future__ import annotations

@@ -96,12 +96,12 @@ def create_blank_database(name: str) -> str:
     url = _url(base, name)
     with psycopg.connect(url, autocommit=True) as conn:
         coordinator = [n for n in nodes if n[2]]
-        host, port = (coordinator[0][0], coordinator[0][1]) if coordinator else (None, None)
         info = psycopg.conninfo.conninfo_to_dict(base)
-        conn.execute(
-            "SELECT citus_set_coordinator_host(%s, %s)",
-            (host or info.get("host", "127.0.0.1"), int(port or info.get("port", 5432))),
-        )
+        if coordinator:
+            host, port = coordinator[0][0], coordinator[0][1]
+        else:
+            host, port = str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432)
+        conn.execute("SELECT citus_set_coordinator_host(%s, %s)", (host, port))
         for host, port, is_coordinator in nodes:
             if not is_coordinator:
                 conn.execute("SELECT citus_add_node(%s, %s)", (host, port))

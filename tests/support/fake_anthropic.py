@@ -5,7 +5,7 @@ of mocking the SDK, so the SDK's own retries, timeouts, error mapping and parsin
 real. The server scripts outputs (a FIFO of `Step`s, then a `responder`), latency and faults, and
 records every request. Standard library only, so it also runs as a separate process:
 
-    python tests/fake_anthropic.py --port 0 --latency 2.0 [--responder module:function]
+    python tests/support/fake_anthropic.py --port 0 --latency 2.0 [--responder module:function]
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def default_responder(body: dict[str, Any]) -> Step:
 
 
 def echo_responder(body: dict[str, Any]) -> Step:
-    """Echo the last user text back; handy for `--responder tests.fake_anthropic:echo_responder`."""
+    """Echo the last user text back; handy for `--responder support.fake_anthropic:echo_responder` (from tests/)."""
     content = (body.get("messages") or [{}])[-1].get("content", "")
     if isinstance(content, list):
         content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
@@ -572,7 +572,8 @@ def _import_callable(spec: str) -> Responder:
     """Load `module:function` (or `module.function`), importable from the current directory."""
     module, _, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
     sys.path.insert(0, os.getcwd())
-    return getattr(importlib.import_module(module), attr)
+    responder: Responder = getattr(importlib.import_module(module), attr)
+    return responder
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,16 +19,16 @@ from psycopg.rows import tuple_row
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float, what: str, every: float = 0.02) -> T:
-    """Poll ``predicate`` until it returns something true, and return that; after ``timeout``
-    seconds raise AssertionError saying ``what`` did not happen."""
+def wait_until(condition: Callable[[], T], timeout: float, what: str, every: float = 0.02) -> T:
+    """Call ``condition`` until it returns something true, and return that; after ``timeout`` seconds raise
+    AssertionError naming ``what`` it waited for and the last value ``condition`` returned."""
     deadline = time.monotonic() + timeout
     while True:
-        value = predicate()
+        value = condition()
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"waited {timeout:g} s for {what}, in vain")
+            raise AssertionError(f"waited {timeout:g} s for {what}, in vain; the last value seen: {value!r}")
         time.sleep(every)
 
 

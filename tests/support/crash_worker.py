@@ -1,4 +1,4 @@
-"""``python tests/crash_worker.py POINT|- ARGS...``: the ``episodes ARGS...`` command in a process that
+"""``python tests/support/crash_worker.py POINT|- ARGS...``: the ``episodes ARGS...`` command in a process that
 kills itself (kill -9) at the crash point POINT (jobs.faults; ``-``: none), with test-sized settings:
 no SDK retries and a 5-second lease, so a killed worker's claim expires within a test.
 

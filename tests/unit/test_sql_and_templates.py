@@ -12,7 +12,7 @@ import pytest
 from jobs.prompts import render, template_names
 from jobs.sql import all_queries
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_query_name_used_in_code_exists() -> None:
@@ -67,7 +67,7 @@ def test_extraction_templates_render_with_a_sample_context() -> None:
 
 def test_every_template_is_covered_by_a_render_test() -> None:
     """A new template must get a sample render in a test (here or in its feature's test file)."""
-    tests = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").glob("test_*.py"))
+    tests = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("test_*.py"))
     unrendered = [name for name in template_names() if name not in tests]
     assert not unrendered, f"templates no test renders: {unrendered}"
 

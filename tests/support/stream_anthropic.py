@@ -2,7 +2,7 @@
 
 Claude Code sends ``POST /v1/messages?beta=true`` with ``"stream": true`` and reads server-sent
 events (message_start, content_block_start / delta / stop, message_delta, message_stop), which
-tests/fake_anthropic.py does not speak. This server answers every request with one text block
+tests/support/fake_anthropic.py does not speak. This server answers every request with one text block
 (``reply``, a string or a function of the request body), streamed as those events, and records
 every request body, so a test can read what the CLI sent to the model (its system prompt and the
 context hooks added). Non-streaming requests get the same text as one JSON message. Any other path

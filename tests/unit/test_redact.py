@@ -1,6 +1,6 @@
 """PII redaction: precision and recall per type on a labelled corpus, placeholders, the switch.
 
-Print the figures with ``python tests/test_redact.py`` (or ``pytest tests/test_redact.py -s``).
+Print the figures with ``python tests/unit/test_redact.py`` (or ``pytest tests/unit/test_redact.py -s``).
 The held-out part of the corpus (``HELD_OUT``) was written after the detector was frozen; measured
 once before any change it gave precision 0.976 / recall 0.911 overall (misses: an apostrophe in an
 address, ``bob@localhost``, a lower-case IBAN, ``password=letmein``; one GTIN taken for a phone).
@@ -22,8 +22,8 @@ from jobs.errors import ConfigError
 from jobs.models import Message, Transcript
 from jobs.pii.redaction import KINDS, find, redact, redact_messages, redact_transcript
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from redaction_corpus import CASES, HELD_OUT, NEGATIVE
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `python tests/unit/test_redact.py`
+from support.redaction_corpus import CASES, HELD_OUT, NEGATIVE
 
 Scores = dict[str, Counter]
 
