@@ -80,6 +80,7 @@ def send_scored(
 def read_scored(cursor: Cursor) -> Scored:
     rows = cursor.fetchall()
     first = rows[0]
+    candidates = int(first["candidates"])
     recorded = Recorded(first["embedder"], first["embedding_dim"]) if first["embedder"] else None
     chosen: list[dict[str, Any]] = []
     vectors: dict[int, np.ndarray] = {}
@@ -93,4 +94,4 @@ def read_scored(cursor: Cursor) -> Scored:
             norm = float(np.linalg.norm(vector))
             vectors[row["id"]] = vector / norm if norm > 0 else vector
         chosen.append(row)
-    return Scored(int(first["candidates"]), recorded, chosen, vectors)
+    return Scored(candidates, recorded, chosen, vectors)
