@@ -6,33 +6,30 @@
 -- security does not route): on a Citus cluster each statement then goes whole to the one node holding
 -- the tenant's shards (a router query), so a recall talks to one worker, in one round trip per statement.
 
--- name: recall_scored
--- Every candidate episode of the user scored exactly, in one statement (no approximate index: the top K is
--- exact within the user's rows), and the chosen ones returned with their ranks, scores and columns.
+-- name: recall_scores
+-- Every candidate episode of the user scored exactly (no approximate index: the top K is exact within the
+-- user's rows); returned are only the rows fusion can pick (jobs/recall/scoring.py): the first %(depth)s by
+-- cosine distance, the first %(depth)s by text score, the last %(recent_n)s by ended_at and those of
+-- %(extra_ids)s (the episodes of the block's open items); then one row with id NULL that holds
+-- `candidates`, the number scored, and the embedder the database records (migration 0014: vectors of
+-- another one are not comparable with the query's, and the recaller then follows it).
 -- Candidates: the user's episodes, current, not compressed into a super-summary, ended by %(now)s, of an
--- allowed purpose (%(purposes)s, NULL: all). The scores (the knobs are RecallConfig's, jobs/recall/config.py):
+-- allowed purpose (%(purposes)s, NULL: all). Scores:
 --   distance     cosine distance to the opening message (pgvector <=>; NULL without an embedding of the
---                query's %(dim)s dimensions, as between `episodes reembed`'s switch and a row's rewrite)
+--                query's %(dim)s dimensions, as between `episodes reembed`'s switch and a row's rewrite, or
+--                when the query vector is zero)
 --   text_score   ts_rank(search_tsv, q, 1), q the opening message's lexemes OR-ed (NULL: no lexeme occurs);
 --                normalised by 1 + log(length), so long episodes are not favoured
---   vector_rank, text_rank   the rank in each list (ties by id), each list cut at %(depth)s
---   score        reciprocal rank fusion of the two lists, times a soft decay by age (none when pinned)
---                and an importance factor; 0 outside both lists
--- Chosen: the top %(top_k)s scores above the relevance floor (relevance_rank), the %(related_k)s best below
--- it with similarity >= %(related_similarity)s (related_rank), the last %(recent_n)s by ended_at
--- (recency_rank) and the episodes of %(extra_ids)s (those holding the block's open items).
--- A first row always comes, so `candidates` (the number scored) and the embedder the database records
--- (migration 0014: vectors of another one are not comparable with the query's; the recaller then follows
--- it) arrive even when nothing is chosen; its id is NULL then. The scan is the user's rows through
--- episodes_user_recent_idx; a user's 10,000 episodes take ~45 ms, a typical user's ~0.2 ms.
--- The tenant is named in every table read: on a cluster a router query (the settings are a reference
--- table), on the tenant's shard a plain one.
+-- Kept simple on purpose: a prepared statement's generic plan walks the user's rows by index whoever the
+-- user is (a typical user's statement runs in ~0.4 ms, a user with 10,000 episodes in ~40 ms, bench/README),
+-- and planning it costs little (the fused picking in SQL took 2-4 ms to plan). One tenant named in every
+-- table: on a cluster a router query (the settings are a reference table), on the tenant's shards a plain one.
 WITH q AS (
     SELECT %(vector)s::vector AS vec,
            (SELECT nullif(string_agg('''' || replace(replace(lex, '\', '\\'), '''', '''''') || '''', ' | '), '')::tsquery
             FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) AS lex) AS tsq
 ),
-scored AS MATERIALIZED (
+s AS MATERIALIZED (
     SELECT e.id, e.ended_at, e.importance::float8 AS importance, e.pinned_at IS NOT NULL AS pinned,
            CASE WHEN %(has_vector)s AND vector_dims(e.embedding) = %(dim)s
                 THEN (e.embedding <=> q.vec)::float8 END AS distance,
@@ -42,75 +39,37 @@ scored AS MATERIALIZED (
       AND e.status = 'current' AND e.compressed_into IS NULL
       AND e.ended_at <= %(now)s::timestamptz
       AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-),
-by_vector AS (
-    SELECT id, row_number() OVER (ORDER BY distance, id) AS vector_rank
-    FROM (SELECT id, distance FROM scored WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %(depth)s) t
-),
-by_text AS (
-    SELECT id, row_number() OVER (ORDER BY text_score DESC, id) AS text_rank
-    FROM (SELECT id, text_score FROM scored WHERE text_score IS NOT NULL
-          ORDER BY text_score DESC, id LIMIT %(depth)s) t
-),
-fused AS MATERIALIZED (
-    SELECT s.id, v.vector_rank, t.text_rank,
-           (coalesce(%(w_vector)s::float8 / (%(rrf_k)s::float8 + v.vector_rank), 0)
-            + coalesce(%(w_text)s::float8 / (%(rrf_k)s::float8 + t.text_rank), 0))
-           * CASE WHEN s.pinned THEN 1.0::float8  -- a pinned episode does not decay (jobs/lifecycle/pins.py)
-                  -- date_part, not extract: extract returns numeric, many times slower
-                  ELSE %(decay_floor)s::float8 + (1 - %(decay_floor)s::float8) * power(0.5::float8,
-                       greatest(date_part('epoch', %(now)s::timestamptz - s.ended_at), 0)
-                       / 86400.0 / %(half_life_days)s::float8)
-             END
-           * (1 + %(w_importance)s::float8 * (s.importance - 0.5)) AS score,
-           coalesce(1 - s.distance >= %(relevant_similarity)s::float8
-                    OR (1 - s.distance >= %(relevant_similarity_with_text)s::float8
-                        AND s.text_score >= %(relevant_text)s::float8), false) AS above_floor,
-           coalesce(1 - s.distance >= %(related_similarity)s::float8, false) AS loose
-    FROM scored s
-    LEFT JOIN by_vector v ON v.id = s.id
-    LEFT JOIN by_text t ON t.id = s.id
-    WHERE v.id IS NOT NULL OR t.id IS NOT NULL
-),
-top AS (
-    SELECT id, row_number() OVER (ORDER BY score DESC, id) AS relevance_rank
-    FROM (SELECT id, score FROM fused WHERE above_floor ORDER BY score DESC, id LIMIT %(top_k)s) t
-),
-related AS (
-    SELECT id, row_number() OVER (ORDER BY score DESC, id) AS related_rank
-    FROM (SELECT id, score FROM fused WHERE NOT above_floor AND loose
-          ORDER BY score DESC, id LIMIT %(related_k)s) t
-),
-recent AS (
-    SELECT id, row_number() OVER (ORDER BY ended_at DESC, id DESC) AS recency_rank
-    FROM (SELECT id, ended_at FROM scored ORDER BY ended_at DESC, id DESC LIMIT %(recent_n)s) t
-),
-picked AS (
-    SELECT id FROM top
-    UNION SELECT id FROM related
-    UNION SELECT id FROM recent
-    UNION SELECT id FROM scored WHERE id = ANY (%(extra_ids)s::bigint[])
-),
-counted AS (
-    SELECT (SELECT count(*) FROM scored) AS candidates,
-           (SELECT max(value) FROM episodes_settings WHERE key = 'embedder') AS embedder,
-           (SELECT max(value) FROM episodes_settings WHERE key = 'embedding_dim')::int AS embedding_dim
 )
-SELECT c.candidates, c.embedder, c.embedding_dim,
-       e.id, s.distance, s.text_score, f.vector_rank, f.text_rank, coalesce(f.score, 0) AS score,
-       top.relevance_rank, related.related_rank, recent.recency_rank,
-       e.kind, e.session_id, e.purpose, e.summary, e.topic_tags, e.importance, e.started_at, e.ended_at,
+(SELECT id, ended_at, importance, pinned, distance, text_score,
+        NULL::bigint AS candidates, NULL::text AS embedder, NULL::int AS embedding_dim
+ FROM s WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %(depth)s)
+UNION
+(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL
+ FROM s WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(depth)s)
+UNION
+(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL
+ FROM s ORDER BY ended_at DESC, id DESC LIMIT %(recent_n)s)
+UNION
+(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL
+ FROM s WHERE id = ANY (%(extra_ids)s::bigint[]))
+UNION ALL
+(SELECT NULL, NULL, NULL, NULL, NULL, NULL, count(*),
+        (SELECT max(value) FROM episodes_settings WHERE key = 'embedder'),
+        (SELECT max(value) FROM episodes_settings WHERE key = 'embedding_dim')::int
+ FROM s)
+
+-- name: recall_rows
+-- The chosen episodes (ids from jobs/recall/scoring.py), read by the primary key (tenant_id, id) alone:
+-- with the user's conditions in the WHERE, a generic plan (estimating a few rows per user) walks the
+-- user's index instead (10,000 rows, 18 ms, for a heavy user, against 0.1 ms). The same transaction
+-- scored them, so they are still the user's candidates. Their embedding comes as vector_send's bytes
+-- (int16 dim, int16 unused, dim float4) for fitting's deduplication. One table, the tenant named once and
+-- no subquery: on a cluster that is Citus' fast path, planned once and not deparsed.
+SELECT e.id, e.kind, e.session_id, e.purpose, e.summary, e.topic_tags, e.importance, e.started_at, e.ended_at,
        e.period_start, e.period_end,
        CASE WHEN vector_dims(e.embedding) = %(dim)s THEN vector_send(e.embedding) END AS embedding
-FROM counted c
-LEFT JOIN (picked p
-           JOIN scored s ON s.id = p.id
-           JOIN episodes e ON e.tenant_id = %(tenant_id)s AND e.id = p.id
-           LEFT JOIN fused f ON f.id = p.id
-           LEFT JOIN top ON top.id = p.id
-           LEFT JOIN related ON related.id = p.id
-           LEFT JOIN recent ON recent.id = p.id) ON true
-ORDER BY top.relevance_rank NULLS LAST, recent.recency_rank NULLS LAST, e.id
+FROM episodes e
+WHERE e.tenant_id = %(tenant_id)s AND e.id = ANY (%(ids)s::bigint[])
 
 -- name: recall_open_items
 -- Still-open questions and commitments of the user's candidate episodes (current, not compressed, ended by

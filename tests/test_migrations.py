@@ -15,7 +15,7 @@ from jobs import migrate
 from jobs.db import one
 from jobs.errors import EmbeddingDimensionMismatch, SchemaTooNew
 from jobs.recall import RecallConfig
-from jobs.recall.scoring import read_scored, send_scored
+from jobs.recall.scoring import read_scores, send_scores
 from jobs.resources import sql_dir
 from jobs.sql import query
 
@@ -174,8 +174,8 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
             "query_text": "plan",
         }
         with conn.transaction():
-            first_read = read_scored(
-                send_scored(
+            first_read = read_scores(
+                send_scores(
                     conn.cursor(row_factory=dict_row), query, asked, np.ones(384, np.float32), RecallConfig(), ()
                 )
             )

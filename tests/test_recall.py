@@ -37,7 +37,7 @@ from jobs.recall import (
 )
 from jobs.recall.fitting import minimum_budget
 from jobs.recall.open_items import page_size
-from jobs.recall.scoring import read_scored, send_scored
+from jobs.recall.scoring import read_scores, send_scores
 from jobs.sql import query
 from jobs.store import EpisodeRow, insert_episode
 from jobs.tokens import estimate_tokens
@@ -658,12 +658,12 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
     items = {**asked, "limit": 10, "offset": 0, "grace_seconds": 0, "age_seconds": 0}
     cfg = RecallConfig(relevant_similarity=-1.0)
     with db.tenant("alpha") as conn:
-        scored = read_scored(send_scored(conn, query, asked, unit(rng), cfg, [theirs]))
-        assert (scored.candidates, scored.rows) == (0, [])
+        scored = read_scores(send_scores(conn, query, asked, unit(rng), cfg, [theirs]))
+        assert (scored.candidates, scored.scores.ids.tolist()) == (0, [])
         assert conn.execute(query("recall_open_items"), items).fetchall() == []
     with db.tenant("beta") as conn:
-        scored = read_scored(send_scored(conn, query, asked, unit(rng), cfg, [theirs]))
-        assert (scored.candidates, [r["id"] for r in scored.rows]) == (1, [theirs])
+        scored = read_scores(send_scores(conn, query, asked, unit(rng), cfg, [theirs]))
+        assert (scored.candidates, scored.scores.ids.tolist()) == (1, [theirs])
         assert [r["what"] for r in conn.execute(query("recall_open_items"), items)] == ["Beta secret."]
 
 

@@ -1,13 +1,14 @@
-"""Properties of fitting: labels stay honest, the budget and the full-summary share hold.
+"""Properties of picking and fitting: labels stay honest, the budget and the full-summary share hold.
 
-``select`` (fitting) is a pure function of rows, so it is tested here on generated inputs; the picking
-in SQL (sql/recall.sql recall_scored) is tested through a real database in tests/test_recall.py.
+``fuse`` (scoring) and ``select`` (fitting) are pure functions of arrays and rows, so they are tested
+here on generated inputs; tests/test_recall.py covers them through a real database.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from jobs.recall import RecallConfig
 from jobs.recall.fitting import select
 from jobs.recall.result import RecalledOpenItem, line_macros, render_block
+from jobs.recall.scoring import Scores, epoch_us, fuse
 from jobs.tokens import estimate_tokens
 
 NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -25,6 +27,68 @@ SENTENCES = (
     "The agent promised to send the pricing sheet.",
     "A long discussion of the garden, the piano lessons and the new kitchen followed.",
 )
+
+
+@st.composite
+def scored(draw: st.DrawFn) -> tuple[Scores, RecallConfig]:
+    """A user's candidates with arbitrary similarities and text scores, and a config with any floor."""
+    n = draw(st.integers(1, 40))
+    sims = draw(st.lists(st.floats(-1.0, 1.0), min_size=n, max_size=n))
+    texts = draw(st.lists(st.one_of(st.just(float("nan")), st.floats(0.0, 0.1)), min_size=n, max_size=n))
+    ages = draw(st.lists(st.integers(0, 2_000), min_size=n, max_size=n))
+    cfg = RecallConfig(
+        top_k=draw(st.integers(0, 8)),
+        related_k=draw(st.integers(0, 12)),
+        recent_n=draw(st.integers(0, 4)),
+        relevant_similarity=draw(st.sampled_from([0.3, 0.5, 0.7])),
+        related_similarity=draw(st.sampled_from([-1.0, 0.1, 0.25, 0.4])),
+    )
+    now_us = epoch_us(NOW)
+    scores = Scores(
+        ids=np.arange(1, n + 1, dtype=np.int64),
+        ended_us=np.array([now_us - a * 86_400_000_000 for a in ages], np.int64),
+        importance=np.full(n, 0.5),
+        distance=1.0 - np.array(sims),
+        text=np.array(texts),
+        pinned=np.zeros(n, bool),
+    )
+    return scores, cfg
+
+
+def _clears_floor(cfg: RecallConfig, similarity: float, text: float) -> bool:
+    return similarity >= cfg.relevant_similarity or (
+        similarity >= cfg.relevant_similarity_with_text and not np.isnan(text) and text >= cfg.relevant_text
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(scored())
+def test_only_episodes_above_the_floor_are_relevant_and_possibly_related_ones_are_below_it(
+    case: tuple[Scores, RecallConfig],
+) -> None:
+    scores, cfg = case
+    picked = fuse(scores, cfg, epoch_us(NOW), set())
+    by_id = {int(i): k for k, i in enumerate(scores.ids)}
+    relevant = [i for i, p in picked.items() if p["relevance_rank"]]
+    related = [i for i, p in picked.items() if p["related_rank"]]
+    assert len(relevant) <= cfg.top_k and len(related) <= cfg.related_k
+    assert not set(relevant) & set(related)
+    for i in relevant:
+        k = by_id[i]
+        assert _clears_floor(cfg, 1.0 - scores.distance[k], scores.text[k])
+    for i in related:
+        k = by_id[i]
+        assert not _clears_floor(cfg, 1.0 - scores.distance[k], scores.text[k])
+        assert 1.0 - scores.distance[k] >= cfg.related_similarity
+    # with room to spare, every episode below the floor but above related_similarity is possibly related
+    below = {
+        int(i)
+        for k, i in enumerate(scores.ids)
+        if not _clears_floor(cfg, 1.0 - scores.distance[k], scores.text[k])
+        and 1.0 - scores.distance[k] >= cfg.related_similarity
+    }
+    if len(related) < cfg.related_k:
+        assert set(related) == below
 
 
 @st.composite

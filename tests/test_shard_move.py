@@ -34,7 +34,7 @@ from jobs.db import APP_ROLE, Database, one, set_local
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest_records
 from jobs.recall import RecallConfig
-from jobs.recall.scoring import read_scored, send_scored
+from jobs.recall.scoring import read_scores, send_scores
 from jobs.serve import ServeOptions, Server
 from jobs.sql import query
 
@@ -141,8 +141,8 @@ class RecallChecker(threading.Thread):
                 "query_text": "what did we decide about the plan?",
             }
             every = RecallConfig(recent_n=10_000, top_k=0, related_k=0)  # every candidate comes back as recent
-            scored = read_scored(send_scored(conn, query, asked, np.ones(384, np.float32), every, ()))
-            held = sorted(row["id"] for row in scored.rows)
+            scored = read_scores(send_scores(conn, query, asked, np.ones(384, np.float32), every, ()))
+            held = sorted(scored.scores.ids.tolist())
             truth = [r["id"] for r in conn.execute(TRUTH, {"t": TENANT, "u": user})]
         self.checks += 1
         if held != truth:

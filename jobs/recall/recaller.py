@@ -10,9 +10,10 @@ Selection runs in one tenant-scoped transaction (row-level security applies), wi
    share of the budget taken first.
 2. **Scoring** (:mod:`jobs.recall.scoring`): every candidate of the user (``status = 'current' AND
    compressed_into IS NULL``, so a super-summary stands in for the sessions it compressed; ended by
-   ``now``; of an allowed purpose, :mod:`jobs.recall.purposes`) scored exactly in PostgreSQL; the top K,
-   the possibly related, the last ``recent_n`` and the episodes of the open items come back whole.
-3. **Lines and replacements**: the chosen episodes' verbatim lines that best match the opening message,
+   ``now``; of an allowed purpose, :mod:`jobs.recall.purposes`) scored exactly in PostgreSQL, the rows
+   fusion can pick returned, and fused here: the top K, the possibly related, the last ``recent_n`` and
+   the episodes of the open items are picked.
+3. **The chosen episodes** by primary key, their verbatim lines that best match the opening message,
    and which of them hold a decision a later session replaced.
 
 Then the chosen episodes are **fitted** to the budget (:mod:`jobs.recall.fitting`) and rendered
@@ -41,7 +42,7 @@ from jobs.recall.fitting import minimum_budget, select
 from jobs.recall.open_items import open_items, send_open_items
 from jobs.recall.purposes import purpose_filter
 from jobs.recall.result import Recall, RecalledLine, RecalledOpenItem
-from jobs.recall.scoring import Scored, read_scored, send_scored
+from jobs.recall.scoring import epoch_us, fuse, read_scores, send_scores, unit_vectors
 from jobs.recall.unsummarised import fit_sessions, unsummarised_sessions
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,9 @@ class _Read(NamedTuple):
     """What one recall reads from the database (:meth:`Recaller._read`)."""
 
     open_rows: list[dict[str, Any]]  # recall_open_items
-    scored: Scored  # recall_scored: the chosen episodes, their ranks and vectors
+    candidates: int  # the user's candidate episodes scored
+    rows: list[dict[str, Any]]  # recall_rows with fuse()'s ranks and scores: the chosen episodes, best first
+    vectors: dict[int, np.ndarray]  # their unit embeddings
     sessions: list[dict[str, Any]]  # recall_unsummarised
     lines: list[dict[str, Any]]  # recall_lines: the chosen episodes' lines that best match, best first
     replaced: dict[int, dt.date]  # recall_replaced: chosen episodes with a decision a later one replaced
@@ -141,13 +144,13 @@ class Recaller:
         vector = np.asarray(query_vector, dtype=np.float32)
         while (read := self._read(tenant_id, user_id, opening_message, vector, now, purposes)) is None:
             vector = self.embed(opening_message)  # `episodes reembed` switched the embedder: embed anew
-        open_rows, scored, session_rows, line_rows, replaced = read
+        open_rows, candidates, rows, vectors, session_rows, line_rows, replaced = read
         unsummarised = unsummarised_sessions(session_rows, chars=cfg.compact_chars, redact=self.db.settings.redact)
         sessions, session_tokens = fit_sessions(unsummarised, cfg.open_items_share, budget_tokens)
-        rows = [{**row, "replaced_on": replaced.get(row["id"])} for row in scored.rows]
+        rows = [{**row, "replaced_on": replaced.get(row["id"])} for row in rows]
         episodes, items = select(
             rows,
-            scored.vectors,
+            vectors,
             [RecalledOpenItem(**r) for r in open_rows],
             cfg,
             budget_tokens - session_tokens,
@@ -163,7 +166,7 @@ class Recaller:
             purposes=purposes,
             budget_tokens=budget_tokens,
             now=now,
-            candidates=scored.candidates,
+            candidates=candidates,
             episodes=episodes,
             open_items=items,
             sessions=sessions,
@@ -223,10 +226,12 @@ class Recaller:
                 else None
             )
             open_rows = open_items(conn, items, item_params, cfg.max_open_items, sql) if items is not None else []
-            scored = read_scored(send_scored(conn, sql, params, vector, cfg, {r["episode_id"] for r in open_rows}))
+            scored = read_scores(send_scores(conn, sql, params, vector, cfg, {r["episode_id"] for r in open_rows}))
             if scored.recorded is not None and self._follow_recorded_embedder(scored.recorded):
                 return None
-            ids = sorted(row["id"] for row in scored.rows)
+            picked = fuse(scored.scores, cfg, epoch_us(now), {r["episode_id"] for r in open_rows})
+            ids = sorted(picked)
+            chosen = conn.execute(sql("recall_rows"), {**params, "ids": ids, "dim": len(vector)}) if ids else None
             lines = (
                 conn.execute(
                     sql("recall_lines"),
@@ -243,12 +248,21 @@ class Recaller:
                 else None
             )
             replaced = conn.execute(sql("recall_replaced"), {**params, "ids": ids}) if ids else None
-            line_rows = lines.fetchall() if lines is not None else []
-            replaced_rows = replaced.fetchall() if replaced is not None else []
+        rows = chosen.fetchall() if chosen is not None else []
+        vectors = unit_vectors(rows)
+        rows.sort(
+            key=lambda r: (
+                picked[r["id"]]["relevance_rank"] or 1 << 62,
+                picked[r["id"]]["recency_rank"] or 1 << 62,
+                r["id"],
+            )
+        )
         return _Read(
             open_rows,
-            scored,
+            scored.candidates,
+            [{**row, **picked[row["id"]]} for row in rows],
+            vectors,
             sessions.fetchall() if sessions is not None else [],
-            line_rows,
-            {r["episode_id"]: r["replaced_at"].date() for r in replaced_rows},
+            lines.fetchall() if lines is not None else [],
+            {r["episode_id"]: r["replaced_at"].date() for r in replaced.fetchall()} if replaced is not None else {},
         )

@@ -1,4 +1,4 @@
-"""Scoring in PostgreSQL: every candidate of the user ranked by ``recall_scored`` (``sql/recall.sql``).
+"""Scoring: every candidate of the user scored in PostgreSQL (``recall_scores``), fused here.
 
 Every candidate is scored exactly (no approximate index), so the top K is exact within the user's
 rows: a rank by cosine distance to the opening message (pgvector's ``<=>``) and a rank by full text
@@ -9,14 +9,18 @@ the user's history gets no "relevant" episode at all; the best below it (``relat
 ``related_similarity``) are picked as "possibly related". The last ``recent_n`` come along, and so do
 the episodes that hold open items.
 
-The statement reads the user's rows where they are, with the index on (tenant, user, ended_at): a
-typical user's recall scores a few hundred rows in well under a millisecond, a user with 10,000
-episodes in ~45 ms, and the service keeps no copy of anyone's rows (docs/benchmarks.md).
+PostgreSQL scores every candidate and returns only those fusion can pick (the first ``rank_depth`` of
+each list, the most recent, the episodes of open items): a few dozen rows whoever the user is. The
+statement is kept simple so that it plans in a fraction of a millisecond and its prepared generic plan
+walks the user's rows by index; the fusion, a handful of array operations on those rows, runs here
+(:func:`fuse`). Nothing of any user is kept between recalls.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -26,16 +30,33 @@ from jobs.embeddings.recorded import Recorded
 from jobs.recall.config import RecallConfig
 
 
+@dataclass
+class Scores:
+    """Scores of the candidate episodes fusion can pick (those ended by ``now`` and of an allowed purpose)."""
+
+    ids: np.ndarray  # int64
+    ended_us: np.ndarray  # int64, microseconds since the epoch
+    importance: np.ndarray  # float64
+    distance: np.ndarray  # float64, NaN without an embedding
+    text: np.ndarray  # float64, ts_rank(search_tsv, q, 1) (a float32 value); NaN when no lexeme of the message occurs
+    pinned: np.ndarray  # bool: pinned episodes do not decay (jobs.lifecycle.pins)
+
+
 class Scored(NamedTuple):
-    """What ``recall_scored`` returned: the chosen episodes, best first, and what comes with them."""
+    """What ``recall_scores`` returned."""
 
+    scores: Scores  # the rows fusion can pick
     candidates: int  # the user's candidate episodes scored
-    recorded: Recorded | None  # the embedder the database records (None on a database without one)
-    rows: list[dict[str, Any]]  # the chosen episodes: columns, ranks and scores
-    vectors: dict[int, np.ndarray]  # their unit embeddings, by id (fitting's deduplication)
+    recorded: Recorded | None  # the embedder the database records (None: a database without one)
 
 
-def send_scored(
+def epoch_us(when: dt.datetime) -> int:
+    """Microseconds since the epoch, exactly."""
+    delta = when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def send_scores(
     conn: Conn,
     sql: Callable[[str], str],
     params: dict[str, Any],
@@ -43,55 +64,127 @@ def send_scored(
     cfg: RecallConfig,
     extra_ids: Collection[int],
 ) -> Cursor:
-    """Send ``recall_scored`` (``conn`` may be in pipeline mode: read it with :func:`read_scored`).
+    """Send ``recall_scores`` (``conn`` may be in pipeline mode: read it with :func:`read_scores`).
 
     ``params``: tenant_id, user_id, now, purposes, query_text."""
     return conn.execute(
-        sql("recall_scored"),
+        sql("recall_scores"),
         {
             **params,
             "vector": vector,
             "dim": len(vector),
             "has_vector": bool(np.any(vector)),  # a zero vector has no direction: no distance, as no embedding
             "depth": max(cfg.rank_depth, cfg.top_k),
+            "recent_n": cfg.recent_n,
             "extra_ids": sorted(extra_ids),
-            **{
-                knob: getattr(cfg, knob)
-                for knob in (
-                    "top_k",
-                    "related_k",
-                    "recent_n",
-                    "rrf_k",
-                    "w_vector",
-                    "w_text",
-                    "decay_floor",
-                    "half_life_days",
-                    "w_importance",
-                    "relevant_similarity",
-                    "relevant_similarity_with_text",
-                    "relevant_text",
-                    "related_similarity",
-                )
-            },
         },
     )
 
 
-def read_scored(cursor: Cursor) -> Scored:
+def read_scores(cursor: Cursor) -> Scored:
     rows = cursor.fetchall()
-    first = rows[0]
-    candidates = int(first["candidates"])
-    recorded = Recorded(first["embedder"], first["embedding_dim"]) if first["embedder"] else None
-    chosen: list[dict[str, Any]] = []
+    last = rows.pop()  # the counts' row comes last (UNION ALL after the UNIONs)
+    recorded = Recorded(last["embedder"], last["embedding_dim"]) if last["embedder"] else None
+    nan = float("nan")
+    scores = Scores(
+        ids=np.array([r["id"] for r in rows], np.int64),
+        ended_us=np.array([epoch_us(r["ended_at"]) for r in rows], np.int64),
+        importance=np.array([r["importance"] for r in rows], np.float64),
+        distance=np.array([nan if r["distance"] is None else r["distance"] for r in rows], np.float64),
+        text=np.array([nan if r["text_score"] is None else r["text_score"] for r in rows], np.float64),
+        pinned=np.array([r["pinned"] for r in rows], bool),
+    )
+    return Scored(scores, int(last["candidates"]), recorded)
+
+
+def unit_vectors(rows: list[dict[str, Any]]) -> dict[int, np.ndarray]:
+    """The unit embeddings of ``recall_rows``' rows by id, from vector_send's bytes (popped from the rows)."""
     vectors: dict[int, np.ndarray] = {}
     for row in rows:
-        if row["id"] is None:  # nothing chosen: only the counts came
-            continue
-        for column in ("candidates", "embedder", "embedding_dim"):
-            del row[column]
         if (raw := row.pop("embedding")) is not None:
-            vector = np.frombuffer(raw, ">f4", offset=4).astype(np.float32)  # vector_send: int16 dim, int16 unused
+            vector = np.frombuffer(raw, ">f4", offset=4).astype(np.float32)  # int16 dim, int16 unused, then floats
             norm = float(np.linalg.norm(vector))
             vectors[row["id"]] = vector / norm if norm > 0 else vector
-        chosen.append(row)
-    return Scored(candidates, recorded, chosen, vectors)
+    return vectors
+
+
+def _smallest(key: np.ndarray, tiebreak: np.ndarray, among: np.ndarray, k: int) -> np.ndarray:
+    """The positions in ``among`` of the k smallest (key, tiebreak), in order.
+
+    A partition finds the k-th key first, so only the few rows at or below it are sorted (every row
+    tied with the k-th comes along, so the order among ties is still decided by ``tiebreak``).
+    """
+    if k <= 0 or not len(among):
+        return among[:0]
+    keys = key[among]
+    if len(among) > k:
+        kth = np.partition(keys, k - 1)[k - 1]
+        among, keys = among[keys <= kth], keys[keys <= kth]
+    return among[np.lexsort((tiebreak[among], keys))][:k]
+
+
+def decay(age_s: np.ndarray, cfg: RecallConfig) -> np.ndarray:
+    """The soft time decay: floor + (1 - floor) * 0.5 ^ (age_days / half_life), never below the floor."""
+    return cfg.decay_floor + (1 - cfg.decay_floor) * np.power(0.5, age_s / 86400.0 / cfg.half_life_days)
+
+
+def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict[int, dict[str, Any]]:
+    """Ranks and the fused score; returns the picked episodes (top_k, related_k, recent_n, extra_ids) by id.
+
+    vector_rank: by cosine distance (ties by id); text_rank: by ts_rank descending (ties by id), only
+    episodes with a lexeme of the message; each list cut at rank_depth. score: the sum of
+    w / (rrf_k + rank) over the lists an episode is in, times :func:`decay` of its age and
+    1 + w_importance * (importance - 0.5); only episodes in a list have one. The top K are the best
+    scores among the episodes that clear the relevance floor.
+    """
+    depth = max(cfg.rank_depth, cfg.top_k)
+    n = len(s.ids)
+    vector_rank = np.zeros(n, np.int64)
+    text_rank = np.zeros(n, np.int64)
+    for ranks, key, present in (
+        (vector_rank, s.distance, ~np.isnan(s.distance)),
+        (text_rank, -s.text, ~np.isnan(s.text)),
+    ):
+        order = _smallest(key, s.ids, np.flatnonzero(present), depth)
+        ranks[order] = np.arange(1, len(order) + 1)
+    ranked = np.flatnonzero((vector_rank > 0) | (text_rank > 0))
+    score = np.zeros(n)
+    vr, tr = vector_rank[ranked], text_rank[ranked]
+    fused = np.where(vr > 0, cfg.w_vector / (cfg.rrf_k + np.maximum(vr, 1)), 0.0) + np.where(
+        tr > 0, cfg.w_text / (cfg.rrf_k + np.maximum(tr, 1)), 0.0
+    )
+    age_s = np.maximum((now_us - s.ended_us[ranked]) / 1e6, 0.0)
+    decayed = np.where(s.pinned[ranked], 1.0, decay(age_s, cfg))  # a pinned episode does not decay
+    score[ranked] = fused * decayed * (1 + cfg.w_importance * (s.importance[ranked] - 0.5))
+    similarity = 1.0 - s.distance[ranked]
+    with np.errstate(invalid="ignore"):  # NaN (no embedding, no text match) compares False
+        floor = (similarity >= cfg.relevant_similarity) | (
+            (similarity >= cfg.relevant_similarity_with_text) & (s.text[ranked] >= cfg.relevant_text)
+        )
+    top = _smallest(-score, s.ids, ranked[floor], cfg.top_k)
+    with np.errstate(invalid="ignore"):
+        loose = ~floor & (similarity >= cfg.related_similarity)
+    related = _smallest(-score, s.ids, ranked[loose], cfg.related_k)
+    recent = _smallest(-s.ended_us, -s.ids, np.arange(n), cfg.recent_n)
+    extra = np.flatnonzero(np.isin(s.ids, np.fromiter(extra_ids, np.int64, len(extra_ids))))
+    picked: dict[int, dict[str, Any]] = {}
+    for p in (*top, *related, *recent, *extra):
+        i = int(s.ids[p])
+        if i not in picked:
+            picked[i] = {
+                "distance": None if np.isnan(s.distance[p]) else float(s.distance[p]),
+                "text_score": None if np.isnan(s.text[p]) else float(s.text[p]),
+                "vector_rank": int(vector_rank[p]) or None,
+                "text_rank": int(text_rank[p]) or None,
+                "score": float(score[p]),
+                "relevance_rank": None,
+                "recency_rank": None,
+                "related_rank": None,
+            }
+    for number, p in enumerate(top, 1):
+        picked[int(s.ids[p])]["relevance_rank"] = number
+    for number, p in enumerate(related, 1):
+        picked[int(s.ids[p])]["related_rank"] = number
+    for number, p in enumerate(recent, 1):
+        picked[int(s.ids[p])]["recency_rank"] = number
+    return picked

@@ -103,7 +103,7 @@ def test_recall_statements_on_shards_name_only_shard_tables() -> None:
 
     tables = ["transcripts", "episodes", "episode_events", "episode_lines", "episodes_settings"]
     on = Shards(102032, {t: 102000 + i for i, t in enumerate(tables)})
-    names = ["recall_scored", "recall_open_items", "recall_unsummarised", "recall_lines", "recall_replaced"]
+    names = ["recall_scores", "recall_open_items", "recall_unsummarised", "recall_lines", "recall_replaced"]
     for name in names:
         text = on.query(name)
         before, after = (
