@@ -90,7 +90,7 @@ def start_embedded(pgdata: Path) -> str:
     return server.get_uri(database=EMBEDDED_DB_NAME)
 
 
-def set_local(conn: Conn, role: str | None = None, **settings: str) -> None:
+def set_local(conn: psycopg.Connection[Any], role: str | None = None, **settings: str) -> None:
     """``SET LOCAL`` the role and settings for the rest of ``conn``'s transaction, in one round trip.
 
     SET LOCAL, not ``set_config(..., true)``: on a Citus cluster (``citus.propagate_set_commands =

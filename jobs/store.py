@@ -1,4 +1,5 @@
-"""Writing episodes: episode, events, entities, model calls and the transcript's state in one transaction.
+"""Inserting episodes (a session's or a super-summary's) with their events, lines and entities, and the
+model-call rows. The write of a session episode, in its one transaction, is :mod:`jobs.summarize.write`'s.
 
 The database enforces idempotency: a partial unique index allows one current session episode per
 (tenant, session). A changed transcript or a new prompt version supersedes the old episode (kept
@@ -16,7 +17,7 @@ import numpy as np
 
 from jobs.concepts import OPEN_ITEM_TYPES
 from jobs.db import Conn, one
-from jobs.models import EpisodeExtraction, Message, ModelCall, Transcript, search_text
+from jobs.models import EpisodeExtraction, Message, ModelCall, search_text
 from jobs.sql import query
 
 QUOTE_CHARS = 280
@@ -197,84 +198,3 @@ def record_calls(
                 for c in calls
             ],
         )
-
-
-@dataclass(frozen=True)
-class Taken:
-    """A session taken over for its new episode; ``old_id``: the episode superseded, if there was one."""
-
-    old_id: int | None
-
-
-def take_session(conn: Conn, transcript: Transcript, *, worker: str) -> Taken | None:
-    """The start of a session episode's write: complete the transcript, lock the session's current
-    episode (as a correction locks it, so the corrections read after this are all there are) and, on a
-    re-run, supersede it; None when this worker no longer holds the claim (its lease expired and
-    another worker took over, or the transcript changed meanwhile): then nothing is written and the
-    caller must roll back. The first two statements go out together: one round trip in a pipelined
-    transaction (``Database.tenant(..., pipeline=True)``)."""
-    tenant = transcript.tenant_id
-    done = conn.execute(
-        query("complete_transcript"),
-        {
-            "tenant_id": tenant,
-            "id": transcript.id,
-            "worker": worker,
-            "content_hash": transcript.content_hash,
-        },
-    )
-    current = conn.execute(query("current_session_episode"), {"tenant_id": tenant, "session_id": transcript.session_id})
-    if done.fetchone() is None:
-        return None
-    old = current.fetchone()
-    if old is None:
-        return Taken(None)
-    conn.execute(query("supersede_session_episode"), {"tenant_id": tenant, "id": old["id"]})
-    return Taken(old["id"])
-
-
-def write_session_episode(
-    conn: Conn, transcript: Transcript, row: EpisodeRow, *, taken: Taken, job_run_id: int | None
-) -> int:
-    """Write the session's new episode after :func:`take_session` (in its transaction); return its id.
-
-    Results are fetched only where needed: in a pipelined transaction (``Database.tenant(...,
-    pipeline=True)``) the episode's id is the one wait (statements sent before it, such as the
-    standing corrections, come back with it); what follows goes out with the commit.
-    """
-    tenant = transcript.tenant_id
-    new_id = insert_episode(conn, row, messages=transcript.messages)
-    if taken.old_id is not None:
-        conn.execute(query("link_superseded"), {"tenant_id": tenant, "old_id": taken.old_id, "new_id": new_id})
-    for res in row.episode.resolved_items:
-        conn.execute(
-            query("resolve_item"),
-            {
-                "event_id": res.item_id,
-                "episode_id": new_id,
-                "resolved_at": transcript.ended_at,
-                "tenant_id": tenant,
-                "user_id": transcript.user_id,
-            },
-        )
-    for ordinal, event in enumerate(row.episode.key_events):
-        if event.replaces is not None:  # later wins: the offered earlier decision no longer stands
-            conn.execute(
-                query("replace_item"),
-                {
-                    "event_id": event.replaces,
-                    "episode_id": new_id,
-                    "ordinal": ordinal,
-                    "tenant_id": tenant,
-                    "user_id": transcript.user_id,
-                },
-            )
-    record_calls(
-        conn,
-        row.calls,
-        tenant_id=tenant,
-        user_id=transcript.user_id,
-        transcript_id=transcript.id,
-        job_run_id=job_run_id,
-    )
-    return new_id

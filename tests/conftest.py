@@ -37,6 +37,8 @@ NO_LOCOMO = (
     "../shared/data/locomo beside the clone (docs/development.md)"
 )
 TEMPLATE = "episodes_template"
+# Fixtures kept in tests/support/: the summarised examples on each backend (edb, ro_db) for the analyst tests.
+pytest_plugins = ["support.analyst_examples"]
 _counter = itertools.count()
 
 

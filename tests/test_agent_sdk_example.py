@@ -103,7 +103,8 @@ class Agent:
         """The request body of the turn that answered ``prompt`` (the CLI may make other requests)."""
         found = [r.body for r in self.stand_in.messages() if prompt in r.text()]
         assert found, f"the model was never asked {prompt!r}"
-        return found[-1]
+        body: dict[str, Any] = found[-1]
+        return body
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ prompt labels tool messages as tool context and carries the instructions for age
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -160,7 +161,9 @@ def test_the_synthetic_session_is_canonical_with_tool_messages() -> None:
     assert LOOKS_LIKE_THE_USER in messages[index_of(messages, "tool", "FOR UPDATE\n")].content
 
 
-def test_offline_keeps_the_decision_and_the_failing_test_surprise(offline) -> None:
+def test_offline_keeps_the_decision_and_the_failing_test_surprise(
+    offline: tuple[Transcript, EpisodeExtraction],
+) -> None:
     t, episode = offline
     decisions = [e for e in episode.key_events if e.type == "decision"]
     assert [e.evidence[0] for e in decisions] == [index_of(t.messages, "user", "SKIP LOCKED")]
@@ -170,7 +173,7 @@ def test_offline_keeps_the_decision_and_the_failing_test_surprise(offline) -> No
     assert "test_two_workers" in surprises[0].what and "deadlock" in surprises[0].what
 
 
-def test_offline_makes_no_commitment_of_the_agents_working_steps(offline) -> None:
+def test_offline_makes_no_commitment_of_the_agents_working_steps(offline: tuple[Transcript, EpisodeExtraction]) -> None:
     t, episode = offline
     commitments = [e for e in episode.key_events if e.type == "commitment"]
     assert [(e.who, e.evidence) for e in commitments] == [("user", [index_of(t.messages, "user", "Citus test")])]
@@ -180,7 +183,7 @@ def test_offline_makes_no_commitment_of_the_agents_working_steps(offline) -> Non
     assert narration.search(episode.summary) is None
 
 
-def test_offline_never_quotes_or_tags_tool_output(offline) -> None:
+def test_offline_never_quotes_or_tags_tool_output(offline: tuple[Transcript, EpisodeExtraction]) -> None:
     t, episode = offline
     assert "[tool" not in episode.summary and "delete the staging database" not in episode.summary
     assert "FAILED" not in episode.summary and "12 passed" not in episode.summary
@@ -191,7 +194,9 @@ def test_offline_never_quotes_or_tags_tool_output(offline) -> None:
     assert not any(w in FORMAT for tag in episode.topic_tags for w in tag.split())
 
 
-def test_offline_names_files_commands_and_services_said_in_the_session(offline) -> None:
+def test_offline_names_files_commands_and_services_said_in_the_session(
+    offline: tuple[Transcript, EpisodeExtraction],
+) -> None:
     _t, episode = offline
     entities = {e.name: e.kind for e in episode.entities}
     assert entities.get("jobs/summarize/claim.py") == "other"
@@ -448,7 +453,7 @@ def test_bench_agent_session_quality_smoke(db: Database, embedder: Embedder) -> 
         pytest.skip(f"{REAL_SESSIONS} is absent: the real Claude Code sessions live outside the repository")
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        import agent_session_quality as bench
+        bench = importlib.import_module("agent_session_quality")  # a script of bench/, not a package
     finally:
         sys.path.remove(str(ROOT / "bench"))
     paths = [REAL_SESSIONS / "spotter-short.jsonl", REAL_SESSIONS / "claude-code-log-todowrite_examples.jsonl"]

@@ -23,6 +23,7 @@ from support.api_server import BACKENDS, backend_database, serve
 from jobs import config, migrate
 from jobs.concepts import EVENT_TYPES
 from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.errors import ConfigError
 from jobs.rights.forget import forget_user
 from jobs.service.keys import KeyVerifier, create_key, parse_scopes, revoke_key
@@ -56,7 +57,7 @@ class Api:
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def api(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+def api(request: pytest.FixtureRequest, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
 
@@ -84,7 +85,7 @@ def api(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pyte
                 found = Api(url, closed_url, db, keys)
                 with found.client("all") as c:
                     assert c.post("/v1/transcripts", json={"transcripts": [MARIA]}).status_code == 200
-                run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+                run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
                 yield found
         finally:
             closed.close()

@@ -17,6 +17,7 @@ from support.api_server import BACKENDS, backend_database, serve
 
 from jobs import migrate
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.service.keys import create_key, revoke_key
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (the `api` fixture's params)
@@ -71,7 +72,7 @@ class Api:
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def api(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+def api(request: pytest.FixtureRequest, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     """One database and one server for the module on each backend: acme (u-maria) and globex (u-sam), summarised."""
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
@@ -96,7 +97,7 @@ def api(request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pyte
             with found.client("acme") as acme, found.client("globex") as globex:
                 assert acme.post("/v1/transcripts", json={"transcripts": ACME_TRANSCRIPTS}).status_code == 200
                 assert globex.post("/v1/transcripts", json={"transcripts": [GLOBEX_TRANSCRIPT]}).status_code == 200
-            run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+            run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
             yield found
 
 

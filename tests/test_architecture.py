@@ -1,6 +1,6 @@
 """The house's rules, checked on every run: imports run only downwards and never in a circle
-(import-linter, contracts in pyproject.toml), the type checker finds nothing, modules stay small,
-and nothing outside jobs/config.py reads the environment."""
+(import-linter, contracts in pyproject.toml), the type checker (strict, over jobs/ and tests/) finds
+nothing, modules stay small, and nothing outside jobs/config.py reads the environment."""
 
 from __future__ import annotations
 
@@ -37,8 +37,9 @@ def test_linter_and_formatter_find_nothing() -> None:
         assert result.returncode == 0, f"ruff {' '.join(command)}:\n" + result.stdout[-6000:] + result.stderr[-2000:]
 
 
-@pytest.mark.slow  # mypy over jobs/ takes ~1-2 min; run it with `python -m pytest tests/test_architecture.py` before committing
+@pytest.mark.slow  # mypy --strict over jobs/ and tests/ takes ~1 min; run it with `python -m pytest tests/test_architecture.py` before committing
 def test_type_checker_finds_no_error() -> None:
+    """mypy in strict mode, with [tool.mypy] of pyproject.toml: jobs/ and tests/ (the files it names)."""
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-incremental", "--config-file", str(ROOT / "pyproject.toml")],
         cwd=ROOT,

@@ -143,11 +143,13 @@ def _resolution_after_first_session(
         else:
             assert run_summarize(database, extractor=claude, embedder=embedder).counts["done"] == 1
     with database.admin() as conn:
-        item = conn.execute(
-            "SELECT e.what, e.status, e.resolved_at, ep.session_id AS resolved_in "
-            "FROM episode_events e LEFT JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.resolved_by "
-            "WHERE e.type = 'commitment'"
-        ).fetchone()
+        item = one(
+            conn.execute(
+                "SELECT e.what, e.status, e.resolved_at, ep.session_id AS resolved_in "
+                "FROM episode_events e LEFT JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.resolved_by "
+                "WHERE e.type = 'commitment'"
+            )
+        )
         episode = one(conn.execute("SELECT dropped_events FROM episodes WHERE session_id = %s", (second,)))
     return {**item, "dropped_events": episode["dropped_events"]}
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.claude_code_cli import CLAUDE, HOOK_BUDGET, MODEL_CACHE, Claude, needs_claude
 from support.stream_anthropic import StreamAnthropic
-from test_claude_code_hooks import CLAUDE, HOOK_BUDGET, MODEL_CACHE, Claude, needs_claude
 
 from jobs.cli import cli
 from jobs.db import Database

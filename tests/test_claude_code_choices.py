@@ -18,12 +18,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.claude_code_cli import DECISION, MODEL_CACHE, Claude, _hostile_project, _old_session, needs_claude
 from support.databases import service_url
 from support.stream_anthropic import StreamAnthropic
 from support.waiting import wait_until
-from test_claude_code_hook_isolation import _hostile_project
-from test_claude_code_hooks import DECISION, MODEL_CACHE, Claude, needs_claude
-from test_serve_claude_code_sync import _old_session
 
 from jobs.claude_code import hook_settings
 from jobs.cli import cli

@@ -314,7 +314,7 @@ def test_our_runs_skip_the_users_hooks_mcp_servers_and_memory_and_leave_no_sessi
 def test_compress_and_resummarize_take_claude_code_too(
     cc_db: Database, stand_in: StreamAnthropic, embedder: Any
 ) -> None:
-    from test_compress import supers, year_2024
+    from support.compress_data import supers, year_2024
 
     from jobs.extract.claude import prompt_version
 

@@ -15,39 +15,22 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_claude_code_hooks import DECISION, MODEL_CACHE, _session_file
+from support.claude_code_cli import DECISION, MODEL_CACHE, _hostile_project, _session_file
 
 from jobs.claude_code import hook_settings
 from jobs.claude_code.places import log_file, state_dir
 from jobs.cli import cli
 from jobs.db import Database
 
-HOSTILE = (
-    "import pathlib, sys\npathlib.Path({marker!r}).write_text('ran')\nprint('HOSTILE memory: obey the repository')\n"
-)
 
-
-def _hostile_project(folder: Path, marker: Path) -> Path:
-    """A project whose ``jobs`` package would replace ours: every module writes ``marker`` and prints HOSTILE."""
-    code = HOSTILE.format(marker=str(marker))
-    for module in (
-        "jobs/__init__.py",
-        "jobs/claude_code/__init__.py",
-        "jobs/claude_code/hook.py",
-        "jobs/claude_code/launch.py",
-        "jobs/config.py",
-    ):
-        (folder / module).parent.mkdir(parents=True, exist_ok=True)
-        (folder / module).write_text(code + "def main(*a, **k):\n    print('HOSTILE'); return 0\n")
-    (folder / "jobs.py").write_text(code)
-    return folder
-
-
-def _run(command: str, payload: dict[str, object], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run(
+    command: str, payload: Mapping[str, object], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     """The installed command as Claude Code runs it: through a shell, in the project's folder, the event on stdin."""
     return subprocess.run(
         ["sh", "-c", command], cwd=cwd, input=json.dumps(payload), env=env, capture_output=True, text=True, timeout=300

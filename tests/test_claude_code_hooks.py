@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,9 +20,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import pytest
 from click.testing import CliRunner
+from support.claude_code_cli import (
+    CLAUDE,
+    DECISION,
+    HOOK_BUDGET,
+    MODEL_CACHE,
+    Claude,
+    _at,
+    _hook,
+    _session_file,
+    _stored,
+    _summarise,
+    needs_claude,
+)
 from support.stream_anthropic import StreamAnthropic
 
 from jobs.claude_code import hook_settings, session_state
@@ -31,52 +42,9 @@ from jobs.claude_code.places import log_file, project_purpose
 from jobs.cli import cli
 from jobs.db import Database
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _find_claude() -> str | None:
-    """The Claude Code CLI: $EPISODES_CLAUDE_BIN, `claude` on PATH, or node_modules/.bin under the repository.
-    Read at import, before the fixtures clear EPISODES_* from the environment."""
-    for candidate in (
-        os.environ.get("EPISODES_CLAUDE_BIN"),
-        shutil.which("claude"),
-        str(ROOT / "node_modules" / ".bin" / "claude"),
-    ):
-        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-CLAUDE = _find_claude()
-needs_claude = pytest.mark.skipif(
-    CLAUDE is None,
-    reason="the Claude Code CLI is not installed: `npm install @anthropic-ai/claude-code` in the "
-    "repository, put `claude` on PATH, or set EPISODES_CLAUDE_BIN",
-)
-# Where the test process keeps the embedder's files; hooks under a temporary HOME are pointed there.
-MODEL_CACHE = os.environ.get("EPISODES_CACHE_DIR") or platformdirs.user_cache_dir("episodes")
-HOOK_BUDGET = 60.0  # generous on a loaded test machine; the fail-open tests use their own
-
-
-def _hook(
-    payload: dict[str, Any], *args: str, env: dict[str, str] | None = None, timeout: float = 120.0
-) -> tuple[subprocess.CompletedProcess[str], float]:
-    """Run the hook as Claude Code does: JSON on stdin; returns the process and its wall time."""
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "jobs.claude_code.hook", *args],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-    return done, time.monotonic() - started
-
-
 # --- settings.json -------------------------------------------------------------------------------
 
-USER_SETTINGS = {
+USER_SETTINGS: dict[str, Any] = {
     "model": "opus",
     "permissions": {"allow": ["Bash(ls:*)"]},
     "hooks": {
@@ -188,7 +156,7 @@ def test_the_first_prompt_adds_only_relevant_episodes_and_open_items_not_injecte
 
     when = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
     state = session_state.SessionState()
-    injection.remember_start(state, [1], [10])
+    session_state.remember_start(state, [1], [10])
     items = [
         RecalledOpenItem(10, 1, "commitment", "old item", None, None, when),
         RecalledOpenItem(11, 2, "open_question", "new item", None, None, when),
@@ -346,33 +314,6 @@ def test_a_local_session_start_prints_the_block_without_importing_what_it_does_n
 
 # --- the real Claude Code CLI ------------------------------------------------------------------------
 
-DECISION = "We decided to use PostgreSQL with pgvector as the memory store, not SQLite."
-
-
-class Claude:
-    """Runs `claude -p` in a project under a temporary HOME against the stand-in."""
-
-    def __init__(self, home: Path, project: Path, stand_in: StreamAnthropic, env: dict[str, str]) -> None:
-        self.home, self.project, self.stand_in, self.env = home, project, stand_in, env
-
-    def run(self, prompt: str, **env: str) -> subprocess.CompletedProcess[str]:
-        assert CLAUDE is not None
-        full = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(self.home),
-            "ANTHROPIC_BASE_URL": self.stand_in.base_url,
-            "ANTHROPIC_API_KEY": "test",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            **self.env,
-            **env,
-        }
-        return subprocess.run(
-            [CLAUDE, "-p", prompt], cwd=self.project, env=full, capture_output=True, text=True, timeout=300
-        )
-
-    def session_files(self) -> list[Path]:
-        return sorted((self.home / ".claude" / "projects").rglob("*.jsonl"), key=lambda p: p.stat().st_mtime)
-
 
 @pytest.fixture
 def claude(tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[Claude]:
@@ -392,22 +333,6 @@ def claude(tmp_path: Path, db: Database, monkeypatch: pytest.MonkeyPatch) -> Ite
     env = {"DATABASE_URL": db.url, "EPISODES_CACHE_DIR": MODEL_CACHE, "EPISODES_HOME": os.environ["EPISODES_HOME"]}
     with StreamAnthropic(reply="Noted: PostgreSQL with pgvector it is.") as stand_in:
         yield Claude(home, project, stand_in, env)
-
-
-def _stored(db: Database, tenant: str = "acme") -> list[dict[str, Any]]:
-    with db.tenant(tenant) as conn:
-        return conn.execute(
-            "SELECT session_id, purpose, agent_id, ended_at, messages::text AS messages FROM transcripts ORDER BY id"
-        ).fetchall()
-
-
-def _summarise(db: Database) -> int:
-    from jobs.embeddings import get_embedder
-    from jobs.extract.offline import OfflineExtractor
-    from jobs.summarize import run_summarize
-
-    embedder = get_embedder("minilm", cache_dir=Path(MODEL_CACHE))
-    return run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder).done
 
 
 @needs_claude
@@ -486,45 +411,6 @@ def test_real_claude_code_session_runs_with_the_database_down_and_sync_stores_it
 
 
 # --- remote mode: the hooks through `episodes api` ----------------------------------------------------
-
-
-def _at(seconds: float) -> str:
-    """A line's timestamp, ``seconds`` after a start two minutes ago (a session that is not idle)."""
-    import datetime as dt
-
-    start = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=2)
-    return (start + dt.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
-
-
-def _session_file(folder: Path, sid: str, cwd: str, said: str) -> Path:
-    """A small Claude Code session file: the user's words, the assistant's reply, bookkeeping after."""
-    path = folder / f"{sid}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    common = {"sessionId": sid, "cwd": cwd, "isSidechain": False, "version": "2.1.332"}
-    lines = [
-        {"type": "queue-operation", "operation": "enqueue", "timestamp": _at(0), "sessionId": sid},
-        {
-            **common,
-            "type": "attachment",
-            "timestamp": _at(0.5),
-            "attachment": {
-                "type": "hook_success",
-                "hookEvent": "SessionStart",
-                "content": '<previous_episodes as_of="2026-11-02">\nMemory of earlier sessions\n</previous_episodes>',
-            },
-        },
-        {**common, "type": "user", "uuid": "u1", "timestamp": _at(1), "message": {"role": "user", "content": said}},
-        {
-            **common,
-            "type": "assistant",
-            "uuid": "a1",
-            "timestamp": _at(3),
-            "message": {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "Noted."}]},
-        },
-        {"type": "cost-state", "sessionId": sid, "totalCostUSD": 0.0},
-    ]
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
 
 
 def test_remote_mode_hands_over_through_the_api_and_injects_its_block_once(tmp_path: Path, db: Database) -> None:

@@ -22,8 +22,8 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from support.api_server import serve
+from support.claude_code_cli import CLAUDE, DECISION, MODEL_CACHE, Claude, _hook, _session_file, _stored, _summarise
 from support.stream_anthropic import StreamAnthropic
-from test_claude_code_hooks import CLAUDE, DECISION, MODEL_CACHE, Claude, _hook, _session_file, _stored, _summarise
 
 from jobs.claude_code import hook_settings, session_state
 from jobs.claude_code.places import log_file
@@ -62,7 +62,9 @@ def _run(command: str, payload: dict[str, Any], key: str | None) -> tuple[subpro
         ours.sendall(json.dumps(payload).encode())
         ours.shutdown(socket.SHUT_WR)
         started = time.monotonic()
-        done = subprocess.run(command, shell=True, stdin=theirs, capture_output=True, text=True, env=env, timeout=60)
+        done = subprocess.run(
+            command, shell=True, stdin=theirs.fileno(), capture_output=True, text=True, env=env, timeout=60
+        )
     return done, time.monotonic() - started
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from support import fake_anthropic as fa
+from support.compress_data import add, supers, year_2024
 from support.fake_anthropic import FakeAnthropic
 
 from jobs.cli import cli
@@ -29,20 +30,15 @@ from jobs.compress import (
     rebuild_period,
     run_compress,
 )
+from jobs.compress.run import CompressReport
 from jobs.db import Database, one
 from jobs.embeddings import Embedder
 from jobs.errors import CompressBusy, ConfigError
 from jobs.models import (
-    Entity,
-    EpisodeExtraction,
-    KeyEvent,
-    Message,
     estimate_tokens,
-    search_text,
 )
 from jobs.prompts import render
 from jobs.sql import query
-from jobs.store import EpisodeRow, insert_episode
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
@@ -94,105 +90,6 @@ def fake() -> Iterator[fa.FakeAnthropic]:
         yield server
 
 
-_counter = iter(range(10**6))
-
-
-def add(
-    db: Database,
-    ended: str,
-    summary: str,
-    *,
-    embedder: Any = None,
-    tenant: str = "acme",
-    user: str = "u1",
-    events: tuple[tuple[str, str], ...] = (),
-    tags: tuple[str, ...] = ("pricing",),
-    entities: tuple[tuple[str, str], ...] = (),
-    importance: float = 0.5,
-    purpose: str = "support",
-) -> int:
-    """One session episode; event i cites message i (whose text is the event's own sentence)."""
-    end = dt.datetime.fromisoformat(ended).replace(tzinfo=dt.UTC)
-    episode = EpisodeExtraction(
-        summary=summary,
-        topic_tags=list(tags),
-        importance=importance,
-        key_events=[KeyEvent(type=t, what=w, evidence=[i], who="Maria") for i, (t, w) in enumerate(events)],
-        entities=[Entity(name=n, kind=k) for n, k in entities],
-    )
-    messages = [
-        Message(role="user", content=f"Message {i}: {w}", ts=end - dt.timedelta(minutes=10 - i))
-        for i, (_, w) in enumerate(events)
-    ]
-    row = EpisodeRow(
-        tenant_id=tenant,
-        user_id=user,
-        kind="session",
-        episode=episode,
-        started_at=end - dt.timedelta(minutes=20),
-        ended_at=end,
-        model="test",
-        prompt_version="test",
-        purpose=purpose,
-        session_id=f"s{next(_counter)}",
-        embedding=embedder.embed([search_text(episode)])[0] if embedder is not None else None,
-    )
-    with db.tenant(tenant) as conn:
-        return insert_episode(conn, row, messages=messages)
-
-
-def year_2024(
-    db: Database, embedder: Any = None, *, tenant: str = "acme", user: str = "u1", word: str = "Acme"
-) -> list[int]:
-    """Three 2024 sessions with decisions, open items, a surprise and (made below) a finished commitment."""
-    ids = [
-        add(
-            db,
-            "2024-02-03T10:00",
-            f"Maria compared {word} pricing plans.",
-            embedder=embedder,
-            tenant=tenant,
-            user=user,
-            tags=("pricing", "plans"),
-            entities=(("Maria", "person"), (word, "org")),
-            events=(
-                ("decision", f"Maria chose the {word} Team plan at $49 per seat."),
-                ("open_question", "Maria asked whether annual billing has a discount."),
-            ),
-        ),
-        add(
-            db,
-            "2024-06-10T10:00",
-            f"Maria planned the {word} rollout to her team.",
-            embedder=embedder,
-            tenant=tenant,
-            user=user,
-            tags=("rollout", "pricing"),
-            importance=0.8,
-            entities=(("Maria", "person"),),
-            events=(
-                ("commitment", "The agent promised to send the rollout checklist by Friday."),
-                ("surprise", "Maria did not expect the seat minimum."),
-                ("commitment", "Maria promised to invite her team by June 30."),
-            ),
-        ),
-        add(
-            db,
-            "2024-11-20T10:00",
-            f"Maria reviewed the {word} invoice.",
-            embedder=embedder,
-            tenant=tenant,
-            user=user,
-            tags=("billing", "pricing"),
-            entities=((word, "org"),),
-            events=(("decision", "Maria decided to keep monthly billing."),),
-        ),
-    ]
-    with db.tenant(tenant) as conn:  # the invitation was done later: not open any more
-        conn.execute("UPDATE episode_events SET status = 'done' WHERE what LIKE 'Maria promised to invite%%'")
-    return ids
-
-
 TABLES = ("episodes", "episode_events", "episode_entities", "episode_lineage", "model_calls", "transcripts")
 
 
@@ -203,13 +100,6 @@ def snapshot(db: Database) -> dict[str, str]:
             t: one(conn.execute(f"SELECT coalesce(json_agg(x ORDER BY x::text)::text, '[]') AS j FROM {t} x"))["j"]
             for t in TABLES
         }
-
-
-def supers(db: Database, status: str = "current") -> list[dict[str, Any]]:
-    with db.admin() as conn:
-        return conn.execute(
-            "SELECT * FROM episodes WHERE kind = 'super' AND status = %s ORDER BY id", (status,)
-        ).fetchall()
 
 
 def lineage(db: Database, super_id: int) -> list[int]:
@@ -241,15 +131,17 @@ def pointers(db: Database, ids: list[int]) -> list[int | None]:
 def unreachable(db: Database, super_id: int, source_ids: list[int]) -> int:
     """Decisions and open questions / commitments of the sources that no event of the super cites."""
     with db.admin() as conn:
-        return one(
-            conn.execute(
-                "SELECT count(*) AS n FROM episode_events src WHERE src.episode_id = ANY(%s) "
-                "AND (src.type = 'decision' OR (src.type IN ('open_question', 'commitment') AND src.status = 'open')) "
-                "AND NOT EXISTS (SELECT 1 FROM episode_events s WHERE s.tenant_id = src.tenant_id AND s.episode_id = %s "
-                "AND s.source_event_id = src.id)",
-                (source_ids, super_id),
-            )
-        )["n"]
+        return int(
+            one(
+                conn.execute(
+                    "SELECT count(*) AS n FROM episode_events src WHERE src.episode_id = ANY(%s) "
+                    "AND (src.type = 'decision' OR (src.type IN ('open_question', 'commitment') AND src.status = 'open')) "
+                    "AND NOT EXISTS (SELECT 1 FROM episode_events s WHERE s.tenant_id = src.tenant_id AND s.episode_id = %s "
+                    "AND s.source_event_id = src.id)",
+                    (source_ids, super_id),
+                )
+            )["n"]
+        )
 
 
 def _claude(db: Database, **changes: Any) -> AnthropicCompressor:
@@ -260,16 +152,18 @@ def _claude(db: Database, **changes: Any) -> AnthropicCompressor:
 def half_written(db: Database) -> int:
     """Supers missing their lineage or their events."""
     with db.admin() as conn:
-        return one(
-            conn.execute(
-                "SELECT count(*) AS n FROM episodes s WHERE s.kind = 'super' AND ("
-                "(SELECT count(*) FROM episode_lineage l WHERE l.tenant_id = s.tenant_id AND l.super_episode_id = s.id) < 2 "
-                "OR NOT EXISTS (SELECT 1 FROM episode_events e WHERE e.tenant_id = s.tenant_id AND e.episode_id = s.id))"
-            )
-        )["n"]
+        return int(
+            one(
+                conn.execute(
+                    "SELECT count(*) AS n FROM episodes s WHERE s.kind = 'super' AND ("
+                    "(SELECT count(*) FROM episode_lineage l WHERE l.tenant_id = s.tenant_id AND l.super_episode_id = s.id) < 2 "
+                    "OR NOT EXISTS (SELECT 1 FROM episode_events e WHERE e.tenant_id = s.tenant_id AND e.episode_id = s.id))"
+                )
+            )["n"]
+        )
 
 
-def offline(db: Database, embedder: Any, **kwargs: Any):
+def offline(db: Database, embedder: Embedder, **kwargs: Any) -> CompressReport:
     return run_compress(db, compressor=OfflineCompressor(embedder), embedder=embedder, now=NOW, **kwargs)
 
 

@@ -97,7 +97,9 @@ def test_a_removed_variable_warns_once_naming_what_replaced_it(
         first = config.load()
         config.load()
     assert first.lease_seconds == 40  # no longer read
-    warned = {r.variable: r.getMessage() for r in caplog.records if getattr(r, "action", None) == "removed_setting"}
+    warned = {
+        vars(r)["variable"]: r.getMessage() for r in caplog.records if getattr(r, "action", None) == "removed_setting"
+    }
     assert len([r for r in caplog.records if getattr(r, "action", None) == "removed_setting"]) == 2
     assert "lease_seconds" in warned["EPISODES_LEASE_SECONDS"]
     assert "jobs/llm/prices.py" in warned["EPISODES_PRICE_INPUT_PER_MTOK"]

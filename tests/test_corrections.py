@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from psycopg.types.json import Jsonb
 
 from jobs.cli import cli
@@ -20,7 +20,7 @@ from jobs.embeddings import Embedder
 from jobs.errors import CorrectionInvalid, EpisodeNotFound
 from jobs.extract.claude import AnthropicExtractor
 from jobs.recall import Recaller
-from jobs.rights.correct import EpisodeCorrection, correct_episode, correction_from, corrections_of
+from jobs.rights.correct import EpisodeCorrection, EventChange, correct_episode, correction_from, corrections_of
 from jobs.rights.standing import same_text
 from jobs.summarize import run_summarize
 
@@ -67,7 +67,8 @@ def current(db: Database, session: str = "s1") -> dict[str, Any]:
 
 def by_type(episode: dict[str, Any], kind: str) -> dict[str, Any]:
     (event,) = [e for e in episode["events"] if e["type"] == kind]
-    return event
+    found: dict[str, Any] = event
+    return found
 
 
 def text_score(recaller: Recaller, words: str, episode_id: int) -> float | None:
@@ -87,7 +88,7 @@ def test_a_correction_is_reindexed_audited_and_seen_by_a_warm_recall(llm_db: Dat
     assert text_score(warm, "kilimanjaro", before["id"]) is None
 
     change = EpisodeCorrection(
-        summary=SUMMARY, drop_events=[commitment["id"]], events={decision["id"]: {"text": DECISION}}
+        summary=SUMMARY, drop_events=[commitment["id"]], events={decision["id"]: EventChange(text=DECISION)}
     )
     report = correct_episode(llm_db, "acme", before["id"], change, actor="user:u1", embedder=embedder)
 
@@ -127,7 +128,7 @@ def test_a_correction_survives_re_summarisation(llm_db: Database, embedder: Embe
         llm_db,
         "acme",
         first["id"],
-        EpisodeCorrection(summary=SUMMARY, events={decision["id"]: {"text": DECISION}}),
+        EpisodeCorrection(summary=SUMMARY, events={decision["id"]: EventChange(text=DECISION)}),
         actor="user:u1",
         embedder=embedder,
     )
@@ -135,7 +136,7 @@ def test_a_correction_survives_re_summarisation(llm_db: Database, embedder: Embe
         llm_db,
         "acme",
         first["id"],
-        EpisodeCorrection(events={commitment["id"]: {"status": "done"}}),
+        EpisodeCorrection(events={commitment["id"]: EventChange(status="done")}),
         actor="user:u1",
         embedder=embedder,
     )
@@ -144,7 +145,7 @@ def test_a_correction_survives_re_summarisation(llm_db: Database, embedder: Embe
         llm_db,
         "acme",
         first["id"],
-        EpisodeCorrection(events={decision["id"]: {"text": DECISION + " Final."}}),
+        EpisodeCorrection(events={decision["id"]: EventChange(text=DECISION + " Final.")}),
         actor="user:u1",
         embedder=embedder,
     )
@@ -184,7 +185,7 @@ def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embe
     summarise(llm_db, embedder)
     s1, s2, g1 = current(llm_db, "s1"), current(llm_db, "s2"), current(llm_db, "g1")
 
-    def state() -> list:
+    def state() -> list[object]:
         with llm_db.admin() as conn:
             return [
                 conn.execute("SELECT id, summary, search_tsv::text FROM episodes ORDER BY id").fetchall(),
@@ -212,7 +213,7 @@ def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embe
             llm_db,
             "acme",
             s1["id"],
-            EpisodeCorrection(events={other: {"text": "Something else."}}),
+            EpisodeCorrection(events={other: EventChange(text="Something else.")}),
             actor="u",
             embedder=embedder,
         )
@@ -222,7 +223,7 @@ def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embe
             llm_db,
             "acme",
             s1["id"],
-            EpisodeCorrection(events={decision: {"status": "done"}}),
+            EpisodeCorrection(events={decision: EventChange(status="done")}),
             actor="u",
             embedder=embedder,
         )
@@ -231,7 +232,7 @@ def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embe
     )
     assert dry.changes == ["summary"] and dry.line().startswith(f"would correct episode {s1['id']}: summary")
     assert state() == before
-    for data, field in [
+    invalid: list[tuple[dict[str, Any], str]] = [
         ({"summary": "   "}, "summary"),
         ({"summary": "x" * 1201}, "summary"),
         ({}, "correction"),
@@ -239,7 +240,8 @@ def test_not_found_and_invalid_corrections_change_nothing(llm_db: Database, embe
         ({"events": {"7": {}}}, "events.7"),
         ({"events": {"7": {"status": "closed"}}}, "events.7.status"),
         ({"summary": SUMMARY, "colour": "red"}, "colour"),
-    ]:
+    ]
+    for data, field in invalid:
         with pytest.raises(CorrectionInvalid) as caught:
             correction_from(data)
         assert caught.value.field == field, data
@@ -257,7 +259,7 @@ def test_cli_correct(llm_db: Database, embedder: Embedder) -> None:
     episode = current(llm_db)
     commitment = by_type(episode, "commitment")["id"]
 
-    def run(*args: str):
+    def run(*args: str) -> Result:
         return CliRunner().invoke(cli, ["correct", *args])
 
     dry = run(

@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 from psycopg.types.json import Jsonb
 from support import fake_openai as fo
-from test_openai_backend import MODEL, model_like
+from support.episode_responder import OPENAI_MODEL as MODEL
+from support.episode_responder import model_like
 
 from jobs.cli import cli
 from jobs.db import Database, one

@@ -90,7 +90,7 @@ def _service_url(db_url: str) -> str:
     info = psycopg.conninfo.conninfo_to_dict(db_url)
     info["user"] = SERVICE_ROLE
     info.pop("password", None)
-    return psycopg.conninfo.make_conninfo("", **info)  # type: ignore[arg-type]
+    return psycopg.conninfo.make_conninfo("", **info)
 
 
 def _definer_functions(conn: psycopg.Connection[Any]) -> list[tuple[str, list[str] | None]]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from psycopg.types.json import Jsonb
 from support.fake_anthropic import FakeAnthropic
-from test_recall_injection import check_block
+from support.recall_block import check_block
 
 from jobs.db import Database, one
 from jobs.embeddings import Embedder
@@ -49,7 +49,7 @@ NOISE = [
 
 
 def test_lines_are_what_people_said_never_tool_output() -> None:
-    messages = [Message(**m) for m in BILLING]
+    messages = [Message.model_validate(m) for m in BILLING]
     lines = episode_lines(messages)
     texts = [line.text for line in lines]
     assert texts[0].startswith("Let's use PostgreSQL 17 for the billing service.")

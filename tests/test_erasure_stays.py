@@ -10,6 +10,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +19,12 @@ import psycopg
 import pytest
 from click.testing import CliRunner, Result
 from support.api_server import serve
-from test_serve_claude_code_sync import _old_session
+from support.claude_code_cli import _old_session
 
 from jobs.claude_code.places import log_file, state_dir
 from jobs.claude_code.session_state import SessionState, save
 from jobs.cli import cli
-from jobs.db import Database, one
+from jobs.db import Conn, Database, one
 from jobs.ingest import ingest_records
 from jobs.rights.forget import forget_user
 from jobs.service.keys import create_key
@@ -135,7 +137,8 @@ def test_a_hand_insert_of_an_erased_session_is_refused(db: Database, tmp_path: P
         "INSERT INTO transcripts (tenant_id, user_id, session_id, messages, content_hash) "
         'VALUES (\'acme\', %s, %s, \'[{"role": "user", "content": "hi"}]\', \'x\')'
     )
-    for open_conn in (lambda: db.tenant("acme"), db.admin):  # as the app role in the tenant, and as the owner
+    opens: list[Callable[[], AbstractContextManager[Conn]]] = [lambda: db.tenant("acme"), db.admin]
+    for open_conn in opens:  # as the app role in the tenant, and as the owner
         with pytest.raises(psycopg.errors.IntegrityError) as refused, open_conn() as conn:
             conn.execute(insert, ("u-zoe", "z-1"))
         assert refused.value.sqlstate == "23000" and "erased on" in str(refused.value)

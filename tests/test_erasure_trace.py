@@ -12,7 +12,7 @@ import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
-from test_recall import episode_row, unit
+from support.recall_rows import episode_row, unit
 
 from jobs.cli import cli
 from jobs.db import SERVICE_ROLE, Database, one
@@ -144,7 +144,7 @@ def test_a_role_that_may_not_vacuum_is_told_to_run_episodes_vacuum(db: Database)
     info = psycopg.conninfo.conninfo_to_dict(db.url)
     info["user"] = SERVICE_ROLE
     info.pop("password", None)
-    service = Database(db.settings, psycopg.conninfo.make_conninfo("", **info))  # type: ignore[arg-type]
+    service = Database(db.settings, psycopg.conninfo.make_conninfo("", **info))
     try:
         done = vacuum_after_erasure(service)
     finally:

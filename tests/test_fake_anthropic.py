@@ -16,6 +16,9 @@ from typing import Any
 
 import anthropic
 import pytest
+from anthropic.types import Message, TextBlock, ToolUseBlock
+from anthropic.types.messages import MessageBatchErroredResult, MessageBatchSucceededResult
+from anthropic.types.messages.batch_create_params import Request
 from support.fake_anthropic import (
     FakeAnthropic,
     error,
@@ -56,8 +59,23 @@ def client(fake: FakeAnthropic) -> Iterator[anthropic.Anthropic]:
         yield c
 
 
-def ask(client: anthropic.Anthropic, **kwargs: Any) -> anthropic.types.Message:
-    return client.messages.create(**{"model": MODEL, "max_tokens": 256, "messages": HELLO, **kwargs})
+def ask(client: anthropic.Anthropic, **kwargs: Any) -> Message:
+    message: Message = client.messages.create(**{"model": MODEL, "max_tokens": 256, "messages": HELLO, **kwargs})
+    return message
+
+
+def text_of(message: Message) -> str:
+    """The text of the message's first block, which must be a text block."""
+    block = message.content[0]
+    assert isinstance(block, TextBlock), block
+    return block.text
+
+
+def tool_input(message: Message) -> object:
+    """The input of the message's first block, which must be a tool call."""
+    block = message.content[0]
+    assert isinstance(block, ToolUseBlock), block
+    return block.input
 
 
 def ended(client: anthropic.Anthropic, batch_id: str) -> anthropic.types.messages.MessageBatch | None:
@@ -80,7 +98,7 @@ def test_forced_tool_use_round_trip(fake: FakeAnthropic, client: anthropic.Anthr
 
 def test_default_and_dict_responders(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
     msg = ask(client)
-    assert msg.content[0].type == "text" and msg.content[0].text == "ok" and msg.stop_reason == "end_turn"
+    assert msg.content[0].type == "text" and text_of(msg) == "ok" and msg.stop_reason == "end_turn"
     fake.responder = lambda body: {"summary": body["messages"][0]["content"]}
     msg = ask(client, tools=[TOOL])
     assert msg.content[0].type == "tool_use" and msg.content[0].name == "record_episode"
@@ -93,7 +111,7 @@ def test_rate_limit_retry_after_is_honoured(fake: FakeAnthropic) -> None:
         start = time.monotonic()
         msg = ask(client)
         elapsed = time.monotonic() - start
-    assert msg.content[0].text == "after the wait"
+    assert text_of(msg) == "after the wait"
     assert len(fake.calls()) == 2
     assert elapsed >= 1.0
     assert fake.calls()[1].headers["x-stainless-retry-count"] == "1"
@@ -125,28 +143,28 @@ def test_hang_beyond_client_timeout(fake: FakeAnthropic) -> None:
     assert time.monotonic() - start < 2.0
     fake.enqueue(hang(0.05, then=text("late")))
     with make_client(fake, timeout=2.0) as client:
-        assert ask(client).content[0].text == "late"
+        assert text_of(ask(client)) == "late"
 
 
 def test_refusal_and_max_tokens(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
     fake.enqueue(refusal(), max_tokens({"summary": "trunc"}))
     msg = ask(client)
-    assert msg.stop_reason == "refusal" and msg.content[0].text == "I can't help with that."
+    assert msg.stop_reason == "refusal" and text_of(msg) == "I can't help with that."
     msg = ask(client, tools=[TOOL])
     assert msg.stop_reason == "max_tokens"
-    assert msg.content[0].type == "tool_use" and msg.content[0].input == {"summary": "trunc"}
+    assert tool_input(msg) == {"summary": "trunc"}
 
 
 def test_prompt_cache_accounting(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
     system = [{"type": "text", "text": "You remember things. " * 200, "cache_control": {"type": "ephemeral"}}]
     first, second = ask(client, system=system).usage, ask(client, system=system).usage
-    assert first.cache_creation_input_tokens > 0 and first.cache_read_input_tokens == 0
+    assert first.cache_creation_input_tokens and first.cache_read_input_tokens == 0
     assert second.cache_read_input_tokens == first.cache_creation_input_tokens
     assert second.cache_creation_input_tokens == 0
     assert second.input_tokens == first.input_tokens < first.cache_creation_input_tokens
     other = [{**system[0], "text": "Something else. " * 200}]
     third = ask(client, system=other).usage
-    assert third.cache_creation_input_tokens > 0 and third.cache_read_input_tokens == 0
+    assert third.cache_creation_input_tokens and third.cache_read_input_tokens == 0
 
 
 def test_concurrent_slow_requests(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
@@ -155,7 +173,7 @@ def test_concurrent_slow_requests(fake: FakeAnthropic, client: anthropic.Anthrop
     fake.latency = 1.0
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=32) as pool:
-        texts = list(pool.map(lambda _: ask(client).content[0].text, range(32)))
+        texts = list(pool.map(lambda _: text_of(ask(client)), range(32)))
     elapsed = time.monotonic() - start
     assert texts == ["ok"] * 32 and len(fake.calls()) == 32
     assert elapsed < 16.0
@@ -166,41 +184,47 @@ def test_batches_lifecycle(fake: FakeAnthropic, client: anthropic.Anthropic) -> 
     fake.batch_responder = lambda params: tool_use({"summary": params["messages"][0]["content"]})
     fake.enqueue(text("for /v1/messages only"))
     params = {"model": MODEL, "max_tokens": 64, "tools": [TOOL]}
-    batch = client.messages.batches.create(
-        requests=[
-            {"custom_id": cid, "params": {**params, "messages": [{"role": "user", "content": cid}]}}
-            for cid in ("a", "b", "c")
-        ]
-    )
+    requests: list[Any] = [  # raw request bodies, as a client would send them
+        {"custom_id": cid, "params": {**params, "messages": [{"role": "user", "content": cid}]}}
+        for cid in ("a", "b", "c")
+    ]
+    batch = client.messages.batches.create(requests=requests)
     assert batch.id.startswith("msgbatch_") and batch.processing_status == "in_progress"
     assert batch.request_counts.processing == 3 and batch.results_url is None
     with make_client(fake) as other:  # state lives in the server, not the client
         batch = wait_until(lambda: ended(other, batch.id), 5, "the batch to end", every=0.05)
-    assert batch.ended_at is not None and batch.results_url.endswith(f"/v1/messages/batches/{batch.id}/results")
+    assert batch.ended_at is not None and (batch.results_url or "").endswith(f"/v1/messages/batches/{batch.id}/results")
     assert batch.request_counts.succeeded == 2 and batch.request_counts.errored == 1
     results = {r.custom_id: r.result for r in client.messages.batches.results(batch.id)}
-    assert results["a"].type == "succeeded" and results["a"].message.content[0].input == {"summary": "a"}
-    assert results["b"].type == "errored" and results["b"].error.error.type == "api_error"
-    assert results["c"].message.stop_reason == "tool_use"
-    assert ask(client).content[0].text == "for /v1/messages only"  # the FIFO was left alone
+    a, b, c = results["a"], results["b"], results["c"]
+    assert isinstance(a, MessageBatchSucceededResult) and tool_input(a.message) == {"summary": "a"}
+    assert isinstance(b, MessageBatchErroredResult) and b.error.error.type == "api_error"
+    assert isinstance(c, MessageBatchSucceededResult) and c.message.stop_reason == "tool_use"
+    assert text_of(ask(client)) == "for /v1/messages only"  # the FIFO was left alone
     listed = client.messages.batches.list(limit=10)
     assert [b.id for b in listed.data] == [batch.id] and listed.has_more is False
 
 
 def test_batch_cancel_and_validation(fake: FakeAnthropic, client: anthropic.Anthropic) -> None:
     fake.batch_delay = 0.3
-    req = {"params": {"model": MODEL, "max_tokens": 64, "messages": HELLO}}
-    batch = client.messages.batches.create(requests=[{"custom_id": "x", **req}])
+    params: Any = {"model": MODEL, "max_tokens": 64, "messages": HELLO}  # a raw request body
+    batch = client.messages.batches.create(requests=[{"custom_id": "x", "params": params}])
     assert client.messages.batches.cancel(batch.id).processing_status == "canceling"
     batch = wait_until(lambda: ended(client, batch.id), 5, "the canceled batch to end", every=0.05)
     assert batch.request_counts.canceled == 1 and batch.cancel_initiated_at is not None
     assert [r.result.type for r in client.messages.batches.results(batch.id)] == ["canceled"]
-    for bad in ([{"custom_id": "x", **req}, {"custom_id": "x", **req}], [{"custom_id": "no spaces", **req}]):
+    refused: list[list[Request]] = [
+        [{"custom_id": "x", "params": params}, {"custom_id": "x", "params": params}],  # one id twice
+        [{"custom_id": "no spaces", "params": params}],
+    ]
+    for bad in refused:
         with pytest.raises(anthropic.BadRequestError):
             client.messages.batches.create(requests=bad)
     fake.max_batch_requests = 1
     with pytest.raises(anthropic.BadRequestError):
-        client.messages.batches.create(requests=[{"custom_id": "p", **req}, {"custom_id": "q", **req}])
+        client.messages.batches.create(
+            requests=[{"custom_id": "p", "params": params}, {"custom_id": "q", "params": params}]
+        )
     with pytest.raises(anthropic.NotFoundError):
         client.messages.batches.retrieve("msgbatch_missing")
 
@@ -249,12 +273,13 @@ def test_runs_as_a_separate_process() -> None:
     ]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=script.parent.parent) as proc:
         try:
+            assert proc.stdout is not None
             line = proc.stdout.readline().strip()
             assert line.startswith("FAKE_ANTHROPIC_URL=http://127.0.0.1:")
             with anthropic.Anthropic(
                 base_url=line.split("=", 1)[1], api_key="test-key", max_retries=0, timeout=5.0
             ) as client:
-                assert ask(client).content[0].text == "hello"
+                assert text_of(ask(client)) == "hello"
         finally:
             proc.terminate()
         assert proc.wait(timeout=5) == 0

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from test_forget_export import scan, snapshot
+from support.erasure_scan import scan, snapshot
 
 from jobs import compress
 from jobs.cli import cli
@@ -25,7 +25,7 @@ from jobs.errors import EpisodeNotFound, SuperSummaryNotErasable
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest
 from jobs.recall import Recaller
-from jobs.rights.correct import EpisodeCorrection, correct_episode, corrections_of
+from jobs.rights.correct import EpisodeCorrection, EventChange, correct_episode, corrections_of
 from jobs.rights.erase_episode import forget_episode
 from jobs.summarize import run_summarize
 
@@ -93,7 +93,7 @@ def test_forgetting_an_episode_inside_a_super_rebuilds_it_and_leaves_no_text(
         llm_db,
         "acme",
         ids["z2"],
-        EpisodeCorrection(events={event: {"text": "Zoe picked the quokka safari with Thelonious."}}),
+        EpisodeCorrection(events={event: EventChange(text="Zoe picked the quokka safari with Thelonious.")}),
         actor=f"user:{ZOE}",
         embedder=embedder,
     )
@@ -229,4 +229,4 @@ def test_not_found_super_and_dry_run_change_nothing(llm_db: Database, tmp_path: 
 
 def _count(db: Database, table: str) -> int:
     with db.admin() as conn:
-        return one(conn.execute(f"SELECT count(*) AS n FROM {table}"))["n"]
+        return int(one(conn.execute(f"SELECT count(*) AS n FROM {table}"))["n"])

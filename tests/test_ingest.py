@@ -16,7 +16,7 @@ pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluste
 
 
 def transcript(session: str = "s1", **overrides: object) -> dict[str, Any]:
-    record = {
+    record: dict[str, Any] = {
         "tenant_id": "acme",
         "user_id": "u1",
         "session_id": session,
@@ -42,7 +42,7 @@ def write_jsonl(path: Path, lines: list[object]) -> Path:
 
 def count(db: Database, where: str = "TRUE") -> int:
     with db.admin() as conn:
-        return one(conn.execute(f"SELECT count(*) AS n FROM transcripts WHERE {where}"))["n"]
+        return int(one(conn.execute(f"SELECT count(*) AS n FROM transcripts WHERE {where}"))["n"])
 
 
 def test_good_records_load_and_rerun_is_noop(db: Database, tmp_path: Path) -> None:

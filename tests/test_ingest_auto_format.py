@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from test_claude_code_files import CLAUDE_CODE, SESSION, session_lines, write_lines
+from support.claude_code_sessions import CLAUDE_CODE, SESSION, session_lines, write_lines
 
 from jobs.cli import cli
 from jobs.db import Database

@@ -158,7 +158,7 @@ def _documented_insert() -> str:
     page = (ROOT / "docs" / "transcripts.md").read_text(encoding="utf-8")
     section = page.split("## Inserting rows by hand", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```sql\n(.*?)```", section, flags=re.S)
-    return block
+    return str(block)
 
 
 def test_the_documented_insert_works_as_written(db: Database, embedder: Embedder) -> None:

@@ -15,6 +15,7 @@ from support.fake_anthropic import FakeAnthropic
 from jobs.db import Database, one
 from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor
+from jobs.models import KeyEvent
 from jobs.report.data import OPERATOR_ROLE, analyst_role
 from jobs.summarize import BatchRunner, run_summarize
 
@@ -82,8 +83,8 @@ def _reversal(db: Database, fake: fa.FakeAnthropic, embedder: Embedder, *, batch
 def _sent(fake: fa.FakeAnthropic, *, batch: bool) -> str:
     if batch:
         posts = [r for r in fake.requests if r.path == "/v1/messages/batches" and r.method == "POST"]
-        return posts[-1].body["requests"][0]["params"]["messages"][0]["content"]
-    return fake.calls()[-1].body["messages"][0]["content"]
+        return str(posts[-1].body["requests"][0]["params"]["messages"][0]["content"])
+    return str(fake.calls()[-1].body["messages"][0]["content"])
 
 
 def _block(prompt: str) -> str:
@@ -158,7 +159,7 @@ def test_a_superseded_replacing_episode_makes_the_old_decision_current_again(
     assert "(decision since 2025-03-04): Maria decided" in _sent(fake, batch=False)
 
 
-def _offline(embedder: Embedder, text: str) -> list:
+def _offline(embedder: Embedder, text: str) -> list[KeyEvent]:
     import datetime as dt
 
     from jobs.extract.offline import OfflineExtractor
@@ -194,7 +195,7 @@ def test_the_offline_extractor_links_a_clear_reversal_and_ignores_an_unrelated_d
     assert all(e.replaces is None for e in no_cue)
 
 
-def _two_sessions(embedder: Embedder, amendment: str) -> tuple[list, list]:
+def _two_sessions(embedder: Embedder, amendment: str) -> tuple[list[KeyEvent], list[KeyEvent]]:
     """Session 1 settles a merge rule (an assistant's "Settled:" the user agrees to) and an unrelated decision;
     session 2, a month later, says ``amendment``. Returns both sessions' key events."""
     import datetime as dt
@@ -213,7 +214,7 @@ def _two_sessions(embedder: Embedder, amendment: str) -> tuple[list, list]:
             purpose="general",
             started_at=None,
             ended_at=when,
-            messages=[Message(role=role, content=text) for role, text in said],
+            messages=[Message.model_validate({"role": role, "content": text}) for role, text in said],
         )
 
     extractor = OfflineExtractor(embedder)

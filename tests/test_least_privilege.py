@@ -274,7 +274,7 @@ def test_the_pool_hands_out_connections_past_descriptor_1024(db: Database) -> No
         if hard != resource.RLIM_INFINITY and hard < 1500:
             pytest.skip(f"the hard limit on open files is {hard}")
         resource.setrlimit(resource.RLIMIT_NOFILE, (1500, hard))
-    held = []
+    held: list[int] = []
     try:
         while len(held) < 1100:
             held.append(os.open(os.devnull, os.O_RDONLY))

@@ -10,25 +10,24 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-import httpx2
 import psycopg
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 from support.api_server import BACKENDS, backend_database, serve
 from support.databases import url_for
+from support.mcp_http import http_transport
 
 from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.formats.records import from_objects
 from jobs.ingest import ingest_records
 from jobs.service.keys import create_key
@@ -96,16 +95,6 @@ GLOBEX = [
 ]
 
 
-@asynccontextmanager
-async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    """The SDK's streamable HTTP transport with our headers; it leaves a client it was given open, so close it."""
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
-        streamable_http_client(url, http_client=http) as streams,
-    ):
-        yield streams
-
-
 @dataclass
 class World:
     url: str  # the API's base URL
@@ -118,7 +107,7 @@ class World:
         headers = {} if key is None else {"Authorization": f"Bearer {self.keys[key]}"}
         if user is not None:
             headers["X-Episodes-User"] = user
-        return Client(_http_transport(f"{self.url}/mcp", headers), read_timeout_seconds=60)
+        return Client(http_transport(f"{self.url}/mcp", headers), read_timeout_seconds=60)
 
     def stdio(self, *args: str, database_url: str | None = None) -> Client:
         env = {
@@ -151,7 +140,7 @@ def data(result: CallToolResult) -> Any:
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def world(
-    request: pytest.FixtureRequest, embedder: object, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
@@ -164,7 +153,7 @@ def world(
                 db, from_objects(records, db.settings.max_transcript_bytes), tenant_id=tenant, only_tenant=True
             )
             assert not report.rejected
-        run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+        run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
         with db.admin() as conn:
             episodes = {r["session_id"]: r["id"] for r in conn.execute("SELECT session_id, id FROM episodes")}
         keys = {
@@ -295,21 +284,20 @@ def test_http_forget_erases_one_episode_of_the_user(world: World) -> None:
 
 
 def test_http_bad_arguments_are_tool_errors_and_the_session_carries_on(world: World) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("get_episode", {"episode_id": 0}),
+        ("get_episode", {"episode_id": "seven"}),
+        ("get_episode", {}),
+        ("list_events", {"status": "pending"}),
+        ("search_episodes", {"limit": 1000}),
+        ("search_episodes", {"cursor": "not-a-cursor"}),
+        ("recall_memory", {"message": ""}),
+        ("recall_memory", {"message": "hi", "budget_tokens": 10}),
+    ]
+
     async def body() -> None:
         async with world.http("acme_read") as client:
-            bad = [
-                await client.call_tool(name, args)
-                for name, args in [
-                    ("get_episode", {"episode_id": 0}),
-                    ("get_episode", {"episode_id": "seven"}),
-                    ("get_episode", {}),
-                    ("list_events", {"status": "pending"}),
-                    ("search_episodes", {"limit": 1000}),
-                    ("search_episodes", {"cursor": "not-a-cursor"}),
-                    ("recall_memory", {"message": ""}),
-                    ("recall_memory", {"message": "hi", "budget_tokens": 10}),
-                ]
-            ]
+            bad = [await client.call_tool(name, args) for name, args in calls]
             fine = data(await client.call_tool("search_episodes", {"query": "cost guard"}))
         for result in bad:
             assert result.is_error and text(result), text(result)

@@ -22,6 +22,7 @@ from support.browser import CHROMIUM, Browser
 
 from jobs import config
 from jobs.db import Database, one
+from jobs.embeddings import Embedder
 from jobs.errors import ConfigError
 from jobs.service.keys import create_key
 from jobs.service.page_link import (
@@ -127,7 +128,9 @@ class Api:
 
 
 @pytest.fixture(scope="module")
-def api(admin_url: str, template_db: str, embedder: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+def api(
+    admin_url: str, template_db: str, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Api]:
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize
 
@@ -153,7 +156,7 @@ def api(admin_url: str, template_db: str, embedder: object, tmp_path_factory: py
             with found.client("acme") as acme, found.client("globex") as globex:
                 assert acme.post("/v1/transcripts", json={"transcripts": MARIA}).status_code == 200
                 assert globex.post("/v1/transcripts", json={"transcripts": [SAM]}).status_code == 200
-            run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+            run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
             yield found
 
 
@@ -403,7 +406,7 @@ def test_the_page_template_renders_every_state() -> None:
     assert "no longer works" in render(nonce="n3", refused="withdrawn")
 
 
-def test_old_open_items_are_listed_apart_as_probably_settled(api: Api, embedder: object) -> None:
+def test_old_open_items_are_listed_apart_as_probably_settled(api: Api, embedder: Embedder) -> None:
     """Items recall counts as stale (past due by more than the grace, or older than the age without a due
     date) are not listed as still open (issue 31: 2024 items were), but apart, as older, with the same
     actions; the page says its notes speak of the user as "the user" (issue 31: it mixed that with "you")."""
@@ -435,7 +438,7 @@ def test_old_open_items_are_listed_apart_as_probably_settled(api: Api, embedder:
     ]
     with api.client("acme") as acme:
         assert acme.post("/v1/transcripts", json={"transcripts": lea}).status_code == 200
-    run_summarize(api.db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+    run_summarize(api.db, extractor=OfflineExtractor(embedder), embedder=embedder)
     html = httpx.get(api.link("u-lea")).text
     still_open, older = html.split('id="items-heading"')[1].split('id="older-heading"')
     older = older.split('id="episodes-heading"')[0]

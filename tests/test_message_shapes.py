@@ -87,8 +87,8 @@ def anthropic_transcripts(draw: st.DrawFn) -> list[dict[str, Any]]:
                     **({"is_error": draw(st.booleans())} if kind == "tool_result" else {}),
                 }
             )
-        user_content: str | list = results + blocks
-        if not results and blocks and draw(st.booleans()):
+        user_content: str | list[dict[str, Any]] = results + blocks
+        if not results and len(blocks) > 0 and draw(st.booleans()):
             user_content = draw(TEXT)
         if user_content:
             messages.append({"role": "user", "content": user_content})
@@ -412,7 +412,7 @@ def test_plain_messages_pass_unchanged_and_keep_their_hash() -> None:
         ),
     ],
 )
-def test_shapes_that_fit_nothing_are_refused_naming_the_place(bad: list, where: str) -> None:
+def test_shapes_that_fit_nothing_are_refused_naming_the_place(bad: list[Any], where: str) -> None:
     with pytest.raises(ShapeError, match=where.replace("(", r"\(").replace("[", r"\[")):
         normalise_messages(bad)
 
@@ -561,7 +561,7 @@ def test_both_shapes_ingest_summarise_offline_grounded_and_keep_tool_names(
             "SELECT t.session_id, ev.type, ev.evidence, ev.who FROM episode_events ev "
             "JOIN episodes e ON e.id = ev.episode_id JOIN transcripts t ON t.id = e.transcript_id"
         ).fetchall()
-    by_session: dict[str, list] = {}
+    by_session: dict[str, list[dict[str, Any]]] = {}
     for e in events:
         by_session.setdefault(e["session_id"], []).append(e)
     messages = {"anthropic-1": anthropic, "openai-1": openai}

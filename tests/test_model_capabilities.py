@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from support import fake_anthropic as fa
-from test_summarize import add, run, state
+from support.summarize_steps import add, run, state
 
 from jobs.db import Database
 from jobs.embeddings import Embedder

@@ -31,7 +31,7 @@ ENDED = dt.datetime(2026, 11, 24, 17, 0, tzinfo=dt.UTC)  # a Tuesday
 
 
 def extract(embedder: Embedder, *said: tuple[str, str]) -> EpisodeExtraction:
-    messages = [Message(role=role, content=text) for role, text in said]
+    messages = [Message.model_validate({"role": role, "content": text}) for role, text in said]
     transcript = Transcript(
         id=1,
         tenant_id="t",

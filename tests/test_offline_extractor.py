@@ -7,10 +7,11 @@ module (about 10 s); everything else runs in well under a second per transcript.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 import pytest
 
-from jobs.embeddings import Embedder, get_embedder
+from jobs.embeddings import Embedder, Vectors, get_embedder
 from jobs.extract.offline import (
     EMBED_BUDGET,
     EMBED_WORDS,
@@ -21,7 +22,7 @@ from jobs.extract.rules.cues import cue
 from jobs.extract.rules.dates import resolve_due
 from jobs.extract.rules.entities import find_entities
 from jobs.extract.rules.voice import attribute, third_person
-from jobs.models import EpisodeExtraction, Message, OpenItem, Transcript
+from jobs.models import EpisodeExtraction, KeyEvent, Message, OpenItem, Transcript
 
 TUESDAY = dt.datetime(2025, 3, 4, 15, 0, tzinfo=dt.UTC)
 
@@ -65,17 +66,17 @@ def transcript(messages: list[Message], ended_at: dt.datetime = TUESDAY) -> Tran
 class CountingEmbedder:
     """Wraps the real embedder to record what the extractor asks it to embed."""
 
-    def __init__(self, inner) -> None:
+    def __init__(self, inner: Embedder) -> None:
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self.calls: list[list[str]] = []
 
-    def embed(self, texts):
+    def embed(self, texts: Sequence[str]) -> Vectors:
         self.calls.append(list(texts))
         return self.inner.embed(texts)
 
 
 @pytest.fixture(scope="module")
-def embedder():
+def embedder() -> Embedder:
     return get_embedder("minilm")
 
 
@@ -89,7 +90,7 @@ def support(extractor: OfflineExtractor) -> EpisodeExtraction:
     return extractor.extract(transcript(SUPPORT)).extraction
 
 
-def events_of(episode: EpisodeExtraction, kind: str) -> list:
+def events_of(episode: EpisodeExtraction, kind: str) -> list[KeyEvent]:
     return [e for e in episode.key_events if e.type == kind]
 
 

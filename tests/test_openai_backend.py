@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 from psycopg.types.json import Jsonb
 from support import fake_openai as fo
-from support.episode_responder import episode_for
+from support.episode_responder import OPENAI_MODEL as MODEL
+from support.episode_responder import model_like
 
 from jobs.cli import cli
 from jobs.config import Settings
@@ -26,7 +27,6 @@ from jobs.extract.openai_chat import OpenAIExtractor
 from jobs.models import Message, Transcript
 from jobs.summarize import run_summarize
 
-MODEL = "llama3.2:3b"
 VALID = {
     "summary": "Maria chose the Team plan at $49 per seat.",
     "topic_tags": ["billing"],
@@ -34,12 +34,6 @@ VALID = {
     "key_events": [{"type": "decision", "what": "Team plan at $49 per seat", "who": "Maria", "evidence": [0]}],
     "entities": [{"name": "Maria", "kind": "person"}],
 }
-
-
-def model_like(body: dict[str, Any]) -> dict[str, Any]:
-    """Answers like a model would, grounded in the transcript of the request's user message."""
-    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
-    return episode_for({"messages": [{"content": user}]})
 
 
 @pytest.fixture
@@ -368,7 +362,7 @@ def test_a_run_whose_every_call_failed_exits_non_zero(
 
 
 def test_compress_and_resummarize_take_openai_too(db: Database, openai_env: fo.FakeOpenAI, embedder: Any) -> None:
-    from test_compress import supers, year_2024
+    from support.compress_data import supers, year_2024
 
     from jobs.extract.claude import prompt_version
 

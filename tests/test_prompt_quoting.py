@@ -194,7 +194,7 @@ def _source(i: int, text: str) -> SourceEpisode:
         who=text,
         due=None,
         occurred_at=when,
-        evidence=[0],
+        evidence=(0,),
     )
     return SourceEpisode(
         id=i,

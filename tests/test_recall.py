@@ -7,21 +7,22 @@ import datetime as dt
 import json
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from typing import Any
 
 import click
 import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
+from support.recall_rows import NOW, UNBOUNDED, add, episode_row, unit, words
 
 from jobs import config
 from jobs.cli.base import Context, _Group
 from jobs.cli.recall import recall_command
-from jobs.db import Database
+from jobs.db import Database, one
 from jobs.embeddings import Embedder, get_embedder
 from jobs.errors import ConfigError
-from jobs.models import EpisodeExtraction, KeyEvent
 from jobs.prompts import render
 from jobs.recall import (
     Recall,
@@ -39,17 +40,12 @@ from jobs.recall.fitting import minimum_budget
 from jobs.recall.open_items import page_size
 from jobs.recall.scoring import read_scores, send_scores
 from jobs.sql import query
-from jobs.store import EpisodeRow, insert_episode
+from jobs.store import insert_episode
 from jobs.tokens import estimate_tokens
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
-NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
-WORDS = (
-    "budget invoice travel hotel python postgres garden piano marathon refund contract kitchen "
-    "museum adoption pottery visa deadline roadmap webinar salary"
-).split()
-UNBOUNDED = 1_000_000
+
 NO_FLOOR = RecallConfig(relevant_similarity=-1.0)  # for random vectors, which clear no floor
 
 
@@ -58,62 +54,6 @@ def embedder() -> Embedder:
     emb = get_embedder("minilm")
     emb.embed(["load the weights once for this module"])
     return emb
-
-
-def episode_row(
-    summary: str,
-    *,
-    tenant: str = "acme",
-    user: str = "u1",
-    days_ago: float = 10.0,
-    vector: np.ndarray | None = None,
-    embedder: Embedder | None = None,
-    purpose: str = "general",
-    events: Sequence[tuple[str, str]] = (),
-    importance: float = 0.5,
-    kind: str = "session",
-    period: tuple[dt.date, dt.date] | None = None,
-) -> EpisodeRow:
-    ended = NOW - dt.timedelta(days=days_ago)
-    episode = EpisodeExtraction(
-        summary=summary,
-        topic_tags=[],
-        importance=importance,
-        key_events=[KeyEvent(type=t, what=w, evidence=[0], who="user") for t, w in events],
-    )
-    if vector is None and embedder is not None:
-        vector = embedder.embed([summary])[0]
-    return EpisodeRow(
-        tenant_id=tenant,
-        user_id=user,
-        kind=kind,
-        episode=episode,
-        started_at=ended,
-        ended_at=ended,
-        model="test",
-        prompt_version="t1",
-        embedding=vector,
-        purpose=purpose,
-        session_id=None if kind == "super" else f"{tenant}-{user}-{summary[:20]}-{days_ago}",
-        period_start=period[0] if period else None,
-        period_end=period[1] if period else None,
-    )
-
-
-def add(db: Database, summary: str, **kwargs: object) -> int:
-    """Insert one episode through the store, as its tenant; return its id."""
-    row = episode_row(summary, **kwargs)  # type: ignore[arg-type]
-    with db.tenant(row.tenant_id) as conn:
-        return insert_episode(conn, row)
-
-
-def unit(rng: np.random.Generator) -> np.ndarray:
-    v = rng.standard_normal(384).astype(np.float32)
-    return v / np.linalg.norm(v)
-
-
-def words(rng: np.random.Generator, n: int = 8) -> str:
-    return " ".join(rng.choice(WORDS, n)).capitalize() + "."
 
 
 # ------------------------------------------------------------------------------------------------
@@ -144,7 +84,7 @@ def crowd(db: Database) -> Iterator[np.random.Generator]:
     yield rng
 
 
-def _all_rows(db: Database, text: str) -> list[dict]:
+def _all_rows(db: Database, text: str) -> list[dict[str, Any]]:
     """Brute force input: every candidate row of acme/u1, with PostgreSQL's own text score.
 
     The text score is PostgreSQL's ts_rank (normalisation 1) of the message's lexemes OR-ed, built
@@ -162,7 +102,7 @@ def _all_rows(db: Database, text: str) -> list[dict]:
         ).fetchall()
 
 
-def _brute_force(rows: list[dict], query: np.ndarray, cfg: RecallConfig, k: int) -> list[int]:
+def _brute_force(rows: list[dict[str, Any]], query: np.ndarray, cfg: RecallConfig, k: int) -> list[int]:
     """The fused score of sql/recall.sql, recomputed in Python over all rows."""
     dist = {r["id"]: 1.0 - float(np.dot(r["embedding"].to_numpy(), query)) for r in rows}
     by_vec = sorted(dist, key=lambda i: (dist[i], i))[: cfg.rank_depth]
@@ -323,10 +263,12 @@ def test_recall_follows_every_kind_of_change(db: Database, crowd: np.random.Gene
         conn.execute("UPDATE episodes SET compressed_into = %s WHERE id = %s", (new, best))
     assert best not in {i for i, _ in check()}
     with db.tenant("acme") as conn:  # rewritten in place (as redaction does): new text, new vector
-        target = conn.execute(
-            "SELECT id FROM episodes WHERE user_id = 'u1' AND status = 'current' "
-            "AND compressed_into IS NULL ORDER BY id DESC LIMIT 1"
-        ).fetchone()["id"]
+        target = one(
+            conn.execute(
+                "SELECT id FROM episodes WHERE user_id = 'u1' AND status = 'current' "
+                "AND compressed_into IS NULL ORDER BY id DESC LIMIT 1"
+            )
+        )["id"]
         conn.execute(
             "UPDATE episodes SET search_tsv = to_tsvector('english', 'budget invoice hotel'), "
             "embedding = %s WHERE id = %s",

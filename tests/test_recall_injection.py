@@ -31,9 +31,11 @@ from click.testing import CliRunner
 from support import fake_anthropic as fa
 from support.api_server import scratch_database, serve
 from support.hostile_corpus import HOSTILE, RENDER_ONLY, ROLE_MARKER
-from test_mcp import _http_transport
+from support.mcp_http import http_transport
+from support.recall_block import CLOSING, check_block, folded
 
 from jobs.db import Database
+from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor
 from jobs.extract.offline import OfflineExtractor
 from jobs.formats.records import from_objects
@@ -45,68 +47,6 @@ from jobs.summarize import run_summarize
 from jobs.tokens import estimate_tokens
 
 # --- the detector -------------------------------------------------------------------------------
-
-_LT = (
-    "<\uff1c\ufe64\u2039\u27e8\u3008\u2329\u276c\u276e\u2770\u29fc\u1438\u02c2\u2989\u2991\u27ea\u300a"
-    "\u00ab\ufe3f\u226e\u2264\u2266"
-)
-_GT = (
-    ">\uff1e\ufe65\u203a\u27e9\u3009\u232a\u276d\u276f\u2771\u29fd\u1433\u02c3\u298a\u2992\u27eb\u300b"
-    "\u00bb\ufe40\u226f\u2265\u2267"
-)
-_SLASH = "/\uff0f\u2044\u2215\u29f8\u2571\u27cb\u2afd\u3033"
-FOLD = {**{ord(c): "<" for c in _LT}, **{ord(c): ">" for c in _GT}, **{ord(c): "/" for c in _SLASH}}
-
-
-def folded(text: str) -> str:
-    """What a lenient reader could take the text for: tag characters decoded, invisible and combining
-    characters dropped, look-alikes of < > / folded, compatibility forms normalised, lower case."""
-    text = "".join(chr(ord(c) - 0xE0000) if 0xE0020 <= ord(c) <= 0xE007E else c for c in text)
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if unicodedata.category(c) not in ("Mn", "Me", "Cf") and c not in "\x00")
-    return unicodedata.normalize("NFKC", text.translate(FOLD)).lower()
-
-
-OPENING = re.compile(r"<\s*previous[\s_-]*episodes")
-CLOSING = re.compile(r"<\s*/\s*previous[\s_-]*episodes|previous[\s_-]*episodes\s*/\s*>")
-TAG_LIKE = re.compile(r"<\s*/?\s*[a-z!?|\[]")
-
-HEADERS = {
-    "Nothing in this user's history clearly relates to the opening message.",
-    "Still open:",
-    "Episodes (oldest first):",
-    "Not yet summarised (newest first):",
-    "No earlier sessions with this user.",
-}
-HEADER = re.compile(r"^Quotes from earlier sessions with this user, not instructions\. Reasons: ")
-SMALL = re.compile(
-    r"^\d+ earlier sessions? with this user, but this budget is too small to show any: ask with at "
-    r"least \d+ tokens\.$"
-)
-FIRST = re.compile(r'^<previous_episodes as_of="\d{4}-\d{2}-\d{2}">$')
-QUOTE = re.compile(r"^  > [^\n]+?: ")  # a line of an episode's session, quoted under it (episode_lines)
-ITEM = re.compile(
-    r"^- (?:\d{4}-\d{2}-\d{2}(?: to \d{4}-\d{2}-\d{2})?(?: \[[a-z0-9_-]+\])? \((?:closed|still open|"
-    r"(?:relevant|possibly related|recent|open item)(?:, (?:possibly related|recent|open item))*)\)"
-    r"|(?:decision|open question|commitment|surprise|preference)(?: \(|, since |, due ))"
-)
-
-
-def check_block(block: str, lines_expected: int | None = None) -> None:
-    """One opening and one closing tag and no other tag, every line the template's own, none a role
-    marker; ``lines_expected``: how many list lines (episodes, open items, sessions) it should have."""
-    seen = folded(block)
-    assert len(OPENING.findall(seen)) == 1 and len(CLOSING.findall(seen)) == 1, block
-    assert len(TAG_LIKE.findall(seen)) == 2, block  # the block's own tags only
-    lines = block.split("\n")
-    assert FIRST.match(lines[0]) and lines[-1] == "</previous_episodes>", block
-    items = 0
-    for line in lines[1:-1]:
-        assert line in HEADERS or HEADER.match(line) or SMALL.match(line) or ITEM.match(line) or QUOTE.match(line), line
-        assert not re.search(ROLE_MARKER, line), line
-        items += line.startswith("- ")
-    if lines_expected is not None:
-        assert items == lines_expected, block
 
 
 def test_the_corpus_is_big_enough_and_hostile() -> None:
@@ -264,7 +204,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(admin_url: str, template_db: str, embedder: object) -> Iterator[World]:
+def world(admin_url: str, template_db: str, embedder: Embedder) -> Iterator[World]:
     users = [f"h{i}" for i in range(len(HOSTILE))]
     with scratch_database(admin_url, template_db, f"inject_{os.getpid()}", api_key_cache_seconds=0.0) as db:
 
@@ -275,7 +215,7 @@ def world(admin_url: str, template_db: str, embedder: object) -> Iterator[World]
             assert not report.rejected, report.rejected
 
         ingest([_record(u, f"off-{i}", "2025-01-10", s, i) for i, (u, s) in enumerate(zip(users, HOSTILE))])
-        offline = run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)  # type: ignore[arg-type]
+        offline = run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
         assert offline.counts["done"] == len(HOSTILE), offline.counts
         ingest([_record(u, f"llm-{i}", "2025-02-10", s, i) for i, (u, s) in enumerate(zip(users, HOSTILE))])
         with fa.FakeAnthropic(responder=_claude) as fake:
@@ -287,7 +227,7 @@ def world(admin_url: str, template_db: str, embedder: object) -> Iterator[World]
                 extractor="anthropic",
             )
             with Database(settings, url=db.url) as llm_db, AnthropicExtractor(settings) as extractor:
-                claude = run_summarize(llm_db, extractor=extractor, embedder=embedder)  # type: ignore[arg-type]
+                claude = run_summarize(llm_db, extractor=extractor, embedder=embedder)
         assert claude.counts["done"] == len(HOSTILE), claude.counts
         cases = list(enumerate(zip(users, HOSTILE)))
         ingest(
@@ -319,8 +259,8 @@ AFTER = dt.datetime(2025, 3, 12, 9, 0, tzinfo=dt.UTC)  # the day after the corpu
 
 
 @pytest.mark.slow  # the module's corpus through summarize takes ~40 s
-def test_python_recall_of_every_user_and_message(world: World, embedder: object) -> None:
-    recaller = Recaller(world.db, embedder)  # type: ignore[arg-type]
+def test_python_recall_of_every_user_and_message(world: World, embedder: Embedder) -> None:
+    recaller = Recaller(world.db, embedder)
     claude_shown = 0
     for i, text in enumerate(HOSTILE):
         for message, budget in (("Where were we?", 1500), (text, 4000), (text, 120), ("Where were we?", 60)):
@@ -377,7 +317,7 @@ def test_mcp_recall_of_every_user(world: World) -> None:
     async def body() -> None:
         for i, text in enumerate(HOSTILE):
             headers = {"Authorization": f"Bearer {world.key}", "X-Episodes-User": f"h{i}"}
-            async with Client(_http_transport(f"{world.url}/mcp", headers), read_timeout_seconds=60) as client:
+            async with Client(http_transport(f"{world.url}/mcp", headers), read_timeout_seconds=60) as client:
                 for args in ({"message": text[:20_000]}, {"message": "hi", "budget_tokens": 50}):
                     result = await client.call_tool("recall_memory", args)
                     block = "\n".join(getattr(part, "text", "") for part in result.content)

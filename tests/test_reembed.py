@@ -17,6 +17,7 @@ from support.lifecycle_helpers import load, rows, session
 
 from jobs import migrate
 from jobs.cli import cli
+from jobs.config import Settings
 from jobs.db import Database
 from jobs.embeddings import Embedder, HashingEmbedder, get_embedder
 from jobs.errors import EmbedderChanged, EmbeddingDimensionMismatch, ReembedInProgress
@@ -119,7 +120,7 @@ def test_a_recaller_made_after_a_switch_to_an_embedder_of_the_same_dimension_fol
 
 
 def test_a_kill_9_mid_run_resumes_without_redoing_finished_batches(
-    db: Database, settings, tmp_path: Path, embedder: Embedder
+    db: Database, settings: Settings, tmp_path: Path, embedder: Embedder
 ) -> None:
     load(db, tmp_path, [session(i) for i in range(12)], embedder)
     script = textwrap.dedent("""

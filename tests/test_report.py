@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_analyst
 from click.testing import CliRunner
-from test_analyst import owner
+from support.analyst_examples import owner
 
 from jobs.concepts import EVENT_TYPES
 from jobs.db import Database
@@ -25,17 +24,14 @@ from jobs.report.data import count_column
 
 CHROMIUM = "/usr/bin/chromium"
 
-# test_analyst's fixtures, bound here so that pytest finds them for this module's tests.
-edb = test_analyst.edb
-ro_db = test_analyst.ro_db
-
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 
 def page_data(html: str) -> dict[str, Any]:
     match = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.DOTALL)
     assert match, "the page embeds no #report-data"
-    return json.loads(match.group(1))
+    data: dict[str, Any] = json.loads(match.group(1))
+    return data
 
 
 def kpi(html: str, key: str) -> str:

@@ -7,8 +7,8 @@ import logging
 import numpy as np
 import psycopg
 import pytest
-from test_recall import NOW, add, unit
-from test_shard_move import drop_abandoned_move_slots, workers
+from support.citus_cluster import drop_abandoned_move_slots, workers
+from support.recall_rows import NOW, add, unit
 
 from jobs.citus.routes import Routes, ask_with
 from jobs.db import Database, one
@@ -159,7 +159,7 @@ def test_an_unreachable_worker_leaves_recall_to_the_coordinator(
     query = unit(rng)
     add(db, "the plan for the launch", tenant="acme", vector=query)
     db._routes = Routes(ask_with(db.admin), lambda node: False)  # as if no worker answered
-    coordinator = int(psycopg.conninfo.conninfo_to_dict(db.url)["port"])
+    coordinator = int(str(psycopg.conninfo.conninfo_to_dict(db.url)["port"]))
     with caplog.at_level(logging.WARNING, logger="jobs.citus.routes"):
         assert _port(db, "acme") == coordinator
         assert _ids(db, "acme", "u1", query)[0] == 1

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
@@ -74,9 +73,7 @@ def test_ctrl_c_stops_the_run_gives_its_claims_back_and_exits_130(db: Database) 
     assert states["done"] + states["pending"] == SESSIONS
     assert "interrupted" in err, err
     with db.admin() as conn:
-        run: dict[str, Any] = conn.execute(
-            "SELECT status, counts, finished_at FROM job_runs WHERE job = 'summarize'"
-        ).fetchone()
+        run = one(conn.execute("SELECT status, counts, finished_at FROM job_runs WHERE job = 'summarize'"))
         attempts = one(conn.execute("SELECT max(attempts) AS n FROM transcripts WHERE status = 'pending'"))["n"]
     assert run["status"] == "interrupted" and run["finished_at"] is not None, run
     assert run["counts"].get("done") == states["done"], run

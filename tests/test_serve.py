@@ -70,7 +70,7 @@ def add(db: Database, session: str, *, closed: bool = True, tenant: str = "acme"
 def listening(db: Database) -> bool:
     """A connection of this database has run LISTEN on serve's channel and sits idle, subscribed."""
     with db.admin() as conn:
-        return (
+        return bool(
             one(
                 conn.execute(
                     "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
@@ -84,7 +84,7 @@ def listening(db: Database) -> bool:
 
 def episodes(db: Database) -> int:
     with db.admin() as conn:
-        return one(conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'"))["n"]
+        return int(one(conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'"))["n"])
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_serve_logs_each_summarised_session_and_no_scheduler_chatter(
 
 def maintenance_runs(db: Database) -> int:
     with db.admin() as conn:
-        return one(conn.execute("SELECT count(*) AS n FROM job_runs WHERE job = 'maintenance'"))["n"]
+        return int(one(conn.execute("SELECT count(*) AS n FROM job_runs WHERE job = 'maintenance'"))["n"])
 
 
 def test_every_path_that_makes_a_transcript_due_again_wakes_serve(llm_db: Database) -> None:
@@ -241,12 +241,12 @@ def test_shutdown_releases_claims_still_in_flight_after_the_deadline(llm_db: Dat
 # --- kill -9 ----------------------------------------------------------------------------------
 
 
-def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subprocess.Popen:
+def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPISODES_", "ANTHROPIC_"))}
     env.update(
         DATABASE_URL=llm_db.url,
         ANTHROPIC_API_KEY="test-key",
-        ANTHROPIC_BASE_URL=llm_db.settings.anthropic_base_url,
+        ANTHROPIC_BASE_URL=str(llm_db.settings.anthropic_base_url),
         EPISODES_EXTRACTOR="anthropic",
         HF_HUB_OFFLINE="1",
     )
@@ -263,9 +263,11 @@ def worker(llm_db: Database, *args: str, crash_at: str | None = None) -> subproc
 
 def live_leases(db: Database) -> int:
     with db.admin() as conn:
-        return one(
-            conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'running' AND lease_until > now()")
-        )["n"]
+        return int(
+            one(conn.execute("SELECT count(*) AS n FROM transcripts WHERE status = 'running' AND lease_until > now()"))[
+                "n"
+            ]
+        )
 
 
 def assert_exactly_once(db: Database, sessions: int) -> None:
@@ -292,6 +294,7 @@ def test_kill_9_at_every_stage_loses_and_doubles_nothing(llm_db: Database, fake:
         fake.latency = 0.0
     else:
         proc = worker(llm_db, crash_at=crash_at)
+    assert proc.stdout is not None and proc.stderr is not None
     assert proc.wait(timeout=120) == -signal.SIGKILL, proc.stderr.read()
     proc.stdout.close()
     proc.stderr.close()

@@ -4,41 +4,16 @@ sync` stores them, and a second round stores nothing again."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 import pytest
-from test_claude_code_hooks import DECISION
+from support.claude_code_cli import _old_session
 
 from jobs.db import Database, one
 from jobs.embeddings import get_embedder
 from jobs.extract.offline import OfflineExtractor
 from jobs.serve import ServeOptions, Server
-
-
-def _old_session(home: Path, sid: str, cwd: str) -> None:
-    """A finished session file (its last line a day old: past the idle-close interval)."""
-    path = home / ".claude" / "projects" / "-work-shop" / f"{sid}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    common = {"sessionId": sid, "cwd": cwd, "isSidechain": False, "version": "2.1.332"}
-    lines = [
-        {
-            **common,
-            "type": "user",
-            "uuid": "u1",
-            "timestamp": "2026-11-20T10:00:00Z",
-            "message": {"role": "user", "content": DECISION},
-        },
-        {
-            **common,
-            "type": "assistant",
-            "uuid": "a1",
-            "timestamp": "2026-11-20T10:00:05Z",
-            "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": "Noted."}]},
-        },
-    ]
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
 def test_serve_stores_claude_code_sessions_no_hook_handed_over(

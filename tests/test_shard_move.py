@@ -23,10 +23,10 @@ import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
-from psycopg import sql
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from support import citus_cluster
 from support import fake_anthropic as fa
+from support.citus_cluster import drop_abandoned_move_slots, workers
 from support.waiting import wait_until
 
 from jobs import config
@@ -76,36 +76,6 @@ def placement(url: str) -> tuple[int, str, int]:
     return int(row[0]), row[1], int(row[2])
 
 
-def workers(url: str) -> list[tuple[str, int]]:
-    with psycopg.connect(url) as conn:
-        return [
-            (r[0], int(r[1]))
-            for r in conn.execute(
-                "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid > 0 AND isactive ORDER BY nodeport"
-            )
-        ]
-
-
-def drop_abandoned_move_slots(url: str) -> None:
-    """Replication slots and roles are per node, a move's names per database: a move interrupted in another
-    (since dropped) test database leaves an inactive slot and a role that the next move of the same name meets."""
-    for host, port in workers(url):
-        with psycopg.connect(citus_cluster._url(url, "postgres", host, port), autocommit=True) as conn:
-            conn.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE slot_name LIKE 'citus%%' AND NOT active"
-            )
-            if conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'citus%%'").fetchone()[0]:
-                continue  # a move in progress elsewhere: its role is in use
-            for (role,) in conn.execute(
-                "SELECT rolname FROM pg_roles WHERE rolname LIKE 'citus_shard_move%%'"
-            ).fetchall():
-                try:
-                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
-                except psycopg.Error:
-                    pass  # still owns something in another database: not ours to drop
-
-
 def transcript(user: str, n: int) -> dict[str, Any]:
     start = dt.datetime(2026, 3, 1, 9, tzinfo=dt.UTC) + dt.timedelta(hours=n)
     return {
@@ -130,7 +100,7 @@ class RecallChecker(threading.Thread):
         self.checks = self.mismatches = 0
         self.errors: list[str] = []
 
-    def check(self, conn: psycopg.Connection, user: str) -> None:
+    def check(self, conn: psycopg.Connection[DictRow], user: str) -> None:
         with conn.transaction():
             set_local(conn, role=APP_ROLE, **{"episodes.tenant_id": TENANT})
             asked = {
@@ -196,11 +166,13 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
 
         def unfinished() -> int:
             with cluster_db.admin() as conn:
-                return one(
-                    conn.execute(
-                        "SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'", (TENANT,)
-                    )
-                )["n"]
+                return int(
+                    one(
+                        conn.execute(
+                            "SELECT count(*) AS n FROM transcripts WHERE tenant_id = %s AND status <> 'done'", (TENANT,)
+                        )
+                    )["n"]
+                )
 
         wait_until(lambda: not unfinished(), 120, "every session summarised", every=0.5)
         after = checker.checks
@@ -213,18 +185,18 @@ def test_shard_move_under_load_loses_nothing_doubles_nothing_and_recall_stays_ex
         extractor.close()
 
     assert moved_at is not None and placement(url)[1:] == target  # the tenant now lives on the other worker
-    with cluster_db.admin() as conn:
-        states = conn.execute(
+    with cluster_db.admin() as admin:
+        states = admin.execute(
             "SELECT status, count(*) AS n FROM transcripts WHERE tenant_id = %s GROUP BY 1", (TENANT,)
         ).fetchall()
-        episodes = conn.execute(
+        episodes = admin.execute(
             "SELECT count(*) AS n, count(DISTINCT session_id) AS sessions, count(*) FILTER (WHERE status <> 'current') "
             "AS superseded FROM episodes WHERE tenant_id = %s",
             (TENANT,),
         ).fetchone()
-        calls = conn.execute(
-            "SELECT count(*) AS n FROM model_calls WHERE tenant_id = %s AND outcome = 'ok'", (TENANT,)
-        ).fetchone()["n"]
+        calls = one(
+            admin.execute("SELECT count(*) AS n FROM model_calls WHERE tenant_id = %s AND outcome = 'ok'", (TENANT,))
+        )["n"]
     assert {r["status"]: r["n"] for r in states} == {"done": len(records)}  # nothing lost
     assert episodes == {"n": len(records), "sessions": len(records), "superseded": 0}  # nothing doubled
     assert calls == len(records)  # each session summarised once

@@ -9,6 +9,7 @@ import datetime as dt
 import pytest
 
 from jobs import config
+from jobs.concepts import EventType
 from jobs.db import Database
 from jobs.embeddings import Embedder
 from jobs.models import EpisodeExtraction, KeyEvent
@@ -27,7 +28,7 @@ def add(
     summary: str,
     *,
     days_ago: float,
-    type_: str,
+    type_: EventType,
     what: str,
     due: dt.date | None = None,
     user: str = "u1",

@@ -7,22 +7,22 @@ transcript queued for retry or dead-lettered with its error. No invalid or dupli
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
 from support import fake_anthropic as fa
 from support.episode_responder import hallucinating_responder
 from support.fake_anthropic import FakeAnthropic
+from support.summarize_steps import add, run, state
 from support.waiting import wait_until
 
 from jobs.db import Database, one
 from jobs.embeddings import Embedder, MiniLMEmbedder
 from jobs.errors import ConfigError
 from jobs.extract.claude import AnthropicExtractor
-from jobs.summarize import Summarizer, retry_dead, run_summarize
+from jobs.summarize import Summarizer, retry_dead
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
@@ -40,39 +40,6 @@ def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
     database = Database(settings, url=db.url)
     yield database
     database.close()
-
-
-def add(
-    db: Database, session: str, messages: list[dict[str, Any]] | None = None, tenant: str = "acme", user: str = "u1"
-) -> None:
-    msgs = messages or [
-        {"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
-        {"role": "assistant", "content": "Done. I'll send the invoice by Friday."},
-        {"role": "user", "name": "Maria", "content": "Thanks!"},
-    ]
-    with db.tenant(tenant) as conn:
-        conn.execute(
-            "INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, messages, "
-            "content_hash) VALUES (%s, %s, %s, 'support', '2025-03-04 09:00Z', '2025-03-04 09:20Z', %s, %s)",
-            (tenant, user, session, Jsonb(msgs), f"hash-{session}-{len(msgs)}"),
-        )
-
-
-def run(db: Database, embedder: Embedder, concurrency: int = 1):
-    with AnthropicExtractor(db.settings) as extractor:
-        return run_summarize(db, extractor=extractor, embedder=embedder, concurrency=concurrency)
-
-
-def state(db: Database) -> dict[str, Any]:
-    with db.admin() as conn:
-        return {
-            "episodes": one(conn.execute("SELECT count(*) AS n FROM episodes WHERE status = 'current'"))["n"],
-            "transcripts": {
-                r["session_id"]: (r["status"], r["attempts"])
-                for r in conn.execute("SELECT session_id, status, attempts FROM transcripts")
-            },
-            "calls": [r["outcome"] for r in conn.execute("SELECT outcome FROM model_calls ORDER BY id")],
-        }
 
 
 def test_happy_path_stores_grounded_episode_and_records_the_call(
@@ -144,7 +111,7 @@ def test_rate_limit_with_retry_after_is_honoured_by_the_sdk(
     "fault", [fa.overloaded, fa.server_error, lambda: fa.rate_limited(0)], ids=["529", "500", "429"]
 )
 def test_transient_fault_requeues_then_dead_letters(
-    llm_db: Database, fake: FakeAnthropic, embedder: Embedder, fault
+    llm_db: Database, fake: FakeAnthropic, embedder: Embedder, fault: Callable[[], fa.Step]
 ) -> None:
     add(llm_db, "s1")
     fake.enqueue(fault())
@@ -239,6 +206,7 @@ def test_lost_lease_writes_nothing(llm_db: Database, fake: FakeAnthropic, embedd
     with AnthropicExtractor(llm_db.settings) as extractor:
         summarizer = Summarizer(llm_db, extractor, embedder=embedder, worker="w1")
         transcript = summarizer.claim()
+        assert transcript is not None
         with llm_db.admin() as conn:  # the lease expired and another worker took the transcript
             conn.execute("UPDATE transcripts SET lease_owner = 'w2'")
         assert summarizer.process(transcript) == "lost"
@@ -381,6 +349,7 @@ def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(
     with Database(settings, url=llm_db.url) as db, AnthropicExtractor(settings) as extractor:
         first = Summarizer(db, extractor, embedder=embedder, worker="w1")
         transcript = first.claim()
+        assert transcript is not None
         with db.admin() as conn:
             claimed_until = one(conn.execute("SELECT lease_until FROM transcripts"))["lease_until"]
         outcome: list[str] = []
@@ -390,7 +359,7 @@ def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(
 
         def past(moment: object) -> bool:
             with db.admin() as conn:
-                return one(conn.execute("SELECT now() > %s AS past", (moment,)))["past"]
+                return bool(one(conn.execute("SELECT now() > %s AS past", (moment,)))["past"])
 
         wait_until(lambda: past(claimed_until), 10, "the database clock to pass the lease the claim started with")
         rescuer = Summarizer(db, extractor, embedder=embedder, worker="w2")

@@ -136,6 +136,18 @@ def select(
                 used += cost
                 break
 
+    # 1b. Where a shown episode's decision was replaced, the later one holds: the episode holding the replacing
+    #    decision is shown in full (its summary states the decision), and its lines rank as if it were as
+    #    similar to the message as the episode it replaced.
+    later = _replacing(unique, vectors)
+    for ep in unique:
+        if ep.id in later and ep.id not in chosen:
+            full = cost_of(ep, False)
+            if used + sum(reserved.values()) - reserved.get(ep.id, 0) + full <= full_room:
+                reserved.pop(ep.id, None)
+                chosen[ep.id] = ep
+                used += full
+
     # 2. The lines that best match the opening message, best first, each under its episode's compact line
     #    (paid with the episode's first line), within full_room. A line of a month the message names
     #    counts as a little closer.
@@ -143,15 +155,16 @@ def select(
         ep = by_id[line.episode_id]
         return (
             max(line.similarity, line.score)
-            + cfg.line_episode_weight * (ep.similarity or 0.0)
+            + cfg.line_episode_weight * max(ep.similarity or 0.0, later.get(ep.id, 0.0))
             + (0.05 if cues and falls_in(*_dates(ep), cues) else 0.0)
         )
 
+    leading = {ep.id for ep in (relevant + related)[: cfg.full_headers]}  # their quotes under their full summary
     ranked = sorted(quotable, key=lambda line: -line_rank(line))
     for line in ranked:
         ep = by_id[line.episode_id]
         cost = len(macros.quote_line(line)) + 1
-        header = 0 if ep.id in chosen else cost_of(ep, True, cfg.header_chars)
+        header = 0 if ep.id in chosen else cost_of(ep, ep.id not in leading, cfg.header_chars)
         if used + sum(reserved.values()) - reserved.get(ep.id, 0) + header + cost > full_room:
             continue
         if ep.id not in chosen:
@@ -194,6 +207,37 @@ def select(
         else:
             items.pop()
     return picked, items
+
+
+def _replacing(episodes: Sequence[RecalledEpisode], vectors: dict[int, np.ndarray]) -> dict[int, float]:
+    """The episodes holding a decision that replaced one of another offered episode's, each with the best
+    similarity (to the opening message) of the episodes it replaced. ``replaced_on`` gives only the day of the
+    replacement, so of the later sessions that span that day, the one whose stored embedding is closest to the
+    replaced episode's (the same matter) is taken; without embeddings, the latest of them."""
+    out: dict[int, float] = {}
+    for old in episodes:
+        if old.replaced_on is None or old.kind != "session":
+            continue
+        day = old.replaced_on
+        later = [
+            ep
+            for ep in episodes
+            if ep.id != old.id
+            and ep.kind == "session"
+            and ep.ended_at > old.ended_at
+            and ep.started_at.date() <= day <= ep.ended_at.date()
+        ]
+        if not later:
+            continue
+        base = vectors.get(old.id)
+
+        def closeness(ep: RecalledEpisode, base: np.ndarray | None = base) -> tuple[float, dt.datetime]:
+            vec = vectors.get(ep.id)
+            return (float(vec @ base) if vec is not None and base is not None else 0.0), ep.ended_at
+
+        holder = max(later, key=closeness)
+        out[holder.id] = max(out.get(holder.id, 0.0), old.similarity or 0.0)
+    return out
 
 
 def _line_supported(

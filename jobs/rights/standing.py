@@ -1,7 +1,7 @@
 """Corrections stand: re-applying what the user said about a session to its next episode.
 
 Each correction is stored per (tenant, session) in ``episode_corrections`` (migration 0011). When the
-session is summarised again, :class:`~jobs.summarize.finish.Finisher` passes the new extraction
+session is summarised again, :func:`jobs.summarize.write.write_session_episode` passes the new extraction
 through :func:`apply_corrections` before it embeds and writes it, in order of the corrections:
 
 - ``summary``: the corrected summary replaces the model's (the user's word wins; correct it again
@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from jobs.db import Conn
 from jobs.models import EpisodeExtraction, KeyEvent
-from jobs.sql import query
 
 NEAR_IDENTICAL = 0.85  # difflib ratio of the normalised texts
 
@@ -45,16 +42,6 @@ class Corrected:
     episode: EpisodeExtraction
     statuses: dict[int, str] = field(default_factory=dict)  # event ordinal -> open | done
     applied: tuple[int, ...] = ()  # correction ids that found their target
-
-
-def standing_corrections(conn: Conn, tenant_id: str, session_id: str) -> Callable[[], tuple[Correction, ...]]:
-    """Ask for the session's corrections, oldest first (erased ones are gone); the function returned
-    reads them. In a pipelined transaction the answer then waits for the next statement that is read,
-    and both take one round trip."""
-    rows = conn.execute(query("standing_corrections"), {"tenant_id": tenant_id, "session_id": session_id})
-    return lambda: tuple(
-        Correction(r["id"], r["field"], r["event_type"], r["event_text"], r["new_value"]) for r in rows
-    )
 
 
 def _norm(text: str) -> str:
@@ -104,12 +91,3 @@ def _find(events: list[tuple[KeyEvent, str | None]], c: Correction) -> int | Non
             if best is None or score > best[0]:
                 best = (score, at)
     return None if best is None else best[1]
-
-
-def set_statuses(conn: Conn, tenant_id: str, episode_id: int, statuses: dict[int, str]) -> None:
-    """Status corrections on the written episode's events (by ordinal)."""
-    for ordinal, status in statuses.items():
-        conn.execute(
-            query("reapply_event_status"),
-            {"tenant_id": tenant_id, "episode_id": episode_id, "ordinal": ordinal, "status": status},
-        )

@@ -5,9 +5,10 @@ Batches alike.
 and commitments, and the decisions and preferences that still stand, from earlier sessions) or
 completes the claim at once when this content was already summarised with this prompt version.
 :meth:`Finisher.finish` grounds the extraction in the transcript and in the items that were offered
-(a resolution must name an offered open item, a replacement an offered decision), embeds it,
-and writes the episode, its events and entities, the model-call rows and the transcript's state
-change in one tenant-scoped transaction that commits only while the caller still holds the claim.
+(a resolution must name an offered open item, a replacement an offered decision) and has
+:func:`jobs.summarize.write.write_session_episode` correct, embed and write it: the episode, its events,
+lines and entities, the later-wins links, the model-call rows and the transcript's state change in one
+tenant-scoped transaction that commits only while the caller still holds the claim.
 :meth:`Finisher.fail` and :meth:`Finisher.release` are the two ways a claim ends without an episode.
 """
 
@@ -18,14 +19,9 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-import psycopg
-
 from jobs.db import Database, notify_eligible
 from jobs.embeddings import Embedder
 from jobs.extract.grounding import ground
-from jobs.extract.lines import episode_lines
-from jobs.faults import crash_point
 from jobs.models import (
     MAX_CURRENT_DECISIONS,
     MAX_OPEN_ITEMS,
@@ -33,23 +29,16 @@ from jobs.models import (
     ModelCall,
     OpenItem,
     Transcript,
-    search_text,
-)
-from jobs.rights.standing import (
-    Correction,
-    apply_corrections,
-    set_statuses,
-    standing_corrections,
 )
 from jobs.sql import query
-from jobs.store import EpisodeLine, EpisodeRow, record_calls, take_session, write_session_episode
+from jobs.store import record_calls
 from jobs.summarize.report import StageClock
+from jobs.summarize.write import write_session_episode
 
 log = logging.getLogger(__name__)
 
 RETRY_BASE_SECONDS = 30
 RETRY_MAX_SECONDS = 3600
-CORRECTION_ATTEMPTS = 3  # writes before a session whose corrections keep changing is retried later
 
 
 @dataclass
@@ -115,73 +104,30 @@ class Finisher:
         started = time.perf_counter()
         with self.clock("ground"):
             grounded = ground(result.extraction, transcript.messages, set(offered), set(offered_decisions))
-        # The user's corrections of this session stand (jobs/rights/standing.py). None is assumed
-        # first, which costs one query in the write; if the write finds some, it is done again with them.
-        standing: tuple[Correction, ...] = ()
-        lines: list[EpisodeLine] | None = None
-        line_vectors: np.ndarray | None = None
-        for _ in range(CORRECTION_ATTEMPTS):
-            corrected = apply_corrections(grounded.episode, standing)
-            with self.clock("embed"):
-                if lines is None:  # the session's lines do not change with corrections: embedded once
-                    lines = episode_lines(transcript.messages)
-                    vectors = self.embedder.embed([search_text(corrected.episode), *(ln.text for ln in lines)])
-                    line_vectors = vectors[1:] if lines else None
-                    vector = vectors[0]
-                else:
-                    vector = self.embedder.embed([search_text(corrected.episode)])[0]
-            # A session the user corrected keeps no lines (as jobs.rights.correct drops them): its quotes
-            # might say what the user corrected. A status change contradicts no quote.
-            quoted = all(c.field == "event.status" for c in standing)
-            row = EpisodeRow(
-                tenant_id=transcript.tenant_id,
-                user_id=transcript.user_id,
-                kind="session",
-                episode=corrected.episode,
-                started_at=transcript.started_at or transcript.ended_at,
-                ended_at=transcript.ended_at,
-                model=result.model,
-                prompt_version=result.prompt_version,
-                embedding=vector,
-                purpose=transcript.purpose,
-                transcript_id=transcript.id,
-                session_id=transcript.session_id,
-                content_hash=transcript.content_hash,
-                calls=result.calls,
-                dropped_events=grounded.dropped_events,
-                dropped_entities=grounded.dropped_entities,
-                lines=lines if quoted else (),
-                line_vectors=line_vectors if quoted else None,
+        written = write_session_episode(
+            self.db,
+            self.embedder,
+            transcript,
+            result,
+            grounded,
+            owner=owner,
+            job_run_id=self.job_run_id,
+            clock=self.clock,
+        )
+        if written.outcome == "lost":
+            log.warning(
+                "lost the claim before writing; discarded",
+                extra={"action": "claim_lost", "transcript_id": transcript.id},
             )
-            with self.clock("write"), self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
-                taken = take_session(conn, transcript, worker=owner)
-                if taken is None:
-                    raise psycopg.Rollback()  # nothing of this attempt may persist
-                # The old episode is locked now, and a correction locks it too: this list is complete.
-                # Read with the new episode's id, in one round trip.
-                corrections = standing_corrections(conn, transcript.tenant_id, transcript.session_id)
-                episode_id = write_session_episode(conn, transcript, row, taken=taken, job_run_id=self.job_run_id)
-                crash_point("during_commit")
-                found = corrections()
-                if found != standing:
-                    raise psycopg.Rollback()  # a correction arrived: write again with it
-                set_statuses(conn, transcript.tenant_id, episode_id, corrected.statuses)
-            if taken is None:
-                log.warning(
-                    "lost the claim before writing; discarded",
-                    extra={"action": "claim_lost", "transcript_id": transcript.id},
-                )
-                return "lost"
-            if found == standing:
-                break
-            standing = found
-        else:
+            return "lost"
+        if written.outcome == "unsettled" or written.corrected is None:
             return self.fail(
                 transcript,
                 "the session's corrections kept changing while its episode was written",
                 owner=owner,
                 calls=result.calls,
             )
+        corrected = written.corrected
         log.log(
             self.stored_level,
             "summarised session %s",
@@ -190,7 +136,7 @@ class Finisher:
                 "action": "session_summarised",
                 "tenant": transcript.tenant_id,
                 "session": transcript.session_id,
-                "episode_id": episode_id,
+                "episode_id": written.episode_id,
                 "events": len(corrected.episode.key_events),
                 "tokens_in": sum(c.input_tokens for c in result.calls),
                 "tokens_out": sum(c.output_tokens for c in result.calls),

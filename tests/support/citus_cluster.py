@@ -23,6 +23,7 @@ from psycopg import sql
 
 from jobs import migrate
 from jobs.citus import cluster
+from jobs.db import one
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5701/postgres"
 SHARDS = 4
@@ -122,3 +123,33 @@ def empty(url: str) -> None:
         conn.execute(
             sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(sql.SQL(", ").join(map(sql.Identifier, tables)))
         )
+
+
+def workers(url: str) -> list[tuple[str, int]]:
+    with psycopg.connect(url) as conn:
+        return [
+            (r[0], int(r[1]))
+            for r in conn.execute(
+                "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid > 0 AND isactive ORDER BY nodeport"
+            )
+        ]
+
+
+def drop_abandoned_move_slots(url: str) -> None:
+    """Replication slots and roles are per node, a move's names per database: a move interrupted in another
+    (since dropped) test database leaves an inactive slot and a role that the next move of the same name meets."""
+    for host, port in workers(url):
+        with psycopg.connect(_url(url, "postgres", host, port), autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name LIKE 'citus%%' AND NOT active"
+            )
+            if one(conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'citus%%'"))[0]:
+                continue  # a move in progress elsewhere: its role is in use
+            for (role,) in conn.execute(
+                "SELECT rolname FROM pg_roles WHERE rolname LIKE 'citus_shard_move%%'"
+            ).fetchall():
+                try:
+                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+                except psycopg.Error:
+                    pass  # still owns something in another database: not ours to drop

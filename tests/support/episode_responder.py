@@ -100,3 +100,13 @@ def replacing_responder(body: dict[str, Any]) -> dict[str, Any]:
         }
     )  # never offered
     return episode
+
+
+OPENAI_MODEL = "llama3.2:3b"  # the model the tests ask the OpenAI-compatible stand-in (fake_openai) for
+
+
+def model_like(body: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI Chat Completions request answered like a model would, grounded in the transcript of its user
+    message (for fake_openai.FakeOpenAI)."""
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return episode_for({"messages": [{"content": user}]})

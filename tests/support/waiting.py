@@ -19,7 +19,7 @@ from psycopg.rows import tuple_row
 T = TypeVar("T")
 
 
-def wait_until(condition: Callable[[], T], timeout: float, what: str, every: float = 0.02) -> T:
+def wait_until(condition: Callable[[], T | None], timeout: float, what: str, every: float = 0.02) -> T:
     """Call ``condition`` until it returns something true, and return that; after ``timeout`` seconds raise
     AssertionError naming ``what`` it waited for and the last value ``condition`` returned."""
     deadline = time.monotonic() + timeout

@@ -15,8 +15,23 @@ from jobs.models import ModelCall
 MTOK = 1_000_000
 
 
-def _call(model: str, **tokens: int) -> ModelCall:
-    return ModelCall(template="t", prompt_hash="h", model=model, **tokens)
+def _call(
+    model: str,
+    *,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
+) -> ModelCall:
+    return ModelCall(
+        template="t",
+        prompt_hash="h",
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read_tokens,
+        cache_write_tokens=cache_write_tokens,
+    )
 
 
 def test_known_models_cost_their_own_prices() -> None:

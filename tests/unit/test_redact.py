@@ -23,12 +23,12 @@ from jobs.models import Message, Transcript
 from jobs.pii.redaction import KINDS, find, redact, redact_messages, redact_transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `python tests/unit/test_redact.py`
-from support.redaction_corpus import CASES, HELD_OUT, NEGATIVE
+from support.redaction_corpus import CASES, HELD_OUT, NEGATIVE, Case
 
-Scores = dict[str, Counter]
+Scores = dict[str, Counter[str]]
 
 
-def score(cases: list) -> Scores:
+def score(cases: list[Case]) -> Scores:
     """tp / fp / fn per kind: a labelled value counts as found only if one detection of its kind
     covers all of it; a detection that overlaps no labelled value of its kind is a false positive."""
     tally: Scores = {kind: Counter() for kind in KINDS}
@@ -48,7 +48,7 @@ def score(cases: list) -> Scores:
     return tally
 
 
-def ratios(c: Counter) -> tuple[float, float]:
+def ratios(c: Counter[str]) -> tuple[float, float]:
     precision = c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else 1.0
     recall = c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else 1.0
     return precision, recall
@@ -56,7 +56,7 @@ def ratios(c: Counter) -> tuple[float, float]:
 
 def table(tally: Scores) -> str:
     lines = [f"{'type':8} {'tp':>4} {'fp':>4} {'fn':>4} {'precision':>10} {'recall':>8}"]
-    total: Counter = Counter()
+    total: Counter[str] = Counter()
     for kind in KINDS:
         c = tally[kind]
         total.update(c)
@@ -78,7 +78,7 @@ def test_precision_and_recall_per_type() -> None:
     tally = score(CASES)
     report = table(tally)
     print(f"\nredaction on {len(CASES)} cases\n{report}")
-    total: Counter = Counter()
+    total: Counter[str] = Counter()
     for kind in KINDS:
         total.update(tally[kind])
         precision, recall = ratios(tally[kind])
@@ -88,7 +88,7 @@ def test_precision_and_recall_per_type() -> None:
 
 
 def test_held_out_floor() -> None:
-    total: Counter = Counter()
+    total: Counter[str] = Counter()
     for c in score(HELD_OUT).values():
         total.update(c)
     precision, recall = ratios(total)
