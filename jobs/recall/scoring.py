@@ -57,7 +57,7 @@ def epoch_us(when: dt.datetime) -> int:
 
 
 def send_scores(
-    conn: Conn,
+    conn: Conn | Cursor,
     sql: Callable[[str], str],
     params: dict[str, Any],
     vector: np.ndarray,
