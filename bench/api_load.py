@@ -12,8 +12,8 @@ session), so the 20 users with 10,000 episodes each get a fifth of the requests.
 one HTTP/1.1 connection and sends its next request when the previous answer arrives (closed loop:
 by Little's law its mean latency is clients / throughput, so latency goals are read at an offered
 ``--rate``). A writer thread commits ``--write-rate`` new episodes per second for random users
-throughout. Before the phases every user is recalled ``--prime`` times, so the workers hold the
-copies of most users as a service that has been up a while does; each phase then runs
+throughout. Before the phases every user is recalled ``--prime`` times, so PostgreSQL's cache and the
+workers are warm as in a service that has been up a while; each phase then runs
 ``--warmup`` seconds unmeasured and ``--seconds`` measured.
 
 Where the cost lands: for the measured part of each phase, the CPU time per answered request of
@@ -313,8 +313,8 @@ async def client_loop(
 
 
 async def prime(base: tuple[str, int], keys: dict[str, str], users: int, passes: int, clients: int = 32) -> float:
-    """``passes`` recalls of every user, in a random order over ``clients`` connections: each worker
-    then holds the copies of most users, as a service that has been up a while does. Returns seconds."""
+    """``passes`` recalls of every user, in a random order over ``clients`` connections: the caches are then
+    warm, as in a service that has been up a while. Returns seconds."""
     order = np.concatenate([np.random.default_rng(p).permutation(users) for p in range(passes)]).tolist()
     started = time.perf_counter()
 
@@ -447,7 +447,7 @@ def main() -> None:
         "--prime",
         type=int,
         default=1,
-        help="before the phases, this many recalls of every user (0: none; the copies then fill during the warm-up)",
+        help="before the phases, this many recalls of every user (0: none; the caches then warm during the warm-up)",
     )
     parser.add_argument("--write-rate", type=float, default=20.0, help="new episodes committed per second")
     parser.add_argument("--sample", type=int, default=100, help="users in the in-process vs HTTP comparison")
@@ -599,9 +599,6 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
             f"of which {got['handler'][0] * 1000:.1f} ms in the service's handler; the body came "
             f"{np.median(got['gap']) * 1000:.2f} ms after the headers, p50)"
         )
-        metrics = httpx.get(f"{base}/metrics").text
-        rows = [line for line in metrics.splitlines() if line.startswith("episodes_recall_cache_rows")]
-        print("service recall copies: " + json.dumps(rows))
     finally:
         writer.stop.set()
         api.terminate()

@@ -387,19 +387,6 @@ class Settings:
         factory=lambda: MappingProxyType({}),
         doc="Which purposes' episodes a recall of each purpose may see.",
     )
-    recall_cache_rows: int = setting(
-        300_000,
-        group="recall",
-        env="EPISODES_RECALL_CACHE_ROWS",
-        kind=whole(0),
-        doc="Episodes each process keeps in its in-memory recall copy (0: none).",
-    )
-    recall_pack_rows: int = setting(
-        1_000,
-        group="recall",
-        was="EPISODES_RECALL_PACK_ROWS",
-        doc="Users with at least this many candidates get a recall pack (0: none).",
-    )
     stale_grace_seconds: float = setting(
         30 * DAY,
         group="recall",
@@ -549,6 +536,8 @@ _GONE_ELSEWHERE: dict[str, str] = {
     "EPISODES_CRASH_AT": "crash points are armed by the crash tests in the process they kill (jobs.faults)",
     "EPISODES_PRICE_INPUT_PER_MTOK": "prices come from the table of known models (jobs/llm/prices.py)",
     "EPISODES_PRICE_OUTPUT_PER_MTOK": "prices come from the table of known models (jobs/llm/prices.py)",
+    "EPISODES_RECALL_CACHE_ROWS": "recall keeps no in-memory copy: it scores in PostgreSQL (jobs.recall.scoring)",
+    "EPISODES_RECALL_PACK_ROWS": "recall keeps no packs: it scores in PostgreSQL (jobs.recall.scoring)",
 }
 
 

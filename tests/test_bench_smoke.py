@@ -73,20 +73,8 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
     "offline_extractor_quality": ("offline_extractor_quality.py", ["--limit", "2"], "ROUGE", "locomo"),
     "recall latency": (
         "recall.py",
-        ["--mode", "latency", *TINY_DATA, "--queries", "5"],
+        [*TINY_DATA, "--queries", "5"],
         "later recall, one new episode",
-        None,
-    ),
-    "recall cold": (
-        "recall.py",
-        ["--mode", "cold", *TINY_DATA, "--rounds", "1"],
-        "first recall from a pack / full read",
-        None,
-    ),
-    "recall statements": (
-        "recall.py",
-        ["--mode", "statements", *TINY_DATA, "--sample", "5", "--rounds", "2", "--backend", "single"],
-        "all four",
         None,
     ),
     "reembed": ("reembed.py", ["--episodes", "400", "--users", "4", "--batch", "50"], "vectors written in total", None),

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
+import numpy as np
 import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
 from jobs import migrate
 from jobs.db import one
 from jobs.errors import EmbeddingDimensionMismatch, SchemaTooNew
+from jobs.recall import RecallConfig
+from jobs.recall.scoring import read_scores, send_scores
 from jobs.resources import sql_dir
 from jobs.sql import query
 
@@ -160,13 +165,21 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
             )
         )[0]
         assert conn.execute("SELECT tenant_id, user_id, version FROM recall_versions").fetchall() == [("acme", "u1", 1)]
-        first_read = one(
-            conn.cursor(row_factory=dict_row).execute(
-                query("recall_changes"),
-                {"tenant_id": "acme", "user_id": "u1", "since": 0, "epoch": None, "query_text": "plan"},
+        register_vector(conn)
+        asked = {
+            "tenant_id": "acme",
+            "user_id": "u1",
+            "now": dt.datetime.now(dt.UTC),
+            "purposes": None,
+            "query_text": "plan",
+        }
+        with conn.transaction():
+            first_read = read_scores(
+                send_scores(
+                    conn.cursor(row_factory=dict_row), query, asked, np.ones(384, np.float32), RecallConfig(), ()
+                )
             )
-        )
-        assert first_read["changed"] == 1  # a first recall reads the candidate written before the upgrade (the year)
+        assert first_read.candidates == 1  # recall scores the candidate written before the upgrade (the year)
         with conn.transaction():
             fresh = one(
                 conn.execute(

@@ -6,7 +6,6 @@ import datetime as dt
 from functools import partial
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from support.lifecycle_helpers import RenamedExtractor, load, rows, session
@@ -20,7 +19,6 @@ from jobs.lifecycle import Selection, pin, unpin
 from jobs.lifecycle.resummarize import resummarize
 from jobs.recall import Recaller
 from jobs.recall.config import RecallConfig
-from jobs.recall.scoring import decay
 from jobs.report.data import OPERATOR_ROLE, analyst_role
 from jobs.summarize import run_summarize
 
@@ -33,11 +31,11 @@ def _episode(db: Database, session_id: str) -> int:
     return int(rows(db, "SELECT id FROM episodes WHERE session_id = %s AND status = 'current'", session_id)[0]["id"])
 
 
-def test_a_pinned_episode_does_not_decay_and_the_copy_sees_the_pin(
+def test_a_pinned_episode_does_not_decay_and_recall_sees_the_pin(
     db: Database, tmp_path: Path, embedder: Embedder
 ) -> None:
     load(db, tmp_path, [session(i) for i in range(3)], embedder)
-    recaller = Recaller(db, embedder)  # one in-process copy for all three recalls
+    recaller = Recaller(db, embedder)
     target = _episode(db, "acme-u1-0")
 
     def score() -> float:
@@ -48,7 +46,9 @@ def test_a_pinned_episode_does_not_decay_and_the_copy_sees_the_pin(
     assert pin(db, "acme", target).changed
     pinned = score()
     age_s = (NOW - dt.datetime(2024, 3, 1, 10, tzinfo=dt.UTC)).total_seconds()
-    assert pinned == pytest.approx(before / float(decay(np.asarray(age_s), RecallConfig())), rel=1e-9)
+    cfg = RecallConfig()
+    decay = cfg.decay_floor + (1 - cfg.decay_floor) * 0.5 ** (age_s / 86400 / cfg.half_life_days)
+    assert pinned == pytest.approx(before / decay, rel=1e-9)
     assert unpin(db, "acme", target).changed
     assert score() == pytest.approx(before, rel=1e-12)
 

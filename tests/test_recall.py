@@ -38,6 +38,7 @@ from jobs.recall import (
 )
 from jobs.recall.fitting import minimum_budget
 from jobs.recall.open_items import page_size
+from jobs.recall.scoring import read_scores, send_scores
 from jobs.sql import query
 from jobs.store import insert_episode
 from jobs.tokens import estimate_tokens
@@ -146,6 +147,68 @@ def test_vector_top_k_is_exact(db: Database, crowd: np.random.Generator) -> None
         assert result.candidates == 300
 
 
+def _clears_floor(cfg: RecallConfig, distance: float | None, text: float | None) -> bool:
+    if distance is None:
+        return False
+    return 1 - distance >= cfg.relevant_similarity or (
+        1 - distance >= cfg.relevant_similarity_with_text and text is not None and text >= cfg.relevant_text
+    )
+
+
+@pytest.mark.parametrize(("relevant", "related"), [(0.3, -1.0), (0.3, 0.1), (0.5, 0.25), (0.7, 0.1), (0.5, 0.4)])
+def test_only_episodes_above_the_floor_are_relevant_and_possibly_related_ones_are_below_it(
+    db: Database, crowd: np.random.Generator, relevant: float, related: float
+) -> None:
+    """Whatever the floor, the labels SQL gives are honest: relevant ones clear it, possibly related ones do
+    not and are at least related_similarity alike, neither list is longer than asked, and with room to spare
+    every ranked episode between the two thresholds is possibly related (checked against the brute force)."""
+    cfg = RecallConfig(
+        relevant_similarity=relevant,
+        related_similarity=related,
+        top_k=6,
+        related_k=10,
+        recent_n=2,
+        max_open_items=0,
+        dedup_similarity=2.0,
+        rank_depth=50,
+    )
+    recaller = Recaller(db, config=cfg)
+    rows = _all_rows(db, "x")
+    vectors = np.stack([r["embedding"].to_numpy() for r in rows])
+    for _ in range(4):
+        # A query near a few episodes (similarities spread from ~0.2 to ~0.8), the rest near 0.
+        near = crowd.choice(len(rows), 4, replace=False)
+        query = (vectors[near] * crowd.uniform(0.3, 1.0, (4, 1))).sum(axis=0) + 0.3 * unit(crowd)
+        query = (query / np.linalg.norm(query)).astype(np.float32)
+        text = words(crowd, 3)
+        result = recaller.recall_vector("acme", "u1", text, query, budget_tokens=UNBOUNDED, now=NOW)
+        top = [ep for ep in result.episodes if ep.relevance_rank]
+        loose = [ep for ep in result.episodes if ep.related_rank]
+        assert len(top) <= cfg.top_k and len(loose) <= cfg.related_k and not {e.id for e in top} & {e.id for e in loose}
+        assert all(_clears_floor(cfg, ep.distance, ep.text_score) for ep in top)
+        assert all(not _clears_floor(cfg, ep.distance, ep.text_score) for ep in loose)
+        assert all(ep.distance is not None and 1 - ep.distance >= related for ep in loose)
+        if len(loose) < cfg.related_k:
+            scored = {r["id"]: r for r in _all_rows(db, text)}
+            by_vec = sorted(scored, key=lambda i: (1 - float(np.dot(scored[i]["embedding"].to_numpy(), query)), i))
+            ranked = set(by_vec[: cfg.rank_depth]) | set(
+                sorted(
+                    (i for i in scored if scored[i]["text_score"] is not None),
+                    key=lambda i: (-scored[i]["text_score"], i),
+                )[: cfg.rank_depth]
+            )
+            between = {
+                i
+                for i in ranked
+                if not _clears_floor(
+                    cfg, 1 - float(np.dot(scored[i]["embedding"].to_numpy(), query)), scored[i]["text_score"]
+                )
+                and float(np.dot(scored[i]["embedding"].to_numpy(), query)) >= related
+            }
+            assert {ep.id for ep in loose} == between
+        assert any(top) or relevant >= 0.7 or any(loose), "the query should make some label"
+
+
 def test_hybrid_top_k_matches_brute_force(db: Database, crowd: np.random.Generator) -> None:
     cfg = RecallConfig(
         recent_n=0, top_k=12, rank_depth=30, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0
@@ -166,23 +229,28 @@ def test_hybrid_top_k_matches_brute_force(db: Database, crowd: np.random.Generat
             )
 
 
-def _fresh(db: Database, cfg: RecallConfig, text: str, query: np.ndarray) -> list[tuple[int, int | None]]:
-    """What a recaller with nothing in memory returns: (id, relevance rank) pairs."""
-    result = Recaller(db, config=cfg).recall_vector("acme", "u1", text, query, budget_tokens=UNBOUNDED, now=NOW)
-    return [(ep.id, ep.relevance_rank) for ep in result.episodes]
+def _fresh(db: Database, cfg: RecallConfig, text: str, query: np.ndarray) -> list[int]:
+    """The relevant episodes by rank as the brute force computes them from the rows as they are now."""
+    return _brute_force(_all_rows(db, text), query, cfg, cfg.top_k)
 
 
-def test_the_in_memory_copy_follows_every_kind_of_change(db: Database, crowd: np.random.Generator) -> None:
-    """Insert, supersede, compress, redact-like update and delete: a warm recaller answers as a cold one."""
+def _relevant(result: Recall) -> list[int]:
+    return [
+        ep.id
+        for ep in sorted((ep for ep in result.episodes if ep.relevance_rank), key=lambda ep: ep.relevance_rank or 0)
+    ]
+
+
+def test_recall_follows_every_kind_of_change(db: Database, crowd: np.random.Generator) -> None:
+    """Insert, supersede, compress, redact-like update and delete: each recall ranks the rows as they are."""
     cfg = RecallConfig(recent_n=3, top_k=12, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0)
     warm = Recaller(db, config=cfg)
     query, text = unit(crowd), "budget invoice hotel"
 
     def check() -> list[tuple[int, int | None]]:
         result = warm.recall_vector("acme", "u1", text, query, budget_tokens=UNBOUNDED, now=NOW)
-        got = [(ep.id, ep.relevance_rank) for ep in result.episodes]
-        assert got == _fresh(db, cfg, text, query)
-        return got
+        assert _relevant(result) == _fresh(db, cfg, text, query)
+        return [(ep.id, ep.relevance_rank) for ep in result.episodes]
 
     first = check()
     best = next(i for i, r in first if r == 1)
@@ -207,18 +275,14 @@ def test_the_in_memory_copy_follows_every_kind_of_change(db: Database, crowd: np
             (query, target),
         )
     assert (target, 1) in check()
-    reads = warm.index.full_reads
-    assert reads == 1, "every change so far was read incrementally"
     with db.tenant("acme") as conn:
         conn.execute("DELETE FROM episodes WHERE id = %s", (target,))
     assert target not in {i for i, _ in check()}
-    assert warm.index.full_reads == reads + 1  # a deletion makes the next read a full one
 
 
 def test_a_change_committed_after_a_recall_started_is_not_missed(db: Database, crowd: np.random.Generator) -> None:
-    """A transaction still open while a recall reads is read by the next recall once it commits, and so is
-    a writer of the same user that had to wait for it (the user's counter makes writers take turns, so
-    their versions commit in order: migration 0016)."""
+    """A transaction still open while a recall reads is not seen by it, and is by the next recall once it
+    commits, as is a writer of the same user that committed meanwhile."""
     cfg = RecallConfig(recent_n=0, top_k=5, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0)
     warm = Recaller(db, config=cfg)
     query = unit(crowd)
@@ -226,7 +290,7 @@ def test_a_change_committed_after_a_recall_started_is_not_missed(db: Database, c
     quick: list[int] = []
     with db.tenant("acme") as slow:  # still open while the next recall runs
         late = insert_episode(slow, episode_row("A late writer.", days_ago=2.0, vector=query))
-        # A second writer of the user starts meanwhile: it waits for `late`'s counter, then commits after it.
+        # A second writer of the user starts meanwhile.
         waiting = threading.Thread(target=lambda: quick.append(add(db, "A quick writer.", days_ago=3.0, vector=query)))
         waiting.start()
         during = warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW)
@@ -235,12 +299,12 @@ def test_a_change_committed_after_a_recall_started_is_not_missed(db: Database, c
     after = warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW)
     ranks = {ep.id: ep.relevance_rank for ep in after.episodes}
     assert (ranks[late], ranks[quick[0]]) == (1, 2)  # the same vector: the more recent first
-    assert [(ep.id, ep.relevance_rank) for ep in after.episodes] == _fresh(db, cfg, "", query)
+    assert _relevant(after) == _fresh(db, cfg, "", query)
 
 
-def test_a_warm_copy_follows_deletions_and_an_erased_user_who_comes_back(db: Database) -> None:
-    """Deleted episodes leave a warm copy; so does an erased user's whole history, also once the user is
-    back with more changes than the copy had seen (the new counter, from 1, has passed the copy's)."""
+def test_recall_follows_deletions_and_an_erased_user_who_comes_back(db: Database) -> None:
+    """Deleted episodes leave the next recall; so does an erased user's whole history, and a user who comes
+    back is recalled with the new history only."""
     cfg = RecallConfig(recent_n=0, top_k=50, max_open_items=0, dedup_similarity=2.0, relevant_similarity=-1.0)
     warm = Recaller(db, config=cfg)
     rng = np.random.default_rng(5)
@@ -248,7 +312,7 @@ def test_a_warm_copy_follows_deletions_and_an_erased_user_who_comes_back(db: Dat
 
     def recalled() -> set[int]:
         got = {ep.id for ep in warm.recall_vector("acme", "u1", "", query, budget_tokens=UNBOUNDED, now=NOW).episodes}
-        assert got == {i for i, _ in _fresh(db, cfg, "", query)}  # what a copy read from scratch finds
+        assert got == set(_fresh(db, cfg, "", query))  # what the brute force finds in the rows
         return got
 
     before = [add(db, f"Episode {i} before the erasure.", days_ago=i + 1.0, vector=unit(rng)) for i in range(4)]
@@ -256,15 +320,10 @@ def test_a_warm_copy_follows_deletions_and_an_erased_user_who_comes_back(db: Dat
     with db.tenant("acme") as conn:
         conn.execute("DELETE FROM episodes WHERE tenant_id = 'acme' AND id = %s", (before[0],))
     assert recalled() == set(before[1:])
-    seen = warm.index.full_reads
     with db.tenant("acme") as conn:  # what `episodes forget` does to what recall reads (sql/privacy.sql)
         assert conn.execute("DELETE FROM episodes WHERE tenant_id = 'acme' AND user_id = 'u1'").rowcount == 3
-        conn.execute("DELETE FROM recall_versions WHERE tenant_id = 'acme' AND user_id = 'u1'")
-    # Back before the copy is used again, with more writes (8) than the copy's counter had seen (5).
     back = [add(db, f"Episode {i} after coming back.", days_ago=i + 1.0, vector=unit(rng)) for i in range(8)]
     assert recalled() == set(back)
-    assert warm.index.full_reads == seen + 1
-    assert recalled() == set(back) and warm.index.full_reads == seen + 1  # and warm again
 
 
 # ------------------------------------------------------------------------------------------------
@@ -537,26 +596,16 @@ def test_isolation_is_enforced_by_the_policy(db: Database) -> None:
     result = Recaller(db).recall_vector("alpha", "u1", "budget", unit(rng), now=NOW)
     assert {ep.id for ep in result.episodes} == mine and result.open_items == []
     # Not the WHERE clause: a connection scoped to alpha that asks for beta's rows gets nothing.
-    changes = {"tenant_id": "beta", "user_id": "u1", "since": "0", "epoch": None, "query_text": "budget"}
-    rows = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "ids": [theirs]}
-    items = {
-        "tenant_id": "beta",
-        "user_id": "u1",
-        "now": NOW,
-        "limit": 10,
-        "offset": 0,
-        "query_text": "beta",
-        "grace_seconds": 0,
-        "age_seconds": 0,
-    }
+    asked = {"tenant_id": "beta", "user_id": "u1", "now": NOW, "purposes": None, "query_text": "beta secret"}
+    items = {**asked, "limit": 10, "offset": 0, "grace_seconds": 0, "age_seconds": 0}
+    cfg = RecallConfig(relevant_similarity=-1.0)
     with db.tenant("alpha") as conn:
-        assert [r["changed"] for r in conn.execute(query("recall_changes"), changes)] == [0]
-        assert conn.execute(query("recall_rows"), rows).fetchall() == []
+        scored = read_scores(send_scores(conn, query, asked, unit(rng), cfg, [theirs]))
+        assert (scored.candidates, scored.scores.ids.tolist()) == (0, [])
         assert conn.execute(query("recall_open_items"), items).fetchall() == []
     with db.tenant("beta") as conn:
-        found = [np.frombuffer(r["ids"], ">i8").tolist() for r in conn.execute(query("recall_changes"), changes)]
-        assert found == [[theirs]]
-        assert [r["id"] for r in conn.execute(query("recall_rows"), rows)] == [theirs]
+        scored = read_scores(send_scores(conn, query, asked, unit(rng), cfg, [theirs]))
+        assert (scored.candidates, scored.scores.ids.tolist()) == (1, [theirs])
         assert [r["what"] for r in conn.execute(query("recall_open_items"), items)] == ["Beta secret."]
 
 
@@ -696,7 +745,7 @@ def other_db(admin_url: str, template_db: str, settings: config.Settings) -> Ite
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def test_recall_keeps_one_warm_copy_per_database(
+def test_recall_keeps_one_recaller_and_pool_per_database(
     db: Database, embedder: Embedder, shared: None, other_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for days, text in HISTORY:
@@ -705,34 +754,29 @@ def test_recall_keeps_one_warm_copy_per_database(
     first = recall("acme", "u1", message, now=NOW)  # no db: the environment's DATABASE_URL
     recaller = shared_recaller()
     assert shared_recaller() is recaller and recaller.db is not db
-    assert (recaller.index.full_reads, recaller.index.users, recaller.index.rows) == (1, 1, len(HISTORY))
     again = recall("acme", "u1", message, now=NOW)
-    through_db = recall("acme", "u1", message, now=NOW, db=db)  # the caller's Database: the same copies
-    assert shared_recaller(db).index is recaller.index and shared_recaller(db).db is db
-    assert recaller.index.full_reads == 1, "the later recalls read only what changed"
+    through_db = recall("acme", "u1", message, now=NOW, db=db)  # the caller's Database
+    assert shared_recaller(db).db is db
     assert first == again == through_db == Recaller(db).recall("acme", "u1", message, now=NOW)
 
     new = add(db, "The user booked the Lagazuoi hut for the Dolomites hike.", days_ago=1, embedder=embedder)
     later = recall("acme", "u1", message, now=NOW)
-    assert new in {ep.id for ep in later.episodes}
-    assert later == Recaller(db).recall("acme", "u1", message, now=NOW)
-    assert (recaller.index.full_reads, recaller.index.rows) == (1, len(HISTORY) + 1)
+    assert new in {ep.id for ep in later.episodes} and later.candidates == len(HISTORY) + 1
 
-    # Another database has its own copies, whether reached through a Database or the environment.
+    # Another database is another recaller, whether reached through a Database or the environment.
     assert recall("acme", "u1", message, now=NOW, db=other_db).episodes == []
-    assert shared_recaller(other_db).index is not recaller.index
     monkeypatch.setenv("DATABASE_URL", other_db.url)
     elsewhere = shared_recaller()
-    assert elsewhere is not recaller and elsewhere.index is shared_recaller(other_db).index
+    assert elsewhere is not recaller and elsewhere.db.url == other_db.url
 
     pool = recaller.db.pool
-    close_recallers()  # closes the pools recall() opened and forgets every copy
+    close_recallers()  # closes the pools recall() opened
     assert pool.closed
     monkeypatch.setenv("DATABASE_URL", db.url)
-    assert shared_recaller() is not recaller and shared_recaller().index.full_reads == 0
+    assert shared_recaller() is not recaller
 
 
-def test_concurrent_recalls_share_the_copies_safely(db: Database, embedder: Embedder, shared: None) -> None:
+def test_concurrent_recalls_answer_as_one_at_a_time(db: Database, embedder: Embedder, shared: None) -> None:
     users = ("u1", "u2", "u3")
     for user in users:
         for days, text in HISTORY:
@@ -761,6 +805,3 @@ def test_concurrent_recalls_share_the_copies_safely(db: Database, embedder: Embe
     assert errors == [] and len(results) == 54
     for key, result in results:
         assert result == expected[key], key
-    index = shared_recaller(db).index
-    assert index is shared_recaller().index
-    assert (index.full_reads, index.users, index.rows) == (3, 3, 3 * len(HISTORY)), "each user read whole once"

@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 
 from jobs.recall import RecallConfig
 from jobs.recall.fitting import select
-from jobs.recall.index import Scores
 from jobs.recall.result import RecalledOpenItem, line_macros, render_block
-from jobs.recall.scoring import epoch_us, fuse
+from jobs.recall.scoring import Scores, epoch_us, fuse
 from jobs.tokens import estimate_tokens
 
 NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)

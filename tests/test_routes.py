@@ -12,7 +12,8 @@ from support.recall_rows import NOW, add, unit
 
 from jobs.citus.routes import Routes, ask_with
 from jobs.db import Database, one
-from jobs.recall import Recaller
+from jobs.recall import RecallConfig, Recaller
+from jobs.recall.scoring import read_scores, send_scores
 from jobs.sql import query as named_query
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
@@ -56,27 +57,20 @@ def test_a_read_runs_on_the_tenants_node_read_only_and_sees_only_the_tenant(db: 
     else:
         assert db._routes.node("acme") is None and not db._node_pools
         with db.tenant_read("acme") as (_, sql, on_shards):
-            assert on_shards is False and sql("recall_rows") == named_query("recall_rows")
+            assert on_shards is False and sql("recall_scores") == named_query("recall_scores")
+    asked = {"tenant_id": "acme", "user_id": "u1", "now": NOW, "purposes": None, "query_text": "plan"}
+    everything = RecallConfig(relevant_similarity=-1)
     with db.tenant_read("acme") as (conn, sql, _):
         seen = [r["id"] for r in conn.execute("SELECT id FROM episodes WHERE tenant_id IN ('acme', 'globex')")]
-        statement = sql("recall_rows")
-        assert [
-            r["id"]
-            for r in conn.execute(
-                statement, {"tenant_id": "acme", "user_id": "u1", "ids": [mine], "now": NOW, "purposes": None}
-            )
-        ] == [mine]
+        statement = sql("recall_scores")
+        chosen = read_scores(send_scores(conn, sql, asked, unit(rng), everything, [mine]))
+        assert chosen.scores.ids.tolist() == [mine]
     assert seen == [mine]  # row-level security holds on the worker as on the coordinator
     if backend == "citus":  # and on the shard table itself: another tenant's transaction on it sees nothing
         assert "episodes_" in statement
-        with db.tenant_read("acme") as (conn, _, _):
+        with db.tenant_read("acme") as (conn, sql, _):
             conn.execute("SET LOCAL episodes.tenant_id = 'globex'")
-            assert (
-                conn.execute(
-                    statement, {"tenant_id": "acme", "user_id": "u1", "ids": [mine], "now": NOW, "purposes": None}
-                ).fetchall()
-                == []
-            )
+            assert read_scores(send_scores(conn, sql, asked, unit(rng), everything, [mine])).candidates == 0
     if backend == "citus":
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction), db.tenant_read("acme") as (conn, _, _):
             conn.execute("UPDATE episodes SET importance = 0.9 WHERE tenant_id = 'acme'")
@@ -150,9 +144,7 @@ def test_shard_tables_gone_during_a_read_are_read_again_through_a_fresh_route(db
     gone = route._replace(shard_ids=tuple((t, 999_999_999 if t == "episodes" else s) for t, s in route.shard_ids))
     db._routes._routes["acme"] = (gone, float("inf"))
     with pytest.raises(psycopg.errors.UndefinedTable), db.tenant_read("acme") as (conn, sql, _):
-        conn.execute(
-            sql("recall_rows"), {"tenant_id": "acme", "user_id": "u1", "ids": [1], "now": NOW, "purposes": None}
-        )
+        conn.execute(sql("recall_rows"), {"tenant_id": "acme", "ids": [1], "dim": 384})
     db._routes._routes["acme"] = (gone, float("inf"))
     assert _ids(db, "acme", "u1", query) == expected
     assert db._routes.route("acme") == route

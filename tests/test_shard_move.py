@@ -19,8 +19,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 from psycopg.rows import DictRow, dict_row
 from support import citus_cluster
 from support import fake_anthropic as fa
@@ -31,8 +33,10 @@ from jobs import config
 from jobs.db import APP_ROLE, Database, one, set_local
 from jobs.extract.claude import AnthropicExtractor
 from jobs.ingest import ingest_records
-from jobs.recall.index import RecallIndex
+from jobs.recall import RecallConfig
+from jobs.recall.scoring import read_scores, send_scores
 from jobs.serve import ServeOptions, Server
+from jobs.sql import query
 
 pytestmark = pytest.mark.slow
 
@@ -88,30 +92,36 @@ def transcript(user: str, n: int) -> dict[str, Any]:
 
 
 class RecallChecker(threading.Thread):
-    """Keeps each user's warm copy up to date and compares it with the truth in one snapshot."""
+    """Has recall score each user's candidates while shards move, and compares them with the truth in one snapshot."""
 
     def __init__(self, url: str, stop: threading.Event) -> None:
         super().__init__(daemon=True)
         self.url, self.stop = url, stop
-        self.index = RecallIndex(dim=384)
         self.checks = self.mismatches = 0
         self.errors: list[str] = []
 
     def check(self, conn: psycopg.Connection[DictRow], user: str) -> None:
         with conn.transaction():
             set_local(conn, role=APP_ROLE, **{"episodes.tenant_id": TENANT})
-            with self.index.user(conn, TENANT, user, "what did we decide about the plan?") as read:
-                assert read is not None  # every read is accepted here
-                copy, _ = read
-                held = sorted(copy.ids[: copy.size][copy.alive[: copy.size]].tolist())
+            asked = {
+                "tenant_id": TENANT,
+                "user_id": user,
+                "now": dt.datetime.now(dt.UTC),
+                "purposes": None,
+                "query_text": "what did we decide about the plan?",
+            }
+            every = RecallConfig(recent_n=10_000, top_k=0, related_k=0)  # every candidate comes back as recent
+            scored = read_scores(send_scores(conn, query, asked, np.ones(384, np.float32), every, ()))
+            held = sorted(scored.scores.ids.tolist())
             truth = [r["id"] for r in conn.execute(TRUTH, {"t": TENANT, "u": user})]
         self.checks += 1
         if held != truth:
             self.mismatches += 1
-            self.errors.append(f"{user}: copy {held} != table {truth}")
+            self.errors.append(f"{user}: recall scored {held} != table {truth}")
 
     def run(self) -> None:
         with psycopg.connect(self.url, row_factory=dict_row, autocommit=True) as conn:
+            register_vector(conn)
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             while not self.stop.is_set():
                 for user in USERS:

@@ -31,7 +31,7 @@ def recorded_embedder(conn: Conn) -> Recorded:
 
     First takes the lock every reader of ``episodes`` takes anyway (ACCESS SHARE), so a switch cannot
     commit between this read and the caller's next statements. (Recall needs no lock: its read of the
-    vectors brings the recorded embedder in the same statement, jobs.recall.index.)"""
+    vectors brings the recorded embedder in the same statement, jobs.recall.scoring.)"""
     with conn.pipeline():  # the statements in one round trip; the server still runs them in order
         # On a Citus coordinator a LOCK TABLE is also sent to every worker; the switch's ALTER TABLE
         # locks the coordinator's table first, and every writer goes through the coordinator, so

@@ -140,7 +140,6 @@ def apply_policy(
                 if not locked:
                     continue
                 erased = erase_episodes(conn, tenant_id, locked, scope="policy")
-            erased.announce(tenant_id)  # committed: this process's recall copies of those users go now
             report.batches += 1
             report.deleted += len(locked)
             report.counts.update(erased.counts)

@@ -5,8 +5,7 @@ budget of jobs.concepts) returns the last N episodes plus the top K most relevan
 message, deduplicated, with a soft time decay, super-summaries standing in for compressed periods,
 and the user's still-open questions and commitments, rendered through ``prompts/previous_episodes.j2``
 so that the whole block fits ``budget_tokens``. The top K is exact within the user's rows: every
-candidate is scored, from an in-process copy of the user's scoring columns that each recall brings up
-to date exactly.
+candidate is scored, in PostgreSQL, by one statement.
 
 The modules, top down:
 
@@ -14,11 +13,9 @@ The modules, top down:
 * :mod:`~jobs.recall.recaller`: :class:`Recaller`, one recall from start to end;
 * :mod:`~jobs.recall.fitting`: deduplication and fitting the block to the budget;
 * :mod:`~jobs.recall.time_cues`: the months an opening message names, whose episodes fitting places first;
-* :mod:`~jobs.recall.scoring`: ranks, reciprocal rank fusion, decay and importance;
+* :mod:`~jobs.recall.scoring`: every candidate scored in PostgreSQL (ranks, reciprocal rank fusion, decay
+  and importance) and the chosen episodes read;
 * :mod:`~jobs.recall.open_items`: the user's open items of candidate episodes, a page at a time;
-* :mod:`~jobs.recall.index`: the per-user in-process copy, refreshed by what changed;
-* :mod:`~jobs.recall.text_rank` and :mod:`~jobs.recall.postings`: the text score (PostgreSQL's
-  ``ts_rank``, bit for bit) and the postings it reads;
 * :mod:`~jobs.recall.unsummarised`: sessions not yet summarised, one redacted line each;
 * :mod:`~jobs.recall.result`: what a recall returns and its rendering;
 * :mod:`~jobs.recall.purposes` and :mod:`~jobs.recall.config`: which purposes a recall sees, and

@@ -1,25 +1,22 @@
 """The user's still-open questions and commitments for a recall: those of candidate episodes.
 
-``recall_open_items`` (``sql/recall.sql``) reads one table, ``episode_events``, a page at a time, in
-the order recall shows them (fresh first, then stale ones related to the opening message; newest
-first). Whether an item's episode is a recall candidate (current, not compressed, ended by ``now``, of
-an allowed purpose) is answered by the user's copy, which the same transaction has just brought up to
-date (:meth:`jobs.recall.index.UserIndex.candidates`), not by a join: on a Citus cluster a one-table
-statement takes the fast path (planned once, not deparsed), about half the time of the join there.
+``recall_open_items`` (``sql/recall.sql``) reads them a page at a time, in the order recall shows them
+(fresh first, then stale ones related to the opening message; newest first), joined to their
+episodes so that only items of recall candidates (current, not compressed, ended by ``now``, of an
+allowed purpose) come back.
 
-An item of a compressed or superseded episode stays open beside its copy in the super-summary or the
-newer episode, so a page may hold items that are left out; the next page is read only while fewer
-than ``limit`` are kept and the page was full. A typical user's items fit in the first page, which the
-recaller sends before it scores the copy and reads after (:func:`send_open_items`).
+The same item said again in later sessions is one line (:func:`same_item`), so a page may hold fewer
+distinct items than rows; the next page is read only while fewer than ``limit`` are kept and the page
+was full. A typical user's items fit in the first page, which the recaller sends at once, beside the
+other statements of its transaction (:func:`send_open_items`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from jobs.db import Conn, Cursor
-from jobs.recall.index import UserIndex
 from jobs.sql import query
 
 PAGE_MIN = 16  # items a page reads at least (twice the limit when that is more)
@@ -34,7 +31,8 @@ def send_open_items(
 ) -> Cursor:
     """Send one page of ``recall_open_items`` (``conn`` may be in pipeline mode: read it later).
 
-    ``params``: tenant_id, user_id, now, query_text (the opening message), grace_seconds, age_seconds.
+    ``params``: tenant_id, user_id, now, purposes, query_text (the opening message), grace_seconds,
+    age_seconds.
     ``sql``: the texts of the transaction's statements (jobs.db.TenantRead.query)."""
     return conn.execute(sql("recall_open_items"), {**params, "limit": page_size(limit), "offset": offset})
 
@@ -42,14 +40,11 @@ def send_open_items(
 def open_items(
     conn: Conn,
     first: Cursor,
-    copy: UserIndex,
     params: dict[str, Any],
     limit: int,
-    now_us: int,
-    purposes: Iterable[str] | None,
     sql: Callable[[str], str] = query,
 ) -> list[dict[str, Any]]:
-    """The first ``limit`` distinct items of candidate episodes: the page ``first`` sent, then more as needed.
+    """The first ``limit`` distinct items: the page ``first`` sent, then more as needed.
 
     The same item said again in later sessions (five sessions each ending "Maria will send the order
     form") is one line, the newest, with ``times`` counting the sessions that said it among the items
@@ -59,9 +54,7 @@ def open_items(
     cursor, offset = first, 0
     while True:
         page = cursor.fetchall()
-        for row, ok in zip(page, copy.candidates([r["episode_id"] for r in page], now_us, purposes)):
-            if not ok:
-                continue
+        for row in page:
             key = same_item(row)
             if key in seen:
                 seen[key]["times"] += 1

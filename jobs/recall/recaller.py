@@ -1,25 +1,25 @@
-"""Recaller: one recall from start to end, with what is worth keeping between recalls.
+"""Recaller: one recall from start to end.
 
 Selection runs in one tenant-scoped transaction (row-level security applies), with the queries of
-``sql/recall.sql``:
+``sql/recall.sql``, in three round trips (pipeline mode):
 
-1. **Candidates** are the user's episodes with ``status = 'current' AND compressed_into IS NULL``
-   (so a super-summary stands in for the sessions it compressed), ended by ``now``, of an allowed
-   purpose (:mod:`jobs.recall.purposes`). The user's in-process copy of the scoring columns
-   (:mod:`jobs.recall.index`) is brought up to date with what changed, and every candidate is
-   scored exactly (:mod:`jobs.recall.scoring`); the top K, the last ``recent_n`` and the episodes
-   of open items are picked.
-2. **Open items**: the user's still-open questions and commitments from candidate episodes; a
-   stale one (long overdue, or old without a due date) only when related to the opening message.
-3. **Sessions not yet summarised** (open, or waiting for summarize) of the user: one line each
-   from their last user messages, redacted (:mod:`jobs.recall.unsummarised`), their share of the
-   budget taken first.
-4. The picked episodes are read fresh, then **fitted** to the budget (:mod:`jobs.recall.fitting`)
-   and rendered (:mod:`jobs.recall.result`).
+1. **Open items** (:mod:`jobs.recall.open_items`): the user's still-open questions and commitments of
+   candidate episodes; a stale one (long overdue, or old without a due date) only when related to the
+   opening message. Beside them, the **sessions not yet summarised** (open, or waiting for summarize):
+   one line each from their last user messages, redacted (:mod:`jobs.recall.unsummarised`), their
+   share of the budget taken first.
+2. **Scoring** (:mod:`jobs.recall.scoring`): every candidate of the user (``status = 'current' AND
+   compressed_into IS NULL``, so a super-summary stands in for the sessions it compressed; ended by
+   ``now``; of an allowed purpose, :mod:`jobs.recall.purposes`) scored exactly in PostgreSQL, the rows
+   fusion can pick returned, and fused here: the top K, the possibly related, the last ``recent_n`` and
+   the episodes of the open items are picked.
+3. **The chosen episodes** by primary key, their verbatim lines that best match the opening message,
+   and which of them hold a decision a later session replaced.
 
-A Recaller holds the database, the embedder (loaded once per process) and the per-user copies, so
-a user's second recall reads only what changed since the first. :func:`jobs.recall.recall` keeps
-one per database for the whole process (:mod:`jobs.recall.shared`).
+Then the chosen episodes are **fitted** to the budget (:mod:`jobs.recall.fitting`) and rendered
+(:mod:`jobs.recall.result`). A Recaller holds the database and the embedder (loaded once per process);
+it keeps no copy of anyone's rows, so an erasure or a correction is seen by the next recall as by any
+query. :func:`jobs.recall.recall` keeps one per database for the whole process (:mod:`jobs.recall.shared`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,10 @@ from jobs.embeddings.protocol import embed_queries
 from jobs.embeddings.recorded import Recorded
 from jobs.recall.config import RecallConfig
 from jobs.recall.fitting import minimum_budget, select
-from jobs.recall.index import RecallIndex
 from jobs.recall.open_items import open_items, send_open_items
 from jobs.recall.purposes import purpose_filter
 from jobs.recall.result import Recall, RecalledLine, RecalledOpenItem
-from jobs.recall.scoring import epoch_us, fuse
+from jobs.recall.scoring import epoch_us, fuse, read_scores, send_scores, unit_vectors
 from jobs.recall.unsummarised import fit_sessions, unsummarised_sessions
 
 log = logging.getLogger(__name__)
@@ -54,48 +53,31 @@ class _Read(NamedTuple):
 
     open_rows: list[dict[str, Any]]  # recall_open_items
     candidates: int  # the user's candidate episodes scored
-    picked: dict[int, dict[str, Any]]  # fuse(): the chosen episodes' ranks and scores
-    vectors: dict[int, np.ndarray]  # their embeddings, from the copy
-    rows: list[dict[str, Any]]  # recall_rows: the chosen episodes still candidates, read fresh
+    rows: list[dict[str, Any]]  # recall_rows with fuse()'s ranks and scores: the chosen episodes, best first
+    vectors: dict[int, np.ndarray]  # their unit embeddings
     sessions: list[dict[str, Any]]  # recall_unsummarised
     lines: list[dict[str, Any]]  # recall_lines: the chosen episodes' lines that best match, best first
     replaced: dict[int, dt.date]  # recall_replaced: chosen episodes with a decision a later one replaced
 
 
 class Recaller:
-    """Holds the database, the embedder and the per-user copies (``index``) for repeated recalls.
+    """Holds the database and the embedder for repeated recalls (thread-safe: each recall takes a
+    connection of the database's pool)."""
 
-    ``index`` may be shared by Recallers of the same database (it is thread-safe, and every recall
-    checks its freshness inside its own transaction); by default each Recaller has its own.
-    """
-
-    def __init__(
-        self,
-        db: Database,
-        embedder: Embedder | None = None,
-        config: RecallConfig | None = None,
-        index: RecallIndex | None = None,
-    ) -> None:
+    def __init__(self, db: Database, embedder: Embedder | None = None, config: RecallConfig | None = None) -> None:
         self.db = db
         self.embedder = embedder or embedder_for(db.settings)
         self.config = config or RecallConfig()
-        self.index = index or RecallIndex(self.embedder.dim, db.settings.recall_cache_rows)
         # The name the embedder was asked for (EPISODES_EMBEDDER, or one followed below), which the
         # database may record instead of the embedder's own name ("minilm" for all-MiniLM-L6-v2).
         self._embedder_as = db.settings.embedder if embedder is None else embedder.name
-        if self.index.dim != self.embedder.dim:
-            raise ValueError(
-                f"the index holds {self.index.dim}-dimension vectors; "
-                f"the embedder {self.embedder.name} makes {self.embedder.dim}"
-            )
 
     def _follow_recorded_embedder(self, recorded: Recorded) -> bool:
         """Switch to the embedder the database records if it is another one: after `episodes reembed`,
         or in a process configured with another (whose writers refuse, jobs.embeddings.recorded).
 
         Vectors of one embedder are only comparable with a message embedded by the same one, so
-        recall follows the record rather than score with the wrong one. The per-user copies hold
-        the other vectors, so they go too. Returns whether it switched."""
+        recall follows the record rather than score with the wrong one. Returns whether it switched."""
         if recorded.matches(self.embedder, self._embedder_as):
             return False
         log.warning(
@@ -111,7 +93,6 @@ class Recaller:
             recorded.name, threads=s.embed_threads, cache_dir=s.cache_dir, model_dir=s.model_dir
         )
         self._embedder_as = recorded.name
-        self.index = RecallIndex(self.embedder.dim, s.recall_cache_rows)
         return True
 
     def embed(self, opening_message: str) -> np.ndarray:
@@ -163,13 +144,10 @@ class Recaller:
         vector = np.asarray(query_vector, dtype=np.float32)
         while (read := self._read(tenant_id, user_id, opening_message, vector, now, purposes)) is None:
             vector = self.embed(opening_message)  # `episodes reembed` switched the embedder: embed anew
-        open_rows, candidates, picked, vectors, rows, session_rows, line_rows, replaced = read
+        open_rows, candidates, rows, vectors, session_rows, line_rows, replaced = read
         unsummarised = unsummarised_sessions(session_rows, chars=cfg.compact_chars, redact=self.db.settings.redact)
         sessions, session_tokens = fit_sessions(unsummarised, cfg.open_items_share, budget_tokens)
-        rows = sorted(
-            ({**row, **picked[row["id"]], "replaced_on": replaced.get(row["id"])} for row in rows),
-            key=lambda r: (r["relevance_rank"] or 1 << 62, r["recency_rank"] or 1 << 62, r["id"]),
-        )
+        rows = [{**row, "replaced_on": replaced.get(row["id"])} for row in rows]
         episodes, items = select(
             rows,
             vectors,
@@ -207,14 +185,10 @@ class Recaller:
         purposes: list[str] | None,
     ) -> _Read | None:
         """Everything recall reads, in one tenant transaction; None if the database's embedder is another
-        one now (the copies were dropped; embed the message anew and read again).
+        one now (embed the message anew and read again).
 
-        The transaction runs in pipeline mode. The copy's read of what changed goes first (a copy's
-        first read also brings the embedder the vectors are of); once it is back, the open items
-        (:mod:`jobs.recall.open_items`, which keeps those of candidates in the copy) and the
-        unsummarised sessions are sent, and the server runs them while this process scores the copy.
-        The chosen rows come back with the COMMIT. On a Citus worker the statements name the tenant's
-        shard tables (jobs.citus.shards); if a shard move drops them during the read, it runs once more."""
+        On a Citus worker the statements name the tenant's shard tables (jobs.citus.shards); if a shard
+        move drops them during the read, it runs once more."""
         try:
             return self._read_once(tenant_id, user_id, opening_message, vector, now, purposes)
         except psycopg.errors.UndefinedTable:
@@ -232,45 +206,32 @@ class Recaller:
         purposes: list[str] | None,
     ) -> _Read | None:
         cfg, settings = self.config, self.db.settings
-        params = {"tenant_id": tenant_id, "user_id": user_id, "now": now, "purposes": purposes}
+        params = {
+            "tenant_id": tenant_id,
+            "user_id": user_id,
+            "now": now,
+            "purposes": purposes,
+            "query_text": opening_message,
+        }
+        item_params = {
+            **params,
+            "grace_seconds": settings.stale_grace_seconds,
+            "age_seconds": settings.stale_age_seconds,
+        }
         with self.db.tenant_read(tenant_id, pipeline=True) as (conn, sql, _):  # on a cluster: the tenant's worker
-            with self.index.user(
-                conn,
-                tenant_id,
-                user_id,
-                opening_message,
-                sql=sql,
-                accept=lambda recorded: not self._follow_recorded_embedder(recorded),
-            ) as read:
-                if read is None:
-                    return None
-                index = read.copy
-                item_params = {
-                    **params,
-                    "query_text": opening_message,
-                    "grace_seconds": settings.stale_grace_seconds,
-                    "age_seconds": settings.stale_age_seconds,
-                }
-                items = (
-                    send_open_items(conn, item_params, cfg.max_open_items, sql=sql) if cfg.max_open_items > 0 else None
-                )
-                conn.pgconn.send_flush_request()  # the items come back as soon as they are run, not after the next
-                sessions = (
-                    conn.execute(sql("recall_unsummarised"), {**params, "limit": cfg.max_unsummarised})
-                    if cfg.max_unsummarised > 0
-                    else None
-                )
-                now_us = epoch_us(now)
-                scores = index.scores(vector, read.lexemes, now_us, purposes)
-                open_rows = (
-                    open_items(conn, items, index, item_params, cfg.max_open_items, now_us, purposes, sql)
-                    if items is not None
-                    else []
-                )
-                picked = fuse(scores, cfg, now_us, {r["episode_id"] for r in open_rows})
-                vectors = {i: v.copy() for i in picked if (v := index.vector(i)) is not None}
+            items = send_open_items(conn, item_params, cfg.max_open_items, sql=sql) if cfg.max_open_items > 0 else None
+            sessions = (
+                conn.execute(sql("recall_unsummarised"), {**params, "limit": cfg.max_unsummarised})
+                if cfg.max_unsummarised > 0
+                else None
+            )
+            open_rows = open_items(conn, items, item_params, cfg.max_open_items, sql) if items is not None else []
+            scored = read_scores(send_scores(conn, sql, params, vector, cfg, {r["episode_id"] for r in open_rows}))
+            if scored.recorded is not None and self._follow_recorded_embedder(scored.recorded):
+                return None
+            picked = fuse(scored.scores, cfg, epoch_us(now), {r["episode_id"] for r in open_rows})
             ids = sorted(picked)
-            chosen = conn.execute(sql("recall_rows"), {**params, "ids": ids})
+            chosen = conn.execute(sql("recall_rows"), {**params, "ids": ids, "dim": len(vector)}) if ids else None
             lines = (
                 conn.execute(
                     sql("recall_lines"),
@@ -287,14 +248,21 @@ class Recaller:
                 else None
             )
             replaced = conn.execute(sql("recall_replaced"), {**params, "ids": ids}) if ids else None
-        rows = [row for row in chosen.fetchall() if row.pop("candidate")]  # not one any more: left out
+        rows = chosen.fetchall() if chosen is not None else []
+        vectors = unit_vectors(rows)
+        rows.sort(
+            key=lambda r: (
+                picked[r["id"]]["relevance_rank"] or 1 << 62,
+                picked[r["id"]]["recency_rank"] or 1 << 62,
+                r["id"],
+            )
+        )
         return _Read(
             open_rows,
-            len(scores.ids),
-            picked,
+            scored.candidates,
+            [{**row, **picked[row["id"]]} for row in rows],
             vectors,
-            rows,
             sessions.fetchall() if sessions is not None else [],
             lines.fetchall() if lines is not None else [],
-            {r["episode_id"]: r["replaced_at"].date() for r in replaced.fetchall()} if replaced else {},
+            {r["episode_id"]: r["replaced_at"].date() for r in replaced.fetchall()} if replaced is not None else {},
         )

@@ -1,31 +1,111 @@
-"""Ranks and the fused score of a user's candidate episodes; which of them are offered to fitting.
+"""Scoring: every candidate of the user scored in PostgreSQL (``recall_scores``), fused here.
 
 Every candidate is scored exactly (no approximate index), so the top K is exact within the user's
-rows: a rank by cosine distance to the opening message and a rank by full text (PostgreSQL's
-``ts_rank`` of the message's lexemes OR-ed over ``search_tsv``, reproduced bit for bit by
-:mod:`jobs.recall.text_rank`), fused by reciprocal rank fusion, times a soft time decay and an
-importance factor. Only episodes above the relevance floor (:class:`RecallConfig`) can be among the
-top K, so an opening message unrelated to the user's history gets no "relevant" episode at all;
-the best below it (``related_k``, above ``related_similarity``) are picked as "possibly related".
-The last ``recent_n`` come along, and so do the episodes that hold open items.
-The arrays come from the user's in-process copy (:mod:`jobs.recall.index`).
+rows: a rank by cosine distance to the opening message (pgvector's ``<=>``) and a rank by full text
+(PostgreSQL's ``ts_rank`` of the message's lexemes OR-ed over ``search_tsv``), fused by reciprocal rank
+fusion, times a soft time decay and an importance factor. Only episodes above the relevance floor
+(:class:`~jobs.recall.config.RecallConfig`) can be among the top K, so an opening message unrelated to
+the user's history gets no "relevant" episode at all; the best below it (``related_k``, above
+``related_similarity``) are picked as "possibly related". The last ``recent_n`` come along, and so do
+the episodes that hold open items.
+
+PostgreSQL scores every candidate and returns only those fusion can pick (the first ``rank_depth`` of
+each list, the most recent, the episodes of open items): a few dozen rows whoever the user is. The
+statement is kept simple so that it plans in a fraction of a millisecond and its prepared generic plan
+walks the user's rows by index; the fusion, a handful of array operations on those rows, runs here
+(:func:`fuse`). Nothing of any user is kept between recalls.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from jobs.db import Conn, Cursor
+from jobs.embeddings.recorded import Recorded
 from jobs.recall.config import RecallConfig
-from jobs.recall.index import Scores
+
+
+@dataclass
+class Scores:
+    """Scores of the candidate episodes fusion can pick (those ended by ``now`` and of an allowed purpose)."""
+
+    ids: np.ndarray  # int64
+    ended_us: np.ndarray  # int64, microseconds since the epoch
+    importance: np.ndarray  # float64
+    distance: np.ndarray  # float64, NaN without an embedding
+    text: np.ndarray  # float64, ts_rank(search_tsv, q, 1) (a float32 value); NaN when no lexeme of the message occurs
+    pinned: np.ndarray  # bool: pinned episodes do not decay (jobs.lifecycle.pins)
+
+
+class Scored(NamedTuple):
+    """What ``recall_scores`` returned."""
+
+    scores: Scores  # the rows fusion can pick
+    candidates: int  # the user's candidate episodes scored
+    recorded: Recorded | None  # the embedder the database records (None: a database without one)
 
 
 def epoch_us(when: dt.datetime) -> int:
-    """Microseconds since the epoch, exactly (as the index holds ended_at)."""
+    """Microseconds since the epoch, exactly."""
     delta = when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def send_scores(
+    conn: Conn | Cursor,
+    sql: Callable[[str], str],
+    params: dict[str, Any],
+    vector: np.ndarray,
+    cfg: RecallConfig,
+    extra_ids: Collection[int],
+) -> Cursor:
+    """Send ``recall_scores`` (``conn`` may be in pipeline mode: read it with :func:`read_scores`).
+
+    ``params``: tenant_id, user_id, now, purposes, query_text."""
+    return conn.execute(
+        sql("recall_scores"),
+        {
+            **params,
+            "vector": vector,
+            "dim": len(vector),
+            "has_vector": bool(np.any(vector)),  # a zero vector has no direction: no distance, as no embedding
+            "depth": max(cfg.rank_depth, cfg.top_k),
+            "recent_n": cfg.recent_n,
+            "extra_ids": sorted(extra_ids),
+        },
+    )
+
+
+def read_scores(cursor: Cursor) -> Scored:
+    rows = cursor.fetchall()
+    last = rows.pop()  # the counts' row comes last (UNION ALL after the UNIONs)
+    recorded = Recorded(last["embedder"], last["embedding_dim"]) if last["embedder"] else None
+    nan = float("nan")
+    scores = Scores(
+        ids=np.array([r["id"] for r in rows], np.int64),
+        ended_us=np.array([epoch_us(r["ended_at"]) for r in rows], np.int64),
+        importance=np.array([r["importance"] for r in rows], np.float64),
+        distance=np.array([nan if r["distance"] is None else r["distance"] for r in rows], np.float64),
+        text=np.array([nan if r["text_score"] is None else r["text_score"] for r in rows], np.float64),
+        pinned=np.array([r["pinned"] for r in rows], bool),
+    )
+    return Scored(scores, int(last["candidates"]), recorded)
+
+
+def unit_vectors(rows: list[dict[str, Any]]) -> dict[int, np.ndarray]:
+    """The unit embeddings of ``recall_rows``' rows by id, from vector_send's bytes (popped from the rows)."""
+    vectors: dict[int, np.ndarray] = {}
+    for row in rows:
+        if (raw := row.pop("embedding")) is not None:
+            vector = np.frombuffer(raw, ">f4", offset=4).astype(np.float32)  # int16 dim, int16 unused, then floats
+            norm = float(np.linalg.norm(vector))
+            vectors[row["id"]] = vector / norm if norm > 0 else vector
+    return vectors
 
 
 def _smallest(key: np.ndarray, tiebreak: np.ndarray, among: np.ndarray, k: int) -> np.ndarray:
@@ -49,7 +129,7 @@ def decay(age_s: np.ndarray, cfg: RecallConfig) -> np.ndarray:
 
 
 def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict[int, dict[str, Any]]:
-    """Ranks and the fused score; returns the picked episodes (top_k, recent_n, extra_ids) by id.
+    """Ranks and the fused score; returns the picked episodes (top_k, related_k, recent_n, extra_ids) by id.
 
     vector_rank: by cosine distance (ties by id); text_rank: by ts_rank descending (ties by id), only
     episodes with a lexeme of the message; each list cut at rank_depth. score: the sum of

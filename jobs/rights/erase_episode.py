@@ -20,9 +20,7 @@ tenant-scoped transaction it erases session episodes by id, all or nothing:
 - one ``erasures`` row per user concerned, ``scope = 'episode'``: tenant, the salted hash of the user
   id, the time and the counts, nothing else (as ``episodes forget --user`` records).
 
-Warm per-user recall copies see the deletion through the user's change counter (migration 0016);
-those of the process that erased go at once (:mod:`jobs.rights.erased`; a caller of
-:func:`erase_episodes` calls :meth:`ErasedEpisodes.announce` after its commit).
+Recall keeps no copy of a user's rows (jobs.recall.scoring): the next recall reads what committed.
 
 A super-summary cannot be erased by itself (:class:`~jobs.errors.SuperSummaryNotErasable`): the next
 compress run would write it again from the same sources. Forget its sources instead.
@@ -48,7 +46,6 @@ from jobs.compress import Compressor, rebuild_period
 from jobs.db import Conn, Database, one
 from jobs.embeddings import Embedder
 from jobs.errors import EpisodeNotFound, EpisodesError, SuperSummaryNotErasable
-from jobs.rights.erased import announce
 from jobs.rights.forget import user_hash
 from jobs.sql import query
 from jobs.wording import counted
@@ -80,10 +77,6 @@ class ErasedEpisodes:
     supers: list[RemovedSuper] = field(default_factory=list)
     erasure_ids: list[int] = field(default_factory=list)
     users: list[str] = field(default_factory=list)  # whose episodes or super-summaries went
-
-    def announce(self, tenant_id: str) -> None:
-        """After the caller's transaction committed: drop this process's in-memory copies of those users."""
-        announce(tenant_id, self.users)
 
 
 def erase_episodes(
@@ -272,7 +265,6 @@ def forget_episode(
     except _DryRun:
         report.erasure_ids = []
     if not dry_run:
-        erased.announce(tenant_id)  # committed: the process's in-memory copies of those users go now
         report.rebuilt = rebuild_supers(db, tenant_id, report.supers, compressor=compressor, embedder=embedder)
     # A dry run changes nothing and its command prints what it would do: its record is for debugging only.
     log.log(

@@ -48,7 +48,6 @@ from psycopg.types.json import Jsonb
 
 from jobs.db import Conn, Database, one, set_local
 from jobs.errors import SchemaNotInitialised
-from jobs.rights.erased import announce
 from jobs.sql import query
 from jobs.wording import counted
 
@@ -145,8 +144,6 @@ def forget_user(
                 raise _DryRun()
     except _DryRun:
         report.erasure_id = report.requested_at = None  # rolled back with everything else
-    else:  # committed: this process's in-memory copies of the user (and of users whose supers went) go now
-        announce(tenant_id, sorted({user_id, *(p.user_id for p in report.rebuild)}))
     report.counts["job_runs_scrubbed"] = _scrub_job_runs(db, tenant_id, user_id, dry_run)
     # A dry run changes nothing and its command prints what it would do: its record is for debugging only.
     log.log(

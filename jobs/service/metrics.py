@@ -2,7 +2,6 @@
 
 - ``episodes_http_requests_total{method, route, status}`` and ``episodes_http_request_seconds{method, route}``:
   by route *template* (``/v1/episodes/{episode_id}``), never the raw path, so ids do not explode the series;
-- ``episodes_recall_cache_rows``: episodes held in memory by the recall copies (summed over workers);
 - ``episodes_queue_depth``: closed transcripts waiting to be summarised, read from the database at scrape time;
 - ``episodes_gc_pause_seconds{generation}``: the cyclic garbage collector's passes, each of which stops the
   worker's every thread (a full pass over a large heap is a latency spike no route's histogram explains).
@@ -23,7 +22,6 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
-    Gauge,
     Histogram,
     generate_latest,
 )
@@ -62,12 +60,6 @@ class Metrics:
         self.requests = Counter("episodes_http_requests", "HTTP requests", ["method", "route", "status"], registry=own)
         self.latency = Histogram(
             "episodes_http_request_seconds", "HTTP request latency", ["method", "route"], buckets=_BUCKETS, registry=own
-        )
-        self.cache_rows = Gauge(
-            "episodes_recall_cache_rows",
-            "Episodes held by the in-memory recall copies",
-            registry=own,
-            multiprocess_mode="livesum",
         )
         self.gc_pauses = Histogram(
             "episodes_gc_pause_seconds",

@@ -101,16 +101,9 @@ def test_recall_statements_on_shards_name_only_shard_tables() -> None:
     (a function named like a table, a column) is touched."""
     from jobs.citus.shards import Shards
 
-    tables = ["transcripts", "episodes", "episode_events", "recall_versions", "recall_packs", "episodes_settings"]
+    tables = ["transcripts", "episodes", "episode_events", "episode_lines", "episodes_settings"]
     on = Shards(102032, {t: 102000 + i for i, t in enumerate(tables)})
-    names = [
-        "recall_changes",
-        "recall_changes_recorded",
-        "recall_open_items",
-        "recall_unsummarised",
-        "recall_rows",
-        "recall_pack",
-    ]
+    names = ["recall_scores", "recall_open_items", "recall_unsummarised", "recall_lines", "recall_replaced"]
     for name in names:
         text = on.query(name)
         before, after = (

@@ -54,6 +54,5 @@ def readyz(request: Request) -> Health:
 def metrics(request: Request) -> Response:
     """Prometheus text format."""
     metrics = request.app.state.metrics
-    metrics.cache_rows.set(request.app.state.recaller.index.rows)
     body, content_type = metrics.render()
     return Response(body, media_type=content_type)
