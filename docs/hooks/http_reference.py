@@ -13,11 +13,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mkdocs.config.defaults import MkDocsConfig
-from mkdocs.structure.files import File, Files
-from mkdocs.structure.pages import Page
+if TYPE_CHECKING:  # render() needs no mkdocs: the tests import this module with the test extra alone
+    from mkdocs.config.defaults import MkDocsConfig
+    from mkdocs.structure.files import Files
+    from mkdocs.structure.pages import Page
 
 PAGE = "http-reference.md"
 MARKER = "<!-- generated: the routes and schemas of openapi.json -->"
@@ -50,6 +51,8 @@ def openapi_document() -> dict[str, Any]:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
+    from mkdocs.structure.files import File
+
     files.append(File.generated(config, "openapi.json", content=json.dumps(openapi_document(), indent=2) + "\n"))
     return files
 
@@ -90,8 +93,10 @@ def _operation(method: str, path: str, op: dict[str, Any]) -> str:
         lines += ["| parameter | in | type | required | description |", "| --- | --- | --- | --- | --- |"]
         for p in params:
             schema = p.get("schema", {})
-            lines.append(f"| `{p['name']}` | {p['in']} | {_type(schema)} | {'yes' if p.get('required') else 'no'} "
-                         f"| {_cell(_described(p.get('description') or schema.get('description', ''), schema))} |")
+            lines.append(
+                f"| `{p['name']}` | {p['in']} | {_type(schema)} | {'yes' if p.get('required') else 'no'} "
+                f"| {_cell(_described(p.get('description') or schema.get('description', ''), schema))} |"
+            )
         lines.append("")
     body = op.get("requestBody")
     if body:
@@ -114,7 +119,9 @@ def _schema(name: str, schema: dict[str, Any]) -> str:
         lines += ["| field | type | required | description |", "| --- | --- | --- | --- |"]
         for field, spec in properties.items():
             # An answer's field that is always sent (required) has no default to speak of.
-            described = spec.get("description", "") if field in required else _described(spec.get("description", ""), spec)
+            described = (
+                spec.get("description", "") if field in required else _described(spec.get("description", ""), spec)
+            )
             lines.append(f"| `{field}` | {_type(spec)} | {'yes' if field in required else 'no'} | {_cell(described)} |")
     return "\n".join(lines) + "\n"
 
@@ -146,9 +153,19 @@ def _type(schema: dict[str, Any]) -> str:
         text = f"object of {_type(schema['additionalProperties'])}"
     else:
         text = kind + (f" ({schema['format']})" if "format" in schema else "")
-    limits = [f"{label} {_number(schema[key])}" for key, label in (
-        ("minLength", "≥"), ("maxLength", "≤"), ("minimum", "≥"), ("maximum", "≤"),
-        ("minItems", "≥"), ("maxItems", "≤"), ("maxProperties", "≤")) if key in schema]
+    limits = [
+        f"{label} {_number(schema[key])}"
+        for key, label in (
+            ("minLength", "≥"),
+            ("maxLength", "≤"),
+            ("minimum", "≥"),
+            ("maximum", "≤"),
+            ("minItems", "≥"),
+            ("maxItems", "≤"),
+            ("maxProperties", "≤"),
+        )
+        if key in schema
+    ]
     unit = " items" if kind == "array" else " keys" if kind == "object" else " chars" if kind == "string" else ""
     if limits:
         text += f" ({', '.join(limits)}{unit})"
