@@ -226,10 +226,11 @@ class Recaller:
                 else None
             )
             open_rows = open_items(conn, items, item_params, cfg.max_open_items, sql) if items is not None else []
-            scored = read_scores(send_scores(conn, sql, params, vector, cfg, {r["episode_id"] for r in open_rows}))
+            item_episodes = {r["episode_id"] for r in open_rows}  # scored and picked whatever their rank
+            scored = read_scores(send_scores(conn, sql, params, vector, cfg, item_episodes))
             if scored.recorded is not None and self._follow_recorded_embedder(scored.recorded):
                 return None
-            picked = fuse(scored.scores, cfg, epoch_us(now), {r["episode_id"] for r in open_rows})
+            picked = fuse(scored.scores, cfg, epoch_us(now), item_episodes)
             ids = sorted(picked)
             chosen = conn.execute(sql("recall_rows"), {**params, "ids": ids, "dim": len(vector)}) if ids else None
             lines = (
