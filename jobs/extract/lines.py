@@ -9,9 +9,13 @@ transcript (retention) and go with the episode (erasure).
 
 Which lines:
 
-- Only what a person or the model *said*: messages of role ``user`` and ``assistant``, never tool
-  traffic (role ``tool``), system text, tool-call lines, hook output or injected blocks
+- What a person or the model *said*: messages of role ``user`` and ``assistant``, never tool
+  output (tool results), system text, hook output or injected blocks
   (:func:`jobs.extract.rules.agent.clean_said`), thinking or attachments placeholders.
+- What the agent *did*, from its tool calls: the files it wrote, edited or read and the commands it ran
+  (:mod:`jobs.extract.actions`), as lines of their own under the speaker ``assistant (tool call)``
+  ("Ran `mix phx.server` (Start Phoenix server).", "Wrote /tmp/example.py."), at most
+  :data:`MAX_ACTION_SHARE` of the lines.
 - A message is cut into lines of whole sentences of at most :data:`LINE_CHARS` characters; a longer
   sentence is clipped with "...". Lines without a word of three letters are dropped, and so are
   repeats.
@@ -19,6 +23,9 @@ Which lines:
   (numbers, versions, names, identifiers, file names, quoted values), the user's before the agent's,
   and never the agent's working narration ("Let me check...") while there is anything else; they stay
   in the session's order.
+
+The same action done again is one line (ten edits of one file are "Edited <file>." once). Action lines
+rank among the others by what they are: a file written or edited, then a command, then a file read.
 
 The messages were redacted before the extractor saw them (jobs.summarize.claim), so the lines are too.
 """
@@ -28,6 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from jobs.extract.actions import ACTION_SPEAKER, actions
 from jobs.extract.rules.agent import clean_said, is_narration, is_tool_text
 from jobs.extract.rules.text import split_sentences
 from jobs.models import Message
@@ -35,6 +43,9 @@ from jobs.store import EpisodeLine
 
 MAX_LINES = 60  # lines kept per episode
 LINE_CHARS = 300  # characters per line at most
+MAX_ACTION_SHARE = 1 / 3  # of the lines kept, at most this share are actions (tool calls)
+# How much an action line is worth against a said one (whose worth is its specifics, up to 6, + 1.5 for the user).
+ACTION_WEIGHT = {"write": 4.0, "edit": 4.0, "command": 3.0, "read": 1.0}
 _MIN_CHARS = 12
 _WORD3 = re.compile(r"[^\W\d_]{3,}")
 _PLACEHOLDER = re.compile(r"^\s*\[(?:thinking|image|audio|document|file|attachment)\b[^\]]*\]\s*$", re.IGNORECASE)
@@ -47,7 +58,16 @@ def episode_lines(messages: Sequence[Message], *, limit: int = MAX_LINES) -> lis
     """The lines of ``messages`` an episode keeps, in the session's order (see the module docstring)."""
     found: list[tuple[float, int, EpisodeLine]] = []
     seen: set[str] = set()
+    acted: list[tuple[float, int, EpisodeLine]] = []
     for index, message in enumerate(messages):
+        if message.role == "tool":
+            for action in actions(message.content):
+                key = " ".join(action.text.lower().split())
+                if key not in seen:
+                    seen.add(key)
+                    line = EpisodeLine(index, ACTION_SPEAKER, message.ts, action.text)
+                    acted.append((ACTION_WEIGHT[action.kind], len(found) + len(acted), line))
+            continue
         if message.role not in ("user", "assistant"):
             continue
         for text in _lines_of(message.content):
@@ -56,10 +76,12 @@ def episode_lines(messages: Sequence[Message], *, limit: int = MAX_LINES) -> lis
                 continue
             seen.add(key)
             line = EpisodeLine(index, message.speaker, message.ts, text)
-            found.append((_weight(line, message.role), len(found), line))
+            found.append((_weight(line, message.role), len(found) + len(acted), line))
+    room = max(int(limit * MAX_ACTION_SHARE), 1)
+    found += sorted(acted, key=lambda f: (-f[0], f[1]))[:room]
     if len(found) > limit:
         found = sorted(sorted(found, key=lambda f: (-f[0], f[1]))[:limit], key=lambda f: f[1])
-    return [line for _, _, line in found]
+    return [line for _, _, line in sorted(found, key=lambda f: f[1])]
 
 
 def _lines_of(content: str) -> list[str]:
