@@ -94,7 +94,7 @@ WHERE e.tenant_id = %(tenant_id)s AND e.id = ANY (%(ids)s::bigint[])
 ORDER BY e.id
 
 -- name: set_episode_search
--- The row's update stamps changed_version (migration 0016): warm recall copies read it again.
+-- The row's update moves changed_version (migration 0035): a re-embed that read the row before leaves it.
 UPDATE episodes
 SET search_tsv = to_tsvector('english', %(search_text)s), embedding = %(embedding)s
 WHERE tenant_id = %(tenant_id)s AND id = %(id)s
@@ -157,8 +157,7 @@ WHERE tenant_id = %(tenant_id)s
 
 -- name: erase_delete_episodes
 -- release_references has cleared what pointed here: remaining sources of a deleted super have
--- compressed_into NULL, back in recall. The delete trigger of migration 0016 moves the user's
--- recall counter, so warm recall copies are read anew.
+-- compressed_into NULL, back in recall.
 DELETE FROM episodes WHERE tenant_id = %(tenant_id)s AND id = ANY (%(ids)s::bigint[])
 
 -- name: erase_scrub_corrections

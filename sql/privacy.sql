@@ -60,11 +60,6 @@ WHERE tenant_id = %(tenant_id)s
 DELETE FROM episodes
 WHERE tenant_id = %(tenant_id)s AND (user_id = %(user_id)s OR id = ANY (%(episode_ids)s::bigint[]))
 
--- name: forget_delete_recall_version
--- The user's change counter (migration 0016) names the user: it goes after the episodes (whose
--- deletion bumped it). A recall copy held elsewhere sees the counter gone and reads anew.
-DELETE FROM recall_versions WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
-
 -- name: forget_delete_model_calls
 DELETE FROM model_calls
 WHERE tenant_id = %(tenant_id)s

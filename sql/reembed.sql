@@ -29,8 +29,8 @@ ORDER BY e.id
 LIMIT %(limit)s
 
 -- name: reembed_write
--- Only rows unchanged since they were read (same changed_version): a row corrected meanwhile is left
--- for a later pass. Run with episodes.reembed_write set, so changed_version is not stamped.
+-- Only rows unchanged since they were read (same changed_version, which every update of the row moves:
+-- migration 0035): a row corrected meanwhile keeps its NULL embedding_next, and the switch embeds it again.
 UPDATE episodes e SET embedding_next = v.vec::vector
 FROM unnest(%(ids)s::bigint[], %(versions)s::int8[], %(vecs)s::text[]) AS v(id, version, vec)
 WHERE e.id = v.id AND e.changed_version = v.version AND e.embedding IS NOT NULL
@@ -39,11 +39,6 @@ WHERE e.id = v.id AND e.changed_version = v.version AND e.embedding IS NOT NULL
 -- The switch: the recorded embedder and dimension become the new ones.
 UPDATE episodes_settings SET value = CASE key WHEN 'embedder' THEN %(embedder)s ELSE %(dim)s::text END
 WHERE key IN ('embedder', 'embedding_dim')
-
--- name: reembed_invalidate_copies
--- Every warm per-user recall copy holds vectors of the old embedder: marking every user's counter
--- as at a deletion (migration 0016) makes each copy taken before the switch read its user anew.
-UPDATE recall_versions SET version = version + 1, deleted_version = version + 1
 
 -- name: reembed_end
 DELETE FROM reembed_state

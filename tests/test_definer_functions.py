@@ -5,8 +5,8 @@ A SECURITY DEFINER function runs as the owner of the tables, on the embedded ser
 does: PostgreSQL searches ``pg_temp`` first unless it is named), the caller's temporary table of the same
 name is what the function writes to, and a trigger on it runs as the owner. Here: every such function, found
 through pg_proc so that a later one is covered too, names ``pg_temp`` last; the escalation itself is tried
-as the service would (login role, ``SET LOCAL ROLE episodes_app``) against each function that was open to
-it; and on a database made by ``episodes init`` the tenant-facing roles may create no temporary object at
+as the service would (login role, ``SET LOCAL ROLE episodes_app``) against each function open to that role
+(a table of the same name as one it reads, made a view whose rows run the attacker's code); and on a database made by ``episodes init`` the tenant-facing roles may create no temporary object at
 all. Also the memory-link secret: made inside the database, never chosen by whoever asks first.
 """
 
@@ -42,46 +42,26 @@ BEGIN
     RETURN true;
 END
 $$;
-CREATE FUNCTION pg_temp.grab_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_temp.grab();
-    RETURN NULL;
-END
-$$;
 """
 
-PACK_COLUMNS = (
-    "tenant_id, user_id, version, epoch, dim, rows, ids, ended_us, importance, pinned, purpose, purposes, "
-    "has_vec, vectors, lengths, lexemes, bounds, slots, tf"
-)
-PACK_ROW = "('acme', 'u-1', 1, NULL, 3, 0, '', '', '', '', '', '{}', '', '', '', '', '', '', '')"
-
-# Each way in: the look-alike the attacker makes in its temporary schema, and the call that used to reach it.
+# Each way in for the tenant role: the look-alike the attacker makes in its temporary schema, and the call that
+# would reach it if the function searched pg_temp first. (Migration 0027 was made for three functions the recall
+# counters of 0016-0021 needed, whose tables a temporary table could shadow; 0035 dropped them with the counters.)
 ATTACKS = {
-    # The counter bump (every episode write's trigger): an UPDATE of recall_versions fires the look-alike's
-    # statement trigger even though it holds no row.
-    "episodes_bump_version": (
-        "CREATE TEMP TABLE recall_versions (tenant_id text, user_id text, version bigint, deleted_version bigint, "
-        "epoch uuid, PRIMARY KEY (tenant_id, user_id)); "
-        "CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE ON recall_versions "
-        "FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.grab_trigger()",
-        "SELECT episodes_bump_version('acme', 'u-1', false)",
+    # The erasure hash: it reads the salt from episodes_secrets, so a view of that name whose rows pass
+    # through the payload.
+    "episodes_user_hash": (
+        "CREATE TEMP VIEW episodes_secrets AS SELECT 'erasure_salt'::text AS key, 'chosen'::text AS value "
+        "WHERE pg_temp.grab()",
+        "SELECT episodes_user_hash('acme', 'u-1')",
     ),
-    # Dropping a pack: a DELETE of recall_packs.
-    "episodes_drop_pack": (
-        "CREATE TEMP TABLE recall_packs (tenant_id text, user_id text); "
-        "CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE ON recall_packs "
-        "FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.grab_trigger()",
-        "SELECT episodes_drop_pack('acme', 'u-1')",
-    ),
-    # Writing a pack (trigger episodes_pack_at_version): it reads recall_versions FOR SHARE, so a view of
-    # that name whose rows pass through the payload.
-    "episodes_pack_at_version": (
-        "CREATE TEMP TABLE counter_rows (tenant_id text, user_id text, version bigint, deleted_version bigint, "
-        "epoch uuid); "
-        "INSERT INTO counter_rows VALUES ('acme', 'u-1', 1, 0, NULL); "
-        "CREATE TEMP VIEW recall_versions AS SELECT * FROM counter_rows WHERE pg_temp.grab()",
-        f"INSERT INTO recall_packs ({PACK_COLUMNS}) VALUES {PACK_ROW}",
+    # Storing a transcript (trigger transcripts_stay_erased): it reads erased_sessions and erasure_keys.
+    "transcripts_stay_erased": (
+        "CREATE TEMP VIEW erased_sessions AS SELECT 'acme'::text AS tenant_id, ''::text AS session_hash, "
+        "now() AS erased_at WHERE pg_temp.grab(); "
+        "CREATE TEMP VIEW erasure_keys AS SELECT 'acme'::text AS tenant_id, 'k'::text AS key WHERE pg_temp.grab()",
+        "INSERT INTO transcripts (tenant_id, user_id, session_id, messages) "
+        "VALUES ('acme', 'u-1', 's-1', '[{\"role\": \"user\", \"content\": \"hi\"}]')",
     ),
 }
 
@@ -121,7 +101,7 @@ def test_every_definer_function_names_pg_temp_last(db: Database) -> None:
     session's temporary objects come after every real one, and functions are never looked up there)."""
     with psycopg.connect(db.url) as conn:
         functions = _definer_functions(conn)
-    assert len(functions) >= 10  # 0017's analyst readers, 0023's and 0026's functions, the recall counters
+    assert len(functions) >= 10  # 0017's analyst readers, 0023's, 0026's and 0029's functions
     wrong = {
         name: path
         for name, config_entries in functions
@@ -144,7 +124,7 @@ def temp_allowed(db: Database) -> Iterator[str]:
 
 @pytest.mark.citus  # also on the Citus cluster when one is up
 @pytest.mark.parametrize("function", sorted(ATTACKS))
-def test_a_temporary_look_alike_does_not_run_as_the_owner(temp_allowed: str, function: str, backend: str) -> None:
+def test_a_temporary_look_alike_does_not_run_as_the_owner(temp_allowed: str, function: str) -> None:
     """The escalation of the issue, through each function that was open to it: as the login role, in the
     tenant's transaction as episodes_app, a temporary table (or view) named like the function's table, with
     a trigger (or a row filter) that would make episodes_service a superuser and read episodes_secrets. The
@@ -155,14 +135,8 @@ def test_a_temporary_look_alike_does_not_run_as_the_owner(temp_allowed: str, fun
         conn.execute("SET LOCAL episodes.tenant_id = 'acme'")
         conn.execute(PAYLOAD)
         conn.execute(look_alike)
-        try:
-            with conn.transaction():
-                conn.execute(call)
-        except psycopg.errors.InsufficientPrivilege:
-            # On a cluster the coordinator replays SET LOCAL ROLE on its connections to the workers, so there
-            # the bump, called straight from the coordinator as episodes_app, is refused on the worker (its
-            # callers are the triggers of episodes, which run on the worker). The payload must still not run.
-            assert (backend, function) == ("citus", "episodes_bump_version")
+        with conn.transaction():
+            conn.execute(call)
         ran_as = conn.execute(
             "SELECT current_setting('attack.ran_as', true), current_setting('attack.secrets', true)"
         ).fetchone()
@@ -176,7 +150,7 @@ def test_the_tenant_facing_roles_may_create_no_temporary_object(
     blank_db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """On a database made as `episodes init` makes it: TEMPORARY is the owner's alone, so the login role can
-    make no look-alike in the first place (neither as itself nor as episodes_app), and the bump still works."""
+    make no look-alike in the first place (neither as itself nor as episodes_app), and the functions still work."""
     with psycopg.connect(blank_db_url) as conn, caplog.at_level(logging.WARNING, logger="jobs.migrate"):
         migrate.migrate(conn, embedding_dim=3, embedder="tiny")
         assert [r.getMessage() for r in caplog.records] == []  # the owner could revoke: nothing to tell
@@ -198,13 +172,11 @@ def test_the_tenant_facing_roles_may_create_no_temporary_object(
                 if role:
                     conn.execute(f"SET LOCAL ROLE {role}")
                 with pytest.raises(psycopg.errors.InsufficientPrivilege, match="temporary"):
-                    conn.execute(
-                        "CREATE TEMP TABLE recall_versions (tenant_id text, user_id text, version bigint, "
-                        "deleted_version bigint, epoch uuid)"
-                    )
+                    conn.execute("CREATE TEMP TABLE episodes_secrets (key text, value text)")
         conn.execute("SET LOCAL ROLE episodes_app")
         conn.execute("SET LOCAL episodes.tenant_id = 'acme'")
-        assert conn.execute("SELECT episodes_bump_version('acme', 'u-1', false)").fetchone() == (1,)
+        hashed = one(conn.execute("SELECT episodes_user_hash('acme', 'u-1')"))[0]
+        assert re.fullmatch(r"[0-9a-f]{64}", hashed)
         assert conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone() == (False,)
 
 

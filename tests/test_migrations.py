@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -12,6 +15,7 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
 from jobs import migrate
+from jobs.citus import cluster
 from jobs.db import one
 from jobs.errors import EmbeddingDimensionMismatch, SchemaTooNew
 from jobs.recall import RecallConfig
@@ -90,8 +94,8 @@ def test_failed_migration_leaves_previous_version(blank_db_url: str, monkeypatch
 
 
 def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """0016 rewrites ids, keys and freshness on a database with data: every row stays, the references
-    still hold (now as keys with tenant_id), new ids follow the old ones, and recall counters exist."""
+    """0016 rewrites ids and keys on a database with data: every row stays, the references
+    still hold (now as keys with tenant_id), and new ids follow the old ones."""
     everything = migrate.available()
     with psycopg.connect(blank_db_url) as conn:
         monkeypatch.setattr(migrate, "available", lambda: [m for m in everything if m.version < 16])
@@ -164,7 +168,6 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
                 "AND attrelid::regclass::text IN ('episodes', 'transcripts')"
             )
         )[0]
-        assert conn.execute("SELECT tenant_id, user_id, version FROM recall_versions").fetchall() == [("acme", "u1", 1)]
         register_vector(conn)
         asked = {
             "tenant_id": "acme",
@@ -185,10 +188,10 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
                 conn.execute(
                     "INSERT INTO episodes (tenant_id, user_id, kind, session_id, summary, importance, started_at, "
                     "ended_at, model, prompt_version) VALUES ('acme', 'u1', 'session', 's2', 'later', 0.5, now(), now(), "
-                    "'m', 'p') RETURNING id, changed_version"
+                    "'m', 'p') RETURNING id"
                 )
-            )
-        assert fresh[0] > year and fresh[1] == 2  # ids continue; the write bumped the user's counter
+            )[0]
+        assert fresh > year  # ids continue
         with pytest.raises(psycopg.errors.ForeignKeyViolation):  # no reference is silently left dangling
             with conn.transaction():
                 conn.execute("DELETE FROM episodes WHERE id = %s", (year,))
@@ -196,4 +199,161 @@ def test_upgrade_to_distributable_keys_keeps_the_data(blank_db_url: str, monkeyp
             conn.execute("SELECT episodes_release_references('acme', %s)", ([year],))
             conn.execute("DELETE FROM episodes WHERE id = %s", (year,))
         assert one(conn.execute("SELECT compressed_into FROM episodes WHERE id = %s", (new,)))[0] is None
-        assert conn.execute("SELECT version, deleted_version FROM recall_versions").fetchone() == (3, 3)
+
+
+# What migration 0035 drops: the recall copy's tables, functions, triggers, index and column.
+RECALL_COPY_TABLES = ("recall_versions", "recall_packs")
+RECALL_COPY_FUNCTIONS = (
+    "episodes_bump_version",
+    "episodes_drop_pack",
+    "episodes_pack_at_version",
+    "episodes_counter_drop_pack",
+    "episodes_stamp_change",
+    "episodes_note_delete",
+    "episodes_keep_search_tf",
+    "episodes_search_tf",
+)
+# The rows a database at 0034 holds, as they read (search_tf, the dropped column, left out).
+SNAPSHOT = {
+    "transcripts": "SELECT to_jsonb(t) FROM transcripts t ORDER BY tenant_id, id",
+    "episodes": "SELECT to_jsonb(e) - 'search_tf' FROM episodes e ORDER BY tenant_id, id",
+    "episode_events": "SELECT to_jsonb(v) FROM episode_events v ORDER BY tenant_id, id",
+    "episode_entities": "SELECT to_jsonb(n) FROM episode_entities n ORDER BY tenant_id, id",
+}
+
+
+def _up_to(version: int) -> Callable[[], list[migrate.Migration]]:
+    shipped = migrate.available()
+    return lambda: [m for m in shipped if m.version <= version]
+
+
+def _fill_at_0034(conn: psycopg.Connection[Any]) -> None:
+    """Two tenants' transcripts, episodes (one updated twice, as corrections do), events and entities."""
+    with conn.transaction():
+        for tenant in ("acme", "globex"):
+            transcript = one(
+                conn.execute(
+                    "INSERT INTO transcripts (tenant_id, user_id, session_id, messages, ended_at) "
+                    'VALUES (%s, \'u1\', \'s1\', \'[{"role": "user", "content": "SSO for Snowflake?"}]\', '
+                    "'2025-03-01') RETURNING id",
+                    (tenant,),
+                )
+            )[0]
+            for n in range(3):
+                episode = one(
+                    conn.execute(
+                        "INSERT INTO episodes (tenant_id, user_id, kind, transcript_id, session_id, summary, importance, "
+                        "started_at, ended_at, model, prompt_version, embedding, search_tsv) VALUES (%s, 'u1', 'session', "
+                        "%s, %s, %s, 0.5, '2025-03-01', '2025-03-01', 'm', 'p', '[1,0,0]', to_tsvector('english', %s)) "
+                        "RETURNING id",
+                        (tenant, transcript, f"s{n}", f"Maria asked about SSO {n}", f"Maria asked about SSO {n}"),
+                    )
+                )[0]
+                conn.execute(
+                    "INSERT INTO episode_events (tenant_id, user_id, episode_id, ordinal, type, what, occurred_at, "
+                    "evidence) VALUES (%s, 'u1', %s, 0, 'decision', 'SSO is in the renewal', '2025-03-01', '{0}')",
+                    (tenant, episode),
+                )
+                conn.execute(
+                    "INSERT INTO episode_entities (tenant_id, user_id, episode_id, name, kind) "
+                    "VALUES (%s, 'u1', %s, 'Snowflake', 'product')",
+                    (tenant, episode),
+                )
+    for summary in ("Maria asked about SSO, corrected", "Maria asked about SSO, corrected again"):
+        with conn.transaction():
+            conn.execute("UPDATE episodes SET summary = %s WHERE tenant_id = 'acme' AND session_id = 's0'", (summary,))
+
+
+def _snapshot(conn: psycopg.Connection[Any]) -> dict[str, list[Any]]:
+    return {table: [r[0] for r in conn.execute(statement)] for table, statement in SNAPSHOT.items()}
+
+
+def _upgrade_to_0035_keeps_the_rows(conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database at 0034 (filled by _fill_at_0034) migrated: the rows read as before, the recall copy's
+    objects are gone, and changed_version counts each row's updates from the value it had."""
+    before = _snapshot(conn)
+    counts = dict(conn.execute("SELECT session_id, changed_version FROM episodes WHERE tenant_id = 'acme'").fetchall())
+    assert counts["s0"] > counts["s1"] > 0  # the old counter stamped them; the updates moved s0's
+    assert conn.execute("SELECT count(*) FROM recall_versions").fetchone() == (2,)
+    monkeypatch.setattr(migrate, "available", migrate._shipped)
+    assert [m.version for m in migrate.migrate(conn, embedding_dim=3, embedder="tiny")] == [35]
+    assert _snapshot(conn) == before
+    gone = conn.execute(
+        "SELECT array_remove(ARRAY[to_regclass('recall_versions')::text, to_regclass('recall_packs')::text, "
+        "to_regclass('episodes_user_changed_idx')::text], NULL)"
+    ).fetchone()
+    assert gone == ([],)
+    functions = {
+        r[0]
+        for r in conn.execute("SELECT proname FROM pg_proc WHERE proname = ANY (%s)", (list(RECALL_COPY_FUNCTIONS),))
+    }
+    assert functions == set()
+    columns = conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = 'episodes'::regclass AND attname IN ('search_tf', "
+        "'changed_version') AND NOT attisdropped"
+    ).fetchall()
+    assert columns == [("changed_version",)]
+    triggers = {r[0] for r in conn.execute("SELECT tgname FROM pg_trigger WHERE tgrelid = 'episodes'::regclass")}
+    assert triggers & {"episodes_stamp_change", "episodes_note_delete", "episodes_keep_search_tf"} == set()
+    # The tenant role writes as before; an update counts from the row's old value, an insert starts at 0.
+    with conn.transaction():
+        conn.execute("SET LOCAL ROLE episodes_app")
+        conn.execute("SET LOCAL episodes.tenant_id = 'acme'")
+        conn.execute("UPDATE episodes SET importance = 0.9 WHERE tenant_id = 'acme' AND session_id IN ('s0', 's1')")
+        conn.execute(
+            "INSERT INTO episodes (tenant_id, user_id, kind, session_id, summary, importance, started_at, ended_at, "
+            "model, prompt_version) VALUES ('acme', 'u1', 'session', 's9', 'later', 0.5, now(), now(), 'm', 'p')"
+        )
+        conn.execute("DELETE FROM episodes WHERE tenant_id = 'acme' AND session_id = 's9'")  # no counter to move
+        after = dict(
+            conn.execute("SELECT session_id, changed_version FROM episodes WHERE tenant_id = 'acme'").fetchall()
+        )
+    assert after == {"s0": counts["s0"] + 1, "s1": counts["s1"] + 1, "s2": counts["s2"]}
+    # The analyst views were re-created over the schema without what went.
+    analyst_rows = conn.execute("SELECT count(*) FROM analyst.decisions").fetchone()
+    assert analyst_rows is not None and analyst_rows[0] == 6
+
+
+def test_upgrade_0034_to_0035_drops_the_recall_copy_and_keeps_the_rows(
+    blank_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with psycopg.connect(blank_db_url) as conn:
+        monkeypatch.setattr(migrate, "available", _up_to(34))
+        migrate.migrate(conn, embedding_dim=3, embedder="tiny")
+        _fill_at_0034(conn)
+        _upgrade_to_0035_keeps_the_rows(conn, monkeypatch)
+
+
+@pytest.mark.slow  # needs the Citus cluster (skips without it)
+def test_upgrade_0034_to_0035_on_a_distributed_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above on a Citus cluster distributed at 0034, the counters and packs sharded with the tenant's rows:
+    0035 drops their shards, and the new row trigger runs on the workers that hold the episodes."""
+    from support import citus_cluster
+
+    if (reason := citus_cluster.unreachable()) is not None:
+        pytest.skip(reason)
+    name = f"episodes_citus_{os.getpid()}_0035"
+    url = citus_cluster.create_blank_database(name)
+    try:
+        with psycopg.connect(url) as conn:
+            monkeypatch.setattr(migrate, "available", _up_to(34))
+            migrate.migrate(conn, embedding_dim=3, embedder="tiny")
+            # What the code of 0034 distributed: the recall copy's tables too.
+            monkeypatch.setattr(cluster, "TENANT_TABLES", (*cluster.TENANT_TABLES, *RECALL_COPY_TABLES))
+            cluster.distribute(conn, shard_count=4)
+            _fill_at_0034(conn)
+            shards = conn.execute(
+                "SELECT count(*) FROM citus_shards WHERE table_name::text = ANY (%s)", (list(RECALL_COPY_TABLES),)
+            ).fetchone()
+            assert shards == (8,)
+            _upgrade_to_0035_keeps_the_rows(conn, monkeypatch)
+            assert conn.execute(
+                "SELECT count(*) FROM citus_shards WHERE table_name::text = ANY (%s)", (list(RECALL_COPY_TABLES),)
+            ).fetchone() == (0,)
+            triggers = conn.execute(  # each shard's only trigger: the new one (named with the shard's id)
+                "SELECT shardid, result FROM run_command_on_shards('episodes', "
+                "$$SELECT string_agg(tgname, ',') FROM pg_trigger WHERE tgrelid = '%s'::regclass AND NOT tgisinternal$$)"
+            ).fetchall()
+            assert len(triggers) == 4 and all(result == f"episodes_count_update_{shard}" for shard, result in triggers)
+    finally:
+        citus_cluster.drop_database(name)

@@ -1,5 +1,6 @@
 """`episodes reembed`: new vectors beside the old, resumable after kill -9, recall answering
-throughout, one switch that catches up, invalidates the recall copies and stops stale writers."""
+throughout, a row corrected between its read and its write left for the switch, one switch that
+catches up and stops stale writers."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,7 @@ from jobs import migrate
 from jobs.cli import cli
 from jobs.config import Settings
 from jobs.db import Database
-from jobs.embeddings import Embedder, HashingEmbedder, get_embedder
+from jobs.embeddings import Embedder, HashingEmbedder, Vectors, get_embedder
 from jobs.errors import EmbedderChanged, EmbeddingDimensionMismatch, ReembedInProgress
 from jobs.extract.offline import OfflineExtractor
 from jobs.lifecycle.reembed import reembed, reembed_progress
@@ -98,6 +100,67 @@ def test_reembed_switches_with_recall_answering_before_during_and_after(
         corrected,
     )[0]
     assert row["summary"] == "Maria asked about SSO for Snowflake."
+    text = episode_text(row["summary"], row["topic_tags"], row["events"], row["entities"])
+    np.testing.assert_allclose(row["embedding"].to_numpy(), HashingEmbedder(64).embed([text])[0], atol=1e-6)
+
+
+class _CorrectedWhileEmbedding:
+    """hashing:64, under whose first batch the user corrects an episode of that batch (as the memory page
+    does: the summary, and the vector with the embedder in use): after `episodes reembed` read the batch and
+    before it writes the new vectors."""
+
+    def __init__(self, db: Database, episode_id: int, in_use: Embedder) -> None:
+        self.inner = HashingEmbedder(64)
+        self.name, self.dim = self.inner.name, self.inner.dim
+        self.db, self.episode_id, self.in_use = db, episode_id, in_use
+        self.batches = 0
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.batches += 1
+        if self.batches == 1:
+            correct_episode(
+                self.db,
+                "acme",
+                self.episode_id,
+                EpisodeCorrection(summary="Maria asked whether SSO comes with the Enterprise plan."),
+                actor="user:u1",
+                embedder=self.in_use,
+            )
+        return self.inner.embed(texts)
+
+
+def test_a_row_corrected_between_the_read_and_the_write_is_left_for_the_switch(
+    db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
+    """The write goes only to rows whose changed_version is still the one read (migration 0035: every update of
+    the row moves it). The corrected row keeps no vector of its old text: the switch embeds its new one."""
+    load(db, tmp_path, [session(i) for i in range(6)], embedder)
+    corrected = rows(db, "SELECT id FROM episodes ORDER BY id LIMIT 1")[0]["id"]
+    after_first_batch: list[dict[str, object]] = []
+
+    def progress(n: int) -> None:
+        if not after_first_batch:
+            after_first_batch.append(
+                {
+                    "written": n,
+                    **rows(db, "SELECT embedding_next IS NULL AS left FROM episodes WHERE id = %s", corrected)[0],
+                }
+            )
+
+    report = reembed(
+        db, _CorrectedWhileEmbedding(db, corrected, embedder), "hashing:64", batch_size=3, progress=progress
+    )
+    assert after_first_batch == [{"written": 2, "left": True}]  # the other two of the batch were written
+    assert (report.written, report.caught_up, report.total) == (5, 1, 6)
+    row = rows(
+        db,
+        """SELECT summary, topic_tags, embedding,
+                  ARRAY(SELECT what FROM episode_events WHERE episode_id = e.id ORDER BY ordinal) AS events,
+                  ARRAY(SELECT name FROM episode_entities WHERE episode_id = e.id ORDER BY id) AS entities
+           FROM episodes e WHERE id = %s""",
+        corrected,
+    )[0]
+    assert row["summary"] == "Maria asked whether SSO comes with the Enterprise plan."
     text = episode_text(row["summary"], row["topic_tags"], row["events"], row["entities"])
     np.testing.assert_allclose(row["embedding"].to_numpy(), HashingEmbedder(64).embed([text])[0], atol=1e-6)
 

@@ -7,9 +7,9 @@ finds the extension (or is told ``--distributed``). Safe to run again: tables al
 are left as they are.
 
 * Tenant tables are sharded by ``tenant_id`` and co-located with ``transcripts``: a tenant's
-  transcripts, episodes, events, entities, lineage, model calls, corrections, erasures and recall
-  counters sit on one node, so every statement that names the tenant runs there whole (joins,
-  foreign keys, ``FOR UPDATE SKIP LOCKED``, the recall copy's one-snapshot read).
+  transcripts, episodes, events, entities, lineage, model calls, corrections, erasures and episode
+  lines sit on one node, so every statement that names the tenant runs there whole (joins,
+  foreign keys, ``FOR UPDATE SKIP LOCKED``, recall's scoring).
 * Lookups (``event_types``) and operational tables that tenant rows point at (``job_runs``,
   ``model_batches``) become reference tables, copied to every node; so does ``episodes_settings``,
   which recall reads on the workers (the recorded embedder).
@@ -24,7 +24,7 @@ worker that holds the tenant (:mod:`jobs.citus.routes`), READ ONLY.
 What the database is told, once: ``citus.propagate_set_commands = 'local'`` (the tenant setting of
 ``SET LOCAL`` travels to the workers, where row-level security reads it: :func:`jobs.db.set_local`),
 ``citus.enable_unsafe_triggers = on`` (the row triggers of migrations 0011–0016 run on the shards;
-each touches only its own row or the co-located recall counter). The app, analyst and operator
+each touches only its own row or co-located rows of its tenant). The app, analyst and operator
 roles get LOGIN: Citus opens its connections to the workers as the current role, so a role that
 cannot log in cannot run a distributed statement (give it credentials the workers accept, in
 ``pg_dist_authinfo`` or ``citus.node_conninfo``, where the nodes do not trust each other).
@@ -56,8 +56,6 @@ TENANT_TABLES = (
     "model_batch_items",
     "erasures",
     "episode_corrections",
-    "recall_versions",
-    "recall_packs",
     "erasure_keys",
     "erased_sessions",
     "episode_lines",

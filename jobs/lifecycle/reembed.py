@@ -5,16 +5,16 @@
    and a trigger that clears a row's new vector whenever its old one changes (a correction).
 2. **Fill**, in batches of ``batch_size``: read episodes without a new vector in id order, embed
    their text (:func:`jobs.models.episode_text`, as summarize and compress build it), write the
-   vectors in a short transaction of their own, only to rows unchanged since they were read. A
-   kill -9 loses at most the batch in flight; the next run resumes with what is missing. Recall,
-   summarize and compress keep using ``embedding`` meanwhile; these writes do not stamp
-   ``changed_version`` (migrations 0014, 0016), so warm recall copies are not read again.
+   vectors in a short transaction of their own, only to rows unchanged since they were read (the
+   same ``changed_version``, which every update of a row moves: migration 0035): a row corrected
+   between the read and the write is left, and the switch embeds its new text. A kill -9 loses at
+   most the batch in flight; the next run resumes with what is missing. Recall, summarize and
+   compress keep using ``embedding`` meanwhile.
 3. **Switch** (one transaction): lock ``episodes`` against writes (SHARE ROW EXCLUSIVE; reads go on),
    embed whatever is still missing (episodes ``serve`` wrote during the fill, corrected ones), then
-   drop ``embedding``, rename ``embedding_next`` to it, record the new embedder and dimension, and
-   mark every user's change counter as at a deletion (migration 0016) so every warm recall copy is read anew. The rename is
-   metadata only; recall waits only for that commit (milliseconds). There is no vector index to
-   rebuild: recall scores each user's rows exactly in process (migration 0006).
+   drop ``embedding``, rename ``embedding_next`` to it, and record the new embedder and dimension.
+   The rename is metadata only; recall waits only for that commit (milliseconds). There is no vector
+   index to rebuild: recall scores each user's rows exactly (sql/recall.sql).
 
 After the switch, recall follows the recorded embedder and writers with the old one refuse
 (:mod:`jobs.embeddings.recorded`). One re-embed at a time (an advisory lock, and one state row).
@@ -32,7 +32,7 @@ from psycopg import sql
 from psycopg.rows import DictRow
 
 from jobs.citus.cluster import distributed_tables
-from jobs.db import Conn, Database, one, set_local
+from jobs.db import Conn, Database, one
 from jobs.errors import EpisodesError, ReembedInProgress
 from jobs.runs import finish_run, start_run
 from jobs.sql import query
@@ -221,7 +221,6 @@ def _texts(rows: list[DictRow]) -> list[str]:
 def _write(conn: Conn, embedder: Embedder, rows: list[DictRow]) -> int:
     """Embed ``rows`` and store the vectors (in the caller's transaction); return how many were stored."""
     vectors = embedder.embed(_texts(rows))
-    set_local(conn, **{"episodes.reembed_write": "on"})
     cursor = conn.execute(
         query("reembed_write"),
         {
@@ -230,7 +229,6 @@ def _write(conn: Conn, embedder: Embedder, rows: list[DictRow]) -> int:
             "vecs": _vector_texts(vectors),
         },
     )
-    set_local(conn, **{"episodes.reembed_write": "off"})
     return cursor.rowcount
 
 
@@ -249,7 +247,6 @@ def _switch(conn: Conn, embedder: Embedder, name: str, batch_size: int) -> tuple
     conn.execute("ALTER TABLE episodes DROP COLUMN embedding")
     conn.execute("ALTER TABLE episodes RENAME COLUMN embedding_next TO embedding")
     conn.execute(query("reembed_finish_settings"), {"embedder": name, "dim": embedder.dim})
-    conn.execute(query("reembed_invalidate_copies"))
     conn.execute(query("reembed_end"))
     return caught_up, int(counts["total"])
 

@@ -183,7 +183,6 @@ def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetR
     }
     conn.execute(q("release_references"), {**scope, "ids": scope["episode_ids"]})
     deleted = conn.execute(q("forget_delete_episodes"), scope).rowcount
-    conn.execute(q("forget_delete_recall_version"), scope)
     counts["episodes"] = deleted
     counts["super_episodes"] = sum(1 for e in episodes if e["kind"] == "super")
     counts["model_calls"] = conn.execute(q("forget_delete_model_calls"), scope).rowcount

@@ -46,8 +46,6 @@ ERASED_TABLES = (
     "model_batch_items",
     "model_calls",
     "episode_corrections",
-    "recall_versions",
-    "recall_packs",
     "job_runs",
 )
 

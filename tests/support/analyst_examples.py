@@ -144,7 +144,6 @@ COPIED = (
     "model_batch_items",
     "erasures",
     "episode_corrections",
-    "recall_versions",
 )
 
 
@@ -153,7 +152,7 @@ def _copy_examples(src_url: str, dst_url: str) -> None:
 
     How the cluster gets the examples: a cluster database cannot be cloned from a template (its shards
     live on the workers), and summarising again for every test would be slow; a copy also gives both
-    backends the very same rows. The rows go in as they are, ids and change counters included, with
+    backends the very same rows. The rows go in as they are, ids and update counts included, with
     triggers and foreign-key checks off for the copy (``session_replication_role = replica``, which
     SET LOCAL carries to the workers); the sequences are then moved past the ids, so rows a test
     inserts get fresh ones as usual."""
