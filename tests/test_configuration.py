@@ -152,3 +152,20 @@ def test_a_schedule_apscheduler_accepts_is_kept_as_written(monkeypatch: pytest.M
     monkeypatch.setenv("EPISODES_PRUNE_CRON", "15 2 * * mon-fri")
     settings = config.load()
     assert (settings.compress_cron, settings.prune_cron) == ("0 4 1 */6 *", "15 2 * * mon-fri")
+
+
+def test_serve_refuses_a_wrong_compress_cron_flag_before_it_touches_anything(tmp_path: Path) -> None:
+    """--compress-cron is checked as EPISODES_COMPRESS_CRON is: the command line stops (exit 2, click's usage
+    error) naming the flag, APScheduler's reason and an example; no database is opened or created."""
+    from click.testing import CliRunner
+
+    from jobs.cli import cli
+
+    home = tmp_path / "home"
+    result = CliRunner().invoke(
+        cli, ["serve", "--compress-cron", "61 3 * * *"], env={"EPISODES_HOME": str(home), "DATABASE_URL": ""}
+    )
+    assert result.exit_code == 2, result.output
+    assert "--compress-cron='61 3 * * *' is not a schedule APScheduler accepts" in result.output
+    assert "higher than the maximum value (59)" in result.output and "e.g. '0 3 1 1 *'" in result.output
+    assert not home.exists()

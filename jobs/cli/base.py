@@ -232,6 +232,20 @@ class Duration(click.ParamType[float]):
             self.fail(f"{value!r} is not a duration like 90s, 15m, 2h or 1d", param, ctx)
 
 
+class Cron(click.ParamType[str]):
+    """A crontab line (UTC), checked as EPISODES_COMPRESS_CRON is (jobs.config_values.CRON): a wrong one stops
+    the command line, not the scheduler's start."""
+
+    name = "crontab"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        name = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "crontab"
+        try:
+            return str(config.CRON.parse(name, str(value).strip()))
+        except EpisodesError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 def utc(moment: dt.datetime | None) -> dt.datetime | None:
     """A --since/--now option's naive time read as UTC (as the help texts say)."""
     return moment.replace(tzinfo=dt.UTC) if moment is not None and moment.tzinfo is None else moment

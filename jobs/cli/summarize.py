@@ -17,7 +17,7 @@ from dataclasses import replace
 import click
 from tqdm import tqdm
 
-from jobs.cli.base import EXTRACTOR_HELP, OFFLINE_NOTICE, Context, Duration, utc
+from jobs.cli.base import EXTRACTOR_HELP, OFFLINE_NOTICE, Context, Cron, Duration, utc
 from jobs.config import Settings
 from jobs.errors import EpisodesError
 from jobs.wording import counted
@@ -196,6 +196,7 @@ def stop_on_signals(interrupt: threading.Event) -> Iterator[None]:
 )
 @click.option(
     "--compress-cron",
+    type=Cron(),
     default=None,
     help="Crontab (UTC) for the compress job. [env EPISODES_COMPRESS_CRON; default: '0 3 1 1 *', yearly on 1 January]",
 )
