@@ -60,7 +60,7 @@ def test_init_status_and_ingest_exit_codes(blank_db_url: str, monkeypatch: pytes
     first = runner.invoke(cli, ["init"])
     assert first.exit_code == 0 and "applied 0001_schema, 0002_serve" in first.stdout
     again = runner.invoke(cli, ["init"])
-    assert again.exit_code == 0 and "nothing to do" in again.stdout
+    assert again.exit_code == 0 and "no migration to apply" in again.stdout
 
     good = {
         "tenant_id": "t",

@@ -44,7 +44,7 @@ def test_init_distributes_and_status_shows_the_shards(
         in first.stdout
     )
     again = runner.invoke(cli, ["init"])
-    assert again.exit_code == 0 and "nothing to do" in again.stdout and "Distributed" not in again.stdout
+    assert again.exit_code == 0 and "no migration to apply" in again.stdout and "Distributed" not in again.stdout
 
     path = tmp_path / "in.jsonl"
     path.write_text(

@@ -45,7 +45,10 @@ def init(obj: Context, distributed: bool, shard_count: int | None) -> None:
         names = ", ".join(f"{m.version:04d}_{m.name}" for m in applied)
         click.echo(f"Initialised {db.location}: applied {names}.")
     else:
-        click.echo(f"Schema already at version {migrate.code_version()} in {db.location}; nothing to do.")
+        click.echo(
+            f"Schema already at version {migrate.code_version()} in {db.location}: no migration to apply; "
+            "the analyst views re-created from sql/views."
+        )
     if spread:
         click.echo(f"Distributed on the Citus cluster: {', '.join(spread)}.")
 
