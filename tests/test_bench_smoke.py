@@ -77,6 +77,12 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
         "later recall, one new episode",
         None,
     ),
+    "recall cpu": (
+        "recall_cpu.py",
+        ["--episodes", "2000", "--users", "40", "--requests", "16", "--rounds", "2"],
+        "the web layer alone",
+        None,
+    ),
     "reembed": ("reembed.py", ["--episodes", "400", "--users", "4", "--batch", "50"], "vectors written in total", None),
     "retention": ("retention.py", ["--transcripts", "200", "--messages", "4", "--batch", "50"], "touched: 0", None),
     "serve_latency": (

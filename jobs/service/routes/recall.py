@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from jobs.recall.recaller import Recaller
 from jobs.recall.result import Recall
@@ -14,13 +14,18 @@ router = APIRouter(tags=["recall"], route_class=KeyFirstRoute)
 
 
 @router.post("/v1/recall", response_model=Recall)
-def recall(body: RecallRequest, request: Request, key: ApiKey = Depends(scope("recall"))) -> Recall:
+def recall(body: RecallRequest, request: Request, key: ApiKey = Depends(scope("recall"))) -> Response:
     """Recent and relevant episodes of the user, with open items, fitted to ``budget_tokens``.
 
-    Served by the process-wide recaller, so a user's copy stays warm between requests. The answer is
-    the recaller's result itself (``Recall``), the JSON that ``episodes recall --json`` prints; the MCP tool
-    ``recall_memory`` answers its ``block``."""
+    Served by the process-wide recaller. The answer is the recaller's result itself (``Recall``), the
+    JSON that ``episodes recall --json`` prints; the MCP tool ``recall_memory`` answers its ``block``.
+
+    Sent as the bytes of :meth:`Recall.to_json` (pydantic's serialiser of ``Recall``, built once per
+    process), the same bytes FastAPI would send: ``response_model`` documents the answer in the OpenAPI
+    document, but a result returned as a dataclass is first checked against it in a second thread-pool
+    hand-off after the endpoint's, which cost about 0.2 ms of CPU per recall (bench/recall_cpu.py)."""
     recaller: Recaller = request.app.state.recaller
-    return recaller.recall(
+    result = recaller.recall(
         key.tenant_id, body.user_id, body.message, purpose=body.purpose, budget_tokens=body.budget_tokens, now=body.now
     )
+    return Response(result.to_json(), media_type="application/json")
