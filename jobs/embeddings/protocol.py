@@ -31,7 +31,12 @@ class QueryEmbedder(Protocol):
 
 def embed_queries(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     """Vectors of search queries (recall's opening message): the embedder's query embedding when it has one,
-    else its :meth:`~Embedder.embed` (MiniLM embeds both alike)."""
-    if isinstance(embedder, QueryEmbedder):
-        return embedder.embed_queries(texts)
+    else its :meth:`~Embedder.embed` (MiniLM embeds both alike).
+
+    Asks for the attribute, which is what ``isinstance(embedder, QueryEmbedder)`` checks: that check of a
+    runtime protocol cost ~20 µs, on every recall."""
+    embed = getattr(embedder, "embed_queries", None)
+    if callable(embed):
+        vectors: Vectors = embed(texts)
+        return vectors
     return embedder.embed(texts)
