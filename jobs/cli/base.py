@@ -18,6 +18,7 @@ import click
 
 from jobs import config, logs
 from jobs.cli.commands import COMMANDS, LazyCommand
+from jobs.config_values import CRON
 from jobs.errors import EpisodesError, SchemaNotInitialised, SchemaTooNew
 
 if TYPE_CHECKING:
@@ -241,7 +242,7 @@ class Cron(click.ParamType[str]):
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
         name = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "crontab"
         try:
-            return str(config.CRON.parse(name, str(value).strip()))
+            return str(CRON.parse(name, str(value).strip()))
         except EpisodesError as exc:
             self.fail(str(exc), param, ctx)
 
