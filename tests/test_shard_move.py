@@ -1,14 +1,11 @@
 """A shard move under load, on the real Citus cluster (issue 18).
 
-While `serve` summarises a stream of closing sessions and recalls keep reading the users' warm
-copies, the tenant's shard group (its transcripts, episodes, events, ... and recall counters, all
-co-located) moves to the other worker with ``citus_move_shard_placement`` in ``block_writes`` mode:
+While `serve` summarises a stream of closing sessions and recalls keep reading, the tenant's shard
+group (its transcripts, episodes, events, lines, ..., all co-located) moves to the other worker with ``citus_move_shard_placement`` in ``block_writes`` mode:
 the tenant's writes wait while its rows are copied, reads go on. (The online mode, ``force_logical``,
 needs a logical-replication apply worker on the target; with a Citus maintenance daemon per test
-database, a node's default eight background-worker slots can run out, and the move then waits forever.) Nothing may be lost or doubled, and every recall copy must stay
-exact: the rows it scores are, in the same snapshot, exactly the user's candidate episodes. The
-counters that keep copies fresh (migration 0016) are data that moves with the shards, which the
-transaction ids they replaced were not.
+database, a node's default eight background-worker slots can run out, and the move then waits forever.) Nothing may be lost or doubled, and every recall must stay
+exact: the rows it scores are, in the same snapshot, exactly the user's candidate episodes.
 """
 
 from __future__ import annotations
