@@ -29,6 +29,7 @@ from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import Settings
 from jobs.db import Database, one
 from jobs.embeddings import Embedder, embedder_for
+from jobs.embeddings.protocol import embed_queries
 from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words
 from jobs.eval.baseline import MessageIndex
@@ -110,7 +111,7 @@ def evaluate(
     raw = MessageIndex(db, embedder)
     tallies: dict[str, CodingTally] = {"all": CodingTally()}
     answered: dict[str, CodingTally] = {"spoken": CodingTally(), "tool": CodingTally()}
-    vectors = embedder.embed([q.question for q in questions])
+    vectors = embed_queries(embedder, [q.question for q in questions])
     for q, vector in zip(questions, vectors):
         with db.tenant(TENANT) as conn:
             last = one(conn.execute(eval_query("eval_user_last_ended"), {"tenant_id": TENANT, "user_id": q.user_id}))

@@ -51,6 +51,7 @@ from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for
+from jobs.embeddings.protocol import embed_queries
 from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words, covers
 from jobs.eval.baseline import MessageIndex
@@ -348,7 +349,7 @@ def evaluate(
     baselines = {name: Recaller(db, embedder, cfg) for name, cfg in BASELINES.items()}
     tallies: dict[str, dict[int | str, _Tally]] = {"main": {}, **{name: {} for name in baselines}}
     foreign = _ForeignTally()
-    vectors = {id(conv): embedder.embed([q.text for q in conv.questions]) for conv in conversations}
+    vectors = {id(conv): embed_queries(embedder, [q.text for q in conv.questions]) for conv in conversations}
     for conv in conversations:
         for other in conversations:  # every question of the other conversations, asked of this user
             if other is conv:

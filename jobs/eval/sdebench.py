@@ -53,6 +53,7 @@ from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for
+from jobs.embeddings.protocol import embed_queries
 from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words, covers, words
 from jobs.eval.baseline import MessageIndex
@@ -228,7 +229,7 @@ def evaluate(
     per_task: dict[str, dict[str, Any]] = {}
     holds = items = foreign_items = blocks_with_foreign = 0
     amended_per_half = {h: {"tasks": 0, "latest_rule_holds": 0} for h in HALVES}
-    vectors = embedder.embed([t.bug_report for t in data.tasks])
+    vectors = embed_queries(embedder, [t.bug_report for t in data.tasks])
     for task, vector in zip(data.tasks, vectors):
         ids = _episode_ids(db, task.user_id)
         own = {ids[task.session_id(j)] for j in range(len(task.chats)) if task.session_id(j) in ids}
