@@ -98,8 +98,10 @@ class OfflineExtractor:
     # commitments, tool context never quoted or tagged, files and commands as entities); 4: decisions with their
     # objects verbatim, facts, noun-phrase topics, no note-taking as commitments, amendments link (issue 36); 5: a
     # rule written down as a session's last word after the user's terms is a decision, a labelled rule keeps its
-    # whole message, a reply pointing back ("That's the rule going forward") is no event of its own
-    prompt_version = "offline-5"
+    # whole message, a reply pointing back ("That's the rule going forward") is no event of its own; 6: amendments in
+    # more phrasings ("Change of plan: ...", "X is deprecated; use Y", "The limit is now N (was M)", a decision
+    # restated with other numbers) and "let's <change a system>" decisions link to what they replace
+    prompt_version = "offline-6"
 
     def __init__(self, embedder: Embedder | None = None, *, embed_budget: int = EMBED_BUDGET) -> None:
         """``embed_budget``: words embedded per transcript, the speed/quality knob (see EMBED_BUDGET)."""

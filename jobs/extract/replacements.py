@@ -10,7 +10,14 @@ an earlier rule, so for it :data:`AMEND_SIMILARITY` is enough. Each offered item
 at most once, by its closest new event. Measured on hand-made pairs: reversals of the same matter score
 0.5-0.65 ("send updates by email" / "send updates to our Slack channel instead" 0.52, "use imperial units"
 / "I prefer metric units" 0.63), unrelated decisions 0.1-0.25; but "the Team plan" / "switch to the
-Business plan" scores only 0.34 and is missed. A cue-less change ("Business plan from now on") is missed.
+Business plan" scores only 0.34 and is missed.
+
+Two weaker signals link only a close match. A rule that starts now ("From now on ...", "Going forward ...",
+"... is now 25 MB") need not replace anything, so it needs :data:`NEW_RULE_SIMILARITY`. A decision restated
+with other numbers and no cue at all ("... the gateway timeout to 8 seconds" after "... to 5 seconds") needs
+:data:`RESTATE_SIMILARITY`. A stated fact with a cue ("The upload limit is now 25 MB (was 10 MB)") may replace a
+decision too, and then is one. The phrasings were chosen on our own amendment sessions
+(tests/data/amendments/, tests/test_offline_amendments.py), not on a benchmark's.
 """
 
 from __future__ import annotations
@@ -30,16 +37,32 @@ REPLACE_SIMILARITY = 0.45
 # keep-latest", "switch from X to Y"; a bare "instead of" is only a change cue), so a looser match is enough:
 # the two rules share their subject but differ in exactly the part that changed, which pulls their cosine down.
 AMEND_SIMILARITY = 0.3
+# A decision restated with other numbers and no cue at all ("Let's set the gateway timeout to 8 seconds" a month
+# after "... to 5 seconds", 0.96) is the same rule changed; unrelated settings of one kind score far lower
+# ("... the session cookie lifetime to 8 hours", 0.36).
+RESTATE_SIMILARITY = 0.85
+# "From now on, every lambda function logs in JSON" a month after "use Python 3.11 for the lambda functions" (0.48)
+# is a new rule beside the old one; "From now on, the list endpoints cap the page size at 250" after "cap the page
+# size of the list endpoints at 100" (0.87) replaces it.
+NEW_RULE_SIMILARITY = 0.6
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 CHANGE_CUE = re.compile(
     r"\b(?:actually|instead|rather than|switch(?:ed|ing)? (?:to|over|back|from)|chang(?:e|ed|ing) (?:it |that )?to|"
-    r"changed (?:my|our) minds?|on second thought|scratch that|no longer|not any ?more|from now on|"
-    r"(?:i|we)(?: really| much| still)? prefer|(?:i|we)(?:'d| would)(?: much| really)? (?:rather|prefer))\b",
+    r"changed (?:my|our) minds?|on second thought|scratch (?:that|the|this|our)|no longer|not any ?more|"
+    r"change of plans?|deprecated|replac(?:e|es|ed|ing) \S[^.;!?]{0,60}? with|in favou?r of|go(?:ing)? back to|"
+    r"revert(?:s|ed|ing)? to|(?:bump|raise|lower|increase|decrease|reduce|cut)(?:s|ed|ing)? [^.;!?]{0,60}?\bto \d+|"
+    r"(?:i|we)(?: really| much| still)? prefer|(?:i|we)(?:'d| would)(?: much| really)? (?:rather|prefer))\b"
+    r"|\((?:was|previously|formerly)\b",
     re.IGNORECASE,
 )
+# A rule that starts now ("From now on, ...", "Going forward, ...", "... is now 25 MB") need not replace anything:
+# it replaces an offered decision only when the two are about the same setting (:data:`NEW_RULE_SIMILARITY`).
+NEW_RULE_CUE = re.compile(r"\b(?:from now on|going forward|(?:is|are) now|now(?=\s*(?:[.;!)]|$)))", re.IGNORECASE)
 AMEND_CUE = re.compile(
     r"\b(?:amend(?:s|ed|ing|ment)?|supersed(?:e|es|ed|ing)|overrid(?:e|es|ing)|overrule[sd]?|revis(?:e|ed|ion)|"
     r"replac(?:e|es|ed|ing) (?:the|our|my|that|this|last|previous|earlier|keep-\w+)|"
     r"switch(?:ed|ing)? from|(?:previous|earlier|old|last (?:week|month)'s) (?:rule|decision|policy)|"
+    r"change of plans?|(?:update|change|correction) to (?:the|our|my) (?:\w+ )?(?:rule|decision|policy|convention)|"
     r"(?:rule|decision|policy) from last (?:week|month|time))\b",
     re.IGNORECASE,
 )
@@ -58,17 +81,38 @@ def core(what: str, names: set[str]) -> str:
     return clip(" ".join(_BOILERPLATE.sub(" ", text).split()) or what, 300)
 
 
+def _specifics(text: str) -> set[str]:
+    """The numbers of a decision ("5 seconds", "Node 18", "v2"): what a restatement changes."""
+    return set(_NUMBER.findall(text))
+
+
+def _threshold(event: KeyEvent, amended: bool, changed: bool, starts: bool) -> float:
+    """The least similarity at which ``event`` may replace an offered decision (above 1: it never does)."""
+    if amended:
+        return AMEND_SIMILARITY
+    if changed:
+        return REPLACE_SIMILARITY
+    if starts:
+        return NEW_RULE_SIMILARITY
+    return RESTATE_SIMILARITY if event.type in STANDING_TYPES else 2.0
+
+
 def link_replacements(
     events: Sequence[KeyEvent], offered: Sequence[OpenItem], messages: Sequence[Message], embedder: Embedder
 ) -> list[KeyEvent]:
-    """``events`` with ``replaces`` set where a new decision or preference clearly replaces an offered one."""
+    """``events`` with ``replaces`` set where a new decision or preference clearly replaces an offered one.
+
+    A stated fact with a change cue ("The upload limit is now 25 MB (was 10 MB)", "We no longer build on Node
+    18; ...") that replaces an offered decision becomes a decision: it is the rule that holds now."""
     items = [i for i in offered if i.standing]
     said = [[normalise(messages[i].content) for i in e.evidence if i < len(messages)] for e in events]
     amended = [any(AMEND_CUE.search(t) for t in texts) for texts in said]
+    changed = [any(CHANGE_CUE.search(t) for t in texts) for texts in said]
+    starts = [any(NEW_RULE_CUE.search(t) for t in texts) for texts in said]
     candidates = [
         k
         for k, e in enumerate(events)
-        if e.type in STANDING_TYPES and (amended[k] or any(CHANGE_CUE.search(t) for t in said[k]))
+        if e.type in STANDING_TYPES or (e.type == "fact" and (amended[k] or changed[k] or starts[k]))
     ]
     if not items or not candidates:
         return list(events)
@@ -85,14 +129,17 @@ def link_replacements(
         row, col = divmod(int(flat), len(items))
         if sims[row, col] < AMEND_SIMILARITY:
             break
-        if (
-            row in taken_events
-            or col in taken_items
-            or sims[row, col] < (AMEND_SIMILARITY if amended[candidates[row]] else REPLACE_SIMILARITY)
-        ):
+        k = candidates[row]
+        if row in taken_events or col in taken_items:
             continue
+        if sims[row, col] < _threshold(events[k], amended[k], changed[k], starts[k]):
+            continue
+        if not (amended[k] or changed[k] or starts[k]) and _specifics(events[k].what) == _specifics(items[col].what):
+            continue  # the same decision restated, nothing changed: it replaces nothing
         taken_events.add(row)
         taken_items.add(col)
-        k = candidates[row]
-        out[k] = out[k].model_copy(update={"replaces": items[col].event_id})
+        update: dict[str, object] = {"replaces": items[col].event_id}
+        if events[k].type == "fact":
+            update["type"] = "decision"
+        out[k] = out[k].model_copy(update=update)
     return out

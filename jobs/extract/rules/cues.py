@@ -29,7 +29,7 @@ DECISION_LABEL = re.compile(
     r"final(?: (?:rule|decision|call|answer|policy|contract|convention))?|"
     r"(?:new|amended|updated|revised) (?:rule|policy|decision|convention)(?:,? [^:.!?\n]{1,60})?|"
     r"the (?:rule|policy|decision|convention)|"
-    r"amendment(?: to [^:]{1,80})?)\s*:)"
+    r"amendment(?: to [^:]{1,80})?|change of plans?|(?:update|change|correction) to (?:the|our|my) [^:]{1,60})\s*:)"
     r"\s*(.{3,})",
     re.IGNORECASE,
 )
@@ -38,17 +38,22 @@ STRONG_DECISION = re.compile(
     r"\b(?:(?:we|i)(?:'ll| will|'re going to| are going to|'m going to| am going to)? go(?:ing)? with|"
     r"(?:i|we)(?:'ve| have)?" + _ADV + r" (?:decided|chosen|chose|picked|opted|settled on|committed to)|"
     r"decided to|we(?:'ve| have)?" + _ADV + r" agreed|agreed to|settled on|opted for|made up my mind|"
-    r"(?:i|we)(?:'ll| will) take the|(?:i|we)(?:'m|'re| am| are) switching to|"
+    r"(?:i|we)(?:'ll| will) take the|(?:i|we)(?:'m|'re| am| are) switching (?:to|from|over)|"
     r"(?:i|we)(?:'ve| have)?" + _ADV + r" (?:signed up|registered|enrolled|subscribed|joined|applied|adopted|"
     r"booked|started|bought|purchased|quit|upgraded|downgraded|switched|submitted|accepted|moved|"
     r"cancel(?:l)?ed|reserved|ordered)|"
     r"(?:we|i)(?:'ll| will) (?:keep (?:using|polling|the)|stick with|stay (?:with|on))|"
     r"(?:we|i)(?:'ll| will| shall|'re going to| are going to)(?: just| now| all)? (?:use|adopt|switch to|move to|"
     r"migrate to|standardi[sz]e on)|(?:we|i)(?:'re| are|'m| am) (?:going|sticking|staying) with|"
+    r"we(?:'ll| will)(?: now)? (?:deploy|host|store|serve|run [^.;!?]{1,60}? on)|"
+    r"(?:drop(?:ping)?|replac(?:e|ing)|retir(?:e|ing)) [^.;!?]{1,60}? in favou?r of|"
     r"(?:amend(?:s|ed|ing)?|supersed(?:e|es|ed|ing)|overrid(?:e|es|ing)) (?:the|our|my|that|this|last|previous|"
     r"earlier|keep-\w+)|the decision is)\b"
-    r"|^\W*(?:(?:ok(?:ay)?|so|then|alright|right|yes|yeah|fine)\W+)*(?:go with|switch to|stick with|keep using|"
-    r"standardi[sz]e on|migrate to|use (?!(?:your|you|it|this|that)\b)\S.{0,80}\bfor\b)(?!\s+(?:your|you|it)\b)",
+    r"|^\W*(?:(?:ok(?:ay)?|so|then|alright|right|yes|yeah|fine)\W+)*(?:instead of [^,;]{1,60},\s*)?"
+    r"(?:go with|switch to|stick with|keep using|standardi[sz]e on|migrate to|"
+    r"use (?!(?:your|you|it|this|that)\b)\S.{0,80}\bfor\b|replace \S[^.;!?]{0,60}? with\b|make it \d|"
+    r"(?:set|cap|pin|bump|raise|lower|increase|reduce|limit) (?:the |our )?\S[^.;!?]{0,60}?\b(?:to|at) \d)"
+    r"(?!\s+(?:your|you|it)\b)",
     re.IGNORECASE,
 )
 # A standing rule ("Going forward, ...", "The rule is ...", "Cache keys must always ..."); weaker than a
@@ -78,6 +83,9 @@ WEAK_DECISION = re.compile(
     r"\b(?:let's (?:go with|try|use|book|schedule|switch|meet|plan|start|pick|choose|move|set up|do|get|"
     r"order|buy|sign|call|skip|cancel|stick with|keep the)\b"
     r"(?! (?:it|this|that|with|by|to work|together|going|better|more|so|our|some|a look)\b)|"
+    # a change to a system, which may name it ("The upload limit is 10 MB; let's enforce it in the API.")
+    r"let's (?:not )?(?:set|cap|limit|cache|pin|enable|disable|deploy|host|enforce|require|store|rename|replace|"
+    r"drop|remove|bump|raise|lower|increase|reduce|rotate|retry|adopt|migrate|run the|go back to|revert to)\b|"
     r"(?:i|we)(?:'m|'re| am| are)" + _ADV + r" (?:going to|gonna|planning to|planning on|about to)"
     r"(?! (?:keep|continue|stay|be|have to|need)\b)|(?:i|we) plan to|my plan is|the plan is)\b",
     re.IGNORECASE,
