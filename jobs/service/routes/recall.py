@@ -23,8 +23,8 @@ def recall(body: RecallRequest, request: Request, key: ApiKey = Depends(scope("r
     Sent as the bytes of :meth:`Recall.to_json` (pydantic's serialiser of ``Recall``, built once per
     process), the same bytes FastAPI would send: ``response_model`` documents the answer in the OpenAPI
     document, but a result returned as a dataclass is first checked against it in a second thread-pool
-    hand-off after the endpoint's: 0.2 ms more CPU per recall one at a time, about 1 ms with 8 or 16 at once,
-    each hand-off then waiting its turn for the interpreter among the busy threads (bench/recall_cpu.py)."""
+    hand-off after the endpoint's: 0.2 ms more CPU per recall one at a time, 0.9 to 1.4 ms with 8 or 16
+    requests at once (bench/recall_cpu.py --clients)."""
     recaller: Recaller = request.app.state.recaller
     result = recaller.recall(
         key.tenant_id, body.user_id, body.message, purpose=body.purpose, budget_tokens=body.budget_tokens, now=body.now
