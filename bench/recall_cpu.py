@@ -526,10 +526,11 @@ def run_round(service: Service, keys: dict[str, str], chunk: list[Any], clients:
 
 def over_http(args: argparse.Namespace, url: str, keys: dict[str, str], pg: Postgres, requests: list[Any]) -> None:
     """Part 3."""
-    services = {"this tree": Service(url, None)}
-    if args.baseline:
-        services["baseline " + str(args.baseline)] = Service(url, args.baseline)
+    services: dict[str, Service] = {}
     try:
+        services["this tree"] = Service(url, None)
+        if args.baseline:  # a baseline that does not start stops this tree's service too (finally)
+            services["baseline " + str(args.baseline)] = Service(url, args.baseline)
         for service in services.values():
             run_round(service, keys, requests[:20], 1)  # warm up
         cpu: dict[str, list[float]] = {name: [] for name in services}
@@ -603,6 +604,12 @@ def main() -> None:
     )
     parser.add_argument("--skip", default="", help="parts to leave out, comma-separated: 1, 2, 3")
     args = parser.parse_args()
+    if args.baseline is not None and not (args.baseline / "jobs" / "sql_files").exists():
+        parser.error(
+            f"--baseline {args.baseline}: no jobs/sql_files there; export a tree with git archive and link "
+            "jobs/prompt_templates, jobs/sql_files, jobs/examples and jobs/reports to ../prompts, ../sql, "
+            "../examples and ../reports (see the module's docstring)"
+        )
     skip = set(args.skip.split(",")) - {""}
     global DUMP_TO
     DUMP_TO = args.profile_dir
