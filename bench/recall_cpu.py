@@ -27,8 +27,10 @@ of one run, taken side by side, not figures of two runs.
 3. **`episodes api --workers 1` in a subprocess** (uvicorn, HTTP/1.1 on kept-alive connections, one
    request at a time; ``--clients N`` for N at once): its process's CPU per answered request from /proc
    (the client's is not counted). With ``--baseline DIR`` (a source tree, e.g. ``git archive <commit> |
-   tar -x -C DIR``, with ``jobs/prompt_templates`` and ``jobs/sql_files`` linked to its ``prompts`` and
-   ``sql``) a second service runs from DIR; the two are asked the same requests in alternate rounds and
+   tar -x -C DIR``, with ``jobs/prompt_templates``, ``jobs/sql_files``, ``jobs/examples`` and
+   ``jobs/reports`` linked to its ``prompts``, ``sql``, ``examples`` and ``reports``: the editable install
+   maps those names to this tree) a second service runs from DIR; the two are asked the same requests in
+   alternate rounds and
    their answers compared byte for byte.
 
 With ``--profile`` parts 1 and 2 run again under cProfile with a CPU clock (its own overhead inflates
