@@ -30,8 +30,7 @@ of one run, taken side by side, not figures of two runs.
    tar -x -C DIR``, with ``jobs/prompt_templates``, ``jobs/sql_files``, ``jobs/examples`` and
    ``jobs/reports`` linked to its ``prompts``, ``sql``, ``examples`` and ``reports``: the editable install
    maps those names to this tree) a second service runs from DIR; the two are asked the same requests in
-   alternate rounds and
-   their answers compared byte for byte.
+   alternate rounds and their answers compared byte for byte.
 
 With ``--profile`` parts 1 and 2 run again under cProfile with a CPU clock (its own overhead inflates
 every figure: read the shares); in part 2 the endpoint then runs inline, since cProfile sees one thread.
