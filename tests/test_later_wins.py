@@ -260,3 +260,14 @@ def test_an_offline_decision_without_an_amendment_cue_replaces_nothing(embedder:
     assert [e.replaces for e in two if e.type == "decision"] == [None]
     _, no_cue = _two_sessions(embedder, "Decision: on a tag collision, merge keeps the earliest tag.")
     assert [e.replaces for e in no_cue if e.type == "decision"] == [None]  # conservative: no cue, no link
+
+
+def test_an_offline_decision_restated_with_other_numbers_replaces_the_earlier_one(embedder: Embedder) -> None:
+    """No cue at all: the same decision with another date replaces the offered one (later wins); restated with
+    the same specifics it replaces nothing; a "from now on" rule on another matter replaces nothing either."""
+    moved = _offline(embedder, "We decided to book the flight to Osaka on April 5.")
+    assert [(e.type, e.replaces) for e in moved] == [("decision", 8)]
+    same = _offline(embedder, "We decided to book the flight to Osaka on April 2.")
+    assert [(e.type, e.replaces) for e in same] == [("decision", None)]
+    other = _offline(embedder, "From now on, we'll book every team flight through the travel desk.")
+    assert [e.replaces for e in other if e.type == "decision"] == [None]

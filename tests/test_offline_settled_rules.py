@@ -171,3 +171,22 @@ def test_an_amendment_a_month_later_links_to_the_settled_rule(embedder: Embedder
     )
     [amendment] = decisions(two)
     assert amendment.replaces == 20 and "40 s" in amendment.what
+
+
+@pytest.mark.parametrize(
+    ("reply", "decided"),
+    [("Yes, do that.", True), ("No, keep it at 100.", False), ("Hmm, what would that cost us?", False)],
+)
+def test_an_assistant_asking_to_make_a_change_is_the_users_decision_once_agreed(
+    embedder: Embedder, reply: str, decided: bool
+) -> None:
+    episode = extract(
+        embedder,
+        [
+            ("user", "The rate limiter blocks our own dashboard at peak."),
+            ("assistant", "Should I raise the public API limit to 200 requests per minute per key?"),
+            ("user", reply),
+        ],
+    )
+    expected = ['The user decided: "Raise the public API limit to 200 requests per minute per key."']
+    assert [e.what for e in decisions(episode)] == (expected if decided else [])

@@ -12,10 +12,12 @@ from jobs.extract.rules.agent import FAILURE
 from jobs.extract.rules.cues import (
     AGREEMENT,
     DECISION_LABEL,
+    OFFER,
     PLEASANTRY,
     PROPOSAL,
     REFERS_BACK,
     SMALL_TALK_QUESTION,
+    SPECIFIC,
     SUGGESTION,
     UNANSWERED,
     CueType,
@@ -75,7 +77,15 @@ def find_events(
             and _follows_assistant(s.message, messages, conversational)
         ):
             continue  # "That's the rule going forward, yes.": the assistant's message it agrees to is the event
-        if message.role == "assistant" and (labelled or PROPOSAL.match(text)) and not text.rstrip().endswith("?"):
+        asked = message.role == "assistant" and text.rstrip().endswith("?")
+        if asked and OFFER.match(text) and SPECIFIC.search(text) and len(content_words(text, exclude=names)) >= 3:
+            # "Should I raise the limit to 200 requests per minute?" -> "Yes, do that.": the user decided it
+            agreed = _agreement(s.message, messages, conversational, before=False)
+            found = ("decision", 0) if agreed is not None else None
+            if agreed is not None:
+                user = messages[agreed]
+                who, label, evidence = user.name or user.role, user.name or f"The {user.role}", [s.message, agreed]
+        elif message.role == "assistant" and (labelled or PROPOSAL.match(text)) and not asked:
             # "Settled: ..." (the user agreeing before or after), "I'd suggest ..." (the user agreeing after); a
             # label or a restatement ("Got it: ...") that closes a session right after the user stated terms
             agreed = _agreement(s.message, messages, conversational, before=labelled)
@@ -162,7 +172,8 @@ def _event_what(s: Sentence, kind: CueType, start: int, label: str) -> str:
     a longer sentence), else the whole sentence rewritten, else the sentence quoted. ``label`` names who the
     event is credited to (the user who agreed to an assistant's "Settled: ...")."""
     if label != s.label:  # an assistant's rule the user agreed to: the rule, quoted without its lead-in
-        body = PROPOSAL.sub("", normalise(s.text), count=1).strip()
+        body = OFFER.sub("", PROPOSAL.sub("", normalise(s.text), count=1), count=1).strip()
+        body = body[:-1] + "." if body.endswith("?") else body
         if not DECISION_LABEL.match(body) and body != normalise(s.text).strip():
             return (
                 clip(f'{label} decided: "{body[0].upper() + body[1:]}"'.replace(chr(34) * 2, chr(34)), 400)

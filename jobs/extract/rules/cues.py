@@ -60,6 +60,7 @@ STRONG_DECISION = re.compile(
 # preference ("I prefer metric units from now on" stays a preference).
 RULE = re.compile(
     r"\b(?:going forward|from now on|the (?:rule|policy|convention|standard) (?:is|will be|should be)|"
+    r"(?<!i )(?<!you )(?:must|should) now|now (?:must|should)|"
     r"(?<!you )(?:must|should) (?:always|never))\b",
     re.IGNORECASE,
 )
@@ -151,6 +152,12 @@ PROPOSAL = re.compile(
     r"\s*[:—–-]\s*|(?:so,? )?the (?:rule|policy|convention) "
     r"(?:is|would be|will be)\b[:,]?\s*|i(?:'d| would) (?:suggest|recommend|propose)\b\s*|"
     r"i (?:suggest|recommend|propose)\b\s*|my (?:suggestion|recommendation) (?:is|would be)\b[:,]?\s*)",
+    re.IGNORECASE,
+)
+# An assistant asking whether to make a change ("Should I raise the limit to 200 requests per minute?"): the user's
+# decision once the user's next message agrees, when it names a specific (:data:`SPECIFIC`); its lead is not the rule.
+OFFER = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|so|then|alright)\W+)*(?:(?:should|shall) (?:i|we)|(?:do you want|would you like|want) me to)\s+",
     re.IGNORECASE,
 )
 # The part of :data:`PROPOSAL` that offers rather than restates: a suggestion nobody answered settles nothing.
