@@ -94,13 +94,21 @@ def outcome(db: Database, embedder: Embedder, case: dict[str, Any]) -> dict[str,
     return {"extracted": bool(new), "linked": linked, "holds": holds or bool(case.get("control"))}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def _params(cases: list[dict[str, Any]]) -> list[Any]:
+    """One parameter per case; a case the rules are known to miss (its ``miss`` says why) is a strict xfail."""
+    return [
+        pytest.param(c, id=c["id"], marks=[pytest.mark.xfail(strict=True, reason=c["miss"])] if "miss" in c else [])
+        for c in cases
+    ]
+
+
+@pytest.mark.parametrize("case", _params(CASES))
 def test_an_amendment_in_a_later_session_holds(db: Database, embedder: Embedder, case: dict[str, Any]) -> None:
     result = outcome(db, embedder, case)
     assert result == {"extracted": True, "linked": True, "holds": True}, result
 
 
-@pytest.mark.parametrize("case", CHECK, ids=[c["id"] for c in CHECK])
+@pytest.mark.parametrize("case", _params(CHECK))
 def test_an_amendment_of_the_check_set_holds(db: Database, embedder: Embedder, case: dict[str, Any]) -> None:
     result = outcome(db, embedder, case)
     assert result == {"extracted": True, "linked": True, "holds": True}, result
