@@ -1,9 +1,12 @@
-"""Shared helpers for benchmarks: a throwaway embedded database, peak memory, percentiles."""
+"""Shared helpers for benchmarks: a throwaway embedded database, peak memory, percentiles, a free port, and a
+process tree's CPU time (Linux /proc)."""
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
@@ -75,3 +78,35 @@ def scratch_database(**settings: Any) -> Iterator[Database]:
             with db.connect(autocommit=True) as conn:
                 migrate.migrate(conn, embedding_dim=384, embedder="minilm")
             yield db
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def cpu_seconds(pids: list[int], fields_at: tuple[int, ...] = (11, 12)) -> float:
+    """User + system CPU time of the processes so far (those gone by now count 0); ``fields_at=(12,)``: the
+    system time alone (utime and stime are fields 14 and 15 of /proc/PID/stat)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(fields[i]) for i in fields_at)
+    return total / os.sysconf("SC_CLK_TCK")

@@ -54,6 +54,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import psycopg
+from _common import cpu_seconds, free_port, process_tree
 from _data import TENANTS, BenchData, add_data_arguments, bench_data, counts_of, percentiles, sentence, write_episode
 from pgvector.psycopg import register_vector
 from prometheus_client.parser import text_string_to_metric_families
@@ -65,12 +66,6 @@ from jobs.service.keys import create_key
 
 NOW = "2026-01-02T00:00:00+00:00"
 PROBE_RATE = 10.0  # probe recalls a second in every phase, beside the measured ones
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_mb(pid: int) -> float:
@@ -85,31 +80,6 @@ def worker_pids(pid: int) -> list[int]:
     children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     workers = [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
     return workers or [pid]
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of the processes so far (those gone by now count 0)."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        try:
-            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
-        except OSError:
-            pass
-    return found
 
 
 def gc_passes(base: str) -> dict[str, tuple[float, float]]:

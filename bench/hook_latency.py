@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from _common import percentile, scratch_home
+from _common import free_port, percentile, scratch_home
 
 PROJECT = "/home/bench/src/shop-api"
 
@@ -97,12 +96,6 @@ def seed(env: dict[str, str], sessions: int) -> None:
         ingest_records(db, records, tenant_id="bench")
         embedder = embedder_for(settings)
         run_summarize(db, extractor=OfflineExtractor(embedder), embedder=embedder)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_api(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str]:

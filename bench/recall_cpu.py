@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import cpu_seconds, free_port, process_tree
 from _data import NOW, TENANTS, add_data_arguments, bench_data, counts_of, sentence
 
 from jobs import logs
@@ -72,24 +73,6 @@ NOW_TEXT = NOW.isoformat()
 DUMP_TO: Path | None = None  # --profile-dir
 
 
-def proc_cpu(pids: list[int], fields_at: tuple[int, ...] = (11, 12)) -> float:
-    """User + system CPU seconds of the processes and all their descendants so far (/proc); with
-    ``fields_at=(12,)`` the system time alone."""
-    total, todo, seen = 0, list(pids), set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-        except OSError:
-            continue
-        total += sum(int(fields[i]) for i in fields_at)
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 class Postgres:
     """CPU seconds of the embedded PostgreSQL's processes so far."""
 
@@ -99,7 +82,7 @@ class Postgres:
     def cpu(self) -> float:
         if self.pgdata is None:
             return float("nan")
-        return proc_cpu([int((self.pgdata / "postmaster.pid").read_text().split()[0])])
+        return cpu_seconds(process_tree(int((self.pgdata / "postmaster.pid").read_text().split()[0])))
 
 
 class Parts:
@@ -437,12 +420,6 @@ def asgi_app(args: argparse.Namespace, db: Database, keys: dict[str, str], pg: P
     )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Service:
     """`episodes api --workers 1` in a subprocess, from this tree or from ``tree``."""
 
@@ -494,10 +471,10 @@ class Service:
         return text
 
     def cpu(self) -> float:
-        return proc_cpu([self.process.pid])
+        return cpu_seconds(process_tree(self.process.pid))
 
     def system_cpu(self) -> float:
-        return proc_cpu([self.process.pid], (12,))
+        return cpu_seconds(process_tree(self.process.pid), (12,))
 
     def stop(self) -> None:
         self.process.terminate()

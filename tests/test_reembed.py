@@ -91,17 +91,23 @@ def test_reembed_switches_with_recall_answering_before_during_and_after(
     # 64-d hashing embedder; what must hold is that the switched recaller answers from the new vectors.)
     assert {e.id for e in after.episodes} and all(e.distance is not None for e in after.episodes)
     # The corrected episode's vector is of its corrected text, not of the text it had at the fill.
+    assert _summary_embedded_as_its_text(db, corrected) == "Maria asked about SSO for Snowflake."
+
+
+def _summary_embedded_as_its_text(db: Database, episode_id: int) -> str:
+    """The episode's summary, after checking that its vector is hashing:64's of its text as it is now
+    (summary, topics, events, entities: :func:`episode_text`)."""
     row = rows(
         db,
         """SELECT summary, topic_tags, embedding,
-                             ARRAY(SELECT what FROM episode_events WHERE episode_id = e.id ORDER BY ordinal) AS events,
-                             ARRAY(SELECT name FROM episode_entities WHERE episode_id = e.id ORDER BY id) AS entities
-                      FROM episodes e WHERE id = %s""",
-        corrected,
+                  ARRAY(SELECT what FROM episode_events WHERE episode_id = e.id ORDER BY ordinal) AS events,
+                  ARRAY(SELECT name FROM episode_entities WHERE episode_id = e.id ORDER BY id) AS entities
+           FROM episodes e WHERE id = %s""",
+        episode_id,
     )[0]
-    assert row["summary"] == "Maria asked about SSO for Snowflake."
     text = episode_text(row["summary"], row["topic_tags"], row["events"], row["entities"])
     np.testing.assert_allclose(row["embedding"].to_numpy(), HashingEmbedder(64).embed([text])[0], atol=1e-6)
+    return str(row["summary"])
 
 
 class _CorrectedWhileEmbedding:
@@ -152,17 +158,7 @@ def test_a_row_corrected_between_the_read_and_the_write_is_left_for_the_switch(
     )
     assert after_first_batch == [{"written": 2, "left": True}]  # the other two of the batch were written
     assert (report.written, report.caught_up, report.total) == (5, 1, 6)
-    row = rows(
-        db,
-        """SELECT summary, topic_tags, embedding,
-                  ARRAY(SELECT what FROM episode_events WHERE episode_id = e.id ORDER BY ordinal) AS events,
-                  ARRAY(SELECT name FROM episode_entities WHERE episode_id = e.id ORDER BY id) AS entities
-           FROM episodes e WHERE id = %s""",
-        corrected,
-    )[0]
-    assert row["summary"] == "Maria asked whether SSO comes with the Enterprise plan."
-    text = episode_text(row["summary"], row["topic_tags"], row["events"], row["entities"])
-    np.testing.assert_allclose(row["embedding"].to_numpy(), HashingEmbedder(64).embed([text])[0], atol=1e-6)
+    assert _summary_embedded_as_its_text(db, corrected) == "Maria asked whether SSO comes with the Enterprise plan."
 
 
 def test_a_recaller_made_after_a_switch_to_an_embedder_of_the_same_dimension_follows_it(

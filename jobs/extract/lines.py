@@ -80,8 +80,8 @@ def episode_lines(messages: Sequence[Message], *, limit: int = MAX_LINES) -> lis
     room = max(int(limit * MAX_ACTION_SHARE), 1)
     found += sorted(acted, key=lambda f: (-f[0], f[1]))[:room]
     if len(found) > limit:
-        found = sorted(sorted(found, key=lambda f: (-f[0], f[1]))[:limit], key=lambda f: f[1])
-    return [line for _, _, line in sorted(found, key=lambda f: f[1])]
+        found = sorted(found, key=lambda f: (-f[0], f[1]))[:limit]
+    return [line for _, _, line in sorted(found, key=lambda f: f[1])]  # in the session's order
 
 
 def _lines_of(content: str) -> list[str]:

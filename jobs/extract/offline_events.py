@@ -78,18 +78,14 @@ def find_events(
         ):
             continue  # "That's the rule going forward, yes.": the assistant's message it agrees to is the event
         asked = message.role == "assistant" and text.rstrip().endswith("?")
-        if asked and OFFER.match(text) and SPECIFIC.search(text) and len(content_words(text, exclude=names)) >= 3:
-            # "Should I raise the limit to 200 requests per minute?" -> "Yes, do that.": the user decided it
-            agreed = _agreement(s.message, messages, conversational, before=False)
-            found = ("decision", 0) if agreed is not None else None
-            if agreed is not None:
-                user = messages[agreed]
-                who, label, evidence = user.name or user.role, user.name or f"The {user.role}", [s.message, agreed]
-        elif message.role == "assistant" and (labelled or PROPOSAL.match(text)) and not asked:
-            # "Settled: ..." (the user agreeing before or after), "I'd suggest ..." (the user agreeing after); a
-            # label or a restatement ("Got it: ...") that closes a session right after the user stated terms
-            agreed = _agreement(s.message, messages, conversational, before=labelled)
-            if agreed is None and (labelled or not SUGGESTION.match(text[:60])):
+        # "Should I raise the limit to 200 requests per minute?" -> "Yes, do that.": the user decided it
+        offer = asked and OFFER.match(text) and SPECIFIC.search(text) and len(content_words(text, exclude=names)) >= 3
+        # "Settled: ..." (the user agreeing before or after), "I'd suggest ..." (the user agreeing after); a label or
+        # a restatement ("Got it: ...") that closes a session right after the user stated terms
+        proposal = message.role == "assistant" and (labelled or PROPOSAL.match(text)) and not asked
+        if offer or proposal:
+            agreed = _agreement(s.message, messages, conversational, before=labelled and not offer)
+            if proposal and agreed is None and (labelled or not SUGGESTION.match(text[:60])):
                 agreed = _closing_terms(s.message, messages, conversational)
             found = ("decision", 0) if agreed is not None else None
             if agreed is not None:

@@ -86,15 +86,16 @@ def _specifics(text: str) -> set[str]:
     return set(_NUMBER.findall(text))
 
 
-def _threshold(event: KeyEvent, amended: bool, changed: bool, starts: bool) -> float:
-    """The least similarity at which ``event`` may replace an offered decision (above 1: it never does)."""
+def _threshold(amended: bool, changed: bool, starts: bool) -> float:
+    """The least similarity at which a candidate may replace an offered decision (one without any cue is a
+    decision or preference: a fact is a candidate only with a cue)."""
     if amended:
         return AMEND_SIMILARITY
     if changed:
         return REPLACE_SIMILARITY
     if starts:
         return NEW_RULE_SIMILARITY
-    return RESTATE_SIMILARITY if event.type in STANDING_TYPES else 2.0
+    return RESTATE_SIMILARITY
 
 
 def link_replacements(
@@ -132,7 +133,7 @@ def link_replacements(
         k = candidates[row]
         if row in taken_events or col in taken_items:
             continue
-        if sims[row, col] < _threshold(events[k], amended[k], changed[k], starts[k]):
+        if sims[row, col] < _threshold(amended[k], changed[k], starts[k]):
             continue
         if not (amended[k] or changed[k] or starts[k]) and _specifics(events[k].what) == _specifics(items[col].what):
             continue  # the same decision restated, nothing changed: it replaces nothing
