@@ -14,7 +14,7 @@ import pytest
 
 from jobs.embeddings import Embedder
 from jobs.extract.offline import OfflineExtractor
-from jobs.extract.rules.cues import AGREEMENT, DECISION_LABEL, REFERS_BACK
+from jobs.extract.rules.cues import AGREEMENT, DECISION_LABEL, REFERS_BACK, cue
 from jobs.models import EpisodeExtraction, KeyEvent, Message, OpenItem, Transcript
 
 DAY = dt.datetime(2026, 3, 2, 10, 0, tzinfo=dt.UTC)
@@ -190,3 +190,141 @@ def test_an_assistant_asking_to_make_a_change_is_the_users_decision_once_agreed(
     )
     expected = ['The user decided: "Raise the public API limit to 200 requests per minute per key."']
     assert [e.what for e in decisions(episode)] == (expected if decided else [])
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Retries must stop after 4 attempts, and never retry a webhook on a 4xx response.",
+        "Don't cache API responses that carry a Set-Cookie header.",
+        "Never log the request body of /v1/login.",
+        "Passwords must be hashed with bcrypt, cost 12.",
+        "We're moving the session cookie to a separate endpoint, so instead cache API responses with a Set-Cookie "
+        "header too.",
+    ],
+)
+def test_a_rule_stated_plainly_about_a_system_is_a_decision(said: str) -> None:
+    found = cue(said)
+    assert found is not None and found[0] == "decision", said
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "You must try the 5K route by the lake!",  # the subject is a person
+        "It must be nice to have 2 weeks off.",  # a pointer, and "must be" of a guess
+        "My sister must have loved the 3 puppies.",  # "must have": a guess about the past
+        "Don't worry about the 3 boxes, I'll carry them.",  # chat's verb
+        "Never give up on the NBA dream.",
+        "The rain came, so instead we watched 2 movies at home.",  # "instead" then a person
+        "Don't cache anything, it's only a toy project.",  # nothing technical named
+        "Maybe retries must stop after 4 attempts.",  # hedged
+    ],
+)
+def test_chat_with_a_rules_words_is_no_decision(said: str) -> None:
+    found = cue(said)
+    assert found is None or found[0] != "decision", (said, found)
+
+
+def test_a_plainly_stated_rule_is_the_users_and_a_later_amendment_replaces_it(embedder: Embedder) -> None:
+    first = extract(
+        embedder,
+        [
+            ("user", "The webhook sender hammered a partner that was down for an hour."),
+            ("user", "Retries must stop after 4 attempts, and never retry a webhook on a 4xx response."),
+            ("assistant", "Understood. Webhooks must never be retried more than 4 times, and I'll cap them."),
+        ],
+    )
+    [rule] = decisions(first)  # the assistant's echo is no decision of its own
+    assert "4 attempts" in rule.what and rule.evidence == [1]
+    offered = [OpenItem(event_id=7, type="decision", what=rule.what, since=DAY)]
+    later = extract(
+        embedder,
+        [
+            (
+                "user",
+                "Amending the retry rule: retries must stop after 6 attempts now; 4xx responses are still never retried.",
+            )
+        ],
+        offered,
+        when=DAY + dt.timedelta(days=30),
+    )
+    [amended] = decisions(later)
+    assert "6 attempts" in amended.what and amended.replaces == 7
+
+
+@pytest.mark.parametrize(
+    ("asked", "answer", "decided"),
+    [
+        ("How long should we keep the audit logs?", "Keep the audit logs for 90 days, then delete them.", True),
+        ("Which one do you want for the queue, SQS or Kafka?", "Kafka, with 12 partitions.", True),
+        ("How long were you in Lisbon?", "We stayed 5 days in the old town.", False),  # not asked to choose
+        ("How long should we keep the audit logs?", "Maybe 90 days, I'm not sure.", False),  # hedged
+        ("How long should we keep the audit logs?", "Good question, let me think about it.", False),  # no specific
+    ],
+)
+def test_the_users_answer_to_a_choice_is_a_decision(embedder: Embedder, asked: str, answer: str, decided: bool) -> None:
+    episode = extract(embedder, [("user", "Let's talk about the logs."), ("assistant", asked), ("user", answer)])
+    assert [e.what for e in decisions(episode) if e.evidence == [2]] == (
+        [f'The user decided: "{answer}"'] if decided else []
+    )
+
+
+@pytest.mark.parametrize(
+    ("said", "decided"),
+    [
+        # an assistant's suggestion in the conditional, then the user's agreement
+        (
+            [("assistant", "I'd cap uploads at 100 MB and reject anything larger with a 413."), ("user", "Do that.")],
+            'The user decided: "Cap uploads at 100 MB and reject anything larger with a 413."',
+        ),
+        (
+            [("assistant", "I'd cap uploads at 100 MB and reject anything larger with a 413."), ("user", "Hmm, no.")],
+            None,
+        ),
+        # an assistant confirming a change in a question
+        (
+            [
+                ("assistant", "So the export moves to 04:00 UTC and the backups keep 02:00?"),
+                ("user", "Yes, that's the new rule."),
+            ],
+            'The user decided: "The export moves to 04:00 UTC and the backups keep 02:00."',
+        ),
+        ([("assistant", "So the export moves to 04:00 UTC?"), ("user", "No, keep it where it is.")], None),
+        # an assistant's label the user agrees to
+        (
+            [("assistant", "Locked in: invoice timestamps are stored in UTC."), ("user", "Good, that's it.")],
+            'The user decided: "invoice timestamps are stored in UTC."',
+        ),
+    ],
+)
+def test_an_assistants_suggestion_or_confirmation_is_the_users_decision_once_agreed(
+    embedder: Embedder, said: list[tuple[str, str]], decided: str | None
+) -> None:
+    episode = extract(embedder, [("user", "The nightly jobs and the uploads need a rule."), *said])
+    assert [e.what for e in decisions(episode)] == ([decided] if decided else [])
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Reversing the invoice timestamp decision: invoices store the customer's local time.",
+        "Now that we're on Kubernetes, the deploy rule changes: deploys go through Argo CD.",
+        "Locked in: every deploy goes through Argo CD.",
+    ],
+)
+def test_a_reversal_or_a_changed_rule_is_a_label(said: str) -> None:
+    assert DECISION_LABEL.match(said)
+
+
+def test_the_rule_we_agreed_on_names_a_rule_and_decides_nothing() -> None:
+    assert cue("Small tweak to the session timeout we agreed on: agents get kicked out during long calls.") is None
+
+
+def test_a_decision_keeps_the_specifics_said_after_its_clause(embedder: Embedder) -> None:
+    episode = extract(
+        embedder,
+        [("user", "I'm walking back the GraphQL call for the partner API: partners want plain REST with OpenAPI.")],
+    )
+    [decision] = decisions(episode)
+    assert "GraphQL" in decision.what and "plain REST with OpenAPI" in decision.what, decision.what

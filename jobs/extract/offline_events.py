@@ -11,7 +11,9 @@ from jobs.concepts import EventType
 from jobs.extract.rules.agent import FAILURE
 from jobs.extract.rules.cues import (
     AGREEMENT,
+    CHOICE_QUESTION,
     DECISION_LABEL,
+    HEDGE,
     OFFER,
     PLEASANTRY,
     PROPOSAL,
@@ -79,7 +81,12 @@ def find_events(
             continue  # "That's the rule going forward, yes.": the assistant's message it agrees to is the event
         asked = message.role == "assistant" and text.rstrip().endswith("?")
         # "Should I raise the limit to 200 requests per minute?" -> "Yes, do that.": the user decided it
-        offer = asked and OFFER.match(text) and SPECIFIC.search(text) and len(content_words(text, exclude=names)) >= 3
+        offer = (
+            asked
+            and OFFER.match(text)
+            and SPECIFIC.search(text)
+            and len(content_words(text, exclude=names)) + len(re.findall(r"\d+", text)) >= 3  # a number is substance
+        )
         # "Settled: ..." (the user agreeing before or after), "I'd suggest ..." (the user agreeing after); a label or
         # a restatement ("Got it: ...") that closes a session right after the user stated terms
         proposal = message.role == "assistant" and (labelled or PROPOSAL.match(text)) and not asked
@@ -99,6 +106,8 @@ def find_events(
         ):
             found = None  # decisions, preferences and facts are the user's (an assistant "switched" a setting); so
             # are surprises, except a test or command that failed unexpectedly, which the agent is the first to see
+        if found is None and message.role == "user" and _answers_choice(s, sentences, messages, conversational):
+            found = ("decision", 0)
         kind: EventType | None = found[0] if found else None
         due = None
         if kind is None and _is_open_question(s, messages, conversational, speakers_after):
@@ -135,6 +144,25 @@ def _agreement(index: int, messages: list[Message], conversational: list[int], b
         if messages[j].role == "user" and AGREEMENT.match(normalise(messages[j].content[:200])):
             return j
     return None
+
+
+def _answers_choice(s: Sentence, sentences: list[Sentence], messages: list[Message], conversational: list[int]) -> bool:
+    """``s`` opens the user's answer to an assistant asking them to choose ("How long should we keep the audit
+    logs?" -> "Keep them for 90 days, then delete them."), and names a specific: the user's decision."""
+    text = normalise(s.text)
+    first = all(x.order >= s.order for x in sentences if x.message == s.message)
+    if not first or text.rstrip().endswith("?") or HEDGE.search(text) or UNANSWERED.search(text):
+        return False
+    if not (SPECIFIC.search(text) and len(content_words(text)) + len(re.findall(r"\d+", text)) >= 3):
+        return False
+    pos = conversational.index(s.message)
+    asked = normalise(messages[conversational[pos - 1]].content).rstrip() if pos > 0 else ""
+    last = re.split(r"(?<=[.!?])\s+", asked)[-1]
+    return (
+        messages[conversational[pos - 1]].role == "assistant"
+        and last.endswith("?")
+        and bool(CHOICE_QUESTION.search(last))
+    )
 
 
 def _follows_assistant(index: int, messages: list[Message], conversational: list[int]) -> bool:
@@ -179,10 +207,15 @@ def _event_what(s: Sentence, kind: CueType, start: int, label: str) -> str:
     clause = clause_from(s.text, start)
     what = None
     lead = INTERJECTION.sub("", normalise(s.text)[:start])
-    if kind == "decision" and label == s.label and not content_words(lead):  # nothing said before the cue
+    # "I'm walking back the GraphQL call for the partner API: partners want plain REST": a clause that leaves the
+    # sentence's specifics behind is not the event; the whole sentence is
+    after = normalise(s.text)[start:].strip()[len(clause) :]
+    whole = bool({m.group() for m in SPECIFIC.finditer(after)} - {m.group() for m in SPECIFIC.finditer(clause)})
+    if kind == "decision" and not whole and label == s.label and not content_words(lead):  # nothing said before the cue
         what = decision_what(clause, s.label)
     if (
         what is None
+        and not whole
         and kind != "fact"
         and label == s.label
         and len(clause.split()) >= 4

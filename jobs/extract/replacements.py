@@ -51,17 +51,19 @@ CHANGE_CUE = re.compile(
     r"changed (?:my|our) minds?|on second thought|scratch (?:that|the|this|our)|no longer|not any ?more|"
     r"change of plans?|deprecated|replac(?:e|es|ed|ing) \S[^.;!?]{0,60}? with|in favou?r of|go(?:ing)? back to|"
     r"revert(?:s|ed|ing)? to|(?:bump|raise|lower|increase|decrease|reduce|cut)(?:s|ed|ing)? [^.;!?]{0,60}?\bto \d+|"
-    r"(?:i|we)(?: really| much| still)? prefer|(?:i|we)(?:'d| would)(?: much| really)? (?:rather|prefer))\b"
+    r"(?:i|we)(?: really| much| still)? prefer|(?:i|we)(?:'d| would)(?: much| really)? (?:rather|prefer)|"
+    r"now,? (?:not|instead of|rather than))\b"
     r"|\((?:was|previously|formerly)\b",
     re.IGNORECASE,
 )
 # A rule that starts now ("From now on, ...", "Going forward, ...", "... is now 25 MB") need not replace anything:
 # it replaces an offered decision only when the two are about the same setting (:data:`NEW_RULE_SIMILARITY`).
-NEW_RULE_CUE = re.compile(r"\b(?:from now on|going forward|now)\b", re.IGNORECASE)
+NEW_RULE_CUE = re.compile(r"\b(?:from now on|going forward|now|new (?:rule|policy|convention))\b", re.IGNORECASE)
 AMEND_CUE = re.compile(
     r"\b(?:amend(?:s|ed|ing|ment)?|supersed(?:e|es|ed|ing)|overrid(?:e|es|ing)|overrule[sd]?|revis(?:e|ed|ion)|"
     r"replac(?:e|es|ed|ing) (?:the|our|my|that|this|last|previous|earlier|keep-\w+)|"
-    r"switch(?:ed|ing)? from|(?:previous|earlier|old|last (?:week|month)'s) (?:rule|decision|policy)|"
+    r"switch(?:ed|ing)? from|revers(?:e|es|ed|ing)|revisit(?:s|ed|ing)?|walk(?:s|ed|ing)? back|tweaks? to|"
+    r"(?:rule|policy|decision|convention) (?:changes|is changing|has changed)|(?:previous|earlier|old|last (?:week|month)'s) (?:rule|decision|policy)|"
     r"change of plans?|(?:update|change|correction) to (?:the|our|my) (?:\w+ )?(?:rule|decision|policy|convention)|"
     r"(?:rule|decision|policy) from last (?:week|month|time))\b",
     re.IGNORECASE,
@@ -98,6 +100,23 @@ def _threshold(amended: bool, changed: bool, starts: bool) -> float:
     return RESTATE_SIMILARITY
 
 
+def _announced(event: KeyEvent, messages: Sequence[Message]) -> bool:
+    """A user message before the event's, in the same session, announces an amendment."""
+    first = min(event.evidence, default=0)
+    return any(m.role == "user" and AMEND_CUE.search(normalise(m.content)) for m in messages[:first])
+
+
+def _in_context(event: KeyEvent, messages: Sequence[Message]) -> str:
+    """What the event says, with the assistant's question it answers when it is a short reply ("Make it 2 hours
+    for everyone." after "How long should an idle admin session last?"): the reply alone names too little to match."""
+    first = min(event.evidence, default=0)
+    if first == 0 or first >= len(messages) or len(event.what.split()) > 12:
+        return event.what
+    before = messages[first - 1]
+    asked = normalise(before.content).rstrip()
+    return f"{asked} {event.what}" if before.role == "assistant" and asked.endswith("?") else event.what
+
+
 def link_replacements(
     events: Sequence[KeyEvent], offered: Sequence[OpenItem], messages: Sequence[Message], embedder: Embedder
 ) -> list[KeyEvent]:
@@ -108,7 +127,10 @@ def link_replacements(
     items = [i for i in offered if i.standing]
     said = [[normalise(messages[i].content) for i in e.evidence if i < len(messages)] for e in events]
     amended = [any(AMEND_CUE.search(t) for t in texts) for texts in said]
-    changed = [any(CHANGE_CUE.search(t) for t in texts) for texts in said]
+    # "Small tweak to the session timeout we agreed on: ..." opening the session, the rule itself said later: a
+    # change of what the announcement names, not an amendment of its own (so the tighter threshold)
+    announced = [_announced(e, messages) for e in events]
+    changed = [any(CHANGE_CUE.search(t) for t in texts) or announced[k] for k, texts in enumerate(said)]
     starts = [any(NEW_RULE_CUE.search(t) for t in texts) for texts in said]
     candidates = [
         k
@@ -119,7 +141,9 @@ def link_replacements(
         return list(events)
     names = {m.name for m in messages if m.name}
     vectors = np.asarray(
-        embedder.embed([core(events[k].what, names) for k in candidates] + [core(i.what, names) for i in items]),
+        embedder.embed(
+            [core(_in_context(events[k], messages), names) for k in candidates] + [core(i.what, names) for i in items]
+        ),
         dtype=np.float32,
     )
     sims = vectors[: len(candidates)] @ vectors[len(candidates) :].T

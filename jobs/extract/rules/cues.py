@@ -25,7 +25,10 @@ PLEASANTRY = re.compile(
 # ...", "Amendment to the merge rule from last month: ...": a decision stated as a label (the user's own, or an
 # assistant's that the user agrees to). A rule's label may carry a short qualifier before its colon.
 DECISION_LABEL = re.compile(
-    r"^\W*(?:(?:decision(?: then| made)?)\s*[:—–-]|(?:(?:decided|settled|agreed)(?: then| on| it| that)?|"
+    r"^\W*(?:(?:decision(?: then| made)?)\s*[:—–-]|(?:(?:decided|settled|agreed|locked in)(?: then| on| it| that)?|"
+    r"(?:revers(?:ing|ed)|revisiting|walking back|rolling back) (?:the|our|my|that|this) [^:]{1,60}|"
+    r"(?:(?:now that|since|as|because) [^:,]{1,60},\s*)?the (?:[\w-]+ ){0,3}(?:rule|policy|decision|convention) "
+    r"(?:changes|is changing|has changed|now reads)|"
     r"final(?: (?:rule|decision|call|answer|policy|contract|convention))?|"
     r"(?:new|amended|updated|revised) (?:rule|policy|decision|convention)(?:,? [^:.!?\n]{1,60})?|"
     r"the (?:rule|policy|decision|convention)|"
@@ -37,7 +40,9 @@ _ADV = r"(?: (?:just|also|finally|already|really|definitely|probably|actually|of
 STRONG_DECISION = re.compile(
     r"\b(?:(?:we|i)(?:'ll| will|'re going to| are going to|'m going to| am going to)? go(?:ing)? with|"
     r"(?:i|we)(?:'ve| have)?" + _ADV + r" (?:decided|chosen|chose|picked|opted|settled on|committed to)|"
-    r"decided to|we(?:'ve| have)?" + _ADV + r" agreed|agreed to|settled on|opted for|made up my mind|"
+    r"decided to|we(?:'ve| have)?" + _ADV + r" agreed(?!\s*(?:on|upon)?\s*[:,.;—–-])|"
+    r"(?:i|we)(?:'m|'re| am| are)(?: now)? (?:walking back|reversing|rolling back|scrapping|ditching|dropping) "
+    r"(?:the|our|my|that|this) [^.;:!?]{0,60}?\b(?:call|decision|rule|policy|choice|convention|plan)\b|agreed to|settled on|opted for|made up my mind|"
     r"(?:i|we)(?:'ll| will) take the|(?:i|we)(?:'m|'re| am| are) switching (?:to|from|over)|"
     r"(?:i|we)(?:'ve| have)?" + _ADV + r" (?:signed up|registered|enrolled|subscribed|joined|applied|adopted|"
     r"booked|started|bought|purchased|quit|upgraded|downgraded|switched|submitted|accepted|moved|"
@@ -61,9 +66,31 @@ STRONG_DECISION = re.compile(
 RULE = re.compile(
     r"\b(?:going forward|from now on|the (?:rule|policy|convention|standard) (?:is|will be|should be)|"
     r"(?<!i )(?<!you )(?:must|should) now|now (?:must|should)|"
-    r"(?<!you )(?:must|should) (?:always|never))\b",
+    r"(?<!you )(?:must|should) (?:always|never)|now,? (?:not|instead of|rather than))\b",
     re.IGNORECASE,
 )
+# A rule stated plainly, with no decision word: "Retries must stop after 4 attempts", "Don't cache API responses
+# that carry a Set-Cookie header", "..., so instead cache API responses with a Set-Cookie header too". Chat says the
+# same words ("You must try it!", "Don't worry about it", "Never give up", "instead we went hiking"), so the rule
+# needs a subject that is not a person or a pointer, a verb that is not chat's, and a technical specific
+# (:data:`TECHNICAL`). Chosen on our own amendment sessions (tests/data/amendments/cases.json).
+_NOT_A_RULE_VERB = (
+    r"(?!(?:worry|forget|mind|hesitate|be|get|feel|let|give|stop|look|miss|lose|say|think|know|want|need|care|"
+    r"go|come|leave|tell|ask|try|wait|bother|take|believe|listen|quit|rush)\b)"
+)
+STATED_RULE = re.compile(
+    r"^\W*(?:(?:so|and|also|please|but|then)\W+)*(?:don't|do not|never|always)\s+" + _NOT_A_RULE_VERB + r"[a-z]+"
+    r"|(?:^|[,;:]\s*|\b(?:the|our|all|every|each|any|no)\s+)(?!(?:i|you|we|he|she|they|it|this|that|there|who|one|"
+    r"everyone|everybody|someone|somebody|nobody|things?|life|people)\b)[a-z][\w-]*(?:\s+[a-z][\w-]*){0,3}?"
+    r"\s+(?:must|shall)(?:\s+(?:not|never|always|only|still))?\s+(?!(?:have|'ve)\b)[a-z]+"
+    r"|\binstead,?\s+(?!(?:of|we|i|you|they|he|she|it|the|a|an|this|that|there|is|are|was|were|just|maybe)\b)"
+    + _NOT_A_RULE_VERB
+    + r"[a-z]+\b",
+    re.IGNORECASE,
+)
+# A number, a code span, an acronym ("API", "SLA"), a hyphenated header-like name ("Set-Cookie") or an
+# identifier with a dot, underscore or slash: what a rule about a system names, and chat seldom does.
+TECHNICAL = re.compile(r"\d|`[^`]+`|\b[A-Z]{2,}s?\b|\b[A-Z][a-z]+-[A-Z][\w-]*|\b\w+[._/]\w+")
 # A specific the speaker states about themselves or their setup: "we're on Django 4.2", "the API runs on port
 # 8080", "my daughter is 7". Counts only with a specific after it (:data:`SPECIFIC`).
 FACT = re.compile(
@@ -144,28 +171,44 @@ GENERIC_PRAISE = re.compile(
     r"well done|way to go|you deserve|keep going|keep (?:pushing|at it)|you can do it|that's awesome)\b",
     re.IGNORECASE,
 )
+# "I'd cap uploads at 100 MB": an assistant suggesting a change to a system in the conditional.
+_WOULD_CHANGE = (
+    r"i(?:'d| would) (?=(?:cap|set|limit|key|keep|use|retry|store|cache|run|move|switch|raise|lower|drop|reject|split|"
+    r"pin|add|make|go with|rate-limit|expire|rotate|log)\b)"
+)
 # An assistant proposing or restating a rule ("I'd suggest five retries ...", "Got it: money rounds half up ...",
 # "So the rule is ...", "To confirm: ..."): the user's decision once the user's next message agrees.
 PROPOSAL = re.compile(
     r"^\W*(?:(?:ok(?:ay)?|so|right|great|perfect|then)\W+)*(?:(?:got it|understood|noted|confirmed|to confirm|"
     r"to summari[sz]e|to recap|in summary|in short|summary|to be (?:explicit|clear|precise)(?: about [^:]{1,80})?)"
     r"\s*[:—–-]\s*|(?:so,? )?the (?:rule|policy|convention) "
-    r"(?:is|would be|will be)\b[:,]?\s*|i(?:'d| would) (?:suggest|recommend|propose)\b\s*|"
+    r"(?:is|would be|will be)\b[:,]?\s*|i(?:'d| would) (?:suggest|recommend|propose)\b\s*|" + _WOULD_CHANGE + r"|"
     r"i (?:suggest|recommend|propose)\b\s*|my (?:suggestion|recommendation) (?:is|would be)\b[:,]?\s*)",
     re.IGNORECASE,
 )
-# An assistant asking whether to make a change ("Should I raise the limit to 200 requests per minute?"): the user's
-# decision once the user's next message agrees, when it names a specific (:data:`SPECIFIC`); its lead is not the rule.
+# An assistant asking whether to make a change ("Should I raise the limit to 200 requests per minute?") or confirming
+# one ("So the export moves to 04:00 UTC?"): the user's decision once the user's next message agrees, when it names a
+# specific (:data:`SPECIFIC`); its lead is not the rule.
 OFFER = re.compile(
-    r"^\W*(?:(?:ok(?:ay)?|so|then|alright)\W+)*(?:(?:should|shall) (?:i|we)|(?:do you want|would you like|want) me to)\s+",
+    r"^\W*(?:(?:ok(?:ay)?|so|then|alright)\W+)*(?:(?:should|shall) (?:i|we)|(?:do you want|would you like|want) me to)\s+"
+    r"|^\W*(?:so|then),?\s+(?!(?:what|how|why|who|where|when|which|should|shall|do|does|did|is|are|can|could|would|will|"
+    r"you|i)\b)",
     re.IGNORECASE,
 )
 # The part of :data:`PROPOSAL` that offers rather than restates: a suggestion nobody answered settles nothing.
-SUGGESTION = re.compile(r"\b(?:i(?:'d| would)? (?:suggest|recommend|propose)|my (?:suggestion|recommendation))\b", re.I)
+SUGGESTION = re.compile(
+    r"\b(?:i(?:'d| would)? (?:suggest|recommend|propose)|my (?:suggestion|recommendation))\b|^\W*" + _WOULD_CHANGE, re.I
+)
+# An assistant asking the user to choose ("How long should we keep the audit logs?", "Which one do you want?"): the
+# user's answer, when it names a specific, is the user's decision ("Keep them for 90 days, then delete them.").
+CHOICE_QUESTION = re.compile(
+    r"\b(?:should|shall) (?:we|i)\b|\bdo you want (?:me|us|to)\b|\bwould you (?:like|prefer)\b|\bwhich (?:one|option)\b",
+    re.IGNORECASE,
+)
 # A reply that agrees with what was just proposed or written down ("Yes", "Agreed.", "Sounds good, ship it").
 AGREEMENT = re.compile(
     r"^\W*(?:yes|yep|yeah|yup|agreed|i agree|sounds (?:good|right|great)|ok(?:ay)?|perfect|great|exactly|correct|"
-    r"right|do it|go ahead|let's do (?:it|that)|ship it|lgtm|looks good|that works|works for me|deal|fine|approved|"
+    r"right|good|do (?:it|that)|please do|go ahead|let's do (?:it|that)|ship it|lgtm|looks good|that works|works for me|deal|fine|approved|"
     r"confirmed|makes sense|good call|that(?:'s| is) (?:it|right|correct|the (?:rule|plan|policy|decision|one|way)))\b"
     r"(?![^.!?]*\b(?:but|except|however|not|don't|no)\b)",
     re.IGNORECASE,
@@ -196,6 +239,8 @@ def cue(sentence: str, names: Iterable[str] = ()) -> tuple[CueType, int] | None:
     if (m := PREFERENCE.search(text)) and substance >= 2:
         return "preference", m.start()
     if (m := RULE.search(text)) and substance >= 2:
+        return "decision", m.start()
+    if (m := STATED_RULE.search(text)) and substance >= 3 and TECHNICAL.search(text) and not HEDGE.search(text):
         return "decision", m.start()
     if (m := COMMITMENT.search(text)) and not HEDGE.search(text):
         if substance >= 2 or ACTION_VERBS.search(text[m.start() :]):
