@@ -3,7 +3,7 @@
 ("From now on ...", "Change of plan: ...", "X is deprecated; use Y", "The limit is now N (was M)", an
 assistant's proposal the user confirms, a change of a number only, ...).
 
-Each case is a user with three unrelated sessions, session 1 stating a rule beside an unrelated decision, and
+Each case is a user with three unrelated sessions, session 1 stating a rule (often beside an unrelated decision), and
 session 2 a month later amending the rule; both summarised by the real summarize job with the offline
 extractor, then recalled with a question about the rule. For each case:
 

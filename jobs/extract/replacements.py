@@ -16,8 +16,11 @@ Two weaker signals link only a close match. A rule that starts now ("From now on
 "... is now 25 MB") need not replace anything, so it needs :data:`NEW_RULE_SIMILARITY`. A decision restated
 with other numbers and no cue at all ("... the gateway timeout to 8 seconds" after "... to 5 seconds") needs
 :data:`RESTATE_SIMILARITY`. A stated fact with a cue ("The upload limit is now 25 MB (was 10 MB)") may replace a
-decision too, and then is one. The phrasings were chosen on our own amendment sessions
-(tests/data/amendments/, tests/test_offline_amendments.py), not on a benchmark's.
+decision too, and then is one. A session that opens by announcing an amendment ("Small tweak to the session
+timeout we agreed on: ...") lends its cue to the decisions said after it, at :data:`REPLACE_SIMILARITY`; and a
+short reply ("Make it 2 hours for everyone.") is matched together with the assistant's question it answers. The
+phrasings were chosen on our own amendment sessions (tests/data/amendments/, tests/test_offline_amendments.py),
+not on a benchmark's.
 """
 
 from __future__ import annotations
@@ -58,12 +61,15 @@ CHANGE_CUE = re.compile(
 )
 # A rule that starts now ("From now on, ...", "Going forward, ...", "... is now 25 MB") need not replace anything:
 # it replaces an offered decision only when the two are about the same setting (:data:`NEW_RULE_SIMILARITY`).
-NEW_RULE_CUE = re.compile(r"\b(?:from now on|going forward|now|new (?:rule|policy|convention))\b", re.IGNORECASE)
+NEW_RULE_CUE = re.compile(
+    r"\b(?:from now on|going forward|now|new (?:rule|policy|convention)|effective (?:immediately|today))\b", re.IGNORECASE
+)
 AMEND_CUE = re.compile(
     r"\b(?:amend(?:s|ed|ing|ment)?|supersed(?:e|es|ed|ing)|overrid(?:e|es|ing)|overrule[sd]?|revis(?:e|ed|ion)|"
     r"replac(?:e|es|ed|ing) (?:the|our|my|that|this|last|previous|earlier|keep-\w+)|"
     r"switch(?:ed|ing)? from|revers(?:e|es|ed|ing)|revisit(?:s|ed|ing)?|walk(?:s|ed|ing)? back|tweaks? to|"
-    r"(?:rule|policy|decision|convention) (?:changes|is changing|has changed)|(?:previous|earlier|old|last (?:week|month)'s) (?:rule|decision|policy)|"
+    r"(?:rule|policy|decision|convention) (?:changes|is changing|has changed|change|update)|"
+    r"(?:corrected|replacement) (?:rule|policy|decision|convention)|correction\s*:|(?:previous|earlier|old|last (?:week|month)'s) (?:rule|decision|policy)|"
     r"change of plans?|(?:update|change|correction) to (?:the|our|my) (?:\w+ )?(?:rule|decision|policy|convention)|"
     r"(?:rule|decision|policy) from last (?:week|month|time))\b",
     re.IGNORECASE,

@@ -22,16 +22,24 @@ PLEASANTRY = re.compile(
 )
 
 # "Decision: ...", "Settled: ...", "Settled then: ...", "Amended rule: ...", "Amended rule, superseding keep-latest:
-# ...", "Amendment to the merge rule from last month: ...": a decision stated as a label (the user's own, or an
-# assistant's that the user agrees to). A rule's label may carry a short qualifier before its colon.
+# ...", "Amendment to the merge rule from last month: ...", "Rule change: ...", "Decision recorded: ...", "Going
+# forward: ...": a decision stated as a label (the user's own, or an assistant's that the user agrees to). A rule's
+# label may carry a short qualifier before its colon when an adjective says it is a new one ("Revised policy,
+# replacing the old one: ..."); "The policy we had is fine: ..." is prose.
+_RULE_NOUN = r"(?:rule|policy|decision|convention|contract)"
 DECISION_LABEL = re.compile(
-    r"^\W*(?:(?:decision(?: then| made)?)\s*[:—–-]|(?:(?:decided|settled|agreed|locked in)(?: then| on| it| that)?|"
+    r"^\W*(?:(?:decision(?: then| made)?)\s*[:—–-]|(?:(?:decided|settled|agreed|locked(?: in)?)(?:,? then| on| it| that)?|"
     r"(?:revers(?:ing|ed)|revisiting|walking back|rolling back) (?:the|our|my|that|this) [^:]{1,60}|"
-    r"(?:(?:now that|since|as|because) [^:,]{1,60},\s*)?the (?:[\w-]+ ){0,3}(?:rule|policy|decision|convention) "
+    r"(?:(?:now that|since|as|because) [^:,]{1,60},\s*)?the (?:[\w-]+ ){0,3}" + _RULE_NOUN + r" "
     r"(?:changes|is changing|has changed|now reads)|"
-    r"final(?: (?:rule|decision|call|answer|policy|contract|convention))?|"
-    r"(?:new|amended|updated|revised) (?:rule|policy|decision|convention)(?:,? [^:.!?\n]{1,60})?|"
-    r"the (?:rule|policy|decision|convention)|"
+    r"final(?: (?:call|answer))?|"
+    r"(?:new|amended|updated|revised|corrected|final|replacement) (?:" + _RULE_NOUN + r"|call|answer)"
+    r"(?: in full)?(?:,? [^:.!?\n]{1,60})?|"
+    r"(?:(?:the|here's the|so the) )?(?:(?:amended|updated|revised|new|final) )?"
+    + _RULE_NOUN
+    + r"(?: (?:change|update|"
+    r"in full|recorded))?|(?:change|rule|policy) recorded|(?:recording|summary of) the " + _RULE_NOUN + r"|"
+    r"correction|revision|override|effective (?:immediately|now|today)|going forward|from now on|"
     r"amendment(?: to [^:]{1,80})?|change of plans?|(?:update|change|correction) to (?:the|our|my) [^:]{1,60})\s*:)"
     r"\s*(.{3,})",
     re.IGNORECASE,
