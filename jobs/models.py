@@ -36,7 +36,9 @@ _ESCAPES = re.compile(
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _TENANT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 MAX_OPEN_ITEMS = 20  # earlier open questions and commitments offered to an extractor per session
-MAX_CURRENT_DECISIONS = 20  # earlier current decisions and preferences offered to an extractor per session
+MAX_CURRENT_DECISIONS = 20  # the newest earlier current decisions and preferences offered to an extractor per session
+# and, beside them, the older ones whose episode is closest to the session (an amendment of a rule stated long ago)
+MAX_RELATED_DECISIONS = 10
 # Timestamps more than this far in the future are impossible for a finished session.
 FUTURE_SKEW = dt.timedelta(days=1)
 EARLIEST = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
@@ -377,11 +379,11 @@ class OpenItem:
 
 def split_offered(items: Sequence[OpenItem] | None) -> tuple[list[OpenItem], list[OpenItem]]:
     """The open items (at most MAX_OPEN_ITEMS) and the current decisions and preferences (at most
-    MAX_CURRENT_DECISIONS) among ``items``, each in the given order."""
+    MAX_CURRENT_DECISIONS newest plus MAX_RELATED_DECISIONS related) among ``items``, each in the given order."""
     items = items or []
     return (
         [i for i in items if not i.standing][:MAX_OPEN_ITEMS],
-        [i for i in items if i.standing][:MAX_CURRENT_DECISIONS],
+        [i for i in items if i.standing][: MAX_CURRENT_DECISIONS + MAX_RELATED_DECISIONS],
     )
 
 

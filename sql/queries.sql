@@ -355,22 +355,36 @@ WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
 RETURNING id
 
 -- name: current_decisions
--- The user's decisions and preferences that still stand (newest first, bounded), offered to the
--- model so a later session can replace them. Those of this same session's earlier episode are left out;
--- one replaced by this same session's earlier episode counts as standing (a re-run may replace it again:
--- when it is written, the earlier episode is superseded and its replacements undone first).
-SELECT e.id AS event_id, e.type, e.what, e.occurred_at AS since
-FROM episode_events e
-JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.episode_id
-LEFT JOIN episode_events nx ON nx.tenant_id = e.tenant_id AND nx.id = e.superseded_by
-LEFT JOIN episodes nxe ON nxe.tenant_id = nx.tenant_id AND nxe.id = nx.episode_id
-WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-  AND e.type IN ('decision', 'preference')
-  AND (e.superseded_by IS NULL OR nxe.session_id = %(session_id)s)
-  AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
-  AND e.occurred_at <= %(before)s
-ORDER BY e.occurred_at DESC, e.id DESC
-LIMIT %(limit)s
+-- The user's decisions and preferences that still stand, offered to the model so a later session can
+-- replace them: the newest (``limit``), then the older ones whose episode is closest to this session
+-- (``related``, by the cosine distance of its embedding to ``query``, the session's own text; none when
+-- ``query`` is null). Without the second half a rule stated before the user's last ``limit`` decisions was
+-- never offered, so an amendment months later could not replace it. Those of this same session's earlier
+-- episode are left out; one replaced by this same session's earlier episode counts as standing (a re-run may
+-- replace it again: when it is written, the earlier episode is superseded and its replacements undone first).
+WITH standing AS (
+    SELECT e.id AS event_id, e.type, e.what, e.occurred_at AS since, ep.embedding
+    FROM episode_events e
+    JOIN episodes ep ON ep.tenant_id = e.tenant_id AND ep.id = e.episode_id
+    LEFT JOIN episode_events nx ON nx.tenant_id = e.tenant_id AND nx.id = e.superseded_by
+    LEFT JOIN episodes nxe ON nxe.tenant_id = nx.tenant_id AND nxe.id = nx.episode_id
+    WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
+      AND e.type IN ('decision', 'preference')
+      AND (e.superseded_by IS NULL OR nxe.session_id = %(session_id)s)
+      AND ep.status = 'current' AND ep.kind = 'session' AND ep.session_id <> %(session_id)s
+      AND e.occurred_at <= %(before)s
+), newest AS (
+    SELECT event_id, type, what, since FROM standing ORDER BY since DESC, event_id DESC LIMIT %(limit)s
+), related AS (
+    SELECT event_id, type, what, since FROM standing
+    WHERE %(query)s::vector IS NOT NULL AND vector_dims(embedding) = vector_dims(%(query)s::vector)
+      AND event_id NOT IN (SELECT event_id FROM newest)
+    ORDER BY embedding <=> %(query)s::vector, since DESC, event_id DESC
+    LIMIT %(related)s
+)
+SELECT event_id, type, what, since FROM newest
+UNION ALL
+SELECT event_id, type, what, since FROM related
 
 -- name: replace_item
 -- Later wins: the offered decision or preference, and its copies in super-summaries

@@ -13,10 +13,12 @@ from support.episode_responder import responder
 
 from jobs.db import Database, one
 from jobs.embeddings import get_embedder
+from jobs.errors import ConfigError
 from jobs.extract.claude import AnthropicExtractor
+from jobs.extract.offline import OfflineExtractor
 from jobs.llm import cost_usd
-from jobs.models import ModelCall
-from jobs.summarize import BatchRunner
+from jobs.models import MAX_CURRENT_DECISIONS, ModelCall
+from jobs.summarize import BatchRunner, run_summarize
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
@@ -109,6 +111,66 @@ def test_failed_submission_returns_transcripts_to_the_queue(llm_db: Database, fa
         batch = one(conn.execute("SELECT status FROM model_batches"))
     assert row["status"] == "pending" and row["lease_owner"] is None and "submission failed" in row["last_error"]
     assert batch["status"] == "failed"
+
+
+DECIDED = [
+    (tool, part)
+    for part in ("session store", "audit trail", "billing dashboard")
+    for tool in ("Redis", "Kafka", "Grafana", "Terraform", "Sentry", "Vault", "Celery", "Nginx", "Prometheus")
+]
+
+
+class _LoadsOnce:
+    """MiniLM that stops loading after its second use (the model folder deleted mid-run)."""
+
+    def __init__(self) -> None:
+        self.inner = get_embedder("minilm")
+        self.dim = self.inner.dim
+        self.name = self.inner.name
+        self.used = 0
+
+    def embed(self, texts: Any) -> Any:
+        self.used += 1
+        if self.used > 2:
+            raise ConfigError("embedding model could not be loaded: set EPISODES_CACHE_DIR to a folder you can write")
+        return self.inner.embed(texts)
+
+
+def test_an_embedder_that_stops_loading_gives_every_claim_of_the_batch_back(
+    llm_db: Database, fake: fa.FakeAnthropic
+) -> None:
+    """A user with more standing decisions than the newest offered has the session embedded to find the older
+    ones it may amend; when that embedding fails, the batch being assembled gives back every claim."""
+    embedder = get_embedder("minilm")
+    with llm_db.tenant("acme") as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "
+            "VALUES ('acme', 'u1', %s, now() - make_interval(days => 60 - %s), %s, %s)",
+            [
+                (f"old{n}", n, Jsonb([{"role": "user", "content": f"Let's use {tool} for the {part}."}]), f"o{n}")
+                for n, (tool, part) in enumerate(DECIDED[: MAX_CURRENT_DECISIONS + 1])
+            ],
+        )
+    assert (
+        run_summarize(llm_db, extractor=OfflineExtractor(embedder), embedder=embedder).counts["done"]
+        == MAX_CURRENT_DECISIONS + 1
+    )
+    with llm_db.tenant("acme") as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "
+            "VALUES ('acme', 'u1', %s, now(), %s, %s)",
+            [(f"s{n}", Jsonb(MESSAGES), f"h{n}") for n in range(3)],
+        )
+    with AnthropicExtractor(llm_db.settings) as claude:
+        with pytest.raises(ConfigError, match="EPISODES_CACHE_DIR"):
+            BatchRunner(llm_db, claude, _LoadsOnce()).submit()  # type: ignore[arg-type]
+    with llm_db.admin() as conn:
+        rows = conn.execute(
+            "SELECT status, lease_owner, attempts FROM transcripts WHERE session_id LIKE 's%%' ORDER BY id"
+        ).fetchall()
+        batches = one(conn.execute("SELECT count(*) AS n FROM model_batches"))
+    assert [(r["status"], r["lease_owner"], r["attempts"]) for r in rows] == [("pending", None, 0)] * 3
+    assert batches["n"] == 0 and fake.calls() == []
 
 
 def _resolution_after_first_session(

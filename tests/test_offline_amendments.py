@@ -121,3 +121,33 @@ def test_the_sets_cover_the_common_phrasings_and_have_controls() -> None:
     for c in CASES + CHECK:
         said = " ".join(text for _, text in c["s2"])
         assert c["new"] in said and c["old"] in " ".join(text for _, text in c["s1"]), c["id"]
+
+
+def test_an_amendment_after_many_later_decisions_still_replaces_the_rule(db: Database, embedder: Embedder) -> None:
+    """The decisions offered to a session are the newest and the older ones closest to it: a rule stated before
+    the user's last MAX_CURRENT_DECISIONS decisions is still offered, so its amendment months later links to it."""
+    from jobs.models import MAX_CURRENT_DECISIONS
+
+    user = "long-history"
+    extractor = OfflineExtractor(embedder)
+    _add(db, user, "rule", [["user", "Let's cap the webhook retries at 4 attempts with exponential backoff."]], T0)
+    tools = ["Redis", "Kafka", "Grafana", "Terraform", "Sentry", "Vault", "Celery", "Nginx", "Prometheus", "Airflow"]
+    parts = ["session store", "audit trail", "billing dashboard", "search page"]
+    later = [(tool, part) for part in parts for tool in tools][: MAX_CURRENT_DECISIONS + 5]
+    for k, (tool, part) in enumerate(later):
+        _add(db, user, f"later-{k}", [["user", f"Let's use {tool} for the {part}."]], T0 + dt.timedelta(days=1 + k))
+    run_summarize(db, extractor=extractor, embedder=embedder, tenant=TENANT)
+    amend = "Change of plan: cap the webhook retries at 6 attempts."
+    _add(db, user, "amendment", [["user", amend]], T0 + dt.timedelta(days=60))
+    run_summarize(db, extractor=extractor, embedder=embedder, tenant=TENANT)
+    with db.tenant(TENANT) as conn:
+        rows = conn.execute(
+            "SELECT ep.session_id, ev.what, nx.what AS by FROM episode_events ev "
+            "JOIN episodes ep ON ep.tenant_id = ev.tenant_id AND ep.id = ev.episode_id "
+            "LEFT JOIN episode_events nx ON nx.tenant_id = ev.tenant_id AND nx.id = ev.superseded_by "
+            "WHERE ev.user_id = %s AND ev.type = 'decision' AND ev.superseded_by IS NOT NULL",
+            (user,),
+        ).fetchall()
+    assert [(r["session_id"], "4 attempts" in r["what"], "6 attempts" in r["by"]) for r in rows] == [
+        ("rule", True, True)
+    ]

@@ -62,7 +62,8 @@ CHANGE_CUE = re.compile(
 # A rule that starts now ("From now on, ...", "Going forward, ...", "... is now 25 MB") need not replace anything:
 # it replaces an offered decision only when the two are about the same setting (:data:`NEW_RULE_SIMILARITY`).
 NEW_RULE_CUE = re.compile(
-    r"\b(?:from now on|going forward|now|new (?:rule|policy|convention)|effective (?:immediately|today))\b", re.IGNORECASE
+    r"\b(?:from now on|going forward|now|new (?:rule|policy|convention)|effective (?:immediately|today))\b",
+    re.IGNORECASE,
 )
 AMEND_CUE = re.compile(
     r"\b(?:amend(?:s|ed|ing|ment)?|supersed(?:e|es|ed|ing)|overrid(?:e|es|ing)|overrule[sd]?|revis(?:e|ed|ion)|"

@@ -109,7 +109,12 @@ class BatchRunner:
                 if transcript is None:
                     break
                 report.counts["claimed"] += 1
-                open_items = self.finisher.prepare(transcript, self.extractor.prompt_version, owner=owner)
+                try:
+                    open_items = self.finisher.prepare(transcript, self.extractor.prompt_version, owner=owner)
+                except ConfigError:  # the embedder cannot load: this claim is given back; so are the batch's
+                    for item in items:
+                        self._give_back(item.transcript, owner, None)
+                    raise
                 if open_items is None:  # this content is already summarised with this prompt: completed
                     report.counts["skipped"] += 1
                     continue

@@ -21,10 +21,13 @@ from dataclasses import dataclass, field
 
 from jobs.db import Database, notify_eligible
 from jobs.embeddings import Embedder
+from jobs.embeddings.protocol import Vectors, embed_queries
+from jobs.errors import ConfigError
 from jobs.extract.grounding import ground
 from jobs.models import (
     MAX_CURRENT_DECISIONS,
     MAX_OPEN_ITEMS,
+    MAX_RELATED_DECISIONS,
     ExtractionResult,
     ModelCall,
     OpenItem,
@@ -39,6 +42,9 @@ log = logging.getLogger(__name__)
 
 RETRY_BASE_SECONDS = 30
 RETRY_MAX_SECONDS = 3600
+# What the user said in a session, cut to this many characters, finds the older decisions it may amend (MiniLM reads
+# its first 256 tokens anyway).
+SAID_CHARS = 2000
 
 
 @dataclass
@@ -56,7 +62,12 @@ class Finisher:
     def prepare(self, transcript: Transcript, prompt_version: str, *, owner: str) -> list[OpenItem] | None:
         """The items to offer, read in one round trip: the open items, then the current decisions and
         preferences (``OpenItem.standing``); None when this content was already summarised with
-        ``prompt_version``: then the claim is completed here, with no model call."""
+        ``prompt_version``: then the claim is completed here, with no model call.
+
+        The decisions offered are the newest and, when the user has more, the older ones whose episode is
+        closest to what the user said in this session (one embedding and a second read, for those users only):
+        a rule amended months later is still offered. An embedder that cannot load then gives the claim back
+        untouched, before any model call, and stops the run."""
         with self.db.tenant(transcript.tenant_id, pipeline=True) as conn:
             current = conn.execute(
                 query("current_episode_for_content"),
@@ -74,7 +85,8 @@ class Finisher:
                 "before": transcript.ended_at,
             }
             items = conn.execute(query("open_items"), {**scope, "limit": MAX_OPEN_ITEMS})
-            decisions = conn.execute(query("current_decisions"), {**scope, "limit": MAX_CURRENT_DECISIONS})
+            newest = {"limit": MAX_CURRENT_DECISIONS + 1, "related": 0, "query": None}  # one more: are there older?
+            decisions = conn.execute(query("current_decisions"), {**scope, **newest})
             if current.fetchone() is not None:
                 conn.execute(
                     query("complete_transcript"),
@@ -86,8 +98,24 @@ class Finisher:
                     },
                 )
                 return None
-            rows = items.fetchall() + decisions.fetchall()
-        return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows]
+            rows, standing = items.fetchall(), decisions.fetchall()
+            if len(standing) > MAX_CURRENT_DECISIONS:
+                vector = self._said(transcript, owner)
+                related = {"limit": MAX_CURRENT_DECISIONS, "related": MAX_RELATED_DECISIONS, "query": vector}
+                standing = conn.execute(query("current_decisions"), {**scope, **related}).fetchall()
+        return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows + standing]
+
+    def _said(self, transcript: Transcript, owner: str) -> Vectors | None:
+        """The embedding of what the user said in the session (its first SAID_CHARS characters), None if nothing;
+        an embedder that cannot load gives the claim back first."""
+        said = " ".join(m.content for m in transcript.messages if m.role == "user")[:SAID_CHARS]
+        if not said.strip():
+            return None
+        try:
+            return embed_queries(self.embedder, [said])[0, :]
+        except ConfigError:
+            self.release(transcript, owner=owner)
+            raise
 
     def finish(
         self,
