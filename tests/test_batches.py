@@ -163,7 +163,7 @@ def test_an_embedder_that_stops_loading_gives_every_claim_of_the_batch_back(
         )
     with AnthropicExtractor(llm_db.settings) as claude:
         with pytest.raises(ConfigError, match="EPISODES_CACHE_DIR"):
-            BatchRunner(llm_db, claude, _LoadsOnce()).submit()  # type: ignore[arg-type]
+            BatchRunner(llm_db, claude, _LoadsOnce()).submit()
     with llm_db.admin() as conn:
         rows = conn.execute(
             "SELECT status, lease_owner, attempts FROM transcripts WHERE session_id LIKE 's%%' ORDER BY id"
