@@ -62,6 +62,9 @@ def find_events(
     """Cue-phrase events, one per (type, message), most salient first, at most 20."""
     best: dict[tuple[str, int, int], tuple[float, KeyEvent]] = {}  # (type, message, sentence of a fact)
     speakers_after = _next_other_speaker(messages, conversational)
+    opening: dict[int, int] = {}  # each message's first sentence
+    for s in sentences:
+        opening.setdefault(s.message, s.order)
     names = {w for m in messages if m.name for w in m.name.split()}
     for s in sentences:
         message = messages[s.message]
@@ -81,12 +84,7 @@ def find_events(
             continue  # "That's the rule going forward, yes.": the assistant's message it agrees to is the event
         asked = message.role == "assistant" and text.rstrip().endswith("?")
         # "Should I raise the limit to 200 requests per minute?" -> "Yes, do that.": the user decided it
-        offer = (
-            asked
-            and OFFER.match(text)
-            and SPECIFIC.search(text)
-            and len(content_words(text, exclude=names)) + len(re.findall(r"\d+", text)) >= 3  # a number is substance
-        )
+        offer = asked and OFFER.match(text) and SPECIFIC.search(text) and _substance(text, names) >= 3
         # "Settled: ..." (the user agreeing before or after), "I'd suggest ..." (the user agreeing after); a label or
         # a restatement ("Got it: ...") that closes a session right after the user stated terms
         proposal = message.role == "assistant" and (labelled or PROPOSAL.match(text)) and not asked
@@ -106,7 +104,12 @@ def find_events(
         ):
             found = None  # decisions, preferences and facts are the user's (an assistant "switched" a setting); so
             # are surprises, except a test or command that failed unexpectedly, which the agent is the first to see
-        if found is None and message.role == "user" and _answers_choice(s, sentences, messages, conversational):
+        if (
+            found is None
+            and message.role == "user"
+            and opening[s.message] == s.order
+            and _answers_choice(s, messages, conversational)
+        ):
             found = ("decision", 0)
         kind: EventType | None = found[0] if found else None
         due = None
@@ -146,23 +149,24 @@ def _agreement(index: int, messages: list[Message], conversational: list[int], b
     return None
 
 
-def _answers_choice(s: Sentence, sentences: list[Sentence], messages: list[Message], conversational: list[int]) -> bool:
-    """``s`` opens the user's answer to an assistant asking them to choose ("How long should we keep the audit
-    logs?" -> "Keep them for 90 days, then delete them."), and names a specific: the user's decision."""
+def _substance(text: str, names: set[str]) -> int:
+    """The content words of ``text`` and its numbers (a number is substance: "raise the cap to 500 MB")."""
+    return len(content_words(text, exclude=names)) + len(re.findall(r"\d+", text))
+
+
+def _answers_choice(s: Sentence, messages: list[Message], conversational: list[int]) -> bool:
+    """``s``, the first sentence of its message, answers an assistant asking the user to choose ("How long should we
+    keep the audit logs?" -> "Keep them for 90 days, then delete them."), and names a specific: the user's decision."""
+    if not _follows_assistant(s.message, messages, conversational):
+        return False
     text = normalise(s.text)
-    first = all(x.order >= s.order for x in sentences if x.message == s.message)
-    if not first or text.rstrip().endswith("?") or HEDGE.search(text) or UNANSWERED.search(text):
+    if text.rstrip().endswith("?") or HEDGE.search(text) or UNANSWERED.search(text):
         return False
-    if not (SPECIFIC.search(text) and len(content_words(text)) + len(re.findall(r"\d+", text)) >= 3):
+    if not (SPECIFIC.search(text) and _substance(text, set()) >= 3):
         return False
-    pos = conversational.index(s.message)
-    asked = normalise(messages[conversational[pos - 1]].content).rstrip() if pos > 0 else ""
+    asked = normalise(messages[conversational[conversational.index(s.message) - 1]].content).rstrip()
     last = re.split(r"(?<=[.!?])\s+", asked)[-1]
-    return (
-        messages[conversational[pos - 1]].role == "assistant"
-        and last.endswith("?")
-        and bool(CHOICE_QUESTION.search(last))
-    )
+    return last.endswith("?") and bool(CHOICE_QUESTION.search(last))
 
 
 def _follows_assistant(index: int, messages: list[Message], conversational: list[int]) -> bool:

@@ -70,7 +70,8 @@ AMEND_CUE = re.compile(
     r"replac(?:e|es|ed|ing) (?:the|our|my|that|this|last|previous|earlier|keep-\w+)|"
     r"switch(?:ed|ing)? from|revers(?:e|es|ed|ing)|revisit(?:s|ed|ing)?|walk(?:s|ed|ing)? back|tweaks? to|"
     r"(?:rule|policy|decision|convention) (?:changes|is changing|has changed|change|update)|"
-    r"(?:corrected|replacement) (?:rule|policy|decision|convention)|correction\s*:|(?:previous|earlier|old|last (?:week|month)'s) (?:rule|decision|policy)|"
+    r"(?:corrected|replacement) (?:rule|policy|decision|convention)|correction\s*:|"
+    r"(?:previous|earlier|old|last (?:week|month)'s) (?:rule|decision|policy)|"
     r"change of plans?|(?:update|change|correction) to (?:the|our|my) (?:\w+ )?(?:rule|decision|policy|convention)|"
     r"(?:rule|decision|policy) from last (?:week|month|time))\b",
     re.IGNORECASE,
@@ -107,10 +108,12 @@ def _threshold(amended: bool, changed: bool, starts: bool) -> float:
     return RESTATE_SIMILARITY
 
 
-def _announced(event: KeyEvent, messages: Sequence[Message]) -> bool:
-    """A user message before the event's, in the same session, announces an amendment."""
-    first = min(event.evidence, default=0)
-    return any(m.role == "user" and AMEND_CUE.search(normalise(m.content)) for m in messages[:first])
+def _first_announcement(messages: Sequence[Message]) -> int:
+    """The index of the session's first user message that announces an amendment (len(messages) if none)."""
+    return next(
+        (i for i, m in enumerate(messages) if m.role == "user" and AMEND_CUE.search(normalise(m.content))),
+        len(messages),
+    )
 
 
 def _in_context(event: KeyEvent, messages: Sequence[Message]) -> str:
@@ -136,8 +139,11 @@ def link_replacements(
     amended = [any(AMEND_CUE.search(t) for t in texts) for texts in said]
     # "Small tweak to the session timeout we agreed on: ..." opening the session, the rule itself said later: a
     # change of what the announcement names, not an amendment of its own (so the tighter threshold)
-    announced = [_announced(e, messages) for e in events]
-    changed = [any(CHANGE_CUE.search(t) for t in texts) or announced[k] for k, texts in enumerate(said)]
+    announced = _first_announcement(messages)
+    changed = [
+        any(CHANGE_CUE.search(t) for t in texts) or announced < min(e.evidence, default=0)
+        for e, texts in zip(events, said, strict=True)
+    ]
     starts = [any(NEW_RULE_CUE.search(t) for t in texts) for texts in said]
     candidates = [
         k

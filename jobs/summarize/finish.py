@@ -99,8 +99,8 @@ class Finisher:
                 )
                 return None
             rows, standing = items.fetchall(), decisions.fetchall()
-            if len(standing) > MAX_CURRENT_DECISIONS:
-                vector = self._said(transcript, owner)
+            standing, older = standing[:MAX_CURRENT_DECISIONS], len(standing) > MAX_CURRENT_DECISIONS
+            if older and (vector := self._said(transcript, owner)) is not None:
                 related = {"limit": MAX_CURRENT_DECISIONS, "related": MAX_RELATED_DECISIONS, "query": vector}
                 standing = conn.execute(query("current_decisions"), {**scope, **related}).fetchall()
         return [OpenItem(r["event_id"], r["type"], r["what"], r["since"]) for r in rows + standing]
