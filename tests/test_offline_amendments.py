@@ -30,6 +30,7 @@ from psycopg.types.json import Jsonb
 from jobs.db import Database
 from jobs.embeddings import Embedder
 from jobs.extract.offline import OfflineExtractor
+from jobs.prompts import inert
 from jobs.recall import Recaller
 from jobs.summarize import run_summarize
 
@@ -90,7 +91,9 @@ def outcome(db: Database, embedder: Embedder, case: dict[str, Any]) -> dict[str,
     result = Recaller(db, embedder).recall(TENANT, user, case["question"], now=T0 + dt.timedelta(days=31))
     shown = {ep.session_id: ep for ep in result.episodes if ep.session_id}
     old = shown.get("rule")
-    holds = "amendment" in shown and case["new"] in result.render() and (old is None or old.replaced_on is not None)
+    holds = (
+        "amendment" in shown and inert(case["new"]) in result.render() and (old is None or old.replaced_on is not None)
+    )
     return {"extracted": bool(new), "linked": linked, "holds": holds or bool(case.get("control"))}
 
 

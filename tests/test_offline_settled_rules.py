@@ -235,8 +235,8 @@ def test_a_plainly_stated_rule_is_the_users_and_a_later_amendment_replaces_it(em
             ("assistant", "Understood. Webhooks must never be retried more than 4 times, and I'll cap them."),
         ],
     )
-    [rule] = decisions(first)  # the assistant's echo is no decision of its own
-    assert "4 attempts" in rule.what and rule.evidence == [1]
+    [rule] = decisions(first)  # the assistant's echo is no decision of its own, only the evidence it was applied
+    assert "4 attempts" in rule.what and rule.evidence == [1, 2]
     offered = [OpenItem(event_id=7, type="decision", what=rule.what, since=DAY)]
     later = extract(
         embedder,

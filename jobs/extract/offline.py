@@ -101,7 +101,7 @@ class OfflineExtractor:
     # whole message, a reply pointing back ("That's the rule going forward") is no event of its own; 6: amendments in
     # more phrasings ("Change of plan: ...", "X is deprecated; use Y", "The limit is now N (was M)", a decision
     # restated with other numbers) and "let's <change a system>" decisions link to what they replace
-    prompt_version = "offline-6"
+    prompt_version = "offline-7"
 
     def __init__(self, embedder: Embedder | None = None, *, embed_budget: int = EMBED_BUDGET) -> None:
         """``embed_budget``: words embedded per transcript, the speed/quality knob (see EMBED_BUDGET)."""
@@ -267,7 +267,7 @@ def _summary(
     tags: list[str],
     events: list[KeyEvent],
 ) -> str:
-    """The session's first decision when it has one and who talked about what, in one dated sentence, then 2-3
+    """The session's last decision when it has one and who talked about what, in one dated sentence, then 2-3
     salient, non-redundant sentences in original order, third person. The decision comes first because a block
     that has room for one sentence of a recent session shows the first one: "the user decided to use PostgreSQL
     17 for the billing service" carries what the next session needs; "talked about billing service" does not.
@@ -275,7 +275,8 @@ def _summary(
     date = transcript.started_at or transcript.ended_at
     prefix = f"On {date.day} {date:%B %Y}, " if date else ""
     lead = _lead(sentences, tags)
-    first = next((e for kind in LEAD_TYPES for e in events if e.type == kind), None)
+    # the session's last decision: what it settled on, later in the session, after the talk that led to it
+    first = max((e for e in events if e.type in LEAD_TYPES), key=lambda e: min(e.evidence, default=0), default=None)
     if first is not None:  # one sentence, so the date stays with both: "On 4 March, Dana decided to ...; Dana and ..."
         decided = first.what.rstrip().removesuffix(".")
         lead = (

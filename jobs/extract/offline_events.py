@@ -21,10 +21,14 @@ from jobs.extract.rules.cues import (
     SMALL_TALK_QUESTION,
     SPECIFIC,
     SUGGESTION,
+    TECHNICAL,
     UNANSWERED,
     CueType,
+    applied,
     clause_from,
     cue,
+    echoed,
+    specifics,
 )
 from jobs.extract.rules.dates import resolve_due
 from jobs.extract.rules.text import clip, content_words, normalise, words
@@ -111,6 +115,11 @@ def find_events(
             and _answers_choice(s, messages, conversational)
         ):
             found = ("decision", 0)
+        if message.role == "user" and (found is None or found[0] in ("decision", "fact")):
+            reply = _applied_by(s, messages, conversational, names)
+            if reply is not None:  # "The thumbnail worker should run with a concurrency of 4." -> "Set concurrency=4."
+                found = found if found and found[0] == "decision" else ("decision", 0)
+                evidence = [s.message, reply]  # the reply names what a short decision ("Make it 30 days.") changed
         kind: EventType | None = found[0] if found else None
         due = None
         if kind is None and _is_open_question(s, messages, conversational, speakers_after):
@@ -167,6 +176,37 @@ def _answers_choice(s: Sentence, messages: list[Message], conversational: list[i
     asked = normalise(messages[conversational[conversational.index(s.message) - 1]].content).rstrip()
     last = re.split(r"(?<=[.!?])\s+", asked)[-1]
     return last.endswith("?") and bool(CHOICE_QUESTION.search(last))
+
+
+def _applied_by(s: Sentence, messages: list[Message], conversational: list[int], names: set[str]) -> int | None:
+    """The assistant's reply that applied or recorded what ``s`` states (:func:`jobs.extract.rules.cues.applied`,
+    echoing a specific of it), else None: the user's sentence was a decision, however it was phrased. Only a
+    sentence about a system counts: technical (:data:`TECHNICAL`), not about the speaker ("I ran a 5K ..."), not a
+    question, not hedged."""
+    text = normalise(s.text)
+    if text.rstrip().endswith("?") or HEDGE.search(text) or _ABOUT_ME.match(text):
+        return None
+    substance = _substance(text, names)
+    if not ((TECHNICAL.search(text) or specifics(text)) and substance >= 1):
+        return None
+    pos = conversational.index(s.message)
+    if pos + 1 >= len(conversational) or messages[conversational[pos + 1]].role != "assistant":
+        return None
+    reply = normalise(messages[conversational[pos + 1]].content[:400])
+    if not (applied(reply) and echoed(text, reply)):
+        return None
+    # a short reply ("Let's make it 30 days.") counts with the words of the reply that applied it
+    return conversational[pos + 1] if substance + _substance(reply[:200], names) >= 4 else None
+
+
+# Not a statement about a system: the speaker's own life ("I ran a 10K ...") or a task asked of the agent ("Fix the
+# failing test in tests/test_api.py", "Read src/app.py and explain the startup"), which the reply echoes too.
+_ABOUT_ME = re.compile(
+    r"^\W*(?:(?:so|and|also|well|oh|yes|yeah|please|now|ok(?:ay)?|then|first|next)\W+)*(?:i|i'm|i've|i'd|i was|my|me|"
+    r"fix|read|explain|debug|investigate|look|check|find|show|tell|review|run|test|help|implement|refactor|write|"
+    r"create|add|summari[sz]e|analy[sz]e|search|open|list|describe|try|figure|can you|could you|would you|will you)\b",
+    re.IGNORECASE,
+)
 
 
 def _follows_assistant(index: int, messages: list[Message], conversational: list[int]) -> bool:

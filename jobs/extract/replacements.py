@@ -53,7 +53,10 @@ CHANGE_CUE = re.compile(
     r"\b(?:actually|instead|rather than|switch(?:ed|ing)? (?:to|over|back|from)|chang(?:e|ed|ing) (?:it |that )?to|"
     r"changed (?:my|our) minds?|on second thought|scratch (?:that|the|this|our)|no longer|not any ?more|"
     r"change of plans?|deprecated|replac(?:e|es|ed|ing) \S[^.;!?]{0,60}? with|in favou?r of|go(?:ing)? back to|"
-    r"revert(?:s|ed|ing)? to|(?:bump|raise|lower|increase|decrease|reduce|cut)(?:s|ed|ing)? [^.;!?]{0,60}?\bto \d+|"
+    r"revert(?:s|ed|ing)? to|(?:bump(?:s|ed|ing)?|rais(?:e|es|ed|ing)|lower(?:s|ed|ing)?|increas(?:e|es|ed|ing)|"
+    r"decreas(?:e|es|ed|ing)|reduc(?:e|es|ed|ing)|cut(?:s|ting)?|chang(?:e|es|ed|ing)|updat(?:e|es|ed|ing)|"
+    r"extend(?:s|ed|ing)?|shorten(?:s|ed|ing)?|mov(?:e|es|ed|ing)) [^.;!?]{0,60}?\bto (?=\S)|"
+    r"(?:tighten|relax|loosen)(?:s|ed|ing)? (?:the|our)|"
     r"(?:i|we)(?: really| much| still)? prefer|(?:i|we)(?:'d| would)(?: much| really)? (?:rather|prefer)|"
     r"now,? (?:not|instead of|rather than))\b"
     r"|\((?:was|previously|formerly)\b",
@@ -73,6 +76,8 @@ AMEND_CUE = re.compile(
     r"(?:corrected|replacement) (?:rule|policy|decision|convention)|correction\s*:|"
     r"(?:previous|earlier|old|last (?:week|month)'s) (?:rule|decision|policy)|"
     r"change of plans?|(?:update|change|correction) to (?:the|our|my) (?:\w+ )?(?:rule|decision|policy|convention)|"
+    r"(?:updat|chang|revis|tweak|adjust)(?:e|es|ed|ing|s)? (?:the|our|my) (?:[\w-]+ ){0,3}(?:rule|decision|policy|convention)|"
+    r"(?:quick |small )?update on (?:the|our|my)|"
     r"(?:rule|decision|policy) from last (?:week|month|time))\b",
     re.IGNORECASE,
 )
@@ -117,14 +122,22 @@ def _first_announcement(messages: Sequence[Message]) -> int:
 
 
 def _in_context(event: KeyEvent, messages: Sequence[Message]) -> str:
-    """What the event says, with the assistant's question it answers when it is a short reply ("Make it 2 hours
-    for everyone." after "How long should an idle admin session last?"): the reply alone names too little to match."""
+    """What the event says, with what names its subject when it is a short reply: the assistant's question it answers
+    ("Make it 2 hours for everyone." after "How long should an idle admin session last?"), else the assistant's reply
+    that applied it ("Let's make it 30 days." -> "Changed the refresh token lifetime to 30 days."). The reply alone
+    names too little to match."""
     first = min(event.evidence, default=0)
-    if first == 0 or first >= len(messages) or len(event.what.split()) > 12:
+    if first >= len(messages) or len(event.what.split()) > 12:
         return event.what
-    before = messages[first - 1]
-    asked = normalise(before.content).rstrip()
-    return f"{asked} {event.what}" if before.role == "assistant" and asked.endswith("?") else event.what
+    if first > 0:
+        asked = normalise(messages[first - 1].content).rstrip()
+        if messages[first - 1].role == "assistant" and asked.endswith("?"):
+            return f"{asked} {event.what}"
+    replies = [i for i in event.evidence if first < i < len(messages) and messages[i].role == "assistant"]
+    if not replies:
+        return event.what
+    reply = re.split(r"(?<=[.!?])\s+", normalise(messages[replies[0]].content).strip(), maxsplit=1)[0]
+    return f"{event.what} {reply}"
 
 
 def link_replacements(

@@ -62,10 +62,10 @@ STRONG_DECISION = re.compile(
     r"(?:drop(?:ping)?|replac(?:e|ing)|retir(?:e|ing)) [^.;!?]{1,60}? in favou?r of|"
     r"(?:amend(?:s|ed|ing)?|supersed(?:e|es|ed|ing)|overrid(?:e|es|ing)) (?:the|our|my|that|this|last|previous|"
     r"earlier|keep-\w+)|the decision is)\b"
-    r"|^\W*(?:(?:ok(?:ay)?|so|then|alright|right|yes|yeah|fine)\W+)*(?:instead of [^,;]{1,60},\s*)?"
+    r"|^\W*(?:(?:ok(?:ay)?|so|then|alright|right|yes|yeah|fine|no|let's|please)\W+)*(?:instead of [^,;]{1,60},\s*)?"
     r"(?:go with|switch to|stick with|keep using|standardi[sz]e on|migrate to|"
     r"use (?!(?:your|you|it|this|that)\b)\S.{0,80}\bfor\b|replace \S[^.;!?]{0,60}? with\b|make it \d|"
-    r"(?:set|cap|pin|bump|raise|lower|increase|reduce|limit) (?:the |our )?\S[^.;!?]{0,60}?\b(?:to|at) \d)"
+    r"(?:set|cap|pin|bump|raise|lower|increase|reduce|limit|change|move|extend|shorten) (?:the |our )?\S[^.;!?]{0,60}?\b(?:to|at) \d)"
     r"(?!\s+(?:your|you|it)\b)",
     re.IGNORECASE,
 )
@@ -73,7 +73,7 @@ STRONG_DECISION = re.compile(
 # preference ("I prefer metric units from now on" stays a preference).
 RULE = re.compile(
     r"\b(?:going forward|from now on|the (?:rule|policy|convention|standard) (?:is|will be|should be)|"
-    r"(?<!i )(?<!you )(?:must|should) now|now (?:must|should)|"
+    r"(?<!\bi )(?<!\byou )(?:must|should) now|now (?:must|should)|"
     r"(?<!you )(?:must|should) (?:always|never)|now,? (?:not|instead of|rather than))\b",
     re.IGNORECASE,
 )
@@ -90,7 +90,7 @@ STATED_RULE = re.compile(
     r"^\W*(?:(?:so|and|also|please|but|then)\W+)*(?:don't|do not|never|always)\s+" + _NOT_A_RULE_VERB + r"[a-z]+"
     r"|(?:^|[,;:]\s*|\b(?:the|our|all|every|each|any|no)\s+)(?!(?:i|you|we|he|she|they|it|this|that|there|who|one|"
     r"everyone|everybody|someone|somebody|nobody|things?|life|people)\b)[a-z][\w-]*(?:\s+[a-z][\w-]*){0,3}?"
-    r"\s+(?:must|shall)(?:\s+(?:not|never|always|only|still))?\s+(?!(?:have|'ve)\b)[a-z]+"
+    r"\s+(?:must|shall|(?:may|can|should) now)(?:\s+(?:not|never|always|only|still))?\s+(?!(?:have|'ve)\b)[a-z]+"
     r"|\binstead,?\s+(?!(?:of|we|i|you|they|he|she|it|the|a|an|this|that|there|is|are|was|were|just|maybe)\b)"
     + _NOT_A_RULE_VERB
     + r"[a-z]+\b",
@@ -228,6 +228,46 @@ REFERS_BACK = re.compile(
     r"the (?:rule|plan|policy|decision|one|way))\b",
     re.IGNORECASE,
 )
+# An assistant's reply that reports doing or recording what the user just said ("Done, the list endpoints now cap
+# page_size at 100.", "Set concurrency=4 for the thumbnail worker.", "Noted, the pipeline blocks Friday deploys after
+# 17:00.", "I'll add a check for feature/<slug> in CI."): with the user's specific echoed (:func:`echoed`), the user's
+# sentence was a decision however it was phrased. A reply that objects ("but", "however") applied nothing.
+APPLIED = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|done|noted|got it|understood|sure|will do|on it|agreed)\b|"
+    r"(?:i(?:'ve| have| just)? |we(?:'ve| have)? )?(?:set|updated|changed|bumped|raised|lowered|increased|decreased|"
+    r"reduced|capped|configured|switched|moved|added|enabled|disabled|pinned|renamed|enforced|limited|extended|"
+    r"shortened|tightened|relaxed|made)\b|i(?:'ll| will) (?:set|update|change|bump|raise|lower|cap|configure|switch|"
+    r"move|add|enable|disable|pin|rename|enforce|limit|write|make|port|wire|use|keep|store)\b)"
+    r"|\b\w+\s*=\s*\S|\b(?:is|are) now\b|\bnow (?!that\b)[a-z]+s\b|\bset to\b",
+    re.IGNORECASE,
+)
+_OBJECTS = re.compile(r"\b(?:but|however|although|though|instead|won't|can't|cannot|shouldn't|not sure)\b", re.I)
+_ECHO = re.compile(r"\d+(?:[.:]\d+)*|`[^`]+`|[^\s,;()]*[\w>][_/=][^\s,;()]*[\w>]|\b[A-Z][A-Z0-9]+\b")
+
+
+def applied(reply: str) -> bool:
+    """``reply``'s first sentence reports doing or recording something, without objecting (:data:`APPLIED`)."""
+    first = re.split(r"(?<=[.!?])\s+", reply.strip(), maxsplit=1)[0]
+    return not first.rstrip().endswith("?") and bool(APPLIED.search(first)) and not _OBJECTS.search(first)
+
+
+_NUMBER_WORDS = {w: str(k) for k, w in enumerate("zero one two three four five six seven eight nine ten".split())}
+_NUMBER_WORD = re.compile(r"\b(?:" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
+
+
+def specifics(text: str) -> set[str]:
+    """The specifics of ``text`` a reply can echo: numbers (spelled ones as digits), code spans, identifiers
+    ("feature/<slug>", "concurrency=4" and its 4) and acronyms."""
+    text = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group().lower()], text)
+    found = {m.group().strip(".:").lower() for m in _ECHO.finditer(text)}
+    return found | set(re.findall(r"\d+(?:[.:]\d+)*", text))
+
+
+def echoed(sentence: str, reply: str) -> bool:
+    """``reply`` repeats one of ``sentence``'s specifics (:func:`specifics`)."""
+    return bool(specifics(sentence) & specifics(reply))
+
+
 SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours)\b", re.IGNORECASE)
 
 
