@@ -72,6 +72,16 @@ def test_tasks_alternate_between_a_tuning_and_a_held_out_half_within_each_source
     assert halves == {"c-1": "tuning", "c-2": "held-out", "c-3": "tuning", "a-1": "tuning", "a-2": "held-out"}
 
 
+def test_an_opened_held_out_task_is_tuning_and_the_others_keep_their_half() -> None:
+    def task(task_id: str) -> sdebench.Task:
+        return sdebench.Task(task_id, "conversation-amended", "bug", "policy", [[{"role": "user", "text": "hi"}]])
+
+    ids = ["boltons-dedupe-amended-001", "boltons-overage-amended-001", "boltons-retryjitter-amended-001"]
+    tasks = [task(i) for i in [*ids, "boltons-slalog-amended-001"]]
+    assert "boltons-slalog-amended-001" in sdebench.OPENED  # 4th in order: held-out by the alternation
+    assert [sdebench.half(t, tasks) for t in tasks] == ["tuning", "held-out", "tuning", "tuning"]
+
+
 def test_latest_rule_holds() -> None:
     new, old = SimpleNamespace(replaced_on=None), SimpleNamespace(replaced_on=None)
     marked = SimpleNamespace(replaced_on=dt.date(2025, 7, 2))

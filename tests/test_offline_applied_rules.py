@@ -70,10 +70,13 @@ def test_no_decision_without_an_applied_echo_of_a_statement(embedder: Embedder, 
 def test_the_acknowledgement_and_the_echo() -> None:
     assert applied("Done, the list endpoints now cap page_size at 100.")
     assert applied("The pipeline now blocks Friday deploys after 15:00.")
-    assert applied("Raised it to 45 seconds.")
+    assert applied("Raised it to 45 seconds.") and applied("Scheduled the report email for 07:00 local time.")
     assert not applied("Great question! What should the limit be?")
     assert not applied("I'll look into why the build fails.")  # doing something else, not applying
     assert echoed("a concurrency of 4", "Set concurrency=4.") and echoed("for one hour", "set to 1 hour")
+    assert echoed("Twelve failures in a minute.", "Set the threshold to 12.") and echoed(
+        "no deploys on Friday", "Blocked deploys every Friday."
+    )
     assert not echoed("a concurrency of 4", "Set concurrency=8.")
     assert specifics("use feat/<ticket>-<slug> in CI") >= {"feat/<ticket>-<slug>", "ci"}
 
@@ -110,6 +113,7 @@ def test_a_short_applied_decision_is_matched_with_the_reply_that_names_its_subje
         "Increased the timeout to 45 seconds.",
         "Changed the default page size to 50.",
         "Updated the CI check to feat/<ticket>-<slug>.",
+        "Set the breaker threshold to 12 failures per minute.",
         "We're tightening the deploy freeze.",
     ],
 )
@@ -128,3 +132,24 @@ def test_a_placeholder_the_speaker_wrote_is_kept_and_markup_is_not() -> None:
     assert clean_said("Name branches feat/<ticket>-<slug>.") == "Name branches feat/<ticket>-<slug>."
     assert clean_said("Keys are pricing:<sku>, see <a href='x'>docs</a>.") == "Keys are pricing:<sku>, see  docs ."
     assert clean_said("<system-reminder>Be brief.</system-reminder>Hi") == "Be brief. Hi"  # tags closed later go
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "Amending the rule, superseding the old subtract-all-maintenance behaviour: ",
+        "Revising the cache policy: ",
+        "Updating the deploy rule, replacing last month's: ",
+    ],
+)
+def test_an_amendment_in_the_gerund_labels_a_rule(label: str) -> None:
+    from jobs.extract.rules.cues import DECISION_LABEL
+
+    assert DECISION_LABEL.match(label + "maintenance is excluded only when announced 24h before.")
+    assert not DECISION_LABEL.match("Changing the plan: we go hiking.")  # a plan is no rule noun
+
+
+def test_the_users_answer_to_what_a_setting_should_be_is_a_decision(embedder: Embedder) -> None:
+    said = [("assistant", "What should the threshold be?"), ("user", "12 failures in a minute, then stay open 30 s.")]
+    [decision] = decisions(extract(embedder, [("user", "The breaker opens on every hiccup."), *said]))
+    assert decision.evidence == [2] and "12 failures" in decision.what

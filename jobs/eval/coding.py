@@ -61,7 +61,8 @@ def format_report(report: dict[str, Any]) -> str:
                         for h, v in amended.get("per_half", {}).items()
                     ),
                     "halves: within each source, tasks in task-id order alternate tuning / held-out "
-                    "(the offline extractor's rules were chosen on the tuning half only)",
+                    "(the offline extractor's rules were chosen on the tuning half only)"
+                    + "".join(f"; {k} is tuning: {v}" for k, v in r.get("opened", {}).items()),
                     f"mean share of the answer words held: block {r['answer_word_share']:.3f}, raw "
                     f"{r['baseline_answer_word_share']:.3f}",
                     f"still open items per block: {still['mean_items']:.1f} on average, {still['mean_foreign_items']:.1f} "

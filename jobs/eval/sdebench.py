@@ -36,7 +36,9 @@ the user's history. A run takes a few minutes instead of summarising 33 x 140 ch
 **Halves** (:func:`half`): within each source, the tasks in task-id order alternate between a *tuning*
 half (1st, 3rd, ...) and a *held-out* half (2nd, 4th, ...): the offline extractor's settled-rule and
 amendment rules of issue 36 were chosen looking at the tuning half only, so every figure is also
-printed per half.
+printed per half. A held-out task that was opened to see why it fails is tuning data from then on
+(:data:`OPENED`, printed with the report): it counts in the tuning half, and the held-out half is what was
+never read.
 """
 
 from __future__ import annotations
@@ -105,10 +107,19 @@ class SdeBench:
 
 
 HALVES = ("tuning", "held-out")
+# Held-out tasks that were opened (their chats read to see why they fail): tuning data from then on.
+OPENED: dict[str, str] = {
+    "boltons-slalog-amended-001": "opened 2026-11-28 (issue 36), the one amended family whose latest rule did not "
+    "hold after rules written on our own sessions only: its assistant restates the amendment as 'Amending the rule, "
+    "superseding ...:', which the rules did not read as a label",
+}
 
 
 def half(task: Task, tasks: list[Task]) -> str:
-    """``tuning`` or ``held-out``: within the task's source, tasks in task-id order alternate (a fixed rule)."""
+    """``tuning`` or ``held-out``: within the task's source, tasks in task-id order alternate (a fixed rule), and an
+    opened task (:data:`OPENED`) is tuning."""
+    if task.task_id in OPENED:
+        return HALVES[0]
     same = sorted(t.task_id for t in tasks if t.source == task.source)
     return HALVES[same.index(task.task_id) % 2]
 
@@ -285,6 +296,7 @@ def evaluate(
             "blocks_with_foreign_items": blocks_with_foreign,
         },
         "per_task": per_task,
+        "opened": {k: v for k, v in OPENED.items() if any(t.task_id == k for t in data.tasks)},
         "budget_tokens": budget_tokens,
     }
 

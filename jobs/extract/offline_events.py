@@ -193,6 +193,8 @@ def _applied_by(s: Sentence, messages: list[Message], conversational: list[int],
     if pos + 1 >= len(conversational) or messages[conversational[pos + 1]].role != "assistant":
         return None
     reply = normalise(messages[conversational[pos + 1]].content[:400])
+    if DECISION_LABEL.match(reply) or PROPOSAL.match(reply):
+        return None  # "Settled: ..." is the decision itself, credited to the user who agreed (find_events)
     if not (applied(reply) and echoed(text, reply)):
         return None
     # a short reply ("Let's make it 30 days.") counts with the words of the reply that applied it

@@ -55,7 +55,7 @@ CHANGE_CUE = re.compile(
     r"change of plans?|deprecated|replac(?:e|es|ed|ing) \S[^.;!?]{0,60}? with|in favou?r of|go(?:ing)? back to|"
     r"revert(?:s|ed|ing)? to|(?:bump(?:s|ed|ing)?|rais(?:e|es|ed|ing)|lower(?:s|ed|ing)?|increas(?:e|es|ed|ing)|"
     r"decreas(?:e|es|ed|ing)|reduc(?:e|es|ed|ing)|cut(?:s|ting)?|chang(?:e|es|ed|ing)|updat(?:e|es|ed|ing)|"
-    r"extend(?:s|ed|ing)?|shorten(?:s|ed|ing)?|mov(?:e|es|ed|ing)) [^.;!?]{0,60}?\bto (?=\S)|"
+    r"extend(?:s|ed|ing)?|shorten(?:s|ed|ing)?|mov(?:e|es|ed|ing)|set(?:s|ting)?) [^.;!?]{0,60}?\bto (?=\S)|"
     r"(?:tighten|relax|loosen)(?:s|ed|ing)? (?:the|our)|"
     r"(?:i|we)(?: really| much| still)? prefer|(?:i|we)(?:'d| would)(?: much| really)? (?:rather|prefer)|"
     r"now,? (?:not|instead of|rather than))\b"
@@ -65,7 +65,7 @@ CHANGE_CUE = re.compile(
 # A rule that starts now ("From now on, ...", "Going forward, ...", "... is now 25 MB") need not replace anything:
 # it replaces an offered decision only when the two are about the same setting (:data:`NEW_RULE_SIMILARITY`).
 NEW_RULE_CUE = re.compile(
-    r"\b(?:from now on|going forward|now|new (?:rule|policy|convention)|effective (?:immediately|today))\b",
+    r"\b(?:from now on|(?:going|moving) forward|now|new (?:rule|policy|convention)|effective (?:immediately|today))\b",
     re.IGNORECASE,
 )
 AMEND_CUE = re.compile(
@@ -123,21 +123,20 @@ def _first_announcement(messages: Sequence[Message]) -> int:
 
 def _in_context(event: KeyEvent, messages: Sequence[Message]) -> str:
     """What the event says, with what names its subject when it is a short reply: the assistant's question it answers
-    ("Make it 2 hours for everyone." after "How long should an idle admin session last?"), else the assistant's reply
+    ("Make it 2 hours for everyone." after "How long should an idle admin session last?") and the assistant's reply
     that applied it ("Let's make it 30 days." -> "Changed the refresh token lifetime to 30 days."). The reply alone
     names too little to match."""
     first = min(event.evidence, default=0)
     if first >= len(messages) or len(event.what.split()) > 12:
         return event.what
-    if first > 0:
-        asked = normalise(messages[first - 1].content).rstrip()
-        if messages[first - 1].role == "assistant" and asked.endswith("?"):
-            return f"{asked} {event.what}"
+    parts = [event.what]
+    asked = normalise(messages[first - 1].content).rstrip() if first > 0 else ""
+    if asked.endswith("?") and messages[first - 1].role == "assistant":
+        parts.insert(0, asked)
     replies = [i for i in event.evidence if first < i < len(messages) and messages[i].role == "assistant"]
-    if not replies:
-        return event.what
-    reply = re.split(r"(?<=[.!?])\s+", normalise(messages[replies[0]].content).strip(), maxsplit=1)[0]
-    return f"{event.what} {reply}"
+    if replies:
+        parts.append(re.split(r"(?<=[.!?])\s+", normalise(messages[replies[0]].content).strip(), maxsplit=1)[0])
+    return " ".join(parts)
 
 
 def link_replacements(

@@ -30,6 +30,10 @@ _RULE_NOUN = r"(?:rule|policy|decision|convention|contract)"
 DECISION_LABEL = re.compile(
     r"^\W*(?:(?:decision(?: then| made)?)\s*[:—–-]|(?:(?:decided|settled|agreed|locked(?: in)?)(?:,? then| on| it| that)?|"
     r"(?:revers(?:ing|ed)|revisiting|walking back|rolling back) (?:the|our|my|that|this) [^:]{1,60}|"
+    # "Amending the rule, superseding the old subtract-all behaviour:", "Revising the cache policy:"
+    r"(?:amend|revis|updat|chang|correct|replac|supersed)ing (?:the|our|my|that|this) (?:[\w-]+ ){0,3}"
+    + _RULE_NOUN
+    + r"(?:,? [^:]{1,80})?|"
     r"(?:(?:now that|since|as|because) [^:,]{1,60},\s*)?the (?:[\w-]+ ){0,3}" + _RULE_NOUN + r" "
     r"(?:changes|is changing|has changed|now reads)|"
     r"final(?: (?:call|answer))?|"
@@ -39,7 +43,7 @@ DECISION_LABEL = re.compile(
     + _RULE_NOUN
     + r"(?: (?:change|update|"
     r"in full|recorded))?|(?:change|rule|policy) recorded|(?:recording|summary of) the " + _RULE_NOUN + r"|"
-    r"correction|revision|override|effective (?:immediately|now|today)|going forward|from now on|"
+    r"correction|revision|override|effective (?:immediately|now|today)|(?:going|moving) forward|from now on|"
     r"amendment(?: to [^:]{1,80})?|change of plans?|(?:update|change|correction) to (?:the|our|my) [^:]{1,60})\s*:)"
     r"\s*(.{3,})",
     re.IGNORECASE,
@@ -72,7 +76,7 @@ STRONG_DECISION = re.compile(
 # A standing rule ("Going forward, ...", "The rule is ...", "Cache keys must always ..."); weaker than a
 # preference ("I prefer metric units from now on" stays a preference).
 RULE = re.compile(
-    r"\b(?:going forward|from now on|the (?:rule|policy|convention|standard) (?:is|will be|should be)|"
+    r"\b(?:(?:going|moving) forward|from now on|the (?:rule|policy|convention|standard) (?:is|will be|should be)|"
     r"(?<!\bi )(?<!\byou )(?:must|should) now|now (?:must|should)|"
     r"(?<!you )(?:must|should) (?:always|never)|now,? (?:not|instead of|rather than))\b",
     re.IGNORECASE,
@@ -210,7 +214,8 @@ SUGGESTION = re.compile(
 # An assistant asking the user to choose ("How long should we keep the audit logs?", "Which one do you want?"): the
 # user's answer, when it names a specific, is the user's decision ("Keep them for 90 days, then delete them.").
 CHOICE_QUESTION = re.compile(
-    r"\b(?:should|shall) (?:we|i)\b|\bdo you want (?:me|us|to)\b|\bwould you (?:like|prefer)\b|\bwhich (?:one|option)\b",
+    r"\b(?:should|shall) (?:we|i)\b|\bdo you want (?:me|us|to)\b|\bwould you (?:like|prefer)\b|\bwhich (?:one|option)\b|"
+    r"\bwhat (?:should|shall) (?:it|the|we|our)\b",
     re.IGNORECASE,
 )
 # A reply that agrees with what was just proposed or written down ("Yes", "Agreed.", "Sounds good, ship it").
@@ -236,13 +241,18 @@ APPLIED = re.compile(
     r"^\W*(?:(?:ok(?:ay)?|done|noted|got it|understood|sure|will do|on it|agreed)\b|"
     r"(?:i(?:'ve| have| just)? |we(?:'ve| have)? )?(?:set|updated|changed|bumped|raised|lowered|increased|decreased|"
     r"reduced|capped|configured|switched|moved|added|enabled|disabled|pinned|renamed|enforced|limited|extended|"
-    r"shortened|tightened|relaxed|made)\b|i(?:'ll| will) (?:set|update|change|bump|raise|lower|cap|configure|switch|"
-    r"move|add|enable|disable|pin|rename|enforce|limit|write|make|port|wire|use|keep|store)\b)"
+    r"shortened|tightened|relaxed|made|scheduled|removed|dropped|deleted|turned (?:on|off))\b|"
+    r"i(?:'ll| will) (?:set|update|change|bump|raise|lower|cap|configure|switch|move|add|enable|disable|pin|rename|"
+    r"enforce|limit|write|make|port|wire|use|keep|store|schedule|remove|drop)\b)"
     r"|\b\w+\s*=\s*\S|\b(?:is|are) now\b|\bnow (?!that\b)[a-z]+s\b|\bset to\b",
     re.IGNORECASE,
 )
 _OBJECTS = re.compile(r"\b(?:but|however|although|though|instead|won't|can't|cannot|shouldn't|not sure)\b", re.I)
 _ECHO = re.compile(r"\d+(?:[.:]\d+)*|`[^`]+`|[^\s,;()]*[\w>][_/=][^\s,;()]*[\w>]|\b[A-Z][A-Z0-9]+\b")
+_WHEN = re.compile(
+    r"\b(?:(?:first|last) (?:day|week|weekday|business day)|midnight|noon|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b",
+    re.IGNORECASE,
+)
 
 
 def applied(reply: str) -> bool:
@@ -251,15 +261,21 @@ def applied(reply: str) -> bool:
     return not first.rstrip().endswith("?") and bool(APPLIED.search(first)) and not _OBJECTS.search(first)
 
 
-_NUMBER_WORDS = {w: str(k) for k, w in enumerate("zero one two three four five six seven eight nine ten".split())}
+_NUMBER_WORDS = {
+    w: str(k)
+    for k, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+}
 _NUMBER_WORD = re.compile(r"\b(?:" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
 
 
 def specifics(text: str) -> set[str]:
     """The specifics of ``text`` a reply can echo: numbers (spelled ones as digits), code spans, identifiers
-    ("feature/<slug>", "concurrency=4" and its 4) and acronyms."""
+    ("feature/<slug>", "concurrency=4" and its 4), acronyms, and days ("the last day", "Friday")."""
     text = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group().lower()], text)
-    found = {m.group().strip(".:").lower() for m in _ECHO.finditer(text)}
+    found = {m.group().strip(".:").lower() for m in (*_ECHO.finditer(text), *_WHEN.finditer(text))}
     return found | set(re.findall(r"\d+(?:[.:]\d+)*", text))
 
 
