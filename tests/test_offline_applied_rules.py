@@ -11,13 +11,14 @@ rules (the end-to-end sessions are tests/data/amendments/cases.json).
 from __future__ import annotations
 
 import pytest
+from support.offline_sessions import DAY, decisions, extract
 
 from jobs.embeddings import Embedder
 from jobs.extract.replacements import CHANGE_CUE, _in_context
 from jobs.extract.rules.agent import clean_said
-from jobs.extract.rules.cues import applied, cue, echoed, specifics
+from jobs.extract.rules.applied import applied, echoed, specifics
+from jobs.extract.rules.cues import cue
 from jobs.models import KeyEvent, Message, OpenItem
-from tests.test_offline_settled_rules import DAY, decisions, extract
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from jobs.concepts import EventType
 from jobs.extract.rules.agent import FAILURE
+from jobs.extract.rules.applied import applied, echoed, specifics
 from jobs.extract.rules.cues import (
     AGREEMENT,
     CHOICE_QUESTION,
@@ -24,11 +26,8 @@ from jobs.extract.rules.cues import (
     TECHNICAL,
     UNANSWERED,
     CueType,
-    applied,
     clause_from,
     cue,
-    echoed,
-    specifics,
 )
 from jobs.extract.rules.dates import resolve_due
 from jobs.extract.rules.text import clip, content_words, normalise, words
@@ -70,6 +69,7 @@ def find_events(
     for s in sentences:
         opening.setdefault(s.message, s.order)
     names = {w for m in messages if m.name for w in m.name.split()}
+    replies = _applying_replies(messages, conversational)
     for s in sentences:
         message = messages[s.message]
         if message.role not in ("user", "assistant"):
@@ -116,7 +116,7 @@ def find_events(
         ):
             found = ("decision", 0)
         if message.role == "user" and (found is None or found[0] in ("decision", "fact")):
-            reply = _applied_by(s, messages, conversational, names)
+            reply = _applied_by(s, replies, names)
             if reply is not None:  # "The thumbnail worker should run with a concurrency of 4." -> "Set concurrency=4."
                 found = found if found and found[0] == "decision" else ("decision", 0)
                 evidence = [s.message, reply]  # the reply names what a short decision ("Make it 30 days.") changed
@@ -178,27 +178,37 @@ def _answers_choice(s: Sentence, messages: list[Message], conversational: list[i
     return last.endswith("?") and bool(CHOICE_QUESTION.search(last))
 
 
-def _applied_by(s: Sentence, messages: list[Message], conversational: list[int], names: set[str]) -> int | None:
-    """The assistant's reply that applied or recorded what ``s`` states (:func:`jobs.extract.rules.cues.applied`,
-    echoing a specific of it), else None: the user's sentence was a decision, however it was phrased. Only a
-    sentence about a system counts: technical (:data:`TECHNICAL`), not about the speaker ("I ran a 5K ..."), not a
-    question, not hedged."""
+def _applying_replies(messages: list[Message], conversational: list[int]) -> dict[int, tuple[int, str]]:
+    """For each user message answered by an assistant's reply that applies or records something
+    (:func:`jobs.extract.rules.applied.applied`), that reply's index and first 400 characters; once per session. A
+    labelled rule or restatement ("Settled: ...") is left out: it is the decision itself, credited to the user
+    who agreed (:func:`find_events`)."""
+    out: dict[int, tuple[int, str]] = {}
+    for i, j in pairwise(conversational):
+        if messages[i].role != "user" or messages[j].role != "assistant":
+            continue
+        reply = normalise(messages[j].content[:400])
+        if applied(reply) and not (DECISION_LABEL.match(reply) or PROPOSAL.match(reply)):
+            out[i] = (j, reply)
+    return out
+
+
+def _applied_by(s: Sentence, replies: dict[int, tuple[int, str]], names: set[str]) -> int | None:
+    """The assistant's reply (:func:`_applying_replies`) that applied or recorded what ``s`` states, echoing a
+    specific of it, else None: the user's sentence was a decision, however it was phrased. Only a sentence about a
+    system counts: technical (:data:`TECHNICAL`), not about the speaker ("I ran a 5K ..."), not a task asked of the
+    agent, not a question, not hedged."""
+    if s.message not in replies:
+        return None
+    index, reply = replies[s.message]
     text = normalise(s.text)
     if text.rstrip().endswith("?") or HEDGE.search(text) or _ABOUT_ME.match(text):
         return None
     substance = _substance(text, names)
-    if not ((TECHNICAL.search(text) or specifics(text)) and substance >= 1):
-        return None
-    pos = conversational.index(s.message)
-    if pos + 1 >= len(conversational) or messages[conversational[pos + 1]].role != "assistant":
-        return None
-    reply = normalise(messages[conversational[pos + 1]].content[:400])
-    if DECISION_LABEL.match(reply) or PROPOSAL.match(reply):
-        return None  # "Settled: ..." is the decision itself, credited to the user who agreed (find_events)
-    if not (applied(reply) and echoed(text, reply)):
+    if not ((TECHNICAL.search(text) or specifics(text)) and substance >= 1 and echoed(text, reply)):
         return None
     # a short reply ("Let's make it 30 days.") counts with the words of the reply that applied it
-    return conversational[pos + 1] if substance + _substance(reply[:200], names) >= 4 else None
+    return index if substance + _substance(reply[:200], names) >= 4 else None
 
 
 # Not a statement about a system: the speaker's own life ("I ran a 10K ...") or a task asked of the agent ("Fix the

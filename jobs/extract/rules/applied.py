@@ -1,0 +1,58 @@
+"""What an assistant's reply applied: a reply that acknowledges or reports doing what the user just said, and says
+one of its specifics back, makes the user's sentence a decision however it was phrased (issue 36). Used by
+:mod:`jobs.extract.offline_events`; the phrasings were chosen on our own amendment sessions
+(tests/data/amendments/cases.json) and checked on sde-bench's tuning half."""
+
+from __future__ import annotations
+
+import re
+
+# An assistant's reply that reports doing or recording what the user just said ("Done, the list endpoints now cap
+# page_size at 100.", "Set concurrency=4 for the thumbnail worker.", "Noted, the pipeline blocks Friday deploys after
+# 17:00.", "I'll add a check for feature/<slug> in CI."): with the user's specific echoed (:func:`echoed`), the user's
+# sentence was a decision however it was phrased. A reply that objects ("but", "however") applied nothing.
+APPLIED = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|done|noted|got it|understood|sure|will do|on it|agreed)\b|"
+    r"(?:i(?:'ve| have| just)? |we(?:'ve| have)? )?(?:set|updated|changed|bumped|raised|lowered|increased|decreased|"
+    r"reduced|capped|configured|switched|moved|added|enabled|disabled|pinned|renamed|enforced|limited|extended|"
+    r"shortened|tightened|relaxed|made|scheduled|removed|dropped|deleted|turned (?:on|off))\b|"
+    r"i(?:'ll| will) (?:set|update|change|bump|raise|lower|cap|configure|switch|move|add|enable|disable|pin|rename|"
+    r"enforce|limit|write|make|port|wire|use|keep|store|schedule|remove|drop)\b)"
+    r"|\b\w+\s*=\s*\S|\b(?:is|are) now\b|\bnow (?!that\b)[a-z]+s\b|\bset to\b",
+    re.IGNORECASE,
+)
+_OBJECTS = re.compile(r"\b(?:but|however|although|though|instead|won't|can't|cannot|shouldn't|not sure)\b", re.I)
+_ECHO = re.compile(r"\d+(?:[.:]\d+)*|`[^`]+`|[^\s,;()]*[\w>][_/=][^\s,;()]*[\w>]|\b[A-Z][A-Z0-9]+\b")
+_WHEN = re.compile(
+    r"\b(?:(?:first|last) (?:day|week|weekday|business day)|midnight|noon|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b",
+    re.IGNORECASE,
+)
+
+
+def applied(reply: str) -> bool:
+    """``reply``'s first sentence reports doing or recording something, without objecting (:data:`APPLIED`)."""
+    first = re.split(r"(?<=[.!?])\s+", reply.strip(), maxsplit=1)[0]
+    return not first.rstrip().endswith("?") and bool(APPLIED.search(first)) and not _OBJECTS.search(first)
+
+
+_NUMBER_WORDS = {
+    w: str(k)
+    for k, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+}
+_NUMBER_WORD = re.compile(r"\b(?:" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
+
+
+def specifics(text: str) -> set[str]:
+    """The specifics of ``text`` a reply can echo: numbers (spelled ones as digits), code spans, identifiers
+    ("feature/<slug>", "concurrency=4" and its 4), acronyms, and days ("the last day", "Friday")."""
+    text = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group().lower()], text)
+    found = {m.group().strip(".:").lower() for m in (*_ECHO.finditer(text), *_WHEN.finditer(text))}
+    return found | set(re.findall(r"\d+(?:[.:]\d+)*", text))
+
+
+def echoed(sentence: str, reply: str) -> bool:
+    """``reply`` repeats one of ``sentence``'s specifics (:func:`specifics`)."""
+    return bool(specifics(sentence) & specifics(reply))
