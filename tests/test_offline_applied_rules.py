@@ -17,7 +17,7 @@ from jobs.embeddings import Embedder
 from jobs.extract.replacements import CHANGE_CUE, _in_context
 from jobs.extract.rules.agent import clean_said
 from jobs.extract.rules.applied import applied, echoed, specifics
-from jobs.extract.rules.cues import cue
+from jobs.extract.rules.cues import DECISION_LABEL, cue
 from jobs.models import KeyEvent, Message, OpenItem
 
 
@@ -144,8 +144,6 @@ def test_a_placeholder_the_speaker_wrote_is_kept_and_markup_is_not() -> None:
     ],
 )
 def test_an_amendment_in_the_gerund_labels_a_rule(label: str) -> None:
-    from jobs.extract.rules.cues import DECISION_LABEL
-
     assert DECISION_LABEL.match(label + "maintenance is excluded only when announced 24h before.")
     assert not DECISION_LABEL.match("Changing the plan: we go hiking.")  # a plan is no rule noun
 

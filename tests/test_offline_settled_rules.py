@@ -15,6 +15,7 @@ from support.offline_sessions import DAY, decisions, extract
 
 from jobs.embeddings import Embedder
 from jobs.extract.rules.cues import AGREEMENT, DECISION_LABEL, REFERS_BACK, cue
+from jobs.extract.rules.voice import attribute
 from jobs.models import OpenItem
 
 
@@ -306,3 +307,18 @@ def test_a_decision_keeps_the_specifics_said_after_its_clause(embedder: Embedder
     )
     [decision] = decisions(episode)
     assert "GraphQL" in decision.what and "plain REST with OpenAPI" in decision.what, decision.what
+
+
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        ("Revising the cache policy: 5 minutes for pricing responses.", "Revising the cache policy: 5 minutes"),
+        ("Reversing the invoice timestamp decision: store local time.", "the invoice timestamp decision: store"),
+        ("Settled: 5 minutes for pricing responses.", "5 minutes for pricing responses"),  # nothing to keep
+        ("Amended rule in full, superseding the original: cache for 12 hours.", "cache for 12 hours"),
+    ],
+)
+def test_a_label_that_names_what_it_rules_on_is_kept(said: str, kept: str) -> None:
+    what = attribute(said, "The user", "decided")
+    assert what.startswith('The user decided: "') and kept in what
+    assert ("Settled" in what or "Amended" in what) is False

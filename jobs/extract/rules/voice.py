@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from jobs.extract.rules.cues import DECISION_LABEL
-from jobs.extract.rules.text import normalise, shouting
+from jobs.extract.rules.text import content_words, normalise, shouting
 
 # Openers dropped before rewriting or quoting: "Yeah I ..." needs no comma; "so", "well", "thanks"
 # and the like only count when punctuated ("So far, so good" keeps its "So"); a greeting may carry
@@ -199,7 +199,10 @@ def _verb_after(tokens: list[str], i: int) -> tuple[int, str | None]:
 def attribute(sentence: str, label: str, verb: str = "said") -> str:
     """A third-person rendering of ``sentence``: rewritten when safe, else quoted with the speaker."""
     if m := DECISION_LABEL.match(normalise(sentence)):  # "Decision: we ship on Tuesday."
-        return f'{label} decided: "{m.group(1).strip().replace(chr(34), chr(39))}"'
+        # a label that names what it rules on keeps it: "Revising the cache policy: 5 minutes for pricing."
+        lead = m.string[: m.start(1)]
+        body = m.string.strip() if set(content_words(lead)) - _LABEL_WORDS else m.group(1).strip()
+        return f'{label} decided: "{body.replace(chr(34), chr(39))}"'
     rewritten = third_person(sentence, label)
     if rewritten:
         return rewritten
@@ -210,6 +213,14 @@ def attribute(sentence: str, label: str, verb: str = "said") -> str:
     return f'{label} {verb}: "{body.replace(chr(34), chr(39))}"'
 
 
+# The words of a rule label that name no subject ("Amended rule, superseding the original:", "Decision made:").
+_LABEL_WORDS = frozenset(
+    "decision decided settled agreed locked final call answer rule rules policy convention contract new amended "
+    "updated revised corrected replacement change changes changing update updating recorded recording summary "
+    "correction revision override effective immediately today going moving forward amendment plan plans reversing "
+    "reversed revisiting walking rolling amending revising correcting replacing superseding original previous old "
+    "earlier full reads decision then made".split()
+)
 _DECISION_SUBJECT = re.compile(
     r"^(?:let's|let us|(?:we|i)(?:'ll| will| shall|'re going to| are going to|'m going to| am going to|'ve| have|"
     r"'re| are|'m| am)?)(?:\s+(?:just|also|finally|now|officially|definitely|all|already))*\s+",
