@@ -60,6 +60,8 @@ def test_a_setting_the_assistant_applied_is_the_users_decision(embedder: Embedde
         ("I ran a 10K last weekend, 52 minutes!", "Okay, 52 minutes is impressive."),
         ("Fix the failing test in tests/test_api.py please.", "I'll update tests/test_api.py so the fixture closes."),
         ("Read src/app.py and explain the startup.", "Sure. src/app.py builds the app in create_app()."),
+        # a problem report, which the reply echoes too
+        ("The build is broken since we bumped Node to 22.", "Okay, Node 22 drops the old OpenSSL flag; I'll pin it."),
         # a question is no statement
         ("Should the worker run with a concurrency of 4?", "Set concurrency=4 for now."),
     ],

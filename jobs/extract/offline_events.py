@@ -197,12 +197,12 @@ def _applied_by(s: Sentence, replies: dict[int, tuple[int, str]], names: set[str
     """The assistant's reply (:func:`_applying_replies`) that applied or recorded what ``s`` states, echoing a
     specific of it, else None: the user's sentence was a decision, however it was phrased. Only a sentence about a
     system counts: technical (:data:`TECHNICAL`), not about the speaker ("I ran a 5K ..."), not a task asked of the
-    agent, not a question, not hedged."""
+    agent, not a problem report, not a question, not hedged."""
     if s.message not in replies:
         return None
     index, reply = replies[s.message]
     text = normalise(s.text)
-    if text.rstrip().endswith("?") or HEDGE.search(text) or _ABOUT_ME.match(text):
+    if text.rstrip().endswith("?") or HEDGE.search(text) or _ABOUT_ME.match(text) or _PROBLEM.search(text):
         return None
     substance = _substance(text, names)
     if not ((TECHNICAL.search(text) or specifics(text)) and substance >= 1 and echoed(text, reply)):
@@ -217,6 +217,14 @@ _ABOUT_ME = re.compile(
     r"^\W*(?:(?:so|and|also|well|oh|yes|yeah|please|now|ok(?:ay)?|then|first|next)\W+)*(?:i|i'm|i've|i'd|i was|my|me|"
     r"fix|read|explain|debug|investigate|look|check|find|show|tell|review|run|test|help|implement|refactor|write|"
     r"create|add|summari[sz]e|analy[sz]e|search|open|list|describe|try|figure|can you|could you|would you|will you)\b",
+    re.IGNORECASE,
+)
+
+
+# A problem report ("The build is broken since we bumped Node to 22."), which a reply also echoes: no setting.
+_PROBLEM = re.compile(
+    r"\b(?:fail(?:s|ed|ing)?|errors?|broken|breaks|bugs?|crash(?:es|ed|ing)?|exceptions?|regression|"
+    r"(?:doesn't|does not|isn't|is not|aren't|don't|won't) work|not working|stuck|hangs?|oom)\b",
     re.IGNORECASE,
 )
 
