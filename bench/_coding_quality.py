@@ -22,8 +22,9 @@ Two data sets beside the repository, read, never copied:
   whether the extractor made a decision event, and the share of the policy's content words (4+ letters, or
   any number) that the best-covering decision event holds verbatim ("specifics"). For the 6 amended tasks the
   second chat is extracted with the first chat's decisions offered as open items, and the bench counts the
-  tasks where a decision of the second chat ``replaces`` one of the first (later wins). Aggregates only: the
-  chats are held out, and the bench prints no chat text.
+  tasks where a decision of the second chat ``replaces`` one of the first (later wins). Aggregates over both
+  halves (which tasks were tuned on is ``episodes eval coding``'s: its halves and ``OPENED``); the bench prints no
+  chat text.
 """
 
 from __future__ import annotations
@@ -276,7 +277,7 @@ def report(result: dict[str, Any], show: bool = False) -> str:
             with_decision = sum(t["decisions"] > 0 for t in part)
             lines += [
                 "",
-                f"sde-bench {'amended' if amended else 'single-chat'} tasks ({len(part)}, held out; "
+                f"sde-bench {'amended' if amended else 'single-chat'} tasks ({len(part)}, both halves; "
                 f"{'the second chat' if amended else 'the chat'} extracted):",
                 f"  a decision event: {_share(with_decision, len(part))}; events per chat "
                 f"{statistics.fmean(t['events'] for t in part):.1f}, decisions per chat "
