@@ -202,7 +202,7 @@ def _applied_by(s: Sentence, replies: dict[int, tuple[int, str]], names: set[str
         return None
     index, reply = replies[s.message]
     text = normalise(s.text)
-    if text.rstrip().endswith("?") or HEDGE.search(text) or _ABOUT_ME.match(text) or _PROBLEM.search(text):
+    if text.rstrip().endswith("?") or HEDGE.search(text) or _NOT_ABOUT_A_SYSTEM.match(text) or _PROBLEM.search(text):
         return None
     substance = _substance(text, names)
     if not ((TECHNICAL.search(text) or specifics(text)) and substance >= 1 and echoed(text, reply)):
@@ -213,7 +213,7 @@ def _applied_by(s: Sentence, replies: dict[int, tuple[int, str]], names: set[str
 
 # Not a statement about a system: the speaker's own life ("I ran a 10K ...") or a task asked of the agent ("Fix the
 # failing test in tests/test_api.py", "Read src/app.py and explain the startup"), which the reply echoes too.
-_ABOUT_ME = re.compile(
+_NOT_ABOUT_A_SYSTEM = re.compile(
     r"^\W*(?:(?:so|and|also|well|oh|yes|yeah|please|now|ok(?:ay)?|then|first|next)\W+)*(?:i|i'm|i've|i'd|i was|my|me|"
     r"fix|read|explain|debug|investigate|look|check|find|show|tell|review|run|test|help|implement|refactor|write|"
     r"create|add|summari[sz]e|analy[sz]e|search|open|list|describe|try|figure|can you|could you|would you|will you)\b",

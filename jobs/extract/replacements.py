@@ -32,7 +32,7 @@ import numpy as np
 
 from jobs.concepts import STANDING_TYPES
 from jobs.embeddings import Embedder
-from jobs.extract.rules.text import clip, normalise
+from jobs.extract.rules.text import clip, normalise, split_sentences
 from jobs.models import KeyEvent, Message, OpenItem
 
 REPLACE_SIMILARITY = 0.45
@@ -135,7 +135,7 @@ def _in_context(event: KeyEvent, messages: Sequence[Message]) -> str:
         parts.insert(0, asked)
     replies = [i for i in event.evidence if first < i < len(messages) and messages[i].role == "assistant"]
     if replies:
-        parts.append(re.split(r"(?<=[.!?])\s+", normalise(messages[replies[0]].content).strip(), maxsplit=1)[0])
+        parts += split_sentences(messages[replies[0]].content, max_sentences=1)
     return " ".join(parts)
 
 

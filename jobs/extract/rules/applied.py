@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from jobs.extract.rules.text import split_sentences
+
 # An assistant's reply that reports doing or recording what the user just said ("Done, the list endpoints now cap
 # page_size at 100.", "Set concurrency=4 for the thumbnail worker.", "Noted, the pipeline blocks Friday deploys after
 # 17:00.", "I'll add a check for feature/<slug> in CI."): with the user's specific echoed (:func:`echoed`), the user's
@@ -31,7 +33,7 @@ _WHEN = re.compile(
 
 def applied(reply: str) -> bool:
     """``reply``'s first sentence reports doing or recording something, without objecting (:data:`APPLIED`)."""
-    first = re.split(r"(?<=[.!?])\s+", reply.strip(), maxsplit=1)[0]
+    first = next(iter(split_sentences(reply, max_sentences=1)), "")
     return not first.rstrip().endswith("?") and bool(APPLIED.search(first)) and not _OBJECTS.search(first)
 
 
