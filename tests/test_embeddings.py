@@ -37,6 +37,13 @@ from jobs.models import episode_text
 REFERENCE = Path(__file__).resolve().parent / "data" / "reference_vectors.json"
 RERECORD = "if the change is meant, re-record with scripts/record_reference_vectors.py (docs/development.md)"
 HEAVY = ("torch", "transformers", "sentence_transformers")
+# ONNX Runtime picks its int8 matrix kernels by instruction set (AVX2, AVX-VNNI, AVX-512 VNNI, ...), and they
+# round the u8 x s8 products differently: the same quantised model on the same texts gives identical vectors
+# for most texts and a few that differ slightly (seen: AVX2, min cosine >= 0.999; AVX-512 VNNI, min 0.99875,
+# median 1.0). A wrong model, revision or quantisation moves every vector: the reference's own int8 vectors
+# against its float vectors have min 0.974 and median 0.991 (test_the_int8_tolerance_is_tighter_than_quantisation).
+INT8_KERNEL_MIN_COSINE = 0.995
+INT8_KERNEL_MEDIAN_COSINE = 0.9999
 
 
 @dataclass(frozen=True)
@@ -113,7 +120,15 @@ def test_int8_vectors_equal_those_of_the_torch_export_quantised(
     """The graph built without torch, quantised, gives the int8 vectors the torch export gave."""
     ours = built["int8"].embed(reference.texts)
     assert ours.shape == reference.int8.shape
-    assert cosines(ours, reference.int8).min() >= 0.999, RERECORD
+    close = cosines(ours, reference.int8)
+    assert close.min() >= INT8_KERNEL_MIN_COSINE and np.median(close) >= INT8_KERNEL_MEDIAN_COSINE, RERECORD
+
+
+def test_the_int8_tolerance_is_tighter_than_quantisation(reference: Reference) -> None:
+    """The int8 tolerance admits another CPU's kernels, not another model: the reference's own int8
+    vectors against its float vectors (the quantisation error alone) fall outside it."""
+    quantisation = cosines(reference.int8, reference.fp32)
+    assert quantisation.min() < INT8_KERNEL_MIN_COSINE and np.median(quantisation) < INT8_KERNEL_MEDIAN_COSINE
 
 
 def test_fp32_vectors_equal_the_sentence_transformers_model(
