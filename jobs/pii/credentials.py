@@ -1,6 +1,7 @@
 """Detecting secrets (``[SECRET]``): API keys and tokens by their known prefixes, private key
 blocks, ``Bearer``/``Basic`` credentials, values after key / token / secret / password / PIN labels
-when they look like a secret rather than a word, and card security codes."""
+when they look like a secret rather than a word, card security codes, and passwords in commands,
+connection strings and URLs (:mod:`jobs.pii.commands`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 
+from jobs.pii.commands import find_command_secrets
 from jobs.pii.detector import Clues, Finding, contains_any
 
 # Each pattern with the literal(s) it cannot match without: a cheap substring test skips the scan.
@@ -105,6 +107,7 @@ def find_secrets(text: str, clues: Clues) -> Iterator[Finding]:
         yield from _pem_blocks(text)
     if contains_any(text, _SECRET_MARKS):
         yield from _prefixed_secrets(text)
+    yield from find_command_secrets(text, clues)  # PGPASSWORD=, mysql -p, curl -u, user:pass@host, ...
     if not contains_any(clues.lowered, _LABEL_HINTS):
         return
     if clues.may_contain(_AUTH_HEADER_WORDS):

@@ -309,6 +309,51 @@ MIXED: list[Case] = [
     ),
 ]
 
+# Passwords in the shell commands an agent runs (issue 46 #2), and the flags that look alike but are not
+# passwords (ports, directories, a prompt): what an episode line quotes from a coding session.
+COMMANDS: list[Case] = [
+    ("PGPASSWORD=hunter2 psql -h db -U app", [("SECRET", "hunter2")]),
+    ("PGPASSWORD='S3cr!t pass' psql -h db", [("SECRET", "S3cr!t pass")]),
+    ("MYSQL_PWD=abc123 mysql -u root", [("SECRET", "abc123")]),
+    ('export APP_DB_PASSWORD="two words"', [("SECRET", "two words")]),
+    ('$env:PGPASSWORD="Winter25"; psql -U app', [("SECRET", "Winter25")]),
+    ("mysql -u root -psecret123 shop", [("SECRET", "secret123")]),
+    ("mysql -uroot -p'my pass' shop", [("SECRET", "my pass")]),
+    ("mysqldump -h db -u root -pS3cret --all-databases > dump.sql", [("SECRET", "S3cret")]),
+    ("mysql --password=secret123 -u root", [("SECRET", "secret123")]),
+    ('mariadb --password "Qx 7" -u root', [("SECRET", "Qx 7")]),
+    ("curl -u admin:Passw0rd https://api.example.com/v1/items", [("SECRET", "Passw0rd")]),
+    ("curl --user=ci:tok3n -X POST https://ci.example.com/hook", [("SECRET", "tok3n")]),
+    ("curl -s https://x.example.com -u 'admin:two words' -X POST", [("SECRET", "two words")]),
+    ("curl https://admin:s3cret@example.com/api", [("SECRET", "s3cret")]),
+    ("git clone https://bob:ghtoken99@git.example.com/org/repo.git", [("SECRET", "ghtoken99")]),
+    ("psql postgresql://app:hunter2@db:5432/app", [("SECRET", "hunter2")]),
+    ("psql 'host=db user=app sslpassword=keypass1 sslmode=verify-full'", [("SECRET", "keypass1")]),
+    ("postgresql://app@db/app?sslpassword=keypass2&sslmode=require", [("SECRET", "keypass2")]),
+    ("docker login --password Sup3rSecret -u bob registry.example.com", [("SECRET", "Sup3rSecret")]),
+    ("docker login -u bob -p Sup3rSecret registry.example.com", [("SECRET", "Sup3rSecret")]),
+    ("podman login --password=Reg1stry quay.io", [("SECRET", "Reg1stry")]),
+    ("redis-cli -a Redispass1 -h cache", [("SECRET", "Redispass1")]),
+    ("redis-cli -h cache -p 6380 -a 'foo bar' ping", [("SECRET", "foo bar")]),
+    ("sshpass -p 'P@ssw0rd' ssh root@build-01", [("SECRET", "P@ssw0rd")]),
+    ("sshpass -p hunter2 scp dump.sql deploy@web:/tmp", [("SECRET", "hunter2")]),
+    ("mongosh -u admin -p Mongo123 --host db", [("SECRET", "Mongo123")]),
+    ("docker run -p 8080:80 -p 443:443 nginx", []),
+    ("ssh -p 2222 deploy@web", []),
+    ("scp -P 2222 file deploy@web:", []),
+    ("mysql -u root -p shop", []),
+    ("mysql -h db -P 3306 -u root -p", []),
+    ("mkdir -p build/out && cp -a src dst", []),
+    ("redis-cli -h cache -p 6380 ping", []),
+    ("curl -u admin https://api.example.com", []),
+    ("echo $TOKEN | docker login --password-stdin -u bob ghcr.io", []),
+    ("PGPASSWORD=$DB_PASS psql -h db", []),
+    ("psql --no-password -h db -U app", []),
+    ("curl http://localhost:8080/health", []),
+    ("python manage.py runserver --password-file=/etc/app/pw", []),
+    ("ls -la; docker ps -a", []),
+]
+
 # Written after the detector was frozen and measured once as it was (see the module docstring of
 # tests/unit/test_redact.py for the figures): the honest estimate. Misses here are known gaps, kept.
 HELD_OUT: list[Case] = [
@@ -391,4 +436,4 @@ HELD_OUT: list[Case] = [
     ("Key Largo trip 12-15 June", []),
 ]
 
-CASES: list[Case] = EMAIL + PHONE + CARD + IBAN + SECRET + IP + NEGATIVE + MIXED + HELD_OUT
+CASES: list[Case] = EMAIL + PHONE + CARD + IBAN + SECRET + IP + NEGATIVE + MIXED + COMMANDS + HELD_OUT

@@ -23,7 +23,7 @@ from jobs.models import Message, Transcript
 from jobs.pii.redaction import KINDS, find, redact, redact_messages, redact_transcript
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `python tests/unit/test_redact.py`
-from support.redaction_corpus import CASES, HELD_OUT, NEGATIVE, Case
+from support.redaction_corpus import CASES, COMMANDS, HELD_OUT, NEGATIVE, Case
 
 Scores = dict[str, Counter[str]]
 
@@ -101,6 +101,17 @@ def test_no_labelled_value_survives_redaction() -> None:
         out = redact(text, enabled=True).text
         leaks += [(kind, value) for kind, value in expected if value in out]
     assert len(leaks) <= 2, leaks  # bob@localhost is the known gap
+
+
+@pytest.mark.parametrize(("text", "expected"), COMMANDS, ids=[text[:40] for text, _ in COMMANDS])
+def test_passwords_in_commands_and_nothing_else(text: str, expected: list[tuple[str, str]]) -> None:
+    """Issue 46 #2: every password form of the corpus is replaced (only the password: the user, host and
+    command stay), and the look-alike flags (ports, directories, a prompt) are left alone."""
+    out = redact(text, enabled=True).text
+    rest = text
+    for _, value in expected:
+        rest = rest.replace(value, "[SECRET]", 1)
+    assert out == rest
 
 
 def test_negatives_come_back_unchanged() -> None:
