@@ -21,11 +21,18 @@ effect after ``pip install -e .`` again.
 
 from __future__ import annotations
 
+import json
+import logging
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from jobs.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 EXTRACTORS = "episodes.extractors"
 COMPRESSORS = "episodes.compressors"
@@ -36,12 +43,56 @@ __all__ = ["COMPRESSORS", "EMBEDDERS", "EXTRACTORS", "installed", "load", "refre
 
 @cache
 def _group(group: str) -> dict[str, EntryPoint]:
-    # The first distribution to declare a name wins: a third party cannot replace a built-in by
-    # declaring the same name (importlib.metadata lists episodes' own entry points with the rest).
-    found: dict[str, EntryPoint] = {}
-    for point in sorted(entry_points(group=group), key=lambda p: getattr(p.dist, "name", None) != "episodes"):
-        found.setdefault(point.name, point)
+    # A built-in name is one that this package's own distribution declares (found by where its files
+    # are, not by the name in its metadata: a plugin may say ``Name: episodes`` too). A third party
+    # that declares a built-in name is refused with a warning; among third parties the first wins.
+    points = list(entry_points(group=group))
+    found: dict[str, EntryPoint] = {p.name: p for p in points if _ours(p)}
+    for point in points:
+        if point.name not in found:
+            found[point.name] = point
+        elif found[point.name] is not point and not _ours(point):
+            _refused(group, point, found[point.name])
     return found
+
+
+_PACKAGE = Path(__file__).resolve().parent  # jobs/
+
+
+def _ours(point: EntryPoint) -> bool:
+    """Declared by the installed ``episodes`` distribution whose files are this package, and pointing into it."""
+    dist = point.dist
+    if dist is None or dist.metadata["Name"] != "episodes" or not point.module.startswith("jobs."):
+        return False
+    roots = [Path(str(dist.locate_file("")))]
+    try:  # an editable install (pip install -e .): the project folder is in direct_url.json
+        url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+    except (json.JSONDecodeError, AttributeError):
+        url = ""
+    if url.startswith("file://"):
+        roots.append(Path(url2pathname(urlparse(url).path)))
+    return any(_same(root / "jobs", _PACKAGE) for root in roots)
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b
+    except OSError:
+        return False
+
+
+def _refused(group: str, point: EntryPoint, kept: EntryPoint) -> None:
+    dist = point.dist
+    who = f"{dist.metadata['Name']} at {dist.locate_file('')}" if dist is not None else "an unknown distribution"
+    log.warning(
+        "%s back end %r from %s (%s) is refused: the name is taken by %s; give the plugin a name of its own",
+        group,
+        point.name,
+        who,
+        point.value,
+        "episodes itself" if _ours(kept) else kept.value,
+        extra={"action": "plugin_refused", "group": group, "back_end": point.name},
+    )
 
 
 def installed(group: str) -> list[str]:

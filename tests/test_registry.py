@@ -41,13 +41,19 @@ def make(settings):
 """
 
 
-def install_plugin(root: Path, monkeypatch: pytest.MonkeyPatch, entry_points: str, module: str = PLUGIN) -> None:
+def install_plugin(
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    entry_points: str,
+    module: str = PLUGIN,
+    name: str = "episodes-echo-plugin",
+) -> None:
     """A distribution of a third party's, installed the way pip lays one out (a module and its
     .dist-info with entry_points.txt) on sys.path: what importlib.metadata finds, no stub."""
     (root / "episodes_echo_plugin.py").write_text(module)
     info = root / "episodes_echo_plugin-1.0.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: episodes-echo-plugin\nVersion: 1.0\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(entry_points)
     monkeypatch.syspath_prepend(str(root))
     registry.refresh()
@@ -124,6 +130,23 @@ def test_a_third_party_adds_an_extractor_by_entry_point(tmp_path: Path, monkeypa
 def test_a_third_party_cannot_replace_a_built_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     install_plugin(tmp_path, monkeypatch, "[episodes.extractors]\noffline = episodes_echo_plugin:make\n")
     assert make_extractor(config.Settings(), "offline").name == "offline"
+
+
+@pytest.mark.parametrize("name", ["episodes", "Episodes", "episodes-echo-plugin"])
+def test_a_plugin_claiming_a_built_in_name_is_refused_whatever_its_metadata_says(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 46 #13: a distribution whose metadata says ``Name: episodes`` replaced the offline extractor.
+    Only the installed episodes whose files are this package provides a built-in name."""
+    entry = "[episodes.extractors]\noffline = episodes_echo_plugin:make\n[episodes.compressors]\noffline = x:y\n"
+    install_plugin(tmp_path, monkeypatch, entry, name=name)
+    with caplog.at_level("WARNING", logger="jobs.registry"):
+        assert make_extractor(config.Settings(), "offline").name == "offline"
+        assert registry.load(registry.COMPRESSORS, "offline", "compressor").__module__ == "jobs.compress.registry"
+    refused = [r for r in caplog.records if getattr(r, "action", None) == "plugin_refused"]
+    assert {r.getMessage().split(" back end ")[0] for r in refused} == {registry.EXTRACTORS, registry.COMPRESSORS}
+    assert "episodes_echo_plugin:make" in refused[0].getMessage() and str(tmp_path) in refused[0].getMessage()
+    assert "episodes_echo_plugin" not in sys.modules  # the refused plugin is never imported
 
 
 def test_a_back_end_whose_module_is_missing_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
