@@ -475,6 +475,13 @@ class Settings:
         doc="A request's headers must arrive within this of the connection "
         "opening or the previous answer, or the connection is closed.",
     )
+    api_body_timeout_seconds: float = setting(
+        60.0,
+        group="service",
+        shown="60s",
+        doc="A request's body must arrive within this of its first read, "
+        "or it answers 408 and the connection is closed.",
+    )
     api_keep_alive_seconds: float = setting(
         5.0, group="service", shown="5s", doc="A kept-alive connection with no request is closed after this."
     )

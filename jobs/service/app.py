@@ -97,5 +97,11 @@ def create_app(db: Database, *, close_db: bool = False) -> FastAPI:
     errors.install(app)
     for router in ROUTERS:
         app.include_router(router)
-    app.add_middleware(RequestMiddleware, max_body=settings.api_max_body, metrics=metrics, breaker=breaker)
+    app.add_middleware(
+        RequestMiddleware,
+        max_body=settings.api_max_body,
+        metrics=metrics,
+        breaker=breaker,
+        body_timeout=settings.api_body_timeout_seconds,
+    )
     return app

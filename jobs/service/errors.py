@@ -97,7 +97,13 @@ def error_response(
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
-_HTTP_CODES = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+_HTTP_CODES = {
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "body_too_slow",
+    413: "body_too_large",
+}
 
 
 def install(app: FastAPI) -> None:

@@ -8,6 +8,11 @@ and the last line of defence against an unexpected exception.
   Content-Length is stopped too: 413, nothing read further. Only when it is read: a route admits the
   request's key first (:class:`jobs.service.auth.KeyFirstRoute`), so a request without a valid key
   gets 401 whatever its size, and its body is never read.
+- The body time limit (``Settings.api_body_timeout_seconds``): the whole body must be in within that time of
+  the route's first read of it, however slowly it trickles, or the request answers 408 and the connection is
+  closed. uvicorn's own timeouts cover keep-alive only, and jobs.service.server's header deadline ends when
+  the headers are in, so a client with a valid key could hold a worker's request open for ever by sending a
+  byte every few seconds.
 - ``Cache-Control: no-store`` and ``X-Content-Type-Options: nosniff`` on every answer that does not set
   its own: most of what the service answers is somebody's memory, which no browser or proxy cache
   should keep, and no answer is meant to be sniffed into another type.
@@ -19,6 +24,7 @@ and the last line of defence against an unexpected exception.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -38,8 +44,16 @@ _PRIVATE = ((b"cache-control", b"no-store"), (b"x-content-type-options", b"nosni
 
 
 class RequestMiddleware:
-    def __init__(self, app: ASGIApp, *, max_body: int, metrics: Metrics, breaker: Breaker | None = None) -> None:
-        self.app, self.max_body, self.metrics = app, max_body, metrics
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body: int,
+        metrics: Metrics,
+        breaker: Breaker | None = None,
+        body_timeout: float = 60.0,
+    ) -> None:
+        self.app, self.max_body, self.metrics, self.body_timeout = app, max_body, metrics, body_timeout
         self.breaker = breaker or Breaker(RETRY_AFTER_OUTAGE)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -72,12 +86,22 @@ class RequestMiddleware:
 
         declared = _header(scope, b"content-length")
         too_large = bool(declared and declared.isdigit() and int(declared) > self.max_body)
+        deadline: float | None = None  # set at the first read of the body
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, deadline
             if too_large:  # said so up front: not one byte of it is read
                 raise HTTPException(413, f"request body over the limit of {self.max_body:,} bytes")
-            message = await receive()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.body_timeout if deadline is None else deadline
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                raise HTTPException(
+                    408,
+                    f"request body not received within {self.body_timeout:g} s; send it at once",
+                    headers={"Connection": "close"},
+                ) from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body:
