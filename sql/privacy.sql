@@ -54,6 +54,12 @@ WHERE tenant_id = %(tenant_id)s
   AND (user_id = %(user_id)s OR super_episode_id = ANY (%(episode_ids)s::bigint[])
        OR source_episode_id = ANY (%(episode_ids)s::bigint[]))
 
+-- name: forget_delete_lines
+-- The episodes' verbatim lines (migration 0032): they would go with their episodes (ON DELETE CASCADE), but
+-- deleted here first so the erasure counts them (issue 46, item 13).
+DELETE FROM episode_lines
+WHERE tenant_id = %(tenant_id)s AND (user_id = %(user_id)s OR episode_id = ANY (%(episode_ids)s::bigint[]))
+
 -- name: forget_delete_episodes
 -- release_references has cleared other rows pointing here (superseded_by, compressed_into,
 -- resolved_by, source_event_id): the remaining sources of a removed super return to recall.

@@ -305,6 +305,39 @@ def test_forget_is_all_or_nothing_and_dry_run_changes_nothing(
     assert scan(llm_db, "quokka")
 
 
+def test_a_dry_run_takes_no_erasure_number_and_the_counts_name_the_lines(
+    llm_db: Database, tmp_path: Path, embedder: Embedder
+) -> None:
+    """Issue 46, items 13 and 22: the counts name the episode lines an erasure removes, and a dry run is
+    no erasure (before, its rolled-back audit row spent a number: the next erasure said "#2")."""
+    populate(llm_db, tmp_path, embedder)
+    bob = forget_user(llm_db, "acme", BOB)
+    assert bob.erasure_id is not None
+    with llm_db.admin() as conn:
+        lines = one(
+            conn.execute("SELECT count(*) AS n FROM episode_lines WHERE tenant_id = 'acme' AND user_id = %s", (ZOE,))
+        )["n"]
+    assert lines > 0, "setup: Zoe's episodes should have lines"
+
+    dry = forget_user(llm_db, "acme", ZOE, dry_run=True)
+    assert dry.erasure_id is None and dry.counts["lines"] == lines
+    done = forget_user(llm_db, "acme", ZOE)
+    assert done.erasure_id == bob.erasure_id + 1, (bob.erasure_id, done.erasure_id)
+    assert done.counts["lines"] == lines and f"{lines} episode lines" in done.line()
+    assert f"recorded as erasure #{done.erasure_id}" in done.line()
+    with llm_db.admin() as conn:
+        assert (
+            one(
+                conn.execute(
+                    "SELECT count(*) AS n FROM episode_lines WHERE tenant_id = 'acme' AND user_id = %s", (ZOE,)
+                )
+            )["n"]
+            == 0
+        )
+        recorded = one(conn.execute("SELECT counts FROM erasures WHERE id = %s", (done.erasure_id,)))["counts"]
+    assert recorded["lines"] == lines
+
+
 def test_forget_removes_super_summaries_made_by_compress(llm_db: Database, tmp_path: Path, embedder: Embedder) -> None:
     from jobs import compress
 

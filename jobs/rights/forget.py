@@ -3,8 +3,9 @@
 ``forget_user(db, tenant, user)`` removes, in one tenant-scoped transaction (row-level security
 applies: nothing outside the tenant can be touched):
 
-- the user's episodes, session and super, current and superseded, with their events, entities and
-  lineage rows (and any episode made from one of the user's transcripts);
+- the user's episodes, session and super, current and superseded, with their events, entities, verbatim
+  lines (``episode_lines``, counted as ``lines``) and lineage rows (and any episode made from one of the
+  user's transcripts);
 - every super-summary whose lineage includes one of those episodes, whoever it belongs to, so no
   text derived from the user survives in a summary;
 - the user's model-call rows (``model_calls`` holds metadata only: template, hash, tokens, error);
@@ -24,7 +25,7 @@ with ``SET LOCAL episodes.erasing``, migration 0029); another trigger refuses an
 session, on every path into ``transcripts`` (ingest, ``POST /v1/transcripts``, Claude Code sync and
 hooks, a hand INSERT), with a message naming the day of the erasure. New sessions are accepted.
 
-Then it appends a row to ``erasures``: the tenant, a salted hash of the user id (never the id), the
+Then it appends a row to ``erasures`` (a dry run appends none, so it takes no erasure number): the tenant, a salted hash of the user id (never the id), the
 time, the counts and whether transcripts were kept. Nothing of it is logged with the user id. Once it
 committed, the process's in-memory copies of the user go too (:mod:`jobs.rights.erased`).
 
@@ -101,7 +102,8 @@ class ForgetReport:
         text = (
             f"{verb} {transcripts}, {counted(c.get('episodes', 0), 'episode')} "
             f"({counted(c.get('super_episodes', 0), 'super-summary')}), {counted(c.get('events', 0), 'event')}, "
-            f"{counted(c.get('entities', 0), 'entity')}, {counted(c.get('model_calls', 0), 'model call')}"
+            f"{counted(c.get('entities', 0), 'entity')}, {counted(c.get('lines', 0), 'episode line')}, "
+            f"{counted(c.get('model_calls', 0), 'model call')}"
         )
         if self.session_ids:
             text += (
@@ -143,7 +145,7 @@ def forget_user(
             if dry_run:
                 raise _DryRun()
     except _DryRun:
-        report.erasure_id = report.requested_at = None  # rolled back with everything else
+        pass  # rolled back; a dry run records no erasure (see _erase)
     report.counts["job_runs_scrubbed"] = _scrub_job_runs(db, tenant_id, user_id, dry_run)
     # A dry run changes nothing and its command prints what it would do: its record is for debugging only.
     log.log(
@@ -180,6 +182,7 @@ def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetR
         "events": conn.execute(q("forget_delete_events"), scope).rowcount,
         "entities": conn.execute(q("forget_delete_entities"), scope).rowcount,
         "lineage": conn.execute(q("forget_delete_lineage"), scope).rowcount,
+        "lines": conn.execute(q("forget_delete_lines"), scope).rowcount,
     }
     conn.execute(q("release_references"), {**scope, "ids": scope["episode_ids"]})
     deleted = conn.execute(q("forget_delete_episodes"), scope).rowcount
@@ -194,6 +197,10 @@ def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetR
         counts["transcripts"] = conn.execute(q("forget_delete_transcripts"), scope).rowcount
     counts["other_users_supers"] = len(report.rebuild)
     report.counts = counts
+    if report.dry_run:
+        # No audit row: it would roll back, but its identity number would be spent, and the next real
+        # erasure would show as "#2" after a dry run (issue 46, item 22).
+        return
     row = one(
         conn.execute(
             q("insert_erasure"),
