@@ -1,5 +1,5 @@
 """`episodes api` as its own process, at its limits (issue 35): a port in use is said in one line before
-anything says "listening"; connections that send their headers slowly, or nothing, are closed; with the
+anything says "listening", and "listening" is said only once it is (issue 46, finding 19); connections that send their headers slowly, or nothing, are closed; with the
 database gone, requests answer 503 with Retry-After at once instead of waiting out the pool."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 
 import httpx
 import psycopg
+import pytest
 from support.api_server import api_process
 from support.waiting import wait_until
 
@@ -36,6 +37,45 @@ def test_a_port_in_use_is_one_line_and_exit_1(settings: Settings) -> None:
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines()[-1] == f"episodes: port {port} is in use; choose another with --port"
     assert "listening" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_listening_is_said_only_once_connections_are_taken(settings: Settings, workers: int) -> None:
+    """The moment `episodes api` says "listening", a connection is taken and /healthz answers. It used to
+    say so before the app had started: connections were refused for the next 1-5 s."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "DATABASE_URL": settings.database_url or ""}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "api", "--port", str(port), "--workers", str(workers)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    err = proc.stderr
+    said = bytearray()
+    try:
+
+        def banner() -> bool:
+            assert proc.poll() is None, f"`episodes api` ended before it said listening: {said.decode()}"
+            while select.select([err], [], [], 0)[0]:
+                chunk = os.read(err.fileno(), 65536)
+                if not chunk:
+                    break
+                said.extend(chunk)
+            return b"listening on" in said
+
+        wait_until(banner, 120, "`episodes api` to say it is listening", every=0.05)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:  # refused: raises here
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200"), said.decode()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert f"listening on http://127.0.0.1:{port} ({workers} worker".encode() in said, said.decode()
+    assert said.count(b"listening on") == 1, said.decode()
 
 
 def _closed(sock: socket.socket) -> bool:

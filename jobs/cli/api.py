@@ -42,13 +42,12 @@ def api_command(obj: Context, host: str, port: int, workers: int) -> None:
         metrics = Path(tempfile.mkdtemp(prefix="episodes-metrics-")) if workers > 1 else None
         if metrics is not None:
             config.share_metrics_dir(metrics)  # before the workers start: they inherit it
-        click.echo(
-            f"episodes api listening on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})", err=True
-        )
+        banner = f"episodes api listening on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"
         try:
             server.run(
                 "jobs.service.app:from_environment",
                 sock,
+                ready=lambda: click.echo(banner, err=True),  # once it takes connections, not before
                 factory=True,
                 workers=workers,
                 access_log=False,

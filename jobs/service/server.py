@@ -9,7 +9,9 @@ service spent on it (bench/api_load.py; uvicorn issue #3149).
 
 It is bound before anything says "listening": a port already in use
 is one line and exit status 1 (``port N is in use; choose another with --port``), not a banner and then
-uvicorn's traceback.
+uvicorn's traceback. And "listening" is said only once a worker takes connections (:func:`run`'s ``ready``,
+called when uvicorn's startup is complete: the app built, its lifespan run, the socket listening); said
+before, a client that believed it was refused for the 1-5 s the app takes to start.
 
 Slow and idle clients are cut off (:class:`TimedH11Protocol`): the headers of each request must arrive
 within ``Settings.api_header_timeout_seconds`` of the connection opening (or of the previous answer),
@@ -25,6 +27,7 @@ import asyncio
 import errno
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import h11
@@ -116,14 +119,43 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(app: str, sock: socket.socket, **options: Any) -> None:
+class _Server(uvicorn.Server):
+    """uvicorn's server calling ``ready`` once its startup is complete (it takes connections)."""
+
+    def __init__(self, config: uvicorn.Config, ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self._ready()
+
+
+class _Workers(Multiprocess):
+    """uvicorn's worker supervisor calling ``ready`` once, when the first worker's startup is complete (from
+    its loop, between the checks it makes of its workers: the pipe to a worker is used by one thread only)."""
+
+    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket], ready: Callable[[], None]) -> None:
+        super().__init__(config, sockets=sockets)
+        self._ready: Callable[[], None] | None = ready
+
+    def keep_subprocess_alive(self) -> None:
+        super().keep_subprocess_alive()
+        if self._ready is not None and not self.should_exit.is_set():
+            if any(process.is_ready(timeout=1) for process in self.processes):
+                ready, self._ready = self._ready, None
+                ready()
+
+
+def run(app: str, sock: socket.socket, *, ready: Callable[[], None] = lambda: None, **options: Any) -> None:
     """What ``uvicorn.run`` does for an import string without reload, with :class:`Config`, on ``sock``
-    (from :func:`listen`)."""
+    (from :func:`listen`); ``ready()`` is called once the service takes connections."""
     config = Config(app, **options)
-    server = uvicorn.Server(config)
+    server = _Server(config, ready)
     try:
         if config.workers > 1:
-            Multiprocess(config, sockets=[sock]).run()
+            _Workers(config, [sock], ready).run()
         else:
             server.run(sockets=[sock])
     except KeyboardInterrupt:
