@@ -7,15 +7,16 @@ quotes them: the ones a label-and-value rule misses because the label is glued t
 A flag is read as a password only in the command that gives it that meaning: ``-p`` is a password
 for mysql (glued to its value: ``mysql -p db`` prompts), sshpass and a registry ``login``, and a
 port for ssh and docker run; ``-a`` is a password for redis-cli only. Only the password is
-replaced: the user name, the host and the rest of the command stay.
+replaced: the user name, the host and the rest of the command stay. Assignments and URLs are found
+by :func:`jobs.logs.secret_spans`, the one rule that also keeps settings' secrets out of logs.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
+from jobs.logs import secret_spans, unquoted_value
 from jobs.pii.detector import Clues, Finding, contains_any
 
 # A shell word: quoted (a password may hold spaces) or bare; a value shorter than 256 characters.
@@ -59,32 +60,14 @@ _USER_PASS = re.compile(
     r"(?:'[^\s:']{0,128}:(?P<sq>[^'\n]{1,256})'|\"[^\s:\"]{0,128}:(?P<dq>[^\"\n]{1,256})\""
     r"|[^\s:'\"]{0,128}:(?P<value>[^\s'\"]{1,256}))"
 )
-# NAME=value where NAME ends in a password word: PGPASSWORD=, MYSQL_PWD=, export APP_PASSWORD=, libpq's
-# sslpassword=, SSHPASS=, REDISCLI_AUTH=; the value may be quoted and hold spaces.
-_ASSIGNMENT = re.compile(
-    r"(?<![\w-])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,80})="
-    r"(?P<value>'[^'\n]{0,256}'|\"[^\"\n]{0,256}\"|[^\s;&|'\"`<>()]{1,256})"
-)
-_PASSWORD_NAME = re.compile(r"(?i)(?:password|passwd|passphrase|_pwd|_pass|^sshpass|^rediscli_auth)$")
-_ASSIGN_HINTS = ("password=", "passwd=", "passphrase=", "pwd=", "pass=", "auth=")
-# $PASS, ${PASS}, $(cat file): a reference, no secret; [SECRET]: already redacted.
-_NOT_A_SECRET = re.compile(r"^(?:\$(?:\{?\w+\}?|\(.*\))|\[[A-Z]+\])$")
-# URLs: the password of their userinfo and the values of their secret-named query parameters.
-_URL = re.compile(r"(?i)(?<![\w+.-])[a-z][a-z0-9+.-]{0,30}://[^\s'\"<>`]{1,2048}")
-_SECRET_PARAM = re.compile(
-    r"(?i)^(?:.*(?:password|passwd|passphrase|secret|token|pwd|apikey|api_key|api-key|credential)s?"
-    r"|key|sig|signature|auth|authorization|x-amz-signature|x-goog-signature)$"
-)
 _COMMAND_HINTS = ("mysql", "mariadb", "sshpass", "login", "-cli", "mongo", "--", "curl", "http", "xh ")
 
 
 def find_command_secrets(text: str, clues: Clues) -> Iterator[Finding]:
     """``SECRET`` findings: passwords in commands, assignments, connection strings and URLs."""
     lowered = clues.lowered
-    if contains_any(lowered, _ASSIGN_HINTS) or not clues.ascii:
-        yield from _assignments(text)
-    if "://" in text:
-        yield from _urls(text)
+    for start, end in secret_spans(text):  # NAME=value assignments and URLs, shared with the logs
+        yield Finding("SECRET", start, end)
     if not contains_any(lowered, _COMMAND_HINTS) and clues.ascii:
         return
     for hints, pattern in _FLAGS:
@@ -103,46 +86,5 @@ def _values(pattern: re.Pattern[str], text: str) -> Iterator[Finding]:
 
 
 def _unquoted(value: str, start: int) -> Finding | None:
-    """The value without its quotes, unless it is empty or only names a variable."""
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        value, start = value[1:-1], start + 1
-    if not value.strip() or _NOT_A_SECRET.match(value):
-        return None
-    return Finding("SECRET", start, start + len(value))
-
-
-def _assignments(text: str) -> Iterator[Finding]:
-    for m in _ASSIGNMENT.finditer(text):
-        if _PASSWORD_NAME.search(m.group("name")):
-            finding = _unquoted(m.group("value"), m.start("value"))
-            if finding is not None:
-                yield finding
-
-
-def _urls(text: str) -> Iterator[Finding]:
-    for m in _URL.finditer(text):
-        url = m.group().rstrip(".,);]")
-        try:
-            parts = urlsplit(url)
-        except ValueError:
-            continue
-        netloc_start = m.start() + url.index("://") + 3
-        userinfo = parts.netloc[: parts.netloc.rfind("@")] if "@" in parts.netloc else ""
-        colon = userinfo.find(":")
-        if colon >= 0 and colon + 1 < len(userinfo):
-            yield Finding("SECRET", netloc_start + colon + 1, netloc_start + len(userinfo))
-        if parts.query:
-            yield from _query_values(url, m.start())
-
-
-def _query_values(url: str, offset: int) -> Iterator[Finding]:
-    query_start = url.index("?") + 1
-    end = url.find("#", query_start)
-    query = url[query_start : end if end >= 0 else len(url)]
-    pos = 0
-    for field in query.split("&"):
-        name, eq, value = field.partition("=")
-        if eq and value and _SECRET_PARAM.match(name) and not _NOT_A_SECRET.match(value):
-            begin = offset + query_start + pos + len(name) + 1
-            yield Finding("SECRET", begin, begin + len(value))
-        pos += len(field) + 1
+    span = unquoted_value(value, start)
+    return None if span is None else Finding("SECRET", *span)
