@@ -5,7 +5,8 @@ Every record is validated on its own, and files and the HTTP API's records go th
 (:func:`ingest_records`). A bad record is reported as ``file:line: reason`` and
 skipped; the good records of the same file still load. Each record is written in its own
 savepoint, so nothing is half-written. Upsert is by (tenant, session): identical content is a
-no-op; changed content replaces the transcript and queues it for re-summarisation.
+no-op; changed content replaces the transcript and queues it for re-summarisation. A session stays with
+the user it was stored for: the same session id under another user id is rejected as a conflict.
 """
 
 from __future__ import annotations
@@ -179,7 +180,10 @@ def _write(
     for where, record in batch:
         by_tenant.setdefault(record.tenant_id, []).append((where, record))
     sql = query("upsert_transcript")
-    for tenant, records in by_tenant.items():
+    for tenant, mixed in by_tenant.items():
+        records = _not_moving(db, tenant, mixed, report)
+        if not records:
+            continue
         try:
             # Fast path: one pipelined round of upserts for the chunk, in one transaction.
             with db.tenant(tenant) as conn, conn.cursor() as cur:
@@ -212,6 +216,41 @@ def _write(
                     notify_eligible(conn, tenant)
         if progress:
             progress(len(records))
+
+
+def _not_moving(
+    db: Database, tenant: str, records: list[tuple[str, TranscriptIn]], report: IngestReport
+) -> list[tuple[str, TranscriptIn]]:
+    """The records that do not move a stored session to another user; the others are rejected.
+
+    A session belongs to the user it was first stored for: a record of the same session id under another
+    ``user_id`` would take it away from them (their episode then drops out of their recall), so it is
+    refused (a conflict), naming neither the other user nor anything of theirs. The upsert holds the same
+    rule should another write come in between (it then changes nothing)."""
+    with db.tenant(tenant) as conn:
+        owners = {
+            row["session_id"]: row["user_id"]
+            for row in conn.execute(
+                query("session_owners"), {"tenant_id": tenant, "session_ids": [r.session_id for _, r in records]}
+            )
+        }
+    kept = []
+    for where, record in records:
+        owner = owners.get(record.session_id)
+        if owner is None or owner == record.user_id:
+            kept.append((where, record))
+            continue
+        _reject(
+            report,
+            Rejection(
+                where,
+                f"conflict: session_id {record.session_id!r} is stored for another user of this tenant, and a "
+                "session never moves to another user; send it with the user_id it was stored under, or as a new "
+                "session (another session_id)",
+            ),
+        )
+        log.debug("rejected %s", where, extra={"action": "ingest_conflict", "location": where})
+    return kept
 
 
 def _reject(report: IngestReport, rejection: Rejection) -> None:

@@ -3,7 +3,7 @@
 
 -- name: upsert_transcript
 -- Insert a transcript, or replace it when its content changed (then it is summarised again).
--- Returns no row when the stored content is identical (a no-op).
+-- Returns no row when the stored content is identical (a no-op), or the session is another user's.
 INSERT INTO transcripts (tenant_id, user_id, session_id, agent_id, purpose, started_at, ended_at,
                          messages, metadata, content_hash, source)
 VALUES (%(tenant_id)s, %(user_id)s, %(session_id)s, %(agent_id)s, %(purpose)s, %(started_at)s,
@@ -27,7 +27,15 @@ ON CONFLICT (tenant_id, session_id) DO UPDATE SET
     lease_until = NULL,
     last_error = NULL
 WHERE transcripts.content_hash IS DISTINCT FROM EXCLUDED.content_hash
+  -- A session is never moved to another user, nor replaced by one (issue 46, item 5): ingest refuses such a
+  -- record beforehand (session_owners) and says why; this holds should another write come in between.
+  AND transcripts.user_id = EXCLUDED.user_id
 RETURNING (xmax = 0) AS inserted, ended_at IS NOT NULL AS eligible
+
+-- name: session_owners
+-- The users that the stored sessions among these ids belong to: ingest refuses a record that would move one.
+SELECT session_id, user_id FROM transcripts
+WHERE tenant_id = %(tenant_id)s AND session_id = ANY (%(session_ids)s::text[])
 
 -- name: status_transcripts
 SELECT CASE WHEN ended_at IS NULL AND status = 'pending' THEN 'open' ELSE status END AS state,
