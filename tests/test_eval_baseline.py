@@ -55,6 +55,9 @@ def test_raw_messages_keep_user_and_assistant_text_only() -> None:
         ]
     )
     assert [m.line for m in found] == ["- Caroline: Let's use PostgreSQL 17", "- assistant: Done."]
+    dated = raw_messages([{"role": "user", "content": "hi", "name": "Caroline"}], "2023-05-08")
+    assert [m.dated_line for m in dated] == ["- [2023-05-08] Caroline: hi"]
+    assert [m.dated_line for m in found] == [m.line for m in found]  # no date known: the plain line
 
 
 def test_message_index_reads_transcripts_and_ranks_by_meaning(db: Database, embedder: Embedder, tmp_path: Path) -> None:
@@ -83,3 +86,12 @@ def test_message_index_reads_transcripts_and_ranks_by_meaning(db: Database, embe
     one = index.block("t-base", "locomo-9", question, 20)
     assert one == "- Bo: I replaced the chain and cassette of my gravel bike yesterday."
     assert index.block("t-base", "nobody", question, 1500) == ""
+    # The dated baseline: the same messages in the same order, each led by its session's date.
+    undated, dated = index.blocks("t-base", "locomo-9", question, 1500)
+    assert undated == text
+    assert dated.splitlines() == [line.replace("- ", "- [2023-05-01] ", 1) for line in text.splitlines()]
+    # The date takes room in the same budget: 20 tokens no longer hold the bike message with its date.
+    assert (
+        index.block("t-base", "locomo-9", question, 20, dated=True)
+        == "- [2023-05-01] Bo: The weather was rainy all week."
+    )

@@ -15,7 +15,8 @@ from jobs.cli import cli
 from jobs.db import Database
 from jobs.embeddings import Embedder
 from jobs.eval.answers import content_words, covers
-from jobs.eval.locomo import build_oracle, evaluate, format_report, load_conversation
+from jobs.eval.locomo import build_oracle, evaluate, evaluate_budgets, load_conversation
+from jobs.eval.locomo_report import format_report
 from jobs.recall import RecallConfig
 
 KEYS = {
@@ -170,12 +171,64 @@ def test_raw_baseline_beside_the_block(db: Database, embedder: Embedder, pair: l
     tight = evaluate(db, conversations, embedder, raw_tenant=RAW_TENANT, budget_tokens=30)
     assert tight["baseline_answer_coverage"] > tight["answer_coverage"]
     full = {**report, "extractor": "oracle", "episodes": 5, "sessions": 5, "seconds": 0.0}
-    table = format_report(full, per_conversation=True)
-    header = table.splitlines()[2].split()
-    assert header[4:7] == ["answer", "raw", "ratio"]
-    overall = table.splitlines()[3].split()
-    assert overall[-6:-3] == ["1.000", "1.000", "1.00"]  # answer, raw, ratio
-    assert "conversation cyclist" in table and "conversation cyclist" not in format_report(full)
+    table = format_report(full, per_conversation=True).splitlines()
+    header = next(line for line in table if line.split()[:2] == ["n", "all-ev"]).split()
+    assert header[4:8] == ["answer", "raw", "dated", "ratio"]
+    overall = next(line for line in table if line.startswith("recall (defaults)")).split()
+    assert overall[-7:-3] == ["1.000", "1.000", "1.000", "1.00"]  # answer, raw, dated, ratio
+    assert any(line.startswith("  conversation cyclist") for line in table)
+    assert "conversation cyclist" not in format_report(full)
+
+
+def test_dated_baseline_and_several_budgets(db: Database, embedder: Embedder, pair: list[Path]) -> None:
+    """Both raw-message baselines at each budget, side by side; the ratio is to the better of the two."""
+    from jobs.eval.locomo import RAW_TENANT, ingest_raw
+
+    conversations = [load_conversation(p) for p in pair]
+    build_oracle(db, conversations, embedder)
+    ingest_raw(db, pair)
+    report = evaluate_budgets(db, conversations, embedder, [1500, 22], raw_tenant=RAW_TENANT)
+    assert report["budgets"] == [1500, 22] and set(report["by_budget"]) == {"1500", "22"}
+    assert (
+        report["budget_tokens"] == 1500 and report["answer_coverage"] == report["by_budget"]["1500"]["answer_coverage"]
+    )
+    wide, tight = report["by_budget"]["1500"], report["by_budget"]["22"]
+    assert wide["dated_baseline_answer_coverage"] == 1.0
+    # 22 tokens (88 characters) hold one or two short lines; with the 13 characters of a date, other lines fit.
+    assert tight["baseline_answer_coverage"] == pytest.approx(1 / 3, abs=1e-3)
+    assert tight["dated_baseline_answer_coverage"] == pytest.approx(2 / 3, abs=1e-3)
+    assert tight["better_baseline"] == "dated" and tight["answer_coverage"] == 0.0
+    assert tight["answer_coverage_ratio"] == 0.0 and tight["undated_ratio"] == 0.0
+    table = format_report(
+        {**report, "extractor": "oracle", "episodes": 5, "sessions": 5, "seconds": 0.0}, per_conversation=True
+    )
+    assert "budget 1500 tokens" in table and "budget 22 tokens" in table
+    side = table[table.index("answer coverage by budget") :].splitlines()
+    assert "1500 tokens" in side[1] and "22 tokens" in side[1]
+    overall = next(line for line in side if line.startswith("recall (defaults)")).split()
+    # answer raw dated ratio all-ev, at 1500 then at 22
+    assert overall[2:8] == ["|", "1.000", "1.000", "1.000", "1.00", "1.000"]
+    assert overall[8:13] == ["|", "0.000", "0.333", "0.667", "0.00"]
+
+
+def test_the_ratio_is_to_the_better_baseline() -> None:
+    from jobs.eval.tally import Coverage
+
+    words = content_words("rye flour")
+    cov = Coverage()
+    for block, undated, dated in [
+        ("rye flour", "rye flour", "rye flour"),
+        ("rye flour", "", "rye flour"),
+        ("", "", "rye flour"),
+        ("", "rye", "- [2023-05-02] rye"),
+    ]:
+        cov.add(words, block, undated, dated)
+    cov.add(frozenset(), "x", "x", "x")  # no content word: left out of every share
+    summary = cov.summary()
+    assert summary["answer_coverage"] == 0.5 and summary["baseline_answer_coverage"] == 0.25
+    assert summary["dated_baseline_answer_coverage"] == 0.75 and summary["better_baseline"] == "dated"
+    assert summary["answer_coverage_ratio"] == 0.667 and summary["undated_ratio"] == 2.0
+    assert Coverage().summary()["answer_coverage_ratio"] is None
 
 
 @pytest.mark.skipif(not (LOCOMO / "30.json").is_file(), reason=NO_LOCOMO)

@@ -74,6 +74,16 @@ def recall_command(
     click.echo(block)
 
 
+def _budgets(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
+    """``--budgets 1500,750`` as [1500, 750]; a clear error naming the bad part otherwise."""
+    if value is None:
+        return None
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of positive token budgets, e.g. 1500,750.")
+    return list(dict.fromkeys(int(p) for p in parts))
+
+
 @click.group("eval")
 def eval_group() -> None:
     """Measure episodes on benchmark data (the data is read, never copied)."""
@@ -96,6 +106,11 @@ def eval_group() -> None:
     show_default=True,
     help="Token budget of each recall block.",
 )
+@click.option(
+    "--budgets",
+    callback=_budgets,
+    help="Several token budgets in one run, comma-separated (e.g. 1500,750), printed side by side; overrides --budget.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option(
     "--per-conversation",
@@ -104,21 +119,29 @@ def eval_group() -> None:
 )
 @click.pass_obj
 def locomo_command(
-    obj: Context, paths: tuple[Path, ...], extractor: str, budget: int, as_json: bool, per_conversation: bool
+    obj: Context,
+    paths: tuple[Path, ...],
+    extractor: str,
+    budget: int,
+    budgets: list[int] | None,
+    as_json: bool,
+    per_conversation: bool,
 ) -> None:
     """Recall LoCoMo questions (categories 1-4) and report evidence recall and block size.
 
     PATHS are LoCoMo conversation files or directories of them. They are loaded into a scratch
     database (episodes_eval_<pid>) on the configured server, which is dropped afterwards. Reports
     all-evidence and any-evidence recall, mean and p95 block tokens, per category, and baselines,
-    and the block's answer coverage beside the raw-message baseline's (every user and assistant
-    message embedded, the closest to the question filling the same budget) with their ratio.
+    and the block's answer coverage beside the raw-message baselines' (every user and assistant
+    message embedded, the closest to the question filling the same budget; undated, and each led by
+    its session's date) with the ratio to the better of the two, at each budget.
     """
-    from jobs.eval.locomo import format_report, run_eval
+    from jobs.eval.locomo import run_eval
+    from jobs.eval.locomo_report import format_report
 
     if extractor == "offline" and not as_json:
         click.echo("Using the offline extractor: deterministic, lower quality than Claude.", err=True)
-    report = run_eval(obj.settings, list(paths), extractor=extractor, budget_tokens=budget)
+    report = run_eval(obj.settings, list(paths), extractor=extractor, budgets=budgets or [budget])
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report, per_conversation=per_conversation))
 
 
@@ -153,10 +176,22 @@ def locomo_command(
     show_default=True,
     help="Token budget of each recall block (and of the raw-message baseline).",
 )
+@click.option(
+    "--budgets",
+    callback=_budgets,
+    help="Several token budgets in one run, comma-separated (e.g. 1500,750), printed side by side; overrides --budget.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.pass_obj
 def coding_command(
-    obj: Context, sde_bench: Path, claude_code_root: Path, only: str | None, extractor: str, budget: int, as_json: bool
+    obj: Context,
+    sde_bench: Path,
+    claude_code_root: Path,
+    only: str | None,
+    extractor: str,
+    budget: int,
+    budgets: list[int] | None,
+    as_json: bool,
 ) -> None:
     """Measure what the block carries into the next coding session, beside the raw-message baseline.
 
@@ -177,6 +212,6 @@ def coding_command(
         claude_code_root=claude_code_root,
         only=only,
         extractor=extractor,
-        budget_tokens=budget,
+        budgets=budgets or [budget],
     )
     click.echo(json.dumps(report, indent=2, default=str) if as_json else format_report(report))

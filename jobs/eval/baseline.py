@@ -9,8 +9,11 @@ the messages closest to it (cosine similarity; vectors are L2-normalised, so a d
   messages are left out, as are messages with no text.
 - Rendering: one message a line, ``- <speaker>: <text>``, most similar first, where the speaker is
   the message's ``name`` when it has one (LoCoMo's speakers) and its role otherwise. Newlines inside
-  a message become spaces. **No dates** are shown, as the issue measured it: the block's resolved
-  dates are what it has over this baseline on temporal questions.
+  a message become spaces. The *undated* baseline shows no dates (as issue 36 measured it).
+- The *dated* baseline (issue 47) is the same with every message led by its session's date, the
+  date the transcript started, ISO as the block writes session dates:
+  ``- [2023-05-08] Caroline: <text>``. The same messages, vectors and ranking; the dates take room
+  in the same budget. A recall block is measured against the better of the two.
 - Budget: :func:`jobs.tokens.estimate_tokens` (characters / 4) over the whole rendered text. Messages
   are taken in order of similarity; one that would overflow the budget is skipped and the next ones
   are still tried, so a long message never leaves the budget half empty.
@@ -20,6 +23,7 @@ the messages closest to it (cosine similarity; vectors are L2-normalised, so a d
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,14 +41,21 @@ ROLES = frozenset({"user", "assistant"})
 class RawMessage:
     speaker: str
     text: str
+    day: str = ""  # the session's date, ISO (empty when unknown)
 
     @property
     def line(self) -> str:
         return f"- {self.speaker}: {' '.join(self.text.split())}"
 
+    @property
+    def dated_line(self) -> str:
+        """The line led by the session's date (the dated baseline); the plain line when no date is known."""
+        return f"- [{self.day}] {self.speaker}: {' '.join(self.text.split())}" if self.day else self.line
 
-def raw_messages(messages: Sequence[Any]) -> list[RawMessage]:
-    """The spoken messages (roles user and assistant, with text) of canonical messages, in order."""
+
+def raw_messages(messages: Sequence[Any], day: str = "") -> list[RawMessage]:
+    """The spoken messages (roles user and assistant, with text) of canonical messages, in order; ``day`` is
+    their session's date."""
     found: list[RawMessage] = []
     for m in messages:
         if not isinstance(m, dict) or m.get("role") not in ROLES:
@@ -52,7 +63,7 @@ def raw_messages(messages: Sequence[Any]) -> list[RawMessage]:
         text = m.get("content")
         if not isinstance(text, str) or not text.strip():
             continue
-        found.append(RawMessage(str(m.get("name") or m["role"]), text))
+        found.append(RawMessage(str(m.get("name") or m["role"]), text, day))
     return found
 
 
@@ -60,11 +71,18 @@ def user_messages(db: Database, tenant_id: str, user_id: str) -> list[RawMessage
     """Every spoken message of the user's transcripts, oldest session first."""
     with db.tenant(tenant_id) as conn:
         rows = conn.execute(eval_query("eval_user_messages"), {"tenant_id": tenant_id, "user_id": user_id}).fetchall()
-    return [m for row in rows for m in raw_messages(row["messages"])]
+    return [m for row in rows for m in raw_messages(row["messages"], _day(row["started_at"]))]
 
 
-def fill_budget(messages: Sequence[RawMessage], vectors: np.ndarray, query: np.ndarray, budget_tokens: int) -> str:
-    """The closest messages to ``query``, one a line, as many as the budget holds (module docstring)."""
+def _day(started_at: dt.datetime | None) -> str:
+    return started_at.date().isoformat() if started_at else ""
+
+
+def fill_budget(
+    messages: Sequence[RawMessage], vectors: np.ndarray, query: np.ndarray, budget_tokens: int, *, dated: bool = False
+) -> str:
+    """The closest messages to ``query``, one a line, as many as the budget holds (module docstring);
+    ``dated`` leads each with its session's date."""
     if not messages:
         return ""
     order = np.argsort(-(vectors @ query), kind="stable")
@@ -72,7 +90,7 @@ def fill_budget(messages: Sequence[RawMessage], vectors: np.ndarray, query: np.n
     lines: list[str] = []
     limit = budget_tokens * 4  # jobs.tokens.estimate_tokens(text) <= budget  <=>  len(text) <= 4 * budget
     for i in order:
-        line = messages[int(i)].line
+        line = messages[int(i)].dated_line if dated else messages[int(i)].line
         if used + 1 + len(line) > limit:
             continue
         lines.append(line)
@@ -106,7 +124,14 @@ class MessageIndex:
             self._users[key] = (messages, vectors)
         return self._users[key]
 
-    def block(self, tenant_id: str, user_id: str, query: np.ndarray, budget_tokens: int) -> str:
-        """The baseline's text for one opening message (its vector ``query``) of this user."""
+    def block(self, tenant_id: str, user_id: str, query: np.ndarray, budget_tokens: int, *, dated: bool = False) -> str:
+        """The baseline's text for one opening message (its vector ``query``) of this user, undated or dated."""
         messages, vectors = self.messages(tenant_id, user_id)
-        return fill_budget(messages, vectors, np.asarray(query, dtype=np.float32), budget_tokens)
+        return fill_budget(messages, vectors, np.asarray(query, dtype=np.float32), budget_tokens, dated=dated)
+
+    def blocks(self, tenant_id: str, user_id: str, query: np.ndarray, budget_tokens: int) -> tuple[str, str]:
+        """The undated and the dated baseline's text for one opening message."""
+        return (
+            self.block(tenant_id, user_id, query, budget_tokens),
+            self.block(tenant_id, user_id, query, budget_tokens, dated=True),
+        )

@@ -11,7 +11,7 @@ question is recalled with the question as the opening message, one hour after th
 session ended. *Evidence*: an episode of the file's sessions is in the block (with one user per file
 this only fails when the session yields no episode or the block shows none, so it is near 1 by
 construction). Answer coverage as everywhere (:func:`jobs.eval.answers.covers`), beside the
-raw-message baseline (:mod:`jobs.eval.baseline`) on the same user and budget; answers said only in
+raw-message baselines (:mod:`jobs.eval.baseline`, undated and dated) on the same user and budget; answers said only in
 tool traffic (``answer_in: tool``) are out of the baseline's reach by its definition.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -29,10 +30,11 @@ from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import Settings
 from jobs.db import Database, one
 from jobs.embeddings import Embedder, embedder_for
-from jobs.embeddings.protocol import embed_queries
+from jobs.embeddings.protocol import Vectors, embed_queries
 from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words
 from jobs.eval.baseline import MessageIndex
+from jobs.eval.provenance import data_status
 from jobs.eval.queries import eval_query
 from jobs.eval.scratch import scratch_database
 from jobs.eval.tally import CodingTally
@@ -107,11 +109,30 @@ def evaluate(
     db: Database, questions: list[CodingQuestion], embedder: Embedder, *, budget_tokens: int = DEFAULT_BUDGET_TOKENS
 ) -> dict[str, Any]:
     """Recall every question; figures overall and per file."""
-    recaller = Recaller(db, embedder)
+    return evaluate_budgets(db, questions, embedder, [budget_tokens])
+
+
+def evaluate_budgets(
+    db: Database, questions: list[CodingQuestion], embedder: Embedder, budgets: Sequence[int]
+) -> dict[str, Any]:
+    """:func:`evaluate` at each budget; the first budget's report with ``by_budget`` holding each budget's."""
     raw = MessageIndex(db, embedder)
+    vectors = embed_queries(embedder, [q.question for q in questions])
+    reports = {str(b): _evaluate_at(db, questions, embedder, raw, vectors, b) for b in budgets}
+    return {**reports[str(budgets[0])], "budgets": list(budgets), "by_budget": reports}
+
+
+def _evaluate_at(
+    db: Database,
+    questions: list[CodingQuestion],
+    embedder: Embedder,
+    raw: MessageIndex,
+    vectors: Vectors,
+    budget_tokens: int,
+) -> dict[str, Any]:
+    recaller = Recaller(db, embedder)
     tallies: dict[str, CodingTally] = {"all": CodingTally()}
     answered: dict[str, CodingTally] = {"spoken": CodingTally(), "tool": CodingTally()}
-    vectors = embed_queries(embedder, [q.question for q in questions])
     for q, vector in zip(questions, vectors):
         with db.tenant(TENANT) as conn:
             last = one(conn.execute(eval_query("eval_user_last_ended"), {"tenant_id": TENANT, "user_id": q.user_id}))
@@ -119,13 +140,13 @@ def evaluate(
         result = recaller.recall_vector(TENANT, q.user_id, q.question, vector, budget_tokens=budget_tokens, now=now)
         evidence = any(ep.kind == "session" for ep in result.episodes)
         block = result.render()
-        baseline = raw.block(TENANT, q.user_id, vector, budget_tokens)
+        baseline, dated = raw.blocks(TENANT, q.user_id, vector, budget_tokens)
         for tally in (
             tallies["all"],
             tallies.setdefault(q.file, CodingTally()),
             answered.setdefault(q.answer_in, CodingTally()),
         ):
-            tally.add(evidence=evidence, answer_words=q.answer_words, block=block, baseline=baseline)
+            tally.add(evidence=evidence, answer_words=q.answer_words, block=block, baseline=baseline, dated=dated)
     return {
         **tallies["all"].summary(),
         "files": len({q.file for q in questions}),
@@ -136,13 +157,23 @@ def evaluate(
 
 
 def run(
-    settings: Settings, root: Path, *, extractor: str = "offline", budget_tokens: int = DEFAULT_BUDGET_TOKENS
+    settings: Settings,
+    root: Path,
+    *,
+    extractor: str = "offline",
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    budgets: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """Load, build in a scratch database, evaluate, drop; the report."""
+    """Load, build in a scratch database, evaluate at each of ``budgets`` (or ``budget_tokens``), drop."""
     started = time.perf_counter()
     questions = load(root)
     embedder = embedder_for(settings)
     with scratch_database(settings, embedder) as db:
         episodes = build(db, root, questions, extractor)
-        report = evaluate(db, questions, embedder, budget_tokens=budget_tokens)
-    return {**report, "episodes": episodes, "seconds": round(time.perf_counter() - started, 1)}
+        report = evaluate_budgets(db, questions, embedder, list(budgets or [budget_tokens]))
+    return {
+        **report,
+        "episodes": episodes,
+        "data_status": data_status([root]),
+        "seconds": round(time.perf_counter() - started, 1),
+    }

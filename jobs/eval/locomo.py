@@ -26,10 +26,11 @@ skipped and counted, and a question left with no usable evidence is left out and
 Baselines: the last 8 episodes (no budget), the top 8 by vector (no budget; DESIGN.md's yardstick),
 and the vector ranking cut to the same token budget.
 
-Answer coverage is set beside the *raw-message baseline* (:mod:`jobs.eval.baseline`: every user and
-assistant message of the user's transcripts embedded with the same embedder, the closest to the
-question filling the same budget, no dates) and their ratio (block / baseline), overall, per
-category and per conversation. The extracted paths read the messages the summarize job read; the
+Answer coverage is set beside the two *raw-message baselines* (:mod:`jobs.eval.baseline`: every user
+and assistant message of the user's transcripts embedded with the same embedder, the closest to the
+question filling the same budget, without dates and each led by its session's date) and the ratio
+of the block to the better of the two (:class:`jobs.eval.tally.Coverage`), overall, per category and
+per conversation, at every budget asked for (:func:`evaluate_budgets`). The extracted paths read the messages the summarize job read; the
 oracle path ingests the same sessions as transcripts under a tenant of their own
 (``locomo-raw``), which recall never reads, so the oracle's blocks stay free of transcripts.
 """
@@ -41,27 +42,25 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for
-from jobs.embeddings.protocol import embed_queries
+from jobs.embeddings.protocol import Vectors, embed_queries
 from jobs.errors import EpisodesError
-from jobs.eval.answers import content_words, covers
+from jobs.eval.answers import content_words
 from jobs.eval.baseline import MessageIndex
+from jobs.eval.locomo_tally import ForeignTally, Tally
+from jobs.eval.provenance import data_status
 from jobs.eval.scratch import scratch_database
 from jobs.formats.locomo import parse_locomo_time
 from jobs.models import EpisodeExtraction, KeyEvent, search_text
 from jobs.recall import Recall, RecallConfig, Recaller
-from jobs.recall.result import RecalledEpisode, line_macros
 from jobs.store import EpisodeRow, insert_episode
-from jobs.tokens import estimate_tokens
 
 TENANT = "locomo"
 RAW_TENANT = "locomo-raw"  # the oracle path's transcripts, read by the raw-message baseline only
@@ -218,77 +217,6 @@ def ingest_raw(db: Database, paths: Sequence[Path]) -> None:
     ingest(db, list(paths), fmt="locomo", tenant_id=RAW_TENANT)
 
 
-@dataclass
-class _Tally:
-    all_hits: int = 0
-    any_hits: int = 0
-    full_hits: int = 0
-    covered: int = 0
-    coverable: int = 0
-    baseline_covered: int = 0
-    tokens: list[int] = field(default_factory=list)
-    episodes: list[int] = field(default_factory=list)
-
-    def add(self, q: Question, shown: set[int], full: set[int], block: str, baseline: str = "") -> None:
-        self.all_hits += q.sessions <= shown
-        self.any_hits += bool(q.sessions & shown)
-        self.full_hits += q.sessions <= full
-        self.coverable += bool(q.answer_words)
-        self.covered += covers(block, q.answer_words)
-        self.baseline_covered += covers(baseline, q.answer_words)
-        self.tokens.append(estimate_tokens(block))
-        self.episodes.append(len(shown))
-
-    def summary(self) -> dict[str, Any]:
-        n = len(self.tokens)
-        return {
-            "questions": n,
-            "all_evidence_recall": round(self.all_hits / n, 4) if n else 0.0,
-            "any_evidence_recall": round(self.any_hits / n, 4) if n else 0.0,
-            "all_evidence_recall_full_text": round(self.full_hits / n, 4) if n else 0.0,
-            # the same figure under its issue-16 name: evidence sessions shown in full, not as a compact line
-            "all_evidence_recall_strict": round(self.full_hits / n, 4) if n else 0.0,
-            "answer_coverage": round(self.covered / self.coverable, 4) if self.coverable else 0.0,
-            "baseline_answer_coverage": round(self.baseline_covered / self.coverable, 4) if self.coverable else 0.0,
-            # block / raw-message baseline; None when the baseline covers nothing
-            "answer_coverage_ratio": (
-                round(self.covered / self.baseline_covered, 3) if self.baseline_covered else None
-            ),
-            "mean_block_tokens": round(float(np.mean(self.tokens)), 1) if n else 0.0,
-            "p95_block_tokens": round(float(np.percentile(self.tokens, 95)), 1) if n else 0.0,
-            "mean_episodes": round(float(np.mean(self.episodes)), 2) if n else 0.0,
-        }
-
-
-@dataclass
-class _ForeignTally:
-    """Questions of the other conversations asked of a user: the right answer is silence."""
-
-    blocks_with_relevant: int = 0
-    relevant_tokens: list[float] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
-
-    def add(self, result: Recall) -> None:
-        relevant = [ep for ep in result.episodes if "relevant" in ep.reasons]
-        self.blocks_with_relevant += bool(relevant)
-        self.relevant_tokens.append(sum(_line_tokens(ep) for ep in relevant))
-        self.tokens.append(estimate_tokens(result.render()))
-
-    def summary(self) -> dict[str, Any]:
-        n = len(self.tokens)
-        return {
-            "foreign_questions": n,
-            "foreign_relevant_share": round(self.blocks_with_relevant / n, 4) if n else 0.0,
-            "foreign_mean_relevant_tokens": round(float(np.mean(self.relevant_tokens)), 1) if n else 0.0,
-            "foreign_mean_block_tokens": round(float(np.mean(self.tokens)), 1) if n else 0.0,
-        }
-
-
-def _line_tokens(ep: RecalledEpisode) -> float:
-    """Tokens (characters / 4) of the episode's line in the block, its newline included."""
-    return (len(line_macros().episode_line(ep)) + 1) / 4
-
-
 def _sessions(episodes: Sequence[Any]) -> set[int]:
     return {int(m.group(1)) for ep in episodes if ep.session_id and (m := _SESSION_ID.search(ep.session_id))}
 
@@ -340,16 +268,50 @@ def evaluate(
     config: RecallConfig | None = None,
     raw_tenant: str = TENANT,
 ) -> dict[str, Any]:
-    """Recall every question with the production defaults (or ``config``) and the baselines.
+    """Recall every question with the production defaults (or ``config``) and the baselines at one budget.
 
-    The raw-message baseline reads the user's transcripts in ``raw_tenant`` (see the module docstring).
+    The raw-message baselines read the user's transcripts in ``raw_tenant`` (see the module docstring).
     """
-    main = Recaller(db, embedder, config)
+    return evaluate_budgets(db, conversations, embedder, [budget_tokens], config=config, raw_tenant=raw_tenant)
+
+
+def evaluate_budgets(
+    db: Database,
+    conversations: Sequence[Conversation],
+    embedder: Embedder,
+    budgets: Sequence[int],
+    *,
+    config: RecallConfig | None = None,
+    raw_tenant: str = TENANT,
+) -> dict[str, Any]:
+    """:func:`evaluate` at each budget, the questions and raw messages embedded once.
+
+    The report is the first budget's, with ``by_budget`` holding every budget's report (its key the budget).
+    """
     raw = MessageIndex(db, embedder)
-    baselines = {name: Recaller(db, embedder, cfg) for name, cfg in BASELINES.items()}
-    tallies: dict[str, dict[int | str, _Tally]] = {"main": {}, **{name: {} for name in baselines}}
-    foreign = _ForeignTally()
     vectors = {id(conv): embed_queries(embedder, [q.text for q in conv.questions]) for conv in conversations}
+    reports = {
+        str(b): _evaluate_at(db, conversations, embedder, vectors, raw, b, config=config, raw_tenant=raw_tenant)
+        for b in budgets
+    }
+    return {**reports[str(budgets[0])], "budgets": list(budgets), "by_budget": reports}
+
+
+def _evaluate_at(
+    db: Database,
+    conversations: Sequence[Conversation],
+    embedder: Embedder,
+    vectors: dict[int, Vectors],
+    raw: MessageIndex,
+    budget_tokens: int,
+    *,
+    config: RecallConfig | None,
+    raw_tenant: str,
+) -> dict[str, Any]:
+    main = Recaller(db, embedder, config)
+    baselines = {name: Recaller(db, embedder, cfg) for name, cfg in BASELINES.items()}
+    tallies: dict[str, dict[int | str, Tally]] = {"main": {}, **{name: {} for name in baselines}}
+    foreign = ForeignTally()
     for conv in conversations:
         for other in conversations:  # every question of the other conversations, asked of this user
             if other is conv:
@@ -359,7 +321,7 @@ def evaluate(
                     main.recall_vector(TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens, now=conv.now)
                 )
         for q, vec in zip(conv.questions, vectors[id(conv)]):
-            baseline = raw.block(raw_tenant, conv.user_id, vec, budget_tokens)
+            undated, dated = raw.blocks(raw_tenant, conv.user_id, vec, budget_tokens)
             results: dict[str, Recall] = {
                 "main": main.recall_vector(
                     TENANT, conv.user_id, q.text, vec, budget_tokens=budget_tokens, now=conv.now
@@ -375,7 +337,7 @@ def evaluate(
                 full = _sessions([ep for ep in result.episodes if not ep.compact])
                 block = result.render()
                 for key in ("all", q.category, conv.user_id):
-                    tallies[name].setdefault(key, _Tally()).add(q, shown, full, block, baseline)
+                    tallies[name].setdefault(key, Tally()).add(q, shown, full, block, undated, dated)
     overall = tallies["main"]["all"].summary()
     return {
         **overall,
@@ -410,11 +372,13 @@ def run_eval(
     *,
     extractor: str = "oracle",
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    budgets: Sequence[int] | None = None,
     config: RecallConfig | None = None,
 ) -> dict[str, Any]:
-    """Load, build episodes, evaluate, drop the scratch database; return the report."""
+    """Load, build episodes, evaluate at each of ``budgets`` (or ``budget_tokens``), drop the scratch database."""
     started = time.perf_counter()
-    conversations = [load_conversation(p) for p in _files(paths)]
+    files = _files(paths)
+    conversations = [load_conversation(p) for p in files]
     if not conversations:
         raise EpisodesError("No LoCoMo files found; pass .json files or a directory holding them.")
     embedder = embedder_for(settings)
@@ -424,17 +388,18 @@ def run_eval(
             ingest_raw(db, [c.path for c in conversations])
         else:
             episodes = build_extracted(db, [c.path for c in conversations], extractor)
-        report = evaluate(
+        report = evaluate_budgets(
             db,
             conversations,
             embedder,
-            budget_tokens=budget_tokens,
+            list(budgets or [budget_tokens]),
             config=config,
             raw_tenant=RAW_TENANT if extractor == "oracle" else TENANT,
         )
     return {
         **report,
         "extractor": extractor,
+        "data_status": data_status(files),
         "episodes": episodes,
         "sessions": sum(len(c.sessions) for c in conversations),
         "seconds": round(time.perf_counter() - started, 1),
@@ -446,46 +411,3 @@ def _files(paths: Sequence[Path]) -> list[Path]:
     for path in paths:
         found.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
     return found
-
-
-def _ratio(r: dict[str, Any]) -> str:
-    return "-" if r.get("answer_coverage_ratio") is None else f"{r['answer_coverage_ratio']:.2f}"
-
-
-def format_report(report: dict[str, Any], *, per_conversation: bool = False) -> str:
-    """The human-readable table printed without --json (with one row per conversation if asked)."""
-
-    def row(label: str, r: dict[str, Any], raw: bool = True) -> str:
-        base = f"{r['baseline_answer_coverage']:>8.3f} {_ratio(r):>6}" if raw else f"{'':>8} {'':>6}"
-        return (
-            f"{label:<24} {r['questions']:>5} {r['all_evidence_recall']:>8.3f} {r['any_evidence_recall']:>8.3f} "
-            f"{r['all_evidence_recall_strict']:>8.3f} {r['answer_coverage']:>8.3f} {base} "
-            f"{r['mean_block_tokens']:>8.0f} {r['p95_block_tokens']:>8.0f} {r['mean_episodes']:>7.1f}"
-        )
-
-    lines = [
-        f"LoCoMo recall: {report['conversations']} conversations, {report['sessions']} sessions, "
-        f"{report['episodes']} episodes ({report['extractor']}), budget {report['budget_tokens']} tokens (chars/4)",
-        "answer = the block's answer coverage; raw = the raw-message baseline's in the same budget; ratio = answer / raw",
-        f"{'':<24} {'n':>5} {'all-ev':>8} {'any-ev':>8} {'strict':>8} {'answer':>8} {'raw':>8} {'ratio':>6} "
-        f"{'mean tok':>8} {'p95 tok':>8} {'eps':>7}",
-        row("recall (defaults)", report),
-    ]
-    for c, r in report["per_category"].items():
-        lines.append(row(f"  category {c} {r['name']}", r))
-    if per_conversation:
-        for name, r in report.get("per_conversation", {}).items():
-            lines.append(row(f"  conversation {name}", r))
-    for name, r in report["baselines"].items():
-        lines.append(row(f"baseline {name}", r, raw=False))
-    lines.append(
-        f"foreign questions {report['foreign_questions']}: {report['foreign_relevant_share']:.3f} of blocks label an "
-        f"episode relevant, {report['foreign_mean_relevant_tokens']:.0f} tokens on relevant episodes on average "
-        f"(block {report['foreign_mean_block_tokens']:.0f})"
-    )
-    lines.append(
-        f"skipped {report['malformed_evidence_ids']} malformed evidence ids; "
-        f"{report['questions_without_usable_evidence']} questions without usable evidence left out; "
-        f"{report['seconds']}s"
-    )
-    return "\n".join(lines)

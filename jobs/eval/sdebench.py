@@ -27,18 +27,17 @@ the user's history. A run takes a few minutes instead of summarising 33 x 140 ch
   the same as MANIFEST.json's) that occur among the words of the task's own chats; a policy word the
   chats never say ("post-amendment", a paraphrase) could be in no block and is left out. The block
   covers the answer when it holds every one (:func:`jobs.eval.answers.covers`), and so for the
-  raw-message baseline (:mod:`jobs.eval.baseline`) on the same user and budget;
+  raw-message baselines (:mod:`jobs.eval.baseline`, undated and dated) on the same user and budget;
 - *latest rule holds* (amended tasks): the amending chat's episode is in the block AND the superseded
   chat's episode is absent or marked replaced (``RecalledEpisode.replaced_on`` set);
 - *still open*: the open items the block shows, and how many of them come from episodes other than
   the task's own chats (the decoys').
 
-**Halves** (:func:`half`): within each source, the tasks in task-id order alternate between a *tuning*
-half (1st, 3rd, ...) and a *held-out* half (2nd, 4th, ...): the offline extractor's settled-rule and
-amendment rules of issue 36 were chosen looking at the tuning half only, so every figure is also
-printed per half. A held-out task that was opened to see why it fails is tuning data from then on
-(:data:`OPENED`, printed with the report): it counts in the tuning half, and the held-out half is what was
-never read.
+**Halves** (:func:`half`): within each source, the tasks in task-id order alternate between half
+``A`` (1st, 3rd, ...) and half ``B`` (2nd, 4th, ...) by that fixed rule only. The offline extractor's
+settled-rule and amendment rules of issue 36 were chosen looking at half A; half B was read too (one
+of its failing tasks was opened to see why it failed), so **all of sde-bench is tuning data**
+(:mod:`jobs.eval.provenance`) and both halves are printed as they come, no task moved between them.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,11 +54,12 @@ from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import Settings
 from jobs.db import Database
 from jobs.embeddings import Embedder, embedder_for
-from jobs.embeddings.protocol import embed_queries
+from jobs.embeddings.protocol import Vectors, embed_queries
 from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words, covers, words
 from jobs.eval.baseline import MessageIndex
 from jobs.eval.clone import clone_user
+from jobs.eval.provenance import data_status
 from jobs.eval.queries import eval_query
 from jobs.eval.scratch import scratch_database
 from jobs.eval.tally import CodingTally
@@ -106,20 +106,11 @@ class SdeBench:
     tasks: list[Task]
 
 
-HALVES = ("tuning", "held-out")
-# Held-out tasks that were opened (their chats read to see why they fail): tuning data from then on.
-OPENED: dict[str, str] = {
-    "boltons-slalog-amended-001": "opened 2026-11-28 (issue 36), the one amended family whose latest rule did not "
-    "hold after rules written on our own sessions only: its assistant restates the amendment as 'Amending the rule, "
-    "superseding ...:', which the rules did not read as a label",
-}
+HALVES = ("A", "B")  # A: the rules of issue 36 were chosen on it; B: read too (all of sde-bench is tuning data)
 
 
 def half(task: Task, tasks: list[Task]) -> str:
-    """``tuning`` or ``held-out``: within the task's source, tasks in task-id order alternate (a fixed rule), and an
-    opened task (:data:`OPENED`) is tuning."""
-    if task.task_id in OPENED:
-        return HALVES[0]
+    """``A`` or ``B``: within the task's source, tasks in task-id order alternate (a fixed rule, nothing else)."""
     same = sorted(t.task_id for t in tasks if t.source == task.source)
     return HALVES[same.index(task.task_id) % 2]
 
@@ -234,13 +225,25 @@ def evaluate(
     db: Database, data: SdeBench, embedder: Embedder, *, budget_tokens: int = DEFAULT_BUDGET_TOKENS
 ) -> dict[str, Any]:
     """Recall every task's bug report; the figures of the module docstring, overall and per source."""
-    recaller = Recaller(db, embedder)
+    return evaluate_budgets(db, data, embedder, [budget_tokens])
+
+
+def evaluate_budgets(db: Database, data: SdeBench, embedder: Embedder, budgets: Sequence[int]) -> dict[str, Any]:
+    """:func:`evaluate` at each budget; the first budget's report with ``by_budget`` holding each budget's."""
     raw = MessageIndex(db, embedder)
+    vectors = embed_queries(embedder, [t.bug_report for t in data.tasks])
+    reports = {str(b): _evaluate_at(db, data, embedder, raw, vectors, b) for b in budgets}
+    return {**reports[str(budgets[0])], "budgets": list(budgets), "by_budget": reports}
+
+
+def _evaluate_at(
+    db: Database, data: SdeBench, embedder: Embedder, raw: MessageIndex, vectors: Vectors, budget_tokens: int
+) -> dict[str, Any]:
+    recaller = Recaller(db, embedder)
     tallies: dict[str, CodingTally] = {"all": CodingTally(), **{s: CodingTally() for s in (*SOURCES, *HALVES)}}
     per_task: dict[str, dict[str, Any]] = {}
     holds = items = foreign_items = blocks_with_foreign = 0
     amended_per_half = {h: {"tasks": 0, "latest_rule_holds": 0} for h in HALVES}
-    vectors = embed_queries(embedder, [t.bug_report for t in data.tasks])
     for task, vector in zip(data.tasks, vectors):
         ids = _episode_ids(db, task.user_id)
         own = {ids[task.session_id(j)] for j in range(len(task.chats)) if task.session_id(j) in ids}
@@ -252,10 +255,12 @@ def evaluate(
         shown = {ep.session_id: ep for ep in result.episodes if ep.session_id}
         latest = task.session_id(len(task.chats) - 1)
         evidence = latest in shown
-        baseline = raw.block(TENANT, task.user_id, vector, budget_tokens)
+        baseline, dated = raw.blocks(TENANT, task.user_id, vector, budget_tokens)
         part = half(task, data.tasks)
         for key in ("all", task.source, part):
-            tallies[key].add(evidence=evidence, answer_words=task.answer_words, block=block, baseline=baseline)
+            tallies[key].add(
+                evidence=evidence, answer_words=task.answer_words, block=block, baseline=baseline, dated=dated
+            )
         n_foreign = sum(item.episode_id not in own for item in result.open_items)
         items += len(result.open_items)
         foreign_items += n_foreign
@@ -265,6 +270,7 @@ def evaluate(
             "answer_words": sorted(task.answer_words),
             "block_covers": covers(block, task.answer_words),
             "baseline_covers": covers(baseline, task.answer_words),
+            "dated_baseline_covers": covers(dated, task.answer_words),
             "open_items": len(result.open_items),
             "foreign_open_items": n_foreign,
             "half": part,
@@ -296,19 +302,28 @@ def evaluate(
             "blocks_with_foreign_items": blocks_with_foreign,
         },
         "per_task": per_task,
-        "opened": {k: v for k, v in OPENED.items() if any(t.task_id == k for t in data.tasks)},
         "budget_tokens": budget_tokens,
     }
 
 
 def run(
-    settings: Settings, root: Path, *, extractor: str = "offline", budget_tokens: int = DEFAULT_BUDGET_TOKENS
+    settings: Settings,
+    root: Path,
+    *,
+    extractor: str = "offline",
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    budgets: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """Load, build in a scratch database, evaluate, drop; the report."""
+    """Load, build in a scratch database, evaluate at each of ``budgets`` (or ``budget_tokens``), drop."""
     started = time.perf_counter()
     data = load(root)
     embedder = embedder_for(settings)
     with scratch_database(settings, embedder) as db:
         built = build(db, data, extractor)
-        report = evaluate(db, data, embedder, budget_tokens=budget_tokens)
-    return {**report, **built, "seconds": round(time.perf_counter() - started, 1)}
+        report = evaluate_budgets(db, data, embedder, list(budgets or [budget_tokens]))
+    return {
+        **report,
+        **built,
+        "data_status": data_status([root]),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
