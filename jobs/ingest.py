@@ -133,6 +133,7 @@ def ingest_records(
     only_tenant: bool = False,
     report: IngestReport | None = None,
     progress: Callable[[int], object] | None = None,
+    details: bool = True,
 ) -> IngestReport:
     """The one write path of transcripts, for files and the HTTP API: validate, deduplicate and upsert.
 
@@ -140,7 +141,9 @@ def ingest_records(
     them is rejected naming the first. ``tenant_id`` fills in records that name no tenant; with
     ``only_tenant`` (an API key's tenant) a record naming another tenant is rejected, never written.
     Every record gets one :class:`Outcome` in ``report.outcomes``, named by its location (the
-    rejected ones as they are read, the written ones as their chunk commits).
+    rejected ones as they are read, the written ones as their chunk commits). ``details``: a refusal by the
+    database carries its DETAIL too (the day a session was erased); the HTTP API passes False, so a key that
+    may ingest learns only that an erased session is refused (issue 46, item 13).
     """
     settings = db.settings
     report = report if report is not None else IngestReport()
@@ -166,15 +169,19 @@ def ingest_records(
             continue
         pending.append((where, item))
         if len(pending) >= _CHUNK:
-            _write(db, pending, report, progress)
+            _write(db, pending, report, progress, details)
             pending = []
     if pending:
-        _write(db, pending, report, progress)
+        _write(db, pending, report, progress, details)
     return report
 
 
 def _write(
-    db: Database, batch: list[tuple[str, TranscriptIn]], report: IngestReport, progress: Callable[[int], object] | None
+    db: Database,
+    batch: list[tuple[str, TranscriptIn]],
+    report: IngestReport,
+    progress: Callable[[int], object] | None,
+    details: bool,
 ) -> None:
     by_tenant: dict[str, list[tuple[str, TranscriptIn]]] = {}
     for where, record in batch:
@@ -208,6 +215,8 @@ def _write(
                             row = conn.execute(sql, _params(record, where, db.settings)).fetchone()
                     except psycopg.Error as exc:
                         reason = (exc.diag.message_primary or str(exc)).strip()
+                        if details and exc.diag.message_detail:  # the day of an erasure: the operator's only
+                            reason += f" ({exc.diag.message_detail.strip()})"
                         _reject(report, Rejection(where, f"database refused the record: {reason}"))
                     else:
                         _count(report, where, row)

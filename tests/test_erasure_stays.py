@@ -122,7 +122,12 @@ def test_post_transcripts_after_forget_is_refused_with_the_reason(db: Database) 
         assert c.delete("/v1/users/u-zoe").json()["counts"]["transcripts"] == 2
         again = c.post("/v1/transcripts", json={"transcripts": records}).json()
         assert again["accepted"] == 0 and again["rejected"] == 2
-        assert all(r["result"] == "rejected" and "erased on" in (r["reason"] or "") for r in again["results"]), again
+        # Refused, without the day of the erasure: a key that may ingest learns no more (issue 46, item 13).
+        assert all(
+            r["result"] == "rejected" and (r["reason"] or "").endswith("an erased session is not stored again")
+            for r in again["results"]
+        ), again
+        assert "erased on" not in str(again), again
         new = {**records[0], "session_id": "z-9"}
         assert c.post("/v1/transcripts", json={"transcripts": [new]}).json()["accepted"] == 1
     assert _sessions(db) == [("u-zoe", "z-9")]
@@ -230,8 +235,11 @@ def test_claude_code_sync_after_forget_stores_nothing_again(
     assert "SessionEnd: failed open" in log_file().read_text() and "erased on" in log_file().read_text()
     assert _sessions(db) == []
 
-    # A new session of the same user on this machine is stored.
+    # A new session of the same user on this machine is stored (new turns: the helper's copy of the erased
+    # turns, at their times, would be a fork of the erased session, whose turns are dropped).
     _old_session(tmp_path, "bbbb-2222-new", "/work/shop")
+    fresh = tmp_path / ".claude" / "projects" / "-work-shop" / "bbbb-2222-new.jsonl"
+    fresh.write_text(fresh.read_text().replace("2026-11-20T10:00", "2026-11-21T10:00"))
     new = _run(*sync)
     assert "1 session stored" in new.stdout, new.output
     assert _sessions(db) == [("ann", "bbbb-2222-new")]

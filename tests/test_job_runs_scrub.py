@@ -24,11 +24,12 @@ pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluste
 WORD = "u-kim-5521"  # a user of acme; the same word stands in globex's run errors
 
 
-def _run_for(db: Database, tenant: str | None, error: str) -> int:
-    """A failed run recorded by the real bookkeeping, having made a model call for ``tenant`` (or none)."""
-    run_id = start_run(db, "summarize", "w1")
-    if tenant is not None:
-        with db.tenant(tenant) as conn:
+def _run_for(db: Database, tenant: str | None, error: str, *more: str, job: str = "summarize") -> int:
+    """A failed run recorded by the real bookkeeping, having made a model call for ``tenant`` (or none) and
+    for each of ``more``."""
+    run_id = start_run(db, job, "w1")
+    for each in [t for t in (tenant, *more) if t is not None]:
+        with db.tenant(each) as conn:
             record_calls(
                 conn,
                 [
@@ -36,7 +37,7 @@ def _run_for(db: Database, tenant: str | None, error: str) -> int:
                         template="extract_episode_user.j2", prompt_hash="abc", model="m", input_tokens=1, error="boom"
                     )
                 ],
-                tenant_id=tenant,
+                tenant_id=each,
                 user_id="someone",
                 transcript_id=None,
                 job_run_id=run_id,
@@ -92,3 +93,44 @@ def test_an_erasure_scrubs_its_own_tenants_runs_and_reveals_nothing_of_others(db
     assert {k: after[k] for k in (globex_run, globex_named, unattributed)} == {
         k: before[k] for k in (globex_run, globex_named, unattributed)
     }
+
+
+def _dry_and_erase(db: Database, tenant: str, user: str) -> tuple[int, int]:
+    """``tenant``'s admin key stores a session of ``user`` (how it makes the id known), asks a dry run, then
+    erases: the two ``job_runs_scrubbed`` counts."""
+    secret = create_key(db, tenant, ("ingest", "admin"), name=tenant)[1]
+    with (
+        serve(db) as url,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"}, timeout=30) as client,
+    ):
+        record = {"user_id": user, "session_id": f"{tenant}-{user}", "messages": [{"role": "user", "content": "hi"}]}
+        assert client.post("/v1/transcripts", json={"transcripts": [record]}).json()["accepted"] == 1
+        dry = client.delete(f"/v1/users/{user}", params={"dry_run": "true"})
+        done = client.delete(f"/v1/users/{user}")
+    assert dry.status_code == done.status_code == 200, (dry.text, done.text)
+    return dry.json()["counts"]["job_runs_scrubbed"], done.json()["counts"]["job_runs_scrubbed"]
+
+
+def test_a_run_across_tenants_tells_and_changes_nothing_of_the_other_tenant(db: Database) -> None:
+    """Issue 46, item 3: a compress or serve run that touched acme and globex. Before, acme's admin key
+    learned from a dry run's count whether globex's part named a user id (1 vs 0), and its erasure blanked
+    globex's part. Now only acme's own parts count and change."""
+    theirs = _run_for(db, "acme", f"acme/u-other 2023: timed out; globex/{WORD} 2023: the model refused", "globex")
+    summary = _run_for(db, "acme", f"every model call failed (e.g. no access for {WORD})", "globex")
+    # A run whose model calls were acme's alone, yet a globex group failed in it before any call.
+    early = _run_for(db, "acme", f"globex/{WORD} 2024: no sources left", job="compress")
+    both = _run_for(db, "acme", f"acme/{WORD} 2023: the model refused; globex/{WORD} 2023: the model refused", "globex")
+    before = _errors(db)
+
+    assert _dry_and_erase(db, "acme", WORD) == (1, 1)
+
+    after = _errors(db)
+    assert {k: after[k] for k in (theirs, summary, early)} == {k: before[k] for k in (theirs, summary, early)}
+    assert after[both] == f"error text removed by an erasure; globex/{WORD} 2023: the model refused"
+
+
+def test_the_count_of_a_dry_run_is_the_same_whatever_another_tenant_holds(db: Database) -> None:
+    """The probe of item 3 itself: acme asks about an id that globex's part of a shared run names, and one
+    that nothing names. The answers are the same."""
+    _run_for(db, "acme", f"acme/u-a 2023: timed out; globex/{WORD} 2023: the model refused", "globex")
+    assert _dry_and_erase(db, "acme", WORD) == _dry_and_erase(db, "acme", "u-nobody-0000") == (0, 0)

@@ -59,6 +59,7 @@ TENANT_TABLES = (
     "erasure_keys",
     "erased_sessions",
     "episode_lines",
+    "erased_messages",
 )
 LOGIN_ROLES = ("episodes_app", "episodes_analyst", "episodes_operator")
 

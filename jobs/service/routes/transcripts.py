@@ -23,11 +23,16 @@ def post_transcripts(
 ) -> TranscriptsResponse:
     """Validate and upsert each transcript on its own (the limits and idempotency of `episodes ingest`).
 
-    A record without ``tenant_id`` gets the key's; a record naming another tenant is rejected. A
-    closed session (``ended_at`` set) is summarised by `episodes serve` as usual."""
+    A record without ``tenant_id`` gets the key's; a record naming another tenant is rejected, as is a session
+    stored for another user (a conflict) and an erased one (without the day of its erasure). A closed session
+    (``ended_at`` set) is summarised by `episodes serve` as usual."""
     db = request.app.state.db
     report = ingest_records(
-        db, from_objects(body.transcripts, db.settings.max_transcript_bytes), tenant_id=key.tenant_id, only_tenant=True
+        db,
+        from_objects(body.transcripts, db.settings.max_transcript_bytes),
+        tenant_id=key.tenant_id,
+        only_tenant=True,
+        details=False,  # no day of an erasure to a key that may ingest (issue 46, item 13)
     )
     results = sorted(
         (TranscriptResult(index=int(o.location), result=o.result, reason=o.reason) for o in report.outcomes),
