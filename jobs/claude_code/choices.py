@@ -5,7 +5,9 @@ own to read them from, and storing the same sessions under another tenant or use
 the login name, the defaults) duplicates them. So install records its choices in
 $EPISODES_HOME/claude-code/install.json (owner-only), and sync and serve take each choice from it
 when its option is not given; an option given always wins. One record per EPISODES_HOME: the last
-install's.
+install's choices, and every place an install put something in (the settings files holding our hooks,
+the MCP server registrations), so that `claude-code uninstall` knows when the last of them is gone and
+it may remove the record and what the hooks kept beside it (jobs.claude_code.leftovers).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class Choices:
     user: str
     api: str | None = None  # remote mode: the URL of `episodes api`
     key_env: str | None = None  # remote mode: the variable holding the key
+    places: tuple[str, ...] = ()  # the settings files our hooks were installed in (absolute paths)
+    mcp: tuple[str, ...] = ()  # where the MCP server was registered: "user", or a project's folder
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,18 @@ def load(base: Path | None = None) -> Choices | None:
         value = raw.get(name)
         return value if isinstance(value, str) and value else None
 
-    return Choices(tenant=text("tenant"), user=raw["user"], api=text("api"), key_env=text("key_env"))
+    def texts(name: str) -> tuple[str, ...]:
+        value = raw.get(name)
+        return tuple(v for v in value if isinstance(v, str) and v) if isinstance(value, list) else ()
+
+    return Choices(
+        tenant=text("tenant"),
+        user=raw["user"],
+        api=text("api"),
+        key_env=text("key_env"),
+        places=texts("places"),
+        mcp=texts("mcp"),
+    )
 
 
 def resolve(

@@ -62,7 +62,7 @@ CARRIED_PATHS = ("EPISODES_HOME", "EPISODES_CACHE_DIR", "EPISODES_MODEL_DIR")
 
 def hook_command(
     *,
-    tenant: str,
+    tenant: str | None,
     user: str,
     api: str | None = None,
     key_env: str | None = None,
@@ -71,8 +71,10 @@ def hook_command(
     budget: float | None = None,
 ) -> str:
     """The shell command of every one of our hooks (the event comes on stdin): the launcher by its absolute
-    path in isolated mode (``-I``), so nothing of the project's folder is imported (jobs.claude_code.launch)."""
-    parts = [python or sys.executable, "-I", str(LAUNCHER), "--tenant", tenant, "--user", user]
+    path in isolated mode (``-I``), so nothing of the project's folder is imported (jobs.claude_code.launch).
+    A remote hook (``api``) names no tenant: the service takes the key's."""
+    parts = [python or sys.executable, "-I", str(LAUNCHER)]
+    parts += ["--user", user] if api or tenant is None else ["--tenant", tenant, "--user", user]
     if api:
         parts += ["--api", api, "--key-env", key_env or "EPISODES_API_KEY"]
     if budget is not None:

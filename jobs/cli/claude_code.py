@@ -88,6 +88,13 @@ def _local_host(url: str) -> bool:
     help="Seconds a hook may take before it gives up and exits 0 (default: 6 at session start and "
     "first prompt, 25 at hand-over); for slow machines.",
 )
+@click.option(
+    "--mcp",
+    is_flag=True,
+    help="Also register `episodes mcp` with Claude Code (`claude mcp add-json`, this --scope) for the tenant "
+    "and user, with this EPISODES_HOME in its environment: the MCP server then finds the hooks' database "
+    "whatever environment the client starts it in. Local mode only.",
+)
 @click.pass_context
 def install(
     ctx: click.Context,
@@ -98,15 +105,25 @@ def install(
     api: str | None,
     key_env: str,
     budget: float | None,
+    mcp: bool,
 ) -> None:
     """Merge our hooks into Claude Code's settings (idempotent; other hooks are kept as they are).
 
     Local mode also creates or upgrades the schema and prepares the embedder's files, so the first
     session's hooks are as fast as the rest."""
-    from jobs.claude_code import choices
+    from jobs.claude_code import choices, mcp_entry
 
     obj: Context = ctx.obj
     user = user or login_name()
+    if api and ctx.get_parameter_source("tenant") is click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError("--tenant is local mode's: with --api the sessions go to the tenant of the key.")
+    if api and mcp:
+        raise click.UsageError(
+            "--mcp registers the local MCP server (`episodes mcp`); with --api, add the service's /mcp "
+            "endpoint to Claude Code instead (docs/service.md)."
+        )
+    if mcp:
+        mcp_entry.claude()  # before anything is written: `claude` is needed to register it
     if api:
         hook_settings.check_key_env(key_env)
         if urlsplit(api).scheme == "http" and not _local_host(api):
@@ -138,8 +155,8 @@ def install(
     before = hook_settings.read(path)
     if scope == "project":  # installs before settings.local.json wrote this machine's paths into the shared file
         _take_out_of(hook_settings.shared_settings_path(project_dir), "the shared ")
-    command = hook_settings.hook_command(
-        tenant=tenant, user=user, api=api, key_env=key_env if api else None, budget=budget
+    command = hook_settings.hook_command(  # remote hooks name no tenant: the key's is used
+        tenant=None if api else tenant, user=user, api=api, key_env=key_env if api else None, budget=budget
     )
     commands: dict[str, str] = {}
     if api:  # the session start waits for its hook: in remote mode sh and curl, no Python, where both exist
@@ -166,8 +183,26 @@ def install(
         click.echo(f"Installed the hooks ({events}) in {path}.")
     mode = f"remote ({api}, key from ${key_env})" if api else f"local ({obj.database(require_schema=False).location})"
     click.echo(f"Mode: {mode}; tenant {tenant if not api else 'of the key'}, user {user}. Hooks log to {log_file()}.")
+    before_install = choices.load()
+    registered = before_install.mcp if before_install else ()
+    if mcp:
+        where = mcp_entry.USER if scope == "user" else str((project_dir or Path.cwd()).absolute())
+        env = mcp_entry.register(where, tenant, user)["env"]
+        registered = tuple(dict.fromkeys([*registered, where]))
+        click.echo(
+            f"Registered the MCP server {mcp_entry.NAME!r} with Claude Code ({scope} scope), EPISODES_HOME="
+            f"{env['EPISODES_HOME']}."
+        )
+    places = tuple(dict.fromkeys([*(before_install.places if before_install else ()), str(path.absolute())]))
     saved = choices.record(
-        choices.Choices(tenant=None if api else tenant, user=user, api=api, key_env=key_env if api else None)
+        choices.Choices(
+            tenant=None if api else tenant,
+            user=user,
+            api=api,
+            key_env=key_env if api else None,
+            places=places,
+            mcp=registered,
+        )
     )
     click.echo(f"`episodes claude-code sync` and `serve --claude-code-sync` use these choices (recorded in {saved}).")
     if scope == "project":
@@ -209,8 +244,35 @@ def uninstall(scope: str, project_dir: Path | None) -> None:
     paths = [hook_settings.settings_path(scope, project_dir)]
     if scope == "project":
         paths.append(hook_settings.shared_settings_path(project_dir))
-    if not sum(_take_out_of(path) for path in paths):
+    removed = sum(_take_out_of(path) for path in paths)
+    if not _forget_install(scope, project_dir, paths) and not removed:
         click.echo(f"No hooks of ours in {' or '.join(str(p) for p in paths)}; nothing changed.")
+
+
+def _forget_install(scope: str, project_dir: Path | None, emptied: list[Path]) -> bool:
+    """After the hooks left ``emptied``: the MCP registration of this scope removed, and, once no install is
+    left under this EPISODES_HOME, install's record, the sync ledger, the session state and the hooks' log
+    (jobs.claude_code.leftovers); whether anything changed."""
+    from jobs.claude_code import choices, leftovers, mcp_entry
+
+    saved = choices.load()
+    where = mcp_entry.USER if scope == "user" else str((project_dir or Path.cwd()).absolute())
+    unregistered = [where] if saved is not None and where in saved.mcp and mcp_entry.unregister(where) else []
+    if unregistered:
+        click.echo(f"Removed the MCP server {mcp_entry.NAME!r} from Claude Code ({scope} scope).")
+    left = leftovers.still_installed(saved, emptied, unregistered) if saved is not None else None
+    user_settings = hook_settings.settings_path("user")
+    if left is not None and (
+        left.places or left.mcp or (user_settings not in emptied and leftovers.holds_ours(user_settings))
+    ):
+        choices.record(left)
+        click.echo(f"Kept {choices.path()}: hooks of ours remain in {', '.join(left.places) or user_settings}.")
+        return bool(unregistered)
+    gone = leftovers.remove()
+    if gone:
+        click.echo(f"Removed what the integration kept: {', '.join(str(p) for p in gone)}.")
+        click.echo("The sessions and episodes stored in the database stay; `episodes forget` erases a user's.")
+    return bool(gone or unregistered)
 
 
 @claude_code_group.command("sync")
