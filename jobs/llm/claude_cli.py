@@ -35,6 +35,17 @@ the session); the CLI missing too. API errors (429, 5xx, 529) and timeouts are a
 :class:`~jobs.errors.TransientModelError` (retried later with backoff, then dead-lettered).
 Tokens and ``total_cost_usd`` come from the CLI's result (for a subscription that figure is the
 list-price equivalent the CLI reports, not a bill).
+
+**No file reaches the model through an @-mention (issue 46, finding 1).** The CLI reads any
+``@path`` in the prompt (after the start, a space or one of 。、？！; bare, ``@"quoted"``, ``~/``,
+absolute, relative, ``../``, a folder's listing) into the model's context, whatever ``--tools`` says,
+and the transcripts, the tool results in them and the stored summaries we compress are anyone's
+text. :func:`inert_mentions` puts a WORD JOINER (U+2060, invisible, not whitespace) before every
+``@`` of everything we hand the CLI (the system prompt and the text on stdin), in :meth:`ClaudeCli._run`,
+the one place a request leaves us: the CLI then sees no mention, and the model still reads ``@``.
+:func:`restore_mentions` takes our joiners out of what the model answers. The run's working folder
+is an empty scratch folder as well. The environment, death with our process and the minimum
+version are :mod:`jobs.llm.claude_process`'s.
 """
 
 from __future__ import annotations
@@ -47,8 +58,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.config import Settings, child_environment
+from jobs.config import Settings
 from jobs.errors import ConfigError, ExtractionError, TransientModelError
+from jobs.llm.claude_process import allowed_environment, require_version, run_child
 from jobs.llm.repair import (
     Problem,
     RepairingCaller,
@@ -65,6 +77,23 @@ EXECUTABLE = "claude"
 STRUCTURED_TOOL = "StructuredOutput"  # the tool the CLI offers the model for --json-schema
 NO_MCP = json.dumps({"mcpServers": {}})
 BACKEND = "claude-code"
+WORD_JOINER = "\u2060"  # before an "@": the CLI no longer reads it as a file mention
+
+
+def inert_mentions(text: str) -> str:
+    """``text`` with a WORD JOINER before every ``@``: no ``@path`` in it makes the CLI read a file."""
+    return text.replace("@", WORD_JOINER + "@")
+
+
+def restore_mentions(value: Any) -> Any:
+    """``value`` (the model's answer: strings, lists, objects) without the joiners :func:`inert_mentions` added."""
+    if isinstance(value, str):
+        return value.replace(WORD_JOINER + "@", "@")
+    if isinstance(value, list):
+        return [restore_mentions(item) for item in value]
+    if isinstance(value, dict):
+        return {key: restore_mentions(item) for key, item in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
@@ -180,19 +209,22 @@ class ClaudeCli(RepairingCaller):
                 "The claude-code extractor needs the Claude Code CLI (`claude`) on PATH: install it "
                 "(npm install -g @anthropic-ai/claude-code) and log in, or choose another extractor."
             )
-        env = child_environment(
+        env = allowed_environment(
             CLAUDE_CODE_MAX_RETRIES=str(self.settings.max_retries), CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1"
         )
+        try:
+            require_version(executable, env)
+        except ConfigError as exc:
+            call.outcome, call.error = "error", str(exc)
+            raise
         timeout = self.settings.claude_code_timeout_seconds
         with tempfile.TemporaryDirectory(prefix="episodes-claude-") as scratch:
             try:
-                done = subprocess.run(
-                    command(executable, self.settings, system, schema),
-                    input=user,
+                done = run_child(
+                    command(executable, self.settings, inert_mentions(system), schema),
+                    input=inert_mentions(user),
                     cwd=scratch,
                     env=env,
-                    capture_output=True,
-                    text=True,
                     timeout=timeout,
                 )
             except subprocess.TimeoutExpired as exc:
@@ -246,7 +278,9 @@ class ClaudeCli(RepairingCaller):
             call.outcome = "error"
             raise ExtractionError(f"the claude CLI failed: {said}", calls=calls)
         stop = str(result.get("stop_reason") or "end_turn")
-        return Answer(result.get("structured_output"), stop, str(result.get("result") or ""))
+        return Answer(
+            restore_mentions(result.get("structured_output")), stop, restore_mentions(str(result.get("result") or ""))
+        )
 
 
 def _one_line(text: str) -> str:
