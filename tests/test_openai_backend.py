@@ -81,7 +81,7 @@ def test_json_schema_output_is_asked_for_and_validated(server: fo.FakeOpenAI) ->
     system, user = request.body["messages"]
     assert system["role"] == "system" and "as one JSON object and nothing else" in system["content"]
     assert "<transcript" in user["content"]  # the Claude path's template, rendered the same way
-    assert result.model == f"openai:{MODEL}" and result.extraction.summary.startswith("Maria opened the session")
+    assert result.model == f"openai:{MODEL}" and "opened the session" in result.extraction.summary
     (call,) = result.calls
     assert (call.model, call.outcome) == (f"openai:{MODEL}", "ok")
     assert call.input_tokens > 0 and call.output_tokens > 0
@@ -214,11 +214,11 @@ def test_two_refusals_fail_for_good(server: fo.FakeOpenAI) -> None:
 def test_a_server_that_is_down_says_so() -> None:
     with fo.FakeOpenAI() as server:
         url = server.base_url
-    with pytest.raises(TransientModelError) as caught:  # the port is closed now: connection refused
+    with pytest.raises(ConfigError) as caught:  # the port is closed now: connection refused
         extract(Settings(openai_base_url=url, model=MODEL, max_retries=0))
-    message = str(caught.value)
+    message = str(caught.value)  # a ConfigError: the session is given back, no attempt counted (test_openai_wire)
     assert message.startswith(f"cannot reach the model server at {url}") and "is it running?" in message
-    assert "\n" not in message and caught.value.calls[0].outcome == "transient"
+    assert "\n" not in message
 
 
 def test_a_timeout_says_how_long_it_waited(server: fo.FakeOpenAI) -> None:

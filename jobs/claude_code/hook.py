@@ -61,9 +61,10 @@ def _log(line: str) -> None:
     """One line to the hooks' log (owner-only); a log that cannot be written is not an error either."""
     try:
         from jobs.claude_code.places import append_private, log_file
+        from jobs.logs import hide_secrets  # a connection string's password= or sslpassword= in an error
 
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        append_private(log_file(), f"{stamp} pid={os.getpid()} {line}\n")
+        append_private(log_file(), f"{stamp} pid={os.getpid()} {hide_secrets(line)}\n")
     except Exception:
         pass
 

@@ -8,6 +8,7 @@ from jobs.config import Settings
 from jobs.db import Conn, Database, one
 from jobs.lifecycle.reembed import reembed_progress
 from jobs.llm.spend import DailyCap, backend_of, model_of, spend_today
+from jobs.logs import hide_secrets
 from jobs.sql import query
 from jobs.wording import counted
 
@@ -16,7 +17,7 @@ EMBEDDER_NOTES = {"minilm": ": all-MiniLM-L6-v2, int8 weights", "minilm-fp32": "
 
 def render_status(db: Database) -> str:
     settings = db.settings
-    lines = [f"database     {db.location}"]
+    lines = [f"database     {hide_secrets(db.location)}"]  # sslpassword= too, not only password=
     with db.connect(autocommit=True) as conn:
         have = migrate.current_version(conn)
         if not have:
@@ -68,7 +69,7 @@ def render_status(db: Database) -> str:
         for r in dead:
             lines.append(
                 f"dead letter  {r['tenant_id']}/{r['session_id']} after {counted(r['attempts'], 'attempt')}: "
-                f"{r['last_error']}"
+                f"{hide_secrets(r['last_error'] or '')}"
             )
         runs = conn.execute(query("status_job_runs"), {"limit": 5}).fetchall()
         if runs:
@@ -80,7 +81,7 @@ def render_status(db: Database) -> str:
                     f"  {r['started_at']:%Y-%m-%d %H:%M:%S} {r['job']:<10} {r['status']:<7} "
                     + (f"{took:.1f}s " if took is not None else "running ")
                     + counts
-                    + (f" error: {r['error']}" if r["error"] else "")
+                    + (f" error: {hide_secrets(r['error'])}" if r["error"] else "")
                 )
     return "\n".join(lines)
 
@@ -130,7 +131,8 @@ def extractor_label(settings: Settings) -> str:
     if chosen == "anthropic":
         return f"anthropic, model {settings.model} ({how})"
     if chosen == "openai":
-        return f"openai at {settings.openai_base_url or 'the SDK default'} ({how})"
+        where = hide_secrets(settings.openai_base_url) if settings.openai_base_url else "the SDK default"
+        return f"openai at {where}, model {settings.model} ({how})"
     if chosen == "claude-code":
         return f"claude-code, model {settings.model} through your Claude Code login ({how}; spends your subscription)"
     return f"{chosen} ({how})"

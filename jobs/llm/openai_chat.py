@@ -30,6 +30,15 @@ from pydantic import BaseModel
 
 from jobs.config import Settings
 from jobs.errors import ConfigError, ExtractionError, TransientModelError
+from jobs.llm.openai_wire import (
+    REDIRECTS,
+    ServerUnreachable,
+    excerpt,
+    make_openai_client,
+    redirect_refused,
+    require_model,
+    unreadable,
+)
 from jobs.llm.repair import (
     REPAIR_MAX_TOKENS,
     Problem,
@@ -41,6 +50,7 @@ from jobs.llm.repair import (
     validate,
 )
 from jobs.llm.spend import OPENAI, label, record_usage
+from jobs.logs import hide_secrets
 from jobs.models import ModelCall
 from jobs.tokens import estimate_tokens
 
@@ -54,8 +64,6 @@ T = TypeVar("T", bound=BaseModel)
 MODES = ("json_schema", "tools", "json_object")
 """How the answer is asked for, best first: ``auto`` walks down this list."""
 
-PLACEHOLDER_KEY = "not-needed"  # a local server takes any key; the SDK insists on one
-
 # A 400 (or 422, 501) whose text says the server cannot do what the request asks: try the next mode.
 _UNSUPPORTED = re.compile(
     r"response_format|json_schema|json_object|tool|function|not supported|unsupported|"
@@ -67,31 +75,14 @@ _UNSUPPORTED = re.compile(
 _UNSUPPORTED_500 = re.compile(r"response_format|json_schema|not supported|unsupported|jinja", re.IGNORECASE)
 
 
-def make_openai_client(settings: Settings) -> openai.OpenAI:
-    """The SDK's client for OPENAI_BASE_URL with OPENAI_API_KEY (a placeholder when unset: local servers
-    need none), the shared retries and timeout."""
-    if not settings.openai_base_url and not settings.openai_api_key:
-        raise ConfigError(
-            "The openai back end needs OPENAI_BASE_URL (a local server such as Ollama: "
-            "http://localhost:11434/v1) or OPENAI_API_KEY (OpenAI's API); see docs/openai-compatible.md."
-        )
-    import openai
-
-    return openai.OpenAI(
-        api_key=settings.openai_api_key or PLACEHOLDER_KEY,
-        base_url=settings.openai_base_url,
-        max_retries=settings.max_retries,
-        timeout=settings.model_timeout_s,
-    )
-
-
 class ChatCaller(RepairingCaller):
     """Chat Completions with structured output, validated into a pydantic object (one repair)."""
 
     def __init__(self, settings: Settings, client: openai.OpenAI | None = None) -> None:
+        require_model(settings)
         self.settings = settings
         self.client = client or make_openai_client(settings)
-        self.base_url = str(self.client.base_url).rstrip("/")
+        self.base_url = hide_secrets(str(self.client.base_url).rstrip("/"))  # shown in errors: no password
         self._modes = list(MODES) if settings.openai_mode == "auto" else [settings.openai_mode]
         self._lock = threading.Lock()
         self._completion_tokens = False  # send max_completion_tokens: OpenAI's reasoning models refuse max_tokens
@@ -180,75 +171,86 @@ class ChatCaller(RepairingCaller):
         call = ModelCall(template=prompt.template, prompt_hash=prompt.prompt_hash, model=label(OPENAI, params["model"]))
         calls.append(call)
         started = time.perf_counter()
-        where = f"the model server at {self.base_url}"
         try:
             sent = dict(params)
             if self._completion_tokens:
                 sent["max_completion_tokens"] = sent.pop("max_tokens")
-            response = self.client.chat.completions.create(**sent)
-        except openai.APITimeoutError as exc:
-            call.outcome, call.error = "transient", f"timeout after {self.settings.model_timeout_s:g}s"
-            raise TransientModelError(
-                f"{where} did not answer within {self.settings.model_timeout_s:g}s (timeout, after retries)",
-                calls=calls,
-            ) from exc
-        except openai.APIConnectionError as exc:
-            call.outcome, call.error = "transient", f"cannot connect: {short(exc.__cause__ or exc)}"
-            raise TransientModelError(
-                f"cannot reach {where} ({short(exc.__cause__ or exc)}): is it running? Check OPENAI_BASE_URL",
-                calls=calls,
-            ) from exc
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            call.outcome, call.error = "error", short(exc)
-            raise ConfigError(
-                f"{where} rejected the key ({exc.status_code}): {short(exc)}. Check OPENAI_API_KEY."
-            ) from exc
-        except openai.NotFoundError as exc:
-            call.outcome, call.error = "error", short(exc)
-            raise ConfigError(
-                f"{where} answered 404 for model {params['model']!r}: {short(exc)}. Set "
-                "EPISODES_MODEL to a model it serves, and check OPENAI_BASE_URL (it usually ends "
-                "in /v1)."
-            ) from exc
-        except openai.APIStatusError as exc:
-            call.outcome, call.error = "error", short(exc)
-            if exc.status_code == 400 and "max_completion_tokens" in str(exc) and not self._completion_tokens:
-                raise _Unsupported(
-                    short(exc), ExtractionError(short(exc), calls=calls), completion_tokens=True
-                ) from exc
-            unsupported = (
-                _UNSUPPORTED
-                if exc.status_code in (400, 422, 501)
-                else _UNSUPPORTED_500
-                if exc.status_code == 500
-                else None
-            )
-            if (
-                unsupported is not None
-                and unsupported.search(str(exc))
-                and _mode_of(params) != "json_object"
-                and self.settings.openai_mode == "auto"
-            ):
-                raise _Unsupported(
-                    short(exc),
-                    ExtractionError(f"{where} rejected the request ({exc.status_code}): {short(exc)}", calls=calls),
-                ) from exc
-            if exc.status_code >= 500 or exc.status_code in (408, 409, 429):
-                call.outcome = "transient"
-                kind = "rate limited (429)" if exc.status_code == 429 else f"error {exc.status_code}"
-                raise TransientModelError(f"{where}: {kind} after retries: {short(exc)}", calls=calls) from exc
-            raise ExtractionError(
-                f"{where} rejected the request ({exc.status_code}): {short(exc)}", calls=calls
-            ) from exc
-        except (ValueError, openai.APIResponseValidationError) as exc:  # a body that is not a completion
-            call.outcome, call.error = "transient", f"unreadable response: {short(exc)}"
-            raise TransientModelError(f"unreadable response from {where}: {short(exc)}", calls=calls) from exc
+            raw = self.client.chat.completions.with_raw_response.create(**sent)
+            response, reason = _parsed(raw)
+        except openai.OpenAIError as exc:
+            raise self._failure(exc, call, params, calls) from exc
         finally:
             call.latency_ms = int((time.perf_counter() - started) * 1000)
+        if reason is not None:  # a 200 that is no chat completion: a proxy's page, another service
+            call.outcome, call.error = "transient", f"unreadable response: {reason}"
+            raise TransientModelError(f"unreadable response from {self.where}: {reason}", calls=calls)
         if getattr(response, "model", None):
             call.model = label(OPENAI, response.model)
         _record(call, params, response)
         return response
+
+    @property
+    def where(self) -> str:
+        return f"the model server at {self.base_url}"
+
+    def _failure(
+        self, exc: openai.OpenAIError, call: ModelCall, params: dict[str, Any], calls: list[ModelCall]
+    ) -> Exception:
+        """The error to raise for a request that got no answer; ``call`` records why."""
+        import httpx2
+        import openai
+
+        where, timeout = self.where, self.settings.model_timeout_s
+        if isinstance(exc, openai.APITimeoutError):
+            call.outcome, call.error = "transient", f"timeout after {timeout:g}s"
+            return TransientModelError(
+                f"{where} did not answer within {timeout:g}s (timeout, after retries)", calls=calls
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            cause = _said(exc.__cause__ or exc)
+            call.outcome, call.error = "transient", f"cannot connect: {cause}"
+            if isinstance(exc.__cause__, httpx2.ConnectError):  # refused, no such host: not the session's fault
+                return ServerUnreachable(
+                    f"cannot reach {where} ({cause}): is it running? Start it, or check OPENAI_BASE_URL. "
+                    "The session was given back with no attempt counted."
+                )
+            return TransientModelError(
+                f"cannot reach {where} ({cause}): is it running? Check OPENAI_BASE_URL", calls=calls
+            )
+        if isinstance(exc, openai.APIStatusError):
+            call.outcome, call.error = "error", _said(exc)
+            return self._status_failure(exc, params, calls)
+        call.outcome, call.error = "transient", f"unreadable response: {_said(exc)}"  # a body that is no completion
+        return TransientModelError(f"unreadable response from {where}: {_said(exc)}", calls=calls)
+
+    def _status_failure(self, exc: openai.APIStatusError, params: dict[str, Any], calls: list[ModelCall]) -> Exception:
+        import openai
+
+        where, said, status = self.where, _said(exc), exc.status_code
+        if status in REDIRECTS:
+            return redirect_refused(where, exc)
+        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            return ConfigError(f"{where} rejected the key ({status}): {said}. Check OPENAI_API_KEY.")
+        if isinstance(exc, openai.NotFoundError):
+            return ConfigError(
+                f"{where} answered 404 for model {params['model']!r}: {said}. Set EPISODES_MODEL to a model it "
+                "serves, and check OPENAI_BASE_URL (it usually ends in /v1)."
+            )
+        if status == 400 and "max_completion_tokens" in str(exc) and not self._completion_tokens:
+            return _Unsupported(said, ExtractionError(said, calls=calls), completion_tokens=True)
+        unsupported = _UNSUPPORTED if status in (400, 422, 501) else _UNSUPPORTED_500 if status == 500 else None
+        if (
+            unsupported is not None
+            and unsupported.search(str(exc))
+            and _mode_of(params) != "json_object"
+            and self.settings.openai_mode == "auto"
+        ):
+            return _Unsupported(said, ExtractionError(f"{where} rejected the request ({status}): {said}", calls=calls))
+        if status >= 500 or status in (408, 409, 429):
+            calls[-1].outcome = "transient"
+            kind = "rate limited (429)" if status == 429 else f"error {status}"
+            return TransientModelError(f"{where}: {kind} after retries: {said}", calls=calls)
+        return ExtractionError(f"{where} rejected the request ({status}): {said}", calls=calls)
 
     # --- the answer -------------------------------------------------------------------------
 
@@ -314,6 +316,21 @@ class _Unsupported(Exception):
         self.completion_tokens = completion_tokens  # the server wants max_completion_tokens instead of max_tokens
 
 
+def _said(exc: BaseException) -> str:
+    """An exception's text on one line (jobs.llm.repair.short), its secrets masked: a call's recorded error."""
+    return hide_secrets(short(exc))
+
+
+def _parsed(raw: Any) -> tuple[Any, str | None]:
+    """The SDK's reading of a raw answer, and why it is no chat completion (None when it is one)."""
+    try:
+        parsed = raw.parse()
+    except ValueError as exc:  # a JSON content type whose body does not parse
+        kind = (raw.headers.get("content-type") or "no content type").split(";")[0].strip()
+        return None, f"a {kind} body that does not parse ({_said(exc)}): {excerpt(raw.http_response.text)}"
+    return parsed, unreadable(raw, parsed)
+
+
 def _mode_of(params: dict[str, Any]) -> str:
     if "tools" in params:
         return "tools"
@@ -377,5 +394,7 @@ def parse_chat_output(response: Any, name: str, output: type[T]) -> T | Problem:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        return "invalid", f"malformed JSON ({exc})"
+        return "invalid", f"malformed JSON ({exc}); the answer began {excerpt(text)}"
+    if not isinstance(data, dict):
+        return "invalid", f"the answer is not a JSON object: {excerpt(text)}"
     return validate(data, output, "the answer")

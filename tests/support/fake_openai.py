@@ -33,7 +33,7 @@ ALL_MODES = frozenset({"json_schema", "tools", "json_object"})
 class Step:
     """One scripted answer; build it with the module-level constructors."""
 
-    kind: str  # answer | content | tool_call | refusal | length | empty | error | hang | raw
+    kind: str  # answer | content | tool_call | refusal | length | empty | error | hang | raw (also html, redirect)
     data: Any = None  # answer: the object, delivered as the request's mode asks (tool call or content)
     text: str | None = None
     finish_reason: str = "stop"
@@ -44,6 +44,7 @@ class Step:
     seconds: float = 0.0
     then: Step | None = None
     body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -98,9 +99,24 @@ def hang(seconds: float, then: Step | None = None) -> Step:
     return Step("hang", seconds=seconds, then=then)
 
 
-def raw(status: int, body: str | bytes) -> Step:
-    """Any body, e.g. one that is not JSON."""
-    return Step("raw", status=status, body=body.encode() if isinstance(body, str) else body)
+def raw(status: int, body: str | bytes, content_type: str = "application/json") -> Step:
+    """Any body, e.g. one that is not JSON, sent as ``content_type``."""
+    return Step(
+        "raw",
+        status=status,
+        body=body.encode() if isinstance(body, str) else body,
+        headers={"content-type": content_type},
+    )
+
+
+def html(page: str, status: int = 200) -> Step:
+    """An HTML page, as a proxy or a login wall in front of the server answers."""
+    return raw(status, page, "text/html; charset=utf-8")
+
+
+def redirect(location: str, status: int = 307) -> Step:
+    """A redirect to ``location`` (another server, say), with an empty body."""
+    return Step("raw", status=status, body=b"", headers={"location": location, "content-type": "text/plain"})
 
 
 def default_responder(body: dict[str, Any]) -> Step:
@@ -263,7 +279,7 @@ class FakeOpenAI:
             then = step.then or self.responder(body)
             return self._render(answer(then) if isinstance(then, dict) else then, body)
         if step.kind == "raw":
-            return step.status, {}, step.body
+            return step.status, step.headers, step.body
         if step.kind == "error":
             kind = (
                 "rate_limit_exceeded"
