@@ -117,6 +117,13 @@ def eval_group() -> None:
     is_flag=True,
     help="Also print one row per conversation (the JSON always holds per_conversation).",
 )
+@click.option(
+    "--compress",
+    is_flag=True,
+    help="Then compress every month of sessions older than each conversation's last 30 days into "
+    "super-summaries (the compress job, offline compressor) and report answer coverage compressed beside "
+    "uncompressed.",
+)
 @click.pass_obj
 def locomo_command(
     obj: Context,
@@ -126,6 +133,7 @@ def locomo_command(
     budgets: list[int] | None,
     as_json: bool,
     per_conversation: bool,
+    compress: bool,
 ) -> None:
     """Recall LoCoMo questions (categories 1-4) and report evidence recall and block size.
 
@@ -141,7 +149,7 @@ def locomo_command(
 
     if extractor == "offline" and not as_json:
         click.echo("Using the offline extractor: deterministic, lower quality than Claude.", err=True)
-    report = run_eval(obj.settings, list(paths), extractor=extractor, budgets=budgets or [budget])
+    report = run_eval(obj.settings, list(paths), extractor=extractor, budgets=budgets or [budget], compress=compress)
     click.echo(json.dumps(report, indent=2) if as_json else format_report(report, per_conversation=per_conversation))
 
 

@@ -41,7 +41,7 @@ import datetime as dt
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from jobs.embeddings.protocol import Vectors, embed_queries
 from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words
 from jobs.eval.baseline import MessageIndex
+from jobs.eval.compression import compare, compress_histories, compressed_sources
 from jobs.eval.locomo_tally import ForeignTally, Tally
 from jobs.eval.provenance import data_status
 from jobs.eval.scratch import scratch_database
@@ -152,30 +153,34 @@ def load_conversation(path: Path) -> Conversation:
     return conv
 
 
+def oracle_extraction(s: Session) -> EpisodeExtraction:
+    """The oracle's episode of one session: its reference summary and events (module docstring)."""
+    # model_construct: reference summaries run longer than the extraction schema allows;
+    # the database's own checks still apply.
+    return EpisodeExtraction.model_construct(
+        summary=s.summary or f"Session {s.number}.",
+        topic_tags=[],
+        entities=[],
+        importance=0.5,
+        key_events=[
+            KeyEvent.model_construct(type="decision", what=what, evidence=[0], who=who, due=None)
+            for who, what in s.events
+        ],
+    )
+
+
 def build_oracle(db: Database, conversations: Sequence[Conversation], embedder: Embedder) -> int:
     """Insert one episode per session from the reference summary and events; return the count."""
     rows: list[EpisodeRow] = []
     for conv in conversations:
         for n in sorted(conv.sessions):
             s = conv.sessions[n]
-            # model_construct: reference summaries run longer than the extraction schema allows;
-            # the database's own checks still apply.
-            episode = EpisodeExtraction.model_construct(
-                summary=s.summary or f"Session {n}.",
-                topic_tags=[],
-                entities=[],
-                importance=0.5,
-                key_events=[
-                    KeyEvent.model_construct(type="decision", what=what, evidence=[0], who=who, due=None)
-                    for who, what in s.events
-                ],
-            )
             rows.append(
                 EpisodeRow(
                     tenant_id=TENANT,
                     user_id=conv.user_id,
                     kind="session",
-                    episode=episode,
+                    episode=oracle_extraction(s),
                     started_at=s.when,
                     ended_at=s.when,
                     model="oracle",
@@ -217,8 +222,11 @@ def ingest_raw(db: Database, paths: Sequence[Path]) -> None:
     ingest(db, list(paths), fmt="locomo", tenant_id=RAW_TENANT)
 
 
-def _sessions(episodes: Sequence[Any]) -> set[int]:
-    return {int(m.group(1)) for ep in episodes if ep.session_id and (m := _SESSION_ID.search(ep.session_id))}
+def _sessions(episodes: Sequence[Any], sources: Mapping[int, list[str]] | None = None) -> set[int]:
+    """The session numbers of the episodes shown; a super stands for the sessions compressed into it."""
+    ids = [ep.session_id for ep in episodes if ep.session_id]
+    ids += [sid for ep in episodes if sources and ep.id in sources for sid in sources[ep.id]]
+    return {int(m.group(1)) for sid in ids if (m := _SESSION_ID.search(sid))}
 
 
 def _fit_prefix(result: Recall, budget: int) -> Recall:
@@ -283,15 +291,19 @@ def evaluate_budgets(
     *,
     config: RecallConfig | None = None,
     raw_tenant: str = TENANT,
+    sources: Mapping[int, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """:func:`evaluate` at each budget, the questions and raw messages embedded once.
+    """:func:`evaluate` at each budget, the questions and raw messages embedded once; ``sources``: the sessions
+    each super stands for (:func:`jobs.eval.compression.compressed_sources`).
 
     The report is the first budget's, with ``by_budget`` holding every budget's report (its key the budget).
     """
     raw = MessageIndex(db, embedder)
     vectors = {id(conv): embed_queries(embedder, [q.text for q in conv.questions]) for conv in conversations}
     reports = {
-        str(b): _evaluate_at(db, conversations, embedder, vectors, raw, b, config=config, raw_tenant=raw_tenant)
+        str(b): _evaluate_at(
+            db, conversations, embedder, vectors, raw, b, config=config, raw_tenant=raw_tenant, sources=sources
+        )
         for b in budgets
     }
     return {**reports[str(budgets[0])], "budgets": list(budgets), "by_budget": reports}
@@ -307,6 +319,7 @@ def _evaluate_at(
     *,
     config: RecallConfig | None,
     raw_tenant: str,
+    sources: Mapping[int, list[str]] | None = None,
 ) -> dict[str, Any]:
     main = Recaller(db, embedder, config)
     baselines = {name: Recaller(db, embedder, cfg) for name, cfg in BASELINES.items()}
@@ -333,8 +346,8 @@ def _evaluate_at(
                 )
                 results[name] = _fit_prefix(result, budget_tokens) if name == "vector_within_budget" else result
             for name, result in results.items():
-                shown = _sessions(result.episodes)
-                full = _sessions([ep for ep in result.episodes if not ep.compact])
+                shown = _sessions(result.episodes, sources)
+                full = _sessions([ep for ep in result.episodes if not ep.compact], sources)
                 block = result.render()
                 for key in ("all", q.category, conv.user_id):
                     tallies[name].setdefault(key, Tally()).add(q, shown, full, block, undated, dated)
@@ -374,8 +387,12 @@ def run_eval(
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     budgets: Sequence[int] | None = None,
     config: RecallConfig | None = None,
+    compress: bool = False,
 ) -> dict[str, Any]:
-    """Load, build episodes, evaluate at each of ``budgets`` (or ``budget_tokens``), drop the scratch database."""
+    """Load, build episodes, evaluate at each of ``budgets`` (or ``budget_tokens``), drop the scratch database.
+
+    ``compress``: then compress the histories and evaluate again (:mod:`jobs.eval.compression`); the report's
+    ``compression`` sets the two side by side."""
     started = time.perf_counter()
     files = _files(paths)
     conversations = [load_conversation(p) for p in files]
@@ -388,14 +405,21 @@ def run_eval(
             ingest_raw(db, [c.path for c in conversations])
         else:
             episodes = build_extracted(db, [c.path for c in conversations], extractor)
-        report = evaluate_budgets(
-            db,
-            conversations,
-            embedder,
-            list(budgets or [budget_tokens]),
-            config=config,
-            raw_tenant=RAW_TENANT if extractor == "oracle" else TENANT,
-        )
+        chosen = list(budgets or [budget_tokens])
+        raw_tenant = RAW_TENANT if extractor == "oracle" else TENANT
+        report = evaluate_budgets(db, conversations, embedder, chosen, config=config, raw_tenant=raw_tenant)
+        if compress:
+            counts = compress_histories(db, TENANT, conversations, embedder)
+            packed = evaluate_budgets(
+                db,
+                conversations,
+                embedder,
+                chosen,
+                config=config,
+                raw_tenant=raw_tenant,
+                sources=compressed_sources(db, TENANT),
+            )
+            report["compression"] = {**counts, "by_budget": compare(report, packed)}
     return {
         **report,
         "extractor": extractor,

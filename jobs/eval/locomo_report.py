@@ -73,6 +73,44 @@ def side_by_side(reports: dict[str, dict[str, Any]], *, per_conversation: bool =
     return lines
 
 
+def compression_table(comp: dict[str, Any], *, per_conversation: bool = False) -> list[str]:
+    """Answer coverage uncompressed and compressed, and compressed / uncompressed, of every budget side by side."""
+    budgets = list(comp["by_budget"])
+    first = comp["by_budget"][budgets[0]]
+    labels = [("recall (defaults)", first)]
+    labels += [(f"  category {c}", v) for c, v in first["per_category"].items()]
+    if per_conversation:
+        labels += [(f"  conversation {c}", v) for c, v in first["per_conversation"].items()]
+
+    def pick(b: str, label: str) -> dict[str, Any]:
+        r = comp["by_budget"][b]
+        if label.startswith("  category "):
+            return dict(r["per_category"][label.split()[1]])
+        if label.startswith("  conversation "):
+            return dict(r["per_conversation"][label.split()[1]])
+        return dict(r)
+
+    lines = [
+        f"compression: sessions older than each conversation's last 30 days, by month, offline compressor: "
+        f"{comp['sessions_compressed']} of {comp['sessions_older_than_30_days']} such sessions (of "
+        f"{comp['sessions']}) compressed into {comp['supers']} super-summaries, {comp['failed']} groups failed",
+        f"{'':<24} " + " ".join(f"| {b + ' tokens':<38}" for b in budgets),
+        f"{'':<24} " + " ".join(f"| {'uncomp':>6} {'comp':>6} {'ratio':>5} {'all-ev':>7} {'comp':>7}" for _ in budgets),
+    ]
+    for label, _ in labels:
+        cells = []
+        for b in budgets:
+            r = pick(b, label)
+            rat = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+            cells.append(
+                f"| {r['uncompressed']:>6.3f} {r['compressed']:>6.3f} {rat:>5} "
+                f"{r['all_evidence_uncompressed']:>7.3f} {r['all_evidence_compressed']:>7.3f}"
+            )
+        lines.append(f"{label:<24} {' '.join(cells)}")
+    lines.append("ratio = compressed / uncompressed answer coverage (goal >= 0.95); a super stands for its sessions")
+    return lines
+
+
 def _find(report: dict[str, Any], label: str) -> dict[str, Any]:
     return dict(_rows(report, True))[label]
 
@@ -91,6 +129,8 @@ def format_report(report: dict[str, Any], *, per_conversation: bool = False) -> 
         lines += ["", *budget_table(r, per_conversation=per_conversation)]
     if len(reports) > 1:
         lines += ["", *side_by_side(reports, per_conversation=per_conversation)]
+    if report.get("compression"):
+        lines += ["", *compression_table(report["compression"], per_conversation=per_conversation)]
     lines += [
         "",
         f"skipped {report['malformed_evidence_ids']} malformed evidence ids; "

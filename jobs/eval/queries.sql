@@ -18,3 +18,9 @@ WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND kind = 'session' A
 SELECT max(ended_at) AS ended_at
 FROM transcripts
 WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s;
+
+-- name: eval_compressed_sources
+-- Which session each compressed episode summarised, by the super it was compressed into.
+SELECT compressed_into AS super_id, session_id
+FROM episodes
+WHERE tenant_id = %(tenant_id)s AND compressed_into IS NOT NULL AND session_id IS NOT NULL;
