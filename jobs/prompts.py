@@ -70,8 +70,14 @@ _RISING = re.compile(
 # Look-alikes whose names say nothing of their shape: what Unicode's confusables data (UTS #39,
 # confusables.txt) lists for < and >, even the Canadian syllabics PA and PO that Cree and Inuktitut are
 # written with (each could open a tag), and its symbols for /. Its letters for / (Katakana NO, the CJK
-# stroke) stay: a / alone cannot open a tag once every < is quoted.
+# stroke) stay: a / alone cannot open a tag once every < is quoted. The syllabics A and O (and AA and OO,
+# the same triangles with a dot) are the bare left and right triangles, < and > to a reader as PA and PO
+# are (issue 46 #13): folded too, at the same cost to Inuktitut text.
 _UNNAMED = {
+    "\u140a": "&lt;",
+    "\u140b": "&lt;",
+    "\u1405": "&gt;",
+    "\u1406": "&gt;",
     "\u1438": "&lt;",
     "\u16b2": "&lt;",
     "\U0001d236": "&lt;",
