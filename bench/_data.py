@@ -3,9 +3,18 @@
 ``--heavy-users`` users hold ``--heavy-size`` episodes each; the rest are spread over the other users
 with a log-normal skew. Episodes carry random unit vectors (numpy, seeded), short summaries drawn from
 an English vocabulary (so full text has real lexemes), and end at random times over three years; rows
-are inserted in time order, so one user's rows are scattered over the table as in production. Loading
-is a binary COPY into an unlogged staging table, then one INSERT ... SELECT that computes search_tsv,
-then VACUUM ANALYZE. User ``u<n>`` belongs to tenant ``t<n % 10>``; users 0 .. heavy-1 are the heavy ones.
+are inserted in time order, so one user's rows are scattered over the table as in production.
+
+Every episode has its lines, events and entities, as the summarize job writes them (issue 47: a recall
+searches the lines): ``--lines`` lines on average (drawn uniformly from half to one and a half times
+that; the offline extractor kept 22 per LoCoMo session, up to 60 on a long coding session), each a
+sentence of 8 to 30 words (~140 characters, as LoCoMo's lines) with a random unit vector, alternately
+the user's and the assistant's; two events (a decision and a fact, the text of the first two lines)
+and three entities (words of the summary). Loading is a binary COPY into unlogged staging tables, then
+INSERT ... SELECT (search_tsv and the lines' text_tsv computed by the database), then VACUUM ANALYZE.
+User ``u<n>`` belongs to tenant ``t<n % 10>``; users 0 .. heavy-1 are the heavy ones.
+
+:func:`storage` reads what the data takes on disk: the size of each table with its indexes.
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--heavy-users", type=int, default=20)
     parser.add_argument("--heavy-size", type=int, default=10_000)
+    parser.add_argument("--lines", type=int, default=30, help="episode lines per episode, on average (0: none)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--home", type=Path, help="data directory of the embedded server (default: temporary)")
     parser.add_argument("--keep", action="store_true", help="keep the data (reused by the next run with --home)")
@@ -100,9 +110,61 @@ def migrate_bench(conn: psycopg.Connection[Any]) -> list[migrate.Migration]:
     return applied
 
 
-def load_data(conn: psycopg.Connection[Any], counts: np.ndarray, seed: int, chunk: int = 50_000) -> float:
-    """Insert sum(counts) episodes in time order; return seconds."""
+def line_counts(rng: np.random.Generator, n: int, mean: int) -> np.ndarray:
+    """Lines of ``n`` episodes: uniform from half to one and a half times ``mean`` (none when ``mean`` is 0)."""
+    if mean <= 0:
+        return np.zeros(n, dtype=np.int64)
+    return rng.integers(max(1, mean // 2), mean * 3 // 2 + 1, n)
+
+
+def _stage_lines(conn: psycopg.Connection[Any], rng: np.random.Generator, first: int, counts: np.ndarray) -> None:
+    """COPY the lines of episodes ``first`` .. ``first + len(counts) - 1`` (staging numbers) into bench_lines."""
+    total = int(counts.sum())
+    if not total:
+        return
+    vectors = rng.standard_normal((total, DIM), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    words = rng.integers(8, 31, total)
+    k = 0
+    with conn.cursor() as cur, cur.copy("COPY bench_lines FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "int4", "text", "vector"])
+        for j, count in enumerate(counts):
+            for ordinal in range(int(count)):
+                copy.write_row((first + j, ordinal, sentence(rng, int(words[k])), vectors[k]))
+                k += 1
+
+
+_INSERT_EPISODES = """INSERT INTO episodes (tenant_id, user_id, kind, session_id, purpose, summary, topic_tags, importance,
+                         started_at, ended_at, search_tsv, embedding, model, prompt_version)
+   SELECT tenant_id, user_id, 'session', 'bench-' || n, 'general', summary, '{}', importance,
+          ended_at, ended_at, to_tsvector('english', summary), embedding, 'bench', 'bench'
+   FROM bench_stage ORDER BY n"""
+_INSERT_LINES = """INSERT INTO episode_lines (tenant_id, user_id, episode_id, ordinal, message_index, speaker, said_at, text,
+                           embedding)
+   SELECT e.tenant_id, e.user_id, e.id, l.ordinal, l.ordinal, CASE WHEN l.ordinal % 2 = 0 THEN 'user' ELSE 'assistant' END,
+          e.ended_at, l.text, l.embedding
+   FROM bench_lines l JOIN bench_stage s ON s.n = l.n JOIN episodes e ON e.tenant_id = s.tenant_id
+        AND e.session_id = 'bench-' || l.n
+   ORDER BY l.n, l.ordinal"""
+_INSERT_EVENTS = """INSERT INTO episode_events (tenant_id, user_id, episode_id, ordinal, type, what, occurred_at, evidence)
+   SELECT e.tenant_id, e.user_id, e.id, l.ordinal, CASE WHEN l.ordinal = 0 THEN 'decision' ELSE 'fact' END, l.text,
+          e.ended_at, ARRAY[l.ordinal]
+   FROM bench_lines l JOIN bench_stage s ON s.n = l.n JOIN episodes e ON e.tenant_id = s.tenant_id
+        AND e.session_id = 'bench-' || l.n
+   WHERE l.ordinal < 2"""
+_INSERT_ENTITIES = """INSERT INTO episode_entities (tenant_id, user_id, episode_id, name, kind)
+   SELECT DISTINCT e.tenant_id, e.user_id, e.id, initcap(w.word), 'other'
+   FROM bench_stage s JOIN episodes e ON e.tenant_id = s.tenant_id AND e.session_id = 'bench-' || s.n
+        CROSS JOIN LATERAL unnest((string_to_array(rtrim(s.summary, '.'), ' '))[1:3]) AS w(word)"""
+
+
+def load_data(
+    conn: psycopg.Connection[Any], counts: np.ndarray, seed: int, chunk: int = 50_000, lines: int = 0
+) -> float:
+    """Insert sum(counts) episodes in time order, each with ``lines`` lines on average, two events and three
+    entities when ``lines`` > 0 (module docstring); return seconds."""
     rng = np.random.default_rng(seed)
+    line_rng = np.random.default_rng(seed + 1)  # the episodes are the same whatever the lines
     started = time.perf_counter()
     owners = np.repeat(np.arange(len(counts)), counts)
     base = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)
@@ -111,6 +173,9 @@ def load_data(conn: psycopg.Connection[Any], counts: np.ndarray, seed: int, chun
     conn.execute(
         "CREATE UNLOGGED TABLE IF NOT EXISTS bench_stage (n bigint, tenant_id text, user_id text, "
         f"summary text, importance real, ended_at timestamptz, embedding vector({DIM}))"
+    )
+    conn.execute(
+        f"CREATE UNLOGGED TABLE IF NOT EXISTS bench_lines (n bigint, ordinal int, text text, embedding vector({DIM}))"
     )
     for start in range(0, len(owners), chunk):
         stop = min(start + chunk, len(owners))
@@ -133,31 +198,68 @@ def load_data(conn: psycopg.Connection[Any], counts: np.ndarray, seed: int, chun
                         vectors[j],
                     )
                 )
-        conn.execute(
-            """INSERT INTO episodes (tenant_id, user_id, kind, session_id, purpose, summary, topic_tags, importance,
-                                     started_at, ended_at, search_tsv, embedding, model, prompt_version)
-               SELECT tenant_id, user_id, 'session', 'bench-' || n, 'general', summary, '{}', importance,
-                      ended_at, ended_at, to_tsvector('english', summary), embedding, 'bench', 'bench'
-               FROM bench_stage ORDER BY n"""
-        )
+        conn.execute(_INSERT_EPISODES)
+        if lines > 0:
+            _stage_lines(conn, line_rng, start, line_counts(line_rng, stop - start, lines))
+            for statement in (_INSERT_LINES, _INSERT_EVENTS, _INSERT_ENTITIES):
+                conn.execute(statement)
+            conn.execute("TRUNCATE bench_lines")
         conn.execute("TRUNCATE bench_stage")
         conn.commit()
         print(f"  loaded {stop:,} / {len(owners):,} ({time.perf_counter() - started:.0f}s)", file=sys.stderr)
-    conn.execute("DROP TABLE bench_stage")
+    conn.execute("DROP TABLE bench_stage, bench_lines")
     conn.commit()
     conn.autocommit = True
-    conn.execute("VACUUM ANALYZE episodes")
+    for table in ("episodes", "episode_lines", "episode_events", "episode_entities"):
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
     conn.autocommit = False
     return time.perf_counter() - started
 
 
-def write_episode(conn: psycopg.Connection[Any], user: int, rng: np.random.Generator, ended: dt.datetime) -> None:
-    """Commit one new episode of ``user`` (session id ``new-...``: a later run deletes it)."""
+STORAGE_TABLES = ("episodes", "episode_lines", "episode_events", "episode_entities")
+
+
+def storage(conn: psycopg.Connection[Any]) -> dict[str, dict[str, int]]:
+    """Bytes on disk of each table of :data:`STORAGE_TABLES`: the table (with TOAST), its indexes, the total."""
+    found: dict[str, dict[str, int]] = {}
+    for table in STORAGE_TABLES:
+        row = conn.execute(
+            "SELECT pg_table_size(c.oid) AS t, pg_indexes_size(c.oid) AS i, pg_total_relation_size(c.oid) AS total "
+            "FROM pg_class c WHERE c.oid = to_regclass(%s)",
+            (table,),
+        ).fetchone()
+        if row is not None:
+            found[table] = {"table": int(row[0]), "indexes": int(row[1]), "total": int(row[2])}
+    return found
+
+
+def storage_lines(sizes: dict[str, dict[str, int]], episodes: int) -> list[str]:
+    """The storage figures as printed: per 1,000 episodes, each table and its indexes, and the sum."""
+    per = 1000 / max(episodes, 1)
+    mb = 1024 * 1024
+    lines = [
+        f"  {t:<17} table {v['table'] * per / mb:7.2f} MB  indexes {v['indexes'] * per / mb:7.2f} MB  "
+        f"total {v['total'] * per / mb:7.2f} MB"
+        for t, v in sizes.items()
+    ]
+    total = sum(v["total"] for v in sizes.values())
+    return [
+        f"storage per 1,000 episodes ({episodes:,} episodes; pg_total_relation_size, TOAST and indexes included):",
+        *lines,
+        f"  all four          {total * per / mb:7.2f} MB per 1,000 episodes ({total / mb / 1024:.2f} GB in all)",
+    ]
+
+
+def write_episode(
+    conn: psycopg.Connection[Any], user: int, rng: np.random.Generator, ended: dt.datetime, lines: int = 0
+) -> None:
+    """Commit one new episode of ``user`` (session id ``new-...``: a later run deletes it) with ``lines`` lines on
+    average (:func:`line_counts`)."""
     message = sentence(rng, 14)
-    conn.execute(
+    row = conn.execute(
         "INSERT INTO episodes (tenant_id, user_id, kind, session_id, summary, importance, started_at, ended_at, "
         "search_tsv, embedding, model, prompt_version) VALUES (%(t)s, %(u)s, 'session', %(s)s, %(m)s, 0.5, %(e)s, "
-        "%(e)s, to_tsvector('english', %(m)s), %(v)s, 'bench', 'bench')",
+        "%(e)s, to_tsvector('english', %(m)s), %(v)s, 'bench', 'bench') RETURNING id",
         {
             "t": f"t{user % TENANTS}",
             "u": f"u{user}",
@@ -166,7 +268,28 @@ def write_episode(conn: psycopg.Connection[Any], user: int, rng: np.random.Gener
             "e": ended,
             "v": unit_vector(rng),
         },
-    )
+    ).fetchone()
+    n = int(line_counts(rng, 1, lines)[0])
+    if n and row is not None:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO episode_lines (tenant_id, user_id, episode_id, ordinal, message_index, speaker, said_at, "
+                "text, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        f"t{user % TENANTS}",
+                        f"u{user}",
+                        row[0],
+                        k,
+                        k,
+                        "user" if k % 2 == 0 else "assistant",
+                        ended,
+                        sentence(rng, int(rng.integers(8, 31))),
+                        unit_vector(rng),
+                    )
+                    for k in range(n)
+                ],
+            )
     conn.commit()
 
 
@@ -223,7 +346,8 @@ def bench_data(args: argparse.Namespace, shared_buffers: str | None = None) -> I
             have = conn.execute(
                 "SELECT count(*) FROM episodes WHERE model = 'bench' AND session_id LIKE 'bench-%%'"
             ).fetchone()
-            if not have or have[0] != counts.sum():
+            lines = getattr(args, "lines", 0)
+            if not have or have[0] != counts.sum() or _lines_differ(conn, lines):
                 conn.execute("TRUNCATE episodes CASCADE")
                 conn.commit()
                 print(
@@ -231,7 +355,11 @@ def bench_data(args: argparse.Namespace, shared_buffers: str | None = None) -> I
                     f"({args.heavy_users} with {counts[0]:,} each)...",
                     file=sys.stderr,
                 )
-                print(f"load: {load_data(conn, counts, args.seed):.0f}s")
+                print(f"load: {load_data(conn, counts, args.seed, lines=lines):.0f}s")
+                conn.execute("CREATE TABLE IF NOT EXISTS bench_meta (lines integer NOT NULL)")
+                conn.execute("DELETE FROM bench_meta")
+                conn.execute("INSERT INTO bench_meta (lines) VALUES (%s)", (lines,))
+                conn.commit()
             conn.execute("DELETE FROM episodes WHERE model = 'bench' AND session_id LIKE 'new-%%'")  # earlier runs
             conn.commit()
         yield BenchData(url, admin_url, home, server)
@@ -243,6 +371,14 @@ def bench_data(args: argparse.Namespace, shared_buffers: str | None = None) -> I
             server.cleanup()
             if not args.keep and args.home is None:
                 shutil.rmtree(home, ignore_errors=True)
+
+
+def _lines_differ(conn: psycopg.Connection[Any], lines: int) -> bool:
+    """True when the kept data was loaded with another ``--lines`` (recorded in the bench's own table bench_meta)."""
+    if conn.execute("SELECT to_regclass('bench_meta')").fetchone() == (None,):
+        return True
+    row = conn.execute("SELECT lines FROM bench_meta").fetchone()
+    return row is None or row[0] != lines
 
 
 def percentiles(samples: list[float]) -> str:

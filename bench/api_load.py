@@ -5,9 +5,13 @@
     python bench/api_load.py --home /tmp/rb --keep --clients 32 --rate 100,150,200   # latency at an offered rate
     python bench/api_load.py --home /tmp/rb --keep --clients 32 --rate 100 --restart-db   # a database restart
     python bench/api_load.py --episodes 30000 --users 300 --heavy-users 3 --heavy-size 3000   # small, ~2 min
+    python bench/api_load.py --home /tmp/rb47 --keep --episodes 200000 --heavy-users 8 --clients 32 --rate 100
+                                                                          # issue 47's goal (heavy users of 10,000)
 
 The data is loaded into ``--home`` unless a run with the same sizes kept it there (bench/recall.py
-shares it). Users are drawn in proportion to their episodes (one recall per session, one episode per
+shares it). Every episode has its lines (``--lines`` on average, each with its vector), two events and
+three entities (bench/_data.py), and the writer's new episodes have lines too; the bench prints the
+storage per 1,000 episodes of the four tables with their indexes (pg_total_relation_size) after loading. Users are drawn in proportion to their episodes (one recall per session, one episode per
 session), so the 20 users with 10,000 episodes each get a fifth of the requests. Each client keeps
 one HTTP/1.1 connection and sends its next request when the previous answer arrives (closed loop:
 by Little's law its mean latency is clients / throughput, so latency goals are read at an offered
@@ -18,7 +22,9 @@ workers are warm as in a service that has been up a while; each phase then runs
 
 Where the cost lands: for the measured part of each phase, the CPU time per answered request of
 the service's processes, of the PostgreSQL server's and of this load generator, and the most
-requests per second the machine's cores would allow at that cost.
+requests per second the machine's cores would allow at that cost. Each phase ends with a line
+setting its figures beside issue 47's goals: 0 errors, p95 <= 150 ms, CPU per recall (service and
+PostgreSQL, the load generator left out) <= 12 ms.
 
 Beside the HTTP figures, in the same run: the documented in-process ``recall()`` (embedding
 included) for a sample of users, against the same users over HTTP one request at a time, so the
@@ -55,7 +61,18 @@ import httpx
 import numpy as np
 import psycopg
 from _common import cpu_seconds, free_port, process_tree
-from _data import TENANTS, BenchData, add_data_arguments, bench_data, counts_of, percentiles, sentence, write_episode
+from _data import (
+    TENANTS,
+    BenchData,
+    add_data_arguments,
+    bench_data,
+    counts_of,
+    percentiles,
+    sentence,
+    storage,
+    storage_lines,
+    write_episode,
+)
 from pgvector.psycopg import register_vector
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -129,9 +146,9 @@ class CpuClock:
 class Writer(threading.Thread):
     """Commits ``rate`` new episodes per second for random users (never the probes) until stopped."""
 
-    def __init__(self, url: str, counts: np.ndarray, rate: float, skip: set[int]) -> None:
+    def __init__(self, url: str, counts: np.ndarray, rate: float, skip: set[int], lines: int = 0) -> None:
         super().__init__(daemon=True)
-        self.url, self.counts, self.rate, self.skip = url, counts, rate, skip
+        self.url, self.counts, self.rate, self.skip, self.lines = url, counts, rate, skip, lines
         self.stop = threading.Event()
         self.written = self.failed = 0
 
@@ -146,7 +163,7 @@ class Writer(threading.Thread):
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self.url)
                     register_vector(conn)
-                write_episode(conn, u, rng, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+                write_episode(conn, u, rng, dt.datetime(2026, 1, 1, tzinfo=dt.UTC), self.lines)
                 self.written += 1
             except psycopg.Error:
                 self.failed += 1
@@ -335,6 +352,22 @@ async def run_phase(
     return phase
 
 
+def goals(phase: Phase, spent: dict[str, float]) -> str:
+    """The phase's figures beside issue 47's goals (0 errors, p95 <= 150 ms, service + PostgreSQL <= 12 ms)."""
+    errors = sum(v for k, v in phase.status.items() if k != 200)
+    p95 = float(np.percentile(np.array(phase.latencies) * 1000, 95)) if phase.latencies else float("nan")
+    cpu = spent.get("service", 0.0) + spent.get("postgres", 0.0)
+
+    def mark(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    return (
+        f"goals: errors {errors} (0: {mark(errors == 0)}), p95 {p95:.0f} ms (<= 150: {mark(p95 <= 150)}), "
+        f"CPU per recall {cpu:.2f} ms, service {spent.get('service', 0.0):.2f} + PostgreSQL "
+        f"{spent.get('postgres', 0.0):.2f} (<= 12: {mark(cpu <= 12)})"
+    )
+
+
 async def restart_midway(restart: Callable[[], None], after: float) -> None:
     await asyncio.sleep(after)
     started = time.perf_counter()
@@ -465,7 +498,9 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
         stderr=subprocess.PIPE,
     )
     base = f"http://127.0.0.1:{port}"
-    writer = Writer(url, counts, args.write_rate, set(probe_users))
+    writer = Writer(url, counts, args.write_rate, set(probe_users), args.lines)
+    with psycopg.connect(url) as conn:
+        print("\n".join(storage_lines(storage(conn), int(counts.sum()))))
     try:
         for _ in range(600):
             if api.poll() is not None:
@@ -527,6 +562,7 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
             if not args.restart_db:  # a restart replaces the server's processes mid-phase
                 spent = {name: 1000 * cpu / answered for name, cpu in phase.cpu.items()}
                 total = sum(spent.values())
+                print("      " + goals(phase, spent))
                 print(
                     "      CPU per answered request: "
                     + ", ".join(f"{n} {ms:.2f} ms" for n, ms in spent.items())
