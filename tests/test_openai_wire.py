@@ -74,6 +74,7 @@ def test_run_without_a_model_name_exits_1_and_claims_nothing(
     (transcript,) = rows(db, "SELECT status, attempts FROM transcripts")
     assert (transcript["status"], transcript["attempts"]) == ("pending", 0)
     assert rows(db, "SELECT count(*) AS n FROM model_calls")[0]["n"] == 0  # nothing priced as Haiku
+    assert "model unset: set EPISODES_MODEL" in CliRunner().invoke(cli, ["status"]).output
 
 
 def test_a_stopped_server_gives_the_claim_back_and_never_dead_letters(
