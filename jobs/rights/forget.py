@@ -13,17 +13,20 @@ applies: nothing outside the tenant can be touched):
   are marked done, so nothing summarises them again;
 - the contents of the user's correction audit (``episode_corrections``: it keeps only that a
   correction of an episode's field happened, and when);
-- job-run error texts and counts that name the user (``job_runs`` has no tenant column; a compress
-  failure, for one, names the user it failed for). That table is the owner's alone (migration 0026),
-  so they are blanked right after the erasure committed, through ``episodes_scrub_job_runs``, which
-  works only for a user with an erasure recorded; an interruption in between is made good by running
-  the erasure again.
+- the erasing tenant's parts of job-run error texts that name the user (``job_runs`` has no tenant
+  column; a compress failure, for one, names the user it failed for as ``<tenant>/<user>``): a part led by
+  another tenant's name is never touched, nor counted, and unattributed text only in a run of this tenant
+  alone (migration 0036). That table is the owner's alone (migration 0026), so they are blanked right after
+  the erasure committed, through ``episodes_scrub_job_runs``, which works only for a user with an erasure
+  recorded; an interruption in between is made good by running the erasure again.
 
 Each erased session (deleted or kept) is recorded in ``erased_sessions`` as a keyed hash of its tenant
 and session id, by a trigger of ``transcripts`` that fires inside this transaction only (it is marked
 with ``SET LOCAL episodes.erasing``, migration 0029); another trigger refuses any later row of such a
 session, on every path into ``transcripts`` (ingest, ``POST /v1/transcripts``, Claude Code sync and
-hooks, a hand INSERT), with a message naming the day of the erasure. New sessions are accepted.
+hooks, a hand INSERT), saying it is refused (the day of the erasure only in its DETAIL, for the operator).
+Each erased message with a time is recorded too (``erased_messages``, migration 0036), and dropped from any
+later transcript row: a forked Claude Code session brings no erased turn back. New sessions are accepted.
 
 Then it appends a row to ``erasures`` (a dry run appends none, so it takes no erasure number): the tenant, a salted hash of the user id (never the id), the
 time, the counts and whether transcripts were kept. Nothing of it is logged with the user id. Once it
