@@ -24,6 +24,7 @@ from jobs.ingest import ingest_records
 from jobs.service.keys import create_key
 
 PASSWORD = "Pw-0f-the-database-9d41c7"
+SSL_PASSWORD = "Ssl-key-passphrase-5e82"  # libpq's sslpassword (issue 46 #9): unused without a client key, never shown
 LINK_SECRET = "link-secret-" + "7" * 40
 MARIA = {
     "user_id": "u-maria",
@@ -40,7 +41,8 @@ MARIA = {
 def test_no_log_line_holds_a_key_token_secret_or_password(
     db_url: str, admin_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = psycopg.conninfo.make_conninfo(db_url, password=PASSWORD)  # trust on the socket: accepted, not needed
+    # trust on the socket: the password is accepted, not needed; sslpassword is read only with an encrypted client key
+    url = psycopg.conninfo.make_conninfo(db_url, password=PASSWORD, sslpassword=SSL_PASSWORD)
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.setenv("EPISODES_LOG_LEVEL", "DEBUG")
     monkeypatch.setenv("EPISODES_LOG_FORMAT", "json")
@@ -106,6 +108,7 @@ def test_no_log_line_holds_a_key_token_secret_or_password(
         "link signature": token.split(".")[1],
         "link secret": LINK_SECRET,
         "database password": PASSWORD,
+        "client key passphrase": SSL_PASSWORD,
     }
     leaks = {name: [line for line in lines if value in line] for name, value in secrets.items()}
     assert leaks == {name: [] for name in secrets}
