@@ -9,6 +9,7 @@ import numpy as np
 
 from jobs.db import Database
 from jobs.embeddings import Embedder
+from jobs.eval.answers import content_words, covers
 from jobs.eval.baseline import MessageIndex, RawMessage, fill_budget, raw_messages
 from jobs.ingest import ingest
 from jobs.tokens import estimate_tokens
@@ -55,8 +56,8 @@ def test_raw_messages_keep_user_and_assistant_text_only() -> None:
         ]
     )
     assert [m.line for m in found] == ["- Caroline: Let's use PostgreSQL 17", "- assistant: Done."]
-    dated = raw_messages([{"role": "user", "content": "hi", "name": "Caroline"}], "2023-05-08")
-    assert [m.dated_line for m in dated] == ["- [2023-05-08] Caroline: hi"]
+    dated = raw_messages([{"role": "user", "content": "hi", "name": "Caroline"}], "8 May 2023")
+    assert [m.dated_line for m in dated] == ["- [8 May 2023] Caroline: hi"]
     assert [m.dated_line for m in found] == [m.line for m in found]  # no date known: the plain line
 
 
@@ -89,9 +90,11 @@ def test_message_index_reads_transcripts_and_ranks_by_meaning(db: Database, embe
     # The dated baseline: the same messages in the same order, each led by its session's date.
     undated, dated = index.blocks("t-base", "locomo-9", question, 1500)
     assert undated == text
-    assert dated.splitlines() == [line.replace("- ", "- [2023-05-01] ", 1) for line in text.splitlines()]
+    assert dated.splitlines() == [line.replace("- ", "- [1 May 2023] ", 1) for line in text.splitlines()]
+    # The date is written as the block writes a resolved date, so an answer given as a date is among its words.
+    assert covers(dated, content_words("1 May, 2023")) and not covers(undated, content_words("1 May, 2023"))
     # The date takes room in the same budget: 20 tokens no longer hold the bike message with its date.
     assert (
         index.block("t-base", "locomo-9", question, 20, dated=True)
-        == "- [2023-05-01] Bo: The weather was rainy all week."
+        == "- [1 May 2023] Bo: The weather was rainy all week."
     )

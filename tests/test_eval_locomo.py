@@ -222,7 +222,7 @@ def test_the_ratio_is_to_the_better_baseline() -> None:
         ("rye flour", "rye flour", "rye flour"),
         ("rye flour", "", "rye flour"),
         ("", "", "rye flour"),
-        ("", "rye", "- [2023-05-02] rye"),
+        ("", "rye", "- [2 May 2023] rye"),
     ]:
         cov.add(words, block, undated, dated)
     cov.add(frozenset(), "x", "x", "x")  # no content word: left out of every share

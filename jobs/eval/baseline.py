@@ -11,9 +11,12 @@ the messages closest to it (cosine similarity; vectors are L2-normalised, so a d
   the message's ``name`` when it has one (LoCoMo's speakers) and its role otherwise. Newlines inside
   a message become spaces. The *undated* baseline shows no dates (as issue 36 measured it).
 - The *dated* baseline (issue 47) is the same with every message led by its session's date, the
-  date the transcript started, ISO as the block writes session dates:
-  ``- [2023-05-08] Caroline: <text>``. The same messages, vectors and ranking; the dates take room
-  in the same budget. A recall block is measured against the better of the two.
+  date the transcript started, written as the block writes a date it resolves (``[7 May 2023]``,
+  :mod:`jobs.recall.relative_dates`): ``- [8 May 2023] Caroline: <text>``. The same messages,
+  vectors and ranking; the dates take room in the same budget. Written ISO (``[2023-05-08]``) the
+  dates would hold no word of an answer like "8 May 2023" (answer coverage compares words): on the
+  five LoCoMo conversations the ISO form covered 0.376 at 1,500 tokens, no more than no dates
+  (0.377), and this form 0.464. A recall block is measured against the better of the two.
 - Budget: :func:`jobs.tokens.estimate_tokens` (characters / 4) over the whole rendered text. Messages
   are taken in order of similarity; one that would overflow the budget is skipped and the next ones
   are still tried, so a long message never leaves the budget half empty.
@@ -41,7 +44,7 @@ ROLES = frozenset({"user", "assistant"})
 class RawMessage:
     speaker: str
     text: str
-    day: str = ""  # the session's date, ISO (empty when unknown)
+    day: str = ""  # the session's date, "8 May 2023" (empty when unknown)
 
     @property
     def line(self) -> str:
@@ -75,7 +78,11 @@ def user_messages(db: Database, tenant_id: str, user_id: str) -> list[RawMessage
 
 
 def _day(started_at: dt.datetime | None) -> str:
-    return started_at.date().isoformat() if started_at else ""
+    """``8 May 2023`` (the session's date, UTC, as the block writes a resolved date); empty when unknown."""
+    if started_at is None:
+        return ""
+    day = started_at.astimezone(dt.UTC).date() if started_at.tzinfo else started_at.date()
+    return f"{day.day} {day:%B} {day.year}"
 
 
 def fill_budget(
