@@ -129,7 +129,13 @@ class JsonFormatter(logging.Formatter):
         payload.update({k: v for k, v in _extras(record).items() if k != "action"})
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
-        return hide_secrets(json.dumps(payload, default=str, ensure_ascii=False))
+        # Masked value by value, before encoding: a mask in the encoded line could cut an escape in two.
+        masked = {k: hide_secrets(v) if isinstance(v, str) else v for k, v in payload.items()}
+        return json.dumps(masked, default=_masked_str, ensure_ascii=False)
+
+
+def _masked_str(value: object) -> str:
+    return hide_secrets(str(value))
 
 
 class TextFormatter(logging.Formatter):

@@ -7,6 +7,7 @@ history, the Claude Code hooks' log)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from jobs.db import Database
 from jobs.errors import ConfigError, ExtractionError, TransientModelError
 from jobs.extract.openai_chat import OpenAIExtractor
 from jobs.llm.openai_wire import ServerUnreachable
-from jobs.logs import TextFormatter, hide_secrets
+from jobs.logs import JsonFormatter, TextFormatter, hide_secrets
 from jobs.summarize import run_summarize
 
 PASSWORD = "S3cretPw9"
@@ -252,6 +253,10 @@ def test_every_formatted_log_line_hides_url_and_connection_string_secrets() -> N
     line = TextFormatter().format(record)
     assert PASSWORD not in line and "K3ypass" not in line
     assert "http://alice:***@h:1/v1" in line and "sslpassword=***" in line
+    record.msg, record.args = 'connecting with password="two words" to %s', ("postgresql://u:pw@h/db",)
+    encoded = json.loads(JsonFormatter().format(record))  # still one valid JSON object
+    assert encoded["message"] == 'connecting with password="***" to postgresql://u:***@h/db'
+    assert encoded["dsn"] == "host=db user=app sslpassword=*** sslmode=verify-full"
     assert hide_secrets("http://h/v1?model=x&token=abc123&sig=zz") == "http://h/v1?model=x&token=***&sig=***"
     assert hide_secrets("http://alice@h/v1 password=$PGPASS") == "http://alice@h/v1 password=$PGPASS"
 

@@ -14,7 +14,9 @@ text, the output's JSON schema); how the answer is asked for is ``EPISODES_OPENA
 Whatever the mode, the answer is validated by the same pydantic model and the same repair-once rule
 (:class:`jobs.llm.repair.RepairingCaller`) as the anthropic path. The SDK retries 408, 409, 429 and
 5xx itself (``max_retries``, honouring ``retry-after``); what is left becomes one line: the server
-is down, a timeout, a rate limit, a rejected key, a model the server does not have.
+is down, a timeout, a rate limit, a rejected key, a model the server does not have, a body that is no
+chat completion, a redirect to another origin. The client, the model-name check and those reasons are
+:mod:`jobs.llm.openai_wire`'s.
 """
 
 from __future__ import annotations
