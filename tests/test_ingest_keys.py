@@ -12,13 +12,16 @@ Through the real service over HTTP, on a real database.
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from click.testing import CliRunner
 from support.api_server import serve
+from support.claude_code_cli import _old_session
 
 from jobs.cli import cli
 from jobs.db import Database
@@ -94,9 +97,7 @@ def test_an_ingest_key_cannot_move_another_users_session(db: Database, embedder:
     assert episodes == [("ann", "done")]  # ann's episode stays hers; nothing queued to summarise it again
 
 
-def test_the_cli_refuses_a_move_too_naming_the_line(db: Database, tmp_path: Any) -> None:
-    import json
-
+def test_the_cli_refuses_a_move_too_naming_the_line(db: Database, tmp_path: Path) -> None:
     path = tmp_path / "sessions.jsonl"
     path.write_text(json.dumps({**_record("ann", "s-1", "Ann's words."), "tenant_id": "acme"}) + "\n")
     assert CliRunner().invoke(cli, ["ingest", str(path)]).exit_code == 0
@@ -110,6 +111,38 @@ def test_the_cli_refuses_a_move_too_naming_the_line(db: Database, tmp_path: Any)
     again = CliRunner().invoke(cli, ["ingest", str(path)])
     assert f"{path}:1: conflict: session_id 's-1' is stored for another user" in again.stderr, again.output
     assert _stored(db) == {"s-1": ("ann", "Ann's words."), "s-3": ("bob", "Bob's own session.")}
+
+
+def test_a_sync_under_another_user_is_refused_once(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`claude-code sync --user bob` of a session ann's sync stored: a conflict, reported once (the file is
+    not read again until it changes), and the session stays ann's."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    _old_session(tmp_path, "cc-1", "/work/shop")
+    first = CliRunner().invoke(cli, ["claude-code", "sync", "--tenant", "acme", "--user", "ann"])
+    assert "1 session stored" in first.stdout, first.output
+    line = {
+        "sessionId": "cc-1",
+        "cwd": "/work/shop",
+        "isSidechain": False,
+        "type": "user",
+        "uuid": "u2",
+        "timestamp": "2026-11-20T10:05:00Z",
+        "message": {"role": "user", "content": "Resumed under another login name."},
+    }
+    with (tmp_path / ".claude" / "projects" / "-work-shop" / "cc-1.jsonl").open("a") as f:
+        f.write(json.dumps(line) + "\n")  # resumed: the file changed, so it is read again
+    as_bob = ["claude-code", "sync", "--tenant", "acme", "--user", "bob"]
+    refused = CliRunner().invoke(cli, as_bob)
+    assert "conflict: session_id 'cc-1' is stored for another user" in refused.stderr, refused.output
+    quiet = CliRunner().invoke(cli, as_bob)
+    assert quiet.stderr == "" and "(1 unchanged since stored)" in quiet.stdout, quiet.output
+    with db.tenant("acme") as conn:
+        assert conn.execute("SELECT user_id FROM transcripts WHERE session_id = 'cc-1'").fetchall() == [
+            {"user_id": "ann"}
+        ]
 
 
 def test_an_ingest_key_is_not_told_when_a_session_was_erased(db: Database) -> None:

@@ -24,9 +24,12 @@ from jobs.claude_code.places import home, write_private
 
 # Stores finished records of one file: returns (stored, unchanged, rejections as "where: reason").
 Store = Callable[[Sequence[tuple[str, dict[str, Any]]]], tuple[int, int, list[str]]]
-# How the database refuses a session that `episodes forget` erased (migration 0029): reported once, and
-# the file is not read again until it changes (a resumed session is refused again, once).
+# How the database refuses a session that `episodes forget` erased (migration 0029), or a fork holding only
+# erased turns (0036), and how ingest refuses a session stored for another user (a sync under another
+# --user): reported once, and the file is not read again until it changes (then refused again, once).
 ERASED = "an erased session is not stored again"
+CONFLICT = "is stored for another user of this tenant"
+FINAL = (ERASED, CONFLICT)
 
 
 @dataclass
@@ -110,7 +113,7 @@ def sync(
             report.stored += stored
             report.unchanged += unchanged
             report.rejected += rejected
-            if any(ERASED not in reason for reason in rejected):
+            if any(not any(final in reason for final in FINAL) for reason in rejected):
                 continue  # read again next time
         if not still_open:
             ledger[key] = signature
