@@ -44,6 +44,12 @@ _FLAGS: list[tuple[tuple[str, ...], re.Pattern[str]]] = [
     (("-cli",), re.compile(rf"{_CMD}(?:redis|valkey|keydb)-cli{_ARGS}\s-a\s*{_VALUE}")),
     # mongo shells: -p secret.
     (("mongo",), re.compile(rf"{_CMD}mongo\w*{_ARGS}\s-p\s+{_VALUE}")),
+    # ldapsearch / ldapmodify / ldapadd / ldapdelete / ldappasswd -w secret.
+    (("ldap",), re.compile(rf"{_CMD}ldap\w*{_ARGS}\s-w\s+{_VALUE}")),
+    # Java's keytool and jarsigner: -storepass / -keypass / -srcstorepass / -deststorepass secret.
+    (("pass",), re.compile(rf"(?<![\w-])-(?:src|dest)?(?:store|key)pass\s+{_VALUE}")),
+    # openssl -pass / -passin / -passout pass:secret (env:VAR and file:path name no secret).
+    (("pass:",), re.compile(r"(?<![\w-])-pass(?:in|out)?\s+['\"]?pass:(?P<value>[^\s;&|'\"`<>()]{1,256})")),
     # Any tool's --password / --pass / --passwd / --http-password, with = or a space (not --password-stdin,
     # not --no-password, not a flag after it).
     (
@@ -60,7 +66,7 @@ _USER_PASS = re.compile(
     r"(?:'[^\s:']{0,128}:(?P<sq>[^'\n]{1,256})'|\"[^\s:\"]{0,128}:(?P<dq>[^\"\n]{1,256})\""
     r"|[^\s:'\"]{0,128}:(?P<value>[^\s'\"]{1,256}))"
 )
-_COMMAND_HINTS = ("mysql", "mariadb", "sshpass", "login", "-cli", "mongo", "--", "curl", "http", "xh ")
+_COMMAND_HINTS = ("mysql", "mariadb", "sshpass", "login", "-cli", "mongo", "ldap", "pass", "--", "curl", "http", "xh ")
 
 
 def find_command_secrets(text: str, clues: Clues) -> Iterator[Finding]:
