@@ -4,8 +4,8 @@ Two data sets beside the repository, read, never copied:
 
 - ``../shared/data/claude-code``: real Claude Code session files. Each session is read with the claude-code
   format, normalised to canonical messages and extracted offline (no database: the extractor alone). Two of
-  them are the **tuning set** the rules were developed on (:data:`TUNING`); the rest are **held out** and
-  reported apart. Per session: events by type, topics (and those made only of the words the issue found as
+  them are the set the rules were developed on (:data:`TUNING`), reported apart from the rest; the rest
+  were read too while choosing (everything in ../shared/data was, issue 47), so all of it is tuning data. Per session: events by type, topics (and those made only of the words the issue found as
   topics: add, update, read, tests, task, write, fix, file), and
   - **narration**: events that are the assistant's working narration, judged by
     ``bench/agent_session_quality.py``'s :func:`is_narration_event` (written for that bench from the issue's
@@ -23,8 +23,7 @@ Two data sets beside the repository, read, never copied:
   any number) that the best-covering decision event holds verbatim ("specifics"). For the 6 amended tasks the
   second chat is extracted with the first chat's decisions offered as open items, and the bench counts the
   tasks where a decision of the second chat ``replaces`` one of the first (later wins). Aggregates over both
-  halves (which tasks were tuned on is ``episodes eval coding``'s: its halves and ``OPENED``); the bench prints no
-  chat text.
+  halves (both read while choosing: tuning data); the bench prints no chat text.
 """
 
 from __future__ import annotations
@@ -149,7 +148,7 @@ def claude_code(data: Path, limit: int | None, extractor: OfflineExtractor) -> l
             rows.append(
                 {
                     "file": path.name,
-                    "set": "tuning" if path.name in TUNING else "held-out",
+                    "set": "rules written on" if path.name in TUNING else "the others (read too)",
                     "session": record["session_id"],
                     "messages": len(messages),
                     "types": dict(Counter(e["type"] for e in events)),
@@ -243,7 +242,7 @@ def report(result: dict[str, Any], show: bool = False) -> str:
         "what each figure means."
     ]
     rows = result["claude_code"]
-    for which in ("tuning", "held-out"):
+    for which in ("rules written on", "the others (read too)"):
         part = [r for r in rows if r["set"] == which]
         if not part:
             continue
@@ -251,7 +250,7 @@ def report(result: dict[str, Any], show: bool = False) -> str:
         types = sum((Counter(r["types"]) for r in part), Counter())
         lines += [
             "",
-            f"Claude Code sessions, {which} set ({len(part)} sessions in {len({r['file'] for r in part})} files):",
+            f"Claude Code sessions, {which} ({len(part)} sessions in {len({r['file'] for r in part})} files):",
             f"  events per session {events / len(part):.2f}, by type {json.dumps(dict(sorted(types.items())))}",
             f"  narration {_share(sum(r['narration'] for r in part), events)} of events (goal <= 10 %)",
             f"  format-word topics {sum(len(r['format_tags']) for r in part)}; topics that are only "
@@ -265,7 +264,7 @@ def report(result: dict[str, Any], show: bool = False) -> str:
                 f"  {r['file'][:44]:44} {r['messages']:4} msgs {r['events']:3} events "
                 f"{json.dumps(r['types'])} narration {r['narration']}  topics {r['tags']}"
             )
-            if show and which == "tuning":
+            if show and which == "rules written on":
                 lines.append(f"      summary: {r['summary']}")
                 lines += [f"      {t}" for t in r["event_texts"]]
     tasks = result["sde_bench"]

@@ -27,7 +27,7 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
     "answer_coverage": (
         "answer_coverage.py",
         ["--conversations", "1", "--sde-tasks", "2", "--sde-decoys", "5"],
-        "ratio = block / raw",
+        "ratio = block / the better of raw and dated",
         "locomo",
     ),
     "api_load": (
