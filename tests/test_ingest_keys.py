@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from psycopg.types.json import Jsonb
 from support.api_server import serve
 from support.claude_code_cli import _old_session
 
@@ -27,8 +28,10 @@ from jobs.cli import cli
 from jobs.db import Database
 from jobs.embeddings import Embedder
 from jobs.extract.offline import OfflineExtractor
+from jobs.ingest import ingest_records
 from jobs.rights.forget import forget_user
 from jobs.service.keys import create_key
+from jobs.sql import query
 from jobs.summarize import run_summarize
 
 pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
@@ -157,3 +160,24 @@ def test_an_ingest_key_is_not_told_when_a_session_was_erased(db: Database) -> No
     result = again.json()["results"][0]
     assert result["result"] == "rejected" and "an erased session is not stored again" in result["reason"], result
     assert not DAY.search(result["reason"]), result["reason"]
+
+
+def test_the_upsert_itself_never_moves_a_session(db: Database) -> None:
+    """Should a write come in between ingest's check and its upsert, the upsert changes nothing."""
+    assert ingest_records(db, [("t:1", {**_record("ann", "s-1", "Ann's words."), "tenant_id": "acme"})]).inserted == 1
+    params = {
+        "tenant_id": "acme",
+        "user_id": "eve",
+        "session_id": "s-1",
+        "agent_id": "a",
+        "purpose": "general",
+        "started_at": None,
+        "ended_at": None,
+        "messages": Jsonb([{"role": "user", "content": "Eve's words."}]),
+        "metadata": None,
+        "content_hash": "0" * 64,
+        "source": "t:2",
+    }
+    with db.tenant("acme") as conn:
+        assert conn.execute(query("upsert_transcript"), params).fetchone() is None
+    assert _stored(db) == {"s-1": ("ann", "Ann's words.")}
