@@ -139,23 +139,35 @@ _INSERT_EPISODES = """INSERT INTO episodes (tenant_id, user_id, kind, session_id
    SELECT tenant_id, user_id, 'session', 'bench-' || n, 'general', summary, '{}', importance,
           ended_at, ended_at, to_tsvector('english', summary), embedding, 'bench', 'bench'
    FROM bench_stage ORDER BY n"""
+# bench_ids: the staging number of each episode just inserted and its id (session_id 'bench-<n>').
+_MAP_IDS = """INSERT INTO bench_ids (n, id, tenant_id, user_id, ended_at, summary)
+   SELECT substr(e.session_id, 7)::bigint, e.id, e.tenant_id, e.user_id, e.ended_at, e.summary
+   FROM episodes e JOIN bench_stage s ON e.tenant_id = s.tenant_id AND e.session_id = 'bench-' || s.n"""
 _INSERT_LINES = """INSERT INTO episode_lines (tenant_id, user_id, episode_id, ordinal, message_index, speaker, said_at, text,
                            embedding)
-   SELECT e.tenant_id, e.user_id, e.id, l.ordinal, l.ordinal, CASE WHEN l.ordinal % 2 = 0 THEN 'user' ELSE 'assistant' END,
-          e.ended_at, l.text, l.embedding
-   FROM bench_lines l JOIN bench_stage s ON s.n = l.n JOIN episodes e ON e.tenant_id = s.tenant_id
-        AND e.session_id = 'bench-' || l.n
-   ORDER BY l.n, l.ordinal"""
+   SELECT m.tenant_id, m.user_id, m.id, l.ordinal, l.ordinal, CASE WHEN l.ordinal % 2 = 0 THEN 'user' ELSE 'assistant' END,
+          m.ended_at, l.text, l.embedding
+   FROM bench_lines l JOIN bench_ids m ON m.n = l.n"""
 _INSERT_EVENTS = """INSERT INTO episode_events (tenant_id, user_id, episode_id, ordinal, type, what, occurred_at, evidence)
-   SELECT e.tenant_id, e.user_id, e.id, l.ordinal, CASE WHEN l.ordinal = 0 THEN 'decision' ELSE 'fact' END, l.text,
-          e.ended_at, ARRAY[l.ordinal]
-   FROM bench_lines l JOIN bench_stage s ON s.n = l.n JOIN episodes e ON e.tenant_id = s.tenant_id
-        AND e.session_id = 'bench-' || l.n
+   SELECT m.tenant_id, m.user_id, m.id, l.ordinal, CASE WHEN l.ordinal = 0 THEN 'decision' ELSE 'fact' END, l.text,
+          m.ended_at, ARRAY[l.ordinal]
+   FROM bench_lines l JOIN bench_ids m ON m.n = l.n
    WHERE l.ordinal < 2"""
 _INSERT_ENTITIES = """INSERT INTO episode_entities (tenant_id, user_id, episode_id, name, kind)
-   SELECT DISTINCT e.tenant_id, e.user_id, e.id, initcap(w.word), 'other'
-   FROM bench_stage s JOIN episodes e ON e.tenant_id = s.tenant_id AND e.session_id = 'bench-' || s.n
-        CROSS JOIN LATERAL unnest((string_to_array(rtrim(s.summary, '.'), ' '))[1:3]) AS w(word)"""
+   SELECT DISTINCT m.tenant_id, m.user_id, m.id, initcap(w.word), 'other'
+   FROM bench_ids m CROSS JOIN LATERAL unnest((string_to_array(rtrim(m.summary, '.'), ' '))[1:3]) AS w(word)"""
+LINE_CHUNK = 2_000  # episodes whose lines are staged and inserted at a time (~60,000 lines of ~1.7 kB)
+
+
+def _add_lines(conn: psycopg.Connection[Any], rng: np.random.Generator, start: int, stop: int, mean: int) -> None:
+    """Lines, events and entities of the episodes staged as ``start`` .. ``stop - 1`` (mapped in bench_ids)."""
+    conn.execute(_INSERT_ENTITIES)
+    for first in range(start, stop, LINE_CHUNK):
+        last = min(first + LINE_CHUNK, stop)
+        _stage_lines(conn, rng, first, line_counts(rng, last - first, mean))
+        conn.execute(_INSERT_LINES)
+        conn.execute(_INSERT_EVENTS)
+        conn.execute("TRUNCATE bench_lines")
 
 
 def load_data(
@@ -176,6 +188,10 @@ def load_data(
     )
     conn.execute(
         f"CREATE UNLOGGED TABLE IF NOT EXISTS bench_lines (n bigint, ordinal int, text text, embedding vector({DIM}))"
+    )
+    conn.execute(
+        "CREATE UNLOGGED TABLE IF NOT EXISTS bench_ids (n bigint PRIMARY KEY, id bigint, tenant_id text, "
+        "user_id text, ended_at timestamptz, summary text)"
     )
     for start in range(0, len(owners), chunk):
         stop = min(start + chunk, len(owners))
@@ -200,14 +216,14 @@ def load_data(
                 )
         conn.execute(_INSERT_EPISODES)
         if lines > 0:
-            _stage_lines(conn, line_rng, start, line_counts(line_rng, stop - start, lines))
-            for statement in (_INSERT_LINES, _INSERT_EVENTS, _INSERT_ENTITIES):
-                conn.execute(statement)
-            conn.execute("TRUNCATE bench_lines")
+            conn.execute(_MAP_IDS)
+            conn.execute("ANALYZE bench_ids")
+            _add_lines(conn, line_rng, start, stop, lines)
+            conn.execute("TRUNCATE bench_ids")
         conn.execute("TRUNCATE bench_stage")
         conn.commit()
         print(f"  loaded {stop:,} / {len(owners):,} ({time.perf_counter() - started:.0f}s)", file=sys.stderr)
-    conn.execute("DROP TABLE bench_stage, bench_lines")
+    conn.execute("DROP TABLE bench_stage, bench_lines, bench_ids")
     conn.commit()
     conn.autocommit = True
     for table in ("episodes", "episode_lines", "episode_events", "episode_entities"):
