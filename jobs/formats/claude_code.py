@@ -139,6 +139,19 @@ def user_text(text: str) -> str:
     return text
 
 
+def is_empty(path: Path) -> bool:
+    """Whether ``path`` holds nothing but blanks (and a byte order mark): Claude Code leaves such session
+    files behind (a session opened and left at once). Read until the first other byte."""
+    with path.open("rb") as handle:
+        first = True
+        while chunk := handle.read(1 << 16):
+            if first:
+                chunk, first = chunk.removeprefix(b"\xef\xbb\xbf"), False
+            if chunk.strip():
+                return False
+    return True
+
+
 def read_session_file(
     path: Path,
     *,

@@ -10,13 +10,14 @@ writing are :mod:`jobs.ingest`'s.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jobs.formats.claude_code import TENANT as CLAUDE_CODE_TENANT
-from jobs.formats.claude_code import default_user, read_session_file
+from jobs.formats.claude_code import default_user, is_empty, read_session_file
 from jobs.formats.detect import detect
 from jobs.formats.locomo import read_locomo
 
@@ -61,7 +62,13 @@ def read_records(
     JSONL file and a whole JSON document (pretty-printed, an array, whatever its name) apart by their first
     lines (:func:`jobs.formats.detect.detect`). A LoCoMo file's records belong to ``tenant_id`` (default
     ``locomo``); a Claude Code session's to ``tenant_id`` and ``user_id`` (default: Claude Code's tenant and
-    this machine's login name), closed after ``idle_close_seconds`` without a turn (None: Claude Code's default)."""
+    this machine's login name), closed after ``idle_close_seconds`` without a turn (None: Claude Code's default).
+    An empty file (Claude Code leaves some) has no record and nothing wrong: skipped with a note, not rejected."""
+    if is_empty(path):
+        logging.getLogger(__name__).info(
+            "skipped %s: the file is empty", path, extra={"action": "ingest_empty_file", "location": str(path)}
+        )
+        return
     kind = detect(path) if fmt == "auto" else None
     if fmt == "locomo":
         for where, item in read_locomo(path, tenant_id or "locomo"):
