@@ -11,8 +11,10 @@ Detected and replaced by typed placeholders, each validated beyond its shape:
 - ``[IBAN]`` IBANs, bare or in groups of four, of the country's length, passing the mod-97 check.
 - ``[SECRET]`` API keys and tokens by their known prefixes (``sk-…``, ``sk-ant-…``, ``AKIA…``,
   ``ghp_…``, ``xox…-``, JWTs, ``Bearer …``, private key blocks), values after key / token /
-  secret / password / PIN labels when they look like a secret rather than a word, and card
-  security codes.
+  secret / password / PIN labels when they look like a secret rather than a word, card
+  security codes, and passwords in commands, connection strings and URLs (``PGPASSWORD=…``,
+  ``mysql -p…``, ``--password …``, ``curl -u user:…``, ``docker login -p …``, ``redis-cli -a …``,
+  ``sshpass -p …``, ``https://user:…@host``, ``sslpassword=…``; :mod:`jobs.pii.commands`).
 - ``[IP]`` IPv4 and IPv6 addresses (validated by :mod:`ipaddress`); ``version 1.2.3.4`` is not one.
 
 What is deliberately *not* redacted: dates, times, prices, order / invoice / ticket numbers,
