@@ -103,3 +103,17 @@ def test_cli_dry_run_and_help(db: Database, tmp_path: Path, embedder: Embedder) 
     assert out.exit_code == 0, out.output
     assert out.output.startswith("would requeue 2 sessions for prompt " + CLAUDE)
     assert "(dry run, nothing changed)" in out.output
+
+
+def test_the_offline_extractor_is_not_priced(db: Database, tmp_path: Path, embedder: Embedder) -> None:
+    """Requeueing for the offline extractor costs nothing: no token or cost estimate (issue 46, finding 22)."""
+    load(db, tmp_path, [session(i) for i in range(2)], embedder)
+    with db.admin() as conn:  # made by an older offline prompt: under the current one they are due again
+        conn.execute("UPDATE episodes SET prompt_version = 'offline-0'")
+    plan = plan_resummarize(db, Selection(), OfflineExtractor.prompt_version)
+    assert plan.requeue == 2 and not plan.priced
+    assert (plan.input_tokens, plan.output_tokens, plan.cost_live_usd, plan.cost_batch_usd) == (0, 0, 0.0, 0.0)
+    out = CliRunner().invoke(cli, ["resummarize", "--extractor", "offline", "--dry-run"])
+    assert out.exit_code == 0, out.output
+    assert out.output.startswith(f"would requeue 2 sessions for prompt {OfflineExtractor.prompt_version}")
+    assert "no tokens, no cost" in out.output and "$" not in out.output, out.output

@@ -82,6 +82,7 @@ class ResummarizePlan:
     cost_live_usd: float = 0.0
     cost_batch_usd: float = 0.0
     requeued: int | None = None  # None on a dry run
+    priced: bool = True  # False for the offline extractor: it calls no model, so there is nothing to estimate
 
     def line(self) -> str:
         head = (
@@ -89,10 +90,14 @@ class ResummarizePlan:
             if self.requeued is None
             else f"requeued {counted(self.requeued, 'session')}"
         )
+        estimate = (
+            f"est. {self.input_tokens:,} input / {self.output_tokens:,} output tokens · est. cost "
+            f"${self.cost_live_usd:,.4f} live, ${self.cost_batch_usd:,.4f} with --batch"
+            if self.priced
+            else "the offline extractor calls no model: no tokens, no cost"
+        )
         return (
-            f"{head} for prompt {self.prompt_version} · est. {self.input_tokens:,} input / "
-            f"{self.output_tokens:,} output tokens · est. cost ${self.cost_live_usd:,.4f} live, "
-            f"${self.cost_batch_usd:,.4f} with --batch · skipped: {self.messages_gone:,} messages gone "
+            f"{head} for prompt {self.prompt_version} · {estimate} · skipped: {self.messages_gone:,} messages gone "
             f"(retention), {self.already_current:,} already on this prompt, {self.already_queued:,} already "
             f"queued, {self.dead:,} dead-lettered (episodes retry)"
         )
@@ -116,13 +121,17 @@ def fixed_prompt_tokens() -> int:
     return estimate_tokens(system) + estimate_tokens(schema) + estimate_tokens(source(USER_TEMPLATE))
 
 
-def plan_resummarize(db: Database, selection: Selection, prompt_version: str) -> ResummarizePlan:
+def plan_resummarize(
+    db: Database, selection: Selection, prompt_version: str, *, priced: bool | None = None
+) -> ResummarizePlan:
     """Count the chosen sessions by what a requeue does with them, and estimate the cost.
 
     Input tokens: per session the fixed prompt plus the transcript (characters / 4 and a few tokens a
     message), as plain input (an upper bound: prompt caching makes the fixed part cheaper). Output
     tokens: the mean of what the chosen episodes took when Claude made them, else
     DEFAULT_OUTPUT_TOKENS. Long transcripts that are split and reduced cost somewhat more.
+    ``priced`` (default: unless ``prompt_version`` is the offline extractor's, which calls no model):
+    whether to estimate at all; without, tokens and cost stay 0 and the line says there are none.
     """
     with db.admin() as conn:
         row = one(conn.execute(query("resummarize_counts"), selection.params(conn, prompt_version)))
@@ -133,7 +142,10 @@ def plan_resummarize(db: Database, selection: Selection, prompt_version: str) ->
         dead=int(row["dead"]),
         already_current=int(row["current"]),
         messages_gone=int(row["gone"]),
+        priced=prompt_version != OfflineExtractor.prompt_version if priced is None else priced,
     )
+    if not plan.priced:
+        return plan
     per_output = round(row["mean_output_tokens"] or DEFAULT_OUTPUT_TOKENS)
     plan.input_tokens = (
         plan.requeue * fixed_prompt_tokens() + (int(row["chars"]) + 3) // 4 + LINE_TOKENS * int(row["messages"])
