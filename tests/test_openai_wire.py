@@ -137,7 +137,9 @@ def test_an_html_page_is_an_unreadable_answer_with_its_reason(server: fo.FakeOpe
     with pytest.raises(TransientModelError) as caught:
         extract(settings_for(server))
     message = str(caught.value)
-    assert message.startswith(f"unreadable response from the model server at {server.base_url}: a text/html body")
+    assert message.startswith(
+        f"unreadable response from the model server at {server.base_url}: a body of type text/html"
+    )
     assert "<title>Sign in to the corporate proxy</title>" in message and "\n" not in message
     (call,) = caught.value.calls
     assert call.outcome == "transient" and "text/html" in (call.error or "")
@@ -159,11 +161,39 @@ def test_an_html_page_through_the_job_is_a_recorded_failed_call(
     assert not [r for r in caplog.records if r.exc_info]  # no traceback: one line
     (call,) = rows(db, "SELECT outcome, error, transcript_id FROM model_calls")
     assert call["outcome"] == "transient" and call["transcript_id"] is not None
-    assert "a text/html body, not a chat completion (HTTP 200)" in call["error"]
+    assert "a body of type text/html (HTTP 200), not a chat completion" in call["error"]
     (transcript,) = rows(db, "SELECT status, attempts, last_error FROM transcripts")
     assert transcript["status"] == "pending" and transcript["attempts"] == 1
     assert transcript["last_error"].startswith("unreadable response from the model server")
     assert "AttributeError" not in transcript["last_error"]
+
+
+def _completion(message: dict[str, Any] | None = None, **changes: Any) -> str:
+    choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "{}", **(message or {})}}
+    body = {"id": "c", "object": "chat.completion", "created": 1, "model": MODEL, "choices": [choice]}
+    return json.dumps({**body, **changes})
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (_completion(message={"content": [{"type": "text", "text": "hi"}]}), "content: Input should be a valid string"),
+        (_completion(message={"content": None, "tool_calls": "oops"}), "tool_calls: Input should be a valid list"),
+        (_completion(usage="lots"), "usage: Input should be a valid dictionary"),
+        (_completion(choices={"a": 1}), "choices: Input should be a valid list"),
+        ('{"error": "upstream timed out"}', "choices: Field required"),
+    ],
+    ids=["content-a-list", "tool-calls-a-string", "usage-a-string", "choices-an-object", "an-error-object"],
+)
+def test_a_json_body_of_another_shape_is_unreadable_not_a_traceback(
+    server: fo.FakeOpenAI, body: str, said: str
+) -> None:
+    server.enqueue(fo.raw(200, body))
+    with pytest.raises(TransientModelError) as caught:
+        extract(settings_for(server))
+    message = str(caught.value)
+    assert "a body of type application/json (HTTP 200), not a chat completion (" in message and said in message
+    assert caught.value.calls[0].outcome == "transient" and "\n" not in message
 
 
 # --- #13: redirects ------------------------------------------------------------------------------

@@ -329,7 +329,7 @@ def _parsed(raw: Any) -> tuple[Any, str | None]:
         parsed = raw.parse()
     except ValueError as exc:  # a JSON content type whose body does not parse
         kind = (raw.headers.get("content-type") or "no content type").split(";")[0].strip()
-        return None, f"a {kind} body that does not parse ({_said(exc)}): {excerpt(raw.http_response.text)}"
+        return None, f"a body of type {kind} that does not parse ({_said(exc)}): {excerpt(raw.http_response.text)}"
     return parsed, unreadable(raw, parsed)
 
 

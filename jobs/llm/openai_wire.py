@@ -18,8 +18,11 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ValidationError
+
 from jobs.config import Settings
 from jobs.errors import ConfigError
+from jobs.llm.repair import short, validation_summary
 from jobs.logs import hide_secrets
 
 if TYPE_CHECKING:  # imported when a client is made: most commands never call a model
@@ -107,15 +110,58 @@ def redirect_refused(where: str, exc: openai.APIStatusError) -> ConfigError:
     )
 
 
+class _Function(BaseModel):
+    name: str
+    arguments: str
+
+
+class _ToolCall(BaseModel):
+    function: _Function | None = None
+
+
+class _Message(BaseModel):
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message
+    finish_reason: str | None = None
+
+
+class _Details(BaseModel):
+    cached_tokens: int | None = None
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    prompt_tokens_details: _Details | None = None
+
+
+class _Completion(BaseModel):
+    """What the back end reads of a chat completion, typed: a body that does not fit is unreadable,
+    whatever the SDK made of it (it builds its objects without validating them)."""
+
+    choices: list[_Choice]
+    usage: _Usage | None = None
+
+
 def unreadable(raw: Any, parsed: Any) -> str | None:
     """Why ``parsed`` (the SDK's reading of ``raw``, its HTTP answer) is not a chat completion, or None."""
     from openai.types.chat import ChatCompletion
 
-    choices = getattr(parsed, "choices", None) if isinstance(parsed, ChatCompletion) else None
-    if isinstance(choices, list) and all(getattr(c, "message", None) is not None for c in choices):
-        return None
+    problem = ""
+    if isinstance(parsed, ChatCompletion):
+        try:
+            _Completion.model_validate(raw.http_response.json())
+            return None
+        except (ValueError, ValidationError) as exc:  # ValidationError is a ValueError
+            problem = f" ({validation_summary(exc) if isinstance(exc, ValidationError) else short(exc)})"
     kind = (raw.headers.get("content-type") or "no content type").split(";")[0].strip()
-    return f"a {kind} body, not a chat completion (HTTP {raw.status_code}): {excerpt(raw.http_response.text)}"
+    body = raw.http_response.text
+    return f"a body of type {kind} (HTTP {raw.status_code}), not a chat completion{problem}: {excerpt(body)}"
 
 
 def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
