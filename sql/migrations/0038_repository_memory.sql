@@ -1,0 +1,2 @@
+-- 0038: memory follows the git repository (issue 49). Placeholder: the number is taken; content follows.
+SELECT 1;
