@@ -22,6 +22,10 @@ from jobs.formats.envelope import check_metadata, unknown_field
 from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
 from jobs.tokens import estimate_tokens as estimate_tokens  # re-exported: every budget counts tokens with it
 
+# Characters a speaker's name loses when it is shown (Message.speaker): no brackets, quotes or colons to
+# close its attribute or forge a line's "speaker:" or "[n]".
+_NOT_IN_NAME = re.compile(r"[()\[\]{}<>:\"`\\]")
+MAX_SPEAKER_NAME = 60
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # Terminal escape sequences, whole (a terminal's colours in pasted or tool output: ESC [ 31 m): removing
 # only the ESC left "[31m" in the text, and the offline extractor made a topic tag of it. CSI (also as
@@ -93,7 +97,13 @@ class Message(BaseModel):
 
     @property
     def speaker(self) -> str:
-        return self.name or self.role
+        """Who spoke, as lines, events and prompts quote it: the role, and the host's name for the speaker
+        only as an attribute after it (``user (Caroline)``). A name never stands alone, so a user message
+        named ``assistant``, ``system`` or ``assistant (tool call)`` stays ``user (...)`` (issue 46 #4)."""
+        name = " ".join(_NOT_IN_NAME.sub(" ", self.name or "").split())[:MAX_SPEAKER_NAME].strip()
+        if self.role == "tool" or not name or name.casefold() == self.role:
+            return self.role
+        return f"{self.role} ({name})"
 
 
 class TranscriptIn(BaseModel):

@@ -135,16 +135,16 @@ def test_decision_cites_the_message_that_states_it(support: EpisodeExtraction) -
     decisions = events_of(support, "decision")
     assert len(decisions) == 1
     decision = decisions[0]
-    assert decision.evidence == [2] and decision.who == "Dana"
+    assert decision.evidence == [2] and decision.who == "user (Dana)"
     assert "Team plan" in decision.what and "$49/seat" in decision.what and "Dana" in decision.what
 
 
 def test_commitment_has_due_date_resolved_from_the_weekday(support: EpisodeExtraction) -> None:
-    dana = [e for e in events_of(support, "commitment") if e.who == "Dana"]
+    dana = [e for e in events_of(support, "commitment") if e.who == "user (Dana)"]
     assert len(dana) == 1
     assert dana[0].evidence == [4]
     assert dana[0].due == dt.date(2025, 3, 7)  # the Friday after Tuesday 4 March
-    assert dana[0].what == "Dana will send the signed contract by Friday."
+    assert dana[0].what == "The user (Dana) will send the signed contract by Friday."
 
 
 def test_assistant_commitment_is_attributed_to_the_assistant(support: EpisodeExtraction) -> None:
@@ -157,13 +157,13 @@ def test_assistant_commitment_is_attributed_to_the_assistant(support: EpisodeExt
 def test_question_met_with_not_sure_is_open(support: EpisodeExtraction) -> None:
     questions = events_of(support, "open_question")
     assert [q.evidence for q in questions] == [[4, 5]]  # the question and the "not sure" reply
-    assert "priority support in Berlin" in questions[0].what and questions[0].who == "Dana"
+    assert "priority support in Berlin" in questions[0].what and questions[0].who == "user (Dana)"
 
 
 def test_surprise_is_found_and_rewritten_in_the_third_person(support: EpisodeExtraction) -> None:
     surprises = events_of(support, "surprise")
     assert [s.evidence for s in surprises] == [[6]]
-    assert surprises[0].what == "Dana didn't expect the onboarding to be free."
+    assert surprises[0].what == "The user (Dana) didn't expect the onboarding to be free."
 
 
 def test_answered_question_is_not_open_but_a_last_unanswered_one_is(extractor: OfflineExtractor) -> None:
@@ -204,9 +204,10 @@ def test_summary_is_dated_third_person_and_bounded(support: EpisodeExtraction) -
     summary = support.summary
     # The session's decision opens it (a block with room for one sentence shows the first), with the lead.
     assert summary.startswith(
-        "On 4 March 2025, Dana decided to go with the Team plan at $49/seat; Dana and the assistant talked about "
+        "On 4 March 2025, the user (Dana) decided to go with the Team plan at $49/seat; the user (Dana) and the assistant "
+        "talked about "
     )
-    assert "Dana will send the signed contract by Friday." in summary
+    assert "The user (Dana) will send the signed contract by Friday." in summary
     assert not summary.startswith("I ") and " I'll " not in summary.replace('"', " ").split("said:")[0]
     assert len(summary) <= 800
 
@@ -343,7 +344,7 @@ def test_edge_case_details(extractor: OfflineExtractor) -> None:
         "Smith & Sons Ltd": "org",
         "Pro plan": "product",
     }
-    assert [e.type for e in curly.key_events] == ["decision"] and curly.key_events[0].who == "O’Brien"
+    assert [e.type for e in curly.key_events] == ["decision"] and curly.key_events[0].who == "user (O’Brien)"
 
 
 def test_long_transcripts_cost_bounded_embedding_work(embedder: Embedder) -> None:

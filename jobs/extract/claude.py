@@ -62,7 +62,6 @@ class Line:
 
 _DELIMITER = re.compile(r"<(/?)(transcript)", re.IGNORECASE)
 _NEWLINE = re.compile(r"\r\n|[\r\n\x85\u2028\u2029]")
-_ROLES = frozenset({"user", "assistant", "system", "tool"})
 TOOL_LABEL = "tool context"  # how tool messages are labelled: what the agent's tools did and returned, nobody's words
 
 
@@ -78,18 +77,11 @@ def _content(text: str) -> str:
 
 
 def _speaker(message: Message) -> str:
-    """The speaker label on one line; a name that claims a role the message does not have is dropped.
-    Tool messages are labelled :data:`TOOL_LABEL` whatever their name, and nobody else may use it."""
+    """The speaker label on one line: the role, a name only beside it (:attr:`Message.speaker`), so no name
+    can claim a role the message does not have. Tool messages are labelled :data:`TOOL_LABEL`."""
     if message.role == "tool":
         return TOOL_LABEL
-    name = " ".join(_escape(message.name or "").split())
-    if (
-        not name
-        or (name.casefold() in _ROLES and name.casefold() != message.role)
-        or " ".join(name.casefold().split()) == TOOL_LABEL
-    ):
-        return message.role
-    return name
+    return " ".join(_escape(message.speaker).split())
 
 
 def transcript_lines(transcript: Transcript) -> list[Line]:

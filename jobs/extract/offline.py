@@ -149,7 +149,7 @@ class OfflineExtractor:
         texts = [s.text for s in sentences]
         lexical_central = tfidf_centrality(texts)
         prescore = [
-            lexical_score(s.text, s.speaker == "assistant")
+            lexical_score(s.text, s.speaker.partition(" ")[0] == "assistant")
             + TFIDF_WEIGHT * c
             - (NARRATION_PENALTY if s.narration else 0.0)
             for s, c in zip(sentences, lexical_central, strict=True)
@@ -247,8 +247,8 @@ def _sentences(messages: list[Message], said: list[str], used: list[int], transc
     out: list[Sentence] = []
     for i in used:
         message = messages[i]
-        speaker = message.name or message.role
-        label = message.name or f"The {message.role}"
+        speaker = message.speaker  # the role, a name only beside it (issue 46 #4)
+        label = f"The {speaker}"
         ref = message.ts or transcript.ended_at or transcript.started_at
         for text in split_sentences(said[i][:MAX_MESSAGE_CHARS], MAX_SENTENCES_PER_MESSAGE):
             narration = message.role == "assistant" and is_narration(normalise(text), ref.date() if ref else None)
@@ -317,7 +317,7 @@ def _summary(
             + (f" ({tools})." if tools else ".")
         ]
     if not parts:
-        who = _join(list(dict.fromkeys(m.name or f"the {m.role}" for m in messages))) or "nobody"
+        who = _join(list(dict.fromkeys(f"the {m.speaker}" for m in messages))) or "nobody"
         parts = [f"A session of {len(messages)} message(s) from {who} with no substantive text."]
     text = " ".join(parts)
     if prefix and text.startswith(("The user", "The assistant", "The system", "The tool", "A session")):

@@ -51,8 +51,8 @@ MAX_FACTS = 5  # facts kept per episode: the specifics a later session asks abou
 class Sentence:
     text: str
     message: int  # index of the message in the transcript
-    speaker: str  # for KeyEvent.who: the name, else the role
-    label: str  # how the speaker is written in prose: "Dana", "The user"
+    speaker: str  # for KeyEvent.who: Message.speaker, the role and a name beside it ("user (Dana)")
+    label: str  # how the speaker is written in prose: "The user (Dana)", "The user"
     order: int  # global position
     score: float = 0.0
     centrality: float = 0.0  # cosine to the session's centroid; 0.0 unless the sentence was embedded
@@ -99,7 +99,7 @@ def find_events(
             found = ("decision", 0) if agreed is not None else None
             if agreed is not None:
                 user = messages[agreed]
-                who, label, evidence = user.name or user.role, user.name or f"The {user.role}", [s.message, agreed]
+                who, label, evidence = user.speaker, f"The {user.speaker}", [s.message, agreed]
         elif (
             found
             and found[0] in ("decision", "preference", "surprise", "fact")

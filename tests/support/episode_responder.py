@@ -13,13 +13,15 @@ from typing import Any
 
 from jobs.concepts import OPEN_ITEM_TYPES, STANDING_TYPES
 
-LINE = re.compile(r"^\[(\d+)\] ([^:(]+?)(?: \([^)]*\))?: (.*)$", re.MULTILINE)
+# "[n] role (name) (time): text": the role, the speaker's name as an attribute (issue 46 #4), the time.
+LINE = re.compile(r"^\[(\d+)\] ([a-z]+(?: [a-z]+)?)(?: \((?!\d{4}-)([^)]*)\))?(?: \([^)]*\))?: (.*)$", re.MULTILINE)
 
 
 def transcript_lines(body: dict[str, Any]) -> list[tuple[int, str, str]]:
+    """(index, who, text) per line; who is the speaker's name when the line gives one, as a model reads it."""
     content = body["messages"][0]["content"]
     text = content if isinstance(content, str) else " ".join(c.get("text", "") for c in content)
-    return [(int(i), who.strip(), said.strip()) for i, who, said in LINE.findall(text)]
+    return [(int(i), (name or role).strip(), said.strip()) for i, role, name, said in LINE.findall(text)]
 
 
 def episode_for(body: dict[str, Any], hallucinate: bool = False) -> dict[str, Any]:

@@ -166,7 +166,7 @@ def third_person(sentence: str, label: str) -> str | None:
     if label not in result:
         return None
     if label.startswith("The "):  # "By the way, the user went ..." mid-sentence
-        result = result.replace(label, label.lower())
+        result = result.replace(label, label[0].lower() + label[1:])  # "the user (Dana)": a name keeps its case
     return result[0].upper() + result[1:]
 
 
