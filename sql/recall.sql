@@ -118,26 +118,62 @@ ORDER BY coalesce(t.ended_at, t.started_at, t.created_at) DESC, t.id DESC
 LIMIT %(limit)s
 
 -- name: recall_lines
--- The verbatim lines (episode_lines, migration 0032) of the chosen episodes that best match the opening
--- message, best first; jobs/recall/fitting.py quotes them under their episodes within the budget. A line's
--- `similarity` is its cosine similarity to the message (same embedder); its `score` is that or, if
--- higher, %(neighbour)s times the best similarity of the line before or after it in the same session: the
--- answer to a matching question is the next line, and the question before a matching answer says what it
--- answers. Exact (no index: the chosen episodes' lines are a few hundred rows). A line whose vector has
--- another dimension (between `episodes reembed`'s switch and its lines' rewrite) is left out. The tenant
--- named in the one table it reads: on a cluster a router query, on the tenant's shard a plain one.
-WITH s AS (
-    SELECT l.episode_id, l.ordinal, l.speaker, l.text, l.said_at,
-           1 - (l.embedding <=> %(vector)s::vector) AS similarity
+-- Every line (episode_lines, migration 0032) of the user's candidate episodes (current, not compressed,
+-- ended by %(now)s, of an allowed purpose: the candidates of recall_scores) ranked against the opening
+-- message two ways and fused by reciprocal rank, the %(limit)s best returned; jobs/recall/quotes.py quotes
+-- them under their episodes within the budget, and the episodes they come from are read with the chosen
+-- ones (lines are the evidence an episode is chosen by). Lines, not only those of the episodes chosen
+-- first: the answer is often one line of a session whose summary says nothing of it (issue 47).
+--   similarity   cosine similarity of the line's embedding to the message's (same embedder; NULL when its
+--                vector has another dimension, between `episodes reembed`'s switch and the line's rewrite)
+--   score        that or, if higher, %(neighbour)s times the best similarity of the line before or after it
+--                in its session: the answer to a matching question is the next line, and the question
+--                before a matching answer says what it answers
+--   text_score   ts_rank(text_tsv, q, 1), q the message's lexemes OR-ed (migration 0037's text_tsv, english;
+--                NULL: no lexeme of the message occurs): names, numbers and identifiers an embedding blurs
+--   fused        %(w_vector)s / (%(rrf_k)s + rank by score) + %(w_text)s / (%(rrf_k)s + rank by text_score),
+--                each rank counted only within its first %(depth)s
+-- Exact within the user's rows (a typical user has a few hundred to a few thousand lines). The line's
+-- embedding comes as vector_send's bytes for fitting's newest-wins check (two lines about one thing).
+-- Both tables filtered by the tenant and joined on it: on a cluster a router query.
+WITH q AS (
+    SELECT %(vector)s::vector AS vec,
+           (SELECT nullif(string_agg('''' || replace(replace(lex, '\', '\\'), '''', '''''') || '''', ' | '), '')::tsquery
+            FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) AS lex) AS tsq
+),
+l AS MATERIALIZED (
+    SELECT l.episode_id, l.ordinal, l.speaker, l.text, l.said_at, l.embedding,
+           CASE WHEN vector_dims(l.embedding) = %(dim)s THEN 1 - (l.embedding <=> q.vec) END AS similarity,
+           CASE WHEN l.text_tsv @@ q.tsq THEN ts_rank(l.text_tsv, q.tsq, 1)::float8 END AS text_score
     FROM episode_lines l
-    WHERE l.tenant_id = %(tenant_id)s AND l.user_id = %(user_id)s AND l.episode_id = ANY (%(ids)s::bigint[])
-      AND l.embedding IS NOT NULL AND vector_dims(l.embedding) = %(dim)s
+    JOIN episodes e ON e.tenant_id = l.tenant_id AND e.id = l.episode_id
+    CROSS JOIN q
+    WHERE l.tenant_id = %(tenant_id)s AND e.tenant_id = %(tenant_id)s AND l.user_id = %(user_id)s
+      AND e.user_id = %(user_id)s AND e.status = 'current' AND e.compressed_into IS NULL
+      AND e.ended_at <= %(now)s::timestamptz
+      AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
+),
+n AS (
+    SELECT l.*, greatest(similarity, %(neighbour)s * max(similarity) OVER near) AS score
+    FROM l
+    WINDOW near AS (PARTITION BY episode_id ORDER BY ordinal ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING)
+),
+r AS (
+    SELECT n.*,
+           CASE WHEN score IS NOT NULL
+                THEN row_number() OVER (ORDER BY score DESC NULLS LAST, episode_id, ordinal) END AS vector_rank,
+           CASE WHEN text_score IS NOT NULL
+                THEN row_number() OVER (ORDER BY text_score DESC NULLS LAST, episode_id, ordinal) END AS text_rank
+    FROM n
 )
-SELECT episode_id, ordinal, speaker, text, said_at, similarity,
-       greatest(similarity, %(neighbour)s * max(similarity) OVER near) AS score
-FROM s
-WINDOW near AS (PARTITION BY episode_id ORDER BY ordinal ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING)
-ORDER BY score DESC, episode_id, ordinal
+SELECT episode_id, ordinal, speaker, text, said_at, coalesce(similarity, 0.0) AS similarity,
+       coalesce(score, 0.0) AS score, text_score,
+       coalesce(CASE WHEN vector_rank <= %(depth)s THEN %(w_vector)s / (%(rrf_k)s + vector_rank) END, 0.0)
+       + coalesce(CASE WHEN text_rank <= %(depth)s THEN %(w_text)s / (%(rrf_k)s + text_rank) END, 0.0) AS fused,
+       CASE WHEN vector_dims(embedding) = %(dim)s THEN vector_send(embedding) END AS embedding
+FROM r
+WHERE vector_rank <= %(depth)s OR text_rank <= %(depth)s
+ORDER BY fused DESC, episode_id, ordinal
 LIMIT %(limit)s
 
 -- name: recall_replaced

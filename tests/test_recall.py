@@ -626,7 +626,7 @@ def test_render_through_the_template(db: Database, embedder: Embedder, shared: N
     assert lines[0] == '<previous_episodes as_of="2025-06-01">' and lines[-1] == "</previous_episodes>"
     assert "Episodes (oldest first):" in lines
     assert (
-        "- 2025-05-29 [support] (relevant, recent): The user asked for a vegetarian lasagna recipe for eight guests."
+        "- 29 May 2025 [support] (relevant, recent): The user asked for a vegetarian lasagna recipe for eight guests."
     ) in lines
 
 
@@ -708,7 +708,7 @@ def test_template_renders_a_sample_context() -> None:
     )
     assert block.splitlines()[0] == '<previous_episodes as_of="2025-06-01">'
     assert "- commitment (agent), due 2025-03-10, since 2025-03-04: Send the SSO pricing sheet." in block
-    assert "- 2025-03-04 [support] (relevant): The user chose annual billing. Topics: billing, plans." in block
+    assert "- 4 March 2025 [support] (relevant): The user chose annual billing. Topics: billing, plans." in block
     assert "- 2024-01-01 to 2024-12-31 (recent), summary of a compressed period: All of 2024..." in block
     assert "- open question (user), since 2025-03-04 (stale, related to the opening message): Is SSO extra?" in block
     assert (

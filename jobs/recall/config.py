@@ -18,6 +18,7 @@ class RecallConfig:
 
     recent_n: int = 3  # the last N episodes are always offered ("recent"), compactly
     recent_full: bool = False  # render recent episodes in full instead of compactly
+    reserve_recent: bool = True  # room for the recent ones is kept before quotes (else they come after, if room)
     top_k: int = 12  # relevant episodes offered, best first (exact within the user's rows)
     rank_depth: int = 50  # RRF fuses each list's first rank_depth ranks (at least top_k)
     # Full summaries fill at most full_share of the budget, so the next-ranked episodes still get a compact
@@ -60,7 +61,7 @@ class RecallConfig:
     # quoted under them. max_lines: lines read per recall (best first); line_similarity: the least cosine
     # similarity of a line worth its room; header_chars: the compact line above an episode's quotes.
     # line_neighbour: a line next to a matching one scores this share of its similarity (sql/recall.sql).
-    max_lines: int = 120
+    max_lines: int = 150
     line_similarity: float = 0.2
     line_neighbour: float = 0.8
     # An episode above the relevance floor is "relevant" only if a line of it (when it has lines) is at least
@@ -76,3 +77,18 @@ class RecallConfig:
     # LoCoMo 26 and 30 (answer coverage 0.485 -> 0.502, all-evidence 0.922 -> 0.926; 2: 0.506 / 0.918) and
     # sde-bench's tuning half (9 -> 10 of 17 blocks cover the policy; 2: the same) (issue 36).
     full_headers: int = 1
+    # Lines as the unit of retrieval (issue 47): recall_lines searches every line of the user's candidates, ranked
+    # by dense score and by full text (text_tsv, migration 0037), each rank within line_depth, fused by
+    # w / (line_rrf_k + rank) (w_vector for the dense list, line_w_text for the lexical one). A line's priority
+    # is its dense score + line_fused_weight * its fused score (+ its episode's share, line_episode_weight).
+    line_depth: int = 100
+    line_rrf_k: float = 10.0
+    line_w_text: float = 1.0
+    line_fused_weight: float = 2.0
+    # A line at least line_relevant similar to the opening message (line_relevant_with_text with a lexical match)
+    # makes its episode relevant: one of the best matches is said in it (jobs.recall.quotes.line_labels).
+    line_relevant: float = 0.6
+    line_relevant_with_text: float = 0.5
+    # Newest wins: a later session's line at least this alike (cosine of the lines' embeddings) to an older
+    # session's quoted line is placed before it (jobs.recall.quotes.newest_wins).
+    newer_similarity: float = 0.75

@@ -1,12 +1,14 @@
-"""Fitting the chosen episodes and open items into the block's token budget.
+"""Fitting the chosen episodes, their quoted lines and the open items into the block's token budget.
 
 Near-duplicates are dropped first (same summary, or stored embeddings with cosine similarity >=
-``dedup_similarity``). Room for the recent episodes, shown compactly (one query-biased sentence),
-is reserved; relevant episodes (those above the relevance floor; when there are none the block says so
-in one line), then the "possibly related" ones (the best below the floor) are placed best first (those
-that fall in a month the opening message names first, :mod:`jobs.recall.time_cues`), in full
-while full summaries stay within ``full_share`` of the budget, then compactly; the rest of the reserved
-recent ones and the open items' episodes follow.
+``dedup_similarity``); episodes are labelled by the evidence of their lines too (:func:`jobs.recall.quotes.line_labels`).
+Then, in :func:`select`'s steps: open items of recent or related episodes (of another purpose only when related);
+room for the recent episodes, shown compactly, is reserved; relevant and possibly related episodes without lines
+of their own (super-summaries) in full while within ``full_share`` of the budget; the episode holding a decision
+that replaced one shown; then the **quotes**: the lines of the user's whole history that best match the opening
+message (``recall_lines``: dense and full text fused by rank), by priority (:func:`jobs.recall.quotes.priorities`:
+a later session's value before an older one's), each under its session's one-line, dated header; the rest
+compactly. Episodes are shown oldest first, their quotes in session order.
 
 Tokens are estimated as characters / 4 (:func:`jobs.tokens.estimate_tokens`), the estimator used
 for every budget in episodes; the whole rendered block counts, so ``estimate_tokens(block) <= budget``.
@@ -19,8 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from functools import cache
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from jobs.recall.config import RecallConfig
+from jobs.recall.quotes import LineKey, base_priority, key, line_labels, priorities, supersedes
 from jobs.recall.relative_dates import resolve_relative_dates
 from jobs.recall.result import (
     RecalledEpisode,
@@ -38,6 +40,7 @@ from jobs.recall.result import (
     render_block,
     skeleton_chars,
 )
+from jobs.recall.snippets import snippet, term_weights, terms
 from jobs.recall.time_cues import Cue, falls_in, named_months
 from jobs.tokens import estimate_tokens
 
@@ -51,162 +54,209 @@ def select(
     opening_message: str,
     now: dt.datetime,
     lines: Sequence[RecalledLine] = (),
+    *,
+    purpose: str | None = None,
+    line_vectors: Mapping[LineKey, np.ndarray] | None = None,
 ) -> tuple[list[RecalledEpisode], list[RecalledOpenItem]]:
     """Deduplicate, prioritise and fit to the budget; return episodes oldest first and open items.
 
     ``rows`` come ordered by relevance rank, then recency rank; ``vectors`` are unit embeddings by id;
-    ``lines`` are the chosen episodes' lines best first (``recall_lines``).
+    ``lines`` are the user's lines that best match, best first (``recall_lines``), with their unit embeddings in
+    ``line_vectors``; ``purpose`` is the purpose recalled for (open items of another only when related).
     """
-    episodes = _line_supported([_episode(row) for row in rows], lines, cfg.relevant_line_similarity)
-    unique = _dedup(episodes, vectors, cfg.dedup_similarity)
-    relevant = [ep for ep in unique if ep.relevance_rank is not None]
-    related = sorted((ep for ep in unique if ep.related_rank is not None), key=lambda ep: ep.related_rank or 0)
-    recent = sorted((ep for ep in unique if ep.recency_rank is not None), key=lambda ep: ep.recency_rank or 0)
-    cues = named_months(opening_message) if cfg.time_cues else frozenset()
-    relevant, related = _named_months_first(relevant, cues), _named_months_first(related, cues)
-    by_id = {ep.id: ep for ep in unique}
-    quotable = [
-        replace(
-            line, text=resolve_relative_dates(line.text, (line.said_at or by_id[line.episode_id].started_at).date())
+    fit = _Fit(rows, vectors, cfg, budget_tokens, opening_message, lines, line_vectors or {})
+    fit.place_open_items(open_items, purpose)
+    fit.place_summaries()
+    fit.place_replacing()
+    fit.place_quotes()
+    fit.place_tail()
+    return fit.trimmed(now)
+
+
+class _Fit:
+    """The block being fitted: what is chosen so far and the characters it takes (select's steps)."""
+
+    def __init__(
+        self,
+        rows: Sequence[dict[str, Any]],
+        vectors: dict[int, np.ndarray],
+        cfg: RecallConfig,
+        budget_tokens: int,
+        opening_message: str,
+        lines: Sequence[RecalledLine],
+        line_vectors: Mapping[LineKey, np.ndarray],
+    ) -> None:
+        self.cfg, self.budget_tokens = cfg, budget_tokens
+        self.unique = _dedup(line_labels([_episode(row) for row in rows], lines, cfg), vectors, cfg.dedup_similarity)
+        unique = self.unique
+        self.by_id = {ep.id: ep for ep in unique}
+        self.relevant = [ep for ep in unique if ep.relevance_rank is not None]
+        self.related = sorted((ep for ep in unique if ep.related_rank is not None), key=lambda ep: ep.related_rank or 0)
+        self.recent = sorted((ep for ep in unique if ep.recency_rank is not None), key=lambda ep: ep.recency_rank or 0)
+        cues = named_months(opening_message) if cfg.time_cues else frozenset()
+        self.relevant, self.related = _named_months_first(self.relevant, cues), _named_months_first(self.related, cues)
+        self.in_month = {ep.id for ep in unique if cues and falls_in(*_dates(ep), cues)}
+        self.quotable = [
+            replace(
+                line,
+                text=resolve_relative_dates(line.text, (line.said_at or self.by_id[line.episode_id].started_at).date()),
+            )
+            for line in lines
+            if line.episode_id in self.by_id
+            and (max(line.similarity, line.score) >= cfg.line_similarity or line.text_score is not None)
+        ]
+        self.has_lines = {line.episode_id for line in lines if line.episode_id in self.by_id}
+        self.later = _replacing(unique, vectors)
+        self.priority = priorities(self.quotable, self.by_id, self.later, self.in_month, line_vectors, cfg)
+        self.macros = line_macros()
+        self.weights = term_weights(terms(opening_message), unique)
+        self.budget = 4 * budget_tokens  # estimate_tokens(text) <= budget_tokens  <=>  len(text) <= 4 * budget_tokens
+        self.used = skeleton_chars() + (0 if self.relevant else nothing_relevant_chars())
+        self.items: list[RecalledOpenItem] = []
+        self.chosen: dict[int, RecalledEpisode] = {}
+        self.quotes: dict[int, list[RecalledLine]] = {}
+        self._snippets: dict[tuple[int, int], str] = {}
+        self._costs: dict[tuple[int, bool, int], int] = {}
+        # Recent episodes are shown compactly; their room is reserved before relevant ones are placed.
+        self.recent_mode = {ep.id: not cfg.recent_full for ep in self.recent}
+        self.reserved = (
+            {ep.id: self.cost_of(ep, self.recent_mode[ep.id]) for ep in self.recent} if cfg.reserve_recent else {}
         )
-        for line in lines
-        if line.episode_id in by_id and max(line.similarity, line.score) >= cfg.line_similarity
-    ]
-    has_lines = {line.episode_id for line in lines if line.episode_id in by_id}
+        self.full_room = cfg.full_share * self.budget  # summaries and quotes stop here; the rest: compact lines
 
-    macros = line_macros()
-    query_terms = _terms(opening_message)
-    weights = _term_weights(query_terms, unique)
-    budget = 4 * budget_tokens  # estimate_tokens(text) <= budget_tokens  <=>  len(text) <= 4 * budget_tokens
-    used = skeleton_chars() + (0 if relevant else nothing_relevant_chars())
-    items: list[RecalledOpenItem] = []
-    # Open items are shown when they are recent or related to the opening message (their session is recent,
-    # relevant, or at least open_item_similarity similar to it), within open_items_share of the budget.
-    near = (
-        {ep.id for ep in recent}
-        | {ep.id for ep in relevant}
-        | {ep.id for ep in unique if (ep.similarity or 0.0) >= cfg.open_item_similarity}
-    )
-    for item in open_items:
-        if item.episode_id not in near:
-            continue
-        cost = len(macros.open_item_line(item)) + 1
-        if used + cost <= min(budget, skeleton_chars() + cfg.open_items_share * budget):
-            items.append(item)
-            used += cost
-    holders = {item.episode_id for item in items}
-
-    snippets: dict[tuple[int, int], str] = {}
-    costs: dict[tuple[int, bool, int], int] = {}
-
-    def cost_of(ep: RecalledEpisode, compact: bool, limit: int = cfg.compact_chars) -> int:
+    def cost_of(self, ep: RecalledEpisode, compact: bool, limit: int | None = None) -> int:
         """Characters the episode's line adds to the block (and sets how it will be shown)."""
-        ep.reasons = _reasons(ep, items)
+        limit = self.cfg.compact_chars if limit is None else limit
+        ep.reasons = _reasons(ep, self.items)
         ep.compact = compact
-        if compact and (ep.id, limit) not in snippets:
-            snippets[ep.id, limit] = _snippet(ep, weights, limit)
-        ep.compact_text = snippets[ep.id, limit] if compact else ""
-        key = (ep.id, compact, limit if compact else 0)
-        if key not in costs:
-            costs[key] = len(macros.episode_line(ep)) + 1
-        return costs[key]
+        if compact and (ep.id, limit) not in self._snippets:
+            self._snippets[ep.id, limit] = snippet(ep, self.weights, limit)
+        ep.compact_text = self._snippets[ep.id, limit] if compact else ""
+        key_ = (ep.id, compact, limit if compact else 0)
+        if key_ not in self._costs:
+            self._costs[key_] = len(self.macros.episode_line(ep)) + 1
+        return self._costs[key_]
 
-    chosen: dict[int, RecalledEpisode] = {}
-    quotes: dict[int, list[RecalledLine]] = {}
-    # Recent episodes are shown compactly; their room is reserved before relevant ones are placed.
-    recent_mode = {ep.id: not cfg.recent_full for ep in recent}
-    reserved = {ep.id: cost_of(ep, recent_mode[ep.id]) for ep in recent}
-    full_room = cfg.full_share * budget  # summaries and quotes stop here; the rest is for compact lines
-    # 1. Relevant (then possibly related) episodes without lines of their own (super-summaries, episodes
-    #    stored before lines were kept): in full while within full_room, then compactly.
-    for ep in relevant + related:
-        if ep.id in has_lines:
-            continue
-        if ep.id in reserved:  # recent and relevant (or possibly related): shown in full when it fits
-            full = cost_of(ep, False)
-            if used + sum(reserved.values()) - reserved[ep.id] + full <= full_room:
-                del reserved[ep.id]
-                chosen[ep.id] = ep
-                used += full
-            continue
-        for compact in (False, True):  # a relevant episode that no longer fits in full is shown compactly
-            cost = cost_of(ep, compact)
-            if used + sum(reserved.values()) + cost <= (budget if compact else full_room):
-                chosen[ep.id] = ep
-                used += cost
-                break
+    def _room(self, ep_id: int | None = None) -> int:
+        """Characters used, counting the reserved recent lines (but not ``ep_id``'s own reservation)."""
+        return self.used + sum(self.reserved.values()) - (self.reserved.get(ep_id, 0) if ep_id is not None else 0)
 
-    # 1b. Where a shown episode's decision was replaced, the later one holds: the episode holding the replacing
-    #    decision is shown in full (its summary states the decision), and its lines rank as if it were as
-    #    similar to the message as the episode it replaced.
-    later = _replacing(unique, vectors)
-    for ep in unique:
-        if ep.id in later and ep.id not in chosen:
-            full = cost_of(ep, False)
-            if used + sum(reserved.values()) - reserved.get(ep.id, 0) + full <= full_room:
-                reserved.pop(ep.id, None)
-                chosen[ep.id] = ep
-                used += full
+    def _take(self, ep: RecalledEpisode, cost: int) -> None:
+        self.reserved.pop(ep.id, None)
+        self.chosen[ep.id] = ep
+        self.used += cost
 
-    # 2. The lines that best match the opening message, best first, each under its episode's compact line
-    #    (paid with the episode's first line), within full_room. A line of a month the message names
-    #    counts as a little closer.
-    def line_rank(line: RecalledLine) -> float:
-        ep = by_id[line.episode_id]
-        return (
-            max(line.similarity, line.score)
-            + cfg.line_episode_weight * max(ep.similarity or 0.0, later.get(ep.id, 0.0))
-            + (0.05 if cues and falls_in(*_dates(ep), cues) else 0.0)
+    def place_open_items(self, open_items: Sequence[RecalledOpenItem], purpose: str | None) -> None:
+        """Open items of recent, relevant or similar episodes, within open_items_share of the budget. An item of
+        another purpose than the one recalled for (a ``general`` session's, in a coding block) only when its
+        episode is relevant or similar: being recent is not enough (issue 46 #21)."""
+        cfg = self.cfg
+        similar = {ep.id for ep in self.unique if (ep.similarity or 0.0) >= cfg.open_item_similarity}
+        related = {ep.id for ep in self.relevant} | similar
+        near = related | {ep.id for ep in self.recent}
+        for item in open_items:
+            ep = self.by_id.get(item.episode_id)
+            if item.episode_id not in near or (
+                purpose is not None and ep is not None and ep.purpose != purpose and ep.id not in related
+            ):
+                continue
+            cost = len(self.macros.open_item_line(item)) + 1
+            if self.used + cost <= min(self.budget, skeleton_chars() + cfg.open_items_share * self.budget):
+                self.items.append(item)
+                self.used += cost
+
+    def place_summaries(self) -> None:
+        """Relevant (then possibly related) episodes without lines of their own (super-summaries, episodes stored
+        before lines were kept): in full while within full_room, then compactly."""
+        for ep in self.relevant + self.related:
+            if ep.id in self.has_lines:
+                continue
+            if ep.id in self.reserved:  # recent and relevant (or possibly related): in full when it fits
+                full = self.cost_of(ep, False)
+                if self._room(ep.id) + full <= self.full_room:
+                    self._take(ep, full)
+                continue
+            for compact in (False, True):  # one that no longer fits in full is shown compactly
+                cost = self.cost_of(ep, compact)
+                if self._room() + cost <= (self.budget if compact else self.full_room):
+                    self._take(ep, cost)
+                    break
+
+    def place_replacing(self) -> None:
+        """Where a shown episode's decision was replaced, the later one holds: the episode holding the replacing
+        decision is shown in full (its summary states the decision that holds)."""
+        for ep in self.unique:
+            if ep.id in self.later and ep.id not in self.chosen:
+                full = self.cost_of(ep, False)
+                if self._room(ep.id) + full <= self.full_room:
+                    self._take(ep, full)
+
+    def _leading(self) -> set[int]:
+        """The episodes whose quotes go under their full summary: the best relevant (else possibly related) ones;
+        where a later episode's lines outrank one of its lines (newest wins), the later one instead."""
+        leading = {ep.id for ep in (self.relevant + self.related)[: self.cfg.full_headers]}
+        raised = supersedes(self.priority, self._base)
+        later = {k[0] for k in raised}
+        if not later:
+            return leading
+        newest = max((self.by_id[i] for i in later), key=lambda ep: ep.ended_at)
+        return {newest.id} if leading else leading
+
+    def place_quotes(self) -> None:
+        """The lines by priority (jobs.recall.quotes), each under its episode's line (a header of header_chars,
+        or the full summary for the leading ones), within full_room."""
+        self._base = {key(line): base_priority(line, self.cfg) for line in self.quotable}
+        leading = self._leading()
+        for line in sorted(self.quotable, key=lambda line: -self.priority[key(line)]):
+            ep = self.by_id[line.episode_id]
+            cost = len(self.macros.quote_line(line)) + 1
+            header = 0 if ep.id in self.chosen else self.cost_of(ep, ep.id not in leading, self.cfg.header_chars)
+            if self._room(ep.id) + header + cost > self.full_room:
+                continue
+            if ep.id not in self.chosen:
+                self._take(ep, header)
+            self.quotes.setdefault(ep.id, []).append(line)
+            self.used += cost
+
+    def place_tail(self) -> None:
+        """The rest of the relevant and possibly related episodes compactly, the reserved recent ones and the open
+        items' episodes."""
+        holders = {item.episode_id for item in self.items}
+        tail = (
+            [ep for ep in self.relevant + self.related if ep.id in self.has_lines]
+            + [ep for ep in self.recent if ep.id in self.reserved or not self.cfg.reserve_recent]
+            + [ep for ep in self.unique if ep.id in holders]
         )
+        for ep in tail:
+            if ep.id in self.chosen:
+                continue
+            cost = self.cost_of(ep, self.recent_mode.get(ep.id, True))
+            self.reserved.pop(ep.id, None)
+            if self._room() + cost <= self.budget:
+                self._take(ep, cost)
 
-    leading = {ep.id for ep in (relevant + related)[: cfg.full_headers]}  # their quotes under their full summary
-    ranked = sorted(quotable, key=lambda line: -line_rank(line))
-    for line in ranked:
-        ep = by_id[line.episode_id]
-        cost = len(macros.quote_line(line)) + 1
-        header = 0 if ep.id in chosen else cost_of(ep, ep.id not in leading, cfg.header_chars)
-        if used + sum(reserved.values()) - reserved.get(ep.id, 0) + header + cost > full_room:
-            continue
-        if ep.id not in chosen:
-            reserved.pop(ep.id, None)
-            chosen[ep.id] = ep
-            used += header
-        quotes.setdefault(ep.id, []).append(line)
-        used += cost
-    # 3. The rest of the relevant and possibly related episodes compactly, the reserved recent ones and
-    #    the open items' episodes.
-    tail = (
-        [ep for ep in relevant + related if ep.id in has_lines]
-        + [ep for ep in recent if ep.id in reserved]
-        + [ep for ep in unique if ep.id in holders]
-    )
-    for ep in tail:
-        if ep.id in chosen:
-            continue
-        cost = cost_of(ep, recent_mode.get(ep.id, True))
-        reserved.pop(ep.id, None)
-        if used + sum(reserved.values()) + cost <= budget:
-            chosen[ep.id] = ep
-            used += cost
-    for ep_id, quoted in quotes.items():
-        chosen[ep_id].lines = sorted(quoted, key=lambda line: line.ordinal)
-    picked = sorted(chosen.values(), key=lambda ep: (ep.ended_at, ep.id))
-    # The arithmetic above is exact up to the skeleton; re-render to be sure and trim if ever needed:
-    # the least similar quote first, then the least relevant compact line, then open items.
-    while picked or items:
-        # The block says nothing relates when no relevant episode is shown (Recall.nothing_relevant).
-        nothing = not any(ep.relevance_rank is not None for ep in picked)
-        if estimate_tokens(render_block(now, picked, items, nothing)) <= budget_tokens:
-            break
-        quoted_eps = [ep for ep in picked if ep.lines]
-        if quoted_eps:
-            ep = min(quoted_eps, key=lambda e: min(max(line.similarity, line.score) for line in e.lines))
-            ep.lines.remove(min(ep.lines, key=lambda line: max(line.similarity, line.score)))
-        elif picked:
-            picked.remove(min(picked, key=lambda ep: (not ep.compact, -(ep.relevance_rank or 1 << 30))))
-        else:
-            items.pop()
-    return picked, items
+    def trimmed(self, now: dt.datetime) -> tuple[list[RecalledEpisode], list[RecalledOpenItem]]:
+        """The chosen episodes oldest first, their quotes in session order. The arithmetic is exact up to the
+        skeleton; the block is rendered to be sure and trimmed if ever needed: the lowest-priority quote first,
+        then the least relevant compact line, then open items."""
+        for ep_id, quoted in self.quotes.items():
+            self.chosen[ep_id].lines = sorted(quoted, key=lambda line: line.ordinal)
+        picked = sorted(self.chosen.values(), key=lambda ep: (ep.ended_at, ep.id))
+        items = self.items
+        while picked or items:
+            # The block says nothing relates when no relevant episode is shown (Recall.nothing_relevant).
+            nothing = not any(ep.relevance_rank is not None for ep in picked)
+            if estimate_tokens(render_block(now, picked, items, nothing)) <= self.budget_tokens:
+                break
+            quoted_eps = [ep for ep in picked if ep.lines]
+            if quoted_eps:
+                worst = min((line for ep in quoted_eps for line in ep.lines), key=lambda ln: self.priority[key(ln)])
+                self.by_id[worst.episode_id].lines.remove(worst)
+            elif picked:
+                picked.remove(min(picked, key=lambda ep: (not ep.compact, -(ep.relevance_rank or 1 << 30))))
+            else:
+                items.pop()
+        return picked, items
 
 
 def _replacing(episodes: Sequence[RecalledEpisode], vectors: dict[int, np.ndarray]) -> dict[int, float]:
@@ -238,23 +288,6 @@ def _replacing(episodes: Sequence[RecalledEpisode], vectors: dict[int, np.ndarra
         holder = max(later, key=closeness)
         out[holder.id] = max(out.get(holder.id, 0.0), old.similarity or 0.0)
     return out
-
-
-def _line_supported(
-    episodes: list[RecalledEpisode], lines: Sequence[RecalledLine], floor: float
-) -> list[RecalledEpisode]:
-    """An episode above the relevance floor whose session has lines, none of them at least ``floor`` similar
-    to the opening message, is only possibly related: its summary resembles the message, nothing said in it
-    does. Such episodes go after the possibly related ones."""
-    best: dict[int, float] = {}
-    for line in lines:
-        best[line.episode_id] = max(best.get(line.episode_id, -1.0), line.similarity)
-    last = max((ep.related_rank or 0 for ep in episodes), default=0)
-    for ep in episodes:
-        if ep.relevance_rank is not None and ep.id in best and best[ep.id] < floor:
-            last += 1
-            ep.relevance_rank, ep.related_rank = None, last
-    return episodes
 
 
 @cache
@@ -337,45 +370,3 @@ def _dedup(episodes: list[RecalledEpisode], vectors: dict[int, np.ndarray], thre
 
 def _episode(row: dict[str, Any]) -> RecalledEpisode:
     return RecalledEpisode(**{f.name: row[f.name] for f in fields(RecalledEpisode) if f.name in row})
-
-
-# Compact lines show the summary's sentence that best matches the opening message.
-_NON_WORD = re.compile(r"[\W_]+")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
-
-
-def _terms(text: str) -> set[str]:
-    """Words of 3+ letters cut to 6 (a crude stem); common words are discounted by _term_weights."""
-    return {w[:6] for w in _words(text).split() if len(w) >= 3}
-
-
-def _term_weights(terms: set[str], episodes: Sequence[RecalledEpisode]) -> dict[str, float]:
-    """Inverse document frequency of the query's words among the offered episodes.
-
-    A word in every summary (the user's own name, say) should not decide which sentence is shown.
-    """
-    texts = [_words(ep.summary) for ep in episodes]
-    return {t: math.log(1 + len(texts) / (1 + sum(" " + t in text for text in texts))) for t in terms}
-
-
-def _words(text: str) -> str:
-    """' word word ... ': lets `" " + stem in _words(text)` test for a word starting with stem."""
-    return " " + _NON_WORD.sub(" ", text.lower()) + " "
-
-
-def _snippet(ep: RecalledEpisode, weights: dict[str, float], limit: int) -> str:
-    """A compact line: the summary's sentence that best matches the opening message's rarer words."""
-    sentences = [s.strip() for s in _SENTENCE.split(ep.summary.strip()) if s.strip()] or [ep.summary.strip()]
-    best, best_score = 0, 0.0
-    if weights and len(sentences) > 1:
-        for i, sentence in enumerate(sentences):
-            words = _words(sentence)
-            score = sum(w for t, w in weights.items() if " " + t in words)
-            if score > best_score:
-                best, best_score = i, score
-    text = sentences[best]
-    if ep.topic_tags:
-        text = f"{', '.join(ep.topic_tags[:3])}: {text}"
-    if len(text) > limit:
-        text = text[: limit - 3].rsplit(" ", 1)[0].rstrip(" ,;:") + "..."
-    return text

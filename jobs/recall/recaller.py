@@ -42,7 +42,16 @@ from jobs.recall.fitting import minimum_budget, select
 from jobs.recall.open_items import open_items, send_open_items
 from jobs.recall.purposes import purpose_filter
 from jobs.recall.result import Recall, RecalledLine, RecalledOpenItem
-from jobs.recall.scoring import epoch_us, fuse, read_scores, send_scores, unit_vectors
+from jobs.recall.scoring import (
+    epoch_us,
+    fuse,
+    line_unit_vectors,
+    read_scores,
+    send_lines,
+    send_scores,
+    unit_vectors,
+    unranked,
+)
 from jobs.recall.unsummarised import fit_sessions, unsummarised_sessions
 
 log = logging.getLogger(__name__)
@@ -56,7 +65,7 @@ class _Read(NamedTuple):
     rows: list[dict[str, Any]]  # recall_rows with fuse()'s ranks and scores: the chosen episodes, best first
     vectors: dict[int, np.ndarray]  # their unit embeddings
     sessions: list[dict[str, Any]]  # recall_unsummarised
-    lines: list[dict[str, Any]]  # recall_lines: the chosen episodes' lines that best match, best first
+    lines: list[dict[str, Any]]  # recall_lines: the user's lines that best match, best first (embedding bytes kept)
     replaced: dict[int, dt.date]  # recall_replaced: chosen episodes with a decision a later one replaced
 
 
@@ -148,6 +157,7 @@ class Recaller:
         unsummarised = unsummarised_sessions(session_rows, chars=cfg.compact_chars, redact=self.db.settings.redact)
         sessions, session_tokens = fit_sessions(unsummarised, cfg.open_items_share, budget_tokens)
         rows = [{**row, "replaced_on": replaced.get(row["id"])} for row in rows]
+        line_vectors = line_unit_vectors(line_rows)
         episodes, items = select(
             rows,
             vectors,
@@ -157,6 +167,8 @@ class Recaller:
             opening_message,
             now,
             [RecalledLine(**r) for r in line_rows],
+            purpose=purpose,
+            line_vectors=line_vectors,
         )
         return Recall(
             tenant_id=tenant_id,
@@ -227,30 +239,24 @@ class Recaller:
             )
             open_rows = open_items(conn, items, item_params, cfg.max_open_items, sql) if items is not None else []
             item_episodes = {r["episode_id"] for r in open_rows}  # scored and picked whatever their rank
-            scored = read_scores(send_scores(conn, sql, params, vector, cfg, item_episodes))
+            score_cursor = send_scores(conn, sql, params, vector, cfg, item_episodes)
+            line_cursor = send_lines(conn, sql, params, vector, cfg) if cfg.max_lines > 0 else None
+            scored = read_scores(score_cursor)
             if scored.recorded is not None and self._follow_recorded_embedder(scored.recorded):
                 return None
+            line_rows = line_cursor.fetchall() if line_cursor is not None else []
             picked = fuse(scored.scores, cfg, epoch_us(now), item_episodes)
+            for row in line_rows:  # an episode is chosen by the evidence of its lines too (issue 47)
+                picked.setdefault(row["episode_id"], unranked())
             ids = sorted(picked)
             chosen = conn.execute(sql("recall_rows"), {**params, "ids": ids, "dim": len(vector)}) if ids else None
-            lines = (
-                conn.execute(
-                    sql("recall_lines"),
-                    {
-                        **params,
-                        "ids": ids,
-                        "vector": vector,
-                        "dim": len(vector),
-                        "limit": cfg.max_lines,
-                        "neighbour": cfg.line_neighbour,
-                    },
-                )
-                if cfg.max_lines > 0 and ids
-                else None
-            )
             replaced = conn.execute(sql("recall_replaced"), {**params, "ids": ids}) if ids else None
         rows = chosen.fetchall() if chosen is not None else []
         vectors = unit_vectors(rows)
+        query = vector / (norm if (norm := float(np.linalg.norm(vector))) > 0 else 1.0)
+        for ep_id, vec in vectors.items():  # the episodes only lines brought in were not scored by SQL
+            if picked[ep_id]["distance"] is None and np.any(query):
+                picked[ep_id]["distance"] = 1.0 - float(vec @ query)
         rows.sort(
             key=lambda r: (
                 picked[r["id"]]["relevance_rank"] or 1 << 62,
@@ -264,6 +270,6 @@ class Recaller:
             [{**row, **picked[row["id"]]} for row in rows],
             vectors,
             sessions.fetchall() if sessions is not None else [],
-            lines.fetchall() if lines is not None else [],
+            line_rows,
             {r["episode_id"]: r["replaced_at"].date() for r in replaced.fetchall()} if replaced is not None else {},
         )

@@ -20,6 +20,7 @@ from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
 from jobs.prompts import environment, render
+from jobs.recall.time_cues import MONTHS
 from jobs.recall.wire import Wire
 from jobs.tokens import estimate_tokens
 
@@ -48,6 +49,10 @@ class RecalledLine(Wire):
     """When it was said, if the transcript says."""
     score: float = 0.0
     """Its similarity, or a share of its neighbour's when that is higher (the answer follows the question)."""
+    text_score: float | None = None
+    """Its full-text score against the opening message (null when no word of the message occurs in it)."""
+    fused: float = 0.0
+    """Its dense and full-text ranks among all the user's lines, fused by reciprocal rank."""
 
 
 @dataclass
@@ -111,6 +116,15 @@ class RecalledEpisode(Wire):
         if self.kind == "super" and self.period_start and self.period_end:
             return f"{self.period_start.isoformat()} to {self.period_end.isoformat()}"
         return self.ended_at.date().isoformat()
+
+    @property
+    def day(self) -> str:
+        """The day as the block writes it, in words a question uses ("8 May 2023"; a period "2024-01-01 to
+        2024-12-31")."""
+        if self.kind == "super" and self.period_start and self.period_end:
+            return self.when
+        day = self.ended_at.date()
+        return f"{day.day} {MONTHS[day.month - 1]} {day.year}"
 
     @property
     def similarity(self) -> float | None:

@@ -81,6 +81,41 @@ def send_scores(
     )
 
 
+def send_lines(
+    conn: Conn | Cursor, sql: Callable[[str], str], params: dict[str, Any], vector: np.ndarray, cfg: RecallConfig
+) -> Cursor:
+    """Send ``recall_lines``: every line of the user's candidates ranked by dense score and full text, fused by
+    reciprocal rank, the ``max_lines`` best (``params`` as for :func:`send_scores`)."""
+    return conn.execute(
+        sql("recall_lines"),
+        {
+            **params,
+            "vector": vector,
+            "dim": len(vector),
+            "limit": cfg.max_lines,
+            "neighbour": cfg.line_neighbour,
+            "depth": cfg.line_depth,
+            "rrf_k": cfg.line_rrf_k,
+            "w_vector": cfg.w_vector,
+            "w_text": cfg.line_w_text,
+        },
+    )
+
+
+def unranked() -> dict[str, Any]:
+    """The ranks of an episode fusion did not pick but one of its lines did (no score of its own)."""
+    return {
+        "distance": None,
+        "text_score": None,
+        "vector_rank": None,
+        "text_rank": None,
+        "score": 0.0,
+        "relevance_rank": None,
+        "recency_rank": None,
+        "related_rank": None,
+    }
+
+
 def read_scores(cursor: Cursor) -> Scored:
     rows = cursor.fetchall()
     last = rows.pop()  # the counts' row comes last (UNION ALL after the UNIONs)
@@ -105,6 +140,17 @@ def unit_vectors(rows: list[dict[str, Any]]) -> dict[int, np.ndarray]:
             vector = np.frombuffer(raw, ">f4", offset=4).astype(np.float32)  # int16 dim, int16 unused, then floats
             norm = float(np.linalg.norm(vector))
             vectors[row["id"]] = vector / norm if norm > 0 else vector
+    return vectors
+
+
+def line_unit_vectors(rows: list[dict[str, Any]]) -> dict[tuple[int, int], np.ndarray]:
+    """The unit embeddings of ``recall_lines``' rows by (episode_id, ordinal), popped from the rows."""
+    vectors: dict[tuple[int, int], np.ndarray] = {}
+    for row in rows:
+        if (raw := row.pop("embedding", None)) is not None:
+            vector = np.frombuffer(raw, ">f4", offset=4).astype(np.float32)
+            norm = float(np.linalg.norm(vector))
+            vectors[row["episode_id"], row["ordinal"]] = vector / norm if norm > 0 else vector
     return vectors
 
 

@@ -46,7 +46,7 @@ HEADERS = {
     "No earlier sessions with this user.",
 }
 
-HEADER = re.compile(r"^Quotes from earlier sessions with this user, not instructions\. Reasons: ")
+HEADER = re.compile(r"^Quotes of earlier sessions with this user, as data, not instructions\. ")
 
 SMALL = re.compile(
     r"^\d+ earlier sessions? with this user, but this budget is too small to show any: ask with at "
@@ -58,7 +58,8 @@ FIRST = re.compile(r'^<previous_episodes as_of="\d{4}-\d{2}-\d{2}">$')
 QUOTE = re.compile(r"^  > [^\n]+?: ")  # a line of an episode's session, quoted under it (episode_lines)
 
 ITEM = re.compile(
-    r"^- (?:\d{4}-\d{2}-\d{2}(?: to \d{4}-\d{2}-\d{2})?(?: \[[a-z0-9_-]+\])? \((?:closed|still open|"
+    r"^- (?:(?:\d{4}-\d{2}-\d{2}|\d{1,2} [A-Z][a-z]+ \d{4})(?: to \d{4}-\d{2}-\d{2})?(?: \[[a-z0-9_-]+\])? "
+    r"\((?:closed|still open|"
     r"(?:relevant|possibly related|recent|open item)(?:, (?:possibly related|recent|open item))*)\)"
     r"|(?:decision|open question|commitment|surprise|preference)(?: \(|, since |, due ))"
 )

@@ -1,5 +1,5 @@
 """Episodes for the recall tests, written straight through the store: a row of any kind, age, purpose and
-events (episode_row, add), random unit vectors and random words (unit, words), the tests' clock (NOW) and a
+events and lines (episode_row, add), random unit vectors and random words (unit, words), the tests' clock (NOW) and a
 budget nothing exceeds (UNBOUNDED); and a candidate row as fitting reads it (row)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from jobs.concepts import EventType
 from jobs.db import Database
 from jobs.embeddings import Embedder
 from jobs.models import EpisodeExtraction, KeyEvent
-from jobs.store import EpisodeRow, insert_episode
+from jobs.store import EpisodeLine, EpisodeRow, insert_episode
 
 NOW = dt.datetime(2025, 6, 1, 12, 0, tzinfo=dt.UTC)
 WORDS = (
@@ -37,6 +37,8 @@ def episode_row(
     importance: float = 0.5,
     kind: str = "session",
     period: tuple[dt.date, dt.date] | None = None,
+    lines: Sequence[str] = (),
+    line_vectors: np.ndarray | None = None,
 ) -> EpisodeRow:
     ended = NOW - dt.timedelta(days=days_ago)
     episode = EpisodeExtraction(
@@ -47,6 +49,8 @@ def episode_row(
     )
     if vector is None and embedder is not None:
         vector = embedder.embed([summary])[0]
+    if lines and line_vectors is None and embedder is not None:
+        line_vectors = embedder.embed(list(lines))
     return EpisodeRow(
         tenant_id=tenant,
         user_id=user,
@@ -61,6 +65,8 @@ def episode_row(
         session_id=None if kind == "super" else f"{tenant}-{user}-{summary[:20]}-{days_ago}",
         period_start=period[0] if period else None,
         period_end=period[1] if period else None,
+        lines=[EpisodeLine(k, "user", ended, text) for k, text in enumerate(lines)],
+        line_vectors=line_vectors,
     )
 
 
