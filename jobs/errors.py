@@ -23,6 +23,11 @@ class ConfigError(EpisodesError):
     """A setting is invalid. Check the environment variables listed in docs/configuration.md."""
 
 
+class ModelUnreachable(ConfigError):
+    """The model server could not be connected to (stopped, or the address is wrong). The session was given back
+    with no attempt counted: `episodes run` stops and says so; `episodes serve` waits and tries again."""
+
+
 class DatabaseError(EpisodesError):
     """The database could not be reached. Check DATABASE_URL, or unset it to use the embedded server."""
 

@@ -6,17 +6,16 @@ attempts that change nothing, dead letters, a run whose every call failed exitin
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from psycopg.types.json import Jsonb
 from support import fake_openai as fo
 from support.episode_responder import OPENAI_MODEL as MODEL
 from support.episode_responder import model_like
+from support.openai_sessions import TRANSCRIPT, add, extract, rows, settings_for
 
 from jobs.cli import cli
 from jobs.config import Settings
@@ -24,7 +23,6 @@ from jobs.db import Database
 from jobs.errors import ConfigError, ExtractionError, PermanentExtractionError, TransientModelError
 from jobs.extract import make_extractor
 from jobs.extract.openai_chat import OpenAIExtractor
-from jobs.models import Message, Transcript
 from jobs.summarize import run_summarize
 
 VALID = {
@@ -40,32 +38,6 @@ VALID = {
 def server() -> Iterator[fo.FakeOpenAI]:
     with fo.FakeOpenAI(model_like) as fake:
         yield fake
-
-
-def settings_for(server: fo.FakeOpenAI, **changes: Any) -> Settings:
-    return Settings(
-        openai_base_url=server.base_url, model=MODEL, max_retries=0, model_timeout_s=5.0, extractor="openai"
-    ).with_(**changes)
-
-
-TRANSCRIPT = Transcript(
-    1,
-    "acme",
-    "u1",
-    "s1",
-    "support",
-    None,
-    dt.datetime(2025, 3, 4, 9, 20, tzinfo=dt.UTC),
-    [
-        Message(role="user", name="Maria", content="We'll go with the Team plan at $49 per seat."),
-        Message(role="assistant", content="Done. I'll send the invoice by Friday."),
-    ],
-)
-
-
-def extract(settings: Settings) -> Any:
-    with OpenAIExtractor(settings) as extractor:
-        return extractor.extract(TRANSCRIPT)
 
 
 # --- output modes -------------------------------------------------------------------------------
@@ -272,26 +244,6 @@ def test_auto_picks_openai_when_only_an_endpoint_is_set(server: fo.FakeOpenAI) -
 
 
 # --- through the summarize job ---------------------------------------------------------------------
-
-
-def add(db: Database, session: str, said: str = "We'll go with the Team plan at $49 per seat.") -> None:
-    messages = [
-        {"role": "user", "name": "Maria", "content": said},
-        {"role": "assistant", "content": "Done. I'll send the invoice by Friday."},
-    ]
-    with db.tenant("acme") as conn:
-        conn.execute(
-            "INSERT INTO transcripts (tenant_id, user_id, session_id, purpose, started_at, ended_at, messages, "
-            "content_hash) VALUES ('acme', 'u1', %s, 'support', '2025-03-04 09:00Z', '2025-03-04 09:20Z', %s, "
-            "%s) ON CONFLICT (tenant_id, session_id) DO UPDATE SET messages = EXCLUDED.messages, "
-            "content_hash = EXCLUDED.content_hash, status = 'pending', next_attempt_at = now(), attempts = 0",
-            (session, Jsonb(messages), f"hash-{session}-{said}"),
-        )
-
-
-def rows(db: Database, sql: str) -> list[dict[str, Any]]:
-    with db.admin() as conn:
-        return list(conn.execute(sql).fetchall())
 
 
 @pytest.fixture

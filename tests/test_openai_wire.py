@@ -11,6 +11,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +21,8 @@ from support import fake_openai as fo
 from support.claude_code_cli import _hook
 from support.episode_responder import OPENAI_MODEL as MODEL
 from support.episode_responder import model_like
-from test_openai_backend import add, extract, rows, settings_for
+from support.openai_sessions import add, extract, rows, settings_for
+from support.waiting import wait_until
 
 from jobs.claude_code.places import log_file
 from jobs.cli import cli
@@ -32,6 +34,9 @@ from jobs.extract.openai_chat import OpenAIExtractor
 from jobs.llm.openai_wire import ServerUnreachable
 from jobs.logs import JsonFormatter, TextFormatter, hide_secrets
 from jobs.summarize import run_summarize
+from jobs.summarize import worker as worker_module
+from jobs.summarize.summarizer import Summarizer
+from jobs.summarize.worker import Worker
 
 PASSWORD = "S3cretPw9"
 PROXY_PAGE = (
@@ -303,3 +308,35 @@ def test_the_hooks_log_hides_an_sslpassword(tmp_path: Any) -> None:
     assert done.returncode == 0
     log = log_file().read_text()
     assert "SessionStart: failed open" in log and "K3ypass" not in log, log
+
+
+def test_serve_waits_for_a_stopped_server_instead_of_stopping(
+    db: Database, embedder: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`episodes serve` outlives a stopped local server (Ollama restarting): the claim goes back uncounted, the
+    worker says so and tries again later, where `episodes run` stops (the test above)."""
+    monkeypatch.setattr(worker_module, "UNREACHABLE_RETRY_SECONDS", 0.2)
+    with fo.FakeOpenAI() as stopped:
+        url = stopped.base_url
+    add(db, "s1")
+    database = Database(db.settings.with_(openai_base_url=url, model=MODEL, max_retries=0), url=db.url)
+    idles = threading.Semaphore(0)
+    try:
+        with OpenAIExtractor(database.settings) as extractor:
+            worker = Worker(Summarizer(database, extractor, embedder=embedder), idle=idles.release)
+            with caplog.at_level(logging.WARNING, logger="jobs.summarize.worker"):
+                worker.start()
+                refused = wait_until(
+                    lambda: sum(getattr(r, "action", None) == "model_unreachable" for r in caplog.records) >= 2,
+                    timeout=60,
+                    what="two refused connections logged by the serving worker",
+                )
+                alive = worker.alive()
+                worker.stop()
+                assert worker.join(30)
+            worker.release()
+    finally:
+        database.close()
+    assert refused and alive and worker.fatal is None
+    (transcript,) = rows(db, "SELECT status, attempts FROM transcripts")
+    assert (transcript["status"], transcript["attempts"]) == ("pending", 0)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from jobs.config import Settings
-from jobs.errors import ConfigError
+from jobs.errors import ConfigError, ModelUnreachable
 from jobs.llm.repair import short, validation_summary
 from jobs.logs import hide_secrets
 
@@ -34,7 +34,7 @@ EXCERPT_CHARS = 160
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
-class ServerUnreachable(ConfigError):
+class ServerUnreachable(ModelUnreachable):
     """The model server cannot be connected to. Start it, or check OPENAI_BASE_URL; the session was
     given back with no attempt counted."""
 

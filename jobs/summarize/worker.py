@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from jobs.errors import ConfigError
+from jobs.errors import ConfigError, ModelUnreachable
 from jobs.llm.spend import CapGauge, DailyCap, backend_of, day_start, next_day
 from jobs.models import Transcript
 from jobs.summarize.claim import UnreadableTranscript
@@ -35,6 +35,7 @@ from jobs.summarize.summarizer import Summarizer
 
 log = logging.getLogger(__name__)
 
+UNREACHABLE_RETRY_SECONDS = 30.0  # serve: wait after the model server refused a connection before the next claim
 CLAIM_RETRY_SECONDS = 1.0  # serve: wait after a failed claim (the database restarting) before the next
 
 
@@ -125,6 +126,16 @@ class Worker:
                 return
             try:
                 outcome = self._step()
+            except ModelUnreachable as exc:  # given back uncounted; a stopped local server may come back
+                if self.idle is None:
+                    self._stop_with(exc)
+                    return
+                log.warning(
+                    "%s; trying again in %.0fs", exc, UNREACHABLE_RETRY_SECONDS, extra={"action": "model_unreachable"}
+                )
+                self._count("error")
+                self.stopping.wait(UNREACHABLE_RETRY_SECONDS)
+                continue
             except ConfigError as exc:  # a setting is wrong: every transcript would fail the same way
                 self._stop_with(exc)
                 return
