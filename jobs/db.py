@@ -424,9 +424,13 @@ def _with_user(url: str, user: str) -> str:
     return psycopg.conninfo.make_conninfo("", **info)
 
 
+_SECRET_PARAMETERS = ("password", "sslpassword")  # libpq's parameters that hold a secret
+
+
 def _redact_url(url: str) -> str:
-    """Hide a password in a URL before printing it."""
+    """Hide the secrets of a connection string (its password, the client key's sslpassword) before printing it."""
     info = psycopg.conninfo.conninfo_to_dict(url)
-    if info.get("password"):
-        info["password"] = "***"
+    for name in _SECRET_PARAMETERS:
+        if info.get(name):
+            info[name] = "***"
     return psycopg.conninfo.make_conninfo("", **info)

@@ -15,6 +15,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from jobs.cli import cli
 from jobs.cli.db_connect import server_psql
+from jobs.config import Settings
 from jobs.db import Database
 
 
@@ -70,3 +71,20 @@ def test_the_password_stays_off_the_command_line() -> None:
     rest, password = without_password("host=db.example dbname=ep user=ann password=s3cret")
     assert password == "s3cret" and conninfo_to_dict(rest) == {"host": "db.example", "dbname": "ep", "user": "ann"}
     assert "options='-c role=episodes_analyst" in with_options("host=/tmp/x dbname=ep", "acme")
+
+
+def test_what_a_database_shows_of_its_address_holds_no_secret() -> None:
+    """`episodes init`, `status` and `claude-code install` print Database.location: neither the password nor the
+    client key's sslpassword (issue 46 #9)."""
+    url = "postgresql://ann:s3cret-pw@db.example:5432/ep?sslmode=verify-full&sslpassword=key-passphrase-7"
+    shown = Database(Settings(), url=url).location
+    assert "s3cret-pw" not in shown and "key-passphrase-7" not in shown
+    assert conninfo_to_dict(shown) == {
+        "user": "ann",
+        "password": "***",
+        "host": "db.example",
+        "port": "5432",
+        "dbname": "ep",
+        "sslmode": "verify-full",
+        "sslpassword": "***",
+    }
