@@ -341,3 +341,42 @@ def sync_command(
     )
     if report.rejected:
         sys.exit(1)
+
+
+@claude_code_group.command("rescope")
+@click.option("--tenant", default=None, help="The tenant of the sessions. " + _AS_INSTALLED.format(TENANT))
+@click.option("--dry-run", is_flag=True, help="Say what would move, and write nothing.")
+@click.pass_obj
+def rescope_command(obj: Context, tenant: str | None, dry_run: bool) -> None:
+    """Move projects stored under a folder's scope to their git repository's (upgrade step of issue 49).
+
+    A project is its git repository now, shared by its worktrees and clones; sessions stored before
+    kept the folder they ran in, and those whose folder is in a repository on this machine move to
+    it. Run with --dry-run first."""
+    from jobs.claude_code import choices
+    from jobs.claude_code.rescope import rescope
+
+    chosen = choices.resolve(tenant=tenant, user=None, api=None, key_env=None)
+    if chosen.api:
+        raise click.UsageError(
+            "the hooks are installed in remote mode; run `episodes claude-code rescope --tenant T` where the "
+            "database is (beside `episodes api`), on the machine the sessions ran on"
+        )
+    plan = rescope(obj.database(), chosen.tenant, dry_run=dry_run)
+    verb = "would move" if dry_run else "moved"
+    for move in plan.moves:
+        click.echo(
+            f"{move.old} -> {move.new}: {verb} {counted(move.transcripts, 'session')} and "
+            f"{counted(move.episodes, 'episode')} ({', '.join(move.folders[:3])})"
+        )
+        if move.hash_kept:
+            click.echo(
+                f"  {move.hash_kept} of them stored redacted or pruned: storing their files again summarises them again"
+            )
+    for old in plan.ambiguous:
+        click.echo(f"{old}: left, its folders now lie in two repositories", err=True)
+    click.echo(
+        f"{counted(len(plan.moves), 'project')} {verb} to its repository; "
+        f"{counted(len(plan.not_in_git), 'folder')} outside git or not on this machine left as they are."
+        + (" Nothing written (--dry-run)." if dry_run else "")
+    )

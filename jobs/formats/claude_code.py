@@ -27,7 +27,7 @@ What a reader of the file must get right, and what this module does:
   files, store one session twice.
 - **Project and times from the lines.** ``cwd`` (the project), ``gitBranch`` and the Claude Code
   version go to the record's ``metadata``; ``agent_id`` is ``claude-code``; the ``purpose`` is the
-  project's, ``cc-<folder>-<16 hex of the path>`` (:func:`project_purpose`), which is how recall
+  project's, its git repository's or else ``cc-<folder>-<16 hex of the path>`` (:func:`project_purpose`), which is how recall
   scopes by project (the rule of the hooks, jobs/claude_code/places.py, so a session stored by a hook
   and by ``episodes ingest --format claude-code`` is the same record). ``started_at`` is the
   session's first timestamp.
@@ -110,13 +110,33 @@ def default_user() -> str:
 
 
 def project_purpose(cwd: str) -> str:
-    """The purpose of the sessions run in ``cwd``: ``cc-<folder name>-<16 hex of the full path>``
+    """The purpose of the sessions run in ``cwd``: its git repository's (:func:`repository_purpose`), so
+    worktrees and clones of one repository share one memory (issue 49); outside git, the folder's
+    (:func:`path_purpose`)."""
+    from jobs.repository.identity import place_of  # standard library only: cheap for the hook
+
+    place = place_of(cwd) if cwd else None
+    return repository_purpose(place.name, place.identity) if place else path_purpose(cwd)
+
+
+def repository_purpose(name: str, identity: str) -> str:
+    """``cc-<repository name>-<16 hex of its identity>`` (jobs.repository.identity): the remote URL or the
+    common folder is hashed with a ``repo:`` prefix, so it never equals a folder's purpose."""
+    return _purpose(name, f"repo:{identity}")
+
+
+def path_purpose(cwd: str) -> str:
+    """The purpose of the sessions run in ``cwd`` outside git: ``cc-<folder name>-<16 hex of the full path>``
     (readable, and two folders kept apart: 64 bits of SHA-256, as no look-alike path can be searched
     for; 24 bits were found in seconds). At most 64 characters: the name is cut, never the digest.
     sql/migrations/0028_project_scope_bits.sql computes the same from a stored project path."""
     path = os.path.normpath(os.path.abspath(cwd or "/"))
-    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:PURPOSE_DIGEST_HEX]
-    slug = _NOT_SLUG.sub("-", os.path.basename(path).lower()).strip("-")[:48] or "root"
+    return _purpose(os.path.basename(path), path)
+
+
+def _purpose(name: str, hashed: str) -> str:
+    digest = hashlib.sha256(hashed.encode("utf-8", "surrogateescape")).hexdigest()[:PURPOSE_DIGEST_HEX]
+    slug = _NOT_SLUG.sub("-", name.lower()).strip("-")[:48] or "root"
     slug = slug[:PURPOSE_SLUG_CHARS].rstrip("-")  # 3 + 44 + 1 + 16 = 64, the purpose's limit
     return f"{PURPOSE_PREFIX}{slug}-{digest}"
 
