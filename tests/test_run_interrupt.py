@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from functools import partial
 
 import pytest
 from psycopg.types.json import Jsonb
@@ -34,6 +35,10 @@ def _messages(n: int) -> list[dict[str, str]]:
 def _states(db: Database) -> dict[str, int]:
     with db.admin() as conn:
         return {r["status"]: r["n"] for r in conn.execute("SELECT status, count(*) AS n FROM transcripts GROUP BY 1")}
+
+
+def _done_past(db: Database, n: int) -> bool:
+    return _states(db).get("done", 0) >= n
 
 
 def _env(db: Database) -> dict[str, str]:
@@ -86,3 +91,38 @@ def test_ctrl_c_stops_the_run_gives_its_claims_back_and_exits_130(db: Database) 
         extractor.close()
     assert report.counts == {"done": states["pending"]}
     assert _states(db) == {"done": SESSIONS}
+
+
+@pytest.mark.slow
+def test_ctrl_c_exits_130_every_time(db: Database) -> None:
+    """Issue 46 #16: 2 of 3 interrupted runs exited 134 ("terminate called without an active exception",
+    ONNX Runtime's threads at the interpreter's teardown), not 130. Several interrupts, each rc 130."""
+    with db.tenant("acme") as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO transcripts (tenant_id, user_id, session_id, ended_at, messages, content_hash) "
+            "VALUES ('acme', %s, %s, now(), %s, %s)",
+            [(f"u{n % 20}", f"s{n}", Jsonb(_messages(n)), f"h{n}") for n in range(SESSIONS)],
+        )
+    codes: list[int] = []
+    for _ in range(4):
+        before = _states(db).get("done", 0)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jobs.cli", "run", "--extractor", "offline", "--concurrency", "2"],
+            env=_env(db),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(partial(_done_past, db, before + 2), 180, "the run to summarise sessions")
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert "interrupted" in err, (proc.returncode, err)
+        assert "terminate called" not in err, err
+        codes.append(proc.returncode)
+        assert _states(db).get("running", 0) == 0
+    assert codes == [130] * 4, codes

@@ -8,11 +8,27 @@ the imports run one way: base <- commands <- demo.
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+
 from jobs.cli.base import Context, cli
+
+INTERRUPTED_EXIT = 130  # as jobs.cli.summarize.INTERRUPTED_EXIT (not imported here: --help stays fast)
 
 
 def main() -> None:
-    cli(prog_name="episodes")
+    try:
+        cli(prog_name="episodes")
+    except SystemExit as exc:
+        if exc.code == INTERRUPTED_EXIT:
+            # Ctrl-C: the claims are given back and the run recorded by now. Leave without the interpreter's
+            # teardown, where ONNX Runtime's threads could abort the process (rc 134, issue 46 #16).
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(INTERRUPTED_EXIT)
+        raise
 
 
 __all__ = ["Context", "cli", "main"]
