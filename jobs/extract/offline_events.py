@@ -301,9 +301,16 @@ def _event_what(s: Sentence, kind: CueType, start: int, label: str) -> str:
 
 def _next_other_speaker(messages: list[Message], conversational: list[int]) -> dict[int, int | None]:
     """For each message, the index of the next message by someone else (None if nobody spoke after)."""
+    # One pass from the end (issue 46 #8: a scan ahead per message was quadratic in a one-speaker run).
     out: dict[int, int | None] = {}
-    for pos, i in enumerate(conversational):
-        out[i] = next((j for j in conversational[pos + 1 :] if messages[j].speaker != messages[i].speaker), None)
+    following: int | None = None  # the next message by someone other than the one after this position
+    later: tuple[int, str] | None = None  # the message after this position and its speaker
+    for i in reversed(conversational):
+        speaker = messages[i].speaker
+        if later is not None and later[1] != speaker:
+            following = later[0]
+        out[i] = following
+        later = (i, speaker)
     return out
 
 

@@ -42,13 +42,17 @@ class UnreadableTranscript(EpisodesError):
         self.transcript = transcript
 
 
-def to_transcript(row: Row, *, redact: bool, options: ShapeOptions | None = None) -> Transcript:
+def to_transcript(
+    row: Row, *, redact: bool, options: ShapeOptions | None = None, limits: Settings | None = None
+) -> Transcript:
     """A claimed row as the extractors see it. Its messages go through the normaliser ingest uses
     (jobs.formats.shapes), so a row INSERTed by hand in any shape ingest accepts (Anthropic content
     blocks, OpenAI tool calls) reads as an ingested one; then they are redacted (jobs.pii.redaction,
     unless Settings.redact is off: EPISODES_REDACT=false), so PII reaches neither the model nor the
     episode, its events, evidence quotes, entities or embedding. The stored transcript is left as the
-    host sent it. Raises :class:`UnreadableTranscript` when the messages cannot be read."""
+    host sent it. Raises :class:`UnreadableTranscript` when the messages cannot be read, or (``limits``
+    given) hold more messages or characters than ingest accepts: a row INSERTed by hand is held to the
+    same ``max_messages`` and ``max_transcript_bytes`` (issue 46 #8)."""
     transcript = Transcript(
         id=row["id"],
         tenant_id=row["tenant_id"],
@@ -63,9 +67,12 @@ def to_transcript(row: Row, *, redact: bool, options: ShapeOptions | None = None
         attempts=row["attempts"],
     )
     try:
-        messages, counts = redact_messages(read_messages(row["messages"], options), enabled=redact)
+        read = read_messages(row["messages"], options)
     except ValueError as exc:  # ShapeError and pydantic's ValidationError are ValueErrors
         raise UnreadableTranscript(unreadable(exc), transcript) from None
+    if limits is not None and (over := over_limits(read, limits)) is not None:
+        raise UnreadableTranscript(over, transcript)
+    messages, counts = redact_messages(read, enabled=redact)
     if counts:
         log.debug(
             "redacted",
@@ -94,6 +101,22 @@ def read_messages(raw: object, options: ShapeOptions | None = None) -> list[Mess
             where = ".".join(str(part) for part in (f"messages.{index}", *first["loc"]))
             raise ShapeError(f"{where}: {first['msg']}") from None
     return messages
+
+
+def over_limits(messages: list[Message], settings: Settings) -> str | None:
+    """Why canonical ``messages`` are over ingest's limits (the same rule and wording as jobs.ingest), or None."""
+    if len(messages) > settings.max_messages:
+        return (
+            f"messages: {len(messages):,} messages, over the limit of {settings.max_messages:,} "
+            "(EPISODES_MAX_MESSAGES); not summarised: ingest the session in parts, or raise the limit and `episodes retry`"
+        )
+    chars = sum(len(m.content) for m in messages)
+    if chars > settings.max_transcript_bytes:
+        return (
+            f"messages: {chars:,} characters of messages after condensing tool output, over the limit of "
+            f"{settings.max_transcript_bytes:,} (EPISODES_MAX_TRANSCRIPT_BYTES)"
+        )
+    return None
 
 
 def unreadable(exc: ValueError) -> str:
@@ -146,7 +169,9 @@ class Claimer:
                             "attempt": row["attempts"],
                         },
                     )
-                    return to_transcript(row, redact=self.db.settings.redact, options=self._shapes)
+                    return to_transcript(
+                        row, redact=self.db.settings.redact, options=self._shapes, limits=self.db.settings
+                    )
                 with self._lock:  # nothing due there now, or other workers took the rest
                     if candidate in self._tenants:
                         self._tenants.remove(candidate)
