@@ -30,6 +30,7 @@ class SessionState:
     ended: bool = False  # SessionEnd fired
     transcript_path: str | None = None
     cwd: str | None = None
+    git: dict[str, str] = field(default_factory=dict)  # where it ended in git (git_place): repo, branch, head, worktree
 
 
 def _path(session_id: str, base: Path | None) -> Path | None:
@@ -101,8 +102,28 @@ def mark_ended(payload: dict[str, Any]) -> None:
     state = load(sid)
     state.ended = True
     state.cwd, state.transcript_path = payload.get("cwd") or state.cwd, payload.get("transcript_path")
+    state.git = git_place(state.cwd) or state.git
     save(sid, state)
     prune()
+
+
+def git_place(cwd: str | None) -> dict[str, str]:
+    """Where a session in ``cwd`` is in git now, as the transcript's metadata keeps it (issue 49): the
+    repository's identity (``git_repo``), the branch (``git_branch``, absent when detached), the HEAD commit
+    (``git_head``) and the worktree's folder (``git_worktree``); {} outside git. Read from git's files
+    (jobs.repository.identity): no process, a few small reads."""
+    from jobs.repository.identity import place_of
+
+    place = place_of(cwd) if cwd else None
+    if place is None:
+        return {}
+    found = {
+        "git_repo": place.identity,
+        "git_branch": place.branch,
+        "git_head": place.head,
+        "git_worktree": place.worktree,
+    }
+    return {k: v[:1000] for k, v in found.items() if v}
 
 
 def remember_start(state: SessionState, episode_ids: Sequence[int], item_ids: Sequence[int]) -> None:

@@ -100,6 +100,7 @@ def sync(
             close=state is not None,
             idle_close_seconds=idle_close_seconds,
             cwd=state.cwd if state else None,
+            place=state.git if state else {},
         ):
             if isinstance(item, str):
                 report.bad_lines.append(f"{where}: {item}")
