@@ -68,7 +68,14 @@ def run(
     batch_poll: float = 30.0,
     dry_run: bool = False,
 ) -> None:
-    """Summarise every eligible (closed, not yet summarised) transcript once."""
+    """Summarise every eligible (closed, not yet summarised) transcript once.
+
+    \b
+    Exit status:
+      0    every session claimed was summarised, skipped, or dead-lettered for its own content
+      1    a wrong setting, or a session failed on the model's answer or call (the reason on stderr)
+      130  interrupted (Ctrl-C, SIGTERM): claims given back, the rest stays queued
+    """
     from jobs.extract import make_extractor
     from jobs.extract.claude import AnthropicExtractor
     from jobs.summarize import BatchRunner, count_eligible, run_summarize
@@ -120,6 +127,8 @@ def run(
         click.get_current_context().exit(INTERRUPTED_EXIT)
     if report.all_calls_failed:
         raise EpisodesError(report.failure())
+    if report.model_failures:
+        raise EpisodesError(report.model_failure_line())
 
 
 def made_by(settings: Settings, asked: str | None, model: str) -> str:

@@ -58,6 +58,16 @@ class RunReport:
     held: int = 0  # sessions still queued when the cap stopped the run: held for the next day
     backend: str = "anthropic"  # the back end whose calls these are (jobs.llm.spend.backend_of)
     priced: bool = True  # False: the model has no known price (a local model), so the cost is unknown, not $0
+    model_failures: int = 0  # sessions that failed in this run on the model's answer or call
+    model_failure: str | None = None  # the first one's reason
+
+    def model_failure_line(self) -> str:
+        """Why `episodes run` exits 1 when some sessions failed on the model's answer or call."""
+        return (
+            f"{counted(self.model_failures, 'session')} failed on the model's answer or call in this run "
+            f"(e.g. {self.model_failure or 'no error text'}); `episodes status` shows them, and the next run "
+            "retries those not dead-lettered"
+        )
 
     @property
     def done(self) -> int:

@@ -83,6 +83,7 @@ def run_summarize(
         report.call_error = totals["an_error"]
         report.priced = estimate_cost(extractor.name, 0, 0) is not None
         report.backend = backend_of(extractor.name)
+        report.model_failures, report.model_failure = summarizer.model_failures, summarizer.model_failure
         error: BaseException | str | None = worker.fatal
         if error is None and report.all_calls_failed:
             error = report.failure()

@@ -53,6 +53,9 @@ class Summarizer:
         self.finisher = Finisher(db, self.embedder, job_run_id, self.clock)
         self.leases = LeaseKeeper(db, self.worker, self.settings, self.closed)
         self.claimer = Claimer(db, owner=self.worker, lease_seconds=self.settings.lease_seconds)
+        self.model_failures = 0  # sessions failed by the model's answer or call (or an unexpected error)
+        self.model_failure: str | None = None  # the first one's reason, one line
+        self._failures_lock = threading.Lock()
 
     def close(self) -> None:
         """Stop the lease keeper's thread (the summarizer is not used after this)."""
@@ -94,6 +97,7 @@ class Summarizer:
             end.release(transcript, owner=self.worker, calls=result.calls if result else ())
             raise
         except ModelError as exc:  # the error carries the calls made before it, failed ones included
+            self._failed_by_model(str(exc))
             return end.fail(
                 transcript,
                 str(exc),
@@ -105,6 +109,14 @@ class Summarizer:
             return end.fail(transcript, str(exc), owner=self.worker, calls=result.calls if result else ())
         except Exception as exc:
             log.exception("unexpected failure", extra={"action": "summarize_error", "transcript_id": transcript.id})
+            self._failed_by_model(f"{type(exc).__name__}: {exc}")
             return end.fail(
                 transcript, f"{type(exc).__name__}: {exc}", owner=self.worker, calls=result.calls if result else ()
             )
+
+    def _failed_by_model(self, reason: str) -> None:
+        """Count a session the model's answer or call failed (`episodes run` then exits 1, issue 46 #14)."""
+        with self._failures_lock:
+            self.model_failures += 1
+            if self.model_failure is None:
+                self.model_failure = " ".join(reason.split())[:300]
