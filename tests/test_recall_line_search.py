@@ -72,17 +72,22 @@ def test_an_identifier_only_the_words_find_is_quoted(db: Database, embedder: Emb
     assert needle in _quoted(result), result.render()
 
 
-OLD = "The deploy window is Fridays from 16:00 to 18:00 UTC, and releases need two approvals."
+OLD = "The deploy window for releases is Fridays from 16:00 to 18:00 UTC."
 NEW = "Change of plan: the deploy window is now Tuesdays from 10:00 to 12:00 UTC, releases still need two approvals."
+AROUND_OLD = [
+    "Releases in the deploy window need two approvals from the platform team.",
+    "The deploy window for hotfixes is any weekday before 15:00 UTC.",
+    "Nobody deploys outside the deploy window without paging the release manager.",
+]
 
 
 @pytest.mark.parametrize("budget", [250, 400, 600, 1000, 1500])
 def test_the_later_value_is_quoted_first_and_never_cut_while_the_older_is_in_full(
     db: Database, embedder: Embedder, budget: int
 ) -> None:
-    """Two sessions give the deploy window; the older line is the closer match. At every budget the later one is
-    in the block whenever the older one is, whole."""
-    add(db, "The user set the release process.", embedder=embedder, days_ago=60, lines=[OLD], importance=0.9)
+    """Two sessions give the deploy window; the older session says it, and more about releases, in lines closer to
+    the opening message. At every budget the later value is in the block whenever the older one is, whole."""
+    add(db, "The user set the release process.", embedder=embedder, days_ago=60, lines=[OLD, *AROUND_OLD])
     add(db, "The user changed the release process.", embedder=embedder, days_ago=20, lines=[NEW])
     for k in range(12):
         add(

@@ -18,13 +18,15 @@ class RecallConfig:
 
     recent_n: int = 3  # the last N episodes are always offered ("recent"), compactly
     recent_full: bool = False  # render recent episodes in full instead of compactly
-    reserve_recent: bool = True  # room for the recent ones is kept before quotes (else they come after, if room)
+    # Room for the recent ones kept before the quotes (else they come after the quotes, if there is room). Off:
+    # LoCoMo offline at 750 tokens, answer coverage 0.337 -> 0.405 with full_share 1.0 (issue 47, tuning data).
+    reserve_recent: bool = False
     top_k: int = 12  # relevant episodes offered, best first (exact within the user's rows)
     rank_depth: int = 50  # RRF fuses each list's first rank_depth ranks (at least top_k)
     # Full summaries fill at most full_share of the budget, so the next-ranked episodes still get a compact
     # line each: more evidence sessions in the block at the cost of fewer in full. Chosen on LoCoMo by
     # answer coverage, leaving one conversation out (docs/benchmarks.md).
-    full_share: float = 0.8
+    full_share: float = 1.0  # issue 47: quotes fill the budget (0.8 -> 1.0: LoCoMo at 750 tokens +0.02, tuning data)
     # Within relevant and within possibly related, episodes of a month the opening message names (or of the
     # month after) are placed first (jobs.recall.time_cues): dates are what neither score knows.
     time_cues: bool = True
@@ -71,7 +73,7 @@ class RecallConfig:
     line_episode_weight: float = 0.25
     # An open item of an episode neither recent nor relevant is shown if the episode is this similar.
     open_item_similarity: float = 0.4
-    header_chars: int = 80
+    header_chars: int = 50  # issue 47: 80 -> 50, LoCoMo offline at 750 tokens +0.012 (tuning data)
     # The best full_headers relevant (else possibly related) episodes show their full summary above their quotes
     # instead of a header_chars header: the session that matches best leads with what it decided. Chosen on
     # LoCoMo 26 and 30 (answer coverage 0.485 -> 0.502, all-evidence 0.922 -> 0.926; 2: 0.506 / 0.918) and
@@ -84,11 +86,11 @@ class RecallConfig:
     line_depth: int = 100
     line_rrf_k: float = 10.0
     line_w_text: float = 1.0
-    line_fused_weight: float = 2.0
+    line_fused_weight: float = 20.0  # LoCoMo offline, 750 tokens: 0 -> 0.382, 2 -> 0.405, 20 -> 0.420 (tuning data)
     # A line at least line_relevant similar to the opening message (line_relevant_with_text with a lexical match)
     # makes its episode relevant: one of the best matches is said in it (jobs.recall.quotes.line_labels).
     line_relevant: float = 0.6
     line_relevant_with_text: float = 0.5
     # Newest wins: a later session's line at least this alike (cosine of the lines' embeddings) to an older
     # session's quoted line is placed before it (jobs.recall.quotes.newest_wins).
-    newer_similarity: float = 0.75
+    newer_similarity: float = 0.65

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from jobs.recall.config import RecallConfig
-from jobs.recall.quotes import LineKey, base_priority, key, line_labels, priorities, supersedes
+from jobs.recall.quotes import LineKey, key, line_labels, newest_wins, priorities, supersedes
 from jobs.recall.relative_dates import resolve_relative_dates
 from jobs.recall.result import (
     RecalledEpisode,
@@ -107,7 +107,8 @@ class _Fit:
         ]
         self.has_lines = {line.episode_id for line in lines if line.episode_id in self.by_id}
         self.later = _replacing(unique, vectors)
-        self.priority = priorities(self.quotable, self.by_id, self.later, self.in_month, line_vectors, cfg)
+        self._own = priorities(self.quotable, self.by_id, self.later, self.in_month, cfg)
+        self.priority = newest_wins(self._own, self.quotable, self.by_id, line_vectors, cfg.newer_similarity)
         self.macros = line_macros()
         self.weights = term_weights(terms(opening_message), unique)
         self.budget = 4 * budget_tokens  # estimate_tokens(text) <= budget_tokens  <=>  len(text) <= 4 * budget_tokens
@@ -195,7 +196,7 @@ class _Fit:
         """The episodes whose quotes go under their full summary: the best relevant (else possibly related) ones;
         where a later episode's lines outrank one of its lines (newest wins), the later one instead."""
         leading = {ep.id for ep in (self.relevant + self.related)[: self.cfg.full_headers]}
-        raised = supersedes(self.priority, self._base)
+        raised = supersedes(self.priority, self._own)
         later = {k[0] for k in raised}
         if not later:
             return leading
@@ -205,7 +206,6 @@ class _Fit:
     def place_quotes(self) -> None:
         """The lines by priority (jobs.recall.quotes), each under its episode's line (a header of header_chars,
         or the full summary for the leading ones), within full_room."""
-        self._base = {key(line): base_priority(line, self.cfg) for line in self.quotable}
         leading = self._leading()
         for line in sorted(self.quotable, key=lambda line: -self.priority[key(line)]):
             ep = self.by_id[line.episode_id]

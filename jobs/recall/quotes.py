@@ -42,10 +42,10 @@ def priorities(
     by_id: Mapping[int, RecalledEpisode],
     later: Mapping[int, float],
     in_named_month: set[int],
-    line_vectors: Mapping[LineKey, np.ndarray],
     cfg: RecallConfig,
 ) -> dict[LineKey, float]:
-    """Each line's priority (module docstring); the lines of episodes not in ``by_id`` are left out."""
+    """Each line's own priority (module docstring), before :func:`newest_wins`; the lines of episodes not in
+    ``by_id`` are left out."""
     out: dict[LineKey, float] = {}
     for line in lines:
         ep = by_id.get(line.episode_id)
@@ -56,7 +56,7 @@ def priorities(
             + cfg.line_episode_weight * max(ep.similarity or 0.0, later.get(ep.id, 0.0))
             + (0.05 if ep.id in in_named_month else 0.0)
         )
-    return newest_wins(out, lines, by_id, line_vectors, cfg.newer_similarity)
+    return out
 
 
 def newest_wins(
@@ -93,7 +93,7 @@ def supersedes(
     priority: Mapping[LineKey, float],
     base: Mapping[LineKey, float],
 ) -> set[LineKey]:
-    """The lines newest_wins raised above what the search alone gave them (a later value of something)."""
+    """The lines newest_wins raised above their own priority (``base``): a later value of something."""
     return {k for k, value in priority.items() if value > base.get(k, value)}
 
 
