@@ -84,6 +84,7 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
         None,
     ),
     "ingest_rate": ("ingest_rate.py", ["--transcripts", "50", "--messages", "4"], "transcripts/s", None),
+    "offline_long_session": ("offline_long_session.py", ["--sizes", "50,100"], "ms / 1k msgs", None),
     "offline_extractor_quality": ("offline_extractor_quality.py", ["--limit", "2"], "ROUGE", "locomo"),
     "recall latency": (
         "recall.py",
