@@ -176,6 +176,14 @@ WHERE vector_rank <= %(depth)s OR text_rank <= %(depth)s
 ORDER BY fused DESC, episode_id, ordinal
 LIMIT %(limit)s
 
+-- name: recall_quoted_episodes
+-- Which of the chosen episodes keep lines at all (episode_lines, migration 0032): fitting shows an episode that
+-- has none (a super-summary, an episode stored before lines were kept) by its full summary, and one whose lines
+-- just did not match by a one-line header. The primary key (tenant_id, episode_id, ordinal) answers it.
+SELECT DISTINCT l.episode_id
+FROM episode_lines l
+WHERE l.tenant_id = %(tenant_id)s AND l.episode_id = ANY (%(ids)s::bigint[])
+
 -- name: recall_replaced
 -- Of the chosen episodes, those holding a decision or preference that a later session replaced (later
 -- wins, migration 0008), with when the first replacement was made: the block marks them so.

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from jobs.recall.config import RecallConfig
-from jobs.recall.quotes import LineKey, key, line_labels, newest_wins, priorities, supersedes
+from jobs.recall.quotes import LineKey, key, line_labels, newest_wins, priorities
 from jobs.recall.relative_dates import resolve_relative_dates
 from jobs.recall.result import (
     RecalledEpisode,
@@ -105,7 +105,11 @@ class _Fit:
             if line.episode_id in self.by_id
             and (max(line.similarity, line.score) >= cfg.line_similarity or line.text_score is not None)
         ]
-        self.has_lines = {line.episode_id for line in lines if line.episode_id in self.by_id}
+        # Episodes that keep lines (recall_quoted_episodes, or a line of theirs was found): shown by a header above
+        # their quotes, never by their full summary alone.
+        self.has_lines = {line.episode_id for line in lines if line.episode_id in self.by_id} | {
+            row["id"] for row in rows if row.get("has_lines") and row["id"] in self.by_id
+        }
         self.later = _replacing(unique, vectors)
         self._own = priorities(self.quotable, self.by_id, self.later, self.in_month, cfg)
         self.priority = newest_wins(self._own, self.quotable, self.by_id, line_vectors, cfg.newer_similarity)
@@ -187,21 +191,37 @@ class _Fit:
         """Where a shown episode's decision was replaced, the later one holds: the episode holding the replacing
         decision is shown in full (its summary states the decision that holds)."""
         for ep in self.unique:
-            if ep.id in self.later and ep.id not in self.chosen:
+            if ep.id in self.later and ep.id not in self.chosen and self._replaces_relevant(ep):
                 full = self.cost_of(ep, False)
                 if self._room(ep.id) + full <= self.full_room:
                     self._take(ep, full)
 
+    def _replaces_relevant(self, ep: RecalledEpisode) -> bool:
+        """Whether ``ep`` is relevant, or holds the decision that replaced one of a relevant episode (on a day of
+        its session): a replacement of something unrelated to the opening message takes no room of its own."""
+        return ep.relevance_rank is not None or any(
+            old.replaced_on is not None
+            and old.ended_at < ep.ended_at
+            and ep.started_at.date() <= old.replaced_on <= ep.ended_at.date()
+            for old in self.relevant
+        )
+
     def _leading(self) -> set[int]:
         """The episodes whose quotes go under their full summary: the best relevant (else possibly related) ones;
-        where a later episode's lines outrank one of its lines (newest wins), the later one instead."""
-        leading = {ep.id for ep in (self.relevant + self.related)[: self.cfg.full_headers]}
-        raised = supersedes(self.priority, self._own)
-        later = {k[0] for k in raised}
-        if not later:
-            return leading
-        newest = max((self.by_id[i] for i in later), key=lambda ep: ep.ended_at)
-        return {newest.id} if leading else leading
+        where a later session replaced a decision of one, the later one instead (its summary states what holds)."""
+        leading = (self.relevant + self.related)[: self.cfg.full_headers]
+        out: set[int] = set()
+        for ep in leading:
+            holders = [
+                h
+                for h in self.unique
+                if h.id in self.later
+                and ep.replaced_on is not None
+                and h.ended_at > ep.ended_at
+                and h.started_at.date() <= ep.replaced_on <= h.ended_at.date()
+            ]
+            out.add(max(holders, key=lambda h: h.ended_at).id if holders else ep.id)
+        return out
 
     def place_quotes(self) -> None:
         """The lines by priority (jobs.recall.quotes), each under its episode's line (a header of header_chars,

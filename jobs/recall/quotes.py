@@ -89,14 +89,6 @@ def newest_wins(
     return out
 
 
-def supersedes(
-    priority: Mapping[LineKey, float],
-    base: Mapping[LineKey, float],
-) -> set[LineKey]:
-    """The lines newest_wins raised above their own priority (``base``): a later value of something."""
-    return {k for k, value in priority.items() if value > base.get(k, value)}
-
-
 def line_labels(
     episodes: list[RecalledEpisode], lines: Sequence[RecalledLine], cfg: RecallConfig
 ) -> list[RecalledEpisode]:

@@ -251,7 +251,11 @@ class Recaller:
             ids = sorted(picked)
             chosen = conn.execute(sql("recall_rows"), {**params, "ids": ids, "dim": len(vector)}) if ids else None
             replaced = conn.execute(sql("recall_replaced"), {**params, "ids": ids}) if ids else None
+            quoted = conn.execute(sql("recall_quoted_episodes"), {**params, "ids": ids}) if ids else None
         rows = chosen.fetchall() if chosen is not None else []
+        with_lines = {r["episode_id"] for r in quoted.fetchall()} if quoted is not None else set()
+        for row in rows:
+            row["has_lines"] = row["id"] in with_lines
         vectors = unit_vectors(rows)
         query = vector / (norm if (norm := float(np.linalg.norm(vector))) > 0 else 1.0)
         for ep_id, vec in vectors.items():  # the episodes only lines brought in were not scored by SQL
