@@ -28,3 +28,28 @@ WHERE tenant_id = %(tenant_id)s AND purpose = %(old)s;
 
 -- name: rescope_count_episodes
 SELECT count(*) AS n FROM episodes WHERE tenant_id = %(tenant_id)s AND purpose = %(old)s;
+
+-- name: branch_origins
+-- Where the sessions of these episodes happened in git (metadata the hooks record, migration 0025; issue 49).
+SELECT e.id AS episode_id, t.metadata->>'git_repo' AS repo, t.metadata->>'git_branch' AS branch,
+       t.metadata->>'git_head' AS head
+FROM episodes e
+JOIN transcripts t ON t.tenant_id = e.tenant_id AND t.id = e.transcript_id
+WHERE e.tenant_id = %(tenant_id)s AND t.tenant_id = %(tenant_id)s AND e.id = ANY (%(ids)s::bigint[]);
+
+-- name: branch_replacers
+-- For these episodes, each later episode holding a decision or preference that replaced one of theirs
+-- (later wins, migration 0008; sql/recall.sql recall_replaced), with when it was made.
+SELECT old.episode_id AS replaced, new.episode_id AS replacer, new.occurred_at
+FROM episode_events old
+JOIN episode_events new ON new.tenant_id = old.tenant_id AND new.id = old.superseded_by
+WHERE old.tenant_id = %(tenant_id)s AND new.tenant_id = %(tenant_id)s
+  AND old.episode_id = ANY (%(ids)s::bigint[]) AND old.superseded_by IS NOT NULL;
+
+-- name: branch_close_stale
+-- The open questions and commitments of sessions whose branch was deleted without being merged: closed
+-- as no longer applicable (status n/a), as the open-items lifecycle closes what no longer holds.
+UPDATE episode_events SET status = 'n/a', resolved_at = now()
+WHERE tenant_id = %(tenant_id)s AND episode_id = ANY (%(ids)s::bigint[])
+  AND type IN ('open_question', 'commitment') AND status = 'open'
+RETURNING id;

@@ -98,6 +98,12 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
         "the web layer alone",
         None,
     ),
+    "repository_ancestry": (
+        "repository_ancestry.py",
+        ["--commits", "50", "--branches", "4", "--candidates", "20", "--runs", "2"],
+        "classify 20 candidates",
+        None,
+    ),
     "reembed": ("reembed.py", ["--episodes", "400", "--users", "4", "--batch", "50"], "vectors written in total", None),
     "retention": ("retention.py", ["--transcripts", "200", "--messages", "4", "--batch", "50"], "touched: 0", None),
     "serve_latency": (

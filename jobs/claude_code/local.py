@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from jobs import config
 from jobs.claude_code import injection, session_state
 from jobs.claude_code.places import project_purpose
-from jobs.claude_code.start_view import start_block, start_recall
+from jobs.claude_code.start_view import local_start
 from jobs.db import Database
 from jobs.errors import EpisodesError
 from jobs.recall.recaller import Recaller
@@ -41,9 +41,8 @@ def database() -> Database:
 def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
     sid = str(payload.get("session_id") or "")
     state = session_state.load(sid)
-    result = start_recall(Recaller(database()), args.tenant, user, payload.get("cwd"))
+    result, block = local_start(Recaller(database()), args.tenant, user, payload.get("cwd"))
     state.cwd, state.transcript_path = payload.get("cwd"), payload.get("transcript_path")
-    block = start_block(result)
     if block:
         session_state.remember_start(state, [ep.id for ep in result.episodes], [item.id for item in result.open_items])
     session_state.save(sid, state)
@@ -55,13 +54,17 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
     if claimed is None:
         return ""
     sid, state, prompt = claimed
-    result = Recaller(database()).recall(
+    recaller = Recaller(database())
+    result = recaller.recall(
         args.tenant,
         user,
         prompt,
         purpose=project_purpose(str(payload.get("cwd") or "")),
         budget_tokens=injection.PROMPT_BUDGET_TOKENS,
     )
+    from jobs.claude_code.branch_view import sort_by_ancestry  # pending and stale sessions' episodes left out
+
+    sort_by_ancestry(result, recaller.db, args.tenant, payload.get("cwd"))
     block = injection.prompt_block(state, result.now, result.episodes, result.open_items)
     session_state.save(sid, state)
     return block

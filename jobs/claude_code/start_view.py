@@ -16,6 +16,7 @@ from jobs.claude_code.injection import START_BUDGET_TOKENS, has_lines
 from jobs.claude_code.places import project_purpose
 
 if TYPE_CHECKING:
+    from jobs.claude_code.branch_view import BranchView
     from jobs.recall.recaller import Recaller
     from jobs.recall.result import Recall
 
@@ -34,6 +35,24 @@ def start_recall(recaller: Recaller, tenant_id: str, user_id: str, cwd: str | No
     return result
 
 
-def start_block(result: Recall) -> str:
-    """The block to inject ("" when the user has nothing yet in this project)."""
-    return result.render() if has_lines(result.episodes, result.open_items, result.sessions) else ""
+def start_block(result: Recall, view: BranchView | None = None) -> str:
+    """The block to inject ("" when the user has nothing yet in this project); with ``view``, the branches
+    whose sessions are pending, one line each."""
+    block = result.render() if has_lines(result.episodes, result.open_items, result.sessions) else ""
+    if view is None:
+        return block
+    from jobs.claude_code.branch_view import with_pending_lines
+
+    return with_pending_lines(block, view, result.now.date().isoformat())
+
+
+def local_start(recaller: Recaller, tenant_id: str, user_id: str, cwd: str | None) -> tuple[Recall, str]:
+    """The SessionStart recall and block of the local hook, sorted by the git history of the branch the
+    session starts on (jobs.claude_code.branch_view: decisions of unmerged branches are "pending", those of
+    branches deleted unmerged stale). Only on the user's machine: a service never runs git in a folder a
+    request names."""
+    from jobs.claude_code.branch_view import sort_by_ancestry
+
+    result = start_recall(recaller, tenant_id, user_id, cwd)
+    view = sort_by_ancestry(result, recaller.db, tenant_id, cwd)
+    return result, start_block(result, view)

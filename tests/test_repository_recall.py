@@ -1,0 +1,79 @@
+"""Recall at session start knows the git history (issue 49): real hook processes, real git, offline summaries.
+
+A decision made on ``feat/a`` reaches a session on ``main`` only as "pending on `feat/a`" until the
+branch is merged, then in force; a commitment made on ``feat/b`` is pending, and once ``feat/b`` is
+deleted unmerged it closes as stale (status n/a) and is no longer listed; an unrelated repository with
+the same folder name sees none of it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from support.claude_code_cli import DECISION, _hook, _session_file, _summarise
+from support.git_repos import commit, git, new_repo, scene
+
+from jobs.db import Database
+
+PROMISE = "I will write the migration guide for the release by Friday."
+ARGS = ("--tenant", "acme", "--user", "ann", "--budget", "60")
+
+
+def _end(db: Database, sid: str, cwd: Path, said: str, tmp_path: Path) -> None:
+    file = _session_file(tmp_path / "projects" / sid, sid, str(cwd), said)
+    payload = {"hook_event_name": "SessionEnd", "reason": "other", "session_id": sid, "cwd": str(cwd)}
+    done, _ = _hook({**payload, "transcript_path": str(file)}, *ARGS, env={"DATABASE_URL": db.url})
+    assert done.returncode == 0, done.stderr
+    assert _summarise(db) == 1
+
+
+def _start(db: Database, sid: str, cwd: Path) -> str:
+    payload = {"hook_event_name": "SessionStart", "source": "startup", "session_id": sid, "cwd": str(cwd)}
+    done, _ = _hook({**payload, "transcript_path": os.devnull}, *ARGS, env={"DATABASE_URL": db.url})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _promise_status(db: Database) -> list[str]:
+    with db.tenant("acme") as conn:
+        rows = conn.execute("SELECT status FROM episode_events WHERE type = 'commitment' ORDER BY id").fetchall()
+    return [r["status"] for r in rows]
+
+
+@pytest.mark.citus
+def test_a_branchs_decision_is_pending_until_merged_and_a_deleted_branchs_commitment_goes_stale(
+    tmp_path: Path, db: Database
+) -> None:
+    repos = scene(tmp_path)
+    commit(repos.wt_a, "a.txt")
+    _end(db, "sess-a", repos.wt_a, DECISION, tmp_path)
+
+    before = _start(db, "start-1", repos.main)
+    assert "pending on `feat/a`" in before, before
+    assert "pgvector" not in before.lower(), before  # not in force on main yet
+    in_a = _start(db, "start-2", repos.wt_a)
+    assert "pgvector" in in_a.lower() and "pending on" not in in_a, in_a  # in force on its own branch
+
+    git(repos.main, "merge", "-q", "--no-edit", "feat/a")
+    after = _start(db, "start-3", repos.main)
+    assert "pgvector" in after.lower() and "pending on" not in after, after
+    clone = _start(db, "start-4", repos.clone)  # the clone shares the memory (its origin is main's folder)
+    assert "pending on `feat/a`" in clone or "pgvector" in clone.lower(), clone
+
+    commit(repos.wt_b, "b.txt")
+    _end(db, "sess-b", repos.wt_b, PROMISE, tmp_path)
+    assert _promise_status(db) == ["open"], "the offline extractor records the promise as a commitment"
+    pending = _start(db, "start-5", repos.main)
+    assert "pending on `feat/b`" in pending and "migration guide" not in pending, pending
+
+    git(repos.main, "worktree", "remove", "--force", str(repos.wt_b))
+    git(repos.main, "branch", "-q", "-D", "feat/b")
+    stale = _start(db, "start-6", repos.main)
+    assert "migration guide" not in stale and "pending on" not in stale, stale
+    assert "pgvector" in stale.lower()
+    assert _promise_status(db) == ["n/a"]  # closed through the open-items lifecycle
+
+    unrelated = new_repo(tmp_path / "elsewhere" / "app")
+    assert _start(db, "start-7", unrelated) == ""  # same folder name, another repository: nothing of it
