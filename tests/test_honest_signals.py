@@ -78,11 +78,14 @@ def test_run_exits_1_saying_so_when_every_model_call_failed(db: Database, fake: 
 
     with db.admin() as conn:  # skip the backoff
         conn.execute("UPDATE transcripts SET next_attempt_at = now()")
-    fake.responder = responder  # one call fails, the next succeeds: an ordinary run
+    fake.responder = responder  # one call fails, the next succeeds
     fake.enqueue(fa.server_error())
     again = run_command(db, fake)
-    assert again.returncode == 0, (again.stdout, again.stderr)
+    # A session failed on the model's call: exit 1 with one line saying so (issue 46 #14), not "every call".
+    assert again.returncode == 1, (again.stdout, again.stderr)
     assert "done 1 · failed 1" in again.stdout
+    (line,) = [line for line in again.stderr.splitlines() if line.startswith("episodes: ")]
+    assert line.startswith("episodes: 1 session failed on the model's answer or call in this run"), line
 
 
 def test_oldest_pending_counts_from_when_the_session_was_handed_over(db: Database) -> None:
