@@ -55,6 +55,10 @@ FROM episodes
 GROUP BY kind, status
 ORDER BY kind, status
 
+-- name: status_invented_summaries
+-- Sessions whose last attempt's summary named only what the transcript does not (jobs.summarize.finish).
+SELECT count(*) AS n FROM transcripts WHERE last_error LIKE 'invented summary:%%'
+
 -- name: status_job_runs
 SELECT job, worker, started_at, finished_at, status, counts, error
 FROM job_runs

@@ -50,6 +50,8 @@ def render_status(db: Database) -> str:
             f"{counted(hour['model_calls'], 'model call')} ({hour['failed_calls']} failed)"
         )
         rows = conn.execute(query("status_episodes")).fetchall()
+        invented = one(conn.execute(query("status_invented_summaries")))["n"]  # issue 46 #15
+        not_stored = f", {counted(invented, 'invented summary', 'invented summaries')} not stored"
         if rows:
             parts = [f"{r['kind']}/{r['status']} {r['n']}" for r in rows]
             dropped_ev = sum(r["dropped_events"] for r in rows)
@@ -61,11 +63,13 @@ def render_status(db: Database) -> str:
             lines.append("made by      " + made_by(conn))
             lines.append(
                 f"grounding    dropped {counted(dropped_ev, 'ungrounded event')}, "
-                f"{counted(dropped_en, 'entity', 'entities')} not in the transcript"
+                f"{counted(dropped_en, 'entity', 'entities')} not in the transcript{not_stored}"
             )
             lines.append(f"tokens       {tokens_in:,} in / {tokens_out:,} out, est. ${cost:.4f}")
         else:
             lines.append("episodes     none yet (run `episodes run`)")
+            if invented:
+                lines.append(f"grounding    dropped{not_stored[1:]}")
         dead = conn.execute(query("status_dead_letters"), {"limit": 5}).fetchall()
         for r in dead:
             lines.append(

@@ -9,12 +9,18 @@ valid evidence; a resolution that does not is dropped, a replacement that does n
 (the event stays, as a decision that replaces nothing). The counts (dropped events, resolutions
 and replacements together) are stored on the episode and shown by `episodes status`.
 
+:func:`ground_summary` grounds a model's summary (issue 46 #15): a sentence naming a thing the transcript
+does not (a capitalised name inside the sentence, a number, an identifier) is dropped; the summarize job
+fails the attempt when no sentence is left, so an invented answer is never stored.
+
 :func:`ground_entities` is the entity rule on its own; the compress job grounds a period
 summary's entities in its request text with it (its events follow a rule of their own).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -85,3 +91,62 @@ def ground_entities(entities: Iterable[Entity], text: str) -> tuple[list[Entity]
             seen.add(key)
             kept.append(entity.model_copy(update={"name": entity.name.strip()}))
     return kept, ungrounded
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+# What a sentence names: a capitalised word (not the sentence's first, unless it is CamelCase or holds a
+# digit), a number, an identifier (snake_case, dotted, slashed) or a backticked value.
+_NAMED = re.compile(
+    r"`([^`]+)`|\b(\w+(?:[_./]\w+)+)\b|(\d+(?:[.,]\d+)*)|(?<![\w'’])([A-Z][\w'’-]*)",
+)
+_CAMEL = re.compile(r"[a-z][A-Z]|\d")
+# Capitalised words any summary may use: how it names the speakers, days and months, articles.
+_ANY_SUMMARY = frozenset(
+    "the a an i user assistant system tool agent they on in at by after before during and but so then "
+    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july "
+    "august september october november december".split()
+)
+
+
+def ground_summary(summary: str, messages: list[Message], dates: Iterable[dt.datetime | None] = ()) -> tuple[str, int]:
+    """``summary`` without its sentences that name something the transcript does not, and how many were
+    dropped. A name, number or identifier must occur in the messages or their speakers' names
+    (case-insensitive); the day and year of ``dates`` (the session's) may be written too."""
+    haystack = "\n".join(f"{m.name or ''}\n{m.content}" for m in messages).casefold()
+    allowed = {str(v) for d in dates if d is not None for v in (d.day, d.year)}
+    kept: list[str] = []
+    dropped = 0
+    for sentence in _SENTENCE_END.split(summary.strip()):
+        if all(_grounded(name, haystack, allowed) for name in _names(sentence)):
+            kept.append(sentence)
+        else:
+            dropped += 1
+    return " ".join(kept), dropped
+
+
+def ungrounded_names(summary: str, messages: list[Message], dates: Iterable[dt.datetime | None] = ()) -> list[str]:
+    """The names, numbers and identifiers of ``summary`` that the transcript does not hold (for the error)."""
+    haystack = "\n".join(f"{m.name or ''}\n{m.content}" for m in messages).casefold()
+    allowed = {str(v) for d in dates if d is not None for v in (d.day, d.year)}
+    return list(dict.fromkeys(n for n in _names(summary) if not _grounded(n, haystack, allowed)))
+
+
+def _names(sentence: str) -> list[str]:
+    out: list[str] = []
+    for match in _NAMED.finditer(sentence):
+        quoted, ident, number, word = match.groups()
+        if word is not None:
+            first = not sentence[: match.start()].strip(" \"'“”‘’([")
+            if word.casefold() in _ANY_SUMMARY or (first and not _CAMEL.search(word)):
+                continue
+        out.append((quoted or ident or number or word or "").strip())
+    return [n for n in out if n]
+
+
+def _grounded(name: str, haystack: str, allowed: set[str]) -> bool:
+    if name in allowed:
+        return True
+    if name[:1].isdigit():  # a number as a whole: 9 is not grounded by $49
+        return re.search(rf"(?<![\d.,]){re.escape(name)}(?![\d]|[.,]\d)", haystack) is not None
+    key = name.casefold()
+    return key in haystack or key.removesuffix("'s").removesuffix("’s") in haystack

@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 
 from jobs.db import Database, notify_eligible
 from jobs.embeddings import Embedder, embedder_for
-from jobs.errors import ConfigError
+from jobs.errors import ConfigError, ModelError
 from jobs.extract.claude import AnthropicExtractor, BatchRequest
 from jobs.llm import ToolCaller
 from jobs.models import EpisodeExtraction, ExtractionResult, Transcript
@@ -276,6 +276,8 @@ class BatchRunner:
         except ConfigError:
             end.release(transcript, owner=owner, calls=[call])
             raise
+        except ModelError as exc:  # an invented summary (jobs.summarize.finish): the next attempt asks again
+            return end.fail(transcript, str(exc), owner=owner, calls=[call], backoff=False)
         except Exception as exc:
             log.exception("batch result failed", extra={"action": "batch_item_error", "transcript_id": transcript.id})
             return end.fail(transcript, f"{type(exc).__name__}: {exc}", owner=owner, calls=[call], backoff=False)

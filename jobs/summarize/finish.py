@@ -17,13 +17,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jobs.db import Database, notify_eligible
 from jobs.embeddings import Embedder
 from jobs.embeddings.protocol import Vectors, embed_queries
-from jobs.errors import ConfigError
-from jobs.extract.grounding import ground
+from jobs.errors import ConfigError, ExtractionError
+from jobs.extract.grounding import ground, ground_summary, ungrounded_names
 from jobs.models import (
     MAX_CURRENT_DECISIONS,
     MAX_OPEN_ITEMS,
@@ -37,6 +37,13 @@ from jobs.sql import query
 from jobs.store import record_calls
 from jobs.summarize.report import StageClock
 from jobs.summarize.write import write_session_episode
+
+INVENTED_PREFIX = "invented summary:"  # how a failed attempt's error starts (`episodes status` counts them)
+
+
+class InventedSummary(ExtractionError):
+    """Every sentence of the model's summary names something the transcript does not."""
+
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +138,7 @@ class Finisher:
         ``offered_decisions``: ids of the current decisions and preferences it was shown."""
         started = time.perf_counter()
         with self.clock("ground"):
+            result = self._grounded_summary(transcript, result)
             grounded = ground(result.extraction, transcript.messages, set(offered), set(offered_decisions))
         written = write_session_episode(
             self.db,
@@ -177,6 +185,30 @@ class Finisher:
             },
         )
         return "done"
+
+    def _grounded_summary(self, transcript: Transcript, result: ExtractionResult) -> ExtractionResult:
+        """A model's summary without its sentences that name what the transcript does not (issue 46 #15);
+        raises :class:`InventedSummary` when none is left: the attempt fails, the next asks again, the last
+        dead-letters. An extractor that called no model (offline) writes from the transcript itself."""
+        if not result.calls:
+            return result
+        dates = (transcript.started_at, transcript.ended_at)
+        summary, dropped = ground_summary(result.extraction.summary, transcript.messages, dates)
+        if not dropped:
+            return result
+        if not summary.strip():
+            names = ", ".join(ungrounded_names(result.extraction.summary, transcript.messages, dates)[:5])
+            raise InventedSummary(
+                f"{INVENTED_PREFIX} the model's summary names {names or 'things'}, not in the transcript; "
+                "not stored (the next attempt asks again)",
+                calls=result.calls,
+            )
+        log.info(
+            "dropped %d summary sentence(s) naming what the transcript does not",
+            dropped,
+            extra={"action": "summary_grounded", "transcript_id": transcript.id, "dropped_sentences": dropped},
+        )
+        return replace(result, extraction=result.extraction.model_copy(update={"summary": summary}))
 
     def fail(
         self,
