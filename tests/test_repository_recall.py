@@ -77,3 +77,21 @@ def test_a_branchs_decision_is_pending_until_merged_and_a_deleted_branchs_commit
 
     unrelated = new_repo(tmp_path / "elsewhere" / "app")
     assert _start(db, "start-7", unrelated) == ""  # same folder name, another repository: nothing of it
+
+
+@pytest.mark.citus
+def test_a_pending_branchs_decision_never_marks_an_in_force_one_as_replaced(tmp_path: Path, db: Database) -> None:
+    repos = scene(tmp_path)
+    _end(db, "sess-main", repos.main, DECISION, tmp_path)
+    commit(repos.wt_a, "a.txt")
+    _end(db, "sess-a", repos.wt_a, "We decided to switch the memory store to SQLite after all.", tmp_path)
+    with db.tenant("acme") as conn:  # later wins (migration 0008), as a model extractor links the two
+        conn.execute(
+            "UPDATE episode_events o SET superseded_by = n.id FROM episode_events n "
+            "WHERE o.what LIKE '%%pgvector%%' AND n.what LIKE '%%SQLite after all%%'"
+        )
+    on_main = _start(db, "start-main", repos.main)
+    assert "PostgreSQL with pgvector" in on_main and "was replaced" not in on_main, on_main
+    assert "SQLite after all" not in on_main and "pending on `feat/a`" in on_main, on_main
+    on_a = _start(db, "start-a", repos.wt_a)  # on feat/a the later decision is in force and replaces it
+    assert "a decision in it was replaced on" in on_a and "SQLite after all" in on_a, on_a
