@@ -144,7 +144,7 @@ def test_commitment_has_due_date_resolved_from_the_weekday(support: EpisodeExtra
     assert len(dana) == 1
     assert dana[0].evidence == [4]
     assert dana[0].due == dt.date(2025, 3, 7)  # the Friday after Tuesday 4 March
-    assert dana[0].what == "The user (Dana) will send the signed contract by Friday."
+    assert dana[0].what == "Dana will send the signed contract by Friday."
 
 
 def test_assistant_commitment_is_attributed_to_the_assistant(support: EpisodeExtraction) -> None:
@@ -163,7 +163,7 @@ def test_question_met_with_not_sure_is_open(support: EpisodeExtraction) -> None:
 def test_surprise_is_found_and_rewritten_in_the_third_person(support: EpisodeExtraction) -> None:
     surprises = events_of(support, "surprise")
     assert [s.evidence for s in surprises] == [[6]]
-    assert surprises[0].what == "The user (Dana) didn't expect the onboarding to be free."
+    assert surprises[0].what == "Dana didn't expect the onboarding to be free."
 
 
 def test_answered_question_is_not_open_but_a_last_unanswered_one_is(extractor: OfflineExtractor) -> None:
@@ -204,10 +204,9 @@ def test_summary_is_dated_third_person_and_bounded(support: EpisodeExtraction) -
     summary = support.summary
     # The session's decision opens it (a block with room for one sentence shows the first), with the lead.
     assert summary.startswith(
-        "On 4 March 2025, the user (Dana) decided to go with the Team plan at $49/seat; the user (Dana) and the assistant "
-        "talked about "
+        "On 4 March 2025, Dana decided to go with the Team plan at $49/seat; Dana and the assistant talked about "
     )
-    assert "The user (Dana) will send the signed contract by Friday." in summary
+    assert "Dana will send the signed contract by Friday." in summary
     assert not summary.startswith("I ") and " I'll " not in summary.replace('"', " ").split("said:")[0]
     assert len(summary) <= 800
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from jobs.concepts import EventType
 from jobs.embeddings import Embedder, get_embedder
-from jobs.extract.offline_events import Sentence, find_events
+from jobs.extract.offline_events import Sentence, find_events, prose_label
 from jobs.extract.replacements import link_replacements
 from jobs.extract.rules.agent import clean_said, code_names, is_narration, is_tool_text
 from jobs.extract.rules.cues import HEDGE
@@ -248,7 +248,7 @@ def _sentences(messages: list[Message], said: list[str], used: list[int], transc
     for i in used:
         message = messages[i]
         speaker = message.speaker  # the role, a name only beside it (issue 46 #4)
-        label = f"The {speaker}"
+        label = prose_label(message)
         ref = message.ts or transcript.ended_at or transcript.started_at
         for text in split_sentences(said[i][:MAX_MESSAGE_CHARS], MAX_SENTENCES_PER_MESSAGE):
             narration = message.role == "assistant" and is_narration(normalise(text), ref.date() if ref else None)

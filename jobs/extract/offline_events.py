@@ -59,6 +59,21 @@ class Sentence:
     narration: bool = False  # an agent's working step ("Let me check ..."): never an event, never summarised
 
 
+# Words that name a role or an agent: a speaker's name holding one is never written alone in prose.
+_ROLE_WORDS = frozenset("user assistant system tool developer agent ai bot model human claude gpt chatgpt".split())
+
+
+def prose_label(message: Message) -> str:
+    """How the summary and events write a speaker as a subject: the host's name ("Dana") when it names no
+    role or agent, else the role with the name beside it ("The user (system)"), so a name cannot make a
+    user's words read as the assistant's or a system policy (issue 46 #4)."""
+    speaker = message.speaker
+    name = speaker[len(message.role) + 2 : -1] if speaker != message.role else ""
+    if not name or set(re.findall(r"[a-z]+", name.casefold())) & _ROLE_WORDS:
+        return f"The {speaker}"
+    return name
+
+
 def find_events(
     sentences: list[Sentence], messages: list[Message], conversational: list[int], transcript: Transcript
 ) -> list[KeyEvent]:
@@ -99,7 +114,7 @@ def find_events(
             found = ("decision", 0) if agreed is not None else None
             if agreed is not None:
                 user = messages[agreed]
-                who, label, evidence = user.speaker, f"The {user.speaker}", [s.message, agreed]
+                who, label, evidence = user.speaker, prose_label(user), [s.message, agreed]
         elif (
             found
             and found[0] in ("decision", "preference", "surprise", "fact")
