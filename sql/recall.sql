@@ -142,7 +142,7 @@ WITH q AS (
             FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) AS lex) AS tsq
 ),
 l AS MATERIALIZED (
-    SELECT l.episode_id, l.ordinal, l.speaker, l.text, l.said_at, l.embedding,
+    SELECT l.episode_id, l.ordinal,
            CASE WHEN vector_dims(l.embedding) = %(dim)s THEN 1 - (l.embedding <=> q.vec) END AS similarity,
            CASE WHEN l.text_tsv @@ q.tsq THEN ts_rank(l.text_tsv, q.tsq, 1)::float8 END AS text_score
     FROM episode_lines l
@@ -165,16 +165,24 @@ r AS (
            CASE WHEN text_score IS NOT NULL
                 THEN row_number() OVER (ORDER BY text_score DESC NULLS LAST, episode_id, ordinal) END AS text_rank
     FROM n
+),
+best AS (
+    SELECT episode_id, ordinal, similarity, score, text_score,
+           coalesce(CASE WHEN vector_rank <= %(depth)s THEN %(w_vector)s / (%(rrf_k)s + vector_rank) END, 0.0)
+           + coalesce(CASE WHEN text_rank <= %(depth)s THEN %(w_text)s / (%(rrf_k)s + text_rank) END, 0.0) AS fused
+    FROM r
+    WHERE vector_rank <= %(depth)s OR text_rank <= %(depth)s
+    ORDER BY fused DESC, episode_id, ordinal
+    LIMIT %(limit)s
 )
-SELECT episode_id, ordinal, speaker, text, said_at, coalesce(similarity, 0.0) AS similarity,
-       coalesce(score, 0.0) AS score, text_score,
-       coalesce(CASE WHEN vector_rank <= %(depth)s THEN %(w_vector)s / (%(rrf_k)s + vector_rank) END, 0.0)
-       + coalesce(CASE WHEN text_rank <= %(depth)s THEN %(w_text)s / (%(rrf_k)s + text_rank) END, 0.0) AS fused,
-       CASE WHEN vector_dims(embedding) = %(dim)s THEN vector_send(embedding) END AS embedding
-FROM r
-WHERE vector_rank <= %(depth)s OR text_rank <= %(depth)s
-ORDER BY fused DESC, episode_id, ordinal
-LIMIT %(limit)s
+-- Only the few chosen rows carry their text and embedding (read back by the primary key): the sorts above
+-- then hold a few numbers a line and stay in memory (with the text and vector, 10,000 lines sorted on disk).
+SELECT b.episode_id, b.ordinal, l.speaker, l.text, l.said_at, coalesce(b.similarity, 0.0) AS similarity,
+       coalesce(b.score, 0.0) AS score, b.text_score, b.fused,
+       CASE WHEN vector_dims(l.embedding) = %(dim)s THEN vector_send(l.embedding) END AS embedding
+FROM best b
+JOIN episode_lines l ON l.tenant_id = %(tenant_id)s AND l.episode_id = b.episode_id AND l.ordinal = b.ordinal
+ORDER BY b.fused DESC, b.episode_id, b.ordinal
 
 -- name: recall_quoted_episodes
 -- Which of the chosen episodes keep lines at all (episode_lines, migration 0032): fitting shows an episode that

@@ -19,7 +19,7 @@ from jobs.recall.result import RecalledLine
 NOW = dt.datetime(2025, 7, 3, 10, 0, tzinfo=dt.UTC)
 # The room these cases were written for: quotes within 80 % of the budget, the recent episodes' lines reserved
 # first (the defaults before issue 47); the promotion under test does not depend on them.
-CONFIG = replace(RecallConfig(), full_share=0.8, reserve_recent=True)
+CONFIG = replace(RecallConfig(), full_share=0.8, quote_share=0.8, reserve_recent=True)
 SETTLED = dt.datetime(2025, 6, 2, 10, 0, tzinfo=dt.UTC)
 AMENDED = dt.datetime(2025, 7, 2, 10, 0, tzinfo=dt.UTC)
 

@@ -26,7 +26,10 @@ class RecallConfig:
     # Full summaries fill at most full_share of the budget, so the next-ranked episodes still get a compact
     # line each: more evidence sessions in the block at the cost of fewer in full. Chosen on LoCoMo by
     # answer coverage, leaving one conversation out (docs/benchmarks.md).
-    full_share: float = 1.0  # issue 47: quotes fill the budget (0.8 -> 1.0: LoCoMo at 750 tokens +0.02, tuning data)
+    full_share: float = 0.8
+    # Quotes (with their headers) may fill this share of the budget (issue 47: 0.8 -> 1.0, LoCoMo offline at 750
+    # tokens +0.02, tuning data); full summaries of episodes without lines stop at full_share.
+    quote_share: float = 1.0
     # Within relevant and within possibly related, episodes of a month the opening message names (or of the
     # month after) are placed first (jobs.recall.time_cues): dates are what neither score knows.
     time_cues: bool = True

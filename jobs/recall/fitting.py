@@ -127,7 +127,8 @@ class _Fit:
         self.reserved = (
             {ep.id: self.cost_of(ep, self.recent_mode[ep.id]) for ep in self.recent} if cfg.reserve_recent else {}
         )
-        self.full_room = cfg.full_share * self.budget  # summaries and quotes stop here; the rest: compact lines
+        self.full_room = cfg.full_share * self.budget  # full summaries stop here; the rest: compact lines
+        self.quote_room = cfg.quote_share * self.budget  # quotes stop here
 
     def cost_of(self, ep: RecalledEpisode, compact: bool, limit: int | None = None) -> int:
         """Characters the episode's line adds to the block (and sets how it will be shown)."""
@@ -225,13 +226,13 @@ class _Fit:
 
     def place_quotes(self) -> None:
         """The lines by priority (jobs.recall.quotes), each under its episode's line (a header of header_chars,
-        or the full summary for the leading ones), within full_room."""
+        or the full summary for the leading ones), within quote_room."""
         leading = self._leading()
         for line in sorted(self.quotable, key=lambda line: -self.priority[key(line)]):
             ep = self.by_id[line.episode_id]
             cost = len(self.macros.quote_line(line)) + 1
             header = 0 if ep.id in self.chosen else self.cost_of(ep, ep.id not in leading, self.cfg.header_chars)
-            if self._room(ep.id) + header + cost > self.full_room:
+            if self._room(ep.id) + header + cost > self.quote_room:
                 continue
             if ep.id not in self.chosen:
                 self._take(ep, header)
@@ -373,18 +374,19 @@ def _reasons(ep: RecalledEpisode, items: list[RecalledOpenItem]) -> list[str]:
 def _dedup(episodes: list[RecalledEpisode], vectors: dict[int, np.ndarray], threshold: float) -> list[RecalledEpisode]:
     """Drop an episode that repeats a better-ranked one (same summary, or near-identical embedding)."""
     kept: list[RecalledEpisode] = []
+    kept_vectors: list[np.ndarray] = []
     seen_text: set[str] = set()
     for ep in episodes:
         text = " ".join(ep.summary.lower().split())
         vec = vectors.get(ep.id)
         if text in seen_text:
             continue
-        if vec is not None and any(
-            (other := vectors.get(k.id)) is not None and float(vec @ other) >= threshold for k in kept
-        ):
+        if vec is not None and kept_vectors and float(np.max(np.stack(kept_vectors) @ vec)) >= threshold:
             continue
         kept.append(ep)
         seen_text.add(text)
+        if vec is not None:
+            kept_vectors.append(vec)
     return kept
 
 

@@ -75,17 +75,17 @@ def newest_wins(
         return priority
     shown.sort(key=lambda line: (by_id[line.episode_id].ended_at, line.episode_id, line.ordinal))
     matrix = np.stack([line_vectors[key(line)] for line in shown])
-    alike = matrix @ matrix.T >= threshold
+    episode = np.array([line.episode_id for line in shown])
+    ended = np.array([by_id[line.episode_id].ended_at.timestamp() for line in shown])
+    # older[j, i]: line i is of an earlier session than line j and about the same thing
+    older = (
+        (matrix @ matrix.T >= threshold) & (ended[None, :] < ended[:, None]) & (episode[None, :] != episode[:, None])
+    )
+    values = np.array([priority[key(line)] for line in shown])
+    for j in np.flatnonzero(older.any(axis=1)):  # in session order: a raised line raises the ones after it
+        values[j] = max(values[j], float(values[older[j]].max()) + 1e-6)
     out = dict(priority)
-    for j, line in enumerate(shown):
-        ended = by_id[line.episode_id].ended_at
-        older = [
-            out[key(shown[i])]
-            for i in np.flatnonzero(alike[j, :j])
-            if shown[i].episode_id != line.episode_id and by_id[shown[i].episode_id].ended_at < ended
-        ]
-        if older:
-            out[key(line)] = max(out[key(line)], max(older) + 1e-6)
+    out.update({key(line): float(value) for line, value in zip(shown, values)})
     return out
 
 
