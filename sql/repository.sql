@@ -53,3 +53,12 @@ UPDATE episode_events SET status = 'n/a', resolved_at = now()
 WHERE tenant_id = %(tenant_id)s AND episode_id = ANY (%(ids)s::bigint[])
   AND type IN ('open_question', 'commitment') AND status = 'open'
 RETURNING id;
+
+-- name: branch_state_upsert
+-- A branch's state as a session start saw it (migration 0038); rewritten only when it changed.
+INSERT INTO repository_branches (tenant_id, purpose, branch, state, seen_from)
+VALUES (%(tenant_id)s, %(purpose)s, %(branch)s, %(state)s, %(seen_from)s)
+ON CONFLICT (tenant_id, purpose, branch) DO UPDATE
+SET state = EXCLUDED.state, seen_from = EXCLUDED.seen_from, seen_at = EXCLUDED.seen_at
+WHERE repository_branches.state IS DISTINCT FROM EXCLUDED.state
+   OR repository_branches.seen_from IS DISTINCT FROM EXCLUDED.seen_from;

@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 VIEWS = (
     "decisions",
+    "decisions_by_branch",
     "preferences",
     "open_questions",
     "commitments",

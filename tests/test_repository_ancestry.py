@@ -42,7 +42,7 @@ def test_pending_until_merged_then_in_force_and_stale_once_deleted_unmerged(tmp_
         2: Verdict(PENDING, "feat/a"),
         3: Verdict(PENDING, "feat/b"),
         4: Verdict(PENDING, "feat/c"),
-        5: Verdict(IN_FORCE, None),
+        5: Verdict(IN_FORCE, None, known=False),
         6: Verdict(PENDING, "feat/a"),
     }
     # seen from feat/a's own worktree, its session is in force and main's later commit is pending

@@ -16,6 +16,8 @@ from support.claude_code_cli import DECISION, _hook, _session_file, _summarise
 from support.git_repos import commit, git, new_repo, scene
 
 from jobs.db import Database
+from jobs.report import analyst_connection
+from jobs.resources import sql_dir
 
 PROMISE = "I will write the migration guide for the release by Friday."
 ARGS = ("--tenant", "acme", "--user", "ann", "--budget", "60")
@@ -36,6 +38,13 @@ def _start(db: Database, sid: str, cwd: Path) -> str:
     return done.stdout
 
 
+def _by_branch(db: Database) -> dict[str, str]:
+    """What analysts see: each decision's branch and its state (analyst.decisions_by_branch)."""
+    with analyst_connection(db, "acme") as conn:
+        rows = conn.execute("SELECT branch, branch_state FROM analyst.decisions_by_branch").fetchall()
+    return {r["branch"]: r["branch_state"] for r in rows}
+
+
 def _promise_status(db: Database) -> list[str]:
     with db.tenant("acme") as conn:
         rows = conn.execute("SELECT status FROM episode_events WHERE type = 'commitment' ORDER BY id").fetchall()
@@ -53,12 +62,14 @@ def test_a_branchs_decision_is_pending_until_merged_and_a_deleted_branchs_commit
     before = _start(db, "start-1", repos.main)
     assert "pending on `feat/a`" in before, before
     assert "pgvector" not in before.lower(), before  # not in force on main yet
+    assert _by_branch(db) == {"feat/a": "pending"}
     in_a = _start(db, "start-2", repos.wt_a)
     assert "pgvector" in in_a.lower() and "pending on" not in in_a, in_a  # in force on its own branch
 
     git(repos.main, "merge", "-q", "--no-edit", "feat/a")
     after = _start(db, "start-3", repos.main)
     assert "pgvector" in after.lower() and "pending on" not in after, after
+    assert _by_branch(db) == {"feat/a": "in force"}
     clone = _start(db, "start-4", repos.clone)  # the clone shares the memory (its origin is main's folder)
     assert "pending on `feat/a`" in clone or "pgvector" in clone.lower(), clone
 
@@ -74,6 +85,13 @@ def test_a_branchs_decision_is_pending_until_merged_and_a_deleted_branchs_commit
     assert "migration guide" not in stale and "pending on" not in stale, stale
     assert "pgvector" in stale.lower()
     assert _promise_status(db) == ["n/a"]  # closed through the open-items lifecycle
+    with analyst_connection(db, "acme") as conn:
+        query = (sql_dir() / "queries" / "decisions_by_branch_state.sql").read_text(encoding="utf-8")
+        rows = conn.execute(query).fetchall()
+    with db.tenant("acme") as conn:
+        branches = conn.execute("SELECT branch, state FROM repository_branches ORDER BY branch").fetchall()
+    assert [(r["branch_state"], r["decisions"]) for r in rows] == [("in force", 1)]
+    assert [(b["branch"], b["state"]) for b in branches] == [("feat/a", "merged"), ("feat/b", "deleted")]
 
     unrelated = new_repo(tmp_path / "elsewhere" / "app")
     assert _start(db, "start-7", unrelated) == ""  # same folder name, another repository: nothing of it

@@ -60,6 +60,7 @@ TENANT_TABLES = (
     "erased_sessions",
     "episode_lines",
     "erased_messages",
+    "repository_branches",
 )
 LOGIN_ROLES = ("episodes_app", "episodes_analyst", "episodes_operator")
 

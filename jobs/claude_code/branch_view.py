@@ -89,12 +89,56 @@ def sort_by_ancestry(result: Recall, db: Database, tenant_id: str, cwd: str | No
     _replaced_in_force(result, replacers, state)
     result.episodes = [ep for ep in result.episodes if state.get(ep.id, IN_FORCE) == IN_FORCE]
     result.open_items = [it for it in result.open_items if state.get(it.episode_id, IN_FORCE) == IN_FORCE]
-    if view.stale:
-        with db.tenant(tenant_id) as conn:
+    _record(db, tenant_id, view, origins)
+    return view
+
+
+_RANK = {"merged": 0, "open": 1, "deleted": 2}  # a branch with a pending session is open, even if older ones merged
+
+
+def branch_states(view: BranchView, origins: Mapping[int, Origin]) -> dict[str, str]:
+    """The state of each branch the judged sessions ran on, seen from the current one (migration 0038)."""
+    states: dict[str, str] = {}
+    for key, verdict in view.verdicts.items():
+        origin = origins.get(key)
+        branch = origin.branch if origin else None
+        if not branch or branch == "HEAD" or (view.place and branch == view.place.branch) or not verdict.known:
+            continue
+        state = {IN_FORCE: "merged", PENDING: "open", STALE: "deleted"}[verdict.state]
+        if _RANK[state] >= _RANK.get(states.get(branch, "merged"), 0):
+            states[branch] = state
+    return states
+
+
+def _record(db: Database, tenant_id: str, view: BranchView, origins: Mapping[int, Origin]) -> None:
+    """Close the stale sessions' open items; note the branches' states for analysts. One transaction, none when
+    there is nothing to write."""
+    from jobs.formats.claude_code import repository_purpose
+
+    states = branch_states(view, origins)
+    if not (view.stale or states) or view.place is None:
+        return
+    purpose = repository_purpose(view.place.name, view.place.identity)
+    with db.tenant(tenant_id) as conn:
+        if view.stale:
             closed = conn.execute(query("branch_close_stale"), {"tenant_id": tenant_id, "ids": view.stale})
             view.closed = sorted(int(r["id"]) for r in closed.fetchall())
+        with conn.cursor() as cur:
+            cur.executemany(
+                query("branch_state_upsert"),
+                [
+                    {
+                        "tenant_id": tenant_id,
+                        "purpose": purpose,
+                        "branch": b[:255],
+                        "state": s,
+                        "seen_from": view.place.branch,
+                    }
+                    for b, s in sorted(states.items())
+                ],
+            )
+    if view.closed:
         log.info("closed %d open items of stale branches", len(view.closed), extra={"action": "ancestry_stale"})
-    return view
 
 
 def _replaced_in_force(result: Recall, replacers: list[tuple[int, int, dt.datetime]], state: Mapping[int, str]) -> None:

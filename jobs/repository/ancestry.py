@@ -53,6 +53,7 @@ class Origin:
 class Verdict:
     state: State
     branch: str | None  # the branch a pending or stale session was on
+    known: bool = True  # False: in force only because nothing recorded says otherwise
 
 
 class GitError(Exception):
@@ -130,7 +131,7 @@ def judge(
             return Verdict(IN_FORCE, None)  # merged, and the session's own commit is not known
         return Verdict(PENDING, label)
     if origin.head is None:
-        return Verdict(IN_FORCE, None)  # nothing recorded to judge by, or a gone branch of unknown commit
+        return Verdict(IN_FORCE, None, known=False)  # nothing recorded to judge by, or a gone branch, commit unknown
     if origin.head not in have:
         return Verdict(PENDING, label)  # made in another clone and not here
     return Verdict(STALE, label)  # here, unmerged, and its branch is gone
@@ -139,7 +140,7 @@ def judge(
 def classify(place: Place, origins: Mapping[int, Origin]) -> dict[int, Verdict]:
     """The verdict of each candidate (by key) seen from the HEAD of ``place``; raises GitError."""
     if place.head is None or not any(o.branch or o.head for o in origins.values()):
-        return {key: Verdict(IN_FORCE, None) for key in origins}
+        return {key: Verdict(IN_FORCE, None, known=False) for key in origins}
     tips = branch_tips(place)
     branches = {o.branch for o in origins.values() if o.branch}
     candidate_tips = {tip for b in branches if (tip := _remote_tip(tips, b))}

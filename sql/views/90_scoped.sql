@@ -21,7 +21,7 @@ DECLARE
     col record;
 BEGIN
     FOREACH name IN ARRAY ARRAY['decisions', 'preferences', 'open_questions', 'commitments', 'episode_timeline',
-                                'entity_mentions', 'failures', 'model_cost_daily']
+                                'entity_mentions', 'failures', 'model_cost_daily', 'decisions_by_branch']
     LOOP
         EXECUTE format('REVOKE ALL ON analyst.%I FROM PUBLIC', '_' || name);
         EXECUTE (
