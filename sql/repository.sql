@@ -62,3 +62,8 @@ ON CONFLICT (tenant_id, purpose, branch) DO UPDATE
 SET state = EXCLUDED.state, seen_from = EXCLUDED.seen_from, seen_at = EXCLUDED.seen_at
 WHERE repository_branches.state IS DISTINCT FROM EXCLUDED.state
    OR repository_branches.seen_from IS DISTINCT FROM EXCLUDED.seen_from;
+
+-- name: branch_states_of
+-- The branch states local session starts recorded for these repositories (migration 0038).
+SELECT branch, state FROM repository_branches
+WHERE tenant_id = %(tenant_id)s AND purpose = ANY (%(purposes)s::text[]);

@@ -55,7 +55,7 @@ class BranchView:
 
 
 def _origins(
-    db: Database, tenant_id: str, ids: list[int], place: Place
+    db: Database, tenant_id: str, ids: list[int], identity: str | None
 ) -> tuple[dict[int, Origin], list[tuple[int, int, dt.datetime]]]:
     with db.tenant(tenant_id) as conn:
         replacers = conn.execute(query("branch_replacers"), {"tenant_id": tenant_id, "ids": ids}).fetchall()
@@ -64,23 +64,85 @@ def _origins(
     origins = {
         int(r["episode_id"]): Origin(r["branch"], r["head"])
         for r in rows
-        if r["repo"] in (None, place.identity)  # another repository's session (a purpose map): not judged here
+        if r["repo"] is None or identity is None or r["repo"] == identity  # another repository's: not judged here
     }
     return origins, [(int(r["replaced"]), int(r["replacer"]), r["occurred_at"]) for r in replacers]
+
+
+def _ids(result: Recall) -> list[int]:
+    return sorted({ep.id for ep in result.episodes} | {item.episode_id for item in result.open_items})
 
 
 def sort_by_ancestry(result: Recall, db: Database, tenant_id: str, cwd: str | None) -> BranchView:
     """Sort ``result`` (changed in place) by the git history of the session starting in ``cwd``."""
     view = BranchView(place=place_of(cwd) if cwd else None)
-    ids = sorted({ep.id for ep in result.episodes} | {item.episode_id for item in result.open_items})
+    ids = _ids(result)
     if view.place is None or view.place.head is None or not ids:
         return view
-    origins, replacers = _origins(db, tenant_id, ids, view.place)
+    origins, replacers = _origins(db, tenant_id, ids, view.place.identity)
     try:
         view.verdicts = classify(view.place, origins)
     except GitError as exc:
         log.warning("git not read, recall left as chosen: %s", exc, extra={"action": "ancestry_skipped"})
         return view
+    _apply(result, view, ids, replacers)
+    _record(db, tenant_id, view, origins)
+    return view
+
+
+def sort_by_record(
+    result: Recall, db: Database, tenant_id: str, *, repo: str | None, branch: str | None, head: str | None
+) -> BranchView:
+    """Sort ``result`` where git cannot be read (``POST /v1/recall``, the MCP tool: the caller names its
+    ``repo``, ``branch`` and ``head``): a session on ``branch`` or at ``head`` is in force; otherwise its branch
+    is judged as the last local session start recorded it (repository_branches: open is pending, deleted is
+    stale, merged is in force); a branch never judged counts as in force. Writes nothing."""
+    view = BranchView()
+    ids = _ids(result)
+    if not ids or not (branch or head):
+        return view
+    identity = repository_identity(repo) if repo else None
+    origins, replacers = _origins(db, tenant_id, ids, identity)
+    purposes = sorted({ep.purpose for ep in result.episodes if ep.purpose.startswith("cc-")})
+    with db.tenant(tenant_id) as conn:
+        rows = conn.execute(query("branch_states_of"), {"tenant_id": tenant_id, "purposes": purposes}).fetchall()
+    recorded = {str(r["branch"]): str(r["state"]) for r in rows}
+    view.verdicts = {key: judge_recorded(o, branch, head, recorded) for key, o in origins.items()}
+    _apply(result, view, ids, replacers)
+    return view  # a read: stale items are left out, not closed (the local hook closes them)
+
+
+def judge_recorded(origin: Origin, branch: str | None, head: str | None, recorded: Mapping[str, str]) -> Verdict:
+    """One session's verdict from the branch states recorded by local session starts (:func:`sort_by_record`)."""
+    own = origin.branch if origin.branch and origin.branch != "HEAD" else None
+    if (own is not None and own == branch) or (head is not None and origin.head == head):
+        return Verdict(IN_FORCE, None)
+    seen = recorded.get(own or "")
+    if seen == "open":
+        return Verdict(PENDING, own)
+    if seen == "deleted":
+        return Verdict(STALE, own)
+    return Verdict(IN_FORCE, None, known=seen == "merged")
+
+
+def repository_identity(repo: str) -> str:
+    """A repository as a caller names it: a remote URL (normalised) or an identity as the hooks record it."""
+    from jobs.repository.identity import normalise_url
+
+    return normalise_url(repo) or repo.strip()
+
+
+def repository_scope(repo: str) -> str:
+    """The purpose of a repository's sessions, from its remote URL or identity (as the hooks compute it)."""
+    from jobs.formats.claude_code import repository_purpose
+    from jobs.repository.identity import repository_name
+
+    identity = repository_identity(repo)
+    return repository_purpose(repository_name(identity), identity)
+
+
+def _apply(result: Recall, view: BranchView, ids: list[int], replacers: list[tuple[int, int, dt.datetime]]) -> None:
+    """Keep the in-force episodes and open items of ``result``; count the pending ones by branch."""
     state = {key: v.state for key, v in view.verdicts.items()}
     for key, verdict in view.verdicts.items():
         if verdict.state == PENDING and key in ids:
@@ -89,8 +151,6 @@ def sort_by_ancestry(result: Recall, db: Database, tenant_id: str, cwd: str | No
     _replaced_in_force(result, replacers, state)
     result.episodes = [ep for ep in result.episodes if state.get(ep.id, IN_FORCE) == IN_FORCE]
     result.open_items = [it for it in result.open_items if state.get(it.episode_id, IN_FORCE) == IN_FORCE]
-    _record(db, tenant_id, view, origins)
-    return view
 
 
 _RANK = {"merged": 0, "open": 1, "deleted": 2}  # a branch with a pending session is open, even if older ones merged
@@ -115,10 +175,10 @@ def _record(db: Database, tenant_id: str, view: BranchView, origins: Mapping[int
     there is nothing to write."""
     from jobs.formats.claude_code import repository_purpose
 
-    states = branch_states(view, origins)
-    if not (view.stale or states) or view.place is None:
+    states = branch_states(view, origins) if view.place is not None else {}
+    if not (view.stale or states):
         return
-    purpose = repository_purpose(view.place.name, view.place.identity)
+    purpose = repository_purpose(view.place.name, view.place.identity) if view.place is not None else ""
     with db.tenant(tenant_id) as conn:
         if view.stale:
             closed = conn.execute(query("branch_close_stale"), {"tenant_id": tenant_id, "ids": view.stale})
@@ -132,7 +192,7 @@ def _record(db: Database, tenant_id: str, view: BranchView, origins: Mapping[int
                         "purpose": purpose,
                         "branch": b[:255],
                         "state": s,
-                        "seen_from": view.place.branch,
+                        "seen_from": view.place.branch if view.place else None,
                     }
                     for b, s in sorted(states.items())
                 ],

@@ -24,6 +24,25 @@ class RecallRequest(Strict):
     purpose: str | None = Field(default=None, pattern=PURPOSE_PATTERN)
     budget_tokens: int = Field(default=DEFAULT_BUDGET_TOKENS, ge=MIN_BUDGET_TOKENS, le=MAX_BUDGET_TOKENS)
     now: AwareDatetime | None = Field(default=None, description="Recall as of this moment (default: now).")
+    repo: str | None = Field(
+        default=None,
+        max_length=1000,
+        pattern=NO_NUL,
+        description="The session's git repository: its remote URL, or its identity as the hooks record it "
+        "(metadata git_repo). Without a purpose, recall is scoped to the repository's (docs/claude-code.md).",
+    )
+    branch: str | None = Field(
+        default=None,
+        max_length=255,
+        pattern=NO_NUL,
+        description="The branch the session starts on: sessions of other branches are left out when that branch "
+        "is open (one line, pending) or was deleted unmerged (stale), as local session starts recorded it.",
+    )
+    head: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$",
+        description="The HEAD commit the session starts at: a session that ended there is in force.",
+    )
 
 
 class TranscriptsRequest(Strict):
