@@ -348,11 +348,14 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
         "EPISODES_LOG_LEVEL": "WARNING",
         "EPISODES_API_RATE_LIMIT": "off",
     }  # a capacity bench: one key per tenant asks faster than the default 20/s
+    # The service's log goes to a file: a pipe nobody reads fills at 64 kB of warnings (503s under load) and
+    # then every thread that logs blocks on the handler's lock, the whole service with it.
+    service_log = data.home / "api_load_service.log"
     api = subprocess.Popen(
         [sys.executable, "-m", "jobs.cli", "api", "--port", str(port), "--workers", str(args.workers)],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=service_log.open("wb"),
     )
     base = f"http://127.0.0.1:{port}"
     writer = Writer(url, counts, args.write_rate, set(probe_users), args.lines)
@@ -371,7 +374,7 @@ def run(args: argparse.Namespace, data: BenchData) -> None:
         else:
             api.terminate()
         if api.poll() is not None:
-            sys.exit("episodes api did not become ready: " + (api.stderr.read().decode()[-2000:] if api.stderr else ""))
+            sys.exit("episodes api did not become ready: " + service_log.read_text(errors="replace")[-2000:])
         print(
             f"episodes api --workers {args.workers} on {args.episodes:,} episodes of {args.users:,} users; "
             f"cores: {os.cpu_count()}; writer: {args.write_rate:g} episodes/s"
