@@ -35,3 +35,12 @@ WHERE ((status = 'pending' AND ended_at IS NOT NULL AND next_attempt_at <= now()
 SELECT avg(output_tokens)::float8 AS mean
 FROM (SELECT output_tokens FROM episodes WHERE kind = 'session' AND output_tokens > 0
       ORDER BY created_at DESC LIMIT 200) latest
+
+-- name: in_flight_sessions
+-- The sessions being summarised now by any process (claimed, lease still running), but one (%(tenant_id)s,
+-- %(id)s: the caller's own), and the characters of their messages as stored (JSON: a little over their text).
+-- The daily token cap counts them before a claimed session's first call (jobs.summarize.worker): with none
+-- recorded yet today every claim read 0 tokens spent. Index transcripts_lease_idx (status = 'running').
+SELECT count(*) AS sessions, coalesce(sum(length(messages::text)), 0)::bigint AS chars
+FROM transcripts
+WHERE status = 'running' AND lease_until > now() AND NOT (tenant_id = %(tenant_id)s AND id = %(id)s)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -248,3 +249,62 @@ def test_the_gauge_reads_the_days_spend_rarely_far_from_the_cap_and_at_each_clai
     # The worker passes the sessions it holds; the two started here are still in progress.
     assert [sessions.check(in_flight=n) for n in (0, 1)] == [None, None]
     assert "(3 sessions of 3 today" in (sessions.check(in_flight=2) or "")  # 1 recorded + 2 in progress
+
+
+def slow_model(delay: float) -> Any:
+    """model_like answering after ``delay`` seconds: the workers' calls overlap."""
+
+    def respond(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(delay)
+        return model_like(*args, **kwargs)
+
+    return respond
+
+
+@pytest.mark.citus  # the sessions in progress are read across shards
+def test_the_token_cap_holds_within_one_session_when_nothing_is_spent_yet(db: Database, embedder: Any) -> None:
+    """With nothing recorded today every claim read 0 tokens spent, and the first wave of concurrent workers all
+    started (issue 46 #7: a cap of 1,000 tokens followed by 1,604,000 spent). Now a claimed session waits while
+    others are in progress that would reach the cap: four workers, six sessions, a cap below one session's
+    tokens: one session is summarised, the other five are held, no attempt counted."""
+    add(db, 6)
+    with fo.FakeOpenAI(slow_model(0.5)) as server:
+        database = capped(db, server, daily_token_cap=1_000)
+        try:
+            report = run(database, embedder, concurrency=4)
+            one_session = report.input_tokens + report.output_tokens
+            spent = spend_today(database, "openai")
+            assert (report.counts["done"], spent.sessions, report.held) == (1, 1, 5)
+            assert spent.tokens == one_session > 1_000  # over the cap by that one session, no more
+            assert "the daily token cap of openai is reached" in (report.held_reason or "")
+            assert len(server.calls()) == 1
+        finally:
+            database.close()
+    assert statuses(db) == {"done": 1, "pending": 5}
+    with db.admin() as conn:  # held, not tried
+        assert one(conn.execute("SELECT max(attempts) AS n FROM transcripts WHERE status = 'pending'"))["n"] == 0
+
+
+def test_sessions_in_progress_wait_for_room_and_go_on_when_it_is_left(db: Database, embedder: Any) -> None:
+    """A cap with room for about three sessions: workers that would pass it with those in progress wait for them
+    and then take what fits; the spend ends within one session of the cap."""
+    add(db, 8)
+    with fo.FakeOpenAI(slow_model(0.3)) as server:
+        probe = capped(db, server)
+        try:
+            with OpenAIExtractor(probe.settings) as extractor:  # one session, to learn its tokens
+                first = run_summarize(probe, extractor=extractor, embedder=embedder, limit=1)
+        finally:
+            probe.close()
+        per_session = first.input_tokens + first.output_tokens
+        a_day_passes(db)
+        cap = per_session * 3 + per_session // 2
+        database = capped(db, server, daily_token_cap=cap)
+        try:
+            report = run(database, embedder, concurrency=4)
+            spent = spend_today(database, "openai")
+        finally:
+            database.close()
+    assert report.counts["done"] >= 3, report.line()
+    assert spent.tokens < cap + per_session + per_session // 2
+    assert spent.sessions == report.counts["done"] and report.held == 7 - report.counts["done"]

@@ -103,6 +103,20 @@ class Spend:
     cost_usd: float = 0.0
 
 
+# What one session in flight is counted at before its calls are recorded: its messages' stored characters / 4,
+# plus the prompt around them and the answer (jobs.lifecycle.resummarize prices the fixed prompt at ~1,500
+# tokens and an answer at ~500). An estimate on the high side: what it misses is what the cap overshoots.
+IN_FLIGHT_FIXED_TOKENS = 2_000
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """Sessions being summarised now by any process (but the asker's own), and their estimated tokens."""
+
+    sessions: int = 0
+    tokens: int = 0
+
+
 def spend_today(db: Database, backend: str, now: dt.datetime | None = None) -> Spend:
     """Today's (UTC) spend of ``backend``, from every process's model-call rows."""
     with db.admin() as conn:
@@ -141,6 +155,18 @@ class DailyCap:
                 f"{self.sessions:,} today, EPISODES_DAILY_SESSION_CAP)"
             )
         return None
+
+    def crowded(self, spend: Spend, others: InFlight) -> str | None:
+        """Why a claimed session may not start yet, or None: today's tokens and those of the sessions other
+        workers are summarising now reach the token cap (it may start once they are recorded, if room is left).
+        With none in flight a session always starts under the cap: the cap is overshot by at most one session."""
+        if self.tokens is None or others.sessions == 0 or spend.tokens + others.tokens < self.tokens:
+            return None
+        return (
+            f"the daily token cap of {self.backend} would be reached by the sessions in progress ({spend.tokens:,} "
+            f"tokens spent today and about {others.tokens:,} in {counted(others.sessions, 'session')} in progress, "
+            f"of {self.tokens:,}, EPISODES_DAILY_TOKEN_CAP)"
+        )
 
     def check(self, db: Database, in_flight: int = 0, now: dt.datetime | None = None) -> str | None:
         """:meth:`reached` with today's spend read now."""
@@ -201,6 +227,16 @@ class CapGauge:
             per_session = spent.tokens / spent.sessions
             return spent.tokens + 2 * per_session * (self._pending + 1) >= self.cap.tokens
         return False
+
+
+def in_flight(db: Database, tenant_id: str, transcript_id: int) -> InFlight:
+    """The sessions every process is summarising now, but ``transcript_id`` of ``tenant_id``: their count and
+    tokens estimated at :data:`IN_FLIGHT_FIXED_TOKENS` each plus their stored characters / 4. Claims of every
+    back end count (a claim does not say which back end took it): the estimate errs on the side of the cap."""
+    with db.admin() as conn:
+        row = one(conn.execute(query("in_flight_sessions"), {"tenant_id": tenant_id, "id": transcript_id}))
+    sessions = int(row["sessions"])
+    return InFlight(sessions, sessions * IN_FLIGHT_FIXED_TOKENS + (int(row["chars"]) + 3) // 4)
 
 
 def next_day(now: dt.datetime | None = None) -> dt.datetime:

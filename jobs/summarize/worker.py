@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import random
 import threading
 import time
 from collections import Counter
@@ -28,13 +29,15 @@ from collections.abc import Callable
 import psycopg
 
 from jobs.errors import ConfigError, ModelUnreachable
-from jobs.llm.spend import CapGauge, DailyCap, backend_of, day_start, next_day
+from jobs.llm.spend import CapGauge, DailyCap, backend_of, day_start, in_flight, next_day, spend_today
 from jobs.models import Transcript
 from jobs.summarize.claim import UnreadableTranscript
 from jobs.summarize.summarizer import Summarizer
 
 log = logging.getLogger(__name__)
 
+RETRY = "retry"  # _step's outcome when its claim was given back to wait for room under the token cap
+CAP_RECHECK_SECONDS = 1.0  # how long a worker waits for the sessions in progress before it claims again
 UNREACHABLE_RETRY_SECONDS = 30.0  # serve: wait after the model server refused a connection before the next claim
 CLAIM_RETRY_SECONDS = 1.0  # serve: wait after a failed claim (the database restarting) before the next
 
@@ -154,6 +157,9 @@ class Worker:
                 if self.idle is None:
                     return
                 self.idle()
+            elif outcome == RETRY:
+                with self._lock:
+                    self._claimed -= 1  # given back: it did not count against the limit
             else:
                 self._count(outcome)
 
@@ -187,6 +193,8 @@ class Worker:
             with self._lock:
                 self._claimed -= 1  # nothing was claimed
             return None
+        if self.cap is not None and (waiting := self._no_room(transcript)) is not None:
+            return waiting
         with self._lock:
             self._in_flight[transcript.id] = transcript
         try:
@@ -209,6 +217,35 @@ class Worker:
             with self._lock:
                 self._claiming += 1
             return True
+
+    def _no_room(self, transcript: Transcript) -> str | None:
+        """The token cap, checked once a session is claimed and before its first call: today's recorded tokens
+        plus the sessions other workers (any process) are summarising now. Over it, the claim is given back
+        (no attempt counted) and the outcome says what the thread does: None when the day's spend alone
+        reached the cap (held), :data:`RETRY` after a short wait when the sessions in progress may still leave
+        room. With nothing else in progress a session always starts, so the cap is overshot by at most one
+        session's tokens, however many workers claim at once (their claims are seen before their calls)."""
+        assert self.cap is not None
+        cap = self.cap.cap
+        if cap.tokens is None:
+            return None
+        db = self.summarizer.db
+        with self._cap_lock:  # one check at a time in this process; the give-back is inside, seen by the next
+            spent = spend_today(db, cap.backend)
+            reached = cap.reached(spent)
+            reason = reached or cap.crowded(spent, in_flight(db, transcript.tenant_id, transcript.id))
+            if reason is None:
+                return None
+            self.summarizer.finisher.release(transcript, owner=self.summarizer.worker)
+            self.cap.unstarted()
+        if reached is not None:
+            self._hold(reached)
+            with self._lock:
+                self._claimed -= 1  # given back: it did not count against the limit
+            return None
+        log.debug("%s: waiting", reason, extra={"action": "daily_cap_wait"})
+        self.stopping.wait(CAP_RECHECK_SECONDS * random.uniform(0.5, 1.5))  # apart from another process's wait
+        return RETRY
 
     def _unstarted(self) -> None:
         if self.cap is not None:
