@@ -67,3 +67,12 @@ WHERE repository_branches.state IS DISTINCT FROM EXCLUDED.state
 -- The branch states local session starts recorded for these repositories (migration 0038).
 SELECT branch, state FROM repository_branches
 WHERE tenant_id = %(tenant_id)s AND purpose = ANY (%(purposes)s::text[]);
+
+-- name: purpose_of_folder
+-- The purpose the user's latest Claude Code session in this folder was stored under (its hook computed it where
+-- the folder is: the repository's, or the folder's own), for a remote hook naming a folder not on this machine.
+SELECT purpose FROM transcripts
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND agent_id = 'claude-code'
+  AND metadata->>'project' = %(folder)s
+ORDER BY ended_at DESC NULLS LAST, id DESC
+LIMIT 1;

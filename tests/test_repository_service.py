@@ -65,3 +65,42 @@ def test_recall_over_http_and_mcp_leaves_out_an_open_branchs_sessions(tmp_path: 
 
         block = anyio.run(mcp)
     assert "pending on `feat/a`" in block and "pgvector" not in block.lower(), block
+
+
+@pytest.mark.citus
+def test_the_remote_start_block_finds_a_folder_of_another_machine_by_its_stored_sessions(
+    tmp_path: Path, db: Database
+) -> None:
+    """The sh/curl SessionStart hook sends only the folder; on a service elsewhere that folder is not there,
+    so its repository cannot be read: the purpose the folder's sessions were stored under is used."""
+    from support.claude_code_cli import _summarise
+
+    from jobs.formats.claude_code import path_purpose, repository_purpose
+    from jobs.ingest import ingest_records
+
+    folder = "/home/ann/elsewhere/app-a"  # a worktree on the user's machine, not on this one
+    purpose = repository_purpose("app", "github.com/acme/app")  # as the user's own hook computed it
+    record = {
+        "tenant_id": "acme",
+        "user_id": "ann",
+        "session_id": "far-1",
+        "agent_id": "claude-code",
+        "purpose": purpose,
+        "started_at": "2026-11-20T10:00:00+00:00",
+        "ended_at": "2026-11-20T10:05:00+00:00",
+        "messages": [{"role": "user", "content": DECISION}, {"role": "assistant", "content": "Noted."}],
+        "metadata": {"project": folder, "git_branch": "main", "git_repo": "github.com/acme/app"},
+    }
+    assert ingest_records(db, [("far", record)], tenant_id="acme").inserted == 1
+    assert _summarise(db) == 1
+    assert path_purpose(folder) != purpose
+    _, key = create_key(db, "acme", ["recall"], name="issue 49")
+    with serve(db) as api:
+        answer = httpx.post(
+            f"{api}/v1/claude-code/session-start?user_id=ann",
+            json={"cwd": folder, "session_id": "s"},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+        )
+    assert answer.status_code == 200, answer.text
+    assert "pgvector" in answer.text.lower(), answer.text

@@ -17,18 +17,22 @@ from jobs.claude_code.places import project_purpose
 
 if TYPE_CHECKING:
     from jobs.claude_code.branch_view import BranchView
+    from jobs.db import Database
     from jobs.recall.recaller import Recaller
     from jobs.recall.result import Recall
 
 
-def start_recall(recaller: Recaller, tenant_id: str, user_id: str, cwd: str | None) -> Recall:
-    """The SessionStart recall of ``user_id`` in the project at ``cwd``."""
+def start_recall(
+    recaller: Recaller, tenant_id: str, user_id: str, cwd: str | None, *, purpose: str | None = None
+) -> Recall:
+    """The SessionStart recall of ``user_id`` in the project at ``cwd`` (``purpose``: the project's, when
+    the caller knows it better than this machine: :func:`remote_purpose`)."""
     result = recaller.recall_vector(
         tenant_id,
         user_id,
         "",
         [0.0] * recaller.embedder.dim,
-        purpose=project_purpose(cwd or ""),
+        purpose=purpose or project_purpose(cwd or ""),
         budget_tokens=START_BUDGET_TOKENS,
     )
     result.nothing_relevant = False  # no opening message to relate to: the first prompt's hook does that
@@ -44,6 +48,25 @@ def start_block(result: Recall, view: BranchView | None = None) -> str:
     from jobs.claude_code.branch_view import with_pending_lines
 
     return with_pending_lines(block, view, result.now.date().isoformat())
+
+
+def remote_purpose(db: Database, tenant_id: str, user_id: str, cwd: str | None) -> str:
+    """The purpose of a folder a remote hook names: computed here when the folder is on this machine (a
+    service beside its user); otherwise the purpose the user's latest session in that folder was stored under
+    (its own hook computed it where the folder is: its git repository's, issue 49), else the folder's."""
+    import os
+
+    from jobs.sql import query
+
+    folder = cwd or ""
+    if folder and not os.path.isdir(folder):
+        with db.tenant(tenant_id) as conn:
+            row = conn.execute(
+                query("purpose_of_folder"), {"tenant_id": tenant_id, "user_id": user_id, "folder": folder}
+            ).fetchone()
+        if row is not None:
+            return str(row["purpose"])
+    return project_purpose(folder)
 
 
 def local_start(recaller: Recaller, tenant_id: str, user_id: str, cwd: str | None) -> tuple[Recall, str]:

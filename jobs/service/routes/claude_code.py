@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobs.claude_code.start_view import start_block, start_recall
+from jobs.claude_code.start_view import remote_purpose, start_block, start_recall
 from jobs.recall.recaller import Recaller
 from jobs.service.auth import KeyFirstRoute, scope
 from jobs.service.keys import ApiKey
@@ -70,7 +70,8 @@ def session_start(
     """The SessionStart block of ``user_id`` in the project at ``cwd``: recent episodes, open items and
     sessions not yet summarised (no relevance: there is no prompt yet)."""
     recaller: Recaller = request.app.state.recaller
-    result = start_recall(recaller, key.tenant_id, user_id, body.cwd)
+    purpose = remote_purpose(recaller.db, key.tenant_id, user_id, body.cwd)  # the folder may be on another machine
+    result = start_recall(recaller, key.tenant_id, user_id, body.cwd, purpose=purpose)
     block = start_block(result)
     if format == "json":
         return SessionStartView(
