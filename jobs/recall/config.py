@@ -87,6 +87,12 @@ class RecallConfig:
     # w / (line_rrf_k + rank) (w_vector for the dense list, line_w_text for the lexical one). A line's priority
     # is its dense score + line_fused_weight * its fused score (+ its episode's share, line_episode_weight).
     line_depth: int = 100
+    # Whose lines are searched: those of the line_episodes candidates closest to the opening message and the
+    # line_episodes best by its words (all of a user with fewer episodes; every LoCoMo and sde-bench user): the
+    # cost of a heavy user's recall grows with their episodes, not with their lines. recall_lines alone, a user of
+    # 10,000 episodes and 299,926 lines (bench/api_load.py's data, EXPLAIN ANALYZE, one loaded machine): every
+    # line 1,854 ms; 200 -> 165 ms; 100 -> 82 ms; 50 -> 70 ms (the 10,000 episodes' distances are ~45 ms of it).
+    line_episodes: int = 100
     line_rrf_k: float = 10.0
     line_w_text: float = 1.0
     line_fused_weight: float = 20.0  # LoCoMo offline, 750 tokens: 0 -> 0.382, 2 -> 0.405, 20 -> 0.420 (tuning data)
