@@ -35,7 +35,7 @@ IN_FORCE: Final = "in_force"
 PENDING: Final = "pending"
 STALE: Final = "stale"
 _HEX = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
-TIMEOUT_SECONDS = 2.0
+TIMEOUT_SECONDS = 1.0  # each of the three reads; the SessionStart hook has 6 s in all (jobs.claude_code.hook)
 # git reads only: no pager, no fsmonitor or hooks run, no optional locks; the repository named outright, so a
 # GIT_DIR or GIT_WORK_TREE of the environment the hook runs in does not redirect it.
 _SAFE = ["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--no-pager", "--no-optional-locks"]
