@@ -241,8 +241,10 @@ def _fit_prefix(result: Recall, budget: int) -> Recall:
     return best
 
 
-BASELINES: dict[str, RecallConfig] = {  # without the relevance floor (relevant_similarity=-1), as before it
-    "last_8": RecallConfig(recent_n=8, recent_full=True, top_k=0, max_open_items=0, dedup_similarity=2.0),
+# Episodes ranked by their own scores, without the relevance floor (relevant_similarity=-1) and without lines
+# (max_lines=0: recall's line search would bring in other episodes, and the names would no longer say what they rank).
+BASELINES: dict[str, RecallConfig] = {
+    "last_8": RecallConfig(recent_n=8, recent_full=True, top_k=0, max_open_items=0, dedup_similarity=2.0, max_lines=0),
     "vector_top_8": RecallConfig(
         recent_n=0,
         top_k=8,
@@ -252,6 +254,7 @@ BASELINES: dict[str, RecallConfig] = {  # without the relevance floor (relevant_
         max_open_items=0,
         dedup_similarity=2.0,
         relevant_similarity=-1.0,
+        max_lines=0,
     ),
     "vector_within_budget": RecallConfig(
         recent_n=0,
@@ -262,6 +265,7 @@ BASELINES: dict[str, RecallConfig] = {  # without the relevance floor (relevant_
         max_open_items=0,
         dedup_similarity=2.0,
         relevant_similarity=-1.0,
+        max_lines=0,
     ),
 }
 _UNBOUNDED = 1_000_000
