@@ -26,7 +26,7 @@ from jobs.embeddings import Embedder
 from jobs.eval.queries import eval_query
 
 if TYPE_CHECKING:
-    from jobs.eval.locomo import Conversation
+    from jobs.eval.locomo_data import Conversation
 
 OLDER_THAN = dt.timedelta(days=30)
 PERIOD = "month"

@@ -37,12 +37,11 @@ oracle path ingests the same sessions as transcripts under a tenant of their own
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +54,7 @@ from jobs.errors import EpisodesError
 from jobs.eval.answers import content_words
 from jobs.eval.baseline import MessageIndex
 from jobs.eval.compression import compare, compress_histories, compressed_sources
+from jobs.eval.locomo_data import Conversation, Question, Session
 from jobs.eval.locomo_tally import ForeignTally, Tally
 from jobs.eval.provenance import data_status
 from jobs.eval.scratch import scratch_database
@@ -70,39 +70,6 @@ CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-ho
 _SESSION = re.compile(r"^session_(\d+)$")
 _EVIDENCE = re.compile(r"^D(\d+):(\d+)$")
 _SESSION_ID = re.compile(r"-s(\d+)$")
-
-
-@dataclass(frozen=True)
-class Session:
-    number: int
-    when: dt.datetime
-    summary: str
-    events: list[tuple[str, str]]  # (speaker, event)
-
-
-@dataclass(frozen=True)
-class Question:
-    text: str
-    category: int
-    sessions: frozenset[int]
-    answer_words: frozenset[str] = frozenset()  # the reference answer's content words (jobs.eval.answers)
-
-
-@dataclass
-class Conversation:
-    path: Path
-    sessions: dict[int, Session]
-    questions: list[Question]
-    malformed_evidence: int = 0
-    unusable_questions: int = 0
-
-    @property
-    def user_id(self) -> str:
-        return f"locomo-{self.path.stem}"
-
-    @property
-    def now(self) -> dt.datetime:
-        return max(s.when for s in self.sessions.values()) + dt.timedelta(minutes=1)
 
 
 def load_conversation(path: Path) -> Conversation:

@@ -12,7 +12,7 @@ from jobs.recall.result import RecalledEpisode, line_macros
 from jobs.tokens import estimate_tokens
 
 if TYPE_CHECKING:
-    from jobs.eval.locomo import Question
+    from jobs.eval.locomo_data import Question
     from jobs.recall import Recall
 
 
