@@ -64,7 +64,13 @@ def test_sync_without_options_stores_as_install_was_told_and_options_still_win(i
 
     ledger = Path(os.environ["EPISODES_HOME"]) / "claude-code" / "synced.json"
     record = ledger.with_name("install.json")
-    assert json.loads(record.read_text()) == {"tenant": "acme", "user": "ann", "api": None, "key_env": None}
+    kept = json.loads(record.read_text())
+    assert {k: kept[k] for k in ("tenant", "user", "api", "key_env")} == {
+        "tenant": "acme",
+        "user": "ann",
+        "api": None,
+        "key_env": None,
+    }
     for private in (ledger, record):  # item 7: owner-only
         assert stat.S_IMODE(private.stat().st_mode) == 0o600
     assert stat.S_IMODE(ledger.parent.stat().st_mode) == 0o700

@@ -8,34 +8,19 @@ the same folder name sees none of it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from support.claude_code_cli import DECISION, _hook, _session_file, _summarise
+from support.claude_code_cli import DECISION
 from support.git_repos import commit, git, new_repo, scene
+from support.repository_hooks import end_session as _end
+from support.repository_hooks import start_session as _start
 
 from jobs.db import Database
 from jobs.report import analyst_connection
 from jobs.resources import sql_dir
 
 PROMISE = "I will write the migration guide for the release by Friday."
-ARGS = ("--tenant", "acme", "--user", "ann", "--budget", "60")
-
-
-def _end(db: Database, sid: str, cwd: Path, said: str, tmp_path: Path) -> None:
-    file = _session_file(tmp_path / "projects" / sid, sid, str(cwd), said)
-    payload = {"hook_event_name": "SessionEnd", "reason": "other", "session_id": sid, "cwd": str(cwd)}
-    done, _ = _hook({**payload, "transcript_path": str(file)}, *ARGS, env={"DATABASE_URL": db.url})
-    assert done.returncode == 0, done.stderr
-    assert _summarise(db) == 1
-
-
-def _start(db: Database, sid: str, cwd: Path) -> str:
-    payload = {"hook_event_name": "SessionStart", "source": "startup", "session_id": sid, "cwd": str(cwd)}
-    done, _ = _hook({**payload, "transcript_path": os.devnull}, *ARGS, env={"DATABASE_URL": db.url})
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def _by_branch(db: Database) -> dict[str, str]:

@@ -19,7 +19,8 @@ from support.api_server import serve
 from support.claude_code_cli import DECISION
 from support.git_repos import commit, git, scene
 from support.mcp_http import http_transport
-from test_repository_recall import _end, _start
+from support.repository_hooks import end_session as _end
+from support.repository_hooks import start_session as _start
 
 from jobs.db import Database
 from jobs.service.keys import create_key
