@@ -99,7 +99,7 @@ class _Fit:
         self.quotable = [
             replace(
                 line,
-                text=resolve_relative_dates(line.text, (line.said_at or self.by_id[line.episode_id].started_at).date()),
+                text=_quote_text(line, self.by_id[line.episode_id]),
             )
             for line in lines
             if line.episode_id in self.by_id
@@ -342,6 +342,14 @@ def minimum_budget(cfg: RecallConfig) -> int:
     )
     chars = skeleton_chars() + nothing_relevant_chars() + len(line_macros().episode_line(ep)) + 1
     return math.ceil(chars / 4)
+
+
+def _quote_text(line: RecalledLine, ep: RecalledEpisode) -> str:
+    """A quote as shown: relative dates resolved to its day; under a super-summary, whose header gives the
+    whole period, led by the day of its own session ("[8 May 2023] ...")."""
+    day = (line.said_at or ep.started_at).date()
+    text = resolve_relative_dates(line.text, day)
+    return f"[{day.day} {day:%B %Y}] {text}" if ep.kind == "super" else text
 
 
 def _named_months_first(episodes: list[RecalledEpisode], cues: frozenset[Cue]) -> list[RecalledEpisode]:
