@@ -58,6 +58,12 @@ def _clean_text(value: str, what: str) -> str:
     return _CONTROL.sub("", _ESCAPES.sub("", value))
 
 
+def _without_controls(value: str) -> str:
+    """A model's text with terminal escape sequences and control characters stripped, as a transcript's are
+    (:func:`_clean_text`): grounding compares the two, and neither may reach a terminal or a prompt."""
+    return _CONTROL.sub("", _ESCAPES.sub("", value))
+
+
 def _aware(value: dt.datetime | None, what: str) -> dt.datetime | None:
     if value is None:
         return None
@@ -250,6 +256,11 @@ class KeyEvent(BaseModel):
         ),
     )
 
+    @field_validator("what", "who")
+    @classmethod
+    def _plain(cls, value: str) -> str:
+        return _without_controls(value)
+
 
 class Entity(BaseModel):
     """A named thing mentioned in the transcript."""
@@ -314,6 +325,11 @@ class EpisodeExtraction(BaseModel):
             "0.5 routine work, 0.8+ decisions, commitments or life events."
         ),
     )
+
+    @field_validator("summary")
+    @classmethod
+    def _plain_summary(cls, value: str) -> str:
+        return _without_controls(value)
 
     @field_validator("topic_tags")
     @classmethod
