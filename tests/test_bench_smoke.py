@@ -85,6 +85,7 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
     ),
     "ingest_rate": ("ingest_rate.py", ["--transcripts", "50", "--messages", "4"], "transcripts/s", None),
     "offline_long_session": ("offline_long_session.py", ["--sizes", "50,100"], "ms / 1k msgs", None),
+    "redact_worst_cases": ("redact_worst_cases.py", ["--sizes", "200,400", "--repeat", "1"], "ms / 100k chars", None),
     "offline_extractor_quality": ("offline_extractor_quality.py", ["--limit", "2"], "ROUGE", "locomo"),
     "recall latency": (
         "recall.py",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -200,16 +199,17 @@ WORST_CASES = {
 
 
 @pytest.mark.parametrize("name", WORST_CASES)
-def test_adversarial_input_stays_linear(name: str) -> None:
-    """300 KB of worst cases for the patterns: linear work takes about a second; a quadratic path
-    (backtracking, or an overlap check per finding) took minutes before it was removed."""
+def test_adversarial_input_is_redacted_whole(name: str) -> None:
+    """300 KB of worst cases for the patterns are redacted completely and correctly; whether the work stays
+    linear in the input is measured by bench/redact_worst_cases.py (CPU time per character at two sizes), not
+    by a wall-clock limit here: on a shared machine a limit either flakes or is too loose to catch anything."""
     text = WORST_CASES[name]
-    started = time.perf_counter()
     result = redact(text, enabled=True)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 12.0, f"{name}: {elapsed:.1f}s for {len(text):,} characters"
     if name == "dense-pii":
         assert result.counts == {"PHONE": 5_000, "EMAIL": 5_000, "CARD": 5_000}
+        assert "maria@example.com" not in result.text and "4111 1111" not in result.text
+    else:
+        assert (result.text, result.counts) == (text, {})  # nothing in them is personal data
 
 
 if __name__ == "__main__":
