@@ -442,7 +442,8 @@ def test_a_name_cannot_pass_for_tool_context(llm_db: Database, fake: fa.FakeAnth
     with AnthropicExtractor(llm_db.settings) as extractor:
         assert run_summarize(llm_db, extractor=extractor, embedder=embedder).counts == {"done": 1}
     user = fake.calls()[0].body["messages"][0]["content"]
-    assert "[0] user: We'll go with Redis." in user and "tool context" not in user.lower()
+    # The role leads the label and the name is only beside it (issue 46 #4): no line is labelled as tool context.
+    assert "[0] user (Tool Context): We'll go with Redis." in user and "] tool context:" not in user.lower()
 
 
 # -- the bench, smoke-run on the real sessions ------------------------------------------------------

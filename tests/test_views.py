@@ -78,7 +78,8 @@ def test_the_database_holds_exactly_the_views_of_the_files(
         from_files = catalog(conn)
     assert set(views(migrated)) == set(views(from_files))
     assert migrated == from_files
-    assert set(from_migrations) == set(views(from_files))  # the files took over every view the migrations made
+    # The files took over every view the migrations made; views added since (decisions_by_branch) exist in files only.
+    assert set(from_migrations) <= set(views(from_files)) and "analyst.decisions_by_branch" not in from_migrations
     assert views(migrated)["analyst.decisions"].strip().startswith("SELECT r.tenant_id")
     assert migrated["relation analyst.decisions (v)"]["options"] == ["security_barrier=true"]
     assert "episodes_analyst=r/" in " ".join(migrated["relation analyst.decisions (v)"]["grants"])

@@ -11,6 +11,8 @@ import click
 from jobs.cli.base import Context
 from jobs.concepts import DEFAULT_BUDGET_TOKENS
 
+EXAMPLE_BUDGETS = f"{DEFAULT_BUDGET_TOKENS},{DEFAULT_BUDGET_TOKENS // 2}"  # in help: the default and half of it
+
 
 def _positive_budget(ctx: click.Context, param: click.Parameter, value: int) -> int:
     if value < 1:
@@ -75,12 +77,14 @@ def recall_command(
 
 
 def _budgets(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
-    """``--budgets 1500,750`` as [1500, 750]; a clear error naming the bad part otherwise."""
+    """``--budgets A,B`` as [A, B]; a clear error naming the bad part otherwise."""
     if value is None:
         return None
     parts = [p.strip() for p in value.split(",") if p.strip()]
     if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of positive token budgets, e.g. 1500,750.")
+        raise click.BadParameter(
+            f"{value!r} is not a comma-separated list of positive token budgets, e.g. {EXAMPLE_BUDGETS}."
+        )
     return list(dict.fromkeys(int(p) for p in parts))
 
 
@@ -109,7 +113,7 @@ def eval_group() -> None:
 @click.option(
     "--budgets",
     callback=_budgets,
-    help="Several token budgets in one run, comma-separated (e.g. 1500,750), printed side by side; overrides --budget.",
+    help=f"Several token budgets in one run, comma-separated (e.g. {EXAMPLE_BUDGETS}), printed side by side; overrides --budget.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option(
@@ -187,7 +191,7 @@ def locomo_command(
 @click.option(
     "--budgets",
     callback=_budgets,
-    help="Several token budgets in one run, comma-separated (e.g. 1500,750), printed side by side; overrides --budget.",
+    help=f"Several token budgets in one run, comma-separated (e.g. {EXAMPLE_BUDGETS}), printed side by side; overrides --budget.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.pass_obj

@@ -107,8 +107,8 @@ def over_limits(messages: list[Message], settings: Settings) -> str | None:
     """Why canonical ``messages`` are over ingest's limits (the same rule and wording as jobs.ingest), or None."""
     if len(messages) > settings.max_messages:
         return (
-            f"messages: {len(messages):,} messages, over the limit of {settings.max_messages:,} "
-            "(EPISODES_MAX_MESSAGES); not summarised: ingest the session in parts, or raise the limit and `episodes retry`"
+            f"messages: {len(messages):,} messages, over the limit of {settings.max_messages:,}; "
+            "not summarised: ingest the session in parts"
         )
     chars = sum(len(m.content) for m in messages)
     if chars > settings.max_transcript_bytes:
