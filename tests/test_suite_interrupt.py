@@ -43,7 +43,10 @@ def _servers_of(pgdata: str) -> list[int]:
     return found
 
 
-@pytest.mark.skipif(PROBE is None, reason="the suite test_an_interrupted_suite_leaves_no_server_behind stops")
+@pytest.mark.skipif(
+    PROBE is None,
+    reason="runs only as the inner suite that test_an_interrupted_suite_leaves_no_server_behind starts and stops",
+)
 def test_holds_two_servers_until_it_is_stopped(pg_server: object) -> None:
     from jobs import config
     from jobs.db import start_embedded
