@@ -548,6 +548,12 @@ _GONE_ELSEWHERE: dict[str, str] = {
 }
 
 
+def default_model() -> str:
+    """EPISODES_MODEL's default (Settings.model): the anthropic back end's model, which the openai back end reads
+    as "unset" (jobs.llm.openai_wire.require_model, `episodes status`)."""
+    return str(next(f.default for f in fields(Settings) if f.name == "model"))
+
+
 def removed_variables() -> dict[str, str]:
     """Each variable no longer read -> what replaced it (a fixed value, a flag, the price table)."""
     removed = dict(_GONE_ELSEWHERE)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from jobs import migrate
 from jobs.citus.cluster import cluster_status
-from jobs.config import Settings
+from jobs.config import Settings, default_model
 from jobs.db import Conn, Database, one
 from jobs.lifecycle.reembed import reembed_progress
 from jobs.llm.spend import DailyCap, backend_of, model_of, spend_today
@@ -138,10 +136,7 @@ def extractor_label(settings: Settings) -> str:
         return f"anthropic, model {settings.model} ({how})"
     if chosen == "openai":
         where = hide_secrets(settings.openai_base_url) if settings.openai_base_url else "the SDK default"
-        # The anthropic back end's default stands for "unset" (jobs.llm.openai_wire.require_model); read here from the
-        # Settings field, since the openai_wire module loads pydantic, which `status` does not.
-        unset = settings.model == next(f.default for f in fields(Settings) if f.name == "model")
-        model = "unset: set EPISODES_MODEL" if unset else settings.model
+        model = "unset: set EPISODES_MODEL" if settings.model == default_model() else settings.model
         return f"openai at {where}, model {model} ({how})"
     if chosen == "claude-code":
         return f"claude-code, model {settings.model} through your Claude Code login ({how}; spends your subscription)"

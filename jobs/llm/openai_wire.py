@@ -15,12 +15,11 @@ Chat Completions server that answers (:mod:`jobs.llm.openai_chat` builds the req
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from jobs.config import Settings
+from jobs.config import Settings, default_model
 from jobs.errors import ConfigError, ModelUnreachable
 from jobs.llm.repair import short, validation_summary
 from jobs.logs import hide_secrets
@@ -37,11 +36,6 @@ REDIRECTS = frozenset({301, 302, 303, 307, 308})
 class ServerUnreachable(ModelUnreachable):
     """The model server cannot be connected to. Start it, or check OPENAI_BASE_URL; the session was
     given back with no attempt counted."""
-
-
-def default_model() -> str:
-    """EPISODES_MODEL's default (Settings.model): the anthropic back end's model."""
-    return str(next(f.default for f in fields(Settings) if f.name == "model"))
 
 
 def require_model(settings: Settings) -> None:
