@@ -65,6 +65,47 @@ def _label_distances(left: str) -> tuple[int | None, int | None, int | None]:
     return found[0], found[1], found[2]
 
 
+def _labelled(left: str) -> bool | None:
+    """Whether the words before the number call it a phone: True, False, or None (a negative label
+    nearer than any phone word: not a phone at all)."""
+    positive, weak, negative = _label_distances(left)
+    if positive is None and negative is None:
+        positive = weak
+    labelled = positive is not None and (negative is None or positive < negative)
+    if negative is not None and not labelled:
+        return None
+    return labelled
+
+
+def _not_a_phone(text: str, m: re.Match[str], left: str, body: str, groups: list[str], intl: bool) -> bool:
+    """What the context or the punctuation says is no phone: a price, a measure, a date, a version, a range."""
+    seps = set(re.findall(r"[ \u00a0.\-]", body))
+    if _CURRENCY_BEFORE.search(left) or _UNIT_AFTER.match(text[m.end() : m.end() + 12]):
+        return True
+    if _is_date(groups, seps) or _DATE_PREFIX.match(body):
+        return True
+    if len(seps) > 1 and not seps <= {" ", "-"} and not intl and "(" not in body:
+        return True  # "1 299.00", "12.345-6": mixed punctuation is a number, not a phone
+    if "." in seps and not intl and any(len(g) == 1 for g in groups):
+        return True  # version strings: 10.0.19041.1
+    return len(groups) == 2 and all(len(g) == 4 and g[:2] in ("19", "20") for g in groups)  # years: 2019-2023
+
+
+def _grouped_national(groups: list[str], digits: str, labelled: bool) -> bool:
+    """A national number written in groups (7 to 12 digits, no country code)."""
+    if len(groups[-1]) == 1:
+        return False  # ISBN-10 and check-digit codes end in one digit
+    if len(groups[0]) == 1 and groups[0] not in ("0", "1"):
+        return False
+    if len(groups) >= 3 and all(len(g) == 4 for g in groups):
+        return False  # 1234-5678-9012: a code, not a phone
+    if all(len(g) == 3 for g in groups[1:]) and len(groups[0]) <= 3 and not groups[0].startswith("0"):
+        return labelled  # 100 000 000 reads as a thousands-grouped number
+    if any(len(g) > 5 for g in groups) and not (len(groups) == 2 and groups[0].startswith(("0", "("))):
+        return labelled
+    return labelled or len(digits) > 8
+
+
 def _phone_ok(text: str, m: re.Match[str]) -> bool:
     raw = m.group("num")
     if raw.startswith(("+0", "000")):
@@ -73,44 +114,18 @@ def _phone_ok(text: str, m: re.Match[str]) -> bool:
     body = raw[1:] if raw.startswith("+") else raw[2:] if raw.startswith("00") else raw
     digits = re.sub(r"\D", "", body)
     groups = [g for g in re.split(r"[ \u00a0.\-()]+", body) if g]
-    seps = set(re.findall(r"[ \u00a0.\-]", body))
     left = text[max(0, m.start() - 40) : m.start()]
     if left.endswith(":") and left[-2:-1].isdigit():
         return False  # the tail of a time: 10:30 5551234
-    positive, weak, negative = _label_distances(left)
-    if positive is None and negative is None:
-        positive = weak
-    labelled = positive is not None and (negative is None or positive < negative)
-    if negative is not None and not labelled:
+    labelled = _labelled(left)
+    if labelled is None or _not_a_phone(text, m, left, body, groups, intl):
         return False
-    if _CURRENCY_BEFORE.search(left) or _UNIT_AFTER.match(text[m.end() : m.end() + 12]):
-        return False
-    if _is_date(groups, seps) or _DATE_PREFIX.match(body):
-        return False
-    if len(seps) > 1 and not seps <= {" ", "-"} and not intl and "(" not in body:
-        return False  # "1 299.00", "12.345-6": mixed punctuation is a number, not a phone
-    if "." in seps and not intl and any(len(g) == 1 for g in groups):
-        return False  # version strings: 10.0.19041.1
-    if len(groups) == 2 and all(len(g) == 4 and g[:2] in ("19", "20") for g in groups):
-        return False  # year ranges: 2019-2023
     if intl:
         return 8 <= len(digits) <= 15 and len(groups) <= 7
     if not 7 <= len(digits) <= 12:
         return False
     if len(groups) > 1:
-        if len(groups[-1]) == 1:
-            return False  # ISBN-10 and check-digit codes end in one digit
-        if len(groups[0]) == 1 and groups[0] not in ("0", "1"):
-            return False
-        if len(groups) >= 3 and all(len(g) == 4 for g in groups):
-            return False  # 1234-5678-9012: a code, not a phone
-        if all(len(g) == 3 for g in groups[1:]) and len(groups[0]) <= 3 and not groups[0].startswith("0"):
-            return labelled  # 100 000 000 reads as a thousands-grouped number
-        if any(len(g) > 5 for g in groups) and not (len(groups) == 2 and groups[0].startswith(("0", "("))):
-            return labelled
-        if len(digits) <= 8:
-            return labelled
-        return True
+        return _grouped_national(groups, digits, labelled)
     # One bare run of digits: only with a label, or a national trunk prefix (0 then 9-10 digits).
     if labelled:
         return True
