@@ -2,7 +2,8 @@
 domain records passed between jobs (a claimed transcript, an open item, a model call, an extraction).
 
 The episode models double as the forced tool's input schema (``tool_input_schema()``): their field
-descriptions are the extraction instructions the model reads, so edit them as prompt text.
+descriptions are the extraction instructions the model reads, so edit them as prompt text. How their
+text and timestamps are cleaned on the way in is :mod:`jobs.text_clean`'s.
 """
 
 from __future__ import annotations
@@ -20,60 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from jobs.concepts import DEFAULT_PURPOSE, PURPOSE, PURPOSE_RULE, STANDING_TYPES, EntityKind, EventType
 from jobs.formats.envelope import check_metadata, unknown_field
 from jobs.formats.shapes import ShapeError, ShapeOptions, normalise_messages
+from jobs.text_clean import aware, clean_text, shown_name, without_controls
 from jobs.tokens import estimate_tokens as estimate_tokens  # re-exported: every budget counts tokens with it
 
-# Characters a speaker's name loses when it is shown (Message.speaker): no brackets, quotes or colons to
-# close its attribute or forge a line's "speaker:" or "[n]".
-_NOT_IN_NAME = re.compile(r"[()\[\]{}<>:\"`\\]")
-MAX_SPEAKER_NAME = 60
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-# Terminal escape sequences, whole (a terminal's colours in pasted or tool output: ESC [ 31 m): removing
-# only the ESC left "[31m" in the text, and the offline extractor made a topic tag of it. CSI (also as
-# the 8-bit \x9b), OSC (a hyperlink or a title, ended by BEL or ESC \ ), DCS/SOS/PM/APC strings, and
-# the short ESC sequences (character sets, keypad modes).
-_ESCAPES = re.compile(
-    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
-    r"|\x1b[ -/]*[0-~]"
-)
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _TENANT = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 MAX_OPEN_ITEMS = 20  # earlier open questions and commitments offered to an extractor per session
 MAX_CURRENT_DECISIONS = 20  # the newest earlier current decisions and preferences offered to an extractor per session
 # and, beside them, the older ones whose episode is closest to the session (an amendment of a rule stated long ago)
 MAX_RELATED_DECISIONS = 10
-# Timestamps more than this far in the future are impossible for a finished session.
-FUTURE_SKEW = dt.timedelta(days=1)
-EARLIEST = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
-
-
-def _clean_text(value: str, what: str) -> str:
-    if _SURROGATE.search(value):
-        raise ValueError(f"{what} contains invalid UTF-8")
-    if "\x00" in value:
-        raise ValueError(f"{what} contains a NUL character")
-    # Escape sequences and other control characters are stripped rather than rejected: they carry no
-    # meaning here.
-    return _CONTROL.sub("", _ESCAPES.sub("", value))
-
-
-def _without_controls(value: str) -> str:
-    """A model's text with terminal escape sequences and control characters stripped, as a transcript's are
-    (:func:`_clean_text`): grounding compares the two, and neither may reach a terminal or a prompt."""
-    return _CONTROL.sub("", _ESCAPES.sub("", value))
-
-
-def _aware(value: dt.datetime | None, what: str) -> dt.datetime | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)  # documented: naive timestamps are UTC
-    if value < EARLIEST:
-        raise ValueError(f"{what} {value.isoformat()} is before {EARLIEST.year}")
-    if value > dt.datetime.now(dt.UTC) + FUTURE_SKEW:
-        raise ValueError(f"{what} {value.isoformat()} is in the future")
-    return value
 
 
 class Message(BaseModel):
@@ -89,24 +44,24 @@ class Message(BaseModel):
     @field_validator("content")
     @classmethod
     def _content(cls, value: str) -> str:
-        return _clean_text(value, "content")
+        return clean_text(value, "content")
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        return None if value is None else _clean_text(value, "name")
+        return None if value is None else clean_text(value, "name")
 
     @field_validator("ts")
     @classmethod
     def _ts(cls, value: dt.datetime | None) -> dt.datetime | None:
-        return _aware(value, "ts")
+        return aware(value, "ts")
 
     @property
     def speaker(self) -> str:
         """Who spoke, as lines, events and prompts quote it: the role, and the host's name for the speaker
         only as an attribute after it (``user (Caroline)``). A name never stands alone, so a user message
         named ``assistant``, ``system`` or ``assistant (tool call)`` stays ``user (...)`` (issue 46 #4)."""
-        name = " ".join(_NOT_IN_NAME.sub(" ", self.name or "").split())[:MAX_SPEAKER_NAME].strip()
+        name = shown_name(self.name)
         if self.role == "tool" or not name or name.casefold() == self.role:
             return self.role
         return f"{self.role} ({name})"
@@ -179,12 +134,12 @@ class TranscriptIn(BaseModel):
     @field_validator("user_id", "session_id", "agent_id")
     @classmethod
     def _ids(cls, value: str | None) -> str | None:
-        return None if value is None else _clean_text(value, "id")
+        return None if value is None else clean_text(value, "id")
 
     @field_validator("started_at", "ended_at")
     @classmethod
     def _times(cls, value: dt.datetime | None) -> dt.datetime | None:
-        return _aware(value, "timestamp")
+        return aware(value, "timestamp")
 
     @model_validator(mode="after")
     def _order(self) -> TranscriptIn:
@@ -259,7 +214,7 @@ class KeyEvent(BaseModel):
     @field_validator("what", "who")
     @classmethod
     def _plain(cls, value: str) -> str:
-        return _without_controls(value)
+        return without_controls(value)
 
 
 class Entity(BaseModel):
@@ -329,7 +284,7 @@ class EpisodeExtraction(BaseModel):
     @field_validator("summary")
     @classmethod
     def _plain_summary(cls, value: str) -> str:
-        return _without_controls(value)
+        return without_controls(value)
 
     @field_validator("topic_tags")
     @classmethod
