@@ -1,7 +1,7 @@
 """Properties of picking and fitting: labels stay honest, the budget and the full-summary share hold.
 
 ``fuse`` (scoring) and ``select`` (fitting) are pure functions of arrays and rows, so they are tested
-here on generated inputs; tests/test_recall.py covers them through a real database.
+here on generated inputs; tests/test_recall_selection.py covers them through a real database.
 """
 
 from __future__ import annotations

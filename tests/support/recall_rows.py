@@ -110,3 +110,15 @@ def row(i: int, when: dt.datetime, summary: str, similarity: float, **ranks: Any
         "recency_rank": ranks.get("recency_rank"),
         "replaced_on": ranks.get("replaced_on"),
     }
+
+
+# Seven sessions of one user, days ago and summary: the recall tests' ordinary history.
+HISTORY = [
+    (400, "The user planned a hiking trip to the Dolomites in September and asked about mountain huts."),
+    (300, "The user compared three accounting tools for her bakery and chose Xero for invoicing."),
+    (200, "The user asked how to repot a fiddle-leaf fig whose leaves were turning brown."),
+    (30, "The user debugged a failing Python unit test caused by timezone-naive datetimes."),
+    (20, "The user drafted a cover letter for a data analyst job at a logistics company."),
+    (10, "The user asked for a vegetarian lasagna recipe for eight guests."),
+    (5, "The user set up a weekly running plan to prepare for a half marathon in October."),
+]
