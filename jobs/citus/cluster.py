@@ -61,6 +61,7 @@ TENANT_TABLES = (
     "episode_lines",
     "erased_messages",
     "repository_branches",
+    "repository_groups",
 )
 LOGIN_ROLES = ("episodes_app", "episodes_analyst", "episodes_operator")
 
