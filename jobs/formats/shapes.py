@@ -181,24 +181,39 @@ def _block(block: Any, where: str, tool_names: dict[str, str], options: ShapeOpt
             tool_names[block["id"]] = name
         return [_Piece("tool", _call_line(name, block.get("input")))]
     if isinstance(kind, str) and kind.endswith("tool_result"):  # tool_result, web_search_tool_result, ...
-        call_id = block.get("tool_use_id")
-        tool = tool_names.get(call_id, "") if isinstance(call_id, str) else ""
-        if not tool and kind != "tool_result":
-            tool = kind.removesuffix("_tool_result")
-        text = _flatten(block.get("content"), f"{where}.content")
-        return [_Piece("tool", _result_line(tool, text, bool(block.get("is_error")), options))]
+        return [_tool_result(block, kind, where, tool_names, options)]
+    placeholder = _placeholder(block, kind)
+    if placeholder is not None:
+        return [_Piece("said", placeholder)]
+    # An unknown block type (a newer API's, a host's own): its text if it has one, else nothing.
+    text = block.get("text")
+    return [_Piece("said", text)] if isinstance(text, str) else []
+
+
+def _tool_result(
+    block: dict[str, Any], kind: str, where: str, tool_names: dict[str, str], options: ShapeOptions
+) -> _Piece:
+    """A tool's output, named by the call it answers (or by its block type: web_search_tool_result)."""
+    call_id = block.get("tool_use_id")
+    tool = tool_names.get(call_id, "") if isinstance(call_id, str) else ""
+    if not tool and kind != "tool_result":
+        tool = kind.removesuffix("_tool_result")
+    text = _flatten(block.get("content"), f"{where}.content")
+    return _Piece("tool", _result_line(tool, text, bool(block.get("is_error")), options))
+
+
+def _placeholder(block: dict[str, Any], kind: Any) -> str | None:
+    """What stands for media in the text: [image], [audio], [document: title] (None: not media)."""
     if kind in ("image", "image_url"):
-        return [_Piece("said", "[image]")]
+        return "[image]"
     if kind in ("input_audio", "audio"):
-        return [_Piece("said", "[audio]")]
+        return "[audio]"
     if kind in ("document", "file"):
         title = block.get("title")
         if not title and isinstance(block.get("file"), dict):
             title = block["file"].get("filename")
-        return [_Piece("said", f"[{kind}: {title}]" if isinstance(title, str) and title else f"[{kind}]")]
-    # An unknown block type (a newer API's, a host's own): its text if it has one, else nothing.
-    text = block.get("text")
-    return [_Piece("said", text)] if isinstance(text, str) else []
+        return f"[{kind}: {title}]" if isinstance(title, str) and title else f"[{kind}]"
+    return None
 
 
 def _openai_call(call: Any, where: str, tool_names: dict[str, str]) -> _Piece:
