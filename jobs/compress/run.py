@@ -158,6 +158,62 @@ class _Lazy:
             self._compressor.close()
 
 
+def _plan_only(db: Database, report: CompressReport, tenant: str | None, user: str | None) -> None:
+    """A dry run: count what each group would become and list the groups a run would change."""
+    for group in plan(db, report.period, report.boundary, tenant, user):
+        report.counts[group.action] += 1
+        if group.action in ("created", "rebuilt", "removed"):
+            report.planned.append(group)
+
+
+def _compress_groups(
+    db: Database,
+    groups: list[PlannedGroup],
+    lazy: _Lazy,
+    run_id: int | None,
+    report: CompressReport,
+    fatal: list[BaseException],
+    concurrency: int,
+    batch_size: int,
+    progress: Callable[[int], object] | None,
+) -> None:
+    """Read and compress ``groups`` ``concurrency`` at a time, embed them ``batch_size`` at a time and write
+    each in its own transaction, tallying into ``report``. A ConfigError (no usable compressor) is put in
+    ``fatal`` and stops the run after the batch in hand."""
+
+    def prepare(group: PlannedGroup) -> PreparedGroup | None:
+        if fatal:
+            return None
+        try:
+            return prepare_group(
+                db, group.tenant_id, group.user_id, group.period, compressor=lazy.compressor, job_run_id=run_id
+            )
+        except ConfigError as exc:
+            fatal.append(exc)
+            return None
+
+    def write(pv: tuple[PreparedGroup, np.ndarray | None]) -> GroupOutcome:
+        return write_group(db, pv[0], pv[1], run_id)
+
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="compress") if concurrency > 1 else None
+    try:
+        for at in range(0, len(groups), batch_size):
+            chunk = groups[at : at + batch_size]
+            prepared = list(pool.map(prepare, chunk) if pool else map(prepare, chunk))
+            if fatal:
+                break
+            ready = [p for p in prepared if p is not None]
+            vectors = embed_prepared(db, ready, lazy.embedder, run_id)
+            writes = list(zip(ready, vectors))
+            for result in pool.map(write, writes) if pool else map(write, writes):
+                report.tally(result)
+                if progress:
+                    progress(1)
+    finally:
+        if pool:
+            pool.shutdown()
+
+
 def run_compress(
     db: Database,
     *,
@@ -193,10 +249,7 @@ def run_compress(
     report = CompressReport(period=period, cutoff=cutoff, boundary=boundary, dry_run=dry_run)
     started = time.perf_counter()
     if dry_run:
-        for group in plan(db, period, boundary, tenant, user):
-            report.counts[group.action] += 1
-            if group.action in ("created", "rebuilt", "removed"):
-                report.planned.append(group)
+        _plan_only(db, report, tenant, user)
         report.seconds = time.perf_counter() - started
         return report
     with run_lock(db):
@@ -209,42 +262,13 @@ def run_compress(
         run_id = start_run(db, "compress", worker_id()) if record_run else None
         lazy = _Lazy(db.settings, compressor, embedder)
         fatal: list[BaseException] = []
-
-        def prepare(group: PlannedGroup) -> PreparedGroup | None:
-            if fatal:
-                return None
-            try:
-                return prepare_group(
-                    db, group.tenant_id, group.user_id, group.period, compressor=lazy.compressor, job_run_id=run_id
-                )
-            except ConfigError as exc:
-                fatal.append(exc)
-                return None
-
-        def write(pv: tuple[PreparedGroup, np.ndarray | None]) -> GroupOutcome:
-            return write_group(db, pv[0], pv[1], run_id)
-
-        pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="compress") if concurrency > 1 else None
         try:
-            for at in range(0, len(groups), batch_size):
-                chunk = groups[at : at + batch_size]
-                prepared = list(pool.map(prepare, chunk) if pool else map(prepare, chunk))
-                if fatal:
-                    break
-                ready = [p for p in prepared if p is not None]
-                vectors = embed_prepared(db, ready, lazy.embedder, run_id)
-                writes = list(zip(ready, vectors))
-                for result in pool.map(write, writes) if pool else map(write, writes):
-                    report.tally(result)
-                    if progress:
-                        progress(1)
+            _compress_groups(db, groups, lazy, run_id, report, fatal, concurrency, batch_size, progress)
             if purge_embeddings and not fatal:
                 with db.admin() as conn:
                     purge = conn.execute(query("compress_purge_embeddings"), {"tenant": tenant, "user": user})
                     report.purged = purge.rowcount
         finally:
-            if pool:
-                pool.shutdown()
             lazy.close()
             report.seconds = time.perf_counter() - started
             if run_id is not None:
