@@ -94,12 +94,20 @@ def test_held_out_floor() -> None:
     assert precision >= 0.9 and recall >= 0.9
 
 
+# The labelled values redaction is known to leave, each with why: a new leak, or one of these fixed, fails the test
+# below (then update this list, saying why).
+KNOWN_LEAKS = [
+    # The e-mail rule (jobs/pii/addresses.py) wants a dotted domain with a top-level part: a bare host name is missed.
+    ("EMAIL", "bob@localhost"),
+]
+
+
 def test_no_labelled_value_survives_redaction() -> None:
     leaks = []
     for text, expected in CASES:
         out = redact(text, enabled=True).text
         leaks += [(kind, value) for kind, value in expected if value in out]
-    assert len(leaks) <= 2, leaks  # bob@localhost is the known gap
+    assert leaks == KNOWN_LEAKS
 
 
 @pytest.mark.parametrize(("text", "expected"), COMMANDS, ids=[text[:40] for text, _ in COMMANDS])
