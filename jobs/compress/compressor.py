@@ -1,8 +1,8 @@
 """What a compressor reads (a period's source episodes) and returns (a :class:`Compression`), the
 :class:`Compressor` protocol (:func:`jobs.compress.run.make_compressor` picks one).
 
-Two implementations: :class:`~jobs.compress.claude.AnthropicCompressor` (forced tool call, the
-period summary validated by :class:`~jobs.compress.schema.PeriodSummary`, prompts
+Two implementations: :class:`~jobs.compress.model.ModelCompressor` (forced tool call through one
+of three callers, the period summary validated by :class:`~jobs.compress.schema.PeriodSummary`, prompts
 ``compress_*.j2``) and :class:`~jobs.compress.offline.OfflineCompressor` (deterministic merge, no
 network, labelled ``model='offline'``). Either way, the super carries *every* decision and every
 question and commitment still open of its sources (:func:`jobs.compress.group.super_episode`):

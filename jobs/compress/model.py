@@ -1,4 +1,12 @@
-"""Claude as the compressor: forced tool ``record_period_summary``, validated, hierarchical within the budget.
+"""The one model compressor, composed with a caller: :class:`ModelCompressor`, forced tool
+``record_period_summary``, validated, hierarchical within the budget.
+
+Which model answers is the caller's business (:class:`jobs.llm.repair.Caller`, as for the one model
+extractor, :mod:`jobs.extract.model`): Claude through the anthropic SDK (:class:`jobs.llm.tools.ToolCaller`,
+the default), an OpenAI Chat Completions server (:class:`jobs.llm.openai_chat.ChatCaller`) or the user's
+Claude Code CLI (:class:`jobs.llm.claude_cli.ClaudeCli`); the caller validates the answer with one repair
+and records one model call per request. The prompts, the packing, the reduce and the grounding below are
+written once for all three; supers record the caller's label as their model.
 
 **Bounded requests.** Episodes are packed into requests of at most ``transcript_token_budget``
 estimated tokens (:func:`jobs.tokens.estimate_tokens`: 4 characters a token, so the room is
@@ -126,13 +134,14 @@ def _macro(template: str, name: str) -> Callable[[_Block], str]:
     return macro
 
 
-class AnthropicCompressor:
-    """Compress with Claude (EPISODES_MODEL) through :class:`jobs.llm.ToolCaller`."""
+class ModelCompressor:
+    """Compress a period with a model through ``caller`` (None: Claude, EPISODES_MODEL, through
+    :class:`jobs.llm.ToolCaller`). Its supers record the caller's label as their model."""
 
     def __init__(self, settings: Settings, caller: Caller | None = None) -> None:
         self.settings = settings
-        self.caller = caller or ToolCaller(settings)
-        self.name = settings.model
+        self.caller: Caller = caller or ToolCaller(settings)
+        self.name = self.caller.label
         self.prompt_version = prompt_version()
         self._schema = tool_input_schema(PeriodSummary)
         self._system = render(SYSTEM_TEMPLATE, tool_name=TOOL_NAME)
@@ -142,7 +151,7 @@ class AnthropicCompressor:
     def close(self) -> None:
         self.caller.close()
 
-    def __enter__(self) -> AnthropicCompressor:
+    def __enter__(self) -> ModelCompressor:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,22 +1,18 @@
 """Any OpenAI Chat Completions endpoint as the compressor (``episodes compress --extractor openai``).
 
-The Claude compressor's prompts, packing, reduction and grounding
-(:class:`~jobs.compress.claude.AnthropicCompressor`) with the Chat Completions caller
-(:class:`jobs.llm.openai_chat.ChatCaller`), as the extractor of the same name does; its supers and
-calls are labelled ``openai:<model>``.
+The one :class:`~jobs.compress.model.ModelCompressor` (prompts, packing, reduction and grounding) with
+the Chat Completions caller (:class:`jobs.llm.openai_chat.ChatCaller`), as the extractor of the same name
+is; its supers and calls are labelled ``openai:<model>`` (the caller's label).
 """
 
 from __future__ import annotations
 
-from jobs.compress.claude import AnthropicCompressor
+from jobs.compress.model import ModelCompressor
 from jobs.config import Settings
 from jobs.embeddings import Embedder
 from jobs.llm.openai_chat import ChatCaller
-from jobs.llm.spend import OPENAI, label
 
 
-def make(settings: Settings, embedder: Embedder | None = None) -> AnthropicCompressor:
+def make(settings: Settings, embedder: Embedder | None = None) -> ModelCompressor:
     """The ``openai`` entry point of ``episodes.compressors``."""
-    compressor = AnthropicCompressor(settings, ChatCaller(settings))
-    compressor.name = label(OPENAI, settings.model)
-    return compressor
+    return ModelCompressor(settings, ChatCaller(settings))

@@ -1,7 +1,8 @@
 """The built-in compressors, as the ``episodes.compressors`` entry points in pyproject.toml name them.
 
 Each is a callable ``(settings, embedder | None) -> Compressor`` (:mod:`jobs.registry`), importing
-its module at its first use.
+its module at its first use. The model back ends are one :class:`~jobs.compress.model.ModelCompressor`
+composed with a caller (the ``openai`` one: :func:`jobs.compress.openai_chat.make`).
 """
 
 from __future__ import annotations
@@ -12,16 +13,16 @@ from jobs.config import Settings
 from jobs.embeddings import Embedder
 
 if TYPE_CHECKING:
-    from jobs.compress.claude import AnthropicCompressor
-    from jobs.compress.claude_code import ClaudeCodeCompressor
+    from jobs.compress.model import ModelCompressor
     from jobs.compress.offline import OfflineCompressor
 
 
-def anthropic(settings: Settings, embedder: Embedder | None = None) -> AnthropicCompressor:
+def anthropic(settings: Settings, embedder: Embedder | None = None) -> ModelCompressor:
     """Claude through the anthropic SDK (ANTHROPIC_API_KEY, EPISODES_MODEL)."""
-    from jobs.compress.claude import AnthropicCompressor
+    from jobs.compress.model import ModelCompressor
+    from jobs.llm.tools import ToolCaller
 
-    return AnthropicCompressor(settings)
+    return ModelCompressor(settings, ToolCaller(settings))
 
 
 def offline(settings: Settings, embedder: Embedder | None = None) -> OfflineCompressor:
@@ -31,8 +32,9 @@ def offline(settings: Settings, embedder: Embedder | None = None) -> OfflineComp
     return OfflineCompressor(embedder, settings)
 
 
-def claude_code(settings: Settings, embedder: Embedder | None = None) -> ClaudeCodeCompressor:
+def claude_code(settings: Settings, embedder: Embedder | None = None) -> ModelCompressor:
     """The `claude` CLI on PATH with the user's own login (opt-in: it spends their subscription)."""
-    from jobs.compress.claude_code import ClaudeCodeCompressor
+    from jobs.compress.model import ModelCompressor
+    from jobs.llm.claude_cli import ClaudeCli
 
-    return ClaudeCodeCompressor(settings)
+    return ModelCompressor(settings, ClaudeCli(settings))

@@ -1,7 +1,8 @@
-"""The claude-code extractor: the Claude path's prompts, validation, grounding, repair and
-split-and-reduce, with each request run by the user's own Claude Code CLI (:mod:`jobs.llm.claude_cli`,
-whose docstring says why the CLI directly rather than the claude-agent-sdk package, and which flags
-keep our runs from leaving sessions or running the user's hooks and MCP servers).
+"""The claude-code extractor: the one :class:`~jobs.extract.model.ModelExtractor` (the Claude path's
+prompts, validation, grounding, repair and split-and-reduce) with each request run by the user's own
+Claude Code CLI (:class:`jobs.llm.claude_cli.ClaudeCli`, whose docstring says why the CLI directly rather
+than the claude-agent-sdk package, and which flags keep our runs from leaving sessions or running the
+user's hooks and MCP servers).
 
 Opt-in only (``--extractor claude-code`` or ``EPISODES_EXTRACTOR=claude-code``): `auto` never picks
 it, because it spends the user's subscription. Its episodes record ``claude-code:<model>`` as their
@@ -11,14 +12,11 @@ model and the Claude path's prompt version: the same prompts ask for the same ep
 from __future__ import annotations
 
 from jobs.config import Settings
-from jobs.extract.claude import AnthropicExtractor
+from jobs.extract.model import ModelExtractor
 from jobs.llm.claude_cli import ClaudeCli
 
 
-class ClaudeCodeExtractor(AnthropicExtractor):
-    """Extract an episode through ``claude -p`` (model from EPISODES_MODEL)."""
-
-    def __init__(self, settings: Settings, executable: str | None = None) -> None:
-        cli = ClaudeCli(settings, executable)
-        super().__init__(settings, caller=cli)
-        self.name = cli.label
+def ClaudeCodeExtractor(settings: Settings, executable: str | None = None) -> ModelExtractor:
+    """Extract an episode through ``claude -p`` (model from EPISODES_MODEL; ``executable`` None: ``claude``
+    on PATH). Named like a class, as it was one."""
+    return ModelExtractor(settings, ClaudeCli(settings, executable))

@@ -1,13 +1,23 @@
-"""Claude as the extractor: forced tool use, prompt caching, split-and-reduce for long sessions.
+"""The one model extractor, composed with a caller: :class:`ModelExtractor`.
+
+Which model answers is the caller's business (:class:`jobs.llm.repair.Caller`): Claude through the
+anthropic SDK (:class:`jobs.llm.tools.ToolCaller`, the default), any OpenAI Chat Completions server
+(:class:`jobs.llm.openai_chat.ChatCaller`), or the user's Claude Code CLI
+(:class:`jobs.llm.claude_cli.ClaudeCli`). Each sends one rendered request (system text, user text, the
+forced tool's schema), validates the answer into the pydantic model with one repair request
+(:meth:`jobs.llm.repair.RepairingCaller.call`), and appends one :class:`~jobs.models.ModelCall` per
+request. Everything else is written here once, for all three: the templates and the prompt version,
+the open items and current decisions offered, the transcript lines, the split and the hierarchical
+reduce, the result and the label its episodes record (the caller's :attr:`~jobs.llm.repair.Caller.label`).
 
 A transcript whose rendered size exceeds ``Settings.transcript_token_budget`` is split on message
 boundaries (a single message larger than the budget is split into labelled pieces), each part is
 extracted with global message indexes, and the part episodes are reduced into one by another
 forced tool call, hierarchically if they do not fit one request. Nothing is truncated.
 
-The Message Batches path (:mod:`jobs.batches`) builds its requests with
-:meth:`AnthropicExtractor.batch_request` and reads the answers with :meth:`AnthropicExtractor.parse` and
-:meth:`AnthropicExtractor.batch_call`, so the tool name, templates and open items live only here.
+The Message Batches path (:mod:`jobs.summarize.batches`, anthropic only) builds its requests with
+:meth:`ModelExtractor.batch_request` and reads the answers with :meth:`ModelExtractor.parse` and
+:meth:`ModelExtractor.batch_call`, so the tool name, templates and open items live only here.
 """
 
 from __future__ import annotations
@@ -128,20 +138,21 @@ class BatchRequest:
     offered_decisions: frozenset[int] = frozenset()  # event ids of the current decisions and preferences offered
 
 
-class AnthropicExtractor:
-    """Extract an episode with Claude (model from EPISODES_MODEL)."""
+class ModelExtractor:
+    """Extract an episode with a model through ``caller`` (None: Claude through the anthropic SDK,
+    model from EPISODES_MODEL). Its episodes record the caller's label as their model."""
 
     def __init__(self, settings: Settings, caller: Caller | None = None) -> None:
         self.settings = settings
-        self.caller = caller or ToolCaller(settings)
-        self.name = settings.model
+        self.caller: Caller = caller or ToolCaller(settings)
+        self.name = self.caller.label
         self.prompt_version = prompt_version()
         self._schema = tool_input_schema(EpisodeExtraction)
 
     def close(self) -> None:
         self.caller.close()
 
-    def __enter__(self) -> AnthropicExtractor:
+    def __enter__(self) -> ModelExtractor:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,7 +1,9 @@
 """The built-in extractors, as the ``episodes.extractors`` entry points in pyproject.toml name them.
 
 Each is a callable ``(settings) -> Extractor`` (:mod:`jobs.registry`); each imports its module at
-its first use, so choosing one back end never imports another's SDK.
+its first use, so choosing one back end never imports another's SDK. The model back ends are one
+:class:`~jobs.extract.model.ModelExtractor` composed with a caller (the ``openai`` one:
+:func:`jobs.extract.openai_chat.make`).
 """
 
 from __future__ import annotations
@@ -12,16 +14,16 @@ from jobs.config import Settings
 from jobs.embeddings import embedder_for
 
 if TYPE_CHECKING:
-    from jobs.extract.claude import AnthropicExtractor
-    from jobs.extract.claude_code import ClaudeCodeExtractor
+    from jobs.extract.model import ModelExtractor
     from jobs.extract.offline import OfflineExtractor
 
 
-def anthropic(settings: Settings) -> AnthropicExtractor:
+def anthropic(settings: Settings) -> ModelExtractor:
     """Claude through the anthropic SDK (ANTHROPIC_API_KEY, EPISODES_MODEL)."""
-    from jobs.extract.claude import AnthropicExtractor
+    from jobs.extract.model import ModelExtractor
+    from jobs.llm.tools import ToolCaller
 
-    return AnthropicExtractor(settings)
+    return ModelExtractor(settings, ToolCaller(settings))
 
 
 def offline(settings: Settings) -> OfflineExtractor:
@@ -31,8 +33,9 @@ def offline(settings: Settings) -> OfflineExtractor:
     return OfflineExtractor(embedder_for(settings))
 
 
-def claude_code(settings: Settings) -> ClaudeCodeExtractor:
+def claude_code(settings: Settings) -> ModelExtractor:
     """The `claude` CLI on PATH with the user's own login (opt-in: it spends their subscription)."""
-    from jobs.extract.claude_code import ClaudeCodeExtractor
+    from jobs.extract.model import ModelExtractor
+    from jobs.llm.claude_cli import ClaudeCli
 
-    return ClaudeCodeExtractor(settings)
+    return ModelExtractor(settings, ClaudeCli(settings))

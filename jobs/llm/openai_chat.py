@@ -90,6 +90,11 @@ class ChatCaller(RepairingCaller):
         self._completion_tokens = False  # send max_completion_tokens: OpenAI's reasoning models refuse max_tokens
 
     @property
+    def label(self) -> str:
+        """What episodes record as their model: ``openai:<EPISODES_MODEL>`` (:func:`jobs.llm.spend.label`)."""
+        return label(OPENAI, self.settings.model)
+
+    @property
     def mode(self) -> str:
         """The mode requests use now (``auto`` settles on the first the server accepts)."""
         with self._lock:

@@ -42,7 +42,18 @@ class ToolRequest(Protocol):
 
 
 class Caller(Protocol):
-    """What extractors and compressors call: a validated object, every request appended to ``calls``."""
+    """What the one model extractor and the one model compressor call (:class:`jobs.extract.model.ModelExtractor`,
+    :class:`jobs.compress.model.ModelCompressor`): send a rendered request (system text, user text, the forced
+    tool's schema), get back the tool input validated into ``output``, with one
+    :class:`~jobs.models.ModelCall` per request appended to ``calls`` (usage, cost, latency, outcome), failed
+    ones included. Three implement it, all :class:`RepairingCaller`: :class:`jobs.llm.tools.ToolCaller`
+    (the anthropic SDK), :class:`jobs.llm.openai_chat.ChatCaller` (Chat Completions) and
+    :class:`jobs.llm.claude_cli.ClaudeCli` (``claude -p``)."""
+
+    @property
+    def label(self) -> str:
+        """The model as episodes and model calls record it (:func:`jobs.llm.spend.label`)."""
+        ...
 
     def call(self, prompt: Any, output: type[T], calls: list[ModelCall]) -> T: ...
 

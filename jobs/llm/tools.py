@@ -34,6 +34,7 @@ from jobs.llm.repair import (
     truncated_note,
     validate,
 )
+from jobs.llm.spend import ANTHROPIC, label
 from jobs.models import ModelCall
 from jobs.prompts import fingerprint
 
@@ -94,6 +95,11 @@ class ToolCaller(RepairingCaller):
     def __init__(self, settings: Settings, client: anthropic.Anthropic | None = None) -> None:
         self.settings = settings
         self.client = client or make_client(settings)
+
+    @property
+    def label(self) -> str:
+        """The bare model id (EPISODES_MODEL): the anthropic back end's label (:func:`jobs.llm.spend.label`)."""
+        return label(ANTHROPIC, self.settings.model)
 
     def close(self) -> None:
         self.client.close()
