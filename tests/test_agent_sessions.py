@@ -6,6 +6,10 @@ check ...", "I'll run the tests", "Now I'll update ..."), tool calls and output 
 looks like the user speaking), a failing test, the user's decision, a commitment for later. Offline,
 the episode keeps the decision and the surprise and none of the junk; through the fake Claude, the
 prompt labels tool messages as tool context and carries the instructions for agent sessions.
+
+The session and the sentences were written here, except Claude Code's own markers (``<command-name>``, "[Request
+interrupted by user for tool use]") and "Phoenix server is starting in the background.", quoted from marot/spotter's
+Claude Code fixtures (MIT; ../shared/data/claude-code/README.md names each file).
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ Coding chats state settings plainly ("The thumbnail worker should run with a con
 expire after 7 days.") and the assistant's reply applies or records them ("Set concurrency=4 for the thumbnail
 worker."). The reply's acknowledgement and its echo of the user's specific are what make the sentence a decision,
 not the user's wording; the reply is the decision's evidence, and a short decision ("Let's make it 30 days.") is
-matched with it when a later amendment looks for what it replaces. Every case here is synthetic, written for these
-rules (the end-to-end sessions are tests/data/amendments/cases.json).
+matched with it when a later amendment looks for what it replaces. The cases were written here for these
+rules (the end-to-end sessions are tests/data/amendments/cases.json), except one label quoted verbatim from sde-bench
+(vectorize-io/sde-bench, MIT licence, copyright 2026 Vectorize, Inc.; ../shared/data/sde-bench/README.md), tuning data:
+"Amending the rule, superseding the old subtract-all-maintenance behaviour:" (tasks/boltons-slalog-amended.json).
 """
 
 from __future__ import annotations
