@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 from jobs.extract.rules.dates import resolve_due
@@ -236,49 +237,94 @@ REFERS_BACK = re.compile(
 SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours)\b", re.IGNORECASE)
 
 
+# A veto is checked once, after detection, for every cue that lists it: a hedge ("Not sure, maybe we will switch to
+# Kafka"), a condition ("If the load doubles we'll go with Kafka") or a question makes a cue no event.
+VETOES: dict[str, Callable[[str], bool]] = {
+    "question": lambda text: text.rstrip().endswith("?"),
+    "hedge": lambda text: bool(HEDGE.search(text)),
+    "praise": lambda text: bool(GENERIC_PRAISE.search(text)),
+    "second_person": lambda text: bool(SECOND_PERSON.search(text)),  # "wow, you ..." is praise for the other
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A cue rule that fired on a sentence: its rule, the type it suggests and where its cue starts."""
+
+    rule: str
+    type: CueType
+    start: int
+    vetoes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CueRule:
+    id: str
+    type: CueType
+    pattern: re.Pattern[str]
+    min_substance: int = 0
+    requires: tuple[str, ...] = ()
+    vetoes: tuple[str, ...] = ("question", "hedge")
+    anchored: bool = False  # matched at the start of the sentence (a label), else searched
+
+
+# Cue rules by priority: the first that survives its vetoes decides the sentence's type.
+CUE_RULES: tuple[CueRule, ...] = (
+    CueRule("decision.label", "decision", DECISION_LABEL, anchored=True),
+    CueRule("decision.strong", "decision", STRONG_DECISION),
+    CueRule("preference", "preference", PREFERENCE, min_substance=2),
+    CueRule("decision.rule", "decision", RULE, min_substance=2),
+    CueRule("decision.stated_rule", "decision", STATED_RULE, min_substance=3, requires=("technical",)),
+    CueRule("commitment", "commitment", COMMITMENT, requires=("substance_or_action",)),
+    CueRule("decision.weak", "decision", WEAK_DECISION, min_substance=2, requires=("due_action_is_commitment",)),
+    CueRule("surprise", "surprise", SURPRISE, min_substance=2),
+    CueRule("surprise.wow", "surprise", WOW, min_substance=5, vetoes=("question", "hedge", "praise", "second_person")),
+    CueRule("fact", "fact", FACT, min_substance=1, requires=("near_start", "specific_after")),
+)
+
+
+def _requirements_hold(rule: CueRule, text: str, m: re.Match[str], substance: int) -> bool:
+    """The conditions a rule sets on the rest of its sentence (beyond its own pattern)."""
+    checks: dict[str, Callable[[], bool]] = {
+        "technical": lambda: bool(TECHNICAL.search(text)),
+        "substance_or_action": lambda: substance >= 2 or bool(ACTION_VERBS.search(text[m.start() :])),
+        "near_start": lambda: m.start() <= 60,
+        "specific_after": lambda: bool(SPECIFIC.search(text, m.end() - 1)),
+        "due_action_is_commitment": lambda: True,
+    }
+    return substance >= rule.min_substance and all(checks[name]() for name in rule.requires)
+
+
+def candidates(text: str, names: Iterable[str] = ()) -> list[Candidate]:
+    """Stage 1: every cue rule that fires on ``text`` (normalised) with its conditions met, by priority."""
+    substance = len(content_words(text, exclude=names))  # "Jon, I'm gonna make it!" has none
+    out: list[Candidate] = []
+    for rule in CUE_RULES:
+        m = rule.pattern.match(text) if rule.anchored else rule.pattern.search(text)
+        if m is None or not _requirements_hold(rule, text, m, substance):
+            continue
+        kind = rule.type
+        if "due_action_is_commitment" in rule.requires:  # "let's send it by Friday" is a commitment
+            due_like = resolve_due(text, dt.date(2000, 1, 3)) is not None
+            kind = "commitment" if due_like and ACTION_VERBS.search(text) else kind
+        out.append(Candidate(rule.id, kind, 0 if rule.anchored else m.start(), rule.vetoes))
+    return out
+
+
+def surviving(found: list[Candidate], text: str) -> list[Candidate]:
+    """Stage 2: the candidates that none of their vetoes strikes, each veto checked once per sentence."""
+    struck = {name for name in {v for c in found for v in c.vetoes} if VETOES[name](text)}
+    return [c for c in found if not struck.intersection(c.vetoes)]
+
+
 def cue(sentence: str, names: Iterable[str] = ()) -> tuple[CueType, int] | None:
     """The event type a sentence's cue words suggest and where the cue starts (questions are separate).
 
     Cues need some substance around them: "I'll keep you posted" or "let's do this!" are chat, not events.
     """
     text = normalise(sentence)
-    if text.rstrip().endswith("?"):
-        return None
-    substance = len(content_words(text, exclude=names))  # "Jon, I'm gonna make it!" has none
-    if DECISION_LABEL.match(text):
-        return "decision", 0
-    if m := STRONG_DECISION.search(text):
-        return "decision", m.start()
-    if (m := PREFERENCE.search(text)) and substance >= 2:
-        return "preference", m.start()
-    if (m := RULE.search(text)) and substance >= 2:
-        return "decision", m.start()
-    if (m := STATED_RULE.search(text)) and substance >= 3 and TECHNICAL.search(text) and not HEDGE.search(text):
-        return "decision", m.start()
-    if (m := COMMITMENT.search(text)) and not HEDGE.search(text):
-        if substance >= 2 or ACTION_VERBS.search(text[m.start() :]):
-            return "commitment", m.start()
-    if (m := WEAK_DECISION.search(text)) and substance >= 2:
-        due_like = resolve_due(text, dt.date(2000, 1, 3)) is not None
-        return ("commitment" if due_like and ACTION_VERBS.search(text) else "decision"), m.start()
-    if (m := SURPRISE.search(text)) and substance >= 2:
-        return "surprise", m.start()
-    if (
-        (m := WOW.search(text))
-        and substance >= 5
-        and not GENERIC_PRAISE.search(text)
-        and not SECOND_PERSON.search(text)
-    ):  # "wow, you ..." is praise for the other speaker
-        return "surprise", m.start()
-    if (
-        (m := FACT.search(text))
-        and m.start() <= 60
-        and SPECIFIC.search(text, m.end() - 1)
-        and not HEDGE.search(text)
-        and substance >= 1
-    ):
-        return "fact", m.start()
-    return None
+    kept = surviving(candidates(text, names), text)
+    return (kept[0].type, kept[0].start) if kept else None
 
 
 def clause_from(sentence: str, start: int) -> str:
