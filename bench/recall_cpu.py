@@ -39,14 +39,9 @@ every figure: read the shares); in part 2 the endpoint then runs inline, since c
 from __future__ import annotations
 
 import argparse
-import asyncio
-import cProfile
 import gc
 import http.client
-import io
-import json
 import os
-import pstats
 import socket
 import statistics
 import subprocess
@@ -54,62 +49,22 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _cpu_tools
 import numpy as np
 from _common import cpu_seconds, free_port, process_tree
+from _cpu_tools import Parts, Postgres, ms, patched, profile
 from _data import NOW, TENANTS, add_data_arguments, bench_data, counts_of, sentence
+from _recall_asgi import asgi_app, body_of
 
 from jobs import logs
 from jobs.config import load
 from jobs.db import Database
 from jobs.recall import Recaller, recaller, result
-from jobs.service.keys import ApiKey, create_key
-
-NOW_TEXT = NOW.isoformat()
-DUMP_TO: Path | None = None  # --profile-dir
-
-
-class Postgres:
-    """CPU seconds of the embedded PostgreSQL's processes so far."""
-
-    def __init__(self, pgdata: Path | None) -> None:
-        self.pgdata = pgdata
-
-    def cpu(self) -> float:
-        if self.pgdata is None:
-            return float("nan")
-        return cpu_seconds(process_tree(int((self.pgdata / "postmaster.pid").read_text().split()[0])))
-
-
-class Parts:
-    """CPU seconds spent in named parts of this process's main thread (wrapped functions)."""
-
-    def __init__(self) -> None:
-        self.spent: dict[str, float] = {}
-
-    def wrap(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            started = time.thread_time()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                self.spent[name] = self.spent.get(name, 0.0) + time.thread_time() - started
-
-        return timed
-
-
-@contextmanager
-def patched(owner: Any, name: str, value: Any) -> Iterator[None]:
-    old = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, old)
+from jobs.service.keys import create_key
 
 
 def requests_of(args: argparse.Namespace, n: int, seed: int) -> list[tuple[str, str, str]]:
@@ -120,10 +75,6 @@ def requests_of(args: argparse.Namespace, n: int, seed: int) -> list[tuple[str, 
         (f"t{u % TENANTS}", f"u{u}", sentence(rng, 10))
         for u in (int(owners[rng.integers(len(owners))]) for _ in range(n))
     ]
-
-
-def ms(seconds: float, n: int) -> str:
-    return f"{1000 * seconds / max(n, 1):6.2f} ms"
 
 
 def fastapi_way() -> Callable[[result.Recall], bytes]:
@@ -216,208 +167,6 @@ RENDER = "  then: the block (Recall.block, rendered again)"
 TO_JSON = "  then: Recall.to_json (the block kept)"
 OLD_JSON = "  then: FastAPI response_model (validate + dump)"
 LAYOUT = (EMBED, VECTOR, READ, EXECUTE, FETCH, FUSE, READ_REST, FIT, VECTOR_REST, RENDER, TO_JSON, OLD_JSON)
-
-
-def asgi_call(app: Any, token: str, body: bytes) -> Callable[[], Any]:
-    """A coroutine function that sends one POST /v1/recall through ``app`` and returns (status, body)."""
-    headers = [
-        (b"host", b"bench"),
-        (b"authorization", f"Bearer {token}".encode()),
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-
-    async def call() -> tuple[int, bytes]:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.3"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/v1/recall",
-            "raw_path": b"/v1/recall",
-            "root_path": "",
-            "query_string": b"",
-            "headers": headers,
-            "client": ("127.0.0.1", 50000),
-            "server": ("127.0.0.1", 8000),
-            "state": {},
-        }
-        sent = False
-        status, chunks = 0, []
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await asyncio.Event().wait()  # never: the app does not read past the body
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-
-        await app(scope, receive, send)
-        return status, b"".join(chunks)
-
-    return call
-
-
-def body_of(user: str, message: str) -> bytes:
-    return json.dumps({"user_id": user, "message": message, "now": NOW_TEXT}).encode()
-
-
-def route_before() -> Any:
-    """``POST /v1/recall`` as it was before this bench (a153791): the route returned the ``Recall`` dataclass
-    and FastAPI checked it against ``response_model`` (in a thread-pool hand-off of its own) and dumped it."""
-    from fastapi import APIRouter, Depends, Request
-
-    from jobs.recall.result import Recall
-    from jobs.service.auth import KeyFirstRoute, scope
-    from jobs.service.schemas import RecallRequest
-
-    router = APIRouter(tags=["recall"], route_class=KeyFirstRoute)
-
-    def recall(body: RecallRequest, request: Request, key: ApiKey = Depends(scope("recall"))) -> Recall:
-        recaller: Recaller = request.app.state.recaller
-        return recaller.recall(
-            key.tenant_id,
-            body.user_id,
-            body.message,
-            purpose=body.purpose,
-            budget_tokens=body.budget_tokens,
-            now=body.now,
-        )
-
-    recall.__annotations__ = {"body": RecallRequest, "request": Request, "key": ApiKey, "return": Recall}
-    router.post("/v1/recall", response_model=Recall)(recall)
-    return router
-
-
-def app_before(db: Database) -> Any:
-    """The app of this tree with :func:`route_before` in place of the recall route."""
-    from jobs.service import app as app_module
-    from jobs.service.routes import recall as recall_route
-
-    routers = [route_before() if r is recall_route.router else r for r in app_module.ROUTERS]
-    with patched(app_module, "ROUTERS", routers):
-        return app_module.create_app(db)
-
-
-class StoredRecaller:
-    """Answers each request with a result recalled beforehand (the block rendered anew each time, as a
-    fresh result would be): what is left of a request is the web layer's work."""
-
-    def __init__(self, results: dict[tuple[str, str, str], result.Recall]) -> None:
-        self.results = results
-
-    def recall(self, tenant_id: str, user_id: str, opening_message: str, **_: Any) -> result.Recall:
-        answer = self.results[(tenant_id, user_id, opening_message)]
-        answer.__dict__.pop("block", None)
-        return answer
-
-
-def asgi_app(args: argparse.Namespace, db: Database, keys: dict[str, str], pg: Postgres, requests: list[Any]) -> None:
-    """Part 2. (a) each round sends its requests through the app and, in turn, straight to ``recall()``
-    (the process-wide recaller the app holds), so the web layer's cost is a difference taken side by
-    side; (b) the web layer alone: this tree's app and the app with the route as it was
-    (:func:`route_before`), both answering stored results (:class:`StoredRecaller`), in alternate rounds."""
-    import fastapi.routing
-
-    from jobs.service.app import create_app
-
-    app, before = create_app(db), app_before(db)
-    for each in (app, before):
-        each.state.limiter.default_rate = None  # a CPU bench: one key per tenant asks faster than 20/s
-    gc.collect()  # as jobs.service.app.from_environment does in a worker: what lives now is frozen
-    gc.freeze()
-    rec: Recaller = app.state.recaller
-    handoffs = 0
-    handoff = fastapi.routing.run_in_threadpool
-
-    async def counted(run: Callable[..., Any], /, *a: Any, **k: Any) -> Any:
-        nonlocal handoffs
-        handoffs += 1
-        return await handoff(run, *a, **k)
-
-    async def through(target: Any, chunk: list[tuple[str, str, str]]) -> list[bytes]:
-        answers = []
-        with patched(fastapi.routing, "run_in_threadpool", counted):
-            for tenant, user, message in chunk:
-                status, answer = await asgi_call(target, keys[tenant], body_of(user, message))()
-                if status != 200:
-                    raise SystemExit(f"POST /v1/recall answered {status}: {answer[:300]!r}")
-                answers.append(answer)
-        return answers
-
-    async def run() -> dict[str, list[float]]:
-        nonlocal handoffs
-        cpu: dict[str, list[float]] = {"app": [], "direct": [], "pg": [], "this tree": [], "before": []}
-        async with app.router.lifespan_context(app), before.router.lifespan_context(before):
-            await through(app, requests[:20])
-            for r in range(args.rounds):
-                chunk = requests[r :: args.rounds]
-                for side in ("app", "direct")[:: 1 if r % 2 else -1]:  # neither always first
-                    started, pg0 = time.process_time(), pg.cpu()
-                    if side == "app":
-                        await through(app, chunk)
-                    else:
-                        for tenant, user, message in chunk:
-                            rec.recall(tenant, user, message, now=NOW)
-                    cpu[side].append((time.process_time() - started) / len(chunk))
-                    if side == "app":
-                        cpu["pg"].append((pg.cpu() - pg0) / len(chunk))
-            cpu["handoffs"] = [handoffs / len(requests)]
-            stored = StoredRecaller({(t, u, m): rec.recall(t, u, m, now=NOW) for t, u, m in requests})
-            differ, counts = 0, {"this tree": 0, "before": 0}
-            with patched(app.state, "recaller", stored), patched(before.state, "recaller", stored):
-                for r in range(args.rounds):
-                    chunk = requests[r :: args.rounds]
-                    got = {}
-                    for name, target in (("this tree", app), ("before", before))[:: 1 if r % 2 else -1]:
-                        handoffs = 0
-                        started = time.process_time()
-                        got[name] = await through(target, chunk)
-                        cpu[name].append((time.process_time() - started) / len(chunk))
-                        counts[name] += handoffs
-                    differ += sum(a != b for a, b in zip(got["this tree"], got["before"]))
-            cpu["differ"] = [differ]
-            cpu["handoffs this tree"] = [counts["this tree"] / len(requests)]
-            cpu["handoffs before"] = [counts["before"] / len(requests)]
-            if args.profile:
-
-                async def inline(run: Callable[..., Any], /, *a: Any, **k: Any) -> Any:
-                    return run(*a, **k)
-
-                with patched(fastapi.routing, "run_in_threadpool", inline):
-                    profiler = cProfile.Profile(time.thread_time)  # CPU, not wall time: waits on PostgreSQL are free
-                    profiler.enable()
-                    for tenant, user, message in requests:
-                        await asgi_call(app, keys[tenant], body_of(user, message))()
-                    profiler.disable()
-                show(profiler, args.top, "the ASGI app in process (endpoint inline)")
-        return cpu
-
-    cpu = asyncio.run(run())
-    n = len(requests)
-    app_cpu, direct_cpu = statistics.median(cpu["app"]), statistics.median(cpu["direct"])
-    print(f"\n2. the ASGI app in process (create_app, ASGI messages), {n} requests, CPU per request")
-    print(f"   {'whole request through the app:':<58}{ms(app_cpu, 1)}")
-    print(f"   {'the same recalls, recall() called directly:':<58}{ms(direct_cpu, 1)}")
-    print(f"   {'the web layer (the difference):':<58}{ms(app_cpu - direct_cpu, 1)}")
-    print(f"   {'PostgreSQL (its processes, meanwhile):':<58}{ms(statistics.median(cpu['pg']), 1)}")
-    print("   the web layer alone (stored results; the block rendered and serialised each time):")
-    new, old = statistics.median(cpu["this tree"]), statistics.median(cpu["before"])
-    print(f"   {'  this tree:':<58}{ms(new, 1)}  ({cpu['handoffs this tree'][0]:.2f} thread-pool hand-offs)")
-    print(f"   {'  the route as before (a153791):':<58}{ms(old, 1)}  ({cpu['handoffs before'][0]:.2f} hand-offs)")
-    print(
-        f"   {'  ratio this tree / before:':<58}{new / old:6.2f}   "
-        f"answers byte for byte: {n - int(cpu['differ'][0])} of {n} identical"
-    )
 
 
 class Service:
@@ -547,26 +296,6 @@ def over_http(args: argparse.Namespace, url: str, keys: dict[str, str], pg: Post
             service.stop()
 
 
-def show(profiler: cProfile.Profile, top: int, title: str) -> None:
-    if DUMP_TO is not None:
-        DUMP_TO.mkdir(parents=True, exist_ok=True)
-        profiler.dump_stats(DUMP_TO / (title.split(" (")[0].replace(" ", "-") + ".prof"))
-    out = io.StringIO()
-    stats = pstats.Stats(profiler, stream=out)
-    stats.sort_stats("tottime").print_stats(top)
-    stats.sort_stats("cumulative").print_stats(top)
-    print(f"\n--- cProfile: {title} ---")
-    print("\n".join(line for line in out.getvalue().splitlines() if line.strip()))
-
-
-def profile(work: Callable[[], Any], top: int, title: str) -> None:
-    profiler = cProfile.Profile(time.thread_time)  # CPU, not wall time: waits on PostgreSQL are free
-    profiler.enable()
-    work()
-    profiler.disable()
-    show(profiler, top, title)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_data_arguments(parser)
@@ -589,8 +318,7 @@ def main() -> None:
             "../examples and ../reports (see the module's docstring)"
         )
     skip = set(args.skip.split(",")) - {""}
-    global DUMP_TO
-    DUMP_TO = args.profile_dir
+    _cpu_tools.DUMP_TO = args.profile_dir
     warnings.simplefilter("error")  # a serialiser warning (an unexpected value type) is a finding
     logs.setup("text", "WARNING")  # as bench/api_load.py runs the service: the access log filtered out
     with bench_data(args) as data:
