@@ -144,7 +144,7 @@ def fake_server() -> tuple[subprocess.Popen, str]:
             "--latency",
             "0",
             "--responder",
-            "test_compress:compress_responder",
+            "support.compress_data:compress_responder",
         ],
         stdout=subprocess.PIPE,
         text=True,

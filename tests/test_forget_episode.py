@@ -1,7 +1,7 @@
 """Forgetting one episode, against a real PostgreSQL, with episodes made by the real pipeline.
 
 Zoe's 2023 sessions are summarised through the fake server and compressed with the offline
-compressor (as tests/test_compress.py does). Forgetting one of them must rebuild the super-summary
+compressor (as tests/test_compress_rebuild.py does). Forgetting one of them must rebuild the super-summary
 from the others, leave nothing of its text anywhere but the kept transcript (a scan of every column
 of every table), drop it from a warm recall copy, reopen what it resolved, and be all or nothing.
 """

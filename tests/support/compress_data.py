@@ -1,9 +1,13 @@
 """Episodes to compress: session episodes written straight into the tables (add), a year of them with
-decisions and open items (year_2024), and the super-summaries a compression left (supers)."""
+decisions and open items (year_2024), the super-summaries a compression left (supers), and the fake model for the
+compress tool (compress_responder; bench/compress_scale.py runs it in the fake server's own process:
+``--responder support.compress_data:compress_responder``)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
+from collections import Counter
 from typing import Any
 
 from jobs.concepts import EntityKind, EventType
@@ -121,3 +125,37 @@ def supers(db: Database, status: str = "current") -> list[dict[str, Any]]:
         return conn.execute(
             "SELECT * FROM episodes WHERE kind = 'super' AND status = %s ORDER BY id", (status,)
         ).fetchall()
+
+
+# ------------------------------------------------------------------------------------------------
+# The fake model for the compress tool: reads the [E<n>] event lines, summaries, topics and entities
+# out of the request and answers with a valid record_period_summary input citing real ids.
+# ------------------------------------------------------------------------------------------------
+
+_EVENT = re.compile(
+    r"^\[E(\d+)\] (decision|open question|open commitment)(?: \([^)]*\))?(?:, due [0-9-]+)?: (.*)$", re.MULTILINE
+)
+_SUMMARY = re.compile(r"^Summary: (.*)$", re.MULTILINE)
+_TOPICS = re.compile(r"^Topics: (.*)$", re.MULTILINE)
+_ENTITIES = re.compile(r"^Entities: (.*)$", re.MULTILINE)
+_ENTITY = re.compile(r"^(.+) \((person|org|product|project|place|other)\)$")
+
+
+def compress_responder(body: dict[str, Any]) -> dict[str, Any]:
+    text = body["messages"][0]["content"]
+    events = _EVENT.findall(text)
+    tags = Counter(t.strip() for line in _TOPICS.findall(text) for t in line.split(","))
+    entities: dict[str, str] = {}
+    for line in _ENTITIES.findall(text):
+        for item in line.split(", "):
+            match = _ENTITY.match(item.strip())
+            if match:
+                entities.setdefault(match.group(1), match.group(2))
+    summaries = _SUMMARY.findall(text)
+    return {
+        "summary": ("Over the period the user " + "; then ".join(s[:60] for s in summaries[:3]))[:1500],
+        "topic_tags": [t for t, _ in tags.most_common(3)],
+        "key_events": [{"source": f"E{i}", "what": f"Restated {label}: {what}"[:400]} for i, label, what in events[:3]],
+        "entities": [{"name": n, "kind": k} for n, k in list(entities.items())[:10]],
+        "importance": 0.7,
+    }
