@@ -52,15 +52,13 @@ import resource
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import httpx
 import numpy as np
 import psycopg
-from _common import cpu_seconds, free_port, process_tree
+from _common import free_port
 from _data import (
     TENANTS,
     BenchData,
@@ -71,11 +69,9 @@ from _data import (
     sentence,
     storage,
     storage_lines,
-    write_episode,
 )
 from _load_client import NOW, Phase, client_loop, prime
-from pgvector.psycopg import register_vector
-from prometheus_client.parser import text_string_to_metric_families
+from _load_service import CpuClock, Writer, gc_passes, recall_seconds, rss_mb, worker_pids
 
 from jobs.config import load
 from jobs.db import Database
@@ -83,93 +79,6 @@ from jobs.recall import close_recallers, recall
 from jobs.service.keys import create_key
 
 PROBE_RATE = 10.0  # probe recalls a second in every phase, beside the measured ones
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def worker_pids(pid: int) -> list[int]:
-    """The uvicorn worker processes of the service (multiprocessing spawn children), or ``pid`` itself."""
-    children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    workers = [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
-    return workers or [pid]
-
-
-def gc_passes(base: str) -> dict[str, tuple[float, float]]:
-    """Per generation, the garbage collector's passes so far and their seconds, from the service's /metrics."""
-    found: dict[str, list[float]] = {}
-    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=30).text):
-        if family.name == "episodes_gc_pause_seconds":
-            for sample in family.samples:
-                kind = sample.name.rsplit("_", 1)[1]
-                if kind in ("count", "sum"):
-                    found.setdefault(sample.labels["generation"], [0.0, 0.0])[kind == "sum"] += sample.value
-    return {g: (v[0], v[1]) for g, v in found.items()}
-
-
-def recall_seconds(base: str) -> tuple[float, float]:
-    """The service's own count and seconds of POST /v1/recall so far (its middleware's histogram, every
-    worker): what it spent between reading a request and handing the answer to the transport."""
-    count = total = 0.0
-    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=30).text):
-        if family.name == "episodes_http_request_seconds":
-            for sample in family.samples:
-                if sample.labels.get("route") == "/v1/recall" and sample.labels.get("method") == "POST":
-                    if sample.name.endswith("_count"):
-                        count += sample.value
-                    elif sample.name.endswith("_sum"):
-                        total += sample.value
-    return count, total
-
-
-class CpuClock:
-    """CPU seconds used so far by the service's processes, the PostgreSQL server's and this process's
-    (the load generator and the writer thread): where a recall's cost lands on the shared cores."""
-
-    def __init__(self, service_pid: int, pgdata: Path) -> None:
-        self.service_pid, self.pgdata = service_pid, pgdata
-
-    def read(self) -> dict[str, float]:
-        postmaster = int((self.pgdata / "postmaster.pid").read_text().split()[0])
-        me = resource.getrusage(resource.RUSAGE_SELF)
-        return {
-            "service": cpu_seconds(process_tree(self.service_pid)),
-            "postgres": cpu_seconds(process_tree(postmaster)),
-            "load generator": me.ru_utime + me.ru_stime,
-        }
-
-
-class Writer(threading.Thread):
-    """Commits ``rate`` new episodes per second for random users (never the probes) until stopped."""
-
-    def __init__(self, url: str, counts: np.ndarray, rate: float, skip: set[int], lines: int = 0) -> None:
-        super().__init__(daemon=True)
-        self.url, self.counts, self.rate, self.skip, self.lines = url, counts, rate, skip, lines
-        self.stop = threading.Event()
-        self.written = self.failed = 0
-
-    def run(self) -> None:
-        rng = np.random.default_rng(99)
-        conn = None
-        while not self.stop.wait(1.0 / self.rate):
-            u = int(rng.integers(len(self.counts)))
-            if u in self.skip:
-                continue
-            try:
-                if conn is None or conn.closed:
-                    conn = psycopg.connect(self.url)
-                    register_vector(conn)
-                write_episode(conn, u, rng, dt.datetime(2026, 1, 1, tzinfo=dt.UTC), self.lines)
-                self.written += 1
-            except psycopg.Error:
-                self.failed += 1
-                conn = None  # the database restarts: reconnect on the next beat
-        if conn is not None:
-            conn.close()
 
 
 async def run_phase(
