@@ -1,0 +1,100 @@
+"""Rules as data (issue 48): the offline extractor's rule records, read from ``rules/data/*.toml``.
+
+One record per rule: its id, type, pattern, priority and vetoes, where it came from, at least two positive
+examples (the first written outside the tuning data) and its negative neighbours. The engine that applies them
+stays code (:mod:`jobs.extract.rules.cues`); tests/unit/test_rule_records.py runs every record's examples and
+bench/rule_ledger.py counts its fires on real corpora.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from jobs.errors import ConfigError
+
+_FRAGMENT = re.compile(r"<<(\w+)>>")
+
+
+@dataclass(frozen=True)
+class RuleRecord:
+    id: str
+    name: str  # the module-level name the engine reads it by ("DECISION_LABEL")
+    type: str
+    priority: int
+    pattern: str  # the parts joined, fragments expanded
+    vetoes: tuple[str, ...]
+    source: str
+    positives: tuple[str, ...]
+    negatives: tuple[str, ...]
+    anchored: bool = False
+    ignore_case: bool = True
+    min_substance: int = 0
+    requires: tuple[str, ...] = ()
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        return _compile(self.pattern, self.ignore_case)
+
+    def fires(self, text: str) -> bool:
+        """The pattern alone fires on ``text`` (matched at its start when anchored, else searched)."""
+        return bool(self.compiled.match(text) if self.anchored else self.compiled.search(text))
+
+
+@cache
+def _compile(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+
+
+def _expand(parts: list[str], fragments: dict[str, str], where: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) not in fragments:
+            raise ConfigError(f"{where}: unknown fragment <<{m.group(1)}>>; define it under [fragments]")
+        return fragments[m.group(1)]
+
+    return _FRAGMENT.sub(one, "".join(parts))
+
+
+@cache
+def load(name: str) -> tuple[RuleRecord, ...]:
+    """The records of ``rules/data/<name>.toml``, checked: unique ids, two positives, a negative, a valid pattern."""
+    path = f"jobs/extract/rules/data/{name}.toml"
+    raw = tomllib.loads(resources.files("jobs.extract.rules").joinpath("data", f"{name}.toml").read_text("utf-8"))
+    fragments: dict[str, str] = raw.get("fragments", {})
+    out: list[RuleRecord] = []
+    for k, rec in enumerate(raw["rule"]):
+        where = f"{path} rule {k + 1} ({rec.get('id', '?')})"
+        if len(rec.get("positives", ())) < 2 or not rec.get("negatives"):
+            raise ConfigError(f"{where}: a rule needs at least two positives and one negative example")
+        record = RuleRecord(
+            id=rec["id"],
+            name=rec["name"],
+            type=rec["type"],
+            priority=rec["priority"],
+            pattern=_expand(rec["pattern"], fragments, where),
+            vetoes=tuple(rec["vetoes"]),
+            source=rec["source"],
+            positives=tuple(rec["positives"]),
+            negatives=tuple(rec["negatives"]),
+            anchored=rec.get("anchored", False),
+            ignore_case=rec.get("ignore_case", True),
+            min_substance=rec.get("min_substance", 0),
+            requires=tuple(rec.get("requires", ())),
+        )
+        try:
+            _compile(record.pattern, record.ignore_case)
+        except re.error as exc:
+            raise ConfigError(f"{where}: the pattern does not compile ({exc}); fix the record") from exc
+        out.append(record)
+    ids = [r.id for r in out]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{path}: rule ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
+    return tuple(out)
+
+
+def by_name(name: str) -> dict[str, RuleRecord]:
+    """The records of ``rules/data/<name>.toml`` by their engine name."""
+    return {r.name: r for r in load(name)}

@@ -1,0 +1,100 @@
+"""The offline extractor's rules are data (issue 48): tests generated from the records in jobs/extract/rules/data,
+and one table test per stage of the engine that applies them (candidates -> vetoes -> the cue chosen)."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.errors import ConfigError
+from jobs.extract.rules import records
+from jobs.extract.rules.cues import CUE_RULES, VETOES, Candidate, candidates, cue, surviving
+from jobs.extract.rules.records import RuleRecord, load
+from jobs.extract.rules.text import normalise
+
+RECORDS = load("cues")
+
+
+def _examples(kind: str) -> list[object]:
+    return [
+        pytest.param(r, text, id=f"{r.id}:{text[:40]}")
+        for r in RECORDS
+        for text in (r.positives if kind == "positive" else r.negatives)
+    ]
+
+
+@pytest.mark.parametrize(("record", "text"), _examples("positive"))
+def test_every_positive_example_fires(record: RuleRecord, text: str) -> None:
+    assert record.fires(normalise(text))
+
+
+@pytest.mark.parametrize(("record", "text"), _examples("negative"))
+def test_no_negative_neighbour_fires(record: RuleRecord, text: str) -> None:
+    assert not record.fires(normalise(text))
+
+
+def test_records_are_complete_and_say_where_they_came_from() -> None:
+    assert len({r.id for r in RECORDS}) == len(RECORDS)
+    for r in RECORDS:
+        assert len(r.positives) >= 2 and r.negatives, r.id
+        assert "outside the tuning data" in r.source, r.id  # one positive was written fresh
+        assert set(r.vetoes) <= set(VETOES), r.id
+    priorities = [r.priority for r in RECORDS if r.priority]
+    assert len(priorities) == len(set(priorities)) == len(CUE_RULES)  # one order among the cue rules
+
+
+def test_a_bad_record_is_refused_with_its_location() -> None:
+    with pytest.raises(ConfigError, match=r"rule 1 \(x\).*unknown fragment <<nope>>"):
+        records._expand(["a<<nope>>"], {}, "jobs/extract/rules/data/cues.toml rule 1 (x)")
+
+
+# Stage 1, candidates: every cue rule that fires with its conditions met, by priority.
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("Decision: the nightly export moves to 03:30 UTC.", ["decision.label"]),
+        ("We'll go with RabbitMQ for the job queue.", ["decision.strong"]),
+        ("Not sure, maybe we will switch to Kafka.", ["decision.strong"]),  # found here, vetoed in stage 2
+        ("I'll draft the migration runbook before the freeze.", ["commitment"]),
+        ("I'll be fine.", []),  # a commitment cue with no substance and no action verb
+        ("We're running Redis 7.2 behind the API gateway.", ["fact"]),
+        ("Let's book the venue by Friday.", ["decision.weak"]),
+    ],
+)
+def test_stage_candidates(sentence: str, expected: list[str]) -> None:
+    assert [c.rule for c in candidates(normalise(sentence))] == expected
+
+
+def test_stage_candidates_retypes_a_dated_action_as_a_commitment() -> None:
+    assert [c.type for c in candidates("Let's book the venue by Friday.")] == ["commitment"]
+
+
+# Stage 2, vetoes: each veto is checked once for the sentence and strikes every candidate that lists it.
+@pytest.mark.parametrize(
+    ("sentence", "vetoes", "kept"),
+    [
+        ("We'll go with Kafka.", ("question", "hedge"), True),
+        ("Maybe we'll go with Kafka.", ("question", "hedge"), False),
+        ("If we outgrow it, we'll go with Kafka.", ("question", "hedge"), False),
+        ("We'll go with Kafka?", ("question", "hedge"), False),
+        ("Maybe we'll go with Kafka.", ("question",), True),  # a rule that lists no hedge veto keeps it
+        ("Wow, your talk went great.", ("second_person",), False),
+    ],
+)
+def test_stage_vetoes(sentence: str, vetoes: tuple[str, ...], kept: bool) -> None:
+    found = [Candidate("r", "decision", 0, vetoes)]
+    assert bool(surviving(found, sentence)) is kept
+
+
+# Stage 3, the cue chosen: the first surviving candidate by priority.
+@pytest.mark.parametrize(
+    ("sentence", "kind"),
+    [
+        ("Decision: we ship on Tuesday.", "decision"),
+        ("I'd rather keep the invoices in euros.", "preference"),
+        ("Turns out the staging bucket was public the whole time.", "surprise"),
+        ("Not sure yet, but I'd rather use Terraform for the staging cluster.", None),
+    ],
+)
+def test_stage_choice(sentence: str, kind: str | None) -> None:
+    found = cue(sentence)
+    assert (found[0] if found else None) == kind
