@@ -1,4 +1,4 @@
-"""The offline extractor's rules are data (issue 48): tests generated from the records in jobs/extract/rules/data,
+"""The offline extractor's rules are data (issue 48): tests generated from the records in jobs/extract/rules/*.toml,
 and one table test per stage of the engine that applies them (candidates -> vetoes -> the cue chosen)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_records_are_complete_and_say_where_they_came_from() -> None:
 
 def test_a_bad_record_is_refused_with_its_location() -> None:
     with pytest.raises(ConfigError, match=r"rule 1 \(x\).*unknown fragment <<nope>>"):
-        records._expand(["a<<nope>>"], {}, "jobs/extract/rules/data/cues.toml rule 1 (x)")
+        records._expand(["a<<nope>>"], {}, "jobs/extract/rules/cues.toml rule 1 (x)")
 
 
 # Stage 1, candidates: every cue rule that fires with its conditions met, by priority.

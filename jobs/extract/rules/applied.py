@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from jobs.extract.rules.text import split_sentences
+from jobs.extract.rules.text import NUMBER_WORDS, split_sentences
 
 # An assistant's reply that reports doing or recording what the user just said ("Done, the list endpoints now cap
 # page_size at 100.", "Set concurrency=4 for the thumbnail worker.", "Noted, the pipeline blocks Friday deploys after
@@ -37,13 +37,7 @@ def applied(reply: str) -> bool:
     return not first.rstrip().endswith("?") and bool(APPLIED.search(first)) and not _OBJECTS.search(first)
 
 
-_NUMBER_WORDS = {
-    w: str(k)
-    for k, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-        "seventeen eighteen nineteen twenty".split()
-    )
-}
+_NUMBER_WORDS = {w: str(k) for k, w in enumerate(NUMBER_WORDS)}
 _NUMBER_WORD = re.compile(r"\b(?:" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
 
 

@@ -1,7 +1,7 @@
 """Event cues: the phrases that make a sentence a decision, a preference, a commitment or a surprise, and the chat
 patterns (pleasantries, small talk, praise, hedges, "not sure" replies) that make it none.
 
-The patterns are data (issue 48): one record per rule in ``rules/data/cues.toml``, each with its source, examples and
+The patterns are data (issue 48): one record per rule in ``rules/cues.toml``, each with its source, examples and
 negative neighbours (:mod:`jobs.extract.rules.records`). This module is the engine that applies them, in stages:
 :func:`candidates` (every cue rule that fires, with its conditions met) -> :func:`surviving` (vetoes, applied once)
 -> :func:`cue` (the first by priority). Attribution, agreement and rendering follow in

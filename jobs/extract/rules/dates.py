@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from jobs.extract.rules.text import NUMBER_WORDS
+
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 MONTHS = [
     "january",
@@ -29,8 +31,8 @@ _BARE_WEEKDAY = re.compile(r"\b(" + "|".join(WEEKDAYS) + r")\b", re.IGNORECASE)
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _DAY_MONTH = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH_RE + r"(?:,?\s+(\d{4}))?", re.IGNORECASE)
 _MONTH_DAY = re.compile(r"\b" + _MONTH_RE + r"\s+(\d{1,2})(?:st|nd|rd|th)?\b(?:,?\s+(\d{4}))?", re.IGNORECASE)
-_IN_N = re.compile(r"\bin\s+(\d+|a|one|two|three|four|five|six|seven)\s+(day|week)s?\b", re.IGNORECASE)
-_SMALL_NUM = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+_SMALL_NUM = {"a": 1} | {w: k for k, w in enumerate(NUMBER_WORDS) if 1 <= k <= 7}  # "in a week", "in two days"
+_IN_N = re.compile(r"\bin\s+(\d+|" + "|".join(_SMALL_NUM) + r")\s+(day|week)s?\b", re.IGNORECASE)
 
 
 def _month_number(token: str) -> int:

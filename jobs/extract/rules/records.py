@@ -1,4 +1,4 @@
-"""Rules as data (issue 48): the offline extractor's rule records, read from ``rules/data/*.toml``.
+"""Rules as data (issue 48): the offline extractor's rule records, read from ``rules/*.toml``.
 
 One record per rule: its id, type, pattern, priority and vetoes, where it came from, at least two positive
 examples (the first written outside the tuning data) and its negative neighbours. The engine that applies them
@@ -60,9 +60,9 @@ def _expand(parts: list[str], fragments: dict[str, str], where: str) -> str:
 
 @cache
 def load(name: str) -> tuple[RuleRecord, ...]:
-    """The records of ``rules/data/<name>.toml``, checked: unique ids, two positives, a negative, a valid pattern."""
-    path = f"jobs/extract/rules/data/{name}.toml"
-    raw = tomllib.loads(resources.files("jobs.extract.rules").joinpath("data", f"{name}.toml").read_text("utf-8"))
+    """The records of ``rules/<name>.toml``, checked: unique ids, two positives, a negative, a valid pattern."""
+    path = f"jobs/extract/rules/{name}.toml"
+    raw = tomllib.loads(resources.files("jobs.extract.rules").joinpath(f"{name}.toml").read_text("utf-8"))
     fragments: dict[str, str] = raw.get("fragments", {})
     out: list[RuleRecord] = []
     for k, rec in enumerate(raw["rule"]):
@@ -96,5 +96,14 @@ def load(name: str) -> tuple[RuleRecord, ...]:
 
 
 def by_name(name: str) -> dict[str, RuleRecord]:
-    """The records of ``rules/data/<name>.toml`` by their engine name."""
+    """The records of ``rules/<name>.toml`` by their engine name."""
     return {r.name: r for r in load(name)}
+
+
+@cache
+def word_list(name: str) -> tuple[str, ...]:
+    """The shared word list ``name`` of ``rules/words.toml`` (one definition per concept)."""
+    raw = tomllib.loads(resources.files("jobs.extract.rules").joinpath("words.toml").read_text("utf-8"))
+    if name not in raw:
+        raise ConfigError(f"jobs/extract/rules/words.toml: no list [{name}]; add it there")
+    return tuple(raw[name]["words"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from jobs.extract.rules.records import word_list
+
 # Words that never make a topic tag on their own: English function words, chat filler, generic verbs
 # and adjectives, weekdays and months, company suffixes, and the commonest German/French/Spanish
 # function words (so a non-English session does not get "den" or "que" as a topic).
@@ -54,6 +56,9 @@ STOPWORDS = frozenset(
     jan feb mar apr jun jul aug sep sept oct nov dec
     """.split()
 )
+
+# Spelled numbers, their position their value: the one definition (rules/words.toml).
+NUMBER_WORDS: tuple[str, ...] = word_list("numbers")
 
 _WORD = re.compile(r"[^\W\d_][\w'’-]*", re.UNICODE)
 _NUMBER = re.compile(r"(?:[$€£¥]\s?\d|\d+(?:[.,:/]\d+)*\s?(?:%|k\b|m\b|usd|eur)?)", re.IGNORECASE)

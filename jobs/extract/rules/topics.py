@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from jobs.extract.rules.text import normalise
+from jobs.extract.rules.text import NUMBER_WORDS, normalise
 
 # Work verbs: never a topic, never the first or last word of one ("update config" gives way to "config").
 WORK_VERBS = frozenset(
@@ -45,8 +45,9 @@ GENERIC = WORK_VERBS | frozenset(
     feature features function functions method methods class classes module modules script scripts project
     projects repo todo todos session sessions summary summaries context approach solution solutions idea ideas
     text section sections doesnt dont isnt cant wont didnt implementation understood noted thanks
-    one two three four five six seven eight nine ten eleven twelve hundred thousand first second third
+    hundred thousand first second third
     """.split()
+    + list(NUMBER_WORDS[1:13])  # one to twelve
 )
 _DETERMINER = r"(?:the|a|an|this|that|these|those|our|my|your|its|their|his|her|each|every|some|any|no)"
 _AS_VERB = re.compile(
