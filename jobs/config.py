@@ -5,8 +5,8 @@ Each setting is declared once, in :class:`Settings`, with its environment variab
 and a one-line description; :func:`load` reads the variables from those declarations and
 docs/configuration.md is generated from them (``python -m jobs.config_docs > docs/configuration.md``;
 tests/test_configuration.py checks the page is current and that it names every variable read).
-A setting without a variable is a fixed value kept here so that tests can shrink it
-(``settings.with_(lease_seconds=5)``); no operator needs to change it.
+The fixed values (no variable; tests shrink them with ``settings.with_(lease_seconds=5)``) and the
+variables that once set them are declared in jobs/config_fixed.py, which :class:`Settings` extends.
 
 Nothing here reads the environment at import time, so tests (and callers) can point a process
 elsewhere by setting variables before calling :func:`load`.
@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import platformdirs
 
+from jobs.config_fixed import FixedValues, removed_variables
 from jobs.config_values import (
     BOOLEAN,
     CRON,
@@ -37,13 +38,13 @@ from jobs.config_values import (
     RATE,
     RETENTION,
     SECRET,
-    TEXT,
     TOKEN,
     URL,
     Kind,
     choice,
     parse_duration,
     parse_purpose_map,
+    setting,
     whole,
 )
 from jobs.errors import ConfigError
@@ -82,30 +83,6 @@ GROUPS: dict[str, str] = {
 }
 
 
-def setting(
-    default: Any = None,
-    *,
-    group: str,
-    doc: str,
-    env: str | None = None,
-    kind: Kind = TEXT,
-    shown: str | None = None,
-    factory: Callable[[], Any] | None = None,
-    was: str | None = None,
-    flag: str | None = None,
-) -> Any:
-    """One setting's declaration: ``env`` names its variable (None: a fixed value), ``shown`` how the
-    documentation states the default, ``was`` the variable a fixed value had before, ``flag`` the
-    command-line option that sets it for one command."""
-    meta = {"group": group, "doc": doc, "env": env, "kind": kind, "shown": shown, "was": was, "flag": flag}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-DAY = 86400.0
-
-
 def _extractor(name: str, raw: str) -> str:
     """auto or a name registered in the episodes.extractors entry points (jobs.registry)."""
     have = installed(EXTRACTORS)
@@ -120,8 +97,9 @@ _CACHE = "the platform's user cache directory (~/.cache/episodes on Linux)"
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Every knob of the system (docs/configuration.md lists them, generated from these declarations)."""
+class Settings(FixedValues):
+    """Every knob of the system: the environment-backed settings declared here and the fixed values of
+    :class:`jobs.config_fixed.FixedValues` (docs/configuration.md lists them, generated from these declarations)."""
 
     # --- database ---
     database_url: str | None = setting(
@@ -149,23 +127,6 @@ class Settings:
     pool_size: int = setting(
         8, group="database", env="EPISODES_POOL_SIZE", kind=whole(1), doc="Connections in each process's pool."
     )
-    application_name: str = setting(
-        "episodes", group="database", doc="How this process's connections show in pg_stat_activity (set per command)."
-    )
-    pool_timeout_seconds: float = setting(
-        10.0,
-        group="database",
-        shown="10s",
-        was="EPISODES_POOL_TIMEOUT",
-        doc="Wait for a pooled connection before giving up (the API answers 503).",
-    )
-    recall_on_workers: bool = setting(
-        True,
-        group="database",
-        was="EPISODES_RECALL_ON_WORKERS",
-        doc="On a Citus cluster, recall reads from the tenant's worker (jobs.citus.routes).",
-    )
-
     # --- model ---
     anthropic_api_key: str | None = setting(
         group="model",
@@ -231,31 +192,6 @@ class Settings:
         shown="unset: no cap",
         doc="Sessions the back end in use may summarize per UTC day (as above).",
     )
-    max_retries: int = setting(
-        4,
-        group="model",
-        was="EPISODES_MAX_RETRIES",
-        doc="Retries of the anthropic SDK (429 with retry-after, 529, 5xx).",
-    )
-    model_timeout_s: float = setting(
-        60.0, group="model", shown="60s", was="EPISODES_MODEL_TIMEOUT", doc="Seconds one model call may take."
-    )
-    max_output_tokens: int = setting(
-        2048, group="model", was="EPISODES_MAX_OUTPUT_TOKENS", doc="Output tokens asked for per call."
-    )
-    claude_code_timeout_seconds: float = setting(
-        300.0,
-        group="model",
-        shown="300s",
-        doc="Seconds one `claude -p` run of the claude-code extractor may take, its own retries included.",
-    )
-    transcript_token_budget: int = setting(
-        24_000,
-        group="model",
-        was="EPISODES_TRANSCRIPT_TOKEN_BUDGET",
-        doc="A transcript larger than this is split and reduced, never truncated.",
-    )
-
     # --- embeddings ---
     embedder: str = setting(
         "minilm",
@@ -280,10 +216,6 @@ class Settings:
         shown="unset: fetched into EPISODES_CACHE_DIR",
         doc="all-MiniLM-L6-v2's files provided by the operator (air-gapped hosts).",
     )
-    embed_threads: int = setting(
-        1, group="embeddings", was="EPISODES_EMBED_THREADS", doc="ONNX Runtime threads per embedding call."
-    )
-
     # --- ingest ---
     max_transcript_bytes: int = setting(
         4 * 1024 * 1024,
@@ -301,16 +233,6 @@ class Settings:
         shown="30m",
         doc="An open session with no new message for this long counts as ended.",
     )
-    max_messages: int = setting(
-        5_000, group="ingest", was="EPISODES_MAX_MESSAGES", doc="The most messages one transcript may hold."
-    )
-    tool_result_chars: int = setting(
-        400,
-        group="ingest",
-        was="EPISODES_TOOL_RESULT_CHARS",
-        doc="Characters kept of each tool result in a stored transcript (jobs.formats.shapes).",
-    )
-
     # --- serve ---
     serve_concurrency: int = setting(
         4,
@@ -340,44 +262,6 @@ class Settings:
         kind=CRON,
         doc="When `episodes serve` applies the pruning policy: 03:30 UTC daily.",
     )
-    max_attempts: int = setting(
-        5,
-        group="serve",
-        was="EPISODES_MAX_ATTEMPTS",
-        doc="Attempts at a transcript before it is dead-lettered (`episodes retry` requeues).",
-    )
-    lease_seconds: int = setting(
-        40,
-        group="serve",
-        shown="40s",
-        was="EPISODES_LEASE_SECONDS",
-        doc="A claim's lease; a worker that dies loses its claim after this.",
-    )
-    poll_seconds: float = setting(
-        10.0,
-        group="serve",
-        shown="10s",
-        was="EPISODES_POLL_INTERVAL",
-        flag="episodes serve --poll",
-        doc="The fallback poll of `episodes serve` (LISTEN/NOTIFY wakes it at once).",
-    )
-    maintenance_seconds: float = setting(
-        30.0,
-        group="serve",
-        shown="30s",
-        was="EPISODES_MAINTENANCE_INTERVAL",
-        flag="episodes serve --maintenance",
-        doc="How often serve rescues expired claims and closes idle sessions.",
-    )
-    shutdown_deadline_seconds: float = setting(
-        30.0,
-        group="serve",
-        shown="30s",
-        was="EPISODES_SHUTDOWN_DEADLINE",
-        flag="episodes serve --shutdown-deadline",
-        doc="On SIGTERM, how long work in flight may take (serve and api).",
-    )
-
     # --- recall ---
     purpose_map: Mapping[str, tuple[str, ...]] = setting(
         group="recall",
@@ -387,21 +271,6 @@ class Settings:
         factory=lambda: MappingProxyType({}),
         doc="Which purposes' episodes a recall of each purpose may see.",
     )
-    stale_grace_seconds: float = setting(
-        30 * DAY,
-        group="recall",
-        shown="30d",
-        was="EPISODES_STALE_GRACE",
-        doc="An open item overdue by more than this is stale (leaves recall unless related).",
-    )
-    stale_age_seconds: float = setting(
-        180 * DAY,
-        group="recall",
-        shown="180d",
-        was="EPISODES_STALE_AGE",
-        doc="... and an open item without a due date older than this.",
-    )
-
     # --- privacy ---
     redact: bool = setting(
         True,
@@ -454,44 +323,6 @@ class Settings:
         shown="unset: /metrics and /readyz are open",
         doc="Bearer token /metrics and /readyz require.",
     )
-    api_max_body: int = setting(
-        5 * 1024 * 1024,
-        group="service",
-        shown="5242880 (5 MiB)",
-        was="EPISODES_API_MAX_BODY",
-        doc="The largest request body `episodes api` reads (413 above).",
-    )
-    api_key_cache_seconds: float = setting(
-        5.0,
-        group="service",
-        shown="5s",
-        was="EPISODES_API_KEY_CACHE",
-        doc="How long a verified key is trusted without a lookup (bounds revocation).",
-    )
-    api_header_timeout_seconds: float = setting(
-        10.0,
-        group="service",
-        shown="10s",
-        doc="A request's headers must arrive within this of the connection "
-        "opening or the previous answer, or the connection is closed.",
-    )
-    api_body_timeout_seconds: float = setting(
-        60.0,
-        group="service",
-        shown="60s",
-        doc="A request's body must arrive within this of its first read, "
-        "or it answers 408 and the connection is closed.",
-    )
-    api_keep_alive_seconds: float = setting(
-        5.0, group="service", shown="5s", doc="A kept-alive connection with no request is closed after this."
-    )
-    api_db_wait_seconds: float = setting(
-        1.0,
-        group="service",
-        shown="1s",
-        doc="A request of `episodes api` waits this long for a database connection, then answers 503 with Retry-After.",
-    )
-
     # --- logs ---
     log_format: str = setting(
         "text",
@@ -538,31 +369,11 @@ OTHER_VARIABLES: dict[str, tuple[str, str]] = {
     ),
 }
 
-# Variables no longer read, and what took their place; one set warns once per process (see load).
-_GONE_ELSEWHERE: dict[str, str] = {
-    "EPISODES_CRASH_AT": "crash points are armed by the crash tests in the process they kill (jobs.faults)",
-    "EPISODES_PRICE_INPUT_PER_MTOK": "prices come from the table of known models (jobs/llm/prices.py)",
-    "EPISODES_PRICE_OUTPUT_PER_MTOK": "prices come from the table of known models (jobs/llm/prices.py)",
-    "EPISODES_RECALL_CACHE_ROWS": "recall keeps no in-memory copy: it scores in PostgreSQL (jobs.recall.scoring)",
-    "EPISODES_RECALL_PACK_ROWS": "recall keeps no packs: it scores in PostgreSQL (jobs.recall.scoring)",
-}
-
 
 def default_model() -> str:
     """EPISODES_MODEL's default (Settings.model): the anthropic back end's model, which the openai back end reads
     as "unset" (jobs.llm.openai_wire.require_model, `episodes status`)."""
     return str(next(f.default for f in fields(Settings) if f.name == "model"))
-
-
-def removed_variables() -> dict[str, str]:
-    """Each variable no longer read -> what replaced it (a fixed value, a flag, the price table)."""
-    removed = dict(_GONE_ELSEWHERE)
-    for f in fields(Settings):
-        if f.metadata.get("was"):
-            value = f.metadata["shown"] or f.default
-            flag = f"; `{f.metadata['flag']}` sets it" if f.metadata["flag"] else ""
-            removed[f.metadata["was"]] = f"fixed at {value} (Settings.{f.name}){flag}"
-    return removed
 
 
 _warned: set[str] = set()

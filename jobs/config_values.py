@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -180,3 +180,24 @@ PUBLIC_URL = Kind("http(s) URL", _public_url)
 TOKEN = Kind("≥ 32 printable ASCII characters", _token)
 LEVEL = Kind("DEBUG | INFO | WARNING | ERROR", lambda name, raw: raw.upper())
 EMBEDDER = Kind("minilm | minilm-fp32 | voyage[:model[:dim]] | hashing[:dim]", lambda name, raw: raw.lower())
+
+
+def setting(
+    default: Any = None,
+    *,
+    group: str,
+    doc: str,
+    env: str | None = None,
+    kind: Kind = TEXT,
+    shown: str | None = None,
+    factory: Callable[[], Any] | None = None,
+    was: str | None = None,
+    flag: str | None = None,
+) -> Any:
+    """One setting's declaration: ``env`` names its variable (None: a fixed value), ``shown`` how the
+    documentation states the default, ``was`` the variable a fixed value had before, ``flag`` the
+    command-line option that sets it for one command."""
+    meta = {"group": group, "doc": doc, "env": env, "kind": kind, "shown": shown, "was": was, "flag": flag}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)

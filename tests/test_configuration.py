@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import config, config_docs
+from jobs import config, config_docs, config_fixed
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = ROOT / "jobs"
@@ -66,7 +66,7 @@ def test_messages_and_help_name_only_variables_that_are_read() -> None:
     stale = sorted(
         f"{p.relative_to(ROOT)}: {name}"
         for p in JOBS.rglob("*.py")
-        if p.name != "config.py"
+        if p.name not in {"config.py", "config_fixed.py"}  # the settings, and the variables that once set fixed values
         for name in NAME.findall(p.read_text("utf-8"))
         if name not in documented()
     )
@@ -80,6 +80,19 @@ def test_no_page_names_a_variable_that_is_gone() -> None:
         f"{p.relative_to(ROOT)}: {name}" for p in pages for name in NAME.findall(p.read_text("utf-8")) if name in gone
     )
     assert stale == []
+
+
+def test_config_py_declares_the_environment_and_config_fixed_the_fixed_values() -> None:
+    """jobs/config.py holds the settings a variable sets; the fixed values (and the variables they replaced) are
+    declared in jobs/config_fixed.py, and Settings still carries them, so tests shrink them as before."""
+    fixed = {f.name for f in fields(config_fixed.FixedValues)}
+    declared_here = [f for f in fields(config.Settings) if f.name not in fixed]
+    assert [f.name for f in declared_here if not f.metadata["env"]] == []
+    assert [f.name for f in fields(config_fixed.FixedValues) if f.metadata["env"]] == []
+    assert fixed <= {f.name for f in fields(config.Settings)} and len(fixed) == 24
+    assert config.Settings().with_(lease_seconds=5, api_max_body=1024).lease_seconds == 5
+    assert config.removed_variables() is not config_fixed.GONE_ELSEWHERE
+    assert set(config_fixed.GONE_ELSEWHERE) < set(config.removed_variables())
 
 
 def test_no_test_hook_is_a_setting() -> None:
