@@ -6,7 +6,7 @@ HOME), against a local stand-in for the Anthropic API that streams and records e
 the session over; the offline extractor summarises it; session 2 starts in the same project, and the request
 the CLI sends to the model must carry the decision with its specifics inside ``<previous_episodes>``. The
 stand-in answers "Understood." so nothing of the decision comes from the model's side. Skipped, saying why,
-when the CLI is not installed (see tests/test_claude_code_hooks.py).
+when the CLI is not installed (see tests/test_claude_code_real_cli.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ the recaller to the HTTP answer (and its OpenAPI document) and ``episodes recall
 
 The result types stay plain dataclasses, because what builds and renders them must not import
 pydantic: the Claude Code SessionStart hook recalls in a fresh process at every session start, and
-pydantic is a third of such a start (tests/test_claude_code_hooks.py checks that it is not loaded).
+pydantic is a third of such a start (tests/test_claude_code_fail_open.py checks that it is not loaded).
 Pydantic reads them only where they are serialised or documented, through :class:`Wire`: its
 ``__get_pydantic_core_schema__`` runs at the first ``TypeAdapter`` (or FastAPI response model) that
 names them, takes pydantic's own schema of the dataclass and adds what a dataclass cannot declare:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -193,3 +194,10 @@ def _old_session(home: Path, sid: str, cwd: str) -> None:
         },
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on (a database or service that is down)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
