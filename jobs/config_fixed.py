@@ -22,7 +22,7 @@ DAY = 86400.0
 class FixedValues:
     """The fixed values of :class:`jobs.config.Settings` (docs/configuration.md lists them under "Fixed values")."""
 
-    # --- database: read by jobs.db (the pool, pg_stat_activity, Citus routing); application_name is set per command by jobs.cli ---
+    # --- database: read by jobs.db (the pool, pg_stat_activity, Citus routing); jobs.cli names each command ---
     application_name: str = setting(
         "episodes", group="database", doc="How this process's connections show in pg_stat_activity (set per command)."
     )
@@ -39,7 +39,7 @@ class FixedValues:
         was="EPISODES_RECALL_ON_WORKERS",
         doc="On a Citus cluster, recall reads from the tenant's worker (jobs.citus.routes).",
     )
-    # --- model: read by jobs.llm (the model clients, their retries and time-outs; the Claude Code CLI), the model extractors and compressors (budget) ---
+    # --- model: read by jobs.llm (clients, retries, time-outs, the claude CLI) and the model extractors (budget) ---
     max_retries: int = setting(
         4,
         group="model",
