@@ -78,7 +78,7 @@ class FixedValues:
         was="EPISODES_TOOL_RESULT_CHARS",
         doc="Characters kept of each tool result in a stored transcript (jobs.formats.shapes).",
     )
-    # --- serve: read by jobs.summarize (claims, attempts) and jobs.serve (its loop; flags of `episodes serve` override) ---
+    # --- serve: read by jobs.summarize (claims, attempts) and jobs.serve (its loop; its flags override) ---
     max_attempts: int = setting(
         5,
         group="serve",
