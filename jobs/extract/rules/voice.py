@@ -99,70 +99,63 @@ def third_person(sentence: str, label: str) -> str | None:
     i = 0
     while i < len(tokens):
         tok = tokens[i]
-        low = tok.lower()
-        if tok in ("I", "I'm", "I've", "I'll", "I'd"):
-            singular = not named  # the first subject is the name, later ones "they"
-            subject = label if singular else "they"
+        if tok in ("I", "I'm", "I've", "I'll", "I'd"):  # the first subject is the name, later ones "they"
+            step = _subject(tokens, i, "they" if named else label, singular=not named)
+            if step is None:
+                return None
+            words, i = step
+            out.extend(words)
             named = True
-            if tok == "I'm":
-                out.append(f"{subject} {'is' if singular else 'are'}")
-            elif tok == "I've":
-                out.append(f"{subject} {'has' if singular else 'have'}")
-            elif tok == "I'll":
-                out.append(f"{subject} will")
-            elif tok == "I'd":
-                nxt = _next_word(tokens, i)
-                if nxt == "been":
-                    out.append(f"{subject} had")
-                elif nxt in {
-                    "love",
-                    "like",
-                    "say",
-                    "rather",
-                    "recommend",
-                    "suggest",
-                    "prefer",
-                    "be",
-                    "want",
-                    "need",
-                    "guess",
-                    "imagine",
-                    "think",
-                    "appreciate",
-                    "go",
-                    "do",
-                    "have",
-                }:
-                    out.append(f"{subject} would")
-                else:
-                    return None
-            else:  # bare I: find the verb (skipping adverbs) and make it agree with the new subject
-                j, verb = _verb_after(tokens, i)
-                new = None if verb is None else _agree(verb, singular)
-                if new is None:
-                    return None
-                out.append(subject)
-                out.extend(tokens[i + 1 : j])
-                out.append(new)
-                i = j + 1
-                continue
-            i += 1
-            continue
-        if low == "me":
-            out.append("them" if named else label)
-            named = True
-        elif low == "my":
-            out.append("their" if named else f"{label}'s")
-            named = True
-        elif low == "mine":
-            out.append("theirs" if named else f"{label}'s")
-            named = True
-        elif low == "myself":
-            out.append("themselves")
         else:
-            out.append(tok)
-        i += 1
-    result = "".join(out).strip()
+            out.append(_object(tok, label, named))
+            named = named or tok.lower() in _NAMES_THE_SPEAKER
+            i += 1
+    return _finish("".join(out).strip(), label)
+
+
+# The first-person words after which the speaker has been named (later ones become "they", "them", "their").
+_NAMES_THE_SPEAKER = frozenset(("me", "my", "mine"))
+_OBJECTS = {"me": ("them", None), "my": ("their", "'s"), "mine": ("theirs", "'s"), "myself": ("themselves", "")}
+# "I'd" + these reads "would"; "I'd been" reads "had"; anything else is unsure.
+_WOULD_AFTER = frozenset(
+    "love like say rather recommend suggest prefer be want need guess imagine think appreciate go do have".split()
+)
+
+
+def _subject(tokens: list[str], i: int, subject: str, singular: bool) -> tuple[list[str], int] | None:
+    """The words that replace the subject token ``tokens[i]`` (I, I'm, I've, I'll, I'd) and the index after
+    them; None when unsure. A bare "I" takes its verb along, made to agree with the new subject."""
+    tok = tokens[i]
+    if tok == "I'm":
+        return [f"{subject} {'is' if singular else 'are'}"], i + 1
+    if tok == "I've":
+        return [f"{subject} {'has' if singular else 'have'}"], i + 1
+    if tok == "I'll":
+        return [f"{subject} will"], i + 1
+    if tok == "I'd":
+        nxt = _next_word(tokens, i)
+        if nxt == "been":
+            return [f"{subject} had"], i + 1
+        return ([f"{subject} would"], i + 1) if nxt in _WOULD_AFTER else None
+    j, verb = _verb_after(tokens, i)  # bare I: find the verb (skipping adverbs) and make it agree
+    new = None if verb is None else _agree(verb, singular)
+    if new is None:
+        return None
+    return [subject, *tokens[i + 1 : j], new], j + 1
+
+
+def _object(tok: str, label: str, named: bool) -> str:
+    """me/my/mine/myself in the third person: the label the first time the speaker is named, then they."""
+    low = tok.lower()
+    if low not in _OBJECTS:
+        return tok
+    later, possessive = _OBJECTS[low]
+    if named or possessive == "":
+        return later
+    return label if possessive is None else f"{label}{possessive}"
+
+
+def _finish(result: str, label: str) -> str | None:
     if label not in result:
         return None
     if label.startswith("The "):  # "By the way, the user went ..." mid-sentence
