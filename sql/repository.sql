@@ -76,3 +76,64 @@ WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND agent_id = 'claude
   AND metadata->>'project' = %(folder)s
 ORDER BY ended_at DESC NULLS LAST, id DESC
 LIMIT 1;
+
+-- name: group_purposes
+-- The purposes of every repository in the group of this purpose, for this user (migration 0039): what a recall
+-- in that repository may see besides its own (jobs/claude_code/groups.py). None when the purpose is in no group.
+SELECT g.purpose
+FROM repository_groups mine
+JOIN repository_groups g ON g.tenant_id = mine.tenant_id AND g.user_id = mine.user_id AND g.name = mine.name
+WHERE mine.tenant_id = %(tenant_id)s AND g.tenant_id = %(tenant_id)s
+  AND mine.user_id = %(user_id)s AND mine.purpose = %(purpose)s
+ORDER BY g.purpose;
+
+-- name: groups_of_user
+-- The user's groups, each member with the repository it was resolved from (`episodes claude-code shared`).
+SELECT name, purpose, repository, added_at FROM repository_groups
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+ORDER BY name, repository, purpose;
+
+-- name: group_add
+-- A repository joins a group (a repository in another group of the user is refused before this, in Python).
+INSERT INTO repository_groups (tenant_id, user_id, name, purpose, repository)
+VALUES (%(tenant_id)s, %(user_id)s, %(name)s, %(purpose)s, %(repository)s)
+ON CONFLICT (tenant_id, user_id, purpose) DO NOTHING;
+
+-- name: group_remove
+-- Repositories leave their group (by purpose), or a whole group goes (by name).
+DELETE FROM repository_groups
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s
+  AND (purpose = ANY (%(purposes)s::text[]) OR name = %(name)s)
+RETURNING name, purpose, repository;
+
+-- name: group_drop_singles
+-- A group left with one repository shares nothing: its last row goes too.
+DELETE FROM repository_groups g
+WHERE g.tenant_id = %(tenant_id)s AND g.user_id = %(user_id)s AND g.name = ANY (%(names)s::text[])
+  AND NOT EXISTS (SELECT FROM repository_groups o
+                  WHERE o.tenant_id = %(tenant_id)s AND o.user_id = %(user_id)s AND o.name = g.name
+                    AND o.purpose <> g.purpose)
+RETURNING name, purpose, repository;
+
+-- name: forget_user_purposes
+-- The Claude Code purposes (repositories, folders) of the user being erased, read before their rows go.
+SELECT purpose FROM transcripts
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND starts_with(purpose, 'cc-')
+UNION
+SELECT purpose FROM episodes
+WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s AND starts_with(purpose, 'cc-');
+
+-- name: forget_repository_branches
+-- The branch states (migration 0038, per repository, not per user) of repositories only the erased user worked
+-- in: no other user's transcript or episode has their purpose. A repository others share keeps its rows: they
+-- are the repository's, and other users' recall sorts by them.
+DELETE FROM repository_branches b
+WHERE b.tenant_id = %(tenant_id)s AND b.purpose = ANY (%(purposes)s::text[])
+  AND NOT EXISTS (SELECT FROM transcripts t
+                  WHERE t.tenant_id = %(tenant_id)s AND t.purpose = b.purpose AND t.user_id <> %(user_id)s)
+  AND NOT EXISTS (SELECT FROM episodes e
+                  WHERE e.tenant_id = %(tenant_id)s AND e.purpose = b.purpose AND e.user_id <> %(user_id)s);
+
+-- name: forget_repository_groups
+-- The user's groups of repositories (migration 0039, per user).
+DELETE FROM repository_groups WHERE tenant_id = %(tenant_id)s AND user_id = %(user_id)s;

@@ -213,6 +213,19 @@ def _replaced_in_force(result: Recall, replacers: list[tuple[int, int, dt.dateti
             ep.replaced_on = days[0] if days else None
 
 
+def block_with_pending(result: Recall, view: BranchView | None, block: str | None = None) -> str:
+    """The block of ``result`` with the pending branches' lines of ``view`` (one line each, "pending on
+    `feat/x`"): what the session-start hooks print, ``POST /v1/recall`` answers as its ``block`` and the MCP tool
+    ``recall_memory`` returns. The result keeps it as its rendered block, so its JSON carries the same text.
+    ``block``: the block to add them to, when not the result's own."""
+    block = result.render() if block is None else block
+    if view is None or not view.lines():
+        return block
+    block = with_pending_lines(block, view, result.now.date().isoformat())
+    vars(result)["block"] = block  # Recall.block is rendered once and kept (a cached property): keep this one
+    return block
+
+
 def with_pending_lines(block: str, view: BranchView, as_of: str) -> str:
     """``block`` with the pending branches before its end; a block of those alone when recall showed nothing."""
     lines = view.lines()

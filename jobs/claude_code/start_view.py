@@ -27,12 +27,15 @@ def start_recall(
 ) -> Recall:
     """The SessionStart recall of ``user_id`` in the project at ``cwd`` (``purpose``: the project's, when
     the caller knows it better than this machine: :func:`remote_purpose`)."""
-    result = recaller.recall_vector(
+    from jobs.claude_code.groups import grouped  # the repository's group (issue 49) sees one memory
+
+    purpose = purpose or project_purpose(cwd or "")
+    result = grouped(recaller, tenant_id, user_id, purpose).recall_vector(
         tenant_id,
         user_id,
         "",
         [0.0] * recaller.embedder.dim,
-        purpose=purpose or project_purpose(cwd or ""),
+        purpose=purpose,
         budget_tokens=START_BUDGET_TOKENS,
     )
     result.nothing_relevant = False  # no opening message to relate to: the first prompt's hook does that
@@ -45,20 +48,27 @@ def start_block(result: Recall, view: BranchView | None = None) -> str:
     block = result.render() if has_lines(result.episodes, result.open_items, result.sessions) else ""
     if view is None:
         return block
-    from jobs.claude_code.branch_view import with_pending_lines
+    from jobs.claude_code.branch_view import block_with_pending
 
-    return with_pending_lines(block, view, result.now.date().isoformat())
+    return block_with_pending(result, view, block)
 
 
-def remote_purpose(db: Database, tenant_id: str, user_id: str, cwd: str | None) -> str:
+def remote_purpose(db: Database, tenant_id: str, user_id: str, cwd: str | None, *, repo: str | None = None) -> str:
     """The purpose of a folder a remote hook names: computed here when the folder is on this machine (a
-    service beside its user); otherwise the purpose the user's latest session in that folder was stored under
-    (its own hook computed it where the folder is: its git repository's, issue 49), else the folder's."""
+    service beside its user); otherwise its repository's when the hook sent the remote's URL (``repo``);
+    otherwise the purpose the user's latest session in that folder was stored under (its own hook computed it
+    where the folder is: its git repository's, issue 49), else the folder's."""
     import os
 
     from jobs.sql import query
 
     folder = cwd or ""
+    if folder and not os.path.isdir(folder) and repo:
+        from jobs.claude_code.branch_view import repository_scope
+        from jobs.repository.identity import normalise_url
+
+        if normalise_url(repo):  # a remote on the network: the identity the user's hook computes
+            return repository_scope(repo)
     if folder and not os.path.isdir(folder):
         with db.tenant(tenant_id) as conn:
             row = conn.execute(

@@ -1,4 +1,4 @@
-"""`episodes claude-code install | uninstall | sync`: memory for Claude Code, through its hooks."""
+"""`episodes claude-code install | uninstall | sync | rescope | share`: memory for Claude Code, through its hooks."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from jobs.claude_code import hook_settings
 from jobs.claude_code.hook import BUDGETS
 from jobs.claude_code.places import TENANT, append_private, claude_home, log_file, login_name
 from jobs.cli.base import Context
+from jobs.cli.claude_code_share import share_command, shared_command, unshare_command
 from jobs.cli.setup import init
 from jobs.wording import counted
 
@@ -380,3 +381,9 @@ def rescope_command(obj: Context, tenant: str | None, dry_run: bool) -> None:
         f"{counted(len(plan.not_in_git), 'folder')} outside git or not on this machine left as they are."
         + (" Nothing written (--dry-run)." if dry_run else "")
     )
+
+
+# `share`, `unshare` and `shared` (groups of repositories, issue 49) live in their own module
+claude_code_group.add_command(share_command)
+claude_code_group.add_command(unshare_command)
+claude_code_group.add_command(shared_command)

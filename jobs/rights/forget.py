@@ -11,6 +11,10 @@ applies: nothing outside the tenant can be touched):
 - the user's model-call rows (``model_calls`` holds metadata only: template, hash, tokens, error);
 - the user's transcripts, with their batch items, unless ``keep_transcripts``: then they stay but
   are marked done, so nothing summarises them again;
+- the user's groups of repositories sharing memory (``repository_groups``, per user), and the branch states
+  of the Claude Code repositories only this user worked in (``repository_branches`` is per repository, not per
+  user: a repository whose sessions other users of the tenant also have keeps its rows, which are facts of the
+  repository that their recall sorts by; one only this user had holds nothing but what their sessions showed);
 - the contents of the user's correction audit (``episode_corrections``: it keeps only that a
   correction of an episode's field happened, and when);
 - the erasing tenant's parts of job-run error texts that name the user (``job_runs`` has no tenant
@@ -174,6 +178,7 @@ def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetR
     transcript_ids = [r["id"] for r in transcripts]
     report.session_ids = [r["session_id"] for r in transcripts]
     scope["transcript_ids"] = transcript_ids
+    scope["purposes"] = [r["purpose"] for r in conn.execute(q("forget_user_purposes"), scope).fetchall()]
     episodes = conn.execute(q("forget_episodes"), scope).fetchall()
     scope["episode_ids"] = [e["id"] for e in episodes]
     report.rebuild = [
@@ -199,6 +204,9 @@ def _erase(conn: Conn, tenant_id: str, user_id: str, keep: bool, report: ForgetR
     else:
         counts["transcripts"] = conn.execute(q("forget_delete_transcripts"), scope).rowcount
     counts["other_users_supers"] = len(report.rebuild)
+    # After the user's transcripts and episodes went, so that "only this user's repository" can be asked.
+    counts["repository_branches"] = conn.execute(q("forget_repository_branches"), scope).rowcount
+    counts["repository_groups"] = conn.execute(q("forget_repository_groups"), scope).rowcount
     report.counts = counts
     if report.dry_run:
         # No audit row: it would roll back, but its identity number would be spent, and the next real

@@ -25,6 +25,9 @@ COMMENT ON TABLE repository_groups IS
     'sees the episodes of every member (`episodes claude-code share`).';
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON repository_groups TO episodes_app;
+-- An erasure removes the branch states of repositories only the erased user worked in (jobs/rights/forget.py);
+-- 0038 granted no DELETE on them.
+GRANT DELETE ON repository_branches TO episodes_app;
 DO $$
 BEGIN
     -- Through EXECUTE, as 0032 and 0038 do (Citus sends an ALTER TABLE's query text on).

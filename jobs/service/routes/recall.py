@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from jobs.claude_code.branch_view import repository_scope, sort_by_record
+from jobs.claude_code.repo_recall import recall_in_repository
 from jobs.recall.recaller import Recaller
 from jobs.recall.result import Recall
 from jobs.service.auth import KeyFirstRoute, scope
@@ -27,10 +27,18 @@ def recall(body: RecallRequest, request: Request, key: ApiKey = Depends(scope("r
     hand-off after the endpoint's: 0.2 ms more CPU per recall one at a time, 0.9 to 1.4 ms with 8 or 16
     requests at once (bench/recall_cpu.py --clients)."""
     recaller: Recaller = request.app.state.recaller
-    purpose = body.purpose or (repository_scope(body.repo) if body.repo else None)
-    result = recaller.recall(
-        key.tenant_id, body.user_id, body.message, purpose=purpose, budget_tokens=body.budget_tokens, now=body.now
+    # issue 49: the repository's scope (and its group's), other branches' sessions as local session starts judged
+    # them, their lines in the block (as the MCP tool's)
+    result, _ = recall_in_repository(
+        recaller,
+        key.tenant_id,
+        body.user_id,
+        body.message,
+        purpose=body.purpose,
+        repo=body.repo,
+        branch=body.branch,
+        head=body.head,
+        budget_tokens=body.budget_tokens,
+        now=body.now,
     )
-    if body.branch or body.head:  # issue 49: other branches' sessions as local session starts judged them
-        sort_by_record(result, recaller.db, key.tenant_id, repo=body.repo, branch=body.branch, head=body.head)
     return Response(result.to_json(), media_type="application/json")
