@@ -12,8 +12,6 @@ interrupted by user for tool use]") and "Phoenix server is starting in the backg
 Claude Code fixtures (MIT; ../shared/data/claude-code/README.md names each file).
 """
 
-from __future__ import annotations
-
 import datetime as dt
 import importlib
 import re
@@ -29,7 +27,6 @@ from jobs.embeddings import Embedder
 from jobs.extract.claude import AnthropicExtractor, prompt_version
 from jobs.extract.grounding import ground
 from jobs.extract.offline import OfflineExtractor
-from jobs.extract.rules.agent import clean_said, code_names, is_format_tag, is_narration
 from jobs.ingest import ingest_records
 from jobs.models import EpisodeExtraction, KeyEvent, Message, Transcript, TranscriptIn
 from jobs.summarize import run_summarize
@@ -269,66 +266,6 @@ def test_flattened_tool_text_in_a_user_message_is_context_not_speech(embedder: E
     assert not any(i in e.evidence for e in episode.key_events for i in (2, 4, 5))
     assert [e.evidence for e in episode.key_events if e.type == "decision"] == [[6]]
     assert not [e for e in episode.key_events if e.type == "commitment"]
-
-
-@pytest.mark.parametrize(
-    ("sentence", "narration"),
-    [
-        ("Let me check the project structure.", True),
-        ("I'll run the tests to see what fails.", True),
-        ("Now I'll update the claim query.", True),
-        ("Next, I need to read the config.", True),
-        ("Great! Now let me draft the beads.", True),
-        ("I'm going to look at the migrations.", True),
-        ("Let the assistant check the MCP servers status.", True),
-        ("I'll send you the report tomorrow.", False),
-        ("I'll follow up with the security review by Friday.", False),
-        ("I'll check with the billing team and email you.", False),
-        ("The claim query locks rows without SKIP LOCKED.", False),
-        ("Phoenix server is starting in the background.", False),
-    ],
-)
-def test_narration_rule(sentence: str, narration: bool) -> None:
-    assert is_narration(sentence, dt.date(2026, 2, 10)) is narration
-
-
-@pytest.mark.parametrize(
-    ("tag", "expected"),
-    [
-        ("tool", True),
-        ("tool result", True),
-        ("user", True),
-        ("command-name", True),
-        ("json", True),
-        ("request interrupted", True),
-        ("skip locked", False),
-        ("queue", False),
-        ("tool shed", False),
-    ],
-)
-def test_format_tags(tag: str, expected: bool) -> None:
-    assert is_format_tag(tag) is expected
-
-
-def test_markup_and_notices_are_nobodys_words() -> None:
-    assert (
-        clean_said(
-            "<command-name>/mcp</command-name>\n<command-message>mcp</command-message>\n"
-            "<command-args>websearch xterm.js scrolling</command-args>"
-        )
-        == "websearch xterm.js scrolling"
-    )
-    assert clean_said("[Request interrupted by user for tool use]") == ""
-    assert clean_said("Fixed it.\n[tool result Bash: ok]") == "Fixed it."
-
-
-def test_code_names() -> None:
-    found = dict(
-        code_names(
-            "mix phx.server doesnt start; see `git rebase -i main`, mix.exs and node.js. Mix well, version 1.2.3."
-        )
-    )
-    assert found == {"git rebase -i main": "other", "mix phx.server": "other", "mix.exs": "other", "node.js": "product"}
 
 
 def test_grounding_cites_what_was_said_before_tool_output() -> None:
