@@ -24,13 +24,30 @@ if [ -z "$key" ]; then
     note "failed open: no API key in \$$key_env; set it in the environment Claude Code runs in"
     exit 0
 fi
+# Where the session starts in git (issue 49), sent beside the event for the service to sort other branches'
+# sessions by: HEAD and its branch (one `git rev-parse`) and the remote's URL without credentials (one `git
+# config`: origin, else the first remote). git runs in the folder Claude Code runs the hook in (the session's),
+# reading only (no fsmonitor, hooks or optional locks); outside git, or in a repository with no commit, none.
+set --
+if out=$(git -c core.fsmonitor=false -c core.hooksPath=/dev/null --no-optional-locks \
+             rev-parse HEAD --abbrev-ref HEAD 2>/dev/null); then
+    head=${out%%
+*} branch=${out#*
+}
+    set -- -H "X-Episodes-Head: $head"
+    [ "$branch" = HEAD ] || set -- "$@" -H "X-Episodes-Branch: $branch"
+    repo=$(git -c core.fsmonitor=false --no-optional-locks config --get-regexp '^remote\..*\.url$' 2>/dev/null |
+           sed -n -e 's#^\([^ ]* [A-Za-z][A-Za-z0-9+.-]*://\)[^/@]*@#\1#' \
+                  -e '/^remote\.origin\.url /{s/^[^ ]* //p;q;}' -e '1h' -e '${x;s/^[^ ]* //p;}')
+    [ -z "$repo" ] || set -- "$@" -H "X-Episodes-Repo: $repo"
+fi
 # fd 4: the hook's stdout (what Claude Code reads); fd 6: its stdin (the event; Claude Code may pass a socket,
 # which cannot be opened again by name, so curl reads it as its own stdin). curl reads its config (the key)
 # by name from the pipe printf writes to (fd 5); its errors are captured for the log.
 exec 4>&1 6<&0
 if err=$(printf 'header = "Authorization: Bearer %s"\n' "$key" |
          curl -sS --fail --connect-timeout 2 --max-time "$seconds" -K /dev/fd/5 \
-              -H 'Content-Type: application/json' --data-binary @- "$url" 5<&0 0<&6 2>&1 >&4); then
+              -H 'Content-Type: application/json' "$@" --data-binary @- "$url" 5<&0 0<&6 2>&1 >&4); then
     note "ok (remote, curl)"
 else
     note "failed open: ${err:-curl exited with an error}"
