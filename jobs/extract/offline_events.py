@@ -74,94 +74,144 @@ def prose_label(message: Message) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class _Session:
+    """What every sentence's stages read about its session."""
+
+    messages: list[Message]
+    conversational: list[int]
+    transcript: Transcript
+    names: set[str]
+    replies: dict[int, tuple[int, str]]  # user message -> the assistant's reply that applied it
+    speakers_after: dict[int, int | None]
+    opening: dict[int, int]  # each message's first sentence
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A sentence's event before rendering: its type, where its cue starts, and who it is credited to."""
+
+    kind: EventType
+    start: int
+    who: str
+    label: str
+    evidence: list[int]
+    labelled: bool = False
+
+
 def find_events(
     sentences: list[Sentence], messages: list[Message], conversational: list[int], transcript: Transcript
 ) -> list[KeyEvent]:
-    """Cue-phrase events, one per (type, message), most salient first, at most 20."""
-    best: dict[tuple[str, int, int], tuple[float, KeyEvent]] = {}  # (type, message, sentence of a fact)
-    speakers_after = _next_other_speaker(messages, conversational)
-    opening: dict[int, int] = {}  # each message's first sentence
+    """Cue-phrase events, one per (type, message), most salient first, at most 20.
+
+    Per sentence, in stages: candidates and vetoes (:func:`jobs.extract.rules.cues.cue`) -> agreement (an
+    assistant's proposal or offer the user agreed to, an answer to a choice, a statement a reply applied) ->
+    attribution (decisions, preferences and facts are the user's) -> rendering (:func:`_render`)."""
+    opening: dict[int, int] = {}
     for s in sentences:
         opening.setdefault(s.message, s.order)
-    names = {w for m in messages if m.name for w in m.name.split()}
-    replies = _applying_replies(messages, conversational)
+    session = _Session(
+        messages,
+        conversational,
+        transcript,
+        {w for m in messages if m.name for w in m.name.split()},
+        _applying_replies(messages, conversational),
+        _next_other_speaker(messages, conversational),
+        opening,
+    )
+    best: dict[tuple[str, int, int], tuple[float, KeyEvent]] = {}  # (type, message, sentence of a fact)
     for s in sentences:
-        message = messages[s.message]
-        if message.role not in ("user", "assistant"):
+        found = _detect(s, session)
+        if found is None:
             continue
-        if s.narration:
-            continue  # an agent's working step is neither a commitment nor a decision
-        found = cue(s.text, names)
-        who, label, evidence = s.speaker, s.label, [s.message]
-        text = normalise(s.text)
-        labelled = bool(DECISION_LABEL.match(text))
-        if (
-            message.role == "user"
-            and REFERS_BACK.match(text)
-            and _follows_assistant(s.message, messages, conversational)
-        ):
-            continue  # "That's the rule going forward, yes.": the assistant's message it agrees to is the event
-        asked = message.role == "assistant" and text.rstrip().endswith("?")
-        # "Should I raise the limit to 200 requests per minute?" -> "Yes, do that.": the user decided it
-        offer = asked and OFFER.match(text) and SPECIFIC.search(text) and _substance(text, names) >= 3
-        # "Settled: ..." (the user agreeing before or after), "I'd suggest ..." (the user agreeing after); a label or
-        # a restatement ("Got it: ...") that closes a session right after the user stated terms
-        proposal = message.role == "assistant" and (labelled or PROPOSAL.match(text)) and not asked
-        if offer or proposal:
-            agreed = _agreement(s.message, messages, conversational, before=labelled and not offer)
-            if proposal and agreed is None and (labelled or not SUGGESTION.match(text[:60])):
-                agreed = _closing_terms(s.message, messages, conversational)
-            found = ("decision", 0) if agreed is not None else None
-            if agreed is not None:
-                user = messages[agreed]
-                who, label, evidence = user.speaker, prose_label(user), [s.message, agreed]
-        elif (
-            found
-            and found[0] in ("decision", "preference", "surprise", "fact")
-            and message.role == "assistant"
-            and not (found[0] == "surprise" and FAILURE.search(s.text))
-        ):
-            found = None  # decisions, preferences and facts are the user's (an assistant "switched" a setting); so
-            # are surprises, except a test or command that failed unexpectedly, which the agent is the first to see
-        if (
-            found is None
-            and message.role == "user"
-            and opening[s.message] == s.order
-            and _answers_choice(s, messages, conversational)
-        ):
-            found = ("decision", 0)
-        if message.role == "user" and (found is None or found[0] in ("decision", "fact")):
-            reply = _applied_by(s, replies, names)
-            if reply is not None:  # "The thumbnail worker should run with a concurrency of 4." -> "Set concurrency=4."
-                found = found if found and found[0] == "decision" else ("decision", 0)
-                evidence = [s.message, reply]  # the reply names what a short decision ("Make it 30 days.") changed
-        kind: EventType | None = found[0] if found else None
-        due = None
-        if kind is None and _is_open_question(s, messages, conversational, speakers_after):
-            kind = "open_question"
-            reply = speakers_after.get(s.message)  # the "not sure" answer is evidence too
-            evidence = [s.message] if reply is None else [s.message, reply]
-        if kind is None:
-            continue
-        if kind == "open_question":
-            question = clip(normalise(s.text).replace('"', "'"), 300)
-            what = f'{s.label} asked "{question}", which was left unanswered.'
-        elif found is not None:
-            # A labelled rule ("Settled: ...", "Amended rule, superseding ...: ...") runs to the end of its message;
-            # so does an assistant's restatement the user agreed to ("To be explicit about the new contract: ...").
-            stated = _rest_of_message(s, sentences) if kind == "decision" and (labelled or label != s.label) else s
-            what = _event_what(stated, found[0], found[1], label)
-            if kind == "commitment":
-                ref = message.ts or transcript.ended_at or transcript.started_at
-                due = resolve_due(normalise(s.text), ref.date()) if ref else None
-        salience = round(EVENT_WEIGHT[kind] + s.score + (0.15 if due else 0.0), 5)
-        event = KeyEvent(type=kind, what=what, evidence=evidence, who=who[:100], due=due)
-        key = (kind, s.message, s.order if kind == "fact" else -1)  # every fact a message states; else one a type
+        salience, event = _render(s, found, sentences, session)
+        key = (found.kind, s.message, s.order if found.kind == "fact" else -1)  # every fact a message states
         if key not in best or salience > best[key][0]:
             best[key] = (salience, event)
     ranked = sorted(best.items(), key=lambda item: (-item[1][0], item[0][1], item[0][0]))
     facts = [key for key, _ in ranked if key[0] == "fact"][MAX_FACTS:]  # the least salient facts beyond the cap
     return [event for key, (_, event) in ranked if key not in facts][:20]
+
+
+def _detect(s: Sentence, session: _Session) -> _Found | None:
+    """The event ``s`` states, if any, credited to its speaker or to the user who agreed to it."""
+    messages, conversational = session.messages, session.conversational
+    message = messages[s.message]
+    if message.role not in ("user", "assistant") or s.narration:
+        return None  # an agent's working step is neither a commitment nor a decision
+    text = normalise(s.text)
+    if message.role == "user" and REFERS_BACK.match(text) and _follows_assistant(s.message, messages, conversational):
+        return None  # "That's the rule going forward, yes.": the assistant's message it agrees to is the event
+    mine = _Found("decision", 0, s.speaker, s.label, [s.message], bool(DECISION_LABEL.match(text)))
+    found: _Found | None
+    if message.role == "assistant":
+        found = _agreed_to(s, text, mine, session)
+    else:
+        cued = cue(s.text, session.names)
+        found = replace(mine, kind=cued[0], start=cued[1]) if cued else None
+        if found is None and session.opening[s.message] == s.order and _answers_choice(s, messages, conversational):
+            found = mine
+        found = _applied(s, found, mine, session)
+    if found is None and _is_open_question(s, messages, conversational, session.speakers_after):
+        reply = session.speakers_after.get(s.message)  # the "not sure" answer is evidence too
+        found = replace(mine, kind="open_question", evidence=[s.message] if reply is None else [s.message, reply])
+    return found
+
+
+def _agreed_to(s: Sentence, text: str, mine: _Found, session: _Session) -> _Found | None:
+    """An assistant's sentence: a proposal or offer the user agreed to is the user's decision; of the assistant's own
+    cues only commitments count, and surprises when a test or command failed unexpectedly (the agent sees it first);
+    decisions, preferences and facts are the user's (an assistant "switched" a setting)."""
+    messages, conversational = session.messages, session.conversational
+    asked = text.rstrip().endswith("?")
+    # "Should I raise the limit to 200 requests per minute?" -> "Yes, do that.": the user decided it
+    offer = asked and OFFER.match(text) and SPECIFIC.search(text) and _substance(text, session.names) >= 3
+    # "Settled: ..." (the user agreeing before or after), "I'd suggest ..." (the user agreeing after); a label or a
+    # restatement ("Got it: ...") that closes a session right after the user stated terms
+    proposal = (mine.labelled or PROPOSAL.match(text)) and not asked
+    if offer or proposal:
+        agreed = _agreement(s.message, messages, conversational, before=mine.labelled and not offer)
+        if proposal and agreed is None and (mine.labelled or not SUGGESTION.match(text[:60])):
+            agreed = _closing_terms(s.message, messages, conversational)
+        if agreed is None:
+            return None
+        user = messages[agreed]
+        return replace(mine, who=user.speaker, label=prose_label(user), evidence=[s.message, agreed])
+    cued = cue(s.text, session.names)
+    if cued is None or (cued[0] != "commitment" and not (cued[0] == "surprise" and FAILURE.search(s.text))):
+        return None
+    return replace(mine, kind=cued[0], start=cued[1])
+
+
+def _applied(s: Sentence, found: _Found | None, mine: _Found, session: _Session) -> _Found | None:
+    """A user's statement that the assistant's reply applied is a decision, however it was phrased ("The thumbnail
+    worker should run with a concurrency of 4." -> "Set concurrency=4."); the reply is evidence too."""
+    if found is not None and found.kind not in ("decision", "fact"):
+        return found
+    reply = _applied_by(s, session.replies, session.names)
+    if reply is None:
+        return found
+    return replace(found if found and found.kind == "decision" else mine, evidence=[s.message, reply])
+
+
+def _render(s: Sentence, found: _Found, sentences: list[Sentence], session: _Session) -> tuple[float, KeyEvent]:
+    """The event as written (third person, its due date) and its salience."""
+    due = None
+    if found.kind == "open_question":
+        question = clip(normalise(s.text).replace('"', "'"), 300)
+        what = f'{s.label} asked "{question}", which was left unanswered.'
+    else:
+        # A labelled rule ("Settled: ...", "Amended rule, superseding ...: ...") runs to the end of its message;
+        # so does an assistant's restatement the user agreed to ("To be explicit about the new contract: ...").
+        whole = found.kind == "decision" and (found.labelled or found.label != s.label)
+        stated = _rest_of_message(s, sentences) if whole else s
+        what = _event_what(stated, found.kind, found.start, found.label)
+        if found.kind == "commitment":
+            transcript = session.transcript
+            ref = session.messages[s.message].ts or transcript.ended_at or transcript.started_at
+            due = resolve_due(normalise(s.text), ref.date()) if ref else None
+    salience = round(EVENT_WEIGHT[found.kind] + s.score + (0.15 if due else 0.0), 5)
+    return salience, KeyEvent(type=found.kind, what=what, evidence=found.evidence, who=found.who[:100], due=due)
 
 
 def _agreement(index: int, messages: list[Message], conversational: list[int], before: bool) -> int | None:
