@@ -19,6 +19,7 @@ from psycopg import sql
 
 from jobs.config import Settings
 from jobs.db import Database, one, set_local
+from jobs.report.data import analyst_role
 from jobs.sql import query
 from support import fake_anthropic as fa
 from support.databases import url_for
@@ -238,3 +239,12 @@ def ro_db(request: pytest.FixtureRequest) -> Iterator[Database]:
 def owner(db: Database, sql: str, params: Sequence[object] | dict[str, Any] | None = None) -> list[dict[str, Any]]:
     with db.admin() as conn:
         return conn.execute(sql, params).fetchall()
+
+
+def as_role(db: Database, role: str, sql: str, tenant: str | None = None) -> list[dict[str, Any]]:
+    """Run ``sql`` as ``role`` in a transaction, with episodes.tenant_id set when ``tenant`` is given."""
+    with db.pool.connection() as conn:
+        with conn.transaction():
+            set_local(conn, **({} if tenant is None else {"episodes.tenant_id": tenant}))
+            with analyst_role(conn, role):
+                return conn.execute(sql).fetchall()
