@@ -30,6 +30,7 @@ from jobs.extract.rules.cues import (
     cue,
 )
 from jobs.extract.rules.dates import resolve_due
+from jobs.extract.rules.records import by_name
 from jobs.extract.rules.text import clip, content_words, normalise, words
 from jobs.extract.rules.voice import INTERJECTION, attribute, decision_what, third_person
 from jobs.models import KeyEvent, Message, Transcript
@@ -278,20 +279,11 @@ def _applied_by(s: Sentence, replies: dict[int, tuple[int, str]], names: set[str
 
 # Not a statement about a system: the speaker's own life ("I ran a 10K ...") or a task asked of the agent ("Fix the
 # failing test in tests/test_api.py", "Read src/app.py and explain the startup"), which the reply echoes too.
-_NOT_ABOUT_A_SYSTEM = re.compile(
-    r"^\W*(?:(?:so|and|also|well|oh|yes|yeah|please|now|ok(?:ay)?|then|first|next)\W+)*(?:i|i'm|i've|i'd|i was|my|me|"
-    r"fix|read|explain|debug|investigate|look|check|find|show|tell|review|run|test|help|implement|refactor|write|"
-    r"create|add|summari[sz]e|analy[sz]e|search|open|list|describe|try|figure|can you|could you|would you|will you)\b",
-    re.IGNORECASE,
-)
+_NOT_ABOUT_A_SYSTEM = by_name("events")["NOT_ABOUT_A_SYSTEM"].compiled  # jobs/extract/rules/events.toml
 
 
 # A problem report ("The build is broken since we bumped Node to 22."), which a reply also echoes: no setting.
-_PROBLEM = re.compile(
-    r"\b(?:fail(?:s|ed|ing)?|errors?|broken|breaks|bugs?|crash(?:es|ed|ing)?|exceptions?|regression|"
-    r"(?:doesn't|does not|isn't|is not|aren't|don't|won't) work|not working|stuck|hangs?|oom)\b",
-    re.IGNORECASE,
-)
+_PROBLEM = by_name("events")["PROBLEM"].compiled  # jobs/extract/rules/events.toml
 
 
 def _follows_assistant(index: int, messages: list[Message], conversational: list[int]) -> bool:

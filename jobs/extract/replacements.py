@@ -32,6 +32,7 @@ import numpy as np
 
 from jobs.concepts import STANDING_TYPES
 from jobs.embeddings import Embedder
+from jobs.extract.rules.records import by_name
 from jobs.extract.rules.text import clip, normalise, split_sentences
 from jobs.models import KeyEvent, Message, OpenItem
 
@@ -49,38 +50,12 @@ RESTATE_SIMILARITY = 0.85
 # size of the list endpoints at 100" (0.87) replaces it.
 NEW_RULE_SIMILARITY = 0.6
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-CHANGE_CUE = re.compile(
-    r"\b(?:actually|instead|rather than|switch(?:ed|ing)? (?:to|over|back|from)|chang(?:e|ed|ing) (?:it |that )?to|"
-    r"changed (?:my|our) minds?|on second thought|scratch (?:that|the|this|our)|no longer|not any ?more|"
-    r"change of plans?|deprecated|replac(?:e|es|ed|ing) \S[^.;!?]{0,60}? with|in favou?r of|go(?:ing)? back to|"
-    r"revert(?:s|ed|ing)? to|(?:bump(?:s|ed|ing)?|rais(?:e|es|ed|ing)|lower(?:s|ed|ing)?|increas(?:e|es|ed|ing)|"
-    r"decreas(?:e|es|ed|ing)|reduc(?:e|es|ed|ing)|cut(?:s|ting)?|chang(?:e|es|ed|ing)|updat(?:e|es|ed|ing)|"
-    r"extend(?:s|ed|ing)?|shorten(?:s|ed|ing)?|mov(?:e|es|ed|ing)|set(?:s|ting)?) [^.;!?]{0,60}?\bto (?=\S)|"
-    r"(?:tighten|relax|loosen)(?:s|ed|ing)? (?:the|our)|"
-    r"(?:i|we)(?: really| much| still)? prefer|(?:i|we)(?:'d| would)(?: much| really)? (?:rather|prefer)|"
-    r"now,? (?:not|instead of|rather than))\b"
-    r"|\((?:was|previously|formerly)\b",
-    re.IGNORECASE,
-)
+_EVENT_RULES = by_name("events")  # the cue tables are data: jobs/extract/rules/events.toml
+CHANGE_CUE = _EVENT_RULES["CHANGE_CUE"].compiled  # "actually", "instead", "switch to", "raise ... to", "(was"
 # A rule that starts now ("From now on, ...", "Going forward, ...", "... is now 25 MB") need not replace anything:
 # it replaces an offered decision only when the two are about the same setting (:data:`NEW_RULE_SIMILARITY`).
-NEW_RULE_CUE = re.compile(
-    r"\b(?:from now on|(?:going|moving) forward|now|new (?:rule|policy|convention)|effective (?:immediately|today))\b",
-    re.IGNORECASE,
-)
-AMEND_CUE = re.compile(
-    r"\b(?:amend(?:s|ed|ing|ment)?|supersed(?:e|es|ed|ing)|overrid(?:e|es|ing)|overrule[sd]?|revis(?:e|ed|ion)|"
-    r"replac(?:e|es|ed|ing) (?:the|our|my|that|this|last|previous|earlier|keep-\w+)|"
-    r"switch(?:ed|ing)? from|revers(?:e|es|ed|ing)|revisit(?:s|ed|ing)?|walk(?:s|ed|ing)? back|tweaks? to|"
-    r"(?:rule|policy|decision|convention) (?:changes|is changing|has changed|change|update)|"
-    r"(?:corrected|replacement) (?:rule|policy|decision|convention)|correction\s*:|"
-    r"(?:previous|earlier|old|last (?:week|month)'s) (?:rule|decision|policy)|"
-    r"change of plans?|(?:update|change|correction) to (?:the|our|my) (?:\w+ )?(?:rule|decision|policy|convention)|"
-    r"(?:updat|chang|revis|tweak|adjust)(?:e|es|ed|ing|s)? (?:the|our|my) (?:[\w-]+ ){0,3}(?:rule|decision|policy|convention)|"
-    r"(?:quick |small )?update on (?:the|our|my)|"
-    r"(?:rule|decision|policy) from last (?:week|month|time))\b",
-    re.IGNORECASE,
-)
+NEW_RULE_CUE = _EVENT_RULES["NEW_RULE_CUE"].compiled
+AMEND_CUE = _EVENT_RULES["AMEND_CUE"].compiled  # "amended", "superseding", "quick update on the ... rule"
 _BOILERPLATE = re.compile(
     r"\b(?:the user|the assistant|decided|prefers?|said|that|to|amendment|amended|superseding|supersedes|"
     r"rule from last (?:week|month))\b|^\W*decision\s*[:—–-]|[\"':]",

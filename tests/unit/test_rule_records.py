@@ -11,7 +11,7 @@ from jobs.extract.rules.cues import CUE_RULES, VETOES, Candidate, candidates, cu
 from jobs.extract.rules.records import RuleRecord, load
 from jobs.extract.rules.text import normalise
 
-RECORDS = load("cues")
+RECORDS = [r for name in ("cues", "events") for r in load(name)]
 
 
 def _examples(kind: str) -> list[object]:
@@ -38,7 +38,7 @@ def test_records_are_complete_and_say_where_they_came_from() -> None:
         assert len(r.positives) >= 2 and r.negatives, r.id
         assert "outside the tuning data" in r.source, r.id  # one positive was written fresh
         assert set(r.vetoes) <= set(VETOES), r.id
-    priorities = [r.priority for r in RECORDS if r.priority]
+    priorities = [r.priority for r in load("cues") if r.priority]
     assert len(priorities) == len(set(priorities)) == len(CUE_RULES)  # one order among the cue rules
 
 

@@ -7,22 +7,14 @@ from __future__ import annotations
 
 import re
 
+from jobs.extract.rules.records import by_name
 from jobs.extract.rules.text import NUMBER_WORDS, split_sentences
 
 # An assistant's reply that reports doing or recording what the user just said ("Done, the list endpoints now cap
 # page_size at 100.", "Set concurrency=4 for the thumbnail worker.", "Noted, the pipeline blocks Friday deploys after
 # 17:00.", "I'll add a check for feature/<slug> in CI."): with the user's specific echoed (:func:`echoed`), the user's
 # sentence was a decision however it was phrased. A reply that objects ("but", "however") applied nothing.
-APPLIED = re.compile(
-    r"^\W*(?:(?:ok(?:ay)?|done|noted|got it|understood|sure|will do|on it|agreed)\b|"
-    r"(?:i(?:'ve| have| just)? |we(?:'ve| have)? )?(?:set|updated|changed|bumped|raised|lowered|increased|decreased|"
-    r"reduced|capped|configured|switched|moved|added|enabled|disabled|pinned|renamed|enforced|limited|extended|"
-    r"shortened|tightened|relaxed|made|scheduled|removed|dropped|deleted|turned (?:on|off))\b|"
-    r"i(?:'ll| will) (?:set|update|change|bump|raise|lower|cap|configure|switch|move|add|enable|disable|pin|rename|"
-    r"enforce|limit|write|make|port|wire|use|keep|store|schedule|remove|drop)\b)"
-    r"|\b\w+\s*=\s*\S|\b(?:is|are) now\b|\bnow (?!that\b)[a-z]+s\b|\bset to\b",
-    re.IGNORECASE,
-)
+APPLIED = by_name("events")["APPLIED"].compiled  # jobs/extract/rules/events.toml
 _OBJECTS = re.compile(r"\b(?:but|however|although|though|instead|won't|can't|cannot|shouldn't|not sure)\b", re.I)
 _ECHO = re.compile(r"\d+(?:[.:]\d+)*|`[^`]+`|[^\s,;()]*[\w>][_/=][^\s,;()]*[\w>]|\b[A-Z][A-Z0-9]+\b")
 _WHEN = re.compile(
