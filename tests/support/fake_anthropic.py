@@ -11,7 +11,6 @@ records every request. Standard library only, so it also runs as a separate proc
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib
 import json
 import os
@@ -19,181 +18,62 @@ import re
 import signal
 import sys
 import threading
-import time
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-MAX_MESSAGE_BYTES = 32 * 1024 * 1024  # the real API's request size limit for /v1/messages
-CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-Reply = tuple[int, dict[str, str], bytes]
+if __package__ in (None, ""):  # run as a script: tests/ on the path, so `support` imports as it does in the tests
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from support.anthropic_batches import MessageBatches
+from support.anthropic_steps import (
+    MAX_MESSAGE_BYTES,
+    Recorded,
+    Reply,
+    Responder,
+    Step,
+    _as_step,
+    _Batch,
+    _cache_breakpoints,
+    _error_reply,
+    _invalid_params,
+    _json,
+    default_responder,
+    echo_responder,
+    error,
+    hang,
+    max_tokens,
+    overloaded,
+    rate_limited,
+    raw,
+    refusal,
+    server_error,
+    text,
+    tool_use,
+)
 
-@dataclass
-class Step:
-    """One scripted answer; build it with the module-level constructors (`tool_use`, `error`, ...)."""
-
-    kind: str  # tool_use | text | refusal | max_tokens | error | hang | raw
-    input: dict[str, Any] | None = None
-    name: str | None = None
-    text: str = ""
-    stop_reason: str = "end_turn"
-    usage: dict[str, int] | None = None
-    status: int = 200
-    error_type: str = "api_error"
-    message: str = ""
-    retry_after: float | None = None
-    seconds: float = 0.0
-    then: Step | None = None
-    body: bytes = b""
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Recorded:
-    """A request as the server saw it; `body` is the parsed JSON (None when absent or invalid)."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    query: str = ""
-    at: float = field(default_factory=time.monotonic)
-
-
-Responder = Callable[[dict[str, Any]], "Step | dict[str, Any]"]
-
-
-def tool_use(input: dict[str, Any], name: str | None = None, usage: dict[str, int] | None = None) -> Step:
-    """A single tool_use block; `name` defaults to the request's forced tool (or its first tool)."""
-    return Step("tool_use", input=input, name=name, stop_reason="tool_use", usage=usage)
-
-
-def text(text: str, stop_reason: str = "end_turn", usage: dict[str, int] | None = None) -> Step:
-    """A single text block."""
-    return Step("text", text=text, stop_reason=stop_reason, usage=usage)
-
-
-def refusal(text: str = "I can't help with that.") -> Step:
-    """What the API returns when the model declines: 200 with stop_reason "refusal"."""
-    return Step("refusal", text=text, stop_reason="refusal")
-
-
-def max_tokens(partial_input: dict[str, Any], name: str | None = None) -> Step:
-    """A tool call cut off by max_tokens: the caller must not trust `partial_input`."""
-    return Step("max_tokens", input=partial_input, name=name, stop_reason="max_tokens")
-
-
-def error(
-    status: int, type: str, message: str = "Error injected by FakeAnthropic", retry_after: float | None = None
-) -> Step:
-    """An error in Anthropic's exact JSON shape, optionally with a `retry-after` header."""
-    return Step("error", status=status, error_type=type, message=message, retry_after=retry_after)
-
-
-def rate_limited(retry_after: float | None = 1.0) -> Step:
-    """429 rate_limit_error; the SDK retries it, honouring `retry-after`."""
-    return error(429, "rate_limit_error", "Number of request tokens has exceeded your rate limit", retry_after)
-
-
-def overloaded(retry_after: float | None = None) -> Step:
-    """529 overloaded_error (surfaces as `anthropic.OverloadedError` once retries run out)."""
-    return error(529, "overloaded_error", "Overloaded", retry_after)
-
-
-def server_error(retry_after: float | None = None) -> Step:
-    """500 api_error (surfaces as `anthropic.InternalServerError`)."""
-    return error(500, "api_error", "Internal server error", retry_after)
-
-
-def hang(seconds: float, then: Step | None = None) -> Step:
-    """Sleep before answering (to trip client timeouts); then answer `then` or what the responder says."""
-    return Step("hang", seconds=seconds, then=then)
-
-
-def raw(status: int, body: str | bytes, headers: dict[str, str] | None = None) -> Step:
-    """An arbitrary response, e.g. a malformed JSON body."""
-    return Step(
-        "raw", status=status, body=body.encode() if isinstance(body, str) else body, headers=dict(headers or {})
-    )
-
-
-def default_responder(body: dict[str, Any]) -> Step:
-    """Used when nothing is scripted: a plain "ok"."""
-    return text("ok")
-
-
-def echo_responder(body: dict[str, Any]) -> Step:
-    """Echo the last user text back; handy for `--responder support.fake_anthropic:echo_responder` (from tests/)."""
-    content = (body.get("messages") or [{}])[-1].get("content", "")
-    if isinstance(content, list):
-        content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return text(str(content))
-
-
-def _as_step(result: Step | dict[str, Any]) -> Step:
-    """Responders may return a bare dict as shorthand for a tool_use input. Other results are
-    duck-typed, because a responder loaded under another module name has its own `Step` class."""
-    return tool_use(result) if isinstance(result, dict) else result
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _json(obj: Any) -> bytes:
-    return json.dumps(obj).encode()
-
-
-def _error_reply(status: int, type: str, message: str, retry_after: float | None = None) -> Reply:
-    headers = {} if retry_after is None else {"retry-after": f"{retry_after:g}"}
-    return status, headers, _json({"type": "error", "error": {"type": type, "message": message}})
-
-
-def _invalid_params(body: Any) -> str | None:
-    """The few checks the real API makes that a hand-built request (or batch params) might fail."""
-    if not isinstance(body, dict):
-        return "request body must be a JSON object"
-    for key, kind in (("model", str), ("max_tokens", int), ("messages", list)):
-        if not isinstance(body.get(key), kind):
-            return f"{key}: Field required"
-    if body.get("stream"):
-        return "stream: streaming is not supported by FakeAnthropic"
-    return None
-
-
-def _cache_breakpoints(body: dict[str, Any]) -> list[tuple[str, int]]:
-    """(prefix hash, prefix tokens) for each cache_control breakpoint, in prompt order
-    (tools, then system, then messages), so a later request can hit any earlier cached prefix."""
-    items: list[tuple[str, Any]] = [("tool", t) for t in body.get("tools") or []]
-    system = body.get("system")
-    items += [("system", b) for b in (system if isinstance(system, list) else [system] if system else [])]
-    for msg in body.get("messages") or []:
-        content = msg.get("content")
-        items += [(str(msg.get("role")), b) for b in (content if isinstance(content, list) else [content])]
-    digest, size, out = hashlib.sha256(str(body.get("model")).encode()), 0, []
-    for where, item in items:
-        marked = isinstance(item, dict) and "cache_control" in item
-        plain = {k: v for k, v in item.items() if k != "cache_control"} if isinstance(item, dict) else item
-        chunk = where + json.dumps(plain, sort_keys=True)
-        digest.update(chunk.encode())
-        size += len(chunk)
-        if marked:
-            out.append((digest.hexdigest(), size // 4))
-    return out
-
-
-@dataclass
-class _Batch:
-    obj: dict[str, Any]
-    requests: list[dict[str, Any]]
-    results: list[dict[str, Any]] | None = None
+# The scripted answers and the responders are part of this module's interface (fa.tool_use, fa.Step, ...).
+__all__ = [
+    "FakeAnthropic",
+    "Recorded",
+    "Responder",
+    "Step",
+    "default_responder",
+    "echo_responder",
+    "error",
+    "hang",
+    "max_tokens",
+    "overloaded",
+    "rate_limited",
+    "raw",
+    "refusal",
+    "server_error",
+    "text",
+    "tool_use",
+]
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -228,7 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.fake._handle(self, "DELETE")
 
 
-class FakeAnthropic:
+class FakeAnthropic(MessageBatches):
     """The server. State (script, recordings, prompt cache, batches) lives here, so any number of
     SDK clients can share it."""
 
@@ -254,15 +134,6 @@ class FakeAnthropic:
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
-
-    @property
-    def batch_responder(self) -> Responder:
-        """Answers batch requests; follows `responder` unless set. Batches never touch `enqueue`'s FIFO."""
-        return self._batch_responder or self.responder
-
-    @batch_responder.setter
-    def batch_responder(self, value: Responder | None) -> None:
-        self._batch_responder = value
 
     def start(self) -> FakeAnthropic:
         """Bind (a free port by default) and serve from a daemon thread."""
@@ -298,14 +169,6 @@ class FakeAnthropic:
         """Script the next POST /v1/messages answers, one step per request, first in first out."""
         with self._lock:
             self._queue.extend(steps)
-
-    def end_batches(self) -> None:
-        """End every batch still in progress now rather than after ``batch_delay``: a test that needs a
-        batch in progress until a point of its choosing sets a long ``batch_delay``, then calls this."""
-        with self._lock:
-            pending = [batch_id for batch_id, batch in self._batches.items() if batch.results is None]
-        for batch_id in pending:
-            self._finish_batch(batch_id)
 
     def calls(self, path: str = "/v1/messages", method: str = "POST") -> list[Recorded]:
         """Recorded requests to one endpoint (by default: message creations)."""
@@ -427,145 +290,6 @@ class FakeAnthropic:
             "cache_creation_input_tokens": created,
             "cache_read_input_tokens": read,
         }
-
-    # --- Message Batches -----------------------------------------------------------------------
-
-    def _create_batch(self, body: Any) -> Reply:
-        reqs = body.get("requests") if isinstance(body, dict) else None
-        if not isinstance(reqs, list) or not reqs:
-            return _error_reply(400, "invalid_request_error", "requests: must be a non-empty list")
-        if len(reqs) > self.max_batch_requests:
-            return _error_reply(
-                400, "invalid_request_error", f"requests: at most {self.max_batch_requests} requests per batch"
-            )
-        seen: set[str] = set()
-        for i, req in enumerate(reqs):
-            cid = req.get("custom_id") if isinstance(req, dict) else None
-            if not isinstance(cid, str) or not CUSTOM_ID.fullmatch(cid):
-                return _error_reply(
-                    400, "invalid_request_error", f"requests.{i}.custom_id: must match ^[a-zA-Z0-9_-]{{1,64}}$"
-                )
-            if cid in seen:
-                return _error_reply(400, "invalid_request_error", f"requests.{i}.custom_id: duplicate {cid!r}")
-            if not isinstance(req.get("params"), dict):
-                return _error_reply(400, "invalid_request_error", f"requests.{i}.params: Field required")
-            seen.add(cid)
-        created = datetime.now(UTC)
-        batch_id = f"msgbatch_{uuid.uuid4().hex[:24]}"
-        obj = {
-            "id": batch_id,
-            "type": "message_batch",
-            "processing_status": "in_progress",
-            "request_counts": {"processing": len(reqs), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0},
-            "created_at": _now(),
-            "expires_at": (created + timedelta(hours=24)).isoformat().replace("+00:00", "Z"),
-            "ended_at": None,
-            "cancel_initiated_at": None,
-            "archived_at": None,
-            "results_url": None,
-        }
-        timer = threading.Timer(self.batch_delay, self._finish_batch, args=(batch_id,))
-        timer.daemon = True
-        with self._lock:
-            self._batches[batch_id] = _Batch(obj, reqs)
-            self._timers.append(timer)
-        timer.start()
-        return 200, {}, _json(obj)
-
-    def _finish_batch(self, batch_id: str) -> None:
-        """Runs in a timer thread: answer every request, then mark the batch ended."""
-        with self._lock:
-            batch = self._batches[batch_id]
-            canceled = batch.obj["processing_status"] == "canceling"
-            failing = set(self.fail_batch_requests)
-        results = [
-            {"custom_id": r["custom_id"], "result": self._batch_result(r, canceled, failing)} for r in batch.requests
-        ]
-        counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
-        for r in results:
-            counts[r["result"]["type"]] += 1
-        with self._lock:
-            batch.results = results
-            batch.obj.update(
-                processing_status="ended",
-                request_counts=counts,
-                ended_at=_now(),
-                results_url=f"{self.base_url}/v1/messages/batches/{batch_id}/results",
-            )
-
-    def _batch_result(self, req: dict[str, Any], canceled: bool, failing: set[str]) -> dict[str, Any]:
-        def errored(type: str, message: str) -> dict[str, Any]:
-            return {"type": "errored", "error": {"type": "error", "error": {"type": type, "message": message}}}
-
-        if canceled:
-            return {"type": "canceled"}
-        if req["custom_id"] in failing:
-            return errored("api_error", "Injected failure (fail_batch_requests)")
-        params = req["params"]
-        problem = _invalid_params(params)
-        if problem:
-            return errored("invalid_request_error", problem)
-        try:
-            step = _as_step(self.batch_responder(params))
-            while step.kind == "hang":  # batches are asynchronous anyway: no point sleeping
-                step = step.then or _as_step(self.batch_responder(params))
-        except Exception as exc:  # keep the timer thread alive and the failure visible
-            return errored("api_error", f"batch_responder raised {exc!r}")
-        if step.kind == "error":
-            return errored(step.error_type, step.message)
-        if step.kind == "raw":
-            return errored("api_error", "raw response in a batch")
-        return {"type": "succeeded", "message": self._message(step, params)}
-
-    def _batch_endpoint(self, method: str, batch_id: str, action: str) -> Reply:
-        with self._lock:
-            batch = self._batches.get(batch_id)
-            if batch is None:
-                return _error_reply(404, "not_found_error", f"Message batch {batch_id} not found")
-            if (method, action) == ("GET", ""):
-                return 200, {}, _json(batch.obj)
-            if (method, action) == ("POST", "/cancel"):
-                if batch.obj["processing_status"] == "in_progress":
-                    batch.obj.update(processing_status="canceling", cancel_initiated_at=_now())
-                return 200, {}, _json(batch.obj)
-            if (method, action) == ("GET", "/results"):
-                if batch.results is None:
-                    return _error_reply(404, "not_found_error", f"Results for {batch_id} are not available yet")
-                lines = b"".join(_json(r) + b"\n" for r in batch.results)
-                return 200, {"content-type": "application/x-jsonl"}, lines
-            if (method, action) == ("DELETE", ""):
-                if batch.results is None:
-                    return _error_reply(400, "invalid_request_error", "Batch is still processing")
-                del self._batches[batch_id]
-                return 200, {}, _json({"id": batch_id, "type": "message_batch_deleted"})
-        return _error_reply(405, "invalid_request_error", f"{method} not allowed here")
-
-    def _list_batches(self, query: dict[str, list[str]]) -> Reply:
-        """Newest first, paginated with after_id / before_id / limit like the real API."""
-        with self._lock:
-            objs = [b.obj for b in reversed(self._batches.values())]
-        ids = [o["id"] for o in objs]
-        limit = int(query.get("limit", ["20"])[0])
-        if "after_id" in query and query["after_id"][0] in ids:
-            start = ids.index(query["after_id"][0]) + 1
-            page, has_more = objs[start : start + limit], start + limit < len(objs)
-        elif "before_id" in query and query["before_id"][0] in ids:
-            end = ids.index(query["before_id"][0])
-            page, has_more = objs[max(end - limit, 0) : end], end - limit > 0
-        else:
-            page, has_more = objs[:limit], limit < len(objs)
-        return (
-            200,
-            {},
-            _json(
-                {
-                    "data": page,
-                    "has_more": has_more,
-                    "first_id": page[0]["id"] if page else None,
-                    "last_id": page[-1]["id"] if page else None,
-                }
-            ),
-        )
 
 
 def _import_callable(spec: str) -> Responder:
