@@ -21,7 +21,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from support.api_server import serve
-from support.claude_code_cli import DECISION
+from support.claude_code_cli import DECISION, _hook
 from support.git_repos import commit, git, scene
 from support.repository_hooks import end_session, start_session
 
@@ -85,6 +85,19 @@ def test_the_sh_hook_sends_the_branch_and_the_http_block_says_pending(
         on_a = _run(command, repos.wt_a, key)
         assert "pgvector" in on_a.lower() and "pending on" not in on_a, on_a  # in force on its own branch
         assert _run(command, outside, key) == ""  # outside git: no repository, nothing of app's
+        # the Python hooks of remote mode (where sh/curl could not be installed) send them too, read from git's
+        # files: at the start, and for the first prompt's recall (POST /v1/recall), feat/a's stays out on main
+        start = {"hook_event_name": "SessionStart", "source": "startup", "session_id": "p-1", "cwd": str(repos.main)}
+        shown, _ = _hook(start, "--user", "ann", "--api", api, "--budget", "60", env={"EPISODES_API_KEY": key})
+        assert shown.returncode == 0 and "pending on `feat/a`" in shown.stdout, shown.stdout + shown.stderr
+        prompt = {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "p-1",
+            "cwd": str(repos.main),
+            "prompt": QUESTION,
+        }
+        said, _ = _hook(prompt, "--user", "ann", "--api", api, "--budget", "60", env={"EPISODES_API_KEY": key})
+        assert said.returncode == 0 and "pgvector" not in said.stdout.lower(), said.stdout + said.stderr
 
         head = git(repos.main, "rev-parse", "HEAD")
         body = {"user_id": "ann", "message": QUESTION, "repo": "git@github.com:acme/app.git", "branch": "main"}

@@ -28,8 +28,15 @@ class RemoteError(Exception):
     """`episodes api` refused or could not be reached (the hook logs it and fails open)."""
 
 
-def post(api: str, key_env: str, path: str, body: dict[str, Any], timeout: float = TIMEOUT_SECONDS) -> Any:
-    """POST JSON to ``api`` + ``path`` with the bearer key from ``key_env``; the decoded answer."""
+def post(
+    api: str,
+    key_env: str,
+    path: str,
+    body: dict[str, Any],
+    timeout: float = TIMEOUT_SECONDS,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """POST JSON to ``api`` + ``path`` with the bearer key from ``key_env`` (and ``headers``); the decoded answer."""
     import http.client
 
     key = env(key_env) or ""
@@ -48,6 +55,7 @@ def post(api: str, key_env: str, path: str, body: dict[str, Any], timeout: float
                 "Authorization": f"Bearer {key}",
                 "Content-Type": "application/json",
                 "Accept": "application/json",
+                **(headers or {}),
             },
         )
         response = conn.getresponse()
@@ -62,14 +70,27 @@ def post(api: str, key_env: str, path: str, body: dict[str, Any], timeout: float
 def start_view(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> dict[str, Any]:
     """The session's start block and the ids it shows, from ``POST /v1/claude-code/session-start`` (the
     route the installed sh/curl SessionStart hook calls; jobs.claude_code.start_view)."""
+    where = git_place(str(payload.get("cwd") or ""))
+    sent = {f"X-Episodes-{k.title()}": v.encode("utf-8").decode("latin-1") for k, v in where.items()}
     return dict(
         post(
             args.api,
             args.key_env,
             f"{START_ROUTE}?user_id={quote(user, safe='')}&format=json",
             {"cwd": payload.get("cwd")},
+            headers=sent,  # as the sh hook sends them (HTTP headers are Latin-1: UTF-8 bytes as such)
         )
     )
+
+
+def git_place(cwd: str) -> dict[str, str]:
+    """``repo``, ``branch`` and ``head`` of the session's folder, read from git's files (no git process); none
+    outside git (issue 49: the service leaves out other branches' unmerged sessions)."""
+    from jobs.repository.identity import place_of
+
+    place = place_of(cwd) if cwd else None
+    where = {"repo": place.identity, "branch": place.branch, "head": place.head} if place else {}
+    return {k: v for k, v in where.items() if v}
 
 
 def session_start(args: argparse.Namespace, user: str, payload: dict[str, Any]) -> str:
@@ -97,6 +118,7 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
 
     view = start_view(args, user, payload)
     session_state.remember_start(state, view.get("episodes") or [], view.get("open_items") or [])
+    cwd = str(payload.get("cwd") or "")
     answer = post(
         args.api,
         args.key_env,
@@ -104,8 +126,9 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
         {
             "user_id": user,
             "message": prompt[:20_000],
-            "purpose": project_purpose(str(payload.get("cwd") or "")),
+            "purpose": project_purpose(cwd),
             "budget_tokens": injection.PROMPT_BUDGET_TOKENS,
+            **git_place(cwd),  # issue 49: other branches' sessions as pending
         },
     )
     block = injection.prompt_block(
