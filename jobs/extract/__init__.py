@@ -2,7 +2,8 @@
 
 Every extractor follows the :class:`Extractor` protocol and is registered by name in the
 ``episodes.extractors`` entry-point group (:mod:`jobs.registry`; the built-in ones are in
-:mod:`jobs.extract.registry`): ``anthropic`` (:mod:`jobs.extract.claude`, forced tool use) and
+:mod:`jobs.extract.registry`): ``anthropic``, ``openai`` and ``claude-code`` (the one
+:class:`~jobs.extract.model.ModelExtractor`, forced tool use, composed with each back end's caller) and
 ``offline`` (:mod:`jobs.extract.offline`: deterministic, no network, lower quality, labelled
 ``offline``). :func:`make_extractor` picks one by name, ``auto`` as
 :attr:`jobs.config.Settings.resolved_extractor` decides.

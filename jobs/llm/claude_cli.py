@@ -4,8 +4,8 @@
 instead of the Messages API. Everything around the request is shared, not copied: the prompts (the
 extractor and compressor render them as for Claude), the one-repair rule and the failures it raises
 (:mod:`jobs.llm.repair`), the pydantic validation, and the grounding and dead-letter rules of the
-jobs above. :mod:`jobs.extract.claude_code` and :mod:`jobs.compress.claude_code` put it behind the
-Claude extractor and compressor.
+jobs above. :mod:`jobs.extract.claude_code` and :mod:`jobs.compress.claude_code` hand it to the one
+model extractor and compressor (:mod:`jobs.extract.model`, :mod:`jobs.compress.model`).
 
 **Why the CLI directly, not the claude-agent-sdk package.** The SDK is an async wrapper that
 starts the same CLI (its wheel bundles a copy) and speaks its stream-JSON protocol; for one
@@ -54,7 +54,6 @@ import json
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +65,7 @@ from jobs.llm.repair import (
     RepairingCaller,
     T,
     ToolRequest,
+    recorded,
     refusal_note,
     truncated_note,
     validate,
@@ -180,13 +180,8 @@ class ClaudeCli(RepairingCaller):
         return {**params, "user": params["user"] + "\n\n" + note}
 
     def send(self, prompt: ToolRequest, params: dict[str, Any], calls: list[ModelCall]) -> Answer:
-        call = ModelCall(template=prompt.template, prompt_hash=prompt.prompt_hash, model=self.label)
-        calls.append(call)
-        started = time.perf_counter()
-        try:
+        with recorded(prompt, self.label, calls) as call:
             result = self._run(params["system"], params["user"], prompt.schema, call, calls)
-        finally:
-            call.latency_ms = int((time.perf_counter() - started) * 1000)
         usage = result.get("usage") or {}
         cost = result.get("total_cost_usd")
         record_usage(

@@ -25,7 +25,6 @@ import json
 import logging
 import re
 import threading
-import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -46,6 +45,7 @@ from jobs.llm.repair import (
     Problem,
     RepairingCaller,
     ToolRequest,
+    recorded,
     refusal_note,
     short,
     truncated_note,
@@ -175,19 +175,15 @@ class ChatCaller(RepairingCaller):
     def _send_once(self, prompt: ToolRequest, params: dict[str, Any], calls: list[ModelCall]) -> Any:
         import openai
 
-        call = ModelCall(template=prompt.template, prompt_hash=prompt.prompt_hash, model=label(OPENAI, params["model"]))
-        calls.append(call)
-        started = time.perf_counter()
-        try:
-            sent = dict(params)
-            if self._completion_tokens:
-                sent["max_completion_tokens"] = sent.pop("max_tokens")
-            raw = self.client.chat.completions.with_raw_response.create(**sent)
-            response, reason = _parsed(raw)
-        except openai.OpenAIError as exc:
-            raise self._failure(exc, call, params, calls) from exc
-        finally:
-            call.latency_ms = int((time.perf_counter() - started) * 1000)
+        with recorded(prompt, label(OPENAI, params["model"]), calls) as call:
+            try:
+                sent = dict(params)
+                if self._completion_tokens:
+                    sent["max_completion_tokens"] = sent.pop("max_tokens")
+                raw = self.client.chat.completions.with_raw_response.create(**sent)
+                response, reason = _parsed(raw)
+            except openai.OpenAIError as exc:
+                raise self._failure(exc, call, params, calls) from exc
         if reason is not None:  # a 200 that is no chat completion: a proxy's page, another service
             call.outcome, call.error = "transient", f"unreadable response: {reason}"
             raise TransientModelError(f"unreadable response from {self.where}: {reason}", calls=calls)

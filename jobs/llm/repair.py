@@ -11,7 +11,10 @@ record them, retry later, and dead-letter after ``Settings.max_attempts``.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -28,15 +31,21 @@ REPAIR_MAX_TOKENS = 8192  # a truncated answer is asked again with twice the roo
 
 
 class ToolRequest(Protocol):
-    """What a caller needs of a rendered request (:class:`jobs.llm.tools.ToolPrompt` is one)."""
+    """What a caller reads of a rendered request (:class:`jobs.llm.tools.ToolPrompt` is one): the template
+    it came from, the system and user text, the forced tool's name, description and input schema."""
 
-    template: str
-    system: str
-    user: str
-    tool_name: str
-    tool_description: str
-    schema: dict[str, Any]
-
+    @property
+    def template(self) -> str: ...
+    @property
+    def system(self) -> str: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def tool_name(self) -> str: ...
+    @property
+    def tool_description(self) -> str: ...
+    @property
+    def schema(self) -> dict[str, Any]: ...
     @property
     def prompt_hash(self) -> str: ...
 
@@ -58,6 +67,19 @@ class Caller(Protocol):
     def call(self, prompt: Any, output: type[T], calls: list[ModelCall]) -> T: ...
 
     def close(self) -> None: ...
+
+
+@contextmanager
+def recorded(prompt: ToolRequest, model: str, calls: list[ModelCall]) -> Iterator[ModelCall]:
+    """The model-call row of one request, as every caller writes it: appended to ``calls`` before the request
+    (a request that fails keeps its row, the caller sets its outcome), its latency measured around the block."""
+    call = ModelCall(template=prompt.template, prompt_hash=prompt.prompt_hash, model=model)
+    calls.append(call)
+    started = time.perf_counter()
+    try:
+        yield call
+    finally:
+        call.latency_ms = int((time.perf_counter() - started) * 1000)
 
 
 def truncated_note(answer: str) -> str:
@@ -86,8 +108,9 @@ class RepairingCaller(ABC):
 
     @abstractmethod
     def send(self, prompt: Any, params: dict[str, Any], calls: list[ModelCall]) -> Any:
-        """Make one request; append its ModelCall to ``calls`` (also when it fails) and raise a
-        ModelError (with ``calls``) or a ConfigError when no answer came."""
+        """Make one request; its ModelCall goes to ``calls`` through :func:`recorded` (also when it fails)
+        and filled with the answer's usage; raise a ModelError (with ``calls``) or a ConfigError when no
+        answer came."""
 
     @abstractmethod
     def read(self, response: Any, prompt: Any, output: type[T]) -> T | Problem:

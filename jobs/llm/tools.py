@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,6 +28,7 @@ from jobs.llm.repair import (
     REPAIR_MAX_TOKENS,
     Problem,
     RepairingCaller,
+    recorded,
     refusal_note,
     short,
     truncated_note,
@@ -108,34 +108,34 @@ class ToolCaller(RepairingCaller):
         return prompt.request(self.settings.model, self.settings.max_output_tokens)
 
     def send(self, prompt: ToolPrompt, params: dict[str, Any], calls: list[ModelCall]) -> Any:
-        call = ModelCall(template=prompt.template, prompt_hash=prompt.prompt_hash, model=params["model"])
-        calls.append(call)
-        started = time.perf_counter()
         import anthropic  # loaded by make_client already; not at module import (jobs.llm.client)
 
-        try:
-            response = self.client.messages.create(**params)
-        except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
-            call.outcome, call.error = "error", short(exc)
-            raise ConfigError(
-                f"The model API rejected the credentials: {short(exc)}. Check ANTHROPIC_API_KEY."
-            ) from exc
-        except (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError) as exc:
-            call.outcome, call.error = "transient", short(exc)
-            raise TransientModelError(f"model service unavailable after retries: {short(exc)}", calls=calls) from exc
-        except anthropic.APIStatusError as exc:
-            transient = exc.status_code >= 500 or exc.status_code in (408, 409, 429)
-            call.outcome, call.error = ("transient" if transient else "error"), short(exc)
-            if transient:
-                raise TransientModelError(f"model service error {exc.status_code}: {short(exc)}", calls=calls) from exc
-            raise ExtractionError(
-                f"the model API rejected the request ({exc.status_code}): {short(exc)}", calls=calls
-            ) from exc
-        except ValueError as exc:  # an unparseable response body
-            call.outcome, call.error = "transient", f"unreadable response: {exc}"
-            raise TransientModelError(f"unreadable response from the model service: {exc}", calls=calls) from exc
-        finally:
-            call.latency_ms = int((time.perf_counter() - started) * 1000)
+        with recorded(prompt, params["model"], calls) as call:
+            try:
+                response = self.client.messages.create(**params)
+            except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
+                call.outcome, call.error = "error", short(exc)
+                raise ConfigError(
+                    f"The model API rejected the credentials: {short(exc)}. Check ANTHROPIC_API_KEY."
+                ) from exc
+            except (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError) as exc:
+                call.outcome, call.error = "transient", short(exc)
+                raise TransientModelError(
+                    f"model service unavailable after retries: {short(exc)}", calls=calls
+                ) from exc
+            except anthropic.APIStatusError as exc:
+                transient = exc.status_code >= 500 or exc.status_code in (408, 409, 429)
+                call.outcome, call.error = ("transient" if transient else "error"), short(exc)
+                if transient:
+                    raise TransientModelError(
+                        f"model service error {exc.status_code}: {short(exc)}", calls=calls
+                    ) from exc
+                raise ExtractionError(
+                    f"the model API rejected the request ({exc.status_code}): {short(exc)}", calls=calls
+                ) from exc
+            except ValueError as exc:  # an unparseable response body
+                call.outcome, call.error = "transient", f"unreadable response: {exc}"
+                raise TransientModelError(f"unreadable response from the model service: {exc}", calls=calls) from exc
         fill_usage(self.settings, call, response.usage)
         log.debug(
             "model call",
