@@ -33,6 +33,7 @@ from jobs.extract.replacements import link_replacements
 from jobs.extract.rules.agent import clean_said, code_names, is_narration, is_tool_text
 from jobs.extract.rules.cues import HEDGE
 from jobs.extract.rules.entities import find_entities
+from jobs.extract.rules.records import by_name
 from jobs.extract.rules.salience import key_phrases, lexical_score, tfidf_centrality
 from jobs.extract.rules.text import (
     clip,
@@ -71,14 +72,8 @@ SUMMARY_CHARS = 800
 RESOLVE_SIMILARITY: dict[EventType, float] = {"commitment": 0.6, "open_question": 0.65}
 LEAD_TYPES: tuple[EventType, ...] = ("decision",)  # an event of these types opens the summary (see _summary)
 NARRATION_PENALTY = 0.5  # an agent's working step ranks below anything said about the work itself
-_DONE = re.compile(
-    r"\b(?:sent|attached|done|finished|completed|submitted|signed|paid|delivered|uploaded|shipped|"
-    r"fixed|resolved|took care|here is|here's|went ahead|is now|are now|has been|have been)\b",
-    re.IGNORECASE,
-)
-_STILL_OPEN = re.compile(
-    r"\b(?:still|wonder|not sure|don't know|no idea|haven't|hasn't|not yet|waiting)\b", re.IGNORECASE
-)
+_DONE = by_name("agent")["DONE"].compiled  # jobs/extract/rules/agent.toml: a later mention that settles an item
+_STILL_OPEN = by_name("agent")["STILL_OPEN"].compiled  # ... and one that keeps it open
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,6 +18,7 @@ import datetime as dt
 import re
 
 from jobs.extract.rules.dates import resolve_due
+from jobs.extract.rules.records import by_name
 
 # "<command-name>/x</command-name>", "<command-message>x</command-message>": the slash command's
 # bookkeeping; "<command-args>...</command-args>" holds what the user typed after it, which is kept.
@@ -37,64 +38,26 @@ _HOST_TEXT = re.compile(
     r"(?:[a-z]+(?::[\w*|.-]+)? )?hook (?:feedback|blocking error|error|output|success)\b[^\n]*:)",
     re.IGNORECASE,
 )
+_RULES = by_name("agent")  # the rules below are data: jobs/extract/rules/agent.toml
 # What an agent reports done ("I've implemented the retry in jobs/retry.py", "Fixed the flaky test by ..."):
 # not an event, but what the session achieved, so it ranks high for the summary.
-WORK_DONE = re.compile(
-    r"^\W*(?:(?:done|ok(?:ay)?|great|good|so|now)\W+)*(?:(?:i|we)(?:'ve| have)? )?(?:(?:just|now|also) )?"
-    r"(?:implemented|fixed|added|created|updated|refactored|removed|renamed|moved|wrote|migrated|replaced|"
-    r"changed|configured|resolved|rewrote|extracted|split|merged|deployed|upgraded)\b",
-    re.IGNORECASE,
-)
+WORK_DONE = _RULES["WORK_DONE"].compiled
 # Tool traffic that a hand-flattened transcript put inside a user or assistant message.
 _TOOL_TEXT = re.compile(
     r"^\s*\[(?:tool[ _](?:call|result|error|use)|tool_result|tool_use|function[ _]call)\b", re.IGNORECASE
 )
 _TOOL_INLINE = re.compile(r"\[(?:tool[ _](?:call|result|error|use)|tool_result|tool_use)\b[^\n]*", re.IGNORECASE)
 
-_LEAD_IN = (
-    r"(?:(?:ok(?:ay)?|alright|all right|great|good|perfect|excellent|sure|right|now|next|first|then|so|"
-    r"finally|also|and|understood|got it|good news|i see|done)\b[\s,.!:;—–-]*)*"
-)
 # First-person present or future procedural steps of an agent.
-NARRATION = re.compile(
-    r"^\W*"
-    + _LEAD_IN
-    + r"(?:let me\b|let's (?:check|look|see|run|start|read|try|examine|inspect|verify|explore|find|search|open|"
-    r"take|update|fix|create|add|write|draft|begin|test|review|investigate|figure|debug|trace|dig|go through)\b|"
-    r"let the assistant\b|"
-    r"(?:i|we)(?:'ll| will|'m going to| am going to|'m gonna|'re going to| are going to)\b|"
-    r"(?:i|we)(?:'m| am|'re| are) (?:now )?(?:going to |about to )?(?:check|look|run|read|search|updat|creat|writ|"
-    r"add|fix|examin|inspect|explor|verify|verifi|test|review|start|draft|implement|investigat|debug)\w*\b|"
-    r"(?:i|we) (?:need|should|want|have) to (?:check|look|run|read|see|search|update|create|write|add|fix|examine|"
-    r"inspect|explore|verify|test|review|find|understand|investigate|make sure)\b|"
-    r"(?:now|next|then|first),? (?:i|we)\b|"
-    r"(?:the assistant|assistant) (?:will|is going to|checks|runs|reads|looks)\b)",
-    re.IGNORECASE,
-)
+NARRATION = _RULES["NARRATION"].compiled
 # A promise for later says when, or that the other side will hear back; a working step does neither.
 # "Later", "next time" or "follow up" alone do not count: "I'll make a note to follow up on that" is the
 # agent talking about its own work, and such lines filled every block's "still open" (issue 36).
-_LATER = re.compile(
-    r"\b(?:today|tomorrow|tonight|this (?:afternoon|evening|week)|"
-    r"next (?:week|month|sprint|release)|by (?:monday|tuesday|wednesday|thursday|friday|saturday|"
-    r"sunday|eod|end of)|when you(?:'re| are) back|after (?:the|your) (?:meeting|call|"
-    r"review)|get back to you|let you know|(?:send|email|mail|text|call|ping|notify|remind) "
-    r"(?:it |them |this |that )?(?:to )?you)\b",
-    re.IGNORECASE,
-)
+_LATER = _RULES["LATER"].compiled
 # Bookkeeping about the conversation itself: never a promise, whatever follows ("... to follow up on that").
-_NOTE_TAKING = re.compile(
-    r"^\W*" + _LEAD_IN + r"(?:i|we|the assistant)(?:'ll| will| shall|'m going to| am going to| is going to)? "
-    r"(?:make a note|note (?:that|this|it|down)|take (?:a )?note|keep (?:that|this|it|them) in mind|"
-    r"bear (?:that|this|it) in mind|keep track|remember (?:that|this|it)|log (?:that|this|it))\b",
-    re.IGNORECASE,
-)
+_NOTE_TAKING = _RULES["NOTE_TAKING"].compiled
 # A test, build or command going wrong: an agent noticing that is a surprise worth keeping.
-FAILURE = re.compile(
-    r"\b(?:fail(?:s|ed|ing|ure|ures)?|error(?:s|ed)?|broke(?:n)?|break(?:s|ing)?|crash(?:es|ed|ing)?|regress(?:ion|ed)|"
-    r"flaky|deadlock(?:s|ed)?|timed? ?out|exception|panic(?:s|ked)?|red)\b",
-    re.IGNORECASE,
-)
+FAILURE = _RULES["FAILURE"].compiled
 
 # Words about the transcript's format, never its topic ("tool", "result", "user", ...): a topic tag made
 # only of these, or naming host markup, is dropped.
