@@ -37,7 +37,7 @@ from jobs.formats.shapes import normalise_messages  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 LEDGER = ROOT / "reports" / "rule_ledger.json"
-RULE_FILES = ("cues", "events", "agent")  # jobs/extract/rules/<name>.toml
+RULE_FILES = ("cues", "events", "agent", "voice")  # jobs/extract/rules/<name>.toml
 
 
 def locomo(data: Path) -> Iterator[str]:

@@ -11,7 +11,7 @@ from jobs.extract.rules.cues import CUE_RULES, VETOES, Candidate, candidates, cu
 from jobs.extract.rules.records import RuleRecord, load
 from jobs.extract.rules.text import normalise
 
-RECORDS = [r for name in ("cues", "events", "agent") for r in load(name)]
+RECORDS = [r for name in ("cues", "events", "agent", "voice") for r in load(name)]
 
 
 def _examples(kind: str) -> list[object]:

@@ -9,18 +9,14 @@ from __future__ import annotations
 import re
 
 from jobs.extract.rules.cues import DECISION_LABEL
+from jobs.extract.rules.records import by_name
 from jobs.extract.rules.text import content_words, normalise, shouting
 
+_RULES = by_name("voice")  # the patterns below are data: jobs/extract/rules/voice.toml
 # Openers dropped before rewriting or quoting: "Yeah I ..." needs no comma; "so", "well", "thanks"
 # and the like only count when punctuated ("So far, so good" keeps its "So"); a greeting may carry
 # a vocative ("Hey Jon, my store ..." -> "my store ...").
-INTERJECTION = re.compile(
-    r"^(?:(?:(?:yeah|yes|yep|no(?! way)|nope|oh|ooh|wow|hey|hi|hello|haha|lol|ok|okay|omg|um|uh|ah|aw|yay)\b"
-    r"(?:[\s,]+(?:(?-i:[A-Z][\w'-]*)|there|all|guys|everyone)(?=\s*[,!.]))?[\s,!.;:-]*)"
-    r"|(?:(?:so|well|sure|great|cool|thanks|thank you|totally|absolutely|honestly|actually|anyway|anyways|"
-    r"right|alright|awesome|nice|sweet|congrats)(?:[\s,]+(?-i:[A-Z][\w'-]*))?\s*[,!.;:-]+\s*))+",
-    re.IGNORECASE,
-)
+INTERJECTION = _RULES["INTERJECTION"].compiled
 
 _OTHER_PRONOUNS = re.compile(
     r"\b(?:we|we're|we've|we'll|we'd|us|our|ours|ourselves|you|you're|you've|you'll|you'd|"
@@ -76,10 +72,7 @@ def _agree(verb: str, singular: bool) -> str | None:
     return "is" if low == "am" else _third_singular(verb)
 
 
-_COMPOUND_SUBJECT = re.compile(
-    r"(?:^|[,;:-]\s*)(?:my|his|her|their|the|a|an|[A-Z]\w+)(?:\s+[\w'-]+){0,2}\s+(?:and|&) I\b"
-    r"|\bI (?:and|&) "
-)
+_COMPOUND_SUBJECT = _RULES["COMPOUND_SUBJECT"].compiled  # "My girlfriend and I had ..."
 
 
 def third_person(sentence: str, label: str) -> str | None:
@@ -214,19 +207,9 @@ _LABEL_WORDS = frozenset(
     "reversed revisiting walking rolling amending revising correcting replacing superseding original previous old "
     "earlier full reads decision then made".split()
 )
-_DECISION_SUBJECT = re.compile(
-    r"^(?:let's|let us|(?:we|i)(?:'ll| will| shall|'re going to| are going to|'m going to| am going to|'ve| have|"
-    r"'re| are|'m| am)?)(?:\s+(?:just|also|finally|now|officially|definitely|all|already))*\s+",
-    re.IGNORECASE,
-)
-_DECISION_PAST = re.compile(
-    r"^(?:decided|chose|chosen|opted|agreed|settled|picked|committed|switched|moved)\b", re.IGNORECASE
-)
-_IMPERATIVE = re.compile(
-    r"^(?:use|go with|switch to|stick with|keep using|standardi[sz]e on|migrate to|move to|"
-    r"adopt|pick|choose)\b",
-    re.IGNORECASE,
-)
+_DECISION_SUBJECT = _RULES["DECISION_SUBJECT"].compiled  # "let's", "we'll just", "I've"
+_DECISION_PAST = _RULES["DECISION_PAST"].compiled  # "decided", "chose", "opted", ...
+_IMPERATIVE = _RULES["IMPERATIVE"].compiled  # "use", "go with", "switch to", ...
 
 
 def decision_what(clause: str, label: str) -> str | None:
