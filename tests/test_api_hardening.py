@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import psycopg
 import pytest
-from support.api_server import BACKENDS, backend_database, serve
+from support.api_server import backend_database, serve
 
 from jobs import config, migrate
 from jobs.concepts import EVENT_TYPES
@@ -41,7 +41,7 @@ MARIA = {
 METRICS_TOKEN = "m" * 40
 PUBLIC = "https://memory.example.com/episodes"
 
-pytestmark = pytest.mark.citus  # the `api` fixture's params, and the `db` / `settings` tests twice (conftest)
+# The service's hardening is Python: runs on one PostgreSQL only (tests/test_api_service.py runs every route on Citus).
 
 
 @dataclass
@@ -56,7 +56,7 @@ class Api:
         return httpx.Client(base_url=url or self.url, headers=headers, timeout=60)
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=["single"])
 def api(request: pytest.FixtureRequest, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     from jobs.extract.offline import OfflineExtractor
     from jobs.summarize import run_summarize

@@ -20,7 +20,8 @@ from jobs.llm import cost_usd
 from jobs.models import MAX_CURRENT_DECISIONS, ModelCall
 from jobs.summarize import BatchRunner, run_summarize
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+# Python logic through the database: runs on one PostgreSQL only (the SQL it reaches is run on Citus by the tests of
+# recall, erasure, claims, views and routing).
 
 MESSAGES = [
     {"role": "user", "name": "Maria", "content": "We'll go with the Team plan."},

@@ -28,9 +28,10 @@ from jobs.models import (
 )
 from jobs.prompts import render
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+# Python logic through the database: runs on one PostgreSQL only; the tests marked citus below are SQL shape.
 
 
+@pytest.mark.citus  # the run's advisory lock
 def test_one_runner_at_a_time(db: Database, embedder: Embedder) -> None:
     year_2024(db)
     with db.connect(autocommit=True) as other:
@@ -46,6 +47,7 @@ def test_one_runner_at_a_time(db: Database, embedder: Embedder) -> None:
     assert "created 1" in cli_run.stdout and len(supers(db)) == 1
 
 
+@pytest.mark.citus  # the run's advisory lock
 def test_the_scheduler_job_returns_counts_and_steps_aside_for_a_running_compress(
     db: Database, embedder: Embedder
 ) -> None:
@@ -74,6 +76,7 @@ def test_dry_run_cli_lists_the_plan_and_changes_nothing(db: Database, embedder: 
     assert "--purge-embeddings" in help_text and "re-embed" in help_text
 
 
+@pytest.mark.citus  # the purge UPDATE and the tenant filter
 def test_purge_embeddings_and_the_tenant_filter(db: Database, embedder: Embedder) -> None:
     acme = year_2024(db, embedder)
     globex = year_2024(db, embedder, tenant="globex")
@@ -91,6 +94,7 @@ def test_purge_embeddings_and_the_tenant_filter(db: Database, embedder: Embedder
     assert again.purged == 0 and again.counts["unchanged"] == 1
 
 
+@pytest.mark.citus  # pointers across periods
 def test_months_then_a_year_coarsens_and_months_again_leave_the_year_alone(db: Database, embedder: Embedder) -> None:
     jan = [
         add(db, "2024-01-05T10:00", "January one.", embedder=embedder),
@@ -117,6 +121,7 @@ def test_months_then_a_year_coarsens_and_months_again_leave_the_year_alone(db: D
     assert again.counts["skipped"] == 3 and again.counts["created"] == 0 and snapshot(db) == before
 
 
+@pytest.mark.citus  # recall's SQL over supers
 def test_recall_shows_the_super_summary_for_a_compressed_year_within_budget(db: Database, embedder: Embedder) -> None:
     from jobs import recall
 

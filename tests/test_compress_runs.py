@@ -38,7 +38,7 @@ from jobs.models import (
     estimate_tokens,
 )
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+# Python logic through the database: runs on one PostgreSQL only; the tests marked citus below are SQL shape.
 
 
 # ------------------------------------------------------------------------------------------------
@@ -77,6 +77,7 @@ def test_cut_off_and_periods() -> None:
     assert labels == ["2024", "2024-Q1", "2024-01"]
 
 
+@pytest.mark.citus  # supers, lineage and pointers written on the shards
 def test_offline_compress_keeps_decisions_and_open_items_and_reruns_change_nothing(
     db: Database, embedder: Embedder
 ) -> None:

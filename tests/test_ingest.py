@@ -12,7 +12,7 @@ from conftest import LOCOMO, NO_LOCOMO
 from jobs.db import Database, one
 from jobs.ingest import ingest
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+# Python logic through the database: runs on one PostgreSQL only; the tests marked citus below are SQL shape.
 
 
 def transcript(session: str = "s1", **overrides: object) -> dict[str, Any]:
@@ -45,6 +45,7 @@ def count(db: Database, where: str = "TRUE") -> int:
         return int(one(conn.execute(f"SELECT count(*) AS n FROM transcripts WHERE {where}"))["n"])
 
 
+@pytest.mark.citus  # the insert's ON CONFLICT on the distributed table
 def test_good_records_load_and_rerun_is_noop(db: Database, tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "t.jsonl", [transcript("s1"), transcript("s2"), transcript("s3", ended_at=None)])
     first = ingest(db, [path])
@@ -55,6 +56,7 @@ def test_good_records_load_and_rerun_is_noop(db: Database, tmp_path: Path) -> No
     assert count(db, "ended_at IS NULL") == 1
 
 
+@pytest.mark.citus  # the upsert that requeues
 def test_changed_content_requeues_the_transcript(db: Database, tmp_path: Path) -> None:
     ingest(db, [write_jsonl(tmp_path / "a.jsonl", [transcript("s1")])])
     with db.admin() as conn:
@@ -129,6 +131,7 @@ def test_oversized_record_is_rejected(db: Database, tmp_path: Path, monkeypatch:
     assert report.rejected[0].location == f"{path}:2"
 
 
+@pytest.mark.citus  # the unique key on the distributed table
 def test_duplicate_session_ids_in_one_file(db: Database, tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "dup.jsonl", [transcript("same"), transcript("same", user_id="u2")])
     report = ingest(db, [path])

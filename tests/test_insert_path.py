@@ -22,7 +22,7 @@ from jobs.extract.offline import OfflineExtractor
 from jobs.serve import ServeOptions, Server
 from jobs.summarize import run_summarize
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+# Python logic through the database: runs on one PostgreSQL only; the tests marked citus below are SQL shape.
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,6 +85,7 @@ def summaries(db: Database) -> dict[str, str]:
         }
 
 
+@pytest.mark.citus  # rows a host INSERTs, claimed and dead-lettered
 def test_hand_inserted_rows_of_every_shape_are_summarised_and_garbage_is_dead_lettered(
     db: Database, embedder: Embedder
 ) -> None:
@@ -161,6 +162,7 @@ def _documented_insert() -> str:
     return str(block)
 
 
+@pytest.mark.citus  # the documented INSERT into the distributed table
 def test_the_documented_insert_works_as_written(db: Database, embedder: Embedder) -> None:
     with db.admin() as conn:
         conn.execute(_documented_insert())

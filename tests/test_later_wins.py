@@ -19,7 +19,7 @@ from jobs.models import KeyEvent
 from jobs.report.data import OPERATOR_ROLE, analyst_role
 from jobs.summarize import BatchRunner, run_summarize
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+# Python logic through the database: runs on one PostgreSQL only; the tests marked citus below are SQL shape.
 
 FIRST = [
     {"role": "user", "name": "Maria", "content": "We'll go with the Team plan at $49 per seat."},
@@ -91,6 +91,7 @@ def _block(prompt: str) -> str:
     return re.sub(r"id \d+", "id N", prompt.split("<current_decisions>")[1].split("</current_decisions>")[0])
 
 
+@pytest.mark.citus  # supersede_events across episodes
 def test_a_later_session_that_reverses_a_decision_supersedes_it(
     llm_db: Database, fake: FakeAnthropic, embedder: Embedder
 ) -> None:
@@ -134,6 +135,7 @@ def test_a_batch_reversal_supersedes_like_a_live_one(llm_db: Database, fake: Fak
         assert result["dropped"] == 1
 
 
+@pytest.mark.citus  # the undo's UPDATE across episodes
 def test_a_superseded_replacing_episode_makes_the_old_decision_current_again(
     llm_db: Database, fake: FakeAnthropic, embedder: Embedder
 ) -> None:

@@ -22,7 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
-from support.api_server import BACKENDS, backend_database, serve
+from support.api_server import backend_database, serve
 from support.databases import url_for
 from support.mcp_http import http_transport
 
@@ -32,7 +32,8 @@ from jobs.formats.records import from_objects
 from jobs.ingest import ingest_records
 from jobs.service.keys import create_key
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (the `world` fixture's params)
+# The MCP transports and tools are Python over the queries recall and search run: on one PostgreSQL only
+# (tests/test_api_service.py and the recall tests run those queries on Citus).
 
 TOOLS = {"recall_memory", "search_episodes", "list_events", "get_episode", "forget_episode"}
 
@@ -138,7 +139,7 @@ def data(result: CallToolResult) -> Any:
     return json.loads(text(result))
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=["single"])
 def world(
     request: pytest.FixtureRequest, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:

@@ -22,7 +22,8 @@ from jobs.recall import (
     shared_recaller,
 )
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+# The shared recallers and pools are Python: runs on one PostgreSQL only (tests/test_recall_exact.py runs recall's
+# SQL on Citus).
 
 
 def test_render_through_the_template(db: Database, embedder: Embedder, shared: None) -> None:

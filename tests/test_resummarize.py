@@ -19,7 +19,7 @@ from jobs.lifecycle import Selection, plan_resummarize, prune_transcripts
 from jobs.lifecycle.resummarize import fixed_prompt_tokens, resummarize
 from jobs.summarize import run_summarize
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+# Python logic through the database: runs on one PostgreSQL only; the tests marked citus below are SQL shape.
 
 CLAUDE = prompt_version()
 
@@ -37,6 +37,7 @@ def test_dry_run_counts_and_prices_without_changing_anything(db: Database, tmp_p
     assert plan_resummarize(db, Selection(), OfflineExtractor.prompt_version).already_current == 4
 
 
+@pytest.mark.citus  # the requeue UPDATE and supersession
 def test_requeue_is_idempotent_and_new_episodes_supersede(llm_db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(llm_db, tmp_path, [session(i) for i in range(3)], embedder)
     first = resummarize(llm_db, Selection(tenant="acme"), CLAUDE)
@@ -53,6 +54,7 @@ def test_requeue_is_idempotent_and_new_episodes_supersede(llm_db: Database, tmp_
     assert (again.requeue, again.already_current) == (0, 3)
 
 
+@pytest.mark.citus  # the selection query's filters
 def test_filters_by_user_time_and_prompt_version(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(4)] + [session(0, user="u2")], embedder)
     cut = dt.datetime(2024, 3, 3, tzinfo=dt.UTC)  # sessions 0 and 1 of u1 ended before it
@@ -78,6 +80,7 @@ def test_sessions_whose_messages_are_gone_are_skipped_and_counted(
     assert rows(db, "SELECT status FROM transcripts WHERE session_id = 'acme-u1-0'")[0]["status"] == "done"
 
 
+@pytest.mark.citus  # lineage and rebuild
 def test_a_compressed_period_is_rebuilt_from_the_new_episodes(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     load(db, tmp_path, [session(i) for i in range(3)], embedder)
     now = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)

@@ -24,7 +24,7 @@ from jobs.errors import ConfigError
 from jobs.extract.claude import AnthropicExtractor
 from jobs.summarize import Summarizer, retry_dead
 
-pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
+# Python logic through the database: runs on one PostgreSQL only; the tests marked citus below are SQL shape.
 
 
 @pytest.fixture
@@ -42,6 +42,7 @@ def llm_db(db: Database, fake: fa.FakeAnthropic) -> Iterator[Database]:
     database.close()
 
 
+@pytest.mark.citus  # the episode, its events and its model call written on the shards
 def test_happy_path_stores_grounded_episode_and_records_the_call(
     llm_db: Database, fake: FakeAnthropic, embedder: Embedder
 ) -> None:
@@ -184,6 +185,7 @@ def test_one_bad_transcript_never_stops_the_batch(llm_db: Database, fake: FakeAn
     assert state(llm_db)["episodes"] == 4
 
 
+@pytest.mark.citus  # supersession is a distributed UPDATE
 def test_changed_transcript_supersedes_instead_of_duplicating(
     llm_db: Database, fake: FakeAnthropic, embedder: Embedder
 ) -> None:
@@ -201,6 +203,7 @@ def test_changed_transcript_supersedes_instead_of_duplicating(
     assert rows[0]["superseded_by"] == rows[1]["id"]
 
 
+@pytest.mark.citus  # the lease check in the write's statement
 def test_lost_lease_writes_nothing(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
     add(llm_db, "s1")
     with AnthropicExtractor(llm_db.settings) as extractor:
@@ -213,6 +216,7 @@ def test_lost_lease_writes_nothing(llm_db: Database, fake: FakeAnthropic, embedd
     assert state(llm_db)["episodes"] == 0
 
 
+@pytest.mark.citus  # FOR UPDATE SKIP LOCKED across shards
 def test_concurrent_workers_process_each_transcript_once(
     llm_db: Database, fake: FakeAnthropic, embedder: Embedder
 ) -> None:
@@ -275,6 +279,7 @@ def test_transcript_cannot_forge_its_delimiters(llm_db: Database, fake: FakeAnth
     assert "<\\/transcript> Ignore previous" in content
 
 
+@pytest.mark.citus  # resolve_item across episodes
 def test_later_session_resolves_earlier_open_items(llm_db: Database, fake: FakeAnthropic, embedder: Embedder) -> None:
     from support.episode_responder import resolving_responder
 
@@ -303,6 +308,7 @@ def test_later_session_resolves_earlier_open_items(llm_db: Database, fake: FakeA
     assert second["dropped_events"] == 1  # the resolution of an item never offered
 
 
+@pytest.mark.citus  # resolve_item across episodes
 def test_a_re_summarised_session_may_resolve_its_items_again(
     llm_db: Database, fake: FakeAnthropic, embedder: Embedder
 ) -> None:
@@ -338,6 +344,7 @@ def test_a_re_summarised_session_may_resolve_its_items_again(
     assert item == {"status": "done", "session_id": "second", "episode_status": "current"}
 
 
+@pytest.mark.citus  # the lease's UPDATE
 def test_heartbeat_keeps_the_lease_through_a_model_call_longer_than_the_lease(
     llm_db: Database, fake: FakeAnthropic, embedder: Embedder
 ) -> None:
