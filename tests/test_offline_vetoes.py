@@ -16,6 +16,7 @@ from jobs.db import Database
 from jobs.embeddings import Embedder
 from jobs.extract.offline import OfflineExtractor
 from jobs.extract.rules.cues import cue
+from jobs.models import Message, Transcript
 from jobs.summarize import run_summarize
 
 T0 = dt.datetime(2026, 3, 2, 10, 0, tzinfo=dt.UTC)
@@ -86,3 +87,38 @@ def test_every_cue_is_vetoed_by_a_hedge_or_a_condition(sentence: str) -> None:
 def test_the_same_cues_without_a_veto_still_fire(sentence: str, kind: str) -> None:
     found = cue(sentence)
     assert found is not None and found[0] == kind
+
+
+@pytest.fixture(scope="module")
+def extractor(embedder: Embedder) -> OfflineExtractor:
+    return OfflineExtractor(embedder)
+
+
+def _decisions(extractor: OfflineExtractor, *said: tuple[str, str]) -> list[str]:
+    messages = [Message(role=role, content=text, name="Dana" if role == "user" else None) for role, text in said]  # type: ignore[arg-type]
+    transcript = Transcript(
+        id=1,
+        tenant_id="t",
+        user_id="u",
+        session_id="s",
+        purpose="general",
+        started_at=None,
+        ended_at=T0,
+        messages=messages,
+    )
+    return [e.what for e in extractor.extract(transcript).extraction.key_events if e.type == "decision"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["Yes, maybe next quarter if we outgrow RabbitMQ.", "Okay, maybe.", "Sounds good, if it fits the budget."],
+)
+def test_a_hedged_agreement_adopts_no_proposal(extractor: OfflineExtractor, reply: str) -> None:
+    """The agreement stage takes the same vetoes: a hedged "yes" to an assistant's offer or proposal decides nothing."""
+    for ask in ("Should I switch the job queue to Kafka 3.7?", "I'd suggest moving the job queue to Kafka 3.7."):
+        assert _decisions(extractor, ("assistant", ask), ("user", reply)) == [], ask
+
+
+def test_a_plain_agreement_still_adopts_the_proposal(extractor: OfflineExtractor) -> None:
+    for ask in ("Should I switch the job queue to Kafka 3.7?", "I'd suggest moving the job queue to Kafka 3.7."):
+        assert _decisions(extractor, ("assistant", ask), ("user", "Yes, do that.")) != [], ask

@@ -28,10 +28,11 @@ from jobs.extract.rules.cues import (
     CueType,
     clause_from,
     cue,
+    vetoed,
 )
 from jobs.extract.rules.dates import resolve_due
 from jobs.extract.rules.records import by_name
-from jobs.extract.rules.text import clip, content_words, normalise, words
+from jobs.extract.rules.text import clip, content_words, normalise, split_sentences, words
 from jobs.extract.rules.voice import INTERJECTION, attribute, decision_what, third_person
 from jobs.models import KeyEvent, Message, Transcript
 
@@ -216,12 +217,18 @@ def _render(s: Sentence, found: _Found, sentences: list[Sentence], session: _Ses
 
 
 def _agreement(index: int, messages: list[Message], conversational: list[int], before: bool) -> int | None:
-    """The user's message after an assistant's message (or, ``before``, the one before it) that agrees with it."""
+    """The user's message after an assistant's message (or, ``before``, the one before it) that agrees with it; an
+    agreement whose first sentence a veto strikes ("Yes, maybe next quarter.", "Okay, if it fits the budget.") is none."""
     pos = conversational.index(index)
     for j in conversational[pos + 1 : pos + 2] + (conversational[max(pos - 1, 0) : pos] if before else []):
-        if messages[j].role == "user" and AGREEMENT.match(normalise(messages[j].content[:200])):
+        reply = normalise(messages[j].content[:200])
+        if messages[j].role == "user" and AGREEMENT.match(reply) and not vetoed(_first_sentence(reply)):
             return j
     return None
+
+
+def _first_sentence(text: str) -> str:
+    return next(iter(split_sentences(text, max_sentences=1)), text)
 
 
 def _substance(text: str, names: set[str]) -> int:

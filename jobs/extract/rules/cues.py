@@ -117,6 +117,11 @@ def candidates(text: str, names: Iterable[str] = ()) -> list[Candidate]:
     return out
 
 
+def vetoed(text: str, vetoes: Iterable[str] = ("question", "hedge")) -> bool:
+    """One of ``vetoes`` strikes ``text`` (normalised): for the stages after the cues (an agreeing reply)."""
+    return any(VETOES[name](text) for name in vetoes)
+
+
 def surviving(found: list[Candidate], text: str) -> list[Candidate]:
     """Stage 2: the candidates that none of their vetoes strikes, each veto checked once per sentence."""
     struck = {name for name in {v for c in found for v in c.vetoes} if VETOES[name](text)}
