@@ -74,14 +74,18 @@ class RecallConfig:
     relevant_line_similarity: float = 0.45
     # A line's rank adds this share of its episode's similarity: the session that matches gets more of its lines.
     line_episode_weight: float = 0.25
-    # An open item of an episode neither recent nor relevant is shown if the episode is this similar.
-    open_item_similarity: float = 0.4
-    header_chars: int = 50  # issue 47: 80 -> 50, LoCoMo offline at 750 tokens +0.012 (tuning data)
+    # The header above an episode's quotes: header_chars of its summary's best sentence, or with 0 the session's
+    # day and labels alone ("- 9 July 2023 (relevant):"): the quotes say what was said, and a summary sentence cut
+    # to fit told the reader little at the cost of a quote. Issue 47, LoCoMo offline (tuning data), answer
+    # coverage at 1,500 / 750 tokens: 80 -> 50: +0.012 at 750; 50 -> 20: 0.481 / 0.339; 50 -> 0: 0.498 / 0.340.
+    header_chars: int = 0
     # The best full_headers relevant (else possibly related) episodes show their full summary above their quotes
     # instead of a header_chars header: the session that matches best leads with what it decided. Chosen on
     # LoCoMo 26 and 30 (answer coverage 0.485 -> 0.502, all-evidence 0.922 -> 0.926; 2: 0.506 / 0.918) and
     # sde-bench's tuning half (9 -> 10 of 17 blocks cover the policy; 2: the same) (issue 36).
-    full_headers: int = 1
+    # Issue 47, with day-only headers (header_chars 0), LoCoMo offline (tuning data): 1 -> 0 moved answer coverage
+    # 0.495 -> 0.501 at 1,500 tokens and 0.339 -> 0.354 at 750.
+    full_headers: int = 0
     # Lines as the unit of retrieval (issue 47): recall_lines searches every line of the user's candidates, ranked
     # by dense score and by full text (text_tsv, migration 0037), each rank within line_depth, fused by
     # w / (line_rrf_k + rank) (w_vector for the dense list, line_w_text for the lexical one). A line's priority

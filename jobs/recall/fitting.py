@@ -40,7 +40,7 @@ from jobs.recall.result import (
     render_block,
     skeleton_chars,
 )
-from jobs.recall.snippets import snippet, term_weights, terms
+from jobs.recall.snippets import holds_any, snippet, term_weights, terms
 from jobs.recall.time_cues import Cue, falls_in, named_months
 from jobs.tokens import estimate_tokens
 
@@ -153,17 +153,23 @@ class _Fit:
         self.used += cost
 
     def place_open_items(self, open_items: Sequence[RecalledOpenItem], purpose: str | None) -> None:
-        """Open items of recent, relevant or similar episodes, within open_items_share of the budget. An item of
-        another purpose than the one recalled for (a ``general`` session's, in a coding block) only when its
-        episode is relevant or similar: being recent is not enough (issue 46 #21)."""
+        """Open items only when recent or related, within open_items_share of the budget: of a recent episode, or
+        related to the opening message: the item holds one of the message's rarer words (one in at most half of
+        the offered summaries, so not the user's own name). Its episode's being relevant or similar is not
+        enough: a session about the dance studio holds "I'll watch your routine!" too, and every such line
+        costs a quote (issue 47: on LoCoMo, offline, at 750 tokens, an item of an episode at least 0.4 similar
+        was shown, and showing none covered 0.36 against 0.34). An item of another purpose than the one
+        recalled for (a ``general`` session's, in a coding block) only when related: being recent is not enough
+        (issue 46 #21)."""
         cfg = self.cfg
-        similar = {ep.id for ep in self.unique if (ep.similarity or 0.0) >= cfg.open_item_similarity}
-        related = {ep.id for ep in self.relevant} | similar
-        near = related | {ep.id for ep in self.recent}
+        recent = {ep.id for ep in self.recent}
+        n = len(self.unique)  # term_weights: log(1 + n / (1 + k)) for a word in k of the n summaries; k <= n / 2:
+        rare = {t for t, w in self.weights.items() if w >= math.log(1 + n / (1 + n / 2))}
         for item in open_items:
             ep = self.by_id.get(item.episode_id)
-            if item.episode_id not in near or (
-                purpose is not None and ep is not None and ep.purpose != purpose and ep.id not in related
+            related = holds_any(item.what, rare)
+            if not (related or item.episode_id in recent) or (
+                purpose is not None and ep is not None and ep.purpose != purpose and not related
             ):
                 continue
             cost = len(self.macros.open_item_line(item)) + 1

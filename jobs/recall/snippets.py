@@ -27,6 +27,12 @@ def term_weights(terms: set[str], episodes: Sequence[RecalledEpisode]) -> dict[s
     return {t: math.log(1 + len(texts) / (1 + sum(" " + t in text for text in texts))) for t in terms}
 
 
+def holds_any(text: str, stems: set[str]) -> bool:
+    """Whether a word of ``text`` starts with one of ``stems`` (the stems of :func:`terms`)."""
+    words = _words(text)
+    return any(" " + t in words for t in stems)
+
+
 def _words(text: str) -> str:
     """' word word ... ': lets `" " + stem in _words(text)` test for a word starting with stem."""
     return " " + _NON_WORD.sub(" ", text.lower()) + " "
@@ -34,6 +40,8 @@ def _words(text: str) -> str:
 
 def snippet(ep: RecalledEpisode, weights: dict[str, float], limit: int) -> str:
     """A compact line: the summary's sentence that best matches the opening message's rarer words."""
+    if limit < 12:  # no room for a sentence (a header_chars of 0): the header is the day and the labels alone
+        return ""
     sentences = [s.strip() for s in _SENTENCE.split(ep.summary.strip()) if s.strip()] or [ep.summary.strip()]
     best, best_score = 0, 0.0
     if weights and len(sentences) > 1:
