@@ -61,7 +61,7 @@ from jobs.eval.scratch import scratch_database
 from jobs.formats.locomo import parse_locomo_time
 from jobs.models import EpisodeExtraction, KeyEvent, search_text
 from jobs.recall import Recall, RecallConfig, Recaller
-from jobs.store import EpisodeRow, insert_episode
+from jobs.store import EpisodeLine, EpisodeRow, insert_episode
 
 TENANT = "locomo"
 RAW_TENANT = "locomo-raw"  # the oracle path's transcripts, read by the raw-message baseline only
@@ -136,12 +136,31 @@ def oracle_extraction(s: Session) -> EpisodeExtraction:
     )
 
 
+def session_lines(path: Path) -> dict[str, list[EpisodeLine]]:
+    """The lines each session of a conversation file keeps (:func:`jobs.extract.lines.episode_lines`, as the summarize
+    job keeps them), by session id: verbatim transcript lines, not extractor output, so the oracle's episodes quote
+    what was said as every extracted episode does, and recall is measured apart from extraction."""
+    from jobs.extract.lines import episode_lines
+    from jobs.formats.locomo import read_locomo
+    from jobs.models import TranscriptIn
+
+    found: dict[str, list[EpisodeLine]] = {}
+    for _where, record in read_locomo(path, TENANT):
+        if isinstance(record, dict):
+            transcript = TranscriptIn.model_validate(record)
+            found[str(record["session_id"])] = episode_lines(transcript.messages)
+    return found
+
+
 def build_oracle(db: Database, conversations: Sequence[Conversation], embedder: Embedder) -> int:
-    """Insert one episode per session from the reference summary and events; return the count."""
+    """Insert one episode per session from the reference summary and events, with the session's lines; return
+    the count."""
     rows: list[EpisodeRow] = []
     for conv in conversations:
+        lines = session_lines(conv.path)
         for n in sorted(conv.sessions):
             s = conv.sessions[n]
+            said = lines.get(f"{conv.path.stem}-s{n}", [])
             rows.append(
                 EpisodeRow(
                     tenant_id=TENANT,
@@ -154,12 +173,14 @@ def build_oracle(db: Database, conversations: Sequence[Conversation], embedder: 
                     prompt_version="locomo-reference",
                     embedding=None,
                     session_id=f"{conv.path.stem}-s{n}",
+                    lines=said,
                 )
             )
     vectors = embedder.embed([search_text(r.episode) for r in rows])
     with db.tenant(TENANT) as conn:
         for row, vector in zip(rows, vectors):
-            insert_episode(conn, replace(row, embedding=vector))
+            said_vectors = embedder.embed([line.text for line in row.lines]) if row.lines else None
+            insert_episode(conn, replace(row, embedding=vector, line_vectors=said_vectors))
     return len(rows)
 
 
