@@ -1,5 +1,9 @@
 """Shared helpers for benchmarks: a throwaway embedded database, peak memory, percentiles, a free port, and a
-process tree's CPU time (Linux /proc)."""
+process tree's CPU time (Linux /proc).
+
+With ``EPISODES_BENCH_SERVER`` set to a PostgreSQL server's URL, a bench makes its scratch database there instead
+of starting an embedded server of its own (:func:`bench_database`): the test suite's smoke runs share the suite's
+server this way (tests/test_bench_smoke.py). The figures people read are measured without it."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import socket
 import statistics
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,8 +55,42 @@ def scratch_home(keep: bool = False) -> Iterator[Path]:
         pgdata = home / "pgdata"
         if pgdata.exists():
             stop_embedded(pgdata)
+        while _SHARED_DATABASES:
+            _drop_database(_SHARED_DATABASES.pop())
         if not keep:
             shutil.rmtree(home, ignore_errors=True)
+
+
+SHARED_SERVER = "EPISODES_BENCH_SERVER"
+_SHARED_DATABASES: list[str] = []  # made on the shared server by bench_database, dropped by scratch_home
+
+
+def bench_database(pgdata: Path) -> str:
+    """The URL of an empty database for this run: a new one on the server ``EPISODES_BENCH_SERVER`` names (dropped
+    when :func:`scratch_home` ends), else the embedded server's in ``pgdata``, started (or reused) here."""
+    import psycopg
+    from psycopg import sql
+
+    from jobs.db import start_embedded
+
+    admin_url = os.environ.get(SHARED_SERVER)
+    if not admin_url:
+        return start_embedded(pgdata)
+    name = f"bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    _SHARED_DATABASES.append(name)
+    info = psycopg.conninfo.conninfo_to_dict(admin_url)
+    info["dbname"] = name
+    return psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in info.items() if v is not None})
+
+
+def _drop_database(name: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(os.environ[SHARED_SERVER], autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def stop_embedded(pgdata: Path) -> None:
@@ -70,10 +109,10 @@ def scratch_database(**settings: Any) -> Iterator[Database]:
     """A migrated episodes database (384-dimensional, as MiniLM) on an embedded server in a scratch
     home (:func:`scratch_home`), with the environment's settings and ``settings`` on top."""
     from jobs import config, migrate
-    from jobs.db import Database, start_embedded
+    from jobs.db import Database
 
     with scratch_home() as home:
-        url = start_embedded(home / "pgdata")
+        url = bench_database(home / "pgdata")
         with Database(config.load().with_(database_url=url, home=home, **settings)) as db:
             with db.connect(autocommit=True) as conn:
                 migrate.migrate(conn, embedding_dim=384, embedder="minilm")

@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout, without instal
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _common import peak_rss_mb, scratch_home  # noqa: E402
+from _common import bench_database, peak_rss_mb, scratch_home  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 
@@ -147,7 +147,6 @@ def report(parts: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     from jobs import config
     from jobs.concepts import DEFAULT_BUDGET_TOKENS
-    from jobs.db import start_embedded
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--locomo", type=Path, default=SHARED / "locomo", help="folder of LoCoMo *.json files")
@@ -164,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     parts: dict[str, Any] = {"budget_tokens": args.budget}
     with scratch_home() as home:
-        settings = config.load().with_(database_url=start_embedded(home / "pgdata"), home=home)
+        settings = config.load().with_(database_url=bench_database(home / "pgdata"), home=home)
         _timed("locomo", parts, lambda: _locomo(settings, args.locomo, args.conversations, args.budget))
         _timed(
             "sde_bench",

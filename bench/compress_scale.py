@@ -22,11 +22,11 @@ import subprocess
 import sys
 import time
 
-from _common import ROOT, peak_rss_mb, percentile, scratch_home
+from _common import ROOT, bench_database, peak_rss_mb, percentile, scratch_home
 
 from jobs import config, migrate
 from jobs.compress import AnthropicCompressor, OfflineCompressor, run_compress
-from jobs.db import Database, start_embedded
+from jobs.db import Database
 from jobs.embeddings import get_embedder
 
 NOW = dt.datetime(2026, 11, 21, 12, tzinfo=dt.UTC)
@@ -197,7 +197,7 @@ def main() -> None:
         f"in {time.perf_counter() - t:.1f}s"
     )
     with scratch_home() as home:
-        url = start_embedded(home / "pgdata")
+        url = bench_database(home / "pgdata")
         settings = config.Settings(database_url=url, home=home, pool_size=args.concurrency + 4)
         with Database(settings) as db:
             with db.connect() as conn:

@@ -17,12 +17,12 @@ import subprocess
 import sys
 import time
 
-from _common import median, percentile, scratch_home
+from _common import bench_database, median, percentile, scratch_home
 from psycopg.types.json import Jsonb
 from summarize_throughput import fake_server
 
 from jobs import config, migrate
-from jobs.db import Database, start_embedded
+from jobs.db import Database
 
 WAIT_SECONDS = 300  # far beyond any healthy start or drain at bench sizes
 
@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args()
     with scratch_home() as home:
-        url = start_embedded(home / "pgdata")
+        url = bench_database(home / "pgdata")
         settings = config.Settings(database_url=url, home=home)
         with Database(settings) as db:
             with db.connect() as conn:

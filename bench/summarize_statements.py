@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import IO, Any
 
 import psycopg
-from _common import scratch_home
+from _common import bench_database, scratch_home
 from ingest_rate import generate
 from psycopg import pq
 from summarize_throughput import fake_server, timed_extractor
 from support.citus_cluster import create_database, drop_database, unreachable
 
 from jobs import config, migrate
-from jobs.db import Database, start_embedded
+from jobs.db import Database
 from jobs.embeddings import get_embedder
 from jobs.ingest import ingest
 from jobs.sql import all_queries
@@ -175,7 +175,7 @@ def main() -> None:
         try:
             for name in backends:
                 if name == "single":
-                    url = start_embedded(home / "pgdata")
+                    url = bench_database(home / "pgdata")
                     with psycopg.connect(url) as conn:
                         migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")
                 else:

@@ -21,11 +21,11 @@ import time
 
 import anthropic
 import httpx2
-from _common import ROOT, median, peak_rss_mb, percentile, scratch_home
+from _common import ROOT, bench_database, median, peak_rss_mb, percentile, scratch_home
 from ingest_rate import generate
 
 from jobs import config, migrate
-from jobs.db import Database, start_embedded
+from jobs.db import Database
 from jobs.embeddings import get_embedder
 from jobs.extract import make_extractor
 from jobs.extract.claude import AnthropicExtractor
@@ -153,7 +153,7 @@ def main() -> None:
     args = parser.parse_args()
     get_embedder("minilm").embed(["warm up"])
     with scratch_home() as home:
-        url = start_embedded(home / "pgdata")
+        url = bench_database(home / "pgdata")
         settings = config.Settings(database_url=url, home=home)
         with Database(settings) as db, db.connect() as conn:
             migrate.migrate(conn, embedding_dim=384, embedder="all-MiniLM-L6-v2")

@@ -2,8 +2,9 @@
 about time: the figures themselves are read by people, docs/benchmarks.md).
 
 A bench nothing runs rots; this runs each one as a user would (a new process, its own scratch
-database), small enough that the whole lot takes a few minutes. Benches that need the Citus cluster
-or the LoCoMo / Claude Code data beside the repository skip when those are missing, saying why.
+database), small enough that the whole lot takes a few minutes. They share the suite's embedded server (one
+server per test session, not one per bench): each makes and drops its own database on it. Benches that need the
+Citus cluster or the LoCoMo / Claude Code data beside the repository skip when those are missing, saying why.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 from support.citus_cluster import unreachable
 
@@ -20,6 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 SHARED = ROOT.parent / "shared" / "data"
 TINY_DATA = ["--episodes", "2000", "--users", "40", "--heavy-users", "2", "--heavy-size", "300"]
+# The benches of bench/_data.py's data take the shared server as DATABASE_URL (they make and drop episodes_bench on
+# it); the others make theirs through bench/_common.py's bench_database (EPISODES_BENCH_SERVER). api_load and
+# hook_latency measure an embedded server of their own and ingest_rate its start, so they still start one.
+BY_DATABASE_URL = {"recall latency", "recall cpu"}
 
 # script, tiny arguments, a line its output must hold, what it needs beyond the embedded server
 CASES: dict[str, tuple[str, list[str], str, str | None]] = {
@@ -142,15 +148,27 @@ def _skip_reason(needs: str | None) -> str | None:
     return None
 
 
+def _bench_databases(admin_url: str) -> list[str]:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'bench\\_%' OR datname = 'episodes_bench' ORDER BY 1"
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
-def test_bench_runs_with_tiny_arguments(case: str) -> None:
+def test_bench_runs_with_tiny_arguments(case: str, admin_url: str) -> None:
     script, args, expected, needs = CASES[case]
     if (reason := _skip_reason(needs)) is not None:
         pytest.skip(reason)
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}  # every bench makes its own scratch database
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["EPISODES_BENCH_SERVER"] = admin_url  # the session's server: the bench makes its database there
+    if case in BY_DATABASE_URL:
+        env["DATABASE_URL"] = admin_url
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env
     )
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert expected in done.stdout, done.stdout[-3000:]
+    assert _bench_databases(admin_url) == [], "the bench left its database on the shared server"
