@@ -2,8 +2,9 @@
 noun-phrase topics, no working narration as events, and nothing but the user's own words quoted as the user.
 
 The cases were written here for these rules, except "I'll make a note to follow up on that.", quoted verbatim from
-sde-bench's decoy_conversations.json (vectorize-io/sde-bench, MIT licence, copyright 2026 Vectorize, Inc.; ../shared/data/sde-bench/README.md), tuning data;
-the real sessions are measured by ``python bench/offline_extractor_quality.py --coding``.
+sde-bench's decoy_conversations.json (vectorize-io/sde-bench, MIT licence, copyright 2026 Vectorize, Inc.;
+../shared/data/sde-bench/README.md), tuning data; the real sessions are measured by
+``python bench/offline_extractor_quality.py --coding``.
 """
 
 from __future__ import annotations

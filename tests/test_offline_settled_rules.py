@@ -3,8 +3,9 @@ session's last word after the user stated its terms is the user's decision, a la
 message, a reply that only points back ("That's the rule going forward") is no event of its own, and a later
 session's amendment of such a rule links to it, so recall marks the old one replaced.
 
-The cases were written here for these rules, except two phrasings quoted verbatim from sde-bench (vectorize-io/sde-bench, MIT licence, copyright 2026 Vectorize, Inc.; ../shared/data/sde-bench/README.md),
-tuning data the rules were written against: "That's the rule going forward, yes." (tasks/boltons-retryjitter-amended.json)
+The cases were written here for these rules, except two phrasings quoted verbatim from sde-bench
+(vectorize-io/sde-bench, MIT licence, copyright 2026 Vectorize, Inc.; ../shared/data/sde-bench/README.md), tuning
+data the rules were written against: "That's the rule going forward, yes." (tasks/boltons-retryjitter-amended.json)
 and the label "Amended rule in full, superseding the original:" (tasks/boltons-tagmerge-amended.json).
 """
 
