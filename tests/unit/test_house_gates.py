@@ -22,10 +22,6 @@ MAX_COMPLEXITY = 15
 ALLOWED_OVER: frozenset[str] = frozenset(
     {
         "tests/test_offline_extractor.py",
-        "tests/test_agent_sessions.py",
-        "tests/test_forget_export.py",
-        "tests/test_analyst.py",
-        "tests/support/fake_anthropic.py",
     }
 )
 
