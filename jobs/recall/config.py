@@ -83,9 +83,10 @@ class RecallConfig:
     # instead of a header_chars header: the session that matches best leads with what it decided. Chosen on
     # LoCoMo 26 and 30 (answer coverage 0.485 -> 0.502, all-evidence 0.922 -> 0.926; 2: 0.506 / 0.918) and
     # sde-bench's tuning half (9 -> 10 of 17 blocks cover the policy; 2: the same) (issue 36).
-    # Issue 47, with day-only headers (header_chars 0), LoCoMo offline (tuning data): 1 -> 0 moved answer coverage
-    # 0.495 -> 0.501 at 1,500 tokens and 0.339 -> 0.354 at 750.
-    full_headers: int = 0
+    # Issue 47, with day-only headers (header_chars 0), all tuning data: 1 -> 0 moved LoCoMo offline 0.495 -> 0.501
+    # at 1,500 tokens and 0.339 -> 0.354 at 750, and sde-bench 0.545 -> 0.485 and 0.424 -> 0.364 (its answers are
+    # the policy a decision chat settled, which the summary states): kept at 1.
+    full_headers: int = 1
     # Lines as the unit of retrieval (issue 47): recall_lines searches every line of the user's candidates, ranked
     # by dense score and by full text (text_tsv, migration 0037), each rank within line_depth, fused by
     # w / (line_rrf_k + rank) (w_vector for the dense list, line_w_text for the lexical one). A line's priority
