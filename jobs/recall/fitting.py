@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from jobs.recall.config import RecallConfig
-from jobs.recall.quotes import LineKey, key, line_labels, newest_wins, priorities
+from jobs.recall.quotes import LineKey, key, later_values, line_labels, priorities
 from jobs.recall.relative_dates import resolve_relative_dates
 from jobs.recall.result import (
     RecalledEpisode,
@@ -111,8 +111,14 @@ class _Fit:
             row["id"] for row in rows if row.get("has_lines") and row["id"] in self.by_id
         }
         self.later = _replacing(unique, vectors)
-        self._own = priorities(self.quotable, self.by_id, self.later, self.in_month, cfg)
-        self.priority = newest_wins(self._own, self.quotable, self.by_id, line_vectors, cfg.newer_similarity)
+        self.priority = priorities(self.quotable, self.by_id, self.later, self.in_month, cfg)
+        self.later_value = later_values(
+            self.priority, self.quotable, self.by_id, line_vectors, cfg.newer_similarity, cfg.newer_share
+        )
+        # Trimming drops the lowest first: a later value goes no sooner than the older line it came with.
+        self.keep = dict(self.priority)
+        for older, newer in self.later_value.items():
+            self.keep[key(newer)] = max(self.keep[key(newer)], self.priority[older] + 1e-6)
         self.macros = line_macros()
         self.weights = term_weights(terms(opening_message), unique)
         self.budget = 4 * budget_tokens  # estimate_tokens(text) <= budget_tokens  <=>  len(text) <= 4 * budget_tokens
@@ -232,18 +238,31 @@ class _Fit:
 
     def place_quotes(self) -> None:
         """The lines by priority (jobs.recall.quotes), each under its episode's line (a header of header_chars,
-        or the full summary for the leading ones), within quote_room."""
+        or the full summary for the leading ones), within quote_room. A line whose value a later session changed
+        comes with that later line (:func:`jobs.recall.quotes.later_values`), or not at all."""
         leading = self._leading()
+        placed: set[LineKey] = set()
         for line in sorted(self.quotable, key=lambda line: -self.priority[key(line)]):
-            ep = self.by_id[line.episode_id]
-            cost = len(self.macros.quote_line(line)) + 1
-            header = 0 if ep.id in self.chosen else self.cost_of(ep, ep.id not in leading, self.cfg.header_chars)
-            if self._room(ep.id) + header + cost > self.quote_room:
+            if key(line) in placed:
                 continue
-            if ep.id not in self.chosen:
-                self._take(ep, header)
-            self.quotes.setdefault(ep.id, []).append(line)
-            self.used += cost
+            newer = self.later_value.get(key(line))
+            group = [newer, line] if newer is not None and key(newer) not in placed else [line]
+            cost, headers = 0, {}
+            for quoted in group:
+                ep = self.by_id[quoted.episode_id]
+                cost += len(self.macros.quote_line(quoted)) + 1
+                if ep.id not in self.chosen and ep.id not in headers:
+                    headers[ep.id] = self.cost_of(ep, ep.id not in leading, self.cfg.header_chars)
+            if self._room() - sum(self.reserved.get(i, 0) for i in headers) + sum(headers.values()) + cost > (
+                self.quote_room
+            ):
+                continue
+            for ep_id, header in headers.items():
+                self._take(self.by_id[ep_id], header)
+            for quoted in group:
+                self.quotes.setdefault(quoted.episode_id, []).append(quoted)
+                self.used += len(self.macros.quote_line(quoted)) + 1
+                placed.add(key(quoted))
 
     def place_tail(self) -> None:
         """The rest of the relevant and possibly related episodes compactly, the reserved recent ones and the open
@@ -277,7 +296,7 @@ class _Fit:
                 break
             quoted_eps = [ep for ep in picked if ep.lines]
             if quoted_eps:
-                worst = min((line for ep in quoted_eps for line in ep.lines), key=lambda ln: self.priority[key(ln)])
+                worst = min((line for ep in quoted_eps for line in ep.lines), key=lambda ln: self.keep[key(ln)])
                 self.by_id[worst.episode_id].lines.remove(worst)
             elif picked:
                 picked.remove(min(picked, key=lambda ep: (not ep.compact, -(ep.relevance_rank or 1 << 30))))
