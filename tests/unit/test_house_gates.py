@@ -16,19 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 450
 MAX_COMPLEXITY = 15
 
-# Test modules over the limit that another change of issue 48 is splitting into files named for what they test.
-# The list only shrinks: when one is split, its entry goes (test_allowed_files_are_still_over_the_limit says
-# which); the aim is an empty list.
-ALLOWED_OVER: frozenset[str] = frozenset(
-    {
-        "tests/test_offline_extractor.py",
-    }
-)
-
-# The only files where a function may still be over the complexity limit, until the offline extractor's
-# engine is split (another change of issue 48): find_events and third_person.
-COMPLEXITY_EXCEPTIONS = {"jobs/extract/offline_events.py", "jobs/extract/rules/voice.py"}
-
 
 def line_counts() -> dict[str, int]:
     return {
@@ -39,24 +26,18 @@ def line_counts() -> dict[str, int]:
 
 
 def test_no_module_is_over_450_lines() -> None:
-    over = {path: n for path, n in line_counts().items() if n > MAX_LINES and path not in ALLOWED_OVER}
+    over = {path: n for path, n in line_counts().items() if n > MAX_LINES}
     assert over == {}, (
         f"modules over {MAX_LINES} lines (path: lines): {over}; split each into modules named for what they hold"
     )
 
 
-def test_allowed_files_are_still_over_the_limit() -> None:
-    counts = line_counts()
-    stale = sorted(path for path in ALLOWED_OVER if counts.get(path, 0) <= MAX_LINES)
-    assert stale == [], f"split or gone, so drop them from ALLOWED_OVER in {Path(__file__).name}: {stale}"
-
-
-def test_complexity_gate_is_configured_with_only_the_known_exceptions() -> None:
+def test_complexity_gate_is_configured_without_exceptions() -> None:
     lint = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]["lint"]
     assert "C901" in lint["select"]
     assert lint["mccabe"]["max-complexity"] == MAX_COMPLEXITY
     excepted = {path for path, rules in lint["per-file-ignores"].items() if "C901" in rules}
-    assert excepted <= COMPLEXITY_EXCEPTIONS, f"C901 ignored beyond the known exceptions: {excepted}"
+    assert excepted == set(), f"C901 ignored for {excepted}: split the functions instead"
 
 
 def test_no_function_is_over_the_complexity_limit() -> None:
