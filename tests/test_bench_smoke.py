@@ -93,6 +93,7 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
     "offline_long_session": ("offline_long_session.py", ["--sizes", "50,100"], "ms / 1k msgs", None),
     "redact_worst_cases": ("redact_worst_cases.py", ["--sizes", "200,400", "--repeat", "1"], "ms / 100k chars", None),
     "offline_extractor_quality": ("offline_extractor_quality.py", ["--limit", "2"], "ROUGE", "locomo"),
+    "rule_ledger": ("rule_ledger.py", [], "voice.decision_subject", "locomo"),
     "recall latency": (
         "recall.py",
         [*TINY_DATA, "--queries", "5"],
