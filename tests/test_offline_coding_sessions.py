@@ -223,10 +223,9 @@ def test_not_a_fact(sentence: str) -> None:
     assert found is None or found[0] != "fact"
 
 
-def test_a_preference_is_no_decision(embedder: Embedder) -> None:
-    # The offline preference rule was removed (issue 48: it fired on none of 13,385 corpus sentences).
+def test_a_preference_stays_a_preference(embedder: Embedder) -> None:
     episode = extract(embedder, ("user", "I prefer pytest over unittest for the new services."), ("assistant", "Ok."))
-    assert [e.type for e in episode.key_events if e.type == "decision"] == []
+    assert [e.type for e in episode.key_events] == ["preference"]
 
 
 # -- 3. topics are noun phrases -------------------------------------------------------------------

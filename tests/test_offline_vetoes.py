@@ -69,7 +69,7 @@ def test_a_hedged_switch_neither_decides_nor_replaces_a_standing_decision(db: Da
         "If we outgrow RabbitMQ, we'll go with Kafka for the event bus.",  # a condition
         "Maybe we've decided to move the billing cron to 04:00 UTC, I forget.",  # a hedge on a past decision
         "We might go with Postgres 17 for the ledger service.",  # a modal hedge
-        "Not sure yet, but I'll draft the Terraform plan for the staging cluster.",  # a hedged commitment
+        "Not sure yet, but I'd rather use Terraform for the staging cluster.",  # a hedged preference
     ],
 )
 def test_every_cue_is_vetoed_by_a_hedge_or_a_condition(sentence: str) -> None:
@@ -81,7 +81,7 @@ def test_every_cue_is_vetoed_by_a_hedge_or_a_condition(sentence: str) -> None:
     [
         ("We'll go with RabbitMQ for the job queue.", "decision"),
         ("We will switch to Kafka for the event bus.", "decision"),
-        ("I'll draft the Terraform plan for the staging cluster.", "commitment"),
+        ("I'd rather use Terraform for the staging cluster.", "preference"),
     ],
 )
 def test_the_same_cues_without_a_veto_still_fire(sentence: str, kind: str) -> None:

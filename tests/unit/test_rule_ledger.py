@@ -25,6 +25,9 @@ KNOWN = {
     "decision.label": "fires on 0 of 13,385 corpus sentences, only on sde-bench's task chats (15 of 1,078, the "
     "tuning data); without it `bench/offline_extractor_quality.py --coding` falls from 6/6 to 0/6 amended tasks "
     "replacing the first chat's decision, so removing it is the lead's call (issue 48)",
+    "preference": "fires on 0 of 13,385 corpus sentences (LoCoMo says 'I love', never 'I prefer' or 'I'd rather'); "
+    "the offline extractor's only preference rule, the plainest English for one: without it no offline episode holds "
+    "a preference and the analyst's preferences view is empty (issue 48: removed by the rules change, put back)",
 }
 
 

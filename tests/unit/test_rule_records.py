@@ -90,9 +90,9 @@ def test_stage_vetoes(sentence: str, vetoes: tuple[str, ...], kept: bool) -> Non
     ("sentence", "kind"),
     [
         ("Decision: we ship on Tuesday.", "decision"),
-        ("I'll draft the migration runbook before the freeze.", "commitment"),
+        ("I'd rather keep the invoices in euros.", "preference"),
         ("Turns out the staging bucket was public the whole time.", "surprise"),
-        ("Not sure yet, but I'll draft the Terraform plan for the staging cluster.", None),
+        ("Not sure yet, but I'd rather use Terraform for the staging cluster.", None),
     ],
 )
 def test_stage_choice(sentence: str, kind: str | None) -> None:

@@ -34,6 +34,7 @@ TECHNICAL = _RECORDS["TECHNICAL"].compiled  # a number, code span, acronym, head
 FACT = _RECORDS["FACT"].compiled  # "we're on Django 4.2", "the API runs on port 8080"
 SPECIFIC = _RECORDS["SPECIFIC"].compiled  # a number, version, code span, identifier or capitalised name
 WEAK_DECISION = _RECORDS["WEAK_DECISION"].compiled
+PREFERENCE = _RECORDS["PREFERENCE"].compiled
 COMMITMENT = _RECORDS["COMMITMENT"].compiled
 SURPRISE = _RECORDS["SURPRISE"].compiled
 ACTION_VERBS = _RECORDS["ACTION_VERBS"].compiled
