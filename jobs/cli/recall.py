@@ -211,6 +211,8 @@ def coding_command(
     to end; the task's bug report opens the next session. Reports evidence (the decision chat's episode
     in the block), answer coverage of the task's policy words beside the raw-message baseline's, how many
     of the 6 amended tasks present the latest rule as the one that holds, and the still-open items shown.
+    Then one developer's history: every chat and decoy under one user, each bug report recalled from it
+    (the amending chat labelled relevant, the superseded one replaced, "nothing relates" above a best match).
     Claude Code: the project's own questions about real session files, one user per file. Each data set
     runs in a scratch database (episodes_eval_<pid>) on the configured server, dropped afterwards.
     """

@@ -11,7 +11,8 @@ filled by both raw-message baselines (:mod:`jobs.eval.baseline`: undated, and ea
 its session's date). Figures per data set: questions, evidence recall (the session holding the
 answer has its episode in the block), the block's answer coverage (:func:`jobs.eval.answers.covers`),
 each baseline's, and the ratio of the block to the better baseline; at every budget asked for, the
-budgets side by side. Both data sets are tuning data (:mod:`jobs.eval.provenance`).
+budgets side by side. sde-bench is also measured as one developer's history (every chat and decoy
+under one user, :mod:`jobs.eval.one_developer`). Both data sets are tuning data (:mod:`jobs.eval.provenance`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from jobs.concepts import DEFAULT_BUDGET_TOKENS
 from jobs.config import Settings
-from jobs.eval import claude_code, sdebench
+from jobs.eval import claude_code, one_developer, sdebench
 
 
 def _ratio(r: dict[str, Any]) -> str:
@@ -126,6 +127,8 @@ def format_report(report: dict[str, Any]) -> str:
         r = report["sde_bench"]
         title = f"sde-bench: {r['tasks']} tasks, {r['decoys']} decoy chats per user"
         parts += _data_set(title, r, _sde_rows, _sde_notes(r))
+        if "one_developer" in r:
+            parts.append(one_developer.format_section(r["one_developer"]))
     if "claude_code" in report:
         r = report["claude_code"]
         title = f"Claude Code sessions: {r['files']} files, {r['questions']} questions (jobs/eval/claude_code_questions.json)"

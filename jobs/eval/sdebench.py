@@ -314,16 +314,23 @@ def run(
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     budgets: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """Load, build in a scratch database, evaluate at each of ``budgets`` (or ``budget_tokens``), drop."""
+    """Load, build in a scratch database, evaluate at each of ``budgets`` (or ``budget_tokens``), drop.
+
+    The same database then holds one developer's history too (:mod:`jobs.eval.one_developer`)."""
+    from jobs.eval import one_developer
+
     started = time.perf_counter()
     data = load(root)
     embedder = embedder_for(settings)
+    chosen = list(budgets or [budget_tokens])
     with scratch_database(settings, embedder) as db:
         built = build(db, data, extractor)
-        report = evaluate_budgets(db, data, embedder, list(budgets or [budget_tokens]))
+        report = evaluate_budgets(db, data, embedder, chosen)
+        one = one_developer.run_in(db, data, embedder, extractor, chosen, root)
     return {
         **report,
         **built,
+        "one_developer": one,
         "data_status": data_status([root]),
         "seconds": round(time.perf_counter() - started, 1),
     }
