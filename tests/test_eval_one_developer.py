@@ -74,6 +74,8 @@ def test_one_developer_on_the_fixture(db: Database, embedder: Embedder) -> None:
     )
     section = table[table.index("one developer's history") :]
     assert "1 of 1" in section and "0 of 2" in section and report["data_status"] in section
+    assert "1500 tokens, amended tasks missing both: mini-retry-amended-001" in section
+    assert "750 tokens, nothing relates above a best match: none" in section
     assert [line.split()[0] for line in section.splitlines()[2:4]] == ["1500", "750"]
 
 

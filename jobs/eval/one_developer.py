@@ -188,6 +188,11 @@ def format_section(r: dict[str, Any]) -> str:
             f"{b:>8} {x['amending_relevant']:>13} of {k} {x['superseded_absent_or_replaced']:>20} of {k} "
             f"{x['both']:>1} of {k} {x['nothing_relevant']:>10} of {n} {x['nothing_relates_over_best_match']:>15} of {n}"
         )
+    for b, x in r["by_budget"].items():
+        missed = [t for t, row in x["per_task"].items() if "both" in row and not row["both"]]
+        over = [t for t, row in x["per_task"].items() if row["violation"]]
+        lines.append(f"{b} tokens, amended tasks missing both: {', '.join(missed) or 'none'}")
+        lines.append(f"{b} tokens, nothing relates above a best match: {', '.join(over) or 'none'}")
     lines.append(
         f"best match: a quoted line at least {r['line_relevant']} similar to the bug report (line_relevant), "
         "or the quoted line most similar to it; amended = conversation-amended tasks"
