@@ -220,9 +220,11 @@ class _Fit:
         )
 
     def _leading(self) -> set[int]:
-        """The episodes whose quotes go under their full summary: the best relevant (else possibly related) ones;
+        """The episodes whose quotes go under their full summary: the best relevant (else possibly related) sessions;
         where a later session replaced a decision of one, the later one instead (its summary states what holds)."""
-        leading = (self.relevant + self.related)[: self.cfg.full_headers]
+        # A super-summary's summary covers a whole period and its quotes carry their own days: it never leads
+        # (issue 47: LoCoMo compressed, 750 tokens, a super leading in full cost 0.456 -> 0.402, tuning data).
+        leading = [ep for ep in self.relevant + self.related if ep.kind != "super"][: self.cfg.full_headers]
         out: set[int] = set()
         for ep in leading:
             holders = [
