@@ -60,6 +60,9 @@ class RecallConfig:
     dedup_similarity: float = 0.97
     max_open_items: int = 8
     open_items_share: float = 0.25  # at most this share of the budget for open items
+    # An open item is related to the opening message when its episode is relevant or at least this similar, and
+    # the item holds one of the message's rarer words (jobs.recall.fitting._Fit.place_open_items).
+    open_item_similarity: float = 0.4
     compact_chars: int = 200  # length of a compact line's text
     max_unsummarised: int = 2  # sessions not yet summarised, one line each of their last user messages
     # Episode lines (issue 36): the chosen episodes' verbatim lines best matching the opening message are

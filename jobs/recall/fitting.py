@@ -160,20 +160,24 @@ class _Fit:
 
     def place_open_items(self, open_items: Sequence[RecalledOpenItem], purpose: str | None) -> None:
         """Open items only when recent or related, within open_items_share of the budget: of a recent episode, or
-        related to the opening message: the item holds one of the message's rarer words (one in at most half of
-        the offered summaries, so not the user's own name). Its episode's being relevant or similar is not
-        enough: a session about the dance studio holds "I'll watch your routine!" too, and every such line
-        costs a quote (issue 47: on LoCoMo, offline, at 750 tokens, an item of an episode at least 0.4 similar
-        was shown, and showing none covered 0.36 against 0.34). An item of another purpose than the one
-        recalled for (a ``general`` session's, in a coding block) only when related: being recent is not enough
-        (issue 46 #21)."""
+        related to the opening message: of a relevant episode (or one at least open_item_similarity close) AND
+        holding one of the message's rarer words (one in at most half of the offered summaries, so not the user's
+        own name). The episode's being relevant is not enough: a session about the dance studio holds "I'll watch
+        your routine!" too, and every such line costs a quote (issue 47: LoCoMo offline, 750 tokens, 0.34 -> 0.36,
+        tuning data). Nor is a shared word: a 90-word bug report shares one with most of a developer's items
+        (sde-bench: 4.2 items a block, 3.9 of other chats, with the word alone). An item of another purpose than
+        the one recalled for (a ``general`` session's, in a coding block) only when related: being recent is not
+        enough (issue 46 #21)."""
         cfg = self.cfg
+        close = {ep.id for ep in self.relevant} | {
+            ep.id for ep in self.unique if (ep.similarity or 0.0) >= cfg.open_item_similarity
+        }
         recent = {ep.id for ep in self.recent}
         n = len(self.unique)  # term_weights: log(1 + n / (1 + k)) for a word in k of the n summaries; k <= n / 2:
         rare = {t for t, w in self.weights.items() if w >= math.log(1 + n / (1 + n / 2))}
         for item in open_items:
             ep = self.by_id.get(item.episode_id)
-            related = holds_any(item.what, rare)
+            related = item.episode_id in close and holds_any(item.what, rare)
             if not (related or item.episode_id in recent) or (
                 purpose is not None and ep is not None and ep.purpose != purpose and not related
             ):
