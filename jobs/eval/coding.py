@@ -153,7 +153,17 @@ def run(
     chosen = list(budgets or [budget_tokens])
     report: dict[str, Any] = {"extractor": extractor, "budget_tokens": chosen[0], "budgets": chosen}
     if only in (None, "sde-bench"):
-        report["sde_bench"] = sdebench.run(settings, sde_bench, extractor=extractor, budgets=chosen)
+        report["sde_bench"] = sdebench.run(
+            settings,
+            sde_bench,
+            extractor=extractor,
+            budgets=chosen,
+            also={
+                "one_developer": lambda db, data, embedder, at: one_developer.run_in(
+                    db, data, embedder, extractor, at, sde_bench
+                )
+            },
+        )
     if only in (None, "claude-code"):
         report["claude_code"] = claude_code.run(settings, claude_code_root, extractor=extractor, budgets=chosen)
     return report

@@ -45,7 +45,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -313,12 +313,12 @@ def run(
     extractor: str = "offline",
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     budgets: Sequence[int] | None = None,
+    also: Mapping[str, Callable[[Database, SdeBench, Embedder, list[int]], dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Load, build in a scratch database, evaluate at each of ``budgets`` (or ``budget_tokens``), drop.
 
-    The same database then holds one developer's history too (:mod:`jobs.eval.one_developer`)."""
-    from jobs.eval import one_developer
-
+    ``also``: more measures run in the same database before it is dropped, each report under its name (`eval coding`
+    adds one developer's history, :mod:`jobs.eval.one_developer`)."""
     started = time.perf_counter()
     data = load(root)
     embedder = embedder_for(settings)
@@ -326,11 +326,11 @@ def run(
     with scratch_database(settings, embedder) as db:
         built = build(db, data, extractor)
         report = evaluate_budgets(db, data, embedder, chosen)
-        one = one_developer.run_in(db, data, embedder, extractor, chosen, root)
+        more = {name: measure(db, data, embedder, chosen) for name, measure in (also or {}).items()}
     return {
         **report,
         **built,
-        "one_developer": one,
+        **more,
         "data_status": data_status([root]),
         "seconds": round(time.perf_counter() - started, 1),
     }
