@@ -55,3 +55,19 @@ def test_a_later_line_as_apt_as_the_older_one_comes_with_it_at_every_budget() ->
         picked, _ = select(rows, {}, [], RecallConfig(), budget, QUESTION, NOW, lines, line_vectors=vectors)
         quoted = [line.text for ep in picked for line in ep.lines]
         assert later in quoted or ANSWER not in quoted, (budget, quoted)
+
+
+def test_the_session_holding_the_decision_that_replaced_a_relevant_one_is_relevant_too() -> None:
+    """One developer's history (issue 47): the amending chat was only "possibly related" while the rule it amended
+    was "relevant"; it states what holds on the same matter, so it is labelled relevant too."""
+    settled = NOW - dt.timedelta(days=31)
+    amended = NOW - dt.timedelta(days=1)
+    rows = [
+        row(1, settled, "The user decided: merge keeps the latest record.", 0.62, relevance_rank=1),
+        row(2, amended, "The user decided: merge keeps the record with most fields.", 0.3, related_rank=1),
+    ]
+    rows[0]["replaced_on"] = amended.date()
+    picked, _ = select(rows, {}, [], RecallConfig(), 600, "Why does the merge keep duplicates?", NOW)
+    shown = {ep.id: ep for ep in picked}
+    assert "relevant" in shown[2].reasons, shown[2].reasons
+    assert shown[1].replaced_on == amended.date()

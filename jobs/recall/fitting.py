@@ -111,6 +111,7 @@ class _Fit:
             row["id"] for row in rows if row.get("has_lines") and row["id"] in self.by_id
         }
         self.later = _replacing(unique, vectors)
+        self._label_replacing()
         self.priority = priorities(self.quotable, self.by_id, self.later, self.in_month, cfg)
         self.later_value = later_values(
             self.priority, self.quotable, self.by_id, line_vectors, cfg.newer_similarity, cfg.newer_share
@@ -212,6 +213,18 @@ class _Fit:
                 full = self.cost_of(ep, False)
                 if self._room(ep.id) + full <= self.full_room:
                     self._take(ep, full)
+
+    def _label_replacing(self) -> None:
+        """The episode holding the decision that replaced a relevant episode's is relevant too: it states what holds
+        on the same matter (issue 47: one developer's history, the amending chat was only "possibly related" while
+        the rule it amended was "relevant")."""
+        last = max((ep.relevance_rank or 0 for ep in self.unique), default=0)
+        for ep in self.unique:
+            if ep.id in self.later and ep.relevance_rank is None and self._replaces_relevant(ep):
+                last += 1
+                ep.relevance_rank, ep.related_rank = last, None
+                self.relevant.append(ep)
+                self.related = [other for other in self.related if other.id != ep.id]
 
     def _replaces_relevant(self, ep: RecalledEpisode) -> bool:
         """Whether ``ep`` is relevant, or holds the decision that replaced one of a relevant episode (on a day of
