@@ -6,29 +6,22 @@ library) can be put in one group by their user: a recall in any member then sees
 Nothing is moved: the sessions keep their repository's purpose, so leaving a group (``unshare``) undoes it
 exactly. Groups are per user, as recall is; two repositories not grouped never share.
 
-Recall filters on the purposes EPISODES_PURPOSE_MAP allows (jobs.recall.purposes); :func:`grouped` gives a
-recall the group's purposes as that map's entry for the repository's purpose, for this one recall, with one
-read of the group (no copy kept: a change is seen by the next recall).
+Recall filters on the purposes EPISODES_PURPOSE_MAP allows (jobs.recall.purposes); :func:`shared_purposes` reads the
+group once per recall and hands its other members to ``Recaller.recall(shared_with=...)`` (no copy kept: a change
+is seen by the next recall).
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from jobs.concepts import DEFAULT_PURPOSE
 from jobs.db import Database
 from jobs.errors import EpisodesError
 from jobs.formats.claude_code import PURPOSE_PREFIX, path_purpose, repository_purpose
 from jobs.repository.identity import normalise_url, place_of, repository_name
 from jobs.sql import query
-
-if TYPE_CHECKING:
-    from jobs.config import Settings
-    from jobs.recall.recaller import Recaller
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 NAME_RULE = "1 to 63 of a-z 0-9 . _ -, starting with a letter or digit"
@@ -181,26 +174,10 @@ def group_purposes(db: Database, tenant_id: str, user_id: str, purpose: str) -> 
     return [str(r["purpose"]) for r in rows]
 
 
-class _SharedConnections(Database):
-    """``db`` under other settings: tenant transactions go to ``db``'s connections (no pool of its own)."""
-
-    def __init__(self, db: Database, settings: Settings) -> None:
-        super().__init__(settings)
-        self._tenants = db.tenant_login
-
-
-def grouped(recaller: Recaller, tenant_id: str, user_id: str, purpose: str | None) -> Recaller:
-    """``recaller``, or for a repository in one of the user's groups a copy of it whose recall of ``purpose``
-    also sees the group's other repositories (added to EPISODES_PURPOSE_MAP's entry for it, or to the default:
-    its own and ``general``)."""
+def shared_purposes(db: Database, tenant_id: str, user_id: str, purpose: str | None) -> list[str]:
+    """The other repositories' purposes whose memory a recall of ``purpose`` sees (``Recaller.recall``'s
+    ``shared_with``): its group's, for a repository in one of the user's groups; else none."""
     if purpose is None or not purpose.startswith(PURPOSE_PREFIX):
-        return recaller
-    members = group_purposes(recaller.db, tenant_id, user_id, purpose)
-    if len(members) < 2:
-        return recaller
-    settings = recaller.db.settings
-    seen = settings.purpose_map.get(purpose, (purpose, DEFAULT_PURPOSE))
-    purpose_map = {**settings.purpose_map, purpose: tuple(sorted({*seen, *members}))}
-    copied = copy.copy(recaller)
-    copied.db = _SharedConnections(recaller.db, settings.with_(purpose_map=purpose_map))
-    return copied
+        return []
+    members = group_purposes(db, tenant_id, user_id, purpose)
+    return members if len(members) >= 2 else []

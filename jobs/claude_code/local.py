@@ -54,16 +54,17 @@ def first_prompt(args: argparse.Namespace, user: str, payload: dict[str, Any]) -
     if claimed is None:
         return ""
     sid, state, prompt = claimed
-    from jobs.claude_code.groups import grouped  # the repository's group (issue 49) sees one memory
+    from jobs.claude_code.groups import shared_purposes  # the repository's group (issue 49) sees one memory
 
     recaller = Recaller(database())
     purpose = project_purpose(str(payload.get("cwd") or ""))
-    result = grouped(recaller, args.tenant, user, purpose).recall(
+    result = recaller.recall(
         args.tenant,
         user,
         prompt,
         purpose=purpose,
         budget_tokens=injection.PROMPT_BUDGET_TOKENS,
+        shared_with=shared_purposes(recaller.db, args.tenant, user, purpose),
     )
     from jobs.claude_code.branch_view import sort_by_ancestry  # pending and stale sessions' episodes left out
 

@@ -13,7 +13,7 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 from jobs.claude_code.branch_view import block_with_pending, repository_scope, sort_by_record
-from jobs.claude_code.groups import grouped
+from jobs.claude_code.groups import shared_purposes
 
 if TYPE_CHECKING:
     from jobs.recall.recaller import Recaller
@@ -35,8 +35,14 @@ def recall_in_repository(
 ) -> tuple[Recall, str]:
     """The recall and its block (the pending branches' lines in it, and kept as the result's ``block``)."""
     purpose = purpose or (repository_scope(repo) if repo else None)
-    result = grouped(recaller, tenant_id, user_id, purpose).recall(
-        tenant_id, user_id, message, purpose=purpose, budget_tokens=budget_tokens, now=now
+    result = recaller.recall(
+        tenant_id,
+        user_id,
+        message,
+        purpose=purpose,
+        budget_tokens=budget_tokens,
+        now=now,
+        shared_with=shared_purposes(recaller.db, tenant_id, user_id, purpose),
     )
     view = (
         sort_by_record(result, recaller.db, tenant_id, repo=repo, branch=branch, head=head) if branch or head else None

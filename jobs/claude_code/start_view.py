@@ -27,16 +27,17 @@ def start_recall(
 ) -> Recall:
     """The SessionStart recall of ``user_id`` in the project at ``cwd`` (``purpose``: the project's, when
     the caller knows it better than this machine: :func:`remote_purpose`)."""
-    from jobs.claude_code.groups import grouped  # the repository's group (issue 49) sees one memory
+    from jobs.claude_code.groups import shared_purposes  # the repository's group (issue 49) sees one memory
 
     purpose = purpose or project_purpose(cwd or "")
-    result = grouped(recaller, tenant_id, user_id, purpose).recall_vector(
+    result = recaller.recall_vector(
         tenant_id,
         user_id,
         "",
         [0.0] * recaller.embedder.dim,
         purpose=purpose,
         budget_tokens=START_BUDGET_TOKENS,
+        shared_with=shared_purposes(recaller.db, tenant_id, user_id, purpose),
     )
     result.nothing_relevant = False  # no opening message to relate to: the first prompt's hook does that
     return result

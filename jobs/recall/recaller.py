@@ -117,8 +117,11 @@ class Recaller:
         purpose: str | None = None,
         budget_tokens: int = DEFAULT_BUDGET_TOKENS,
         now: dt.datetime | None = None,
+        shared_with: Sequence[str] = (),
     ) -> Recall:
-        """Recent and relevant episodes of one user, fitted to ``budget_tokens``."""
+        """Recent and relevant episodes of one user, fitted to ``budget_tokens``. ``shared_with``: purposes whose
+        memory ``purpose`` shares (a group of repositories, :mod:`jobs.claude_code.groups`), seen beside the ones
+        it may see (:mod:`jobs.recall.purposes`)."""
         return self.recall_vector(
             tenant_id,
             user_id,
@@ -127,6 +130,7 @@ class Recaller:
             purpose=purpose,
             budget_tokens=budget_tokens,
             now=now,
+            shared_with=shared_with,
         )
 
     def recall_vector(
@@ -139,6 +143,7 @@ class Recaller:
         purpose: str | None = None,
         budget_tokens: int = DEFAULT_BUDGET_TOKENS,
         now: dt.datetime | None = None,
+        shared_with: Sequence[str] = (),
     ) -> Recall:
         """Like :meth:`recall` with a precomputed query vector (benchmarks, batch callers)."""
         if budget_tokens < 1:
@@ -149,6 +154,8 @@ class Recaller:
         now = now or dt.datetime.now(dt.UTC)
         now = now if now.tzinfo else now.replace(tzinfo=dt.UTC)  # naive means UTC, as everywhere
         purposes = purpose_filter(purpose, self.db.settings.purpose_map)
+        if purposes is not None and shared_with:
+            purposes = sorted({*purposes, *shared_with})
         cfg = self.config
         vector = np.asarray(query_vector, dtype=np.float32)
         while (read := self._read(tenant_id, user_id, opening_message, vector, now, purposes)) is None:
