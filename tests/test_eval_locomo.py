@@ -137,8 +137,11 @@ def test_foreign_questions_and_strict_recall(db: Database, embedder: Embedder, p
     assert build_oracle(db, conversations, embedder) == 5
     report = evaluate(db, conversations, embedder, budget_tokens=1500)
     assert report["questions"] == 3 and report["foreign_questions"] == 3  # 2 asked of Bo, 1 of Ana
-    # A tiny history fits in full: every evidence session is shown in full, and every answer's words are there.
-    assert report["all_evidence_recall"] == report["all_evidence_recall_strict"] == 1.0
+    # A tiny history fits: every evidence session is in the block and every answer's words are there. The oracle's
+    # episodes keep their sessions' lines (issue 47), so they are shown by a header above their quotes; only the
+    # best one leads with its summary in full (full_headers): 2 of the 3 questions' evidence is not "strictly" shown.
+    assert report["all_evidence_recall"] == 1.0
+    assert report["all_evidence_recall_strict"] == 0.6667
     assert report["all_evidence_recall_strict"] == report["all_evidence_recall_full_text"]
     assert report["answer_coverage"] == 1.0
     # A budget too small for full summaries: the evidence is there as compact lines only, not strictly.
@@ -148,7 +151,11 @@ def test_foreign_questions_and_strict_recall(db: Database, embedder: Embedder, p
     silent = evaluate(db, conversations, embedder, config=RecallConfig(top_k=0))
     assert silent["foreign_relevant_share"] == 0.0 and silent["foreign_mean_relevant_tokens"] == 0.0
     assert silent["foreign_mean_block_tokens"] > 0  # recent lines are still shown
-    noisy = evaluate(db, conversations, embedder, config=RecallConfig(relevant_similarity=-1.0))  # no floor
+    # No floor, for episodes nor for their lines (an episode whose lines are all far from the message is only
+    # possibly related: the oracle's episodes keep lines since issue 47).
+    noisy = evaluate(
+        db, conversations, embedder, config=RecallConfig(relevant_similarity=-1.0, relevant_line_similarity=-1.0)
+    )
     assert noisy["foreign_relevant_share"] == 1.0 and noisy["foreign_mean_relevant_tokens"] > 0
     table = format_report({**report, "extractor": "oracle", "episodes": 5, "sessions": 5, "seconds": 0.0})
     assert "strict" in table and "foreign questions 3" in table
