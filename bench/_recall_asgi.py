@@ -119,8 +119,9 @@ class StoredRecaller:
     """Answers each request with a result recalled beforehand (the block rendered anew each time, as a
     fresh result would be): what is left of a request is the web layer's work."""
 
-    def __init__(self, results: dict[tuple[str, str, str], result.Recall]) -> None:
+    def __init__(self, results: dict[tuple[str, str, str], result.Recall], db: Database) -> None:
         self.results = results
+        self.db = db  # read by the route only for a repository's group (jobs.claude_code.groups), never here
 
     def recall(self, tenant_id: str, user_id: str, opening_message: str, **_: Any) -> result.Recall:
         answer = self.results[(tenant_id, user_id, opening_message)]
@@ -179,7 +180,7 @@ class AppBench:
 
     async def web_layer_alone(self, requests: list[Request], cpu: dict[str, list[float]]) -> None:
         """(b) both apps answering stored results, in alternate rounds, their answers compared byte for byte."""
-        stored = StoredRecaller({(t, u, m): self.rec.recall(t, u, m, now=NOW) for t, u, m in requests})
+        stored = StoredRecaller({(t, u, m): self.rec.recall(t, u, m, now=NOW) for t, u, m in requests}, self.rec.db)
         differ, counts = 0, {"this tree": 0, "before": 0}
         with patched(self.app.state, "recaller", stored), patched(self.before.state, "recaller", stored):
             for r in range(self.args.rounds):
