@@ -280,8 +280,8 @@ class _Fit:
                 self._take(self.by_id[ep_id], header)
             for quoted in group:
                 self.quotes.setdefault(quoted.episode_id, []).append(quoted)
-                self.used += len(self.macros.quote_line(quoted)) + 1
                 placed.add(key(quoted))
+            self.used += cost
 
     def place_tail(self) -> None:
         """The rest of the relevant and possibly related episodes compactly, the reserved recent ones and the open
