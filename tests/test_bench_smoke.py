@@ -83,6 +83,12 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
         "model calls",
         None,
     ),
+    "fake_anthropic": (
+        "fake_anthropic.py",
+        ["--runs", "1", "--concurrent", "4", "--latency", "0.1"],
+        "in flight at once",
+        None,
+    ),
     "hook_latency": (
         "hook_latency.py",
         ["--runs", "1", "--sessions", "1"],

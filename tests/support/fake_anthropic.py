@@ -122,6 +122,14 @@ class FakeAnthropic(MessageBatches):
         self.max_batch_requests = 100_000
         self.max_batch_bytes = 256 * 1024 * 1024
         self.min_cache_tokens = 0  # the real API ignores prefixes under ~1024 tokens; raise to mimic
+        # Concurrency, counted rather than timed: message requests being answered now, the most at once so far,
+        # and `hold`: keep each one until that many are in flight together (a serial server never gets there:
+        # after `hold_timeout` seconds each held request is answered 500, saying how many it saw at once).
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.hold = 0
+        self.hold_timeout = 60.0
+        self._flight = threading.Condition()
         self.requests: list[Recorded] = []
         self.base_url = ""
         self._batch_responder: Responder | None = None
@@ -149,6 +157,8 @@ class FakeAnthropic(MessageBatches):
     def stop(self) -> None:
         """Stop serving; wakes any handler that is sleeping for latency or a hang."""
         self._stopping.set()
+        with self._flight:  # and any request held for company
+            self._flight.notify_all()
         with self._lock:
             for timer in self._timers:
                 timer.cancel()
@@ -241,8 +251,25 @@ class FakeAnthropic(MessageBatches):
             return _error_reply(400, "invalid_request_error", problem)
         with self._lock:  # take the step on arrival, so the FIFO follows arrival order
             step = self._queue.popleft() if self._queue else None
-        self._sleep(self.latency)
-        return self._render(step or _as_step(self.responder(body)), body, self.responder)
+        with self._flight:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            self._flight.notify_all()
+        try:
+            if not self._held():
+                return _error_reply(500, "api_error", f"held: only {self.peak_in_flight} of {self.hold} in flight")
+            self._sleep(self.latency)
+            return self._render(step or _as_step(self.responder(body)), body, self.responder)
+        finally:
+            with self._flight:
+                self.in_flight -= 1
+
+    def _held(self) -> bool:
+        """Wait until `hold` message requests are in flight at once (at once if hold is 0); False on timeout."""
+        with self._flight:
+            return self._flight.wait_for(
+                lambda: self.peak_in_flight >= self.hold or self._stopping.is_set(), self.hold_timeout
+            )
 
     def _render(self, step: Step, body: dict[str, Any], responder: Responder) -> Reply:
         if step.kind == "hang":
