@@ -30,14 +30,13 @@ sys.path.insert(0, str(ROOT))
 
 from jobs.extract.rules.agent import clean_said  # noqa: E402
 from jobs.extract.rules.cues import candidates, surviving  # noqa: E402
-from jobs.extract.rules.records import load  # noqa: E402
+from jobs.extract.rules.records import RULE_FILES, load  # noqa: E402
 from jobs.extract.rules.text import normalise, split_sentences  # noqa: E402
 from jobs.formats.claude_code import read_session_file  # noqa: E402
 from jobs.formats.shapes import normalise_messages  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 LEDGER = ROOT / "reports" / "rule_ledger.json"
-RULE_FILES = ("cues", "events", "agent", "voice")  # jobs/extract/rules/<name>.toml
 
 
 def locomo(data: Path) -> Iterator[str]:

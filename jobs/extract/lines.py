@@ -37,6 +37,7 @@ from collections.abc import Sequence
 
 from jobs.extract.actions import ACTION_SPEAKER, actions
 from jobs.extract.rules.agent import clean_said, is_narration, is_tool_text
+from jobs.extract.rules.specifics import LINE_SPECIFIC
 from jobs.extract.rules.text import split_sentences
 from jobs.models import Message
 from jobs.store import EpisodeLine
@@ -50,8 +51,8 @@ _MIN_CHARS = 12
 _WORD3 = re.compile(r"[^\W\d_]{3,}")
 _PLACEHOLDER = re.compile(r"^\s*\[(?:thinking|image|audio|document|file|attachment)\b[^\]]*\]\s*$", re.IGNORECASE)
 # What questions ask about: numbers and versions, capitalised names inside a sentence, identifiers and
-# paths (snake_case, dotted, slashed, backticked), quoted values.
-_SPECIFIC = re.compile(r"\d|(?<=[a-z,;:] )[A-Z][\w'-]+|\b\w+[_./]\w+|`[^`]+`|\"[^\"]{2,}\"|'[^' ]{2,}[^']*'")
+# paths (snake_case, dotted, slashed, backticked), quoted values (jobs/extract/rules/specifics.py).
+_SPECIFIC = LINE_SPECIFIC
 
 
 def episode_lines(messages: Sequence[Message], *, limit: int = MAX_LINES) -> list[EpisodeLine]:

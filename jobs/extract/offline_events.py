@@ -21,9 +21,7 @@ from jobs.extract.rules.cues import (
     PROPOSAL,
     REFERS_BACK,
     SMALL_TALK_QUESTION,
-    SPECIFIC,
     SUGGESTION,
-    TECHNICAL,
     UNANSWERED,
     CueType,
     clause_from,
@@ -32,6 +30,7 @@ from jobs.extract.rules.cues import (
 )
 from jobs.extract.rules.dates import resolve_due
 from jobs.extract.rules.records import by_name
+from jobs.extract.rules.specifics import SPECIFIC, TECHNICAL
 from jobs.extract.rules.text import clip, content_words, normalise, split_sentences, words
 from jobs.extract.rules.voice import INTERJECTION, attribute, decision_what, third_person
 from jobs.models import KeyEvent, Message, Transcript

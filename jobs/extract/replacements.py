@@ -33,6 +33,7 @@ import numpy as np
 from jobs.concepts import STANDING_TYPES
 from jobs.embeddings import Embedder
 from jobs.extract.rules.records import by_name
+from jobs.extract.rules.specifics import NUMBER
 from jobs.extract.rules.text import clip, normalise, split_sentences
 from jobs.models import KeyEvent, Message, OpenItem
 
@@ -49,7 +50,6 @@ RESTATE_SIMILARITY = 0.85
 # is a new rule beside the old one; "From now on, the list endpoints cap the page size at 250" after "cap the page
 # size of the list endpoints at 100" (0.87) replaces it.
 NEW_RULE_SIMILARITY = 0.6
-_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 _EVENT_RULES = by_name("events")  # the cue tables are data: jobs/extract/rules/events.toml
 CHANGE_CUE = _EVENT_RULES["CHANGE_CUE"].compiled  # "actually", "instead", "switch to", "raise ... to", "(was"
 # A rule that starts now ("From now on, ...", "Going forward, ...", "... is now 25 MB") need not replace anything:
@@ -73,7 +73,7 @@ def core(what: str, names: set[str]) -> str:
 
 def _specifics(text: str) -> set[str]:
     """The numbers of a decision ("5 seconds", "Node 18", "v2"): what a restatement changes."""
-    return set(_NUMBER.findall(text))
+    return set(NUMBER.findall(text))
 
 
 def _threshold(amended: bool, changed: bool, starts: bool) -> float:

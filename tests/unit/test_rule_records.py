@@ -8,10 +8,10 @@ import pytest
 from jobs.errors import ConfigError
 from jobs.extract.rules import records
 from jobs.extract.rules.cues import CUE_RULES, VETOES, Candidate, candidates, cue, surviving
-from jobs.extract.rules.records import RuleRecord, load
+from jobs.extract.rules.records import RULE_FILES, RuleRecord, load
 from jobs.extract.rules.text import normalise
 
-RECORDS = [r for name in ("cues", "events", "agent", "voice") for r in load(name)]
+RECORDS = [r for name in RULE_FILES for r in load(name)]
 
 
 def _examples(kind: str) -> list[object]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from jobs.extract.rules.records import by_name
+from jobs.extract.rules.specifics import DAY, ECHO, NUMBER
 from jobs.extract.rules.text import NUMBER_WORDS, split_sentences
 
 # An assistant's reply that reports doing or recording what the user just said ("Done, the list endpoints now cap
@@ -16,11 +17,6 @@ from jobs.extract.rules.text import NUMBER_WORDS, split_sentences
 # sentence was a decision however it was phrased. A reply that objects ("but", "however") applied nothing.
 APPLIED = by_name("events")["APPLIED"].compiled  # jobs/extract/rules/events.toml
 _OBJECTS = re.compile(r"\b(?:but|however|although|though|instead|won't|can't|cannot|shouldn't|not sure)\b", re.I)
-_ECHO = re.compile(r"\d+(?:[.:]\d+)*|`[^`]+`|[^\s,;()]*[\w>][_/=][^\s,;()]*[\w>]|\b[A-Z][A-Z0-9]+\b")
-_WHEN = re.compile(
-    r"\b(?:(?:first|last) (?:day|week|weekday|business day)|midnight|noon|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b",
-    re.IGNORECASE,
-)
 
 
 def applied(reply: str) -> bool:
@@ -37,8 +33,8 @@ def specifics(text: str) -> set[str]:
     """The specifics of ``text`` a reply can echo: numbers (spelled ones as digits), code spans, identifiers
     ("feature/<slug>", "concurrency=4" and its 4), acronyms, and days ("the last day", "Friday")."""
     text = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group().lower()], text)
-    found = {m.group().strip(".:").lower() for m in (*_ECHO.finditer(text), *_WHEN.finditer(text))}
-    return found | set(re.findall(r"\d+(?:[.:]\d+)*", text))
+    found = {m.group().strip(".:").lower() for m in (*ECHO.finditer(text), *DAY.finditer(text))}
+    return found | set(NUMBER.findall(text))
 
 
 def echoed(sentence: str, reply: str) -> bool:

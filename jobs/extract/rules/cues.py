@@ -18,6 +18,7 @@ from typing import Literal, cast
 
 from jobs.extract.rules.dates import resolve_due
 from jobs.extract.rules.records import by_name, load
+from jobs.extract.rules.specifics import SPECIFIC, TECHNICAL  # composed from rules/specifics.toml
 from jobs.extract.rules.text import content_words, normalise
 
 # The event types a cue can suggest; an open question is found from the dialogue, not from a cue.
@@ -30,9 +31,7 @@ DECISION_LABEL = _RECORDS["DECISION_LABEL"].compiled  # "Decision: ...", "Settle
 STRONG_DECISION = _RECORDS["STRONG_DECISION"].compiled
 RULE = _RECORDS["RULE"].compiled  # a standing rule: "Going forward, ...", "The rule is ..."
 STATED_RULE = _RECORDS["STATED_RULE"].compiled  # "Retries must stop after 4 attempts"
-TECHNICAL = _RECORDS["TECHNICAL"].compiled  # a number, code span, acronym, header-like name or identifier
 FACT = _RECORDS["FACT"].compiled  # "we're on Django 4.2", "the API runs on port 8080"
-SPECIFIC = _RECORDS["SPECIFIC"].compiled  # a number, version, code span, identifier or capitalised name
 WEAK_DECISION = _RECORDS["WEAK_DECISION"].compiled
 PREFERENCE = _RECORDS["PREFERENCE"].compiled
 COMMITMENT = _RECORDS["COMMITMENT"].compiled

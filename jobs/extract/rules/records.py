@@ -17,6 +17,8 @@ from importlib import resources
 from jobs.errors import ConfigError
 
 _FRAGMENT = re.compile(r"<<(\w+)>>")
+# The rule files (rules/<name>.toml) whose records the tests run and bench/rule_ledger.py counts.
+RULE_FILES = ("cues", "events", "agent", "voice", "specifics")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from jobs.extract.rules.agent import WORK_DONE, is_format_tag
 from jobs.extract.rules.cues import GENERIC_PRAISE, PLEASANTRY, SECOND_PERSON, cue
+from jobs.extract.rules.specifics import CAPITALISED
 from jobs.extract.rules.text import (
     STOPWORDS,
     content_words,
@@ -31,7 +32,7 @@ def lexical_score(text: str, by_assistant: bool) -> float:
     informative = len(content_words(re.sub(r"\[[^\]]*\]", " ", text)))
     found = cue(text)
     score = 0.025 * min(informative, 8)
-    score += 0.08 if re.search(r"(?<=\w )[A-Z][a-z]", text) else 0.0
+    score += 0.08 if CAPITALISED.search(text) else 0.0
     score += 0.06 if has_number(text) else 0.0
     score += 0.08 if not by_assistant and _SELF_STATEMENT.match(text) else 0.0
     score += 0.1 if found and found[0] in ("decision", "commitment") else 0.0

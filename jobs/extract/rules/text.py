@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from jobs.extract.rules.records import word_list
+from jobs.extract.rules.records import by_name, word_list
 
 # Words that never make a topic tag on their own: English function words, chat filler, generic verbs
 # and adjectives, weekdays and months, company suffixes, and the commonest German/French/Spanish
@@ -57,11 +57,12 @@ STOPWORDS = frozenset(
     """.split()
 )
 
+DIGIT = by_name("specifics")["DIGIT"].compiled  # a number's one sign (jobs/extract/rules/specifics.py)
+
 # Spelled numbers, their position their value: the one definition (rules/words.toml).
 NUMBER_WORDS: tuple[str, ...] = word_list("numbers")
 
 _WORD = re.compile(r"[^\W\d_][\w'’-]*", re.UNICODE)
-_NUMBER = re.compile(r"(?:[$€£¥]\s?\d|\d+(?:[.,:/]\d+)*\s?(?:%|k\b|m\b|usd|eur)?)", re.IGNORECASE)
 # Never a sentence end. (Company suffixes are not here: "... Acme Ltd. We'll ..." does end a sentence.)
 _ABBREV = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|Prof|St|vs|etc|e\.g|i\.e|Jr|Sr|No|approx)\.)$")
 _SPLIT = re.compile(r"(?<=[.!?。！？])[\"')\]]*\s+|\n+|(?<=[。！？])")
@@ -103,7 +104,8 @@ def words(text: str) -> list[str]:
 
 
 def has_number(text: str) -> bool:
-    return bool(_NUMBER.search(text))
+    """A digit anywhere (rules/specifics.toml specific.digit)."""
+    return bool(DIGIT.search(text))
 
 
 def content_words(text: str, exclude: Iterable[str] = ()) -> list[str]:
