@@ -35,10 +35,11 @@ def test_hook_with_the_database_unreachable_exits_0_quickly_prints_nothing_and_l
         "source": "startup",
         "transcript_path": str(tmp_path / "s-down.jsonl"),
     }
-    done, took = _hook(payload, "--user", "ann", "--budget", "60", env=env)
+    done, _ = _hook(payload, "--user", "ann", "--budget", "60", env=env)
     assert done.returncode == 0 and done.stdout == ""
-    assert took < 60  # it failed on the refused connection, not at its budget (a busy machine's cold imports vary)
-    assert "SessionStart: failed open" in log_file().read_text()
+    log = log_file().read_text()  # it failed on the refused connection, not at its budget (the watchdog's line)
+    assert "SessionStart: failed open" in log and "DatabaseError: Could not connect" in log, log
+    assert "gave up after" not in log, log
 
 
 def test_hook_gives_up_within_its_budget_when_the_service_hangs(tmp_path: Path) -> None:
@@ -50,7 +51,7 @@ def test_hook_gives_up_within_its_budget_when_the_service_hangs(tmp_path: Path) 
     threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True).start()
     try:
         payload = {"hook_event_name": "SessionStart", "session_id": "s-hang", "cwd": str(tmp_path), "source": "startup"}
-        done, took = _hook(
+        done, _ = _hook(
             payload,
             "--api",
             f"http://127.0.0.1:{server.getsockname()[1]}",
@@ -64,8 +65,8 @@ def test_hook_gives_up_within_its_budget_when_the_service_hangs(tmp_path: Path) 
             conn.close()
     assert done.returncode == 0 and done.stdout == ""
     assert accepted, "the hook never reached the service"
-    assert took < 1.5 + 10  # budget plus a cold interpreter on a busy machine; never the 4 s request timeout x N
-    assert "gave up after 1.5s" in log_file().read_text()
+    log = log_file().read_text()  # the watchdog ended it at its budget, before any request timeout (4 s) fired
+    assert "gave up after 1.5s" in log and "failed open" not in log, log
 
 
 def test_hook_with_a_bad_payload_or_arguments_exits_0(tmp_path: Path) -> None:
