@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 from summarize_throughput import fake_server
 
 from jobs import config, migrate
-from jobs.db import Database
+from jobs.db import Database, notify_eligible
 
 WAIT_SECONDS = 300  # far beyond any healthy start or drain at bench sizes
 
@@ -120,6 +120,8 @@ def main() -> None:
                             "messages, content_hash) VALUES ('acme', 'u1', %s, now(), now(), %s, %s)",
                             (f"lat{n}", Jsonb(MESSAGES), f"h{n}"),
                         )
+                        # as ingest does: the NOTIFY is the application's, not a trigger's, since migration 0016
+                        notify_eligible(conn, "acme")
                     closed_at[f"lat{n}"] = time.time()  # committed
                     time.sleep(0.25)
                 deadline = time.time() + 120
