@@ -98,3 +98,57 @@ def test_stage_vetoes(sentence: str, vetoes: tuple[str, ...], kept: bool) -> Non
 def test_stage_choice(sentence: str, kind: str | None) -> None:
     found = cue(sentence)
     assert (found[0] if found else None) == kind
+
+
+# Change verbs (issue 48: one definition): rules/words.toml [change_verbs]; every other verb list derives from it.
+VERB_LISTS = ("change_cue_verbs", "applied_verbs", "will_apply_verbs", "lets_verbs", "would_verbs")
+
+
+@pytest.mark.parametrize("name", VERB_LISTS)
+def test_every_verb_list_derives_from_the_change_verbs(name: str) -> None:
+    table = records._words_file()[name]
+    base = records.word_list("change_verbs")
+    assert table["base"] == "change_verbs" and "words" not in table
+    derived = records.word_list(name)
+    assert derived == tuple(w for w in base if w not in table.get("minus", ())) + tuple(table.get("plus", ()))
+    assert not set(table.get("plus", ())) & set(base)  # an addition is an addition, not a copy of the base
+    assert len(set(derived)) == len(derived)
+
+
+def test_the_rules_read_the_verb_lists_not_copies() -> None:
+    by_id = {r.id: r for r in RECORDS}
+    verbs = records.verb_alternation
+    assert verbs("change_verbs", "base") in by_id["decision.strong"].pattern
+    assert verbs("lets_verbs", "base") in by_id["decision.weak"].pattern
+    assert verbs("would_verbs", "base") in by_id["dialogue.proposal"].pattern
+    assert verbs("would_verbs", "base") in by_id["dialogue.suggestion"].pattern
+    assert verbs("change_cue_verbs", "all") in by_id["replace.change_cue"].pattern
+    assert verbs("applied_verbs", "past") in by_id["applied.reply"].pattern
+    assert verbs("will_apply_verbs", "base") in by_id["applied.reply"].pattern
+
+
+def test_a_verb_list_reads_each_form_once() -> None:
+    assert records.verb_alternation("change_verbs", "past").startswith("(?:set|capped|pinned|bumped|raised|")
+    assert records.verb_alternation("change_cue_verbs", "all").startswith("(?:set|sets|setting|bump|bumps|")
+
+
+def test_a_bad_verb_reference_is_refused_with_its_location() -> None:
+    with pytest.raises(ConfigError, match=r"rule 2 \(y\).*the form is one of"):
+        records._expand(["<<verbs:change_verbs:pluperfect>>"], {}, "jobs/extract/rules/cues.toml rule 2 (y)")
+    with pytest.raises(ConfigError, match=r"no list \[nope\]"):
+        records._expand(["<<verbs:nope>>"], {}, "jobs/extract/rules/cues.toml rule 2 (y)")
+
+
+def _word_lists() -> list[object]:
+    raw = records._words_file()
+    return [pytest.param(n, t, id=n) for n, t in raw.items() if isinstance(t, dict) and "words" in t]
+
+
+@pytest.mark.parametrize(("name", "table"), _word_lists())
+def test_every_word_list_says_where_it_came_from_and_holds_its_examples(name: str, table: dict[str, object]) -> None:
+    words = records.word_list(name)
+    assert table["source"] and len(set(words)) == len(words), name
+    positives, negatives = table.get("positives", []), table.get("negatives", [])
+    assert isinstance(positives, list) and isinstance(negatives, list)
+    assert len(positives) >= 2 and negatives, f"{name}: two words of the list and a neighbour that is not"
+    assert set(positives) <= set(words) and not set(negatives) & set(words), name

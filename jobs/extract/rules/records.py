@@ -13,10 +13,12 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from jobs.errors import ConfigError
 
-_FRAGMENT = re.compile(r"<<(\w+)>>")
+_FRAGMENT = re.compile(r"<<(\w+)(?::(\w+)(?::(\w+))?)?>>")  # <<name>> or <<verbs:list[:form]>>
+_FORMS = ("base", "s", "past", "ing", "all")
 # The rule files (rules/<name>.toml) whose records the tests run and bench/rule_ledger.py counts.
 RULE_FILES = ("cues", "events", "agent", "voice", "specifics")
 
@@ -53,11 +55,28 @@ def _compile(pattern: str, ignore_case: bool) -> re.Pattern[str]:
 
 def _expand(parts: list[str], fragments: dict[str, str], where: str) -> str:
     def one(m: re.Match[str]) -> str:
-        if m.group(1) not in fragments:
-            raise ConfigError(f"{where}: unknown fragment <<{m.group(1)}>>; define it under [fragments]")
-        return fragments[m.group(1)]
+        if m.group(1) == "verbs" and m.group(2):
+            return verb_alternation(m.group(2), m.group(3) or "base", where)
+        if m.group(1) not in fragments or m.group(2):
+            raise ConfigError(f"{where}: unknown fragment {m.group()}; define it under [fragments]")
+        return _FRAGMENT.sub(one, fragments[m.group(1)])  # a fragment may hold <<verbs:...>>
 
     return _FRAGMENT.sub(one, "".join(parts))
+
+
+def verb_alternation(name: str, form: str, where: str = "jobs/extract/rules") -> str:
+    """``<<verbs:name:form>>``: the verb list ``name`` of ``rules/words.toml`` as a regex group, each verb in ``form``
+    (base, s, past, ing, or all four), its forms from [verb_forms]."""
+    if form not in _FORMS:
+        raise ConfigError(f"{where}: <<verbs:{name}:{form}>>: the form is one of {', '.join(_FORMS)}")
+    forms: dict[str, list[str]] = _words_file().get("verb_forms", {})
+    out: list[str] = []
+    for verb in word_list(name):
+        if form != "base" and verb not in forms:
+            raise ConfigError(f"{where}: the verb {verb!r} of [{name}] has no forms; add it to [verb_forms]")
+        found = [verb] if form == "base" else forms[verb] if form == "all" else [forms[verb][_FORMS.index(form)]]
+        out += [w for k, w in enumerate(found) if w not in out and w not in found[:k]]
+    return "(?:" + "|".join(re.escape(w) for w in out) + ")"
 
 
 @cache
@@ -103,9 +122,25 @@ def by_name(name: str) -> dict[str, RuleRecord]:
 
 
 @cache
+def _words_file() -> dict[str, Any]:
+    return tomllib.loads(resources.files("jobs.extract.rules").joinpath("words.toml").read_text("utf-8"))
+
+
+@cache
 def word_list(name: str) -> tuple[str, ...]:
-    """The shared word list ``name`` of ``rules/words.toml`` (one definition per concept)."""
-    raw = tomllib.loads(resources.files("jobs.extract.rules").joinpath("words.toml").read_text("utf-8"))
-    if name not in raw:
+    """The shared word list ``name`` of ``rules/words.toml`` (one definition per concept). A derived list names its
+    ``base`` list and says what it leaves out (``minus``) and adds (``plus``): it is derived here, never copied."""
+    raw = _words_file()
+    if name not in raw or not isinstance(raw[name], dict):
         raise ConfigError(f"jobs/extract/rules/words.toml: no list [{name}]; add it there")
-    return tuple(raw[name]["words"])
+    table = raw[name]
+    if "base" not in table:
+        return tuple(table["words"])
+    base = word_list(table["base"])
+    missing = [w for w in table.get("minus", ()) if w not in base]
+    if missing or "words" in table:
+        raise ConfigError(
+            f"jobs/extract/rules/words.toml [{name}]: a derived list has no words of its own and leaves out only "
+            f"words of its base [{table['base']}] (not {missing}); fix the list"
+        )
+    return tuple([w for w in base if w not in table.get("minus", ())] + list(table.get("plus", ())))
