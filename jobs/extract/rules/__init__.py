@@ -11,4 +11,9 @@ quoting the speaker verbatim, rather than writing a wrong or ungrammatical sente
 - :mod:`~jobs.extract.rules.dates`: due dates from phrases such as "by Friday" or "in 2 weeks".
 - :mod:`~jobs.extract.rules.entities`: names from capitalisation, with a kind from their context.
 - :mod:`~jobs.extract.rules.salience`: a sentence's rule score, lexical centrality, and key phrases.
+- :mod:`~jobs.extract.rules.specifics`: a specific (number, code span, identifier, name, quoted value, day), once.
+
+The word lists and patterns are data: `cues.toml`, `events.toml`, `agent.toml`, `voice.toml`, `specifics.toml`
+(one record per rule, with examples) and `words.toml` (shared word lists: numbers, change verbs and the lists
+derived from them, stopwords), read by :mod:`~jobs.extract.rules.records`.
 """

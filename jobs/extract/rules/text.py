@@ -10,52 +10,7 @@ from jobs.extract.rules.records import by_name, word_list
 # Words that never make a topic tag on their own: English function words, chat filler, generic verbs
 # and adjectives, weekdays and months, company suffixes, and the commonest German/French/Spanish
 # function words (so a non-English session does not get "den" or "que" as a topic).
-STOPWORDS = frozenset(
-    """
-    a about above after again against all almost also although always am among an and another any anybody
-    anyone anything anyway anyways are aren't around as at away back be became because become been before
-    being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't
-    done down during each either else enough even ever every everybody everyone everything few for from
-    further get gets getting got gotten had hadn't has hasn't have haven't having he he'd he'll he's her
-    here here's hers herself him himself his how how's however i i'd i'll i'm i've if in into is isn't it
-    it'd it'll it's its itself just least less let let's like likely lot lots made make makes making many
-    may maybe me might mine more most much must my myself near need needs neither never next no nobody none
-    nor not nothing now of off often oh ok okay on once one ones only onto or other others otherwise ought
-    our ours ourselves out over own per perhaps please quite rather really same say says said see seen
-    seem seems shall shan't she she'd she'll she's should shouldn't since so some somebody someone
-    something sometimes somewhat soon still such sure than that that's the their theirs them themselves
-    then there there's these they they'd they'll they're they've thing things this those though through
-    thus till to too toward towards under until up upon us use used very via was wasn't we we'd we'll
-    we're we've well were weren't what what's whatever when when's where where's whether which while who
-    who's whom whose why why's will with within without won't would wouldn't yes yet you you'd you'll
-    you're you've your yours yourself yourselves
-    hey hi hello thanks thank thx yeah yep yup nope wow awesome great cool nice amazing glad good bad
-    love loved lovely happy sorry hope hoping wish fun super totally definitely absolutely honestly
-    actually literally pretty kind sort stuff lol haha omg gonna wanna gotta kinda sounds sound feel feels
-    feeling felt think thinks thought know knows knew want wants wanted going go goes went come comes
-    came take takes took taking give gives gave look looks looking looked keep keeps kept tell told
-    talk talking talked day days today tomorrow yesterday time times week weeks year years month
-    months way ways bit lots much many new old big little last first next great glad mean means meant
-    help helps helped find found try tried trying able awesome incredible wonderful fantastic
-    inspiring inspired special important true right left best better tough hard real
-    photo photos pic pics picture pictures image shares share shared sharing work working worked wait
-    waiting join joined make made start started starting need needed doing trying getting happen happened
-    believe enjoy enjoyed appreciate remember understand chance hear heard worth matter care together
-    difference proud excited exciting cute beautiful definitely hang everything anything whole
-    lucky different favorite favourite similar perfect positive negative creative huge tiny small large
-    entire sweet crazy wild busy free easy fine okay interesting glad grateful thankful stoked peaceful
-    powerful meaningful rewarding fulfilling incredible unique awesome cozy fab delish yummy dope
-    people person life lives thing guy guys folks part moment moments memory memories experience experiences
-    world journey stuff idea ideas kinda lately recently soon course sense reminder reminders wonder
-    bring brings brought seeing pushing watching check checking expressing key keen lot whoa yay
-    der die das den dem des und ist ich sie wir ihr ihnen nicht mit für auf ein eine einen einem einer sind
-    war haben habe hat wird werden auch noch aber oder wenn dass les une est pas pour que qui dans avec sur
-    sont nous vous ils elle mais ont été los las una por para con del como pero más este esta está
-    ltd inc llc corp gmbh monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur
-    thurs fri sat sun january february march april june july august september october november december
-    jan feb mar apr jun jul aug sep sept oct nov dec
-    """.split()
-)
+STOPWORDS = frozenset(word_list("stopwords"))  # rules/words.toml [stopwords]
 
 DIGIT = by_name("specifics")["DIGIT"].compiled  # a number's one sign (jobs/extract/rules/specifics.py)
 
@@ -126,11 +81,7 @@ def shouting(text: str) -> bool:
     return len(letters) >= 8 and sum(ch.isupper() for ch in letters) > 0.6 * len(letters)
 
 
-_ENGLISH_CORE = frozenset(
-    "the a an and or but to of in on at for with from about as by is are was were be been i you he she it we they "
-    "my your our their this that not no have has had do does did will would can could i'm i've i'll i'd it's "
-    "don't we'll we're you're that's what how so just me us him her them its when if there here very really".split()
-)
+_ENGLISH_CORE = frozenset(word_list("english_core"))  # rules/words.toml
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 

@@ -19,36 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from jobs.extract.rules.records import word_list
 from jobs.extract.rules.text import NUMBER_WORDS, normalise
 
 # Work verbs: never a topic, never the first or last word of one ("update config" gives way to "config").
-WORK_VERBS = frozenset(
-    """
-    add adds added adding update updates updated updating read reads reading write writes writing wrote written
-    fix fixes fixed fixing run runs ran running check checks checked checking create creates created creating
-    implement implements implemented implementing remove removes removed removing delete deletes deleted deleting
-    move moves moved moving rename renamed install installed installing get gets show shows showed shown handle
-    handles handled use uses using pushed pulled merged edit edited editing modify modified look looked see saw
-    try tried open opened close closed save saved load loaded reviewed doing let lets want need needs needed
-    appear appears start started stop follow following follows make makes made do does did done tested changed
-    """.split()
-)
+WORK_VERBS = frozenset(word_list("work_verbs"))  # rules/words.toml [work_verbs]
 # Generic words: a topic never consists of these alone ("tests", "task", "file", "plan"), though one may name a
 # kind of thing inside a topic ("migration plan", "config file").
-GENERIC = WORK_VERBS | frozenset(
-    """
-    test tests task tasks file files change changes build builds set sets list lists call calls return returns
-    support commit commits merge review next step steps part parts issue issues problem problems question
-    questions answer answers example examples thing things stuff way ways line lines code codes error errors
-    output input data value values result results version versions work works note notes item items option
-    options case cases point points detail details info information plan plans help sure okay yes no maybe ready
-    feature features function functions method methods class classes module modules script scripts project
-    projects repo todo todos session sessions summary summaries context approach solution solutions idea ideas
-    text section sections doesnt dont isnt cant wont didnt implementation understood noted thanks
-    hundred thousand first second third
-    """.split()
-    + list(NUMBER_WORDS[1:13])  # one to twelve
-)
+GENERIC = WORK_VERBS | frozenset(word_list("generic_words")) | frozenset(NUMBER_WORDS[1:13])  # one to twelve
 _DETERMINER = r"(?:the|a|an|this|that|these|those|our|my|your|its|their|his|her|each|every|some|any|no)"
 _AS_VERB = re.compile(
     r"\b(?:let's|let me|i'll|we'll|you'll|i will|we will|please|can you|could you|would you|will you|should|"
