@@ -22,20 +22,20 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from jobs.extract.rules.records import word_list
+
 ACTION_SPEAKER = "assistant (tool call)"  # how an action line is labelled in the block: not something said
 _CALL = re.compile(r"^\[tool call ([^:\]\n]{1,100})(?::(.*))?\]$")
 # key="json string" | key=json scalar, as jobs.formats.shapes writes arguments (a cut value ends with "…").
 _ARG = re.compile(r'(?:^|, )([A-Za-z_][\w-]{0,40})=("(?:[^"\\]|\\.)*(?:"|…)|[^,]*)')
-_FILE_ARGS = ("file_path", "notebook_path", "path", "filename")
-_COMMAND_ARGS = ("command", "cmd")
-_WRITE = re.compile(r"write|create|save|new", re.IGNORECASE)
-_EDIT = re.compile(r"edit|replace|patch|update|insert|modify", re.IGNORECASE)
-_READ = re.compile(r"read|view|open|cat|show", re.IGNORECASE)
-# Commands that only look around: where the agent looked, not what it did.
-_LOOKING = frozenset(
-    "ls ll cat head tail less more grep rg ag find fd pwd echo printf wc cd which whereis type file stat tree "
-    "sed awk sort uniq diff true sleep date env printenv".split()
-)
+# Which arguments name a file or a command, which words of a tool's name say what it did, and the commands that
+# only look around (where the agent looked, not what it did): data, in jobs/extract/rules/words.toml.
+_FILE_ARGS = word_list("file_arguments")
+_COMMAND_ARGS = word_list("command_arguments")
+_WRITE = re.compile("|".join(word_list("write_tool_words")), re.IGNORECASE)
+_EDIT = re.compile("|".join(word_list("edit_tool_words")), re.IGNORECASE)
+_READ = re.compile("|".join(word_list("read_tool_words")), re.IGNORECASE)
+_LOOKING = frozenset(word_list("looking_commands"))
 # ... unless it writes somewhere or goes on to something else ("cat a > b", "cd app && mix test").
 _DOES = re.compile(r">|&&|;|\|\|")
 _DESCRIPTION_CHARS = 120

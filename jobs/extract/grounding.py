@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from jobs.concepts import STANDING_TYPES
+from jobs.extract.rules.records import word_list
 from jobs.models import Entity, EpisodeExtraction, Message
 
 
@@ -101,11 +102,7 @@ _NAMED = re.compile(
 )
 _CAMEL = re.compile(r"[a-z][A-Z]|\d")
 # Capitalised words any summary may use: how it names the speakers, days and months, articles.
-_ANY_SUMMARY = frozenset(
-    "the a an i user assistant system tool agent they on in at by after before during and but so then "
-    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july "
-    "august september october november december".split()
-)
+_ANY_SUMMARY = frozenset(w for name in ("summary_words", "weekdays", "months") for w in word_list(name))
 
 
 def ground_summary(summary: str, messages: list[Message], dates: Iterable[dt.datetime | None] = ()) -> tuple[str, int]:

@@ -25,7 +25,6 @@ not on a benchmark's.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,11 +55,7 @@ CHANGE_CUE = _EVENT_RULES["CHANGE_CUE"].compiled  # "actually", "instead", "swit
 # it replaces an offered decision only when the two are about the same setting (:data:`NEW_RULE_SIMILARITY`).
 NEW_RULE_CUE = _EVENT_RULES["NEW_RULE_CUE"].compiled
 AMEND_CUE = _EVENT_RULES["AMEND_CUE"].compiled  # "amended", "superseding", "quick update on the ... rule"
-_BOILERPLATE = re.compile(
-    r"\b(?:the user|the assistant|decided|prefers?|said|that|to|amendment|amended|superseding|supersedes|"
-    r"rule from last (?:week|month))\b|^\W*decision\s*[:—–-]|[\"':]",
-    re.IGNORECASE,
-)
+_BOILERPLATE = _EVENT_RULES["BOILERPLATE"].compiled  # "the user decided to", "Decision:": events.toml
 
 
 def core(what: str, names: set[str]) -> str:

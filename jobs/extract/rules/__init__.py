@@ -13,7 +13,8 @@ quoting the speaker verbatim, rather than writing a wrong or ungrammatical sente
 - :mod:`~jobs.extract.rules.salience`: a sentence's rule score, lexical centrality, and key phrases.
 - :mod:`~jobs.extract.rules.specifics`: a specific (number, code span, identifier, name, quoted value, day), once.
 
-The word lists and patterns are data: `cues.toml`, `events.toml`, `agent.toml`, `voice.toml`, `specifics.toml`
-(one record per rule, with examples) and `words.toml` (shared word lists: numbers, change verbs and the lists
-derived from them, stopwords), read by :mod:`~jobs.extract.rules.records`.
+The word lists and patterns are data: `cues.toml`, `events.toml`, `agent.toml`, `voice.toml`, `specifics.toml`,
+`entities.toml` (one record per rule, with examples) and `words.toml` (shared word lists: numbers, change verbs and
+the lists derived from them, stopwords, the calendar, the entity, voice, action and grounding tables), read by
+:mod:`~jobs.extract.rules.records`.
 """

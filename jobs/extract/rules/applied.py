@@ -16,7 +16,7 @@ from jobs.extract.rules.text import NUMBER_WORDS, split_sentences
 # 17:00.", "I'll add a check for feature/<slug> in CI."): with the user's specific echoed (:func:`echoed`), the user's
 # sentence was a decision however it was phrased. A reply that objects ("but", "however") applied nothing.
 APPLIED = by_name("events")["APPLIED"].compiled  # jobs/extract/rules/events.toml
-_OBJECTS = re.compile(r"\b(?:but|however|although|though|instead|won't|can't|cannot|shouldn't|not sure)\b", re.I)
+_OBJECTS = by_name("events")["OBJECTION"].compiled  # "but", "however", "won't": events.toml applied.objection
 
 
 def applied(reply: str) -> bool:

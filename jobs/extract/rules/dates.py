@@ -5,24 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from jobs.extract.rules.records import word_list
 from jobs.extract.rules.text import NUMBER_WORDS
 
-WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-MONTHS = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
-_MONTH_RE = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+WEEKDAYS = list(word_list("weekdays"))  # rules/words.toml: Monday first, as datetime's weekday()
+MONTHS = list(word_list("months"))  # rules/words.toml: January first
+_MONTH_RE = r"(" + "|".join(word_list("month_abbreviations")) + r")[a-z]*\.?"  # "Sept", "sep.", "September"
 _DUE_WEEKDAY = re.compile(
     r"\b(?:by|on|before|until|this|next|coming)\s+(?:(?:this|next|the)\s+)?(" + "|".join(WEEKDAYS) + r")\b",
     re.IGNORECASE,

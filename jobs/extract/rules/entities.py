@@ -9,80 +9,24 @@ from dataclasses import dataclass
 
 from jobs.concepts import EntityKind
 from jobs.extract.rules.agent import is_service
-from jobs.extract.rules.dates import MONTHS, WEEKDAYS
-from jobs.extract.rules.text import STOPWORDS, words
+from jobs.extract.rules.records import alternation, by_name, word_list
+from jobs.extract.rules.text import CALENDAR_WORDS, STOPWORDS, words
 
 _NAME_WORD = r"(?:[A-Z][\w&'-]*[\w]|[A-Z]|[a-z]+[A-Z]\w*)"
-_NAME_SEQ = re.compile(rf"{_NAME_WORD}(?:(?:\s+(?:of|de|la|van|von|&)\s+|\s+){_NAME_WORD}){{0,4}}")
-_ORG_SUFFIX = re.compile(
-    r"\b(?:Inc|Ltd|LLC|Corp|Corporation|Company|Co|GmbH|Group|Bank|University|College|"
-    r"School|Foundation|Institute|Agency|Association|Club|Church|Hospital|Labs?|Studios?|"
-    r"Systems|Technologies|Partners)\.?$"
-)
-_PLACE_SUFFIX = re.compile(
-    r"\b(?:City|Street|St|Avenue|Ave|Road|Park|Lake|River|Beach|Island|Islands|Mountains?|"
-    r"County|Valley|Bay|Airport|Canyon|Falls)\.?$"
-)
-_PRODUCT_AFTER = re.compile(r"^\s+(plan|tier|edition|subscription|package|license|app|model|card|account)\b")
+_CONNECTORS = frozenset(word_list("name_connectors"))  # "Bank of America": rules/words.toml [name_connectors]
+_NAME_SEQ = re.compile(rf"{_NAME_WORD}(?:(?:\s+{alternation('name_connectors')}\s+|\s+){_NAME_WORD}){{0,4}}")
+# The words that give a name its kind are data (rules/words.toml); the engine reads each as a pattern here.
+_ORG_SUFFIX = re.compile(r"\b" + alternation("org_suffixes") + r"\.?$")  # "Acme Labs", "Northwind Ltd."
+_PLACE_SUFFIX = re.compile(r"\b" + alternation("place_suffixes") + r"\.?$")  # "Central Park"
+_PRODUCT_AFTER = re.compile(r"^\s+(" + "|".join(map(re.escape, word_list("product_words"))) + r")\b")  # "the Team plan"
 _PROJECT = re.compile(r"^Project\b|\bProject$")
-_PERSON_BEFORE = re.compile(
-    r"(?:\b(?:Mr|Mrs|Ms|Dr|Prof)\.?|\bmy (?:friend|sister|brother|mom|mum|dad|mother|father|wife|husband|partner|"
-    r"son|daughter|boss|colleague|cousin|aunt|uncle|grandma|grandpa|grandmother|grandfather|neighbou?r|"
-    r"roommate|coworker|manager|teacher|mentor|kid|friends)|\b(?:hey|hi|hello|thanks|thank you|dear|bye),?|"
-    r"\b(?:I'm|I am|my name is|this is|named))\s+$",
-    re.IGNORECASE,
-)
-# Bare "to/in/from" precede people ("send it to Katrin") and products ("in Snowflake") as often as places,
-# so only travel and residence verbs count.
-_PLACE_BEFORE = re.compile(
-    r"\b(?:trip to|flew to|fly to|flying (?:to|into|out of)|travel(?:l?ed|l?ing)? to|"
-    r"visit(?:ed|ing)?|live[sd]? in|living in|based in|back from|went to|go to|going to|arrived (?:in|at)|"
-    r"stay(?:ed|ing)? in|born in|grew up in|vacation in|holiday in)\s+$",
-    re.IGNORECASE,
-)
-_PERSON_AFTER = re.compile(
-    r"^(?:,\s+(?:our|my|your|the|their) \w+|\s+(?:said|says|told|tells|asked|asks|thinks|thought|wants|wanted|"
-    r"confirmed|approved|suggested|suggests|mentioned|replied|wrote|emailed|called|texted|agreed|promised|"
-    r"is (?:our|my|your|their|the) \w+|was (?:our|my|your|their) \w+))\b"
-)
-_NOT_NAMES = frozenset(
-    "I I'm I'll I've I'd OK Ok Okay Hey Hi Hello Thanks Thank Yes No Wow Oh Yeah Yep Nope Sure Great Cool Nice "
-    "Awesome Lol Haha Omg Bye Please Sorry Well So And But Or The A An This That These Those It It's My Our Your "
-    "We You He She They Mr Mrs Ms Dr Also Just Then Now Here There What When Where Why How Who Which "
-    "Congrats Congratulations Agreed Absolutely Totally Definitely Good Happy Love Amazing Right Anyway Welcome "
-    "Dear Morning Evening Afternoon Night Glad Sorry Hmm Ah Aw Yay Ooh Oops".split()
-)
-_CALENDAR = (
-    frozenset(w.capitalize() for w in WEEKDAYS + MONTHS)
-    | {"Today", "Tomorrow", "Yesterday"}
-    | set("Mon Tue Tues Wed Thu Thur Thurs Fri Sat Sun Jan Feb Mar Apr Jun Jul Aug Sep Sept Oct Nov Dec".split())
-)
-_GAZETTEER = frozenset(
-    "Paris London Berlin Rome Madrid Tokyo Beijing Sydney Toronto Vancouver Chicago Boston Seattle Austin "
-    "Denver Miami Dallas Houston Atlanta Portland Brooklyn Manhattan California Texas Florida Oregon Washington "
-    "Kyoto Osaka Seoul Singapore Dubai Amsterdam Barcelona Lisbon Prague Vienna Munich Hamburg Oslo Stockholm "
-    "Copenhagen Helsinki Dublin Edinburgh Mumbai Delhi Bangalore Shanghai Bangkok Cairo Nairobi Lagos Melbourne "
-    "Auckland Montreal Philadelphia Phoenix Nashville Istanbul Athens Warsaw Budapest Zurich Geneva Brussels "
-    "Milan Venice Florence Naples Nara Hokkaido Bali Iceland Norway Peru Chile Argentina Colombia Egypt Kenya "
-    "Nigeria Morocco Turkey Israel Russia Ukraine Indonesia Philippines Malaysia Taiwan Belgium Hungary "
-    "Colorado Nevada Arizona Hawaii Alaska Canada Mexico Brazil France Germany Spain Italy Japan China India "
-    "Australia England Ireland Scotland Sweden Norway Denmark Finland Netherlands Switzerland Austria Poland "
-    "Greece Portugal Thailand Vietnam Korea Europe Asia Africa America USA UK NYC LA".split()
-) | {
-    "New York",
-    "San Francisco",
-    "Los Angeles",
-    "New Zealand",
-    "South Africa",
-    "United States",
-    "Las Vegas",
-    "Hong Kong",
-    "Mexico City",
-    "San Diego",
-    "New Orleans",
-    "Buenos Aires",
-    "Rio de Janeiro",
-}
+_CONTEXT = by_name("entities")  # the context rules are data: rules/entities.toml
+_PERSON_BEFORE = _CONTEXT["PERSON_BEFORE"].compiled  # "my sister Maya", "Dr. Okafor", "Hey Jon"
+_PLACE_BEFORE = _CONTEXT["PLACE_BEFORE"].compiled  # "flew to Lisbon", "based in Tallinn"
+_PERSON_AFTER = _CONTEXT["PERSON_AFTER"].compiled  # "Ingrid, our release manager", "Melanie said"
+_NOT_NAMES = frozenset(word_list("not_names"))  # capitalised chat words: rules/words.toml [not_names]
+_CALENDAR = frozenset(w.capitalize() for w in CALENDAR_WORDS)  # "Friday", "Sept", "Today" (rules/words.toml)
+_GAZETTEER = frozenset(word_list("gazetteer"))  # places known by name: rules/words.toml [gazetteer]
 
 
 @dataclass
@@ -169,7 +113,7 @@ def find_entities(sentences: list[str], speakers: Iterable[str]) -> list[EntityH
 def _not_name(word: str, drop: frozenset[str]) -> bool:
     if _ORG_SUFFIX.search(word):  # "Ltd" is a stopword for tags, but part of "Smith & Sons Ltd"
         return False
-    return word in drop or word.lower() in STOPWORDS or word.lower() in {"of", "de", "la", "van", "von", "&"}
+    return word in drop or word.lower() in STOPWORDS or word.lower() in _CONNECTORS
 
 
 # Which kind a name found as several takes, first wins; every kind of jobs.concepts.ENTITY_KINDS.

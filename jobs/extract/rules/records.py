@@ -20,7 +20,10 @@ from jobs.errors import ConfigError
 _FRAGMENT = re.compile(r"<<(\w+)(?::(\w+)(?::(\w+))?)?>>")  # <<name>> or <<verbs:list[:form]>>
 _FORMS = ("base", "s", "past", "ing", "all")
 # The rule files (rules/<name>.toml) whose records the tests run and bench/rule_ledger.py counts.
-RULE_FILES = ("cues", "events", "agent", "voice", "specifics")
+RULE_FILES = ("cues", "events", "agent", "voice", "specifics", "entities")
+_CONTEXTS = ("sentence", "before_name", "after_name")
+# A capitalised word: where the entity rules apply beside a name (jobs/extract/rules/entities.py finds names so).
+_CAPITALISED = re.compile(r"\b(?:[A-Z][\w&'-]*\w|[A-Z])\b")
 
 
 @dataclass(frozen=True)
@@ -38,13 +41,19 @@ class RuleRecord:
     ignore_case: bool = True
     min_substance: int = 0
     requires: tuple[str, ...] = ()
+    context: str = "sentence"  # where the engine applies the pattern: the sentence, or beside a name in it
 
     @property
     def compiled(self) -> re.Pattern[str]:
         return _compile(self.pattern, self.ignore_case)
 
     def fires(self, text: str) -> bool:
-        """The pattern alone fires on ``text`` (matched at its start when anchored, else searched)."""
+        """The pattern alone fires on ``text`` (matched at its start when anchored, else searched). A rule about the
+        words before (after) a name fires when it does on the text before (after) one of the capitalised words."""
+        if self.context == "before_name":
+            return any(self.compiled.search(text[: m.start()]) for m in _CAPITALISED.finditer(text))
+        if self.context == "after_name":
+            return any(self.compiled.match(text[m.end() :]) for m in _CAPITALISED.finditer(text))
         return bool(self.compiled.match(text) if self.anchored else self.compiled.search(text))
 
 
@@ -82,14 +91,20 @@ def verb_alternation(name: str, form: str, where: str = "jobs/extract/rules") ->
 @cache
 def load(name: str) -> tuple[RuleRecord, ...]:
     """The records of ``rules/<name>.toml``, checked: unique ids, two positives, a negative, a valid pattern."""
-    path = f"jobs/extract/rules/{name}.toml"
     raw = tomllib.loads(resources.files("jobs.extract.rules").joinpath(f"{name}.toml").read_text("utf-8"))
+    return parse(raw, f"jobs/extract/rules/{name}.toml")
+
+
+def parse(raw: dict[str, Any], path: str) -> tuple[RuleRecord, ...]:
+    """The records of one parsed rule file (``path`` for the errors), checked as :func:`load` says."""
     fragments: dict[str, str] = raw.get("fragments", {})
     out: list[RuleRecord] = []
     for k, rec in enumerate(raw["rule"]):
         where = f"{path} rule {k + 1} ({rec.get('id', '?')})"
         if len(rec.get("positives", ())) < 2 or not rec.get("negatives"):
             raise ConfigError(f"{where}: a rule needs at least two positives and one negative example")
+        if rec.get("context", "sentence") not in _CONTEXTS:
+            raise ConfigError(f"{where}: context is one of {', '.join(_CONTEXTS)}, not {rec['context']!r}")
         record = RuleRecord(
             id=rec["id"],
             name=rec["name"],
@@ -104,6 +119,7 @@ def load(name: str) -> tuple[RuleRecord, ...]:
             ignore_case=rec.get("ignore_case", True),
             min_substance=rec.get("min_substance", 0),
             requires=tuple(rec.get("requires", ())),
+            context=rec.get("context", "sentence"),
         )
         try:
             _compile(record.pattern, record.ignore_case)
@@ -124,6 +140,20 @@ def by_name(name: str) -> dict[str, RuleRecord]:
 @cache
 def _words_file() -> dict[str, Any]:
     return tomllib.loads(resources.files("jobs.extract.rules").joinpath("words.toml").read_text("utf-8"))
+
+
+@cache
+def word_map(name: str) -> dict[str, str]:
+    """The word table ``name`` of ``rules/words.toml`` (a ``map`` of word to word: "have" -> "has")."""
+    table = _words_file().get(name)
+    if not isinstance(table, dict) or not isinstance(table.get("map"), dict):
+        raise ConfigError(f"jobs/extract/rules/words.toml: no table [{name}] with a map; add it there")
+    return dict(table["map"])
+
+
+def alternation(name: str) -> str:
+    """The word list ``name`` as a regex group, ``(?:a|b|c)``, each word escaped, in the list's order."""
+    return "(?:" + "|".join(re.escape(w) for w in word_list(name)) + ")"
 
 
 @cache

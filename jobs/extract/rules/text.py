@@ -10,7 +10,14 @@ from jobs.extract.rules.records import by_name, word_list
 # Words that never make a topic tag on their own: English function words, chat filler, generic verbs
 # and adjectives, weekdays and months, company suffixes, and the commonest German/French/Spanish
 # function words (so a non-English session does not get "den" or "que" as a topic).
-STOPWORDS = frozenset(word_list("stopwords"))  # rules/words.toml [stopwords]
+# The calendar's words, each list defined once in rules/words.toml: weekdays, months, their abbreviations, and
+# today/tomorrow/yesterday. Stopwords all; never a name (jobs.extract.rules.entities).
+CALENDAR_WORDS = frozenset(
+    w
+    for name in ("weekdays", "months", "weekday_abbreviations", "month_abbreviations", "relative_days")
+    for w in word_list(name)
+)
+STOPWORDS = frozenset(word_list("stopwords")) | CALENDAR_WORDS  # rules/words.toml [stopwords] and the calendar
 
 DIGIT = by_name("specifics")["DIGIT"].compiled  # a number's one sign (jobs/extract/rules/specifics.py)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from jobs.extract.rules.cues import DECISION_LABEL
-from jobs.extract.rules.records import by_name
+from jobs.extract.rules.records import alternation, by_name, word_list, word_map
 from jobs.extract.rules.text import content_words, normalise, shouting
 
 _RULES = by_name("voice")  # the patterns below are data: jobs/extract/rules/voice.toml
@@ -18,35 +18,15 @@ _RULES = by_name("voice")  # the patterns below are data: jobs/extract/rules/voi
 # a vocative ("Hey Jon, my store ..." -> "my store ...").
 INTERJECTION = _RULES["INTERJECTION"].compiled
 
-_OTHER_PRONOUNS = re.compile(
-    r"\b(?:we|we're|we've|we'll|we'd|us|our|ours|ourselves|you|you're|you've|you'll|you'd|"
-    r"your|yours|yourself|y'all|ya)\b",
-    re.IGNORECASE,
-)
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|me|my|mine|myself)\b", re.IGNORECASE)
-_ADVERBS = frozenset(
-    "really just also still always never actually finally totally already even recently definitely probably "
-    "usually often sometimes only truly honestly absolutely personally now then once seriously".split()
-)
-_KEEP_VERB = frozenset(  # past tenses, modals and ambiguous forms: identical in the third person
-    "was did had could would should might must may can will shall can't couldn't wouldn't shouldn't won't "
-    "didn't wasn't hadn't mustn't went got made took saw found felt thought said told knew came gave bought "
-    "began became brought built ran wrote left lost met paid sent spent kept heard won chose drew drove "
-    "fell flew forgot grew held hung led lent meant rode rose sang sat slept sold spoke stood stole swam "
-    "taught threw understood woke wore read put cut set hit let quit used ate".split()
-)
-_PRESENT_ED = frozenset("need feed bleed breed speed proceed succeed exceed heed seed shed embed".split())
-_NOT_VERB = frozenset("and or but too the a an to in on at of for with as if so than that this it".split())
-_SPECIAL_3RD = {
-    "have": "has",
-    "do": "does",
-    "go": "goes",
-    "don't": "doesn't",
-    "haven't": "hasn't",
-    "am": "is",
-    "be": "is",
-    "say": "says",
-}
+# The word lists are data too (rules/words.toml): whose sentence it is, and how its verb agrees with a name.
+_OTHER_PRONOUNS = re.compile(r"\b" + alternation("other_pronouns") + r"\b", re.IGNORECASE)  # we, you, our ...
+_FIRST_PERSON = re.compile(r"\b" + alternation("first_person") + r"\b", re.IGNORECASE)  # I, me, my ...
+_ADVERBS = frozenset(word_list("adverbs"))  # skipped on the way to the verb
+_KEEP_VERB = frozenset(word_list("same_in_third_person"))  # past tenses, modals: identical in the third person
+_PRESENT_ED = frozenset(word_list("present_ed"))  # "need", "embed": present tenses though they end in -ed
+_NOT_VERB = frozenset(word_list("not_verbs"))
+_SPECIAL_3RD = word_map("third_singular")  # "have" -> "has"
+_PLURAL = word_map("plural_after_i")  # "was" -> "were" after "they"
 
 
 def _third_singular(verb: str) -> str | None:
@@ -68,7 +48,7 @@ def _agree(verb: str, singular: bool) -> str | None:
     """The verb after "I", made to agree with a name (singular) or with "they" (plural)."""
     low = verb.lower()
     if not singular:
-        return {"am": "are", "was": "were", "wasn't": "weren't"}.get(low, verb)
+        return _PLURAL.get(low, verb)
     return "is" if low == "am" else _third_singular(verb)
 
 
@@ -110,9 +90,7 @@ def third_person(sentence: str, label: str) -> str | None:
 _NAMES_THE_SPEAKER = frozenset(("me", "my", "mine"))
 _OBJECTS = {"me": ("them", None), "my": ("their", "'s"), "mine": ("theirs", "'s"), "myself": ("themselves", "")}
 # "I'd" + these reads "would"; "I'd been" reads "had"; anything else is unsure.
-_WOULD_AFTER = frozenset(
-    "love like say rather recommend suggest prefer be want need guess imagine think appreciate go do have".split()
-)
+_WOULD_AFTER = frozenset(word_list("would_after"))
 
 
 def _subject(tokens: list[str], i: int, subject: str, singular: bool) -> tuple[list[str], int] | None:
@@ -200,13 +178,7 @@ def attribute(sentence: str, label: str, verb: str = "said") -> str:
 
 
 # The words of a rule label that name no subject ("Amended rule, superseding the original:", "Decision made:").
-_LABEL_WORDS = frozenset(
-    "decision decided settled agreed locked final call answer rule rules policy convention contract new amended "
-    "updated revised corrected replacement change changes changing update updating recorded recording summary "
-    "correction revision override effective immediately today going moving forward amendment plan plans reversing "
-    "reversed revisiting walking rolling amending revising correcting replacing superseding original previous old "
-    "earlier full reads decision then made".split()
-)
+_LABEL_WORDS = frozenset(word_list("label_words"))  # rules/words.toml [label_words]
 _DECISION_SUBJECT = _RULES["DECISION_SUBJECT"].compiled  # "let's", "we'll just", "I've"
 _DECISION_PAST = _RULES["DECISION_PAST"].compiled  # "decided", "chose", "opted", ...
 _IMPERATIVE = _RULES["IMPERATIVE"].compiled  # "use", "go with", "switch to", ...
