@@ -39,14 +39,17 @@ from jobs.extract.actions import ACTION_SPEAKER, actions
 from jobs.extract.rules.agent import clean_said, is_narration, is_tool_text
 from jobs.extract.rules.specifics import LINE_SPECIFIC
 from jobs.extract.rules.text import split_sentences
+from jobs.extract.rules.values import count, value, value_map
 from jobs.models import Message
 from jobs.store import EpisodeLine
 
 MAX_LINES = 60  # lines kept per episode
 LINE_CHARS = 300  # characters per line at most
 MAX_ACTION_SHARE = 1 / 3  # of the lines kept, at most this share are actions (tool calls)
-# How much an action line is worth against a said one (whose worth is its specifics, up to 6, + 1.5 for the user).
-ACTION_WEIGHT = {"write": 4.0, "edit": 4.0, "command": 3.0, "read": 1.0}
+# How much a line is worth (rules/values.toml): an action line by its kind, against a said one, whose worth is its
+# specifics (up to lines.specifics_counted), more for the user's, less for an assistant's narration.
+ACTION_WEIGHT = value_map("lines.action_weight")
+_SPECIFICS_COUNTED, _USER, _NARRATION = count("lines.specifics_counted"), value("lines.user"), value("lines.narration")
 _MIN_CHARS = 12
 _WORD3 = re.compile(r"[^\W\d_]{3,}")
 _PLACEHOLDER = re.compile(r"^\s*\[(?:thinking|image|audio|document|file|attachment)\b[^\]]*\]\s*$", re.IGNORECASE)
@@ -111,7 +114,7 @@ def _lines_of(content: str) -> list[str]:
 def _weight(line: EpisodeLine, role: str) -> float:
     """How much a line is worth keeping when a session has more than the limit."""
     specifics = len(_SPECIFIC.findall(line.text))
-    weight = min(specifics, 6) + (1.5 if role == "user" else 0.0)
+    weight = min(specifics, _SPECIFICS_COUNTED) + (_USER if role == "user" else 0.0)
     if role == "assistant" and is_narration(line.text):
-        weight -= 5.0
+        weight += _NARRATION
     return weight

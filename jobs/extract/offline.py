@@ -43,6 +43,7 @@ from jobs.extract.rules.text import (
     shouting,
     split_sentences,
 )
+from jobs.extract.rules.values import count, value, value_map
 from jobs.extract.rules.voice import attribute
 from jobs.models import (
     MAX_OPEN_ITEMS,
@@ -65,13 +66,17 @@ MAX_SENTENCES_PER_MESSAGE = 30
 MAX_EMBEDDED = 48  # sentences embedded per transcript; the rest keep their lexical score only
 EMBED_WORDS = 24  # a sentence's first words are enough to place it
 EMBED_BUDGET = 320  # words embedded per transcript in all
-TFIDF_WEIGHT = 0.2  # cheap lexical centrality, used to choose what to embed
+TFIDF_WEIGHT = value("offline.tfidf_weight")  # cheap lexical centrality, used to choose what to embed (values.toml)
 SUMMARY_CHARS = 800
 # A later sentence this close to an open item (and saying it is done / not asking again) resolves it; one
 # per type of OPEN_ITEM_TYPES.
-RESOLVE_SIMILARITY: dict[EventType, float] = {"commitment": 0.6, "open_question": 0.65}
+RESOLVE_SIMILARITY: dict[str, float] = value_map("offline.resolve_similarity")
 LEAD_TYPES: tuple[EventType, ...] = ("decision",)  # an event of these types opens the summary (see _summary)
-NARRATION_PENALTY = 0.5  # an agent's working step ranks below anything said about the work itself
+NARRATION_PENALTY = value("offline.narration_penalty")  # an agent's working step ranks below the talk about the work
+# The summary: a bonus for a speaker not yet heard from, the cosine above which two sentences say the same, the share
+# of a sentence's words the leading decision holds when it restates it (rules/values.toml summary.*).
+_NEW_SPEAKER, _SAME_COSINE = value("summary.new_speaker"), value("summary.same_cosine")
+_RESTATES_SHARE = value("summary.restates_share")
 _DONE = by_name("agent")["DONE"].compiled  # jobs/extract/rules/agent.toml: a later mention that settles an item
 _STILL_OPEN = by_name("agent")["STILL_OPEN"].compiled  # ... and one that keeps it open
 
@@ -284,12 +289,15 @@ def _summary(
     while ranked and len(picked) < want:  # best first, a small bonus for a speaker not yet heard from
         best = max(
             ranked,
-            key=lambda e: (e.sentence.score + (0.05 if e.sentence.speaker not in covered else 0.0), -e.sentence.order),
+            key=lambda e: (
+                e.sentence.score + (_NEW_SPEAKER if e.sentence.speaker not in covered else 0.0),
+                -e.sentence.order,
+            ),
         )
         ranked.remove(best)
         if best.sentence.narration:
             continue  # "Let me check the project structure." says nothing about the session
-        if any(float(best.vector @ p.vector) > 0.8 for p in picked):
+        if any(float(best.vector @ p.vector) > _SAME_COSINE for p in picked):
             continue  # says the same as one already picked
         if first is not None and best.sentence.message in first.evidence and _restates(best.sentence.text, first.what):
             continue  # the decision that leads the summary already says it
@@ -323,7 +331,7 @@ def _summary(
 def _restates(sentence: str, what: str) -> bool:
     """Most of the sentence's content words are in ``what`` (an event made from it)."""
     said = set(content_words(sentence))
-    return bool(said) and len(said & set(content_words(what))) >= 0.6 * len(said)
+    return bool(said) and len(said & set(content_words(what))) >= _RESTATES_SHARE * len(said)
 
 
 _TOOL_NAME = re.compile(r"^\[tool (?:call|result|error) ([\w.-]{1,40})", re.MULTILINE)
@@ -374,14 +382,15 @@ def _entities(sentences: list[Sentence], messages: list[Message], said: list[str
 
 def _importance(events: list[KeyEvent], n_messages: int, n_entities: int) -> float:
     """More decisions and commitments, denser in the session, mean the episode matters more later."""
-    counts = Counter(e.type for e in events)
-    raw = (
-        0.15
-        + 0.15 * min(counts["decision"], 3)
-        + 0.12 * min(counts["commitment"], 3)
-        + 0.06 * min(counts["open_question"], 3)
-        + 0.04 * min(counts["surprise"], 3)
-        + 0.1 * min(1.0, 2 * len(events) / max(n_messages, 1))
-        + 0.01 * min(n_entities, 5)
-    )
-    return round(min(0.95, max(0.1, raw)), 2)
+    counts: Counter[str] = Counter(e.type for e in events)
+    raw = _IMPORTANCE["base"]  # the weights are data: rules/values.toml importance.*
+    for kind, weight in _PER_EVENT.items():  # in the order the records list them
+        raw += weight * min(counts[kind], _EVENTS_COUNTED)
+    raw += _IMPORTANCE["density"] * min(1.0, 2 * len(events) / max(n_messages, 1))
+    raw += _IMPORTANCE["per_entity"] * min(n_entities, _ENTITIES_COUNTED)
+    return round(min(_IMPORTANCE["ceiling"], max(_IMPORTANCE["floor"], raw)), 2)
+
+
+_IMPORTANCE = {k: value(f"importance.{k}") for k in ("base", "density", "per_entity", "floor", "ceiling")}
+_PER_EVENT = value_map("importance.per_event")  # decision, commitment, open_question, surprise
+_EVENTS_COUNTED, _ENTITIES_COUNTED = count("importance.events_counted"), count("importance.entities_counted")

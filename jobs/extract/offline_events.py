@@ -32,19 +32,14 @@ from jobs.extract.rules.dates import resolve_due
 from jobs.extract.rules.records import by_name
 from jobs.extract.rules.specifics import SPECIFIC, TECHNICAL
 from jobs.extract.rules.text import clip, content_words, normalise, split_sentences, words
+from jobs.extract.rules.values import value, value_map
 from jobs.extract.rules.voice import INTERJECTION, attribute, decision_what, third_person
 from jobs.models import KeyEvent, Message, Transcript
 
 # Salience of an event by its type, for choosing the 20 kept; one weight per type of jobs.concepts.EVENT_TYPES
 # (tests/test_concepts.py).
-EVENT_WEIGHT: dict[EventType, float] = {
-    "decision": 0.5,
-    "preference": 0.45,
-    "commitment": 0.45,
-    "open_question": 0.35,
-    "surprise": 0.2,
-    "fact": 0.4,
-}
+EVENT_WEIGHT: dict[str, float] = value_map("events.weight")  # rules/values.toml
+_DUE = value("events.due")  # an event that names a due date
 MAX_FACTS = 5  # facts kept per episode: the specifics a later session asks about, without crowding out the rest
 
 
@@ -211,7 +206,7 @@ def _render(s: Sentence, found: _Found, sentences: list[Sentence], session: _Ses
             transcript = session.transcript
             ref = session.messages[s.message].ts or transcript.ended_at or transcript.started_at
             due = resolve_due(normalise(s.text), ref.date()) if ref else None
-    salience = round(EVENT_WEIGHT[found.kind] + s.score + (0.15 if due else 0.0), 5)
+    salience = round(EVENT_WEIGHT[found.kind] + s.score + (_DUE if due else 0.0), 5)
     return salience, KeyEvent(type=found.kind, what=what, evidence=found.evidence, who=found.who[:100], due=due)
 
 

@@ -34,21 +34,22 @@ from jobs.embeddings import Embedder
 from jobs.extract.rules.records import by_name
 from jobs.extract.rules.specifics import NUMBER
 from jobs.extract.rules.text import clip, normalise, split_sentences
+from jobs.extract.rules.values import value
 from jobs.models import KeyEvent, Message, OpenItem
 
-REPLACE_SIMILARITY = 0.45
+REPLACE_SIMILARITY = value("replace.similarity")  # the thresholds are data: rules/values.toml
 # An explicit amendment names what it changes ("Amendment to the merge rule from last month", "superseding
 # keep-latest", "switch from X to Y"; a bare "instead of" is only a change cue), so a looser match is enough:
 # the two rules share their subject but differ in exactly the part that changed, which pulls their cosine down.
-AMEND_SIMILARITY = 0.3
+AMEND_SIMILARITY = value("replace.amend_similarity")
 # A decision restated with other numbers and no cue at all ("Let's set the gateway timeout to 8 seconds" a month
 # after "... to 5 seconds", 0.96) is the same rule changed; unrelated settings of one kind score far lower
 # ("... the session cookie lifetime to 8 hours", 0.36).
-RESTATE_SIMILARITY = 0.85
+RESTATE_SIMILARITY = value("replace.restate_similarity")
 # "From now on, every lambda function logs in JSON" a month after "use Python 3.11 for the lambda functions" (0.48)
 # is a new rule beside the old one; "From now on, the list endpoints cap the page size at 250" after "cap the page
 # size of the list endpoints at 100" (0.87) replaces it.
-NEW_RULE_SIMILARITY = 0.6
+NEW_RULE_SIMILARITY = value("replace.new_rule_similarity")
 _EVENT_RULES = by_name("events")  # the cue tables are data: jobs/extract/rules/events.toml
 CHANGE_CUE = _EVENT_RULES["CHANGE_CUE"].compiled  # "actually", "instead", "switch to", "raise ... to", "(was"
 # A rule that starts now ("From now on, ...", "Going forward, ...", "... is now 25 MB") need not replace anything:

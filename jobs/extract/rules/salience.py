@@ -20,8 +20,24 @@ from jobs.extract.rules.text import (
     words,
 )
 from jobs.extract.rules.topics import determined_phrases, is_topic, verbs_in
+from jobs.extract.rules.values import count, value, value_map
 
 _SELF_STATEMENT = re.compile(r"^\W*(?:\w+,\s*)?(?:I|I'm|I've|I'll|We|We'll|We're|My)\b")
+
+
+# The weights are data (rules/values.toml, each with what it weighs and where it came from).
+_PER_WORD, _WORDS_COUNTED = value("salience.per_content_word"), count("salience.content_words_counted")
+_A_NAME, _NUMBER, _SELF = value("salience.capitalised"), value("salience.number"), value("salience.self_statement")
+_DECIDED, _WORK_DONE = value("salience.decision_or_commitment"), value("salience.work_done")
+_PRAISE, _PRAISE_WORDS = value("salience.generic_praise"), count("salience.praise_content_words")
+_SECOND_PERSON, _ANNOTATION = value("salience.second_person"), value("salience.annotation")
+_CODE_OR_URL, _PLEASANTRY, _QUESTION = (
+    value("salience.code_or_url"),
+    value("salience.pleasantry"),
+    value("salience.question"),
+)
+_SHORT, _SHORT_WORDS = value("salience.short"), count("salience.short_words")
+_LONG, _LONG_WORDS = value("salience.long"), count("salience.long_words")
 
 
 def lexical_score(text: str, by_assistant: bool) -> float:
@@ -31,19 +47,19 @@ def lexical_score(text: str, by_assistant: bool) -> float:
     n_words = len(words(text))
     informative = len(content_words(re.sub(r"\[[^\]]*\]", " ", text)))
     found = cue(text)
-    score = 0.025 * min(informative, 8)
-    score += 0.08 if CAPITALISED.search(text) else 0.0
-    score += 0.06 if has_number(text) else 0.0
-    score += 0.08 if not by_assistant and _SELF_STATEMENT.match(text) else 0.0
-    score += 0.1 if found and found[0] in ("decision", "commitment") else 0.0
-    score += 0.15 if by_assistant and WORK_DONE.match(text) else 0.0  # what the session achieved
-    score -= 0.12 if GENERIC_PRAISE.search(text) and informative <= 3 else 0.0
-    score -= 0.06 if SECOND_PERSON.search(text) else 0.0  # mostly reactions to the other speaker
-    score -= 0.2 if text.lstrip().startswith("[") else 0.0  # an annotation such as a photo caption
-    score -= 0.15 if re.search(r"https?://|\w+\(\)|[{}<>=]{1}\S*[{}<>=]", text) else 0.0  # URLs and code read badly
-    score -= 0.25 if n_words < 5 else 0.1 if n_words > 60 else 0.0
-    score -= 0.3 if PLEASANTRY.search(text) else 0.0
-    score -= 0.12 if text.rstrip().endswith("?") else 0.0
+    score = _PER_WORD * min(informative, _WORDS_COUNTED)
+    score += _A_NAME if CAPITALISED.search(text) else 0.0
+    score += _NUMBER if has_number(text) else 0.0
+    score += _SELF if not by_assistant and _SELF_STATEMENT.match(text) else 0.0
+    score += _DECIDED if found and found[0] in ("decision", "commitment") else 0.0
+    score += _WORK_DONE if by_assistant and WORK_DONE.match(text) else 0.0  # what the session achieved
+    score += _PRAISE if GENERIC_PRAISE.search(text) and informative <= _PRAISE_WORDS else 0.0
+    score += _SECOND_PERSON if SECOND_PERSON.search(text) else 0.0  # mostly reactions to the other speaker
+    score += _ANNOTATION if text.lstrip().startswith("[") else 0.0  # an annotation such as a photo caption
+    score += _CODE_OR_URL if re.search(r"https?://|\w+\(\)|[{}<>=]{1}\S*[{}<>=]", text) else 0.0  # reads badly
+    score += _SHORT if n_words < _SHORT_WORDS else _LONG if n_words > _LONG_WORDS else 0.0
+    score += _PLEASANTRY if PLEASANTRY.search(text) else 0.0
+    score += _QUESTION if text.rstrip().endswith("?") else 0.0
     return score
 
 
@@ -64,6 +80,10 @@ def tfidf_centrality(texts: list[str]) -> list[float]:
     return out
 
 
+_TOPIC_BASE, _PROPER_BOOST = value("topics.base_weight"), value("topics.proper_boost")
+_LENGTH_WEIGHT = tuple(value_map("topics.length_weight")[n] for n in ("one", "two", "three"))  # by words in a phrase
+
+
 def key_phrases(sentences: list[tuple[str, float]], names: Iterable[str], limit: int = 5) -> list[str]:
     """Up to ``limit`` lowercase key phrases from (sentence, centrality) pairs: runs of content words that can
     be topics (:func:`jobs.extract.rules.topics.is_topic`; a noun compound after an article counts when said
@@ -76,15 +96,15 @@ def key_phrases(sentences: list[tuple[str, float]], names: Iterable[str], limit:
     tf: Counter[str] = Counter()
     heads: set[str] = set()  # words that end a run somewhere: nouns, not only modifiers ("outer" in "outer web")
     for text, centrality in sentences:
-        weight = 0.5 + max(centrality, 0.0)
+        weight = _TOPIC_BASE + max(centrality, 0.0)
         for run in _runs(text, lowered):
             heads.add(run[-1])
             for n in (1, 2, 3):
                 for k in range(len(run) - n + 1):
                     phrase = " ".join(run[k : k + n])
                     tf[phrase] += 1
-                    boost = 1.5 if any(w in proper for w in run[k : k + n]) else 1.0
-                    score[phrase] += weight * boost * (1.0, 1.6, 1.8)[n - 1]
+                    boost = _PROPER_BOOST if any(w in proper for w in run[k : k + n]) else 1.0
+                    score[phrase] += weight * boost * _LENGTH_WEIGHT[n - 1]
     texts = [text for text, _ in sentences]
     verbs, compounds = verbs_in(texts), determined_phrases(texts)
     candidates = [
