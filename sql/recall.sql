@@ -348,8 +348,9 @@ WHERE l.tenant_id = %(tenant_id)s AND l.episode_id = ANY (%(ids)s::bigint[])
 
 -- name: recall_replaced
 -- Of the chosen episodes, those holding a decision or preference that a later session replaced (later
--- wins, migration 0008), with when the first replacement was made: the block marks them so.
-SELECT old.episode_id, min(new.occurred_at) AS replaced_at
+-- wins, migration 0008), with when the first replacement was made (the block marks them so) and the episodes
+-- holding the replacing events (`replaced_by`: the block shows and labels those, not whatever else that day held).
+SELECT old.episode_id, min(new.occurred_at) AS replaced_at, array_agg(DISTINCT new.episode_id) AS replaced_by
 FROM episode_events old
 JOIN episode_events new ON new.tenant_id = old.tenant_id AND new.id = old.superseded_by
 WHERE old.tenant_id = %(tenant_id)s AND new.tenant_id = %(tenant_id)s

@@ -9,7 +9,6 @@ import datetime as dt
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 from support.recall_rows import row
 
 from jobs.recall import RecallConfig
@@ -32,7 +31,7 @@ def history() -> list[dict[str, Any]]:
     """The settled rule (relevant, marked replaced), its amendment a month later (only loosely similar, as an
     amendment that talks about an incident is), and an unrelated session of the amendment's day."""
     return [
-        row(1, SETTLED, OLD_RULE, 0.62, relevance_rank=1, replaced_on=AMENDED.date()),
+        row(1, SETTLED, OLD_RULE, 0.62, relevance_rank=1, replaced_on=AMENDED.date(), replaced_by=frozenset({2})),
         row(2, AMENDED, NEW_RULE, 0.30, related_rank=1, recency_rank=1),
         row(
             3, AMENDED - dt.timedelta(hours=3), "On 2 July 2025, the user asked about CI caching.", 0.28, related_rank=2
@@ -48,16 +47,26 @@ def lines() -> list[RecalledLine]:
     return sorted(old + new + noise, key=lambda line: -line.similarity)
 
 
-def test_the_replacing_episode_is_the_later_session_of_that_day_closest_to_the_replaced_one() -> None:
+def test_the_replacing_episode_is_the_one_holding_the_replacing_event_not_any_session_of_that_day() -> None:
     episodes = [_episode(r) for r in history()]
-    vectors = {ep.id: np.eye(3, dtype=np.float32)[k] for k, ep in enumerate(episodes[:3])}
-    vectors[2] = np.asarray([0.8, 0.6, 0.0], dtype=np.float32)  # the amendment: the same matter as session 1
-    assert _replacing(episodes, vectors) == {2: 0.62}, "session 3 shares the day, not the matter"
-    vectors[3] = np.asarray([0.9, 0.0, 0.436], dtype=np.float32)
-    assert _replacing(episodes, vectors) == {3: 0.62}, "replaced_on is a day: the closest session of it"
-    assert _replacing(episodes, {}) == {2: 0.62}, "without embeddings, the latest session of the day"
-    episodes[0].replaced_on = None
-    assert _replacing(episodes, vectors) == {}
+    assert _replacing(episodes, {1: frozenset({2})}) == {2: 0.62}, "session 3 shares the day, not the event"
+    assert _replacing(episodes, {1: frozenset({3})}) == {3: 0.62}
+    assert _replacing(episodes, {1: frozenset({2, 3})}) == {2: 0.62, 3: 0.62}, "two sessions replaced two of its"
+    assert _replacing(episodes, {1: frozenset({9})}) == {}, "a replacing episode not offered is not placed"
+    assert _replacing(episodes, {}) == {}
+
+
+def test_an_amendment_of_the_same_day_that_replaced_another_rule_is_not_labelled_relevant() -> None:
+    """One developer's history (issue 47): every amending chat was of one day, and each replaced its own family's
+    rule; matched by the day, all of them were labelled relevant to a bug report about one family."""
+    rows = history()
+    rows.append(row(5, AMENDED + dt.timedelta(hours=1), "On 2 July 2025, the user amended the units rule.", 0.05))
+    rows.append(row(6, SETTLED, "On 2 June 2025, the user decided the units rule.", 0.1, replaced_by=frozenset({5})))
+    rows[5]["replaced_on"] = AMENDED.date()
+    picked, _ = select(rows, {}, [], CONFIG, 1500, "Why does the sync keep duplicate contacts?", NOW, lines())
+    shown = {ep.id: ep for ep in picked}
+    assert "relevant" in shown[2].reasons, "the amendment of the relevant rule is relevant"
+    assert 5 not in shown or "relevant" not in shown[5].reasons, shown[5].reasons
 
 
 def test_the_episode_holding_the_later_decision_is_shown_in_full_with_its_lines() -> None:
@@ -72,7 +81,7 @@ def test_the_episode_holding_the_later_decision_is_shown_in_full_with_its_lines(
 
 def test_without_a_replacement_the_later_session_gets_no_promotion() -> None:
     rows = history()
-    rows[0]["replaced_on"] = None
+    rows[0]["replaced_on"], rows[0]["replaced_by"] = None, None
     picked, _ = select(rows, {}, [], CONFIG, 550, "Why does the sync keep duplicate contacts?", NOW, lines())
     shown = {ep.id: ep for ep in picked}
     assert shown[2].compact, "a loosely similar session is not shown in full"

@@ -66,7 +66,7 @@ def test_the_session_holding_the_decision_that_replaced_a_relevant_one_is_releva
         row(1, settled, "The user decided: merge keeps the latest record.", 0.62, relevance_rank=1),
         row(2, amended, "The user decided: merge keeps the record with most fields.", 0.3, related_rank=1),
     ]
-    rows[0]["replaced_on"] = amended.date()
+    rows[0]["replaced_on"], rows[0]["replaced_by"] = amended.date(), frozenset({2})
     picked, _ = select(rows, {}, [], RecallConfig(), 600, "Why does the merge keep duplicates?", NOW)
     shown = {ep.id: ep for ep in picked}
     assert "relevant" in shown[2].reasons, shown[2].reasons

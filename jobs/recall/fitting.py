@@ -110,7 +110,11 @@ class _Fit:
         self.has_lines = {line.episode_id for line in lines if line.episode_id in self.by_id} | {
             row["id"] for row in rows if row.get("has_lines") and row["id"] in self.by_id
         }
-        self.later = _replacing(unique, vectors)
+        # Which episodes hold the events that replaced a decision of each chosen one (recall_replaced's replaced_by).
+        self.replaced_by: dict[int, frozenset[int]] = {
+            row["id"]: frozenset(row.get("replaced_by") or ()) for row in rows if row["id"] in self.by_id
+        }
+        self.later = _replacing(unique, self.replaced_by)
         self._label_replacing()
         self.priority = priorities(self.quotable, self.by_id, self.later, self.in_month, cfg)
         self.later_value = later_values(
@@ -227,14 +231,11 @@ class _Fit:
                 self.related = [other for other in self.related if other.id != ep.id]
 
     def _replaces_relevant(self, ep: RecalledEpisode) -> bool:
-        """Whether ``ep`` is relevant, or holds the decision that replaced one of a relevant episode (on a day of
-        its session): a replacement of something unrelated to the opening message takes no room of its own."""
-        return ep.relevance_rank is not None or any(
-            old.replaced_on is not None
-            and old.ended_at < ep.ended_at
-            and ep.started_at.date() <= old.replaced_on <= ep.ended_at.date()
-            for old in self.relevant
-        )
+        """Whether ``ep`` is relevant, or holds a decision that replaced one of a relevant episode: a replacement of
+        something unrelated to the opening message takes no room of its own. The link is the events' own
+        (``replaced_by``), not the day: in one developer's history six amending chats of one day each replaced
+        a different rule, and a day's match labelled all six relevant to every bug report (issue 47)."""
+        return ep.relevance_rank is not None or any(ep.id in self.replaced_by.get(old.id, ()) for old in self.relevant)
 
     def _leading(self) -> set[int]:
         """The episodes whose quotes go under their full summary: the best relevant (else possibly related) sessions;
@@ -244,14 +245,7 @@ class _Fit:
         leading = [ep for ep in self.relevant + self.related if ep.kind != "super"][: self.cfg.full_headers]
         out: set[int] = set()
         for ep in leading:
-            holders = [
-                h
-                for h in self.unique
-                if h.id in self.later
-                and ep.replaced_on is not None
-                and h.ended_at > ep.ended_at
-                and h.started_at.date() <= ep.replaced_on <= h.ended_at.date()
-            ]
+            holders = [h for h in self.unique if h.id in self.replaced_by.get(ep.id, ())]
             out.add(max(holders, key=lambda h: h.ended_at).id if holders else ep.id)
         return out
 
@@ -324,34 +318,15 @@ class _Fit:
         return picked, items
 
 
-def _replacing(episodes: Sequence[RecalledEpisode], vectors: dict[int, np.ndarray]) -> dict[int, float]:
-    """The episodes holding a decision that replaced one of another offered episode's, each with the best
-    similarity (to the opening message) of the episodes it replaced. ``replaced_on`` gives only the day of the
-    replacement, so of the later sessions that span that day, the one whose stored embedding is closest to the
-    replaced episode's (the same matter) is taken; without embeddings, the latest of them."""
+def _replacing(episodes: Sequence[RecalledEpisode], replaced_by: Mapping[int, frozenset[int]]) -> dict[int, float]:
+    """The offered episodes holding a decision that replaced one of another offered episode's (``replaced_by``:
+    the episodes holding the replacing events, recall_replaced), each with the best similarity (to the opening
+    message) of the episodes it replaced."""
     out: dict[int, float] = {}
-    for old in episodes:
-        if old.replaced_on is None or old.kind != "session":
-            continue
-        day = old.replaced_on
-        later = [
-            ep
-            for ep in episodes
-            if ep.id != old.id
-            and ep.kind == "session"
-            and ep.ended_at > old.ended_at
-            and ep.started_at.date() <= day <= ep.ended_at.date()
-        ]
-        if not later:
-            continue
-        base = vectors.get(old.id)
-
-        def closeness(ep: RecalledEpisode, base: np.ndarray | None = base) -> tuple[float, dt.datetime]:
-            vec = vectors.get(ep.id)
-            return (float(vec @ base) if vec is not None and base is not None else 0.0), ep.ended_at
-
-        holder = max(later, key=closeness)
-        out[holder.id] = max(out.get(holder.id, 0.0), old.similarity or 0.0)
+    offered = {ep.id for ep in episodes if ep.kind == "session"}
+    for old in (ep for ep in episodes if ep.kind == "session"):
+        for holder in replaced_by.get(old.id, frozenset()) & offered - {old.id}:
+            out[holder] = max(out.get(holder, 0.0), old.similarity or 0.0)
     return out
 
 

@@ -66,7 +66,7 @@ class _Read(NamedTuple):
     vectors: dict[int, np.ndarray]  # their unit embeddings
     sessions: list[dict[str, Any]]  # recall_unsummarised
     lines: list[dict[str, Any]]  # recall_lines: the user's lines that best match, best first (embedding bytes kept)
-    replaced: dict[int, dt.date]  # recall_replaced: chosen episodes with a decision a later one replaced
+    replaced: dict[int, dict[str, Any]]  # recall_replaced: chosen episodes with a decision a later one replaced
 
 
 class Recaller:
@@ -163,7 +163,7 @@ class Recaller:
         open_rows, candidates, rows, vectors, session_rows, line_rows, replaced = read
         unsummarised = unsummarised_sessions(session_rows, chars=cfg.compact_chars, redact=self.db.settings.redact)
         sessions, session_tokens = fit_sessions(unsummarised, cfg.open_items_share, budget_tokens)
-        rows = [{**row, "replaced_on": replaced.get(row["id"])} for row in rows]
+        rows = [{**row, **replaced.get(row["id"], {})} for row in rows]
         line_vectors = line_unit_vectors(line_rows)
         episodes, items = select(
             rows,
@@ -282,5 +282,8 @@ class Recaller:
             vectors,
             sessions.fetchall() if sessions is not None else [],
             line_rows,
-            {r["episode_id"]: r["replaced_at"].date() for r in replaced.fetchall()} if replaced is not None else {},
+            {
+                r["episode_id"]: {"replaced_on": r["replaced_at"].date(), "replaced_by": frozenset(r["replaced_by"])}
+                for r in (replaced.fetchall() if replaced is not None else [])
+            },
         )

@@ -109,6 +109,7 @@ def row(i: int, when: dt.datetime, summary: str, similarity: float, **ranks: Any
         "related_rank": ranks.get("related_rank"),
         "recency_rank": ranks.get("recency_rank"),
         "replaced_on": ranks.get("replaced_on"),
+        "replaced_by": ranks.get("replaced_by"),
     }
 
 
