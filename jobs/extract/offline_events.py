@@ -29,7 +29,7 @@ from jobs.extract.rules.cues import (
     vetoed,
 )
 from jobs.extract.rules.dates import resolve_due
-from jobs.extract.rules.records import by_name
+from jobs.extract.rules.records import by_name, word_list
 from jobs.extract.rules.specifics import SPECIFIC, TECHNICAL
 from jobs.extract.rules.text import clip, content_words, normalise, split_sentences, words
 from jobs.extract.rules.values import value, value_map
@@ -56,7 +56,7 @@ class Sentence:
 
 
 # Words that name a role or an agent: a speaker's name holding one is never written alone in prose.
-_ROLE_WORDS = frozenset("user assistant system tool developer agent ai bot model human claude gpt chatgpt".split())
+_ROLE_WORDS = frozenset(word_list("role_words"))  # rules/words.toml [role_words]
 
 
 def prose_label(message: Message) -> str:

@@ -10,8 +10,8 @@ import re
 import pytest
 
 from jobs.errors import ConfigError
-from jobs.extract import actions, grounding, replacements
-from jobs.extract.rules import applied, dates, entities, records, text, voice
+from jobs.extract import actions, grounding, offline_events, replacements
+from jobs.extract.rules import agent, applied, dates, entities, records, text, voice
 from jobs.extract.rules.records import RuleRecord, by_name, word_list, word_map
 
 CALENDAR = ("weekdays", "months", "weekday_abbreviations", "month_abbreviations", "relative_days")
@@ -42,6 +42,21 @@ def test_every_module_reads_its_tables_from_the_data() -> None:
     assert actions._FILE_ARGS == word_list("file_arguments") and actions._COMMAND_ARGS == word_list("command_arguments")
     assert applied._OBJECTS is by_name("events")["OBJECTION"].compiled
     assert replacements._BOILERPLATE is by_name("events")["BOILERPLATE"].compiled
+
+
+def test_the_agent_tables_are_read_from_the_data() -> None:
+    assert agent.FORMAT_WORDS == set(word_list("format_words"))
+    assert agent._SUBCOMMANDS == set(word_list("subcommands")) and agent._CLI == list(word_list("cli_tools"))
+    # the bare tools are the tools less the everyday English words: derived, not copied
+    assert records._words_file()["cli_bare"]["base"] == "cli_tools" and "words" not in records._words_file()["cli_bare"]
+    assert (
+        agent._CLI_BARE == set(word_list("cli_bare"))
+        and agent._CLI_BARE < set(agent._CLI)
+        and "go" not in agent._CLI_BARE
+    )
+    assert set(agent._EXTENSIONS) == set(word_list("file_extensions"))
+    assert agent.is_service(" servers are down") and not agent.is_service(" team is down")
+    assert offline_events._ROLE_WORDS == set(word_list("role_words"))
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ import datetime as dt
 import re
 
 from jobs.extract.rules.dates import resolve_due
-from jobs.extract.rules.records import by_name
+from jobs.extract.rules.records import by_name, word_list
 
 # "<command-name>/x</command-name>", "<command-message>x</command-message>": the slash command's
 # bookkeeping; "<command-args>...</command-args>" holds what the user typed after it, which is kept.
@@ -61,53 +61,26 @@ FAILURE = _RULES["FAILURE"].compiled
 
 # Words about the transcript's format, never its topic ("tool", "result", "user", ...): a topic tag made
 # only of these, or naming host markup, is dropped.
-FORMAT_WORDS = frozenset(
-    """
-    tool tools tool_use tool_result tool_call tool_calls result results call calls output outputs input inputs
-    json jsonl user users assistant assistants system message messages content contents role roles block blocks
-    stdout stderr transcript transcripts response responses request requests function_call args arguments
-    command-name command-message command-args command-contents system-reminder local-command-stdout
-    interrupted caveat thinking
-    """.split()
-)
+FORMAT_WORDS = frozenset(word_list("format_words"))  # rules/words.toml [format_words]
 
 # Command-line tools whose name followed by a subcommand is a command worth remembering; only those that
-# are not everyday English words count outside backticks.
-_CLI = (
-    "git npm npx pip pip3 pipx pytest python python3 mix docker kubectl cargo uv yarn pnpm psql make go node "
-    "bd gh helm terraform bundle rake rails poetry tox ruff mypy brew apt apt-get curl sqlite3 deno bun "
-    "iex elixir erl rebar3 gradle mvn dotnet swift episodes claude"
-).split()
-_CLI_BARE = frozenset(
-    "git npm npx pip pip3 pipx pytest mix docker kubectl cargo yarn pnpm psql gh helm terraform "
-    "poetry tox ruff mypy brew apt-get rebar3 gradle mvn dotnet".split()
-)
-_SUBCOMMANDS = frozenset(
-    "install uninstall add remove run test build compile commit push pull clone checkout "
-    "status diff log merge rebase init start stop up down exec deploy publish format lint "
-    "migrate upgrade update create new serve".split()
-)
+# are not everyday English words count outside backticks (rules/words.toml [cli_tools], [cli_bare], [subcommands]).
+_CLI = list(word_list("cli_tools"))
+_CLI_BARE = frozenset(word_list("cli_bare"))
+_SUBCOMMANDS = frozenset(word_list("subcommands"))
 _CODE_SPAN = re.compile(r"`([^`\n]{2,100})`")
 _BARE_COMMAND = re.compile(
     r"(?<![\w./-])("
     + "|".join(re.escape(c) for c in sorted(_CLI_BARE, key=len, reverse=True))
     + r") ([a-z][\w:.-]*[\w])(?![\w-])"
 )
-_EXTENSIONS = (
-    "py pyi js jsx ts tsx mjs cjs json jsonl toml yaml yml ini cfg conf md rst txt sql sh bash zsh rb go "
-    "rs java kt c h cc cpp hpp cs php ex exs heex eex erl hs ml swift scala lua html css scss vue svelte "
-    "lock env gradle xml proto tf j2 ipynb csv lock"
-).split()
+_EXTENSIONS = list(word_list("file_extensions"))  # rules/words.toml [file_extensions]
 _FILE = re.compile(
     r"(?<![\w/.@:-])((?:\.{0,2}/)?(?:[\w.-]+/)*[\w-][\w.-]*\.(?:"
     + "|".join(sorted(set(_EXTENSIONS), key=len, reverse=True))
     + r"))(?![\w/-])"
 )
-_SERVICE_AFTER = re.compile(
-    r"^\s+(?:server|service|database|db|api|cluster|queue|worker|daemon|instance|"
-    r"container|backend|endpoint)s?\b",
-    re.IGNORECASE,
-)
+_SERVICE_AFTER = re.compile(r"^\s+(?:" + "|".join(word_list("service_words")) + r")s?\b", re.IGNORECASE)
 
 
 def clean_said(text: str) -> str:
