@@ -11,7 +11,7 @@ import pytest
 
 from jobs.errors import ConfigError
 from jobs.extract import actions, grounding, offline_events, replacements
-from jobs.extract.rules import agent, applied, dates, entities, records, text, voice
+from jobs.extract.rules import agent, applied, dates, entities, records, text, topics, voice
 from jobs.extract.rules.records import RuleRecord, by_name, word_list, word_map
 
 CALENDAR = ("weekdays", "months", "weekday_abbreviations", "month_abbreviations", "relative_days")
@@ -41,6 +41,9 @@ def test_every_module_reads_its_tables_from_the_data() -> None:
     assert actions._LOOKING == set(word_list("looking_commands"))
     assert actions._FILE_ARGS == word_list("file_arguments") and actions._COMMAND_ARGS == word_list("command_arguments")
     assert applied._OBJECTS is by_name("events")["OBJECTION"].compiled
+    assert voice._DECISION_OPENER is by_name("voice")["DECISION_OPENER"].compiled
+    assert topics._DETERMINER == records.alternation("determiners")
+    assert text._ABBREV.pattern == r"(?:\b" + records.alternation("abbreviations") + r"\.)$"
     assert replacements._BOILERPLATE is by_name("events")["BOILERPLATE"].compiled
 
 
@@ -71,6 +74,14 @@ def test_the_agent_tables_are_read_from_the_data() -> None:
 def test_a_suffix_list_gives_a_name_its_kind(name: str, word: str, kind: str) -> None:
     assert word.rstrip(".").split()[-1] in word_list(name)
     assert entities._kind(word, "We met at ", ".", set()) == kind
+
+
+def test_an_abbreviation_ends_no_sentence_and_an_opener_no_decision() -> None:
+    assert text.split_sentences("Ask Dr. Okafor about it. Then ship.") == ["Ask Dr. Okafor about it.", "Then ship."]
+    assert (
+        voice.decision_what("Okay, so let's use Caddy for the proxy.", "Dana")
+        == "Dana decided to use Caddy for the proxy."
+    )
 
 
 def test_a_name_with_a_connector_is_one_name() -> None:

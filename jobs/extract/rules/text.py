@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from jobs.extract.rules.records import by_name, word_list
+from jobs.extract.rules.records import alternation, by_name, word_list
 
 # Words that never make a topic tag on their own: English function words, chat filler, generic verbs
 # and adjectives, weekdays and months, company suffixes, and the commonest German/French/Spanish
@@ -26,7 +26,7 @@ NUMBER_WORDS: tuple[str, ...] = word_list("numbers")
 
 _WORD = re.compile(r"[^\W\d_][\w'’-]*", re.UNICODE)
 # Never a sentence end. (Company suffixes are not here: "... Acme Ltd. We'll ..." does end a sentence.)
-_ABBREV = re.compile(r"(?:\b(?:Mr|Mrs|Ms|Dr|Prof|St|vs|etc|e\.g|i\.e|Jr|Sr|No|approx)\.)$")
+_ABBREV = re.compile(r"(?:\b" + alternation("abbreviations") + r"\.)$")  # rules/words.toml [abbreviations]
 _SPLIT = re.compile(r"(?<=[.!?。！？])[\"')\]]*\s+|\n+|(?<=[。！？])")
 _CODE = re.compile(r"```.*?```", re.DOTALL)
 

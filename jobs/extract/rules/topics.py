@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from jobs.extract.rules.records import word_list
+from jobs.extract.rules.records import alternation, word_list
 from jobs.extract.rules.text import NUMBER_WORDS, normalise
 
 # Work verbs: never a topic, never the first or last word of one ("update config" gives way to "config").
@@ -27,7 +27,7 @@ WORK_VERBS = frozenset(word_list("work_verbs"))  # rules/words.toml [work_verbs]
 # Generic words: a topic never consists of these alone ("tests", "task", "file", "plan"), though one may name a
 # kind of thing inside a topic ("migration plan", "config file").
 GENERIC = WORK_VERBS | frozenset(word_list("generic_words")) | frozenset(NUMBER_WORDS[1:13])  # one to twelve
-_DETERMINER = r"(?:the|a|an|this|that|these|those|our|my|your|its|their|his|her|each|every|some|any|no)"
+_DETERMINER = alternation("determiners")  # rules/words.toml [determiners]
 _AS_VERB = re.compile(
     r"\b(?:let's|let me|i'll|we'll|you'll|i will|we will|please|can you|could you|would you|will you|should|"
     r"must|don't|didn't|doesn't)\s+([a-z][a-z'-]+)\b",

@@ -182,18 +182,14 @@ _LABEL_WORDS = frozenset(word_list("label_words"))  # rules/words.toml [label_wo
 _DECISION_SUBJECT = _RULES["DECISION_SUBJECT"].compiled  # "let's", "we'll just", "I've"
 _DECISION_PAST = _RULES["DECISION_PAST"].compiled  # "decided", "chose", "opted", ...
 _IMPERATIVE = _RULES["IMPERATIVE"].compiled  # "use", "go with", "switch to", ...
+_DECISION_OPENER = _RULES["DECISION_OPENER"].compiled  # "Okay, so ..." before a decision's plain form
 
 
 def decision_what(clause: str, label: str) -> str | None:
     """A decision's clause as "<label> decided to <what>", its object kept verbatim: "Let's use PostgreSQL 17
     for the billing service" -> "The user decided to use PostgreSQL 17 for the billing service". ``None`` when
     the clause does not start with a plain decision form (the caller quotes the sentence instead)."""
-    text = re.sub(
-        r"^(?:(?:ok(?:ay)?|so|then|alright|right|yes|yeah|fine)\W+)+",
-        "",
-        normalise(clause).strip(),
-        flags=re.IGNORECASE,
-    ).rstrip(".!;:, ")
+    text = _DECISION_OPENER.sub("", normalise(clause).strip()).rstrip(".!;:, ")
     if m := _DECISION_SUBJECT.match(text):
         rest = text[m.end() :]
         if _DECISION_PAST.match(rest):  # "we decided to use X", "we've agreed to ..."
