@@ -3,7 +3,8 @@ them for: the five LoCoMo conversations, the Claude Code session files and the 1
 
 Every user and assistant message is split into sentences as the extractor splits them
 (:func:`jobs.extract.rules.text.split_sentences` after :func:`jobs.extract.rules.agent.clean_said`); a record
-*fires* on a sentence when its pattern alone matches (:meth:`RuleRecord.fires`); a cue rule *decides* a sentence
+*fires* on a sentence when its pattern alone matches (:meth:`RuleRecord.fires`; an entity rule about the words
+before or after a name, when it matches beside one of the sentence's capitalised words); a cue rule *decides* a sentence
 when it is the one :func:`jobs.extract.rules.cues.cue` picks (conditions met, no veto, first by priority).
 
     python bench/rule_ledger.py                      # print the ledger
