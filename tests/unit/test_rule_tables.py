@@ -93,12 +93,30 @@ def test_a_name_with_a_connector_is_one_name() -> None:
 def test_a_word_table_maps_each_of_its_examples() -> None:
     raw = records._words_file()
     tables = [n for n, t in raw.items() if isinstance(t, dict) and "map" in t]
-    assert set(tables) == {"third_singular", "plural_after_i"}
+    assert set(tables) == {"third_singular", "plural_after_i", "object_pronouns", "first_mention", "continuing_forms"}
     for name in tables:
         table = raw[name]
         assert table["source"] and set(table["positives"]) <= set(word_map(name)), name
         assert not set(table["negatives"]) & set(word_map(name)), name
     assert voice._agree("have", singular=True) == "has" and voice._agree("was", singular=False) == "were"
+    assert voice._NAMES_THE_SPEAKER == set(word_map("first_mention")) < set(word_map("object_pronouns"))
+
+
+@pytest.mark.parametrize(
+    ("sentence", "rewritten"),
+    [
+        ("My sister called me.", "Dana's sister called them."),  # named first by "my", then "them"
+        ("I told my sister about it myself.", "Dana told their sister about it themselves."),
+        ("That bike is mine.", "That bike is Dana's."),
+    ],
+)
+def test_the_object_words_read_their_tables(sentence: str, rewritten: str) -> None:
+    assert voice.third_person(sentence, "Dana") == rewritten
+
+
+def test_a_continuing_form_reads_as_a_decision() -> None:
+    what = voice.decision_what("We're sticking with Postgres for billing.", "Dana")
+    assert what == "Dana decided to stick with Postgres for billing."
 
 
 def test_a_missing_word_table_is_refused() -> None:

@@ -87,8 +87,9 @@ def third_person(sentence: str, label: str) -> str | None:
 
 
 # The first-person words after which the speaker has been named (later ones become "they", "them", "their").
-_NAMES_THE_SPEAKER = frozenset(("me", "my", "mine"))
-_OBJECTS = {"me": ("them", None), "my": ("their", "'s"), "mine": ("theirs", "'s"), "myself": ("themselves", "")}
+_OBJECTS = word_map("object_pronouns")  # "me" -> "them" (rules/words.toml)
+_FIRST_MENTION = word_map("first_mention")  # "my" -> the name + "'s", the first time
+_NAMES_THE_SPEAKER = frozenset(_FIRST_MENTION)
 # "I'd" + these reads "would"; "I'd been" reads "had"; anything else is unsure.
 _WOULD_AFTER = frozenset(word_list("would_after"))
 
@@ -120,10 +121,9 @@ def _object(tok: str, label: str, named: bool) -> str:
     low = tok.lower()
     if low not in _OBJECTS:
         return tok
-    later, possessive = _OBJECTS[low]
-    if named or possessive == "":
-        return later
-    return label if possessive is None else f"{label}{possessive}"
+    if named or low not in _FIRST_MENTION:
+        return _OBJECTS[low]
+    return label + _FIRST_MENTION[low]
 
 
 def _finish(result: str, label: str) -> str | None:
@@ -183,6 +183,8 @@ _DECISION_SUBJECT = _RULES["DECISION_SUBJECT"].compiled  # "let's", "we'll just"
 _DECISION_PAST = _RULES["DECISION_PAST"].compiled  # "decided", "chose", "opted", ...
 _IMPERATIVE = _RULES["IMPERATIVE"].compiled  # "use", "go with", "switch to", ...
 _DECISION_OPENER = _RULES["DECISION_OPENER"].compiled  # "Okay, so ..." before a decision's plain form
+_CONTINUING = word_map("continuing_forms")  # "going with X" -> "decided to go with X"
+_CONTINUING_WITH = re.compile("|".join(rf"{w} with\b" for w in _CONTINUING), re.IGNORECASE)
 
 
 def decision_what(clause: str, label: str) -> str | None:
@@ -194,12 +196,8 @@ def decision_what(clause: str, label: str) -> str | None:
         rest = text[m.end() :]
         if _DECISION_PAST.match(rest):  # "we decided to use X", "we've agreed to ..."
             what = rest
-        elif re.match(r"going with\b|sticking with\b|staying with\b", rest, re.IGNORECASE):
-            what = (
-                "decided to "
-                + {"going": "go", "sticking": "stick", "staying": "stay"}[rest.split()[0].lower()]
-                + rest[len(rest.split()[0]) :]
-            )
+        elif _CONTINUING_WITH.match(rest):
+            what = "decided to " + _CONTINUING[rest.split()[0].lower()] + rest[len(rest.split()[0]) :]
         elif m.group(0).strip() and _IMPERATIVE.match(rest):  # "let's use X", "we'll go with Y"
             what = "decided to " + rest
         else:
