@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from jobs.concepts import STANDING_TYPES
 from jobs.extract.rules.records import word_list
+from jobs.extract.rules.specifics import SUMMARY_NAME
 from jobs.models import Entity, EpisodeExtraction, Message
 
 
@@ -96,10 +97,9 @@ def ground_entities(entities: Iterable[Entity], text: str) -> tuple[list[Entity]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 # What a sentence names: a capitalised word (not the sentence's first, unless it is CamelCase or holds a
-# digit), a number, an identifier (snake_case, dotted, slashed) or a backticked value.
-_NAMED = re.compile(
-    r"`([^`]+)`|\b(\w+(?:[_./]\w+)+)\b|(\d+(?:[.,]\d+)*)|(?<![\w'’])([A-Z][\w'’-]*)",
-)
+# digit), a number, an identifier (snake_case, dotted, slashed) or a backticked value: a specific
+# (rules/specifics.toml specific.summary_name).
+_NAMED = SUMMARY_NAME
 _CAMEL = re.compile(r"[a-z][A-Z]|\d")
 # Capitalised words any summary may use: how it names the speakers, days and months, articles.
 _ANY_SUMMARY = frozenset(w for name in ("summary_words", "weekdays", "months") for w in word_list(name))

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from jobs.extract import lines, offline_events, replacements
+from jobs.extract import grounding, lines, offline_events, replacements
 from jobs.extract.rules import applied, cues, salience, specifics, text
 from jobs.extract.rules.specifics import PARTS, compose
 
@@ -21,6 +21,7 @@ def test_every_stage_reads_the_composed_definition() -> None:
         applied: {"ECHO": specifics.ECHO, "DAY": specifics.DAY, "NUMBER": specifics.NUMBER},
         replacements: {"NUMBER": specifics.NUMBER},
         salience: {"CAPITALISED": specifics.CAPITALISED},
+        grounding: {"_NAMED": specifics.SUMMARY_NAME},
     }
     for module, names in uses.items():
         assert all(vars(module)[name] is pattern for name, pattern in names.items()), module.__name__
@@ -78,3 +79,18 @@ def test_a_reply_echoes_a_number_with_its_thousands_separator_whole() -> None:
 def test_has_number_is_a_digit() -> None:
     assert text.has_number("£5") and text.has_number("v2") and not text.has_number("five")
     assert re.fullmatch(r"\\d", text.DIGIT.pattern)
+
+
+def test_a_summary_name_differs_from_its_parts_only_where_it_says() -> None:
+    """specific.summary_name (jobs.extract.grounding) composes the code span, identifier, number and name parts with
+    three differences, pinned here: the whole dotted token, no ':' inside a number, and any capitalised word."""
+    named = specifics.SUMMARY_NAME
+    assert [m.group(2) for m in named.finditer("Edit jobs.extract.rules now")] == [None, "jobs.extract.rules"]
+    assert PARTS["IDENTIFIER"].compiled.findall("jobs.extract.rules") == ["jobs.extract"]
+    assert [m.group(3) for m in named.finditer("at 17:00")] == ["17", "00"]
+    assert PARTS["NUMBER"].compiled.findall("at 17:00") == ["17:00"]
+    assert named.match("Caroline joined.") and not PARTS["NAME"].compiled.match("Caroline joined.")
+    assert [m.group(1) for m in named.finditer("set `pool_size` to 4")] == ["pool_size", None]
+    assert "derived from specific.code, specific.identifier, specific.number and specific.name" in (
+        PARTS["SUMMARY_NAME"].source
+    )

@@ -31,3 +31,5 @@ ECHO = compose("NUMBER", "CODE_SPAN", "TOKEN_IDENTIFIER", "ACRONYM")
 NUMBER = PARTS["NUMBER"].compiled  # what a decision restated with other numbers changes (jobs.extract.replacements)
 DAY = PARTS["DAY"].compiled  # a day a rule names, any case
 CAPITALISED = PARTS["CAPITALISED"].compiled  # a capitalised word inside a sentence (the salience bonus)
+# What a model's summary sentence names, each part captured (jobs.extract.grounding: the transcript must hold it).
+SUMMARY_NAME = PARTS["SUMMARY_NAME"].compiled
