@@ -26,14 +26,16 @@ TINY_DATA = ["--episodes", "2000", "--users", "40", "--heavy-users", "2", "--hea
 # it); the others make theirs through bench/_common.py's bench_database (EPISODES_BENCH_SERVER). api_load and
 # hook_latency measure an embedded server of their own and ingest_rate its start, so they still start one.
 BY_DATABASE_URL = {"recall latency", "recall cpu"}
+SMALLEST_LOCOMO = "{a folder holding only LoCoMo's 30.json}"  # made per run: the bench reads every file of a folder
 
 # script, tiny arguments, a line its output must hold, what it needs beyond the embedded server
 CASES: dict[str, tuple[str, list[str], str, str | None]] = {
     "agent_session_quality": ("agent_session_quality.py", ["--limit", "1"], "narration", "claude-code"),
     "answer_coverage": (
         "answer_coverage.py",
-        ["--conversations", "1", "--sde-tasks", "2", "--sde-decoys", "5"],
-        "ratio = block / the better of raw and dated",
+        # LoCoMo's smallest conversation alone (30: 81 questions; the first, 26, has 150), in a folder of its own
+        ["--locomo", SMALLEST_LOCOMO, "--conversations", "1", "--sde-tasks", "2", "--sde-decoys", "5"],
+        "LoCoMo (1 conversations)",
         "locomo",
     ),
     "api_load": (
@@ -165,7 +167,7 @@ def _bench_databases(admin_url: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
-def test_bench_runs_with_tiny_arguments(case: str, admin_url: str) -> None:
+def test_bench_runs_with_tiny_arguments(case: str, admin_url: str, tmp_path: Path) -> None:
     script, args, expected, needs = CASES[case]
     if (reason := _skip_reason(needs)) is not None:
         pytest.skip(reason)
@@ -173,6 +175,10 @@ def test_bench_runs_with_tiny_arguments(case: str, admin_url: str) -> None:
     env["EPISODES_BENCH_SERVER"] = admin_url  # the session's server: the bench makes its database there
     if case in BY_DATABASE_URL:
         env["DATABASE_URL"] = admin_url
+    if SMALLEST_LOCOMO in args:
+        (tmp_path / "locomo").mkdir()
+        (tmp_path / "locomo" / "30.json").symlink_to(SHARED / "locomo" / "30.json")
+        args = [str(tmp_path / "locomo") if arg == SMALLEST_LOCOMO else arg for arg in args]
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env
     )
