@@ -142,16 +142,13 @@ def paths(data: BenchData, args: argparse.Namespace) -> None:
     users = list(range(args.heavy_users)) + typical
     base = RecallConfig()
     cfgs = {
-        "exact": base,
-        "index": dataclasses.replace(base, index_above=args.index_above),
-        "every line": dataclasses.replace(base, line_episodes=10**9),
+        "exact": dataclasses.replace(base, index_above=10**9),
+        "index": base,
+        "every line": dataclasses.replace(base, index_above=10**9, line_episodes=10**9),
     }
     ms: dict[tuple[int, str, str], list[float]] = {}
     overlap: dict[str, list[float]] = {}
     db = Database(load().with_(database_url=data.url))
-    with db.admin() as conn:
-        conn.execute("SET maintenance_work_mem = '2GB'")
-        conn.execute("SELECT episodes_recall_indexes()")
     for n in range(args.paths):
         message, vector = sentence(rng, 10), rng.standard_normal(DIM).astype(np.float32)
         vector /= np.linalg.norm(vector)
@@ -212,9 +209,6 @@ def main() -> None:
     parser.add_argument("--shared-buffers", default=None, help="e.g. 4GB (embedded server; restarts it)")
     parser.add_argument("--cluster", action="store_true", help="rewrite the table in user order first")
     parser.add_argument("--paths", type=int, default=0, help="compare the exact and index paths, N openings")
-    parser.add_argument(
-        "--index-above", type=int, default=2000, help="--paths: RecallConfig.index_above of the index path"
-    )
     args = parser.parse_args()
     with bench_data(args, args.shared_buffers) as data:
         if args.paths:

@@ -19,8 +19,8 @@
 --                when the query vector is zero)
 --   text_score   ts_rank(search_tsv, q, 1), q the opening message's lexemes OR-ed (NULL: no lexeme occurs);
 --                normalised by 1 + log(length), so long episodes are not favoured
--- Two paths in one statement; `big` (at most %(index_above)s + 1 index entries read; none when it is NULL,
--- the default: the index path off) says which, and the other path's scans stop at their one-time filter:
+-- Two paths in one statement; `big` (at most %(index_above)s + 1 index entries read) says which, and the
+-- other path's scans stop at their one-time filter without reading a row:
 -- * a user with at most %(index_above)s episodes (nearly everyone): every candidate scored exactly (`s`),
 --   so the top K is exact within the user's rows. Kept simple on purpose: a prepared statement's generic
 --   plan walks the user's rows by index whoever the user is (~0.4 ms for a typical user, bench/README),
@@ -42,9 +42,9 @@ WITH q AS (
             FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) AS lex) AS tsq
 ),
 big AS MATERIALIZED (
-    SELECT coalesce(count(*) > %(index_above)s::bigint, false) AS yes
+    SELECT count(*) > %(index_above)s AS yes
     FROM (SELECT 1 FROM episodes e WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-          AND e.status = 'current' ORDER BY e.ended_at DESC LIMIT coalesce(%(index_above)s::bigint + 1, 0)) AS x
+          AND e.status = 'current' ORDER BY e.ended_at DESC LIMIT %(index_above)s + 1) AS x
 ),
 s AS MATERIALIZED (
     SELECT e.id, e.ended_at, e.importance::float8 AS importance, e.pinned_at IS NOT NULL AS pinned,
@@ -226,9 +226,9 @@ WITH q AS (
             FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) AS lex) AS tsq
 ),
 big AS MATERIALIZED (
-    SELECT coalesce(count(*) > %(index_above)s::bigint, false) AS yes
+    SELECT count(*) > %(index_above)s AS yes
     FROM (SELECT 1 FROM episodes e WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-          AND e.status = 'current' ORDER BY e.ended_at DESC LIMIT coalesce(%(index_above)s::bigint + 1, 0)) AS x
+          AND e.status = 'current' ORDER BY e.ended_at DESC LIMIT %(index_above)s + 1) AS x
 ),
 e AS MATERIALIZED (
     SELECT e.id,

@@ -22,7 +22,7 @@ from jobs.store import insert_episode
 
 # The recall tests run on one PostgreSQL and on the Citus cluster (conftest); reembed does not run on a cluster.
 
-EXACT = None  # the default: the index path off, every candidate scored exactly
+EXACT = 10**9  # index_above no user reaches: every candidate scored exactly
 # Random vectors are barely similar to anything: no floor, so the top episodes and their lines are shown.
 LOOSE = RecallConfig(max_open_items=0, relevant_similarity=-1.0, line_similarity=-1.0, relevant_line_similarity=-1.0)
 
@@ -54,7 +54,6 @@ def heavy(db: Database) -> Iterator[np.random.Generator]:
     rng = np.random.default_rng(47)
     _insert(db, "acme", [("u1", 3)] * 300 + [("u2", 2)] * 60, rng)
     _insert(db, "other", [("u1", 2)] * 60, rng)
-    rows(db, "SELECT episodes_recall_indexes()")  # migration 0040 defines it; no deployment builds them on upgrade
     yield rng
 
 
@@ -91,7 +90,6 @@ def few_among_many(db: Database) -> Iterator[np.random.Generator]:
     mix = [("u1", 2)] * 120 + [(f"u{2 + k % 20}", 1) for k in range(1600)]
     order = rng.permutation(len(mix))
     _insert(db, "acme", [mix[i] for i in order], rng)
-    rows(db, "SELECT episodes_recall_indexes()")
     yield rng
 
 
@@ -183,7 +181,7 @@ def test_the_threshold_switches_between_exact_scoring_and_the_index(db: Database
 
 def test_reembed_moves_the_indexes_to_the_new_dimension(db: Database, tmp_path: Path, embedder: Embedder) -> None:
     """The switch drops the episodes' index with the old column and the lines change dimension: after
-    `episodes reembed` the indexes that were built exist for the new dimension, and a heavy user's recall through them answers
+    `episodes reembed` both indexes exist for the new dimension, and a heavy user's recall through them answers
     as the exact scoring does."""
     load(db, tmp_path, [session(i) for i in range(8)], embedder)
 
@@ -191,8 +189,6 @@ def test_reembed_moves_the_indexes_to_the_new_dimension(db: Database, tmp_path: 
         found = rows(db, "SELECT indexname FROM pg_indexes WHERE indexname LIKE '%%embedding_hnsw%%'")
         return {r["indexname"] for r in found}
 
-    assert indexes() == set()  # the migration builds none
-    rows(db, "SELECT episodes_recall_indexes()")
     assert indexes() == {"episodes_embedding_hnsw", f"episode_lines_embedding_hnsw_{embedder.dim}"}
     reembed(db, HashingEmbedder(64), "hashing:64", batch_size=3)
     assert indexes() == {"episodes_embedding_hnsw", "episode_lines_embedding_hnsw_64"}

@@ -152,8 +152,8 @@ def reembed(
                 report.caught_up, report.total = _switch(conn, embedder, name, batch_size)
             report.switch_seconds = time.monotonic() - switch_started
             report.lines = _rewrite_lines(db, embedder, batch_size)
-            with db.admin() as conn:  # heavy users' HNSW indexes, if built, follow the new dimension (0040)
-                conn.execute("SELECT episodes_recall_indexes(only_if_present => true)")
+            with db.admin() as conn:  # heavy users' HNSW indexes for the new dimension (migration 0040)
+                conn.execute("SELECT episodes_recall_indexes()")
         except BaseException as exc:
             finish_run(db, run_id, counts={"written": report.written}, error=repr(exc))
             raise

@@ -120,10 +120,8 @@ class RecallConfig:
     # index_ef_search nearest (hnsw.ef_search; iterative scans, so a per-user filter never returns too few rows,
     # up to index_max_scan_tuples index entries), and for full text the index_text_rows most recent of their
     # episodes (index_text_lines lines) that share a word with the opening message. Below it every candidate
-    # is scored exactly. None (the default): off. On bench/api_load.py's data the index path was slower than exact
-    # scoring, and its indexes are built only by SELECT episodes_recall_indexes() (docs/benchmarks.md, "The HTTP
-    # service under load (issue 47)").
-    index_above: int | None = None
+    # is scored exactly. Threshold and sizes: docs/benchmarks.md, "The HTTP service under load (issue 47)".
+    index_above: int = 2000
     index_ef_search: int = 100
     index_max_scan_tuples: int = 1_000_000
     index_text_rows: int = 1000

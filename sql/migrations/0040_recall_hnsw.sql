@@ -12,25 +12,18 @@
 --    and a line of another dimension must still be writable, so the index is partial on vector_dims).
 --
 -- episodes_recall_indexes() creates what is missing for the dimension episodes_settings records and drops a
--- lines index of another one. This migration only defines it: measured on bench/api_load.py's data the index
--- path was slower than exact scoring (docs/benchmarks.md, "The HTTP service under load (issue 47)"), the
--- lines' index took 50 minutes to build over 1.5M lines and adds ~59 MB per 1,000 episodes, so no deployment
--- builds it on upgrade and RecallConfig.index_above is off by default. Call it to build the indexes (give the
--- session more maintenance_work_mem for a large table); `episodes reembed` calls it with only_if_present
--- after rewriting the lines, so indexes that exist follow the new dimension. Without them a heavy user's
--- index path still answers (the statements fall back to scanning), only slower.
+-- lines index of another one; this migration calls it, and so does `episodes reembed` after it has
+-- rewritten the lines (jobs/lifecycle/reembed.py). Until then a heavy user's recall still answers (the
+-- statements fall back to scanning), only slower. Building over many rows is slow (bench/api_load.py's
+-- 1.5M lines: docs/benchmarks.md); give the session more maintenance_work_mem for a large table.
 -- Through EXECUTE, as 0037 does: on a cluster already distributed, Citus sends a CREATE INDEX's text on,
 -- and as a statement of this file that text would be the whole file.
-CREATE FUNCTION episodes_recall_indexes(only_if_present boolean DEFAULT false) RETURNS void
+CREATE FUNCTION episodes_recall_indexes() RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     dim int := (SELECT value::int FROM episodes_settings WHERE key = 'embedding_dim');
     old record;
 BEGIN
-    IF only_if_present AND NOT EXISTS (SELECT FROM pg_indexes WHERE schemaname = current_schema()
-                                       AND indexname LIKE '%\_embedding\_hnsw%') THEN
-        RETURN;
-    END IF;
     EXECUTE 'CREATE INDEX IF NOT EXISTS episodes_embedding_hnsw ON episodes USING hnsw (embedding vector_cosine_ops)';
     FOR old IN
         SELECT indexname FROM pg_indexes
@@ -43,6 +36,7 @@ BEGIN
                    'WHERE vector_dims(embedding) = %s', 'episode_lines_embedding_hnsw_' || dim, dim, dim);
 END
 $$;
-COMMENT ON FUNCTION episodes_recall_indexes(boolean) IS
+COMMENT ON FUNCTION episodes_recall_indexes() IS
     'Creates the HNSW indexes of heavy users'' recall for the recorded embedding dimension (migration 0040).';
 
+SELECT episodes_recall_indexes();
