@@ -12,19 +12,11 @@ later recall with nothing new, and a later recall after one new episode of the u
 ``recall()``, the documented function (embedding included), and the embedding of one opening message
 alone. ``--shared-buffers`` restarts the embedded server with that setting; ``--cluster`` rewrites the
 table in user order (what ``pg_repack --order-by tenant_id,user_id,ended_at`` does online).
-
-``--paths N`` measures instead the two paths of ``recall_scores`` and ``recall_lines`` (sql/recall.sql) side by
-side, N openings, alternating which runs first: for each heavy user and a few typical ones, the median ms of
-each statement exact (every candidate scored) and through the HNSW indexes (migration 0040); and for the heavy
-users how many of the exact path's picks the index path returns: the vector list's first rank_depth episodes
-(recall@K of the approximate candidates), and the returned lines against every line of the user scored exactly
-and against today's bounded exact search.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import time
 
@@ -32,7 +24,6 @@ import numpy as np
 import psycopg
 from _common import peak_rss_mb
 from _data import (
-    DIM,
     NOW,
     TENANTS,
     BenchData,
@@ -48,7 +39,7 @@ from pgvector.psycopg import register_vector
 from jobs.config import load
 from jobs.db import Database
 from jobs.embeddings import get_embedder
-from jobs.recall import RecallConfig, Recaller, close_recallers, recall, scoring
+from jobs.recall import Recaller, close_recallers, recall
 
 
 def latency(data: BenchData, args: argparse.Namespace) -> None:
@@ -134,64 +125,6 @@ def latency(data: BenchData, args: argparse.Namespace) -> None:
     print(f"embedding one opening message ({embedder.name}, CPU): {percentiles(t_embed)}")
 
 
-def paths(data: BenchData, args: argparse.Namespace) -> None:
-    """``--paths``: the exact and the index path of recall's two statements, side by side (module docstring)."""
-    counts = counts_of(args)
-    rng = np.random.default_rng(args.seed)
-    typical = [int(u) for u in rng.choice(np.arange(args.heavy_users, len(counts)), 4, replace=False)]
-    users = list(range(args.heavy_users)) + typical
-    base = RecallConfig()
-    cfgs = {
-        "exact": dataclasses.replace(base, index_above=10**9),
-        "index": base,
-        "every line": dataclasses.replace(base, index_above=10**9, line_episodes=10**9),
-    }
-    ms: dict[tuple[int, str, str], list[float]] = {}
-    overlap: dict[str, list[float]] = {}
-    db = Database(load().with_(database_url=data.url))
-    for n in range(args.paths):
-        message, vector = sentence(rng, 10), rng.standard_normal(DIM).astype(np.float32)
-        vector /= np.linalg.norm(vector)
-        for u in users:
-            names = ["exact", "index"][:: 1 if n % 2 else -1] + (["every line"] if u < args.heavy_users else [])
-            got: dict[str, tuple[set[int], set[tuple[int, int]]]] = {}
-            for name in names:
-                cfg = cfgs[name]
-                params = {"tenant_id": f"t{u % TENANTS}", "user_id": f"u{u}", "now": NOW, "purposes": None}
-                with db.tenant_read(f"t{u % TENANTS}") as (conn, sql, _):
-                    t0 = time.perf_counter()
-                    scored = scoring.read_scores(
-                        scoring.send_scores(conn, sql, {**params, "query_text": message}, vector, cfg, [])
-                    )
-                    t1 = time.perf_counter()
-                    lines = scoring.send_lines(conn, sql, {**params, "query_text": message}, vector, cfg).fetchall()
-                    t2 = time.perf_counter()
-                ms.setdefault((u, name, "recall_scores"), []).append((t1 - t0) * 1000)
-                ms.setdefault((u, name, "recall_lines"), []).append((t2 - t1) * 1000)
-                s = scored.scores
-                nearest = s.ids[np.argsort(s.distance, kind="stable")[: cfg.rank_depth]]
-                got[name] = ({int(i) for i in nearest}, {(r["episode_id"], r["ordinal"]) for r in lines})
-            if u < args.heavy_users:
-                index_eps, index_lines = got["index"]
-                exact_eps, exact_lines = got["exact"]
-                overlap.setdefault("episodes (vector list)", []).append(len(index_eps & exact_eps) / len(exact_eps))
-                overlap.setdefault("lines vs every line", []).append(
-                    len(index_lines & got["every line"][1]) / len(got["every line"][1])
-                )
-                overlap.setdefault("lines vs bounded exact", []).append(
-                    len(index_lines & exact_lines) / len(exact_lines)
-                )
-                overlap.setdefault("bounded exact vs every line", []).append(
-                    len(exact_lines & got["every line"][1]) / len(got["every line"][1])
-                )
-    db.close()
-    for (u, name, statement), values in sorted(ms.items()):
-        kind = "heavy" if u < args.heavy_users else "typical"
-        print(f"u{u:<6} {kind:7} {statement:13} {name:10} median {np.median(values):8.2f} ms (n={len(values)})")
-    for what, values in overlap.items():
-        print(f"heavy users, index path's share of {what}: mean {np.mean(values):.3f}, min {np.min(values):.3f}")
-
-
 def timed_recalls(db: Database, users: list[int], rng: np.random.Generator) -> list[float]:
     """Seconds of one ``recall()`` per user: the documented function, which embeds the message itself."""
     times: list[float] = []
@@ -208,13 +141,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=400, help="typical users recalled")
     parser.add_argument("--shared-buffers", default=None, help="e.g. 4GB (embedded server; restarts it)")
     parser.add_argument("--cluster", action="store_true", help="rewrite the table in user order first")
-    parser.add_argument("--paths", type=int, default=0, help="compare the exact and index paths, N openings")
     args = parser.parse_args()
     with bench_data(args, args.shared_buffers) as data:
-        if args.paths:
-            paths(data, args)
-        else:
-            latency(data, args)
+        latency(data, args)
     print(f"cores: {os.cpu_count()}")
 
 
