@@ -20,7 +20,7 @@ from jobs.lifecycle.reembed import reembed
 from jobs.recall import Recall, RecallConfig, Recaller, scoring
 from jobs.store import insert_episode
 
-# The recall tests run on one PostgreSQL and on the Citus cluster (conftest); reembed does not run on a cluster.
+pytestmark = pytest.mark.citus  # runs on one PostgreSQL and on the Citus cluster (conftest)
 
 EXACT = 10**9  # index_above no user reaches: every candidate scored exactly
 # Random vectors are barely similar to anything: no floor, so the top episodes and their lines are shown.
@@ -65,7 +65,6 @@ def _quotes(result: Recall) -> list[tuple[int, str]]:
     return [(e.id, line.text) for e in result.episodes for line in e.lines]
 
 
-@pytest.mark.citus
 def test_the_index_path_returns_the_exact_top_episodes_and_lines(db: Database, heavy: np.random.Generator) -> None:
     """On a user big enough to take it (index_above lowered below 300), with every candidate within reach of the
     text side, the index path picks, ranks and quotes what the exact scoring does."""
@@ -97,7 +96,6 @@ def _explain(conn: Any, statement: str, params: dict[str, Any]) -> str:
     return "\n".join(r["QUERY PLAN"] for r in conn.execute("EXPLAIN " + statement, params).fetchall())
 
 
-@pytest.mark.citus
 def test_a_per_user_filter_never_returns_too_few_rows(db: Database, few_among_many: np.random.Generator) -> None:
     """The HNSW scan is filtered to one user whose rows are a small share of the index: it goes on until it has
     as many as asked (iterative scan), so the vector list holds rank_depth episodes and the line search its
@@ -160,7 +158,6 @@ def _line_params(query: np.ndarray, cfg: RecallConfig) -> dict[str, Any]:
     }
 
 
-@pytest.mark.citus
 def test_the_threshold_switches_between_exact_scoring_and_the_index(db: Database, heavy: np.random.Generator) -> None:
     """With no query vector the index path's text list holds only the index_text_rows most recent matches (one
     here); the exact path ranks every match. A user of 300 episodes takes the index above 299, not at 300."""
