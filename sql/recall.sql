@@ -7,11 +7,12 @@
 -- the tenant's shards (a router query), so a recall talks to one worker, in one round trip per statement.
 
 -- name: recall_scores
--- The candidate episodes fusion can pick (jobs/recall/scoring.py): the first %(depth)s by cosine distance,
--- the first %(depth)s by text score, the last %(recent_n)s by ended_at and those of %(extra_ids)s (the
--- episodes of the block's open items); then one row with id NULL that holds `candidates` and the embedder
--- the database records (migration 0014: vectors of another one are not comparable with the query's, and
--- the recaller then follows it).
+-- Every candidate episode of the user scored exactly (no approximate index: the top K is exact within the
+-- user's rows); returned are only the rows fusion can pick (jobs/recall/scoring.py): the first %(depth)s by
+-- cosine distance, the first %(depth)s by text score, the last %(recent_n)s by ended_at and those of
+-- %(extra_ids)s (the episodes of the block's open items); then one row with id NULL that holds
+-- `candidates`, the number scored, and the embedder the database records (migration 0014: vectors of
+-- another one are not comparable with the query's, and the recaller then follows it).
 -- Candidates: the user's episodes, current, not compressed into a super-summary, ended by %(now)s, of an
 -- allowed purpose (%(purposes)s, NULL: all). Scores:
 --   distance     cosine distance to the opening message (pgvector <=>; NULL without an embedding of the
@@ -19,32 +20,14 @@
 --                when the query vector is zero)
 --   text_score   ts_rank(search_tsv, q, 1), q the opening message's lexemes OR-ed (NULL: no lexeme occurs);
 --                normalised by 1 + log(length), so long episodes are not favoured
--- Two paths in one statement; `big` (at most %(index_above)s + 1 index entries read) says which, and the
--- other path's scans stop at their one-time filter without reading a row:
--- * a user with at most %(index_above)s episodes (nearly everyone): every candidate scored exactly (`s`),
---   so the top K is exact within the user's rows. Kept simple on purpose: a prepared statement's generic
---   plan walks the user's rows by index whoever the user is (~0.4 ms for a typical user, bench/README),
---   and planning it costs little (the fused picking in SQL took 2-4 ms to plan).
--- * a heavier user (issue 47: 10,000 episodes cost 28-35 ms here exactly, half of it ts_rank, half the
---   rows visited, one per heap page): the vector list from the HNSW index episodes_embedding_hnsw
---   (migration 0040), the %(depth)s nearest of the user's candidates (jobs/recall/scoring.py sets
---   hnsw.iterative_scan, so the per-user filter never returns too few rows); the text list ranks only the
---   %(text_rows)s most recent candidates that share a lexeme with the message, not every row; the recent
---   ones by episodes_user_recent_idx. Only those rows are scored (`si`), as the exact path scores them.
---   `candidates` is then all the user's current episodes (an index-only count).
---   The user's conditions in `iv` are wrapped in IS TRUE: a generic plan estimates a few rows a user and
---   would otherwise walk episodes_user_recent_idx and sort every row by distance (the exact cost again).
--- One tenant named in every table: on a cluster a router query (the settings are a reference table), on
--- the tenant's shards a plain one.
+-- Kept simple on purpose: a prepared statement's generic plan walks the user's rows by index whoever the
+-- user is (a typical user's statement runs in ~0.4 ms, a user with 10,000 episodes in ~40 ms, bench/README),
+-- and planning it costs little (the fused picking in SQL took 2-4 ms to plan). One tenant named in every
+-- table: on a cluster a router query (the settings are a reference table), on the tenant's shards a plain one.
 WITH q AS (
     SELECT %(vector)s::vector AS vec,
            (SELECT nullif(string_agg('''' || replace(replace(lex, '\', '\\'), '''', '''''') || '''', ' | '), '')::tsquery
             FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) AS lex) AS tsq
-),
-big AS MATERIALIZED (
-    SELECT count(*) > %(index_above)s AS yes
-    FROM (SELECT 1 FROM episodes e WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-          AND e.status = 'current' ORDER BY e.ended_at DESC LIMIT %(index_above)s + 1) AS x
 ),
 s AS MATERIALIZED (
     SELECT e.id, e.ended_at, e.importance::float8 AS importance, e.pinned_at IS NOT NULL AS pinned,
@@ -52,83 +35,28 @@ s AS MATERIALIZED (
                 THEN (e.embedding <=> q.vec)::float8 END AS distance,
            CASE WHEN e.search_tsv @@ q.tsq THEN ts_rank(e.search_tsv, q.tsq, 1)::float8 END AS text_score
     FROM episodes e CROSS JOIN q
-    WHERE NOT (SELECT yes FROM big)
-      AND e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
+    WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
       AND e.status = 'current' AND e.compressed_into IS NULL
       AND e.ended_at <= %(now)s::timestamptz
       AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-),
-iv AS MATERIALIZED (
-    SELECT e.id
-    FROM episodes e
-    WHERE (SELECT yes FROM big) AND %(has_vector)s
-      AND e.tenant_id = %(tenant_id)s AND (e.user_id = %(user_id)s) IS TRUE
-      AND (e.status = 'current') IS TRUE AND e.compressed_into IS NULL
-      AND (e.ended_at <= %(now)s::timestamptz) IS TRUE
-      AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-    ORDER BY e.embedding <=> %(vector)s::vector
-    LIMIT %(depth)s
-),
-it AS MATERIALIZED (
-    SELECT e.id
-    FROM episodes e CROSS JOIN q
-    WHERE (SELECT yes FROM big) AND e.search_tsv @@ q.tsq
-      AND e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-      AND e.status = 'current' AND e.compressed_into IS NULL
-      AND e.ended_at <= %(now)s::timestamptz
-      AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-    ORDER BY e.ended_at DESC, e.id DESC
-    LIMIT %(text_rows)s
-),
-ir AS MATERIALIZED (
-    SELECT e.id
-    FROM episodes e
-    WHERE (SELECT yes FROM big)
-      AND e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-      AND e.status = 'current' AND e.compressed_into IS NULL
-      AND e.ended_at <= %(now)s::timestamptz
-      AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-    ORDER BY e.ended_at DESC, e.id DESC
-    LIMIT %(recent_n)s
-),
-si AS MATERIALIZED (
-    SELECT e.id, e.ended_at, e.importance::float8 AS importance, e.pinned_at IS NOT NULL AS pinned,
-           CASE WHEN %(has_vector)s AND vector_dims(e.embedding) = %(dim)s
-                THEN (e.embedding <=> q.vec)::float8 END AS distance,
-           CASE WHEN e.search_tsv @@ q.tsq THEN ts_rank(e.search_tsv, q.tsq, 1)::float8 END AS text_score
-    FROM episodes e CROSS JOIN q
-    WHERE (SELECT yes FROM big) AND e.tenant_id = %(tenant_id)s
-      AND e.id = ANY (ARRAY(SELECT id FROM iv UNION SELECT id FROM it UNION SELECT id FROM ir
-                            UNION SELECT unnest(%(extra_ids)s::bigint[])))
-      AND e.user_id = %(user_id)s AND e.status = 'current' AND e.compressed_into IS NULL
-      AND e.ended_at <= %(now)s::timestamptz
-      AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-),
-a AS (
-    SELECT * FROM s
-    UNION ALL
-    SELECT * FROM si
 )
 (SELECT id, ended_at, importance, pinned, distance, text_score,
         NULL::bigint AS candidates, NULL::text AS embedder, NULL::int AS embedding_dim
- FROM a WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %(depth)s)
+ FROM s WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %(depth)s)
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL
- FROM a WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(depth)s)
+ FROM s WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(depth)s)
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL
- FROM a ORDER BY ended_at DESC, id DESC LIMIT %(recent_n)s)
+ FROM s ORDER BY ended_at DESC, id DESC LIMIT %(recent_n)s)
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL
- FROM a WHERE id = ANY (%(extra_ids)s::bigint[]))
+ FROM s WHERE id = ANY (%(extra_ids)s::bigint[]))
 UNION ALL
-(SELECT NULL, NULL, NULL, NULL, NULL, NULL,
-        CASE WHEN (SELECT yes FROM big)
-             THEN (SELECT count(*) FROM episodes e
-                   WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.status = 'current')
-             ELSE (SELECT count(*) FROM s) END,
+(SELECT NULL, NULL, NULL, NULL, NULL, NULL, count(*),
         (SELECT max(value) FROM episodes_settings WHERE key = 'embedder'),
-        (SELECT max(value) FROM episodes_settings WHERE key = 'embedding_dim')::int)
+        (SELECT max(value) FROM episodes_settings WHERE key = 'embedding_dim')::int
+ FROM s)
 
 -- name: recall_rows
 -- The chosen episodes (ids from jobs/recall/scoring.py), read by the primary key (tenant_id, id) alone:
@@ -205,38 +133,25 @@ LIMIT %(limit)s
 --                NULL: no lexeme of the message occurs): names, numbers and identifiers an embedding blurs
 --   fused        %(w_vector)s / (%(rrf_k)s + rank by score) + %(w_text)s / (%(rrf_k)s + rank by text_score),
 --                each rank counted only within its first %(depth)s
--- Whose lines, two paths in one statement (as recall_scores; `big` says which, the other path's scans stop
--- at their one-time filter):
--- * a user with at most %(index_above)s episodes: the lines of the user's %(line_episodes)s candidate
---   episodes closest to the message and the %(line_episodes)s that match its words best (every candidate of
---   a user with fewer), each scored exactly (a typical user has a few hundred to a few thousand lines).
--- * a heavier user: every line of the user's candidates is searched through the HNSW index of migration
---   0040 (episode_lines_embedding_hnsw_<dim>, over embedding::vector(dim) where the line has the dimension):
---   the %(depth)s nearest lines (iterative scan: the per-user and per-episode filters never return too few),
---   with the line before and after each (for `score`), and for full text the %(text_lines)s lines of the
---   user's most recent candidate episodes that share a lexeme with the message; only those are scored.
---   The dimension is in the text as a number ({dim}, jobs/recall/scoring.py puts the query's there: the
---   index is partial on it and a parameter would not match it). Before, exactly, for a user of 10,000
---   episodes and 299,926 lines: 1,854 ms with every line, 82 ms with the lines of 100 + 100 episodes.
--- The line's embedding comes as vector_send's bytes for fitting's newest-wins check (two lines about one
--- thing). Both tables filtered by the tenant and joined on it: on a cluster a router query.
+-- Whose lines: those of the user's %(line_episodes)s candidate episodes closest to the message and the
+-- %(line_episodes)s that match its words best (every candidate of a user with fewer): the work of a user
+-- with 10,000 episodes is then bounded by episodes, as recall_scores' is, not by their ~10x as many lines
+-- (all of them ranked: 132.8 ms of PostgreSQL per recall under bench/api_load.py's mix, issue 47; this
+-- statement for a user of 10,000 episodes and 299,926 lines: 1,854 ms with every line, 82 ms with 100).
+-- Exact within those rows (a typical user has a few hundred to a few thousand lines). The line's
+-- embedding comes as vector_send's bytes for fitting's newest-wins check (two lines about one thing).
+-- Both tables filtered by the tenant and joined on it: on a cluster a router query.
 WITH q AS (
     SELECT %(vector)s::vector AS vec,
            (SELECT nullif(string_agg('''' || replace(replace(lex, '\', '\\'), '''', '''''') || '''', ' | '), '')::tsquery
             FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) AS lex) AS tsq
-),
-big AS MATERIALIZED (
-    SELECT count(*) > %(index_above)s AS yes
-    FROM (SELECT 1 FROM episodes e WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-          AND e.status = 'current' ORDER BY e.ended_at DESC LIMIT %(index_above)s + 1) AS x
 ),
 e AS MATERIALIZED (
     SELECT e.id,
            CASE WHEN vector_dims(e.embedding) = %(dim)s THEN e.embedding <=> q.vec END AS distance,
            CASE WHEN e.search_tsv @@ q.tsq THEN ts_rank(e.search_tsv, q.tsq, 1) END AS text_score
     FROM episodes e CROSS JOIN q
-    WHERE NOT (SELECT yes FROM big)
-      AND e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.status = 'current'
+    WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.status = 'current'
       AND e.compressed_into IS NULL AND e.ended_at <= %(now)s::timestamptz
       AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
 ),
@@ -245,7 +160,7 @@ cand AS MATERIALIZED (
     UNION
     (SELECT id FROM e WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(line_episodes)s)
 ),
-lx AS MATERIALIZED (
+l AS MATERIALIZED (
     SELECT l.episode_id, l.ordinal,
            CASE WHEN vector_dims(l.embedding) = %(dim)s THEN 1 - (l.embedding <=> q.vec) END AS similarity,
            CASE WHEN l.text_tsv @@ q.tsq THEN ts_rank(l.text_tsv, q.tsq, 1)::float8 END AS text_score
@@ -253,59 +168,6 @@ lx AS MATERIALIZED (
     JOIN cand ON cand.id = l.episode_id
     CROSS JOIN q
     WHERE l.tenant_id = %(tenant_id)s AND l.user_id = %(user_id)s
-),
-lv AS MATERIALIZED (
-    SELECT l.episode_id, l.ordinal
-    FROM episode_lines l
-    JOIN episodes e ON e.tenant_id = l.tenant_id AND e.id = l.episode_id
-    WHERE (SELECT yes FROM big) AND %(has_vector)s
-      AND l.tenant_id = %(tenant_id)s AND (l.user_id = %(user_id)s) IS TRUE AND vector_dims(l.embedding) = {dim}
-      AND e.tenant_id = %(tenant_id)s AND e.status = 'current' AND e.compressed_into IS NULL
-      AND e.ended_at <= %(now)s::timestamptz
-      AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-    ORDER BY l.embedding::vector({dim}) <=> %(vector)s::vector({dim})
-    LIMIT %(depth)s
-),
-lnb AS MATERIALIZED (
-    SELECT v.episode_id, nb.ordinal
-    FROM lv v
-    CROSS JOIN LATERAL (
-        (SELECT x.ordinal FROM episode_lines x
-         WHERE x.tenant_id = %(tenant_id)s AND x.episode_id = v.episode_id AND x.ordinal < v.ordinal
-         ORDER BY x.ordinal DESC LIMIT 1)
-        UNION ALL
-        (SELECT x.ordinal FROM episode_lines x
-         WHERE x.tenant_id = %(tenant_id)s AND x.episode_id = v.episode_id AND x.ordinal > v.ordinal
-         ORDER BY x.ordinal LIMIT 1)
-    ) AS nb
-),
-lt AS MATERIALIZED (
-    SELECT l.episode_id, l.ordinal
-    FROM episode_lines l
-    JOIN episodes e ON e.tenant_id = l.tenant_id AND e.id = l.episode_id
-    CROSS JOIN q
-    WHERE (SELECT yes FROM big) AND l.text_tsv @@ q.tsq
-      AND l.tenant_id = %(tenant_id)s AND l.user_id = %(user_id)s
-      AND e.tenant_id = %(tenant_id)s AND e.status = 'current' AND e.compressed_into IS NULL
-      AND e.ended_at <= %(now)s::timestamptz
-      AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-    ORDER BY l.episode_id DESC, l.ordinal
-    LIMIT %(text_lines)s
-),
-li AS MATERIALIZED (
-    SELECT l.episode_id, l.ordinal,
-           CASE WHEN vector_dims(l.embedding) = %(dim)s THEN 1 - (l.embedding <=> q.vec) END AS similarity,
-           CASE WHEN l.text_tsv @@ q.tsq THEN ts_rank(l.text_tsv, q.tsq, 1)::float8 END AS text_score
-    FROM episode_lines l
-    JOIN (SELECT * FROM lv UNION SELECT * FROM lnb UNION SELECT * FROM lt) AS pick
-      ON pick.episode_id = l.episode_id AND pick.ordinal = l.ordinal
-    CROSS JOIN q
-    WHERE (SELECT yes FROM big) AND l.tenant_id = %(tenant_id)s
-),
-l AS (
-    SELECT * FROM lx
-    UNION ALL
-    SELECT * FROM li
 ),
 n AS (
     SELECT l.*, greatest(similarity, %(neighbour)s * max(similarity) OVER near) AS score

@@ -152,8 +152,6 @@ def reembed(
                 report.caught_up, report.total = _switch(conn, embedder, name, batch_size)
             report.switch_seconds = time.monotonic() - switch_started
             report.lines = _rewrite_lines(db, embedder, batch_size)
-            with db.admin() as conn:  # heavy users' HNSW indexes for the new dimension (migration 0040)
-                conn.execute("SELECT episodes_recall_indexes()")
         except BaseException as exc:
             finish_run(db, run_id, counts={"written": report.written}, error=repr(exc))
             raise

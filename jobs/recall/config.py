@@ -115,14 +115,3 @@ class RecallConfig:
     # tests/test_recall_line_search.py is 0.76 as similar to its question as the rule it changed.
     newer_similarity: float = 0.65
     newer_share: float = 0.7
-    # Heavy users (issue 47, "Cost, under load"): a user with more than index_above episodes is searched through the
-    # HNSW indexes of migration 0040 (sql/recall.sql recall_scores, recall_lines), not scored row by row: the
-    # index_ef_search nearest (hnsw.ef_search; iterative scans, so a per-user filter never returns too few rows,
-    # up to index_max_scan_tuples index entries), and for full text the index_text_rows most recent of their
-    # episodes (index_text_lines lines) that share a word with the opening message. Below it every candidate
-    # is scored exactly. Threshold and sizes: docs/benchmarks.md, "The HTTP service under load (issue 47)".
-    index_above: int = 2000
-    index_ef_search: int = 100
-    index_max_scan_tuples: int = 1_000_000
-    index_text_rows: int = 1000
-    index_text_lines: int = 2000

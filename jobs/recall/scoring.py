@@ -66,9 +66,7 @@ def send_scores(
 ) -> Cursor:
     """Send ``recall_scores`` (``conn`` may be in pipeline mode: read it with :func:`read_scores`).
 
-    ``params``: tenant_id, user_id, now, purposes, query_text. A user with more than ``cfg.index_above``
-    episodes is searched through the HNSW indexes (:func:`index_settings` first)."""
-    index_settings(conn, cfg)
+    ``params``: tenant_id, user_id, now, purposes, query_text."""
     return conn.execute(
         sql("recall_scores"),
         {
@@ -79,20 +77,7 @@ def send_scores(
             "depth": max(cfg.rank_depth, cfg.top_k),
             "recent_n": cfg.recent_n,
             "extra_ids": sorted(extra_ids),
-            "index_above": cfg.index_above,
-            "text_rows": cfg.index_text_rows,
         },
-    )
-
-
-def index_settings(conn: Conn | Cursor, cfg: RecallConfig) -> None:
-    """Set, for this transaction, how the HNSW indexes are scanned (pgvector >= 0.8): iteratively, so a scan
-    filtered to one user's rows goes on until it has found as many as the statement asks for (relaxed order:
-    the statements sort what it returns by the exact distance), at most ``index_max_scan_tuples`` entries."""
-    conn.execute(
-        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', %s, true), "
-        "set_config('hnsw.max_scan_tuples', %s, true)",
-        (str(cfg.index_ef_search), str(cfg.index_max_scan_tuples)),
     )
 
 
@@ -100,19 +85,13 @@ def send_lines(
     conn: Conn | Cursor, sql: Callable[[str], str], params: dict[str, Any], vector: np.ndarray, cfg: RecallConfig
 ) -> Cursor:
     """Send ``recall_lines``: every line of the user's candidates ranked by dense score and full text, fused by
-    reciprocal rank, the ``max_lines`` best (``params`` as for :func:`send_scores`, which set the index's scan).
-
-    The heavy user's path names the dimension as a number (the lines' HNSW index is partial on it, migration
-    0040): an int, so the text stays SQL."""
+    reciprocal rank, the ``max_lines`` best (``params`` as for :func:`send_scores`)."""
     return conn.execute(
-        sql("recall_lines").replace("{dim}", str(len(vector))),
+        sql("recall_lines"),
         {
             **params,
             "vector": vector,
             "dim": len(vector),
-            "has_vector": bool(np.any(vector)),
-            "index_above": cfg.index_above,
-            "text_lines": cfg.index_text_lines,
             "limit": cfg.max_lines,
             "neighbour": cfg.line_neighbour,
             "depth": cfg.line_depth,
