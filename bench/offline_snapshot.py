@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import sys
 from collections.abc import Iterator
@@ -102,11 +103,13 @@ def episode(extractor: OfflineExtractor, transcript: Transcript, offered: list[O
     }
 
 
-def snapshot(data: Path, out: Path) -> int:
+def snapshot(data: Path, out: Path, per_source: int | None = None) -> int:
+    """Write every episode (or the first ``per_source`` of LoCoMo, of the Claude Code files and of sde-bench)."""
     extractor = OfflineExtractor()
+    sources = (locomo(data), claude_code(data), sde_bench(data, extractor))
     n = 0
     with out.open("w", encoding="utf-8") as f:
-        for key, transcript, offered in (*locomo(data), *claude_code(data), *sde_bench(data, extractor)):
+        for key, transcript, offered in itertools.chain.from_iterable(itertools.islice(s, per_source) for s in sources):
             f.write(json.dumps({"key": key, **episode(extractor, transcript, offered)}, sort_keys=True) + "\n")
             n += 1
     return n
@@ -140,9 +143,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="../shared/data")
     parser.add_argument("--diff", type=Path, help="an earlier snapshot to compare with")
     parser.add_argument("--no-run", action="store_true", help="only diff OUT against --diff")
+    parser.add_argument(
+        "--per-source", type=int, metavar="N", help="only the first N episodes of each source (a quick check)"
+    )
     args = parser.parse_args(argv)
     if not args.no_run:
-        print(f"{snapshot(args.data, args.out)} episodes written to {args.out}")
+        print(f"{snapshot(args.data, args.out, args.per_source)} episodes written to {args.out}")
     if args.diff:
         print(diff(args.out, args.diff))
 

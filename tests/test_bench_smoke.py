@@ -27,6 +27,7 @@ TINY_DATA = ["--episodes", "2000", "--users", "40", "--heavy-users", "2", "--hea
 # hook_latency measure an embedded server of their own and ingest_rate its start, so they still start one.
 BY_DATABASE_URL = {"recall latency", "recall cpu"}
 SMALLEST_LOCOMO = "{a folder holding only LoCoMo's 30.json}"  # made per run: the bench reads every file of a folder
+OUT_FILE = "{a file in the run's own folder}"
 
 # script, tiny arguments, a line its output must hold, what it needs beyond the embedded server
 CASES: dict[str, tuple[str, list[str], str, str | None]] = {
@@ -102,6 +103,13 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
     "redact_worst_cases": ("redact_worst_cases.py", ["--sizes", "200,400", "--repeat", "1"], "ms / 100k chars", None),
     "offline_extractor_quality": ("offline_extractor_quality.py", ["--limit", "2"], "ROUGE", "locomo"),
     "rule_ledger": ("rule_ledger.py", [], "voice.decision_subject", "locomo"),
+    # writes two episodes of each source and diffs the file with itself
+    "offline_snapshot": (
+        "offline_snapshot.py",
+        [OUT_FILE, "--per-source", "2", "--diff", OUT_FILE],
+        "0 of 6 episodes differ",
+        "locomo",
+    ),
     "recall latency": (
         "recall.py",
         [*TINY_DATA, "--queries", "5"],
@@ -180,6 +188,7 @@ def test_bench_runs_with_tiny_arguments(case: str, admin_url: str, tmp_path: Pat
         (tmp_path / "locomo").mkdir()
         (tmp_path / "locomo" / "30.json").symlink_to(SHARED / "locomo" / "30.json")
         args = [str(tmp_path / "locomo") if arg == SMALLEST_LOCOMO else arg for arg in args]
+    args = [str(tmp_path / "out.jsonl") if arg == OUT_FILE else arg for arg in args]
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env
     )
