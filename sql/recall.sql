@@ -11,8 +11,10 @@
 -- user's rows); returned are only the rows fusion can pick (jobs/recall/scoring.py): the first %(depth)s by
 -- cosine distance, the first %(depth)s by text score, the last %(recent_n)s by ended_at and those of
 -- %(extra_ids)s (the episodes of the block's open items); then one row with id NULL that holds
--- `candidates`, the number scored, and the embedder the database records (migration 0014: vectors of
--- another one are not comparable with the query's, and the recaller then follows it).
+-- `candidates`, the number scored, the mean and spread of their cosine similarity to the opening message
+-- (`sim_mean`, `sim_sd`: the user's background, against which the best stands out or not), and the embedder
+-- the database records (migration 0014: vectors of another one are not comparable with the query's, and the
+-- recaller then follows it).
 -- Candidates: the user's episodes, current, not compressed into a super-summary, ended by %(now)s, of an
 -- allowed purpose (%(purposes)s, NULL: all). Scores:
 --   distance     cosine distance to the opening message (pgvector <=>; NULL without an embedding of the
@@ -41,19 +43,20 @@ s AS MATERIALIZED (
       AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
 )
 (SELECT id, ended_at, importance, pinned, distance, text_score,
+        NULL::float8 AS sim_mean, NULL::float8 AS sim_sd,
         NULL::bigint AS candidates, NULL::text AS embedder, NULL::int AS embedding_dim
  FROM s WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %(depth)s)
 UNION
-(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL
+(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL, NULL, NULL
  FROM s WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(depth)s)
 UNION
-(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL
+(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL, NULL, NULL
  FROM s ORDER BY ended_at DESC, id DESC LIMIT %(recent_n)s)
 UNION
-(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL
+(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL, NULL, NULL
  FROM s WHERE id = ANY (%(extra_ids)s::bigint[]))
 UNION ALL
-(SELECT NULL, NULL, NULL, NULL, NULL, NULL, count(*),
+(SELECT NULL, NULL, NULL, NULL, NULL, NULL, avg(1 - distance), stddev_pop(1 - distance), count(*),
         (SELECT max(value) FROM episodes_settings WHERE key = 'embedder'),
         (SELECT max(value) FROM episodes_settings WHERE key = 'embedding_dim')::int
  FROM s)

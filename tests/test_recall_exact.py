@@ -113,11 +113,17 @@ def test_vector_top_k_is_exact(db: Database, crowd: np.random.Generator) -> None
         assert result.candidates == 300
 
 
-def _clears_floor(cfg: RecallConfig, distance: float | None, text: float | None) -> bool:
+def _clears_floor(
+    cfg: RecallConfig, distance: float | None, text: float | None, background: tuple[float, float]
+) -> bool:
+    """The relevance floor by brute force; ``background``: the mean and spread of every candidate's similarity."""
     if distance is None:
         return False
+    mean, sd = background
+    stands_out = cfg.relevant_z is not None and sd > 0 and (1 - distance - mean) / sd >= cfg.relevant_z
     return 1 - distance >= cfg.relevant_similarity or (
-        1 - distance >= cfg.relevant_similarity_with_text and text is not None and text >= cfg.relevant_text
+        1 - distance >= cfg.relevant_similarity_with_text
+        and ((text is not None and text >= cfg.relevant_text) or stands_out)
     )
 
 
@@ -148,11 +154,13 @@ def test_only_episodes_above_the_floor_are_relevant_and_possibly_related_ones_ar
         query = (query / np.linalg.norm(query)).astype(np.float32)
         text = words(crowd, 3)
         result = recaller.recall_vector("acme", "u1", text, query, budget_tokens=UNBOUNDED, now=NOW)
+        every = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)) @ query  # cosine, as <=>
+        background = (float(every.mean()), float(every.std()))
         top = [ep for ep in result.episodes if ep.relevance_rank]
         loose = [ep for ep in result.episodes if ep.related_rank]
         assert len(top) <= cfg.top_k and len(loose) <= cfg.related_k and not {e.id for e in top} & {e.id for e in loose}
-        assert all(_clears_floor(cfg, ep.distance, ep.text_score) for ep in top)
-        assert all(not _clears_floor(cfg, ep.distance, ep.text_score) for ep in loose)
+        assert all(_clears_floor(cfg, ep.distance, ep.text_score, background) for ep in top)
+        assert all(not _clears_floor(cfg, ep.distance, ep.text_score, background) for ep in loose)
         assert all(ep.distance is not None and 1 - ep.distance >= related for ep in loose)
         if len(loose) < cfg.related_k:
             scored = {r["id"]: r for r in _all_rows(db, text)}
@@ -167,7 +175,10 @@ def test_only_episodes_above_the_floor_are_relevant_and_possibly_related_ones_ar
                 i
                 for i in ranked
                 if not _clears_floor(
-                    cfg, 1 - float(np.dot(scored[i]["embedding"].to_numpy(), query)), scored[i]["text_score"]
+                    cfg,
+                    1 - float(np.dot(scored[i]["embedding"].to_numpy(), query)),
+                    scored[i]["text_score"],
+                    background,
                 )
                 and float(np.dot(scored[i]["embedding"].to_numpy(), query)) >= related
             }

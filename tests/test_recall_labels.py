@@ -164,3 +164,35 @@ def test_the_block_fits_its_budget_full_summaries_keep_their_share_and_labels_ar
     assert full <= cfg.full_share * 4 * budget  # full summaries stay within their share of the budget
     if nothing_relevant:
         assert "clearly relates to the opening message" in block or not (episodes or shown_items)
+
+
+def _background(best: float, mean: float, sd: float, n: int = 60) -> Scores:
+    """One candidate ``best`` similar to the opening message among ``n - 1`` others around ``mean``; the summary
+    row's mean and spread are those of all ``n`` (as recall_scores computes them)."""
+    rng = np.random.default_rng(7)
+    sims = np.concatenate([[best], np.clip(rng.normal(mean, sd, n - 1), -1.0, best - 0.05)])
+    now_us = epoch_us(NOW)
+    return Scores(
+        ids=np.arange(1, n + 1, dtype=np.int64),
+        ended_us=np.full(n, now_us - 86_400_000_000, np.int64),
+        importance=np.full(n, 0.5),
+        distance=1.0 - sims,
+        text=np.full(n, np.nan),
+        pinned=np.zeros(n, bool),
+        sim_mean=float(sims.mean()),
+        sim_sd=float(sims.std()),
+    )
+
+
+def test_a_match_under_the_floor_that_stands_out_of_the_user_background_is_relevant() -> None:
+    """A 90-word bug report is less similar to everything (one developer's history, issue 47): its own chat at 0.48,
+    the user's other sessions around 0.18, is relevant; at 0.48 among others around 0.40 it is not, nor at 0.33."""
+    cfg = RecallConfig()
+    stands_out = fuse(_background(0.48, 0.18, 0.08), cfg, epoch_us(NOW), set())
+    assert stands_out[1]["relevance_rank"] == 1
+    among_alike = fuse(_background(0.48, 0.40, 0.05), cfg, epoch_us(NOW), set())
+    assert among_alike[1]["relevance_rank"] is None and among_alike[1]["related_rank"] == 1
+    too_far = fuse(_background(0.33, 0.05, 0.05), cfg, epoch_us(NOW), set())
+    assert too_far[1]["relevance_rank"] is None, "under relevant_similarity_with_text however far it stands out"
+    off = fuse(_background(0.48, 0.18, 0.08), RecallConfig(relevant_z=None), epoch_us(NOW), set())
+    assert off[1]["relevance_rank"] is None

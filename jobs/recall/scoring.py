@@ -40,6 +40,9 @@ class Scores:
     distance: np.ndarray  # float64, NaN without an embedding
     text: np.ndarray  # float64, ts_rank(search_tsv, q, 1) (a float32 value); NaN when no lexeme of the message occurs
     pinned: np.ndarray  # bool: pinned episodes do not decay (jobs.lifecycle.pins)
+    # The mean and spread of every candidate's cosine similarity to the opening message (NaN: none scored by vector)
+    sim_mean: float = float("nan")
+    sim_sd: float = float("nan")
 
 
 class Scored(NamedTuple):
@@ -129,6 +132,8 @@ def read_scores(cursor: Cursor) -> Scored:
         distance=np.array([nan if r["distance"] is None else r["distance"] for r in rows], np.float64),
         text=np.array([nan if r["text_score"] is None else r["text_score"] for r in rows], np.float64),
         pinned=np.array([r["pinned"] for r in rows], bool),
+        sim_mean=nan if last["sim_mean"] is None else float(last["sim_mean"]),
+        sim_sd=nan if last["sim_sd"] is None else float(last["sim_sd"]),
     )
     return Scored(scores, int(last["candidates"]), recorded)
 
@@ -182,7 +187,8 @@ def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict
     episodes with a lexeme of the message; each list cut at rank_depth. score: the sum of
     w / (rrf_k + rank) over the lists an episode is in, times :func:`decay` of its age and
     1 + w_importance * (importance - 0.5); only episodes in a list have one. The top K are the best
-    scores among the episodes that clear the relevance floor.
+    scores among the episodes that clear the relevance floor: similar enough, or nearly so with a text match or
+    standing ``relevant_z`` standard deviations above the user's other candidates (``Scores.sim_mean``, ``sim_sd``).
     """
     depth = max(cfg.rank_depth, cfg.top_k)
     n = len(s.ids)
@@ -204,9 +210,14 @@ def fuse(s: Scores, cfg: RecallConfig, now_us: int, extra_ids: set[int]) -> dict
     decayed = np.where(s.pinned[ranked], 1.0, decay(age_s, cfg))  # a pinned episode does not decay
     score[ranked] = fused * decayed * (1 + cfg.w_importance * (s.importance[ranked] - 0.5))
     similarity = 1.0 - s.distance[ranked]
-    with np.errstate(invalid="ignore"):  # NaN (no embedding, no text match) compares False
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN (no embedding, no text match) compares False
+        stands_out = (
+            (similarity - s.sim_mean) / s.sim_sd >= cfg.relevant_z
+            if cfg.relevant_z is not None
+            else np.zeros(len(ranked), bool)
+        )
         floor = (similarity >= cfg.relevant_similarity) | (
-            (similarity >= cfg.relevant_similarity_with_text) & (s.text[ranked] >= cfg.relevant_text)
+            (similarity >= cfg.relevant_similarity_with_text) & ((s.text[ranked] >= cfg.relevant_text) | stands_out)
         )
     top = _smallest(-score, s.ids, ranked[floor], cfg.top_k)
     with np.errstate(invalid="ignore"):
