@@ -33,6 +33,7 @@ import json
 import re
 import statistics
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,30 +113,35 @@ def _quotes_foreign(text: str, foreign: set[str], typed: set[str]) -> bool:
     return bool((_runs(text) & foreign) - typed)
 
 
+def session_transcripts(path: Path, who: str, now: dt.datetime) -> Iterator[Transcript]:
+    """Every closed session of a Claude Code session file as a transcript of user ``who`` (a session whose messages
+    do not validate is left out)."""
+    for _, record in read_session_file(path, tenant_id=who, user_id=who, idle_close_seconds=None, now=now, closed=True):
+        if isinstance(record, str):
+            continue
+        try:
+            messages = [Message(**m) for m in normalise_messages(record["messages"])]
+        except (ValueError, TypeError):
+            continue
+        yield Transcript(
+            id=1,
+            tenant_id=who,
+            user_id=who,
+            session_id=str(record["session_id"]),
+            purpose="general",
+            started_at=None,
+            ended_at=now,
+            messages=messages,
+        )
+
+
 def claude_code(data: Path, limit: int | None, extractor: OfflineExtractor) -> list[dict[str, Any]]:
     rows = []
     for path in sorted(data.glob("*.jsonl"))[:limit]:
         foreign_text, typed_text = not_the_users(path)
         foreign, typed = _runs(foreign_text), _runs(typed_text)
-        for _, record in read_session_file(
-            path, tenant_id="bench", user_id="bench", idle_close_seconds=None, now=WHEN, closed=True
-        ):
-            if isinstance(record, str):
-                continue
-            try:
-                messages = [Message(**m) for m in normalise_messages(record["messages"])]
-            except (ValueError, TypeError):
-                continue
-            transcript = Transcript(
-                id=1,
-                tenant_id="bench",
-                user_id="bench",
-                session_id=record["session_id"],
-                purpose="general",
-                started_at=None,
-                ended_at=WHEN,
-                messages=messages,
-            )
+        for transcript in session_transcripts(path, "bench", WHEN):
+            messages = transcript.messages
             episode = extractor.extract(transcript).extraction
             events = [e.model_dump() for e in episode.key_events]
             user_sentences = [s for s in re.split(r"(?<=[.!?\"])\s+", episode.summary) if s.startswith("The user")]
@@ -149,7 +155,7 @@ def claude_code(data: Path, limit: int | None, extractor: OfflineExtractor) -> l
                 {
                     "file": path.name,
                     "set": "rules written on" if path.name in TUNING else "the others (read too)",
-                    "session": record["session_id"],
+                    "session": transcript.session_id,
                     "messages": len(messages),
                     "types": dict(Counter(e["type"] for e in events)),
                     "events": len(events),

@@ -26,14 +26,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _coding_quality import _chat  # noqa: E402
+from _coding_quality import _chat, session_transcripts  # noqa: E402
 from offline_extractor_quality import load_sessions  # noqa: E402
 
 from jobs.extract.lines import episode_lines  # noqa: E402
 from jobs.extract.offline import OfflineExtractor  # noqa: E402
-from jobs.formats.claude_code import read_session_file  # noqa: E402
-from jobs.formats.shapes import normalise_messages  # noqa: E402
-from jobs.models import Message, OpenItem, Transcript  # noqa: E402
+from jobs.models import OpenItem, Transcript  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 WHEN = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -47,26 +45,8 @@ def locomo(data: Path) -> Iterator[Case]:
 
 def claude_code(data: Path) -> Iterator[Case]:
     for path in sorted((data / "claude-code").glob("*.jsonl")):
-        for _, record in read_session_file(
-            path, tenant_id="snap", user_id="snap", idle_close_seconds=None, now=WHEN, closed=True
-        ):
-            if isinstance(record, str):
-                continue
-            try:
-                messages = [Message(**m) for m in normalise_messages(record["messages"])]
-            except (ValueError, TypeError):
-                continue
-            transcript = Transcript(
-                id=1,
-                tenant_id="snap",
-                user_id="snap",
-                session_id=str(record["session_id"]),
-                purpose="general",
-                started_at=None,
-                ended_at=WHEN,
-                messages=messages,
-            )
-            yield f"claude-code/{path.name}/{record['session_id']}", transcript, None
+        for transcript in session_transcripts(path, "snap", WHEN):
+            yield f"claude-code/{path.name}/{transcript.session_id}", transcript, None
 
 
 def sde_bench(data: Path, extractor: OfflineExtractor) -> Iterator[Case]:
