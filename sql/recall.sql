@@ -8,9 +8,10 @@
 
 -- name: recall_scores
 -- Every candidate episode of the user scored exactly (no approximate index: the top K is exact within the
--- user's rows); returned are only the rows fusion can pick (jobs/recall/scoring.py): the first %(depth)s by
--- cosine distance, the first %(depth)s by text score, the last %(recent_n)s by ended_at and those of
--- %(extra_ids)s (the episodes of the block's open items); then one row with id NULL that holds
+-- user's rows); returned are only the rows fusion or the line search can pick (jobs/recall/scoring.py): the
+-- first %(depth)s by cosine distance (those without one last: with few candidates, every one of them), the
+-- first %(depth)s by text score, the last %(recent_n)s by ended_at and those of %(extra_ids)s (the episodes
+-- of the block's open items); then one row with id NULL that holds
 -- `candidates`, the number scored, the mean and spread of their cosine similarity to the opening message
 -- (`sim_mean`, `sim_sd`: the user's background, against which the best stands out or not), and the embedder
 -- the database records (migration 0014: vectors of another one are not comparable with the query's, and the
@@ -45,7 +46,7 @@ s AS MATERIALIZED (
 (SELECT id, ended_at, importance, pinned, distance, text_score,
         NULL::float8 AS sim_mean, NULL::float8 AS sim_sd,
         NULL::bigint AS candidates, NULL::text AS embedder, NULL::int AS embedding_dim
- FROM s WHERE distance IS NOT NULL ORDER BY distance, id LIMIT %(depth)s)
+ FROM s ORDER BY distance NULLS LAST, id LIMIT %(depth)s)
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL, NULL, NULL
  FROM s WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(depth)s)
@@ -121,12 +122,11 @@ ORDER BY coalesce(t.ended_at, t.started_at, t.created_at) DESC, t.id DESC
 LIMIT %(limit)s
 
 -- name: recall_lines
--- Every line (episode_lines, migration 0032) of the user's candidate episodes (current, not compressed,
--- ended by %(now)s, of an allowed purpose: the candidates of recall_scores) ranked against the opening
--- message two ways and fused by reciprocal rank, the %(limit)s best returned; jobs/recall/quotes.py quotes
--- them under their episodes within the budget, and the episodes they come from are read with the chosen
--- ones (lines are the evidence an episode is chosen by). Lines, not only those of the episodes chosen
--- first: the answer is often one line of a session whose summary says nothing of it (issue 47).
+-- Every line (episode_lines, migration 0032) of the episodes %(episode_ids)s ranked against the opening message
+-- two ways and fused by reciprocal rank, the %(limit)s best returned; jobs/recall/quotes.py quotes them under
+-- their episodes within the budget, and the episodes they come from are read with the chosen ones (lines are
+-- the evidence an episode is chosen by). Lines, not only those of the episodes chosen first: the answer is
+-- often one line of a session whose summary says nothing of it (issue 47).
 --   similarity   cosine similarity of the line's embedding to the message's (same embedder; NULL when its
 --                vector has another dimension, between `episodes reembed`'s switch and the line's rewrite)
 --   score        that or, if higher, %(neighbour)s times the best similarity of the line before or after it
@@ -136,11 +136,13 @@ LIMIT %(limit)s
 --                NULL: no lexeme of the message occurs): names, numbers and identifiers an embedding blurs
 --   fused        %(w_vector)s / (%(rrf_k)s + rank by score) + %(w_text)s / (%(rrf_k)s + rank by text_score),
 --                each rank counted only within its first %(depth)s
--- Whose lines: those of the user's %(line_episodes)s candidate episodes closest to the message and the
--- %(line_episodes)s that match its words best (every candidate of a user with fewer): the work of a user
--- with 10,000 episodes is then bounded by episodes, as recall_scores' is, not by their ~10x as many lines
--- (all of them ranked: 132.8 ms of PostgreSQL per recall under bench/api_load.py's mix, issue 47; this
--- statement for a user of 10,000 episodes and 299,926 lines: 1,854 ms with every line, 82 ms with 100).
+-- Whose lines (%(episode_ids)s, jobs/recall/scoring.py line_episodes): of the rows recall_scores returned in
+-- the same transaction, the user's line_episodes candidates closest to the message and the line_episodes that
+-- match its words best (every candidate of a user with fewer). The work of a user with 10,000 episodes is then
+-- bounded by episodes, not by their ~10x as many lines (all of them ranked: 132.8 ms of PostgreSQL per recall
+-- under bench/api_load.py's mix, issue 47; this statement for a user of 10,000 episodes and 299,926 lines:
+-- 1,854 ms with every line, 82 ms with 100), and the candidates are scored once, by recall_scores (this
+-- statement scored them again before: ~45 ms of those 82 for a heavy user, docs/benchmarks.md).
 -- Exact within those rows (a typical user has a few hundred to a few thousand lines). The line's
 -- embedding comes as vector_send's bytes for fitting's newest-wins check (two lines about one thing).
 -- Both tables filtered by the tenant and joined on it: on a cluster a router query.
@@ -149,28 +151,13 @@ WITH q AS (
            (SELECT nullif(string_agg('''' || replace(replace(lex, '\', '\\'), '''', '''''') || '''', ' | '), '')::tsquery
             FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) AS lex) AS tsq
 ),
-e AS MATERIALIZED (
-    SELECT e.id,
-           CASE WHEN vector_dims(e.embedding) = %(dim)s THEN e.embedding <=> q.vec END AS distance,
-           CASE WHEN e.search_tsv @@ q.tsq THEN ts_rank(e.search_tsv, q.tsq, 1) END AS text_score
-    FROM episodes e CROSS JOIN q
-    WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s AND e.status = 'current'
-      AND e.compressed_into IS NULL AND e.ended_at <= %(now)s::timestamptz
-      AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-),
-cand AS MATERIALIZED (
-    (SELECT id FROM e ORDER BY distance NULLS LAST, id LIMIT %(line_episodes)s)
-    UNION
-    (SELECT id FROM e WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(line_episodes)s)
-),
 l AS MATERIALIZED (
     SELECT l.episode_id, l.ordinal,
            CASE WHEN vector_dims(l.embedding) = %(dim)s THEN 1 - (l.embedding <=> q.vec) END AS similarity,
            CASE WHEN l.text_tsv @@ q.tsq THEN ts_rank(l.text_tsv, q.tsq, 1)::float8 END AS text_score
     FROM episode_lines l
-    JOIN cand ON cand.id = l.episode_id
     CROSS JOIN q
-    WHERE l.tenant_id = %(tenant_id)s AND l.user_id = %(user_id)s
+    WHERE l.tenant_id = %(tenant_id)s AND l.user_id = %(user_id)s AND l.episode_id = ANY (%(episode_ids)s::bigint[])
 ),
 n AS (
     SELECT l.*, greatest(similarity, %(neighbour)s * max(similarity) OVER near) AS score

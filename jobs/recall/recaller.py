@@ -1,7 +1,7 @@
 """Recaller: one recall from start to end.
 
 Selection runs in one tenant-scoped transaction (row-level security applies), with the queries of
-``sql/recall.sql``, in three round trips (pipeline mode):
+``sql/recall.sql``, in four round trips (pipeline mode):
 
 1. **Open items** (:mod:`jobs.recall.open_items`): the user's still-open questions and commitments of
    candidate episodes; a stale one (long overdue, or old without a due date) only when related to the
@@ -13,8 +13,11 @@ Selection runs in one tenant-scoped transaction (row-level security applies), wi
    ``now``; of an allowed purpose, :mod:`jobs.recall.purposes`) scored exactly in PostgreSQL, the rows
    fusion can pick returned, and fused here: the top K, the possibly related, the last ``recent_n`` and
    the episodes of the open items are picked.
-3. **The chosen episodes** by primary key, their verbatim lines that best match the opening message,
-   and which of them hold a decision a later session replaced.
+3. **Lines**: the verbatim lines that best match the opening message, of the candidates scoring put
+   closest to it or best by its words (:func:`jobs.recall.scoring.line_episodes`: scored once, a heavy
+   user's 10,000 episodes are not scored again for their lines).
+4. **The chosen episodes** (those fusion picked and those the lines come from) by primary key, and
+   which of them hold a decision a later session replaced.
 
 Then the chosen episodes are **fitted** to the budget (:mod:`jobs.recall.fitting`) and rendered
 (:mod:`jobs.recall.result`). A Recaller holds the database and the embedder (loaded once per process);
@@ -45,6 +48,7 @@ from jobs.recall.result import Recall, RecalledLine, RecalledOpenItem
 from jobs.recall.scoring import (
     epoch_us,
     fuse,
+    line_episodes,
     line_unit_vectors,
     read_scores,
     send_lines,
@@ -246,12 +250,11 @@ class Recaller:
             )
             open_rows = open_items(conn, items, item_params, cfg.max_open_items, sql) if items is not None else []
             item_episodes = {r["episode_id"] for r in open_rows}  # scored and picked whatever their rank
-            score_cursor = send_scores(conn, sql, params, vector, cfg, item_episodes)
-            line_cursor = send_lines(conn, sql, params, vector, cfg) if cfg.max_lines > 0 else None
-            scored = read_scores(score_cursor)
+            scored = read_scores(send_scores(conn, sql, params, vector, cfg, item_episodes))
             if scored.recorded is not None and self._follow_recorded_embedder(scored.recorded):
                 return None
-            line_rows = line_cursor.fetchall() if line_cursor is not None else []
+            searched = line_episodes(scored.scores, cfg) if cfg.max_lines > 0 else []
+            line_rows = send_lines(conn, sql, params, vector, cfg, searched).fetchall() if searched else []
             picked = fuse(scored.scores, cfg, epoch_us(now), item_episodes)
             for row in line_rows:  # an episode is chosen by the evidence of its lines too (issue 47)
                 picked.setdefault(row["episode_id"], unranked())

@@ -77,22 +77,39 @@ def send_scores(
             "vector": vector,
             "dim": len(vector),
             "has_vector": bool(np.any(vector)),  # a zero vector has no direction: no distance, as no embedding
-            "depth": max(cfg.rank_depth, cfg.top_k),
+            "depth": max(cfg.rank_depth, cfg.top_k, cfg.line_episodes if cfg.max_lines > 0 else 0),
             "recent_n": cfg.recent_n,
             "extra_ids": sorted(extra_ids),
         },
     )
 
 
+def line_episodes(s: Scores, cfg: RecallConfig) -> list[int]:
+    """Whose lines ``recall_lines`` searches: the ``line_episodes`` candidates closest to the opening message
+    (those without a distance last, ties by id) and the ``line_episodes`` best by its words, among the rows
+    ``recall_scores`` returned (which hold the first ``line_episodes`` of both lists: :func:`send_scores`).
+    A user with fewer candidates has every one of them searched. The candidates are scored once."""
+    everyone = np.arange(len(s.ids))
+    closest = _smallest(np.where(np.isnan(s.distance), np.inf, s.distance), s.ids, everyone, cfg.line_episodes)
+    wordiest = _smallest(-s.text, s.ids, np.flatnonzero(~np.isnan(s.text)), cfg.line_episodes)
+    return sorted({int(i) for i in s.ids[np.concatenate((closest, wordiest))]})
+
+
 def send_lines(
-    conn: Conn | Cursor, sql: Callable[[str], str], params: dict[str, Any], vector: np.ndarray, cfg: RecallConfig
+    conn: Conn | Cursor,
+    sql: Callable[[str], str],
+    params: dict[str, Any],
+    vector: np.ndarray,
+    cfg: RecallConfig,
+    episode_ids: list[int],
 ) -> Cursor:
-    """Send ``recall_lines``: every line of the user's candidates ranked by dense score and full text, fused by
-    reciprocal rank, the ``max_lines`` best (``params`` as for :func:`send_scores`)."""
+    """Send ``recall_lines``: every line of ``episode_ids`` (:func:`line_episodes`) ranked by dense score and
+    full text, fused by reciprocal rank, the ``max_lines`` best (``params`` as for :func:`send_scores`)."""
     return conn.execute(
         sql("recall_lines"),
         {
             **params,
+            "episode_ids": episode_ids,
             "vector": vector,
             "dim": len(vector),
             "limit": cfg.max_lines,
