@@ -55,6 +55,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import _blas  # noqa: F401  numpy's BLAS threads as `episodes` sets them: before numpy loads
 import httpx
 import numpy as np
 import psycopg

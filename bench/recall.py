@@ -20,6 +20,7 @@ import argparse
 import os
 import time
 
+import _blas  # noqa: F401  numpy's BLAS threads as `episodes` sets them: before numpy loads
 import numpy as np
 import psycopg
 from _common import peak_rss_mb
@@ -33,6 +34,7 @@ from _data import (
     measure,
     percentiles,
     sentence,
+    unit_vector,
 )
 from pgvector.psycopg import register_vector
 
@@ -84,6 +86,10 @@ def latency(data: BenchData, args: argparse.Namespace) -> None:
     print("later recall, nothing new since the user's previous recall:")
     print(f"  typical users: {percentiles(t_typ)}")
     print(f"  heavy users:   {percentiles(t_heavy)}")
+    print(f"CPU per recall, median (OpenBLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'numpy default')}):")
+    for label, group in (("typical users", typical), ("heavy users", heavy * rounds)):
+        own, process = cpu_per_recall(recaller, group, rng)
+        print(f"  {label}: the process {process:6.2f} ms, of which the recall's thread {own:6.2f} ms")
     with psycopg.connect(data.url) as write:
         register_vector(write)
         t_new_typ, _ = measure(recaller, typical, rng, 1, write)
@@ -123,6 +129,18 @@ def latency(data: BenchData, args: argparse.Namespace) -> None:
         embedder.embed([message])
         t_embed.append(time.perf_counter() - t)
     print(f"embedding one opening message ({embedder.name}, CPU): {percentiles(t_embed)}")
+
+
+def cpu_per_recall(recaller: Recaller, users: list[int], rng: np.random.Generator) -> tuple[float, float]:
+    """Median CPU of one recall: the recall's own thread and the whole process (BLAS's worker threads, if any,
+    are the difference; PostgreSQL's CPU is another process's)."""
+    own, process = [], []
+    for u in users:
+        t, th = time.process_time(), time.thread_time()
+        recaller.recall_vector(f"t{u % TENANTS}", f"u{u}", sentence(rng, 10), unit_vector(rng), now=NOW)
+        own.append(time.thread_time() - th)
+        process.append(time.process_time() - t)
+    return float(np.median(own)) * 1000, float(np.median(process)) * 1000
 
 
 def timed_recalls(db: Database, users: list[int], rng: np.random.Generator) -> list[float]:

@@ -53,6 +53,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _blas  # noqa: F401  numpy's BLAS threads as `episodes` sets them: before numpy loads
 import _cpu_tools
 import numpy as np
 from _common import cpu_seconds, free_port, process_tree
