@@ -112,8 +112,8 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
     ),
     "recall latency": (
         "recall.py",
-        [*TINY_DATA, "--queries", "5"],
-        "later recall, one new episode",
+        [*TINY_DATA, "--queries", "5", "--lines", "3", "--cluster"],  # the rewrite in user order keeps the lines
+        "clustered episodes by user",
         None,
     ),
     "recall cpu": (
