@@ -113,3 +113,19 @@ def test_an_episode_without_an_embedding_has_its_lines_searched(db: Database, em
     )
     result = Recaller(db, embedder).recall("acme", "u1", QUESTION, now=NOW)
     assert needle in {line.text for ep in result.episodes for line in ep.lines}, result.render()
+
+
+def test_a_lines_words_stay_in_its_row(db: Database, embedder: Embedder) -> None:
+    """A line of 900 characters with its embedding and lexemes is a row of over 2 kB; migration 0040 keeps it
+    whole (toast_tuple_target), so recall's text match and rank read the row, not the TOAST relation (before it,
+    a heavy user's line search read 26,410 buffers for 6,092 lines, docs/benchmarks.md)."""
+    words = "deploy window staging cluster gateway quota billing port ingest bucket rollback canary".split()
+    long_line = " ".join(f"{words[k % len(words)]}{k}" for k in range(110))[:900]
+    add(db, "Infrastructure notes.", embedder=embedder, days_ago=3, lines=[long_line])
+    with db.tenant("acme") as conn:
+        row = conn.execute(
+            "SELECT pg_column_size(l.*) AS row_bytes, pg_relation_size(c.reltoastrelid) AS toast_bytes "
+            "FROM episode_lines l, pg_class c WHERE c.oid = 'episode_lines'::regclass"
+        ).fetchone()
+    assert row is not None and row["row_bytes"] > 2100, row  # over the default's ~2 kB
+    assert row["toast_bytes"] == 0, row
