@@ -401,19 +401,24 @@ def _reasons(ep: RecalledEpisode, items: list[RecalledOpenItem]) -> list[str]:
 def _dedup(episodes: list[RecalledEpisode], vectors: dict[int, np.ndarray], threshold: float) -> list[RecalledEpisode]:
     """Drop an episode that repeats a better-ranked one (same summary, or near-identical embedding)."""
     kept: list[RecalledEpisode] = []
-    kept_vectors: list[np.ndarray] = []
+    # The kept vectors, one row each, filled as they are kept (stacking them anew for every episode cost a heavy
+    # user's recall ~5 ms); all of one dimension, the query's (recall_rows).
+    dim = next((len(v) for v in vectors.values()), 0)
+    kept_vectors = np.empty((len(episodes), dim), np.float32)
+    n_kept = 0
     seen_text: set[str] = set()
     for ep in episodes:
         text = " ".join(ep.summary.lower().split())
         vec = vectors.get(ep.id)
         if text in seen_text:
             continue
-        if vec is not None and kept_vectors and float(np.max(np.stack(kept_vectors) @ vec)) >= threshold:
+        if vec is not None and n_kept and float(np.max(kept_vectors[:n_kept] @ vec)) >= threshold:
             continue
         kept.append(ep)
         seen_text.add(text)
         if vec is not None:
-            kept_vectors.append(vec)
+            kept_vectors[n_kept] = vec
+            n_kept += 1
     return kept
 
 
