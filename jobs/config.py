@@ -403,6 +403,22 @@ def load() -> Settings:
     return Settings(**values)
 
 
+# numpy's OpenBLAS on one thread in every process of the `episodes` command, `episodes api`'s workers included (they
+# inherit the environment), unless the user set it. OpenBLAS reads it when numpy loads, so the command sets it
+# first (jobs.cli.main; no module it imports loads numpy). The products episodes computes are small (an opening
+# message against a few hundred vectors); OpenBLAS runs each on every core, and its worker threads then spin
+# waiting for the next one: a recall of a user with 10,000 episodes cost its process 130-134 ms of CPU, 31-32 ms of
+# it in its own thread, and ~30 ms in all on one thread (bench/recall.py, OPENBLAS_NUM_THREADS=2 against the
+# default). Under load the spinning took the cores PostgreSQL and other requests needed. ONNX Runtime's threads are
+# set apart (Settings.embed_threads). A program that calls recall() owns its process and this setting (docs/recall.md).
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+
+
+def one_blas_thread() -> None:
+    """Set OpenBLAS to one thread for this process and its children, unless the environment says otherwise."""
+    os.environ.setdefault(BLAS_THREADS, "1")
+
+
 def child_environment(**changes: str) -> dict[str, str]:
     """This process's environment with ``changes``, for a child process (pip, when the model is fetched)."""
     return {**os.environ, **changes}

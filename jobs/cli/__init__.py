@@ -13,22 +13,13 @@ import os
 import sys
 
 from jobs.cli.base import Context, cli
+from jobs.config import one_blas_thread
 
 INTERRUPTED_EXIT = 130  # as jobs.cli.summarize.INTERRUPTED_EXIT (not imported here: --help stays fast)
 
-# numpy's OpenBLAS on one thread in every process of the command, `episodes api`'s workers included (they inherit
-# the environment), unless the user set it: read when numpy loads, which no import above does. The products
-# episodes computes are small (an opening message against a few hundred vectors), OpenBLAS runs each on every core,
-# and its worker threads then spin waiting for the next one: a recall of a user with 10,000 episodes cost the
-# process 130-134 ms of CPU, 31-32 ms of it in its own thread, and 31-36 ms in all on one thread (bench/recall.py,
-# --blas-threads 0 against 1). Under load the spinning took the cores PostgreSQL and other requests needed. ONNX
-# Runtime's threads are set apart (MiniLM's threads, Settings.embed_threads). A program that calls recall() owns
-# its process and this setting (docs/recall.md).
-BLAS_THREADS = "OPENBLAS_NUM_THREADS"
-
 
 def main() -> None:
-    os.environ.setdefault(BLAS_THREADS, "1")
+    one_blas_thread()  # before anything loads numpy (jobs.config.BLAS_THREADS)
     try:
         cli(prog_name="episodes")
     except SystemExit as exc:
@@ -42,4 +33,4 @@ def main() -> None:
         raise
 
 
-__all__ = ["BLAS_THREADS", "Context", "cli", "main"]
+__all__ = ["Context", "cli", "main"]

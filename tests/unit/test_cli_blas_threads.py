@@ -1,4 +1,4 @@
-"""`episodes` runs numpy's OpenBLAS on one thread (jobs/cli: BLAS_THREADS): its worker threads spin after each of
+"""`episodes` runs numpy's OpenBLAS on one thread (jobs.config: BLAS_THREADS, set by jobs.cli.main): its worker threads spin after each of
 recall's small products and took the cores PostgreSQL needed (bench/recall.py prints the CPU of both settings).
 OpenBLAS reads the setting when numpy loads, so the command sets it before any import loads numpy; a user's own
 setting stands. Each case runs the real command's entry point in a fresh interpreter."""
