@@ -403,14 +403,10 @@ def load() -> Settings:
     return Settings(**values)
 
 
-# numpy's OpenBLAS on one thread in every process of the `episodes` command, `episodes api`'s workers included (they
-# inherit the environment), unless the user set it. OpenBLAS reads it when numpy loads, so the command sets it
-# first (jobs.cli.main; no module it imports loads numpy). The products episodes computes are small (an opening
-# message against a few hundred vectors); OpenBLAS runs each on every core, and its worker threads then spin
-# waiting for the next one: a recall of a user with 10,000 episodes cost its process 130-134 ms of CPU, 31-32 ms of
-# it in its own thread, and ~30 ms in all on one thread (bench/recall.py, OPENBLAS_NUM_THREADS=2 against the
-# default). Under load the spinning took the cores PostgreSQL and other requests needed. ONNX Runtime's threads are
-# set apart (Settings.embed_threads). A program that calls recall() owns its process and this setting (docs/recall.md).
+# numpy's OpenBLAS on one thread in every `episodes` process (api workers inherit it) unless the user set it; read
+# when numpy loads, so jobs.cli.main sets it first. OpenBLAS runs recall's small products on every core and its
+# threads then spin: a heavy user's recall cost its process 130-134 ms of CPU with two threads, ~30 ms with one
+# (bench/recall.py, OPENBLAS_NUM_THREADS=2 against the default). A program calling recall() owns it (docs/recall.md).
 BLAS_THREADS = "OPENBLAS_NUM_THREADS"
 
 
