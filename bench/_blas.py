@@ -1,8 +1,8 @@
 """Imported first by the benches that recall in their own process: numpy's OpenBLAS on one thread, as `episodes`
-runs it (jobs.config: BLAS_THREADS, read when numpy loads), unless the environment says otherwise. To measure the
-other setting side by side: ``OPENBLAS_NUM_THREADS=2 python bench/recall.py ...`` (the service `api_load.py`
-starts inherits it too)."""
+runs it (jobs.config.one_blas_thread: read when numpy loads, and jobs.config loads no numpy), unless the environment
+says otherwise. To measure the other setting side by side: ``OPENBLAS_NUM_THREADS=2 python bench/recall.py ...``
+(the service `api_load.py` starts inherits it too)."""
 
-import os
+from jobs.config import one_blas_thread
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+one_blas_thread()

@@ -115,7 +115,6 @@ def send_lines(
             "limit": cfg.max_lines,
             "neighbour": cfg.line_neighbour,
             "depth": cfg.line_depth,
-            "line_episodes": cfg.line_episodes,
             "rrf_k": cfg.line_rrf_k,
             "w_vector": cfg.w_vector,
             "w_text": cfg.line_w_text,
