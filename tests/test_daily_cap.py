@@ -23,6 +23,7 @@ from jobs.cli import cli
 from jobs.db import Database, one
 from jobs.extract.openai_chat import OpenAIExtractor
 from jobs.lifecycle.resummarize import DEFAULT_OUTPUT_TOKENS, LINE_TOKENS, fixed_prompt_tokens
+from jobs.llm import spend
 from jobs.llm.spend import CapGauge, DailyCap, day_start, estimate_cost, spend_today
 from jobs.summarize import Summarizer, run_summarize
 from jobs.summarize.worker import Worker
@@ -309,3 +310,47 @@ def test_sessions_in_progress_wait_for_room_and_go_on_when_it_is_left(db: Databa
     assert report.counts["done"] >= 3, report.line()
     assert spent.tokens < cap + per_session + per_session // 2
     assert spent.sessions == report.counts["done"] and report.held == 7 - report.counts["done"]
+
+
+def test_a_session_that_ends_between_the_two_reads_is_counted(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check before a claimed session's first call reads the sessions in progress and today's spend. A session
+    that is recorded between those two reads must count in one of them (a CI run saw it count in neither, and a
+    cap of 4,357 tokens end at 6,278). Here the other session ends right after the first read, whichever it is."""
+    add(db, 2)
+    with db.admin() as conn:
+        ids = [r["id"] for r in conn.execute("SELECT id FROM transcripts ORDER BY session_id")]
+        conn.execute(
+            "UPDATE transcripts SET status = 'running', lease_owner = 'other', "
+            "lease_until = now() + interval '10 minutes' WHERE id = %s",
+            (ids[1],),
+        )
+
+    def the_other_session_ends() -> None:
+        with db.admin() as conn:
+            conn.execute(
+                "INSERT INTO model_calls (tenant_id, user_id, transcript_id, template, prompt_hash, model, "
+                "input_tokens, output_tokens, outcome) VALUES ('acme', 'u1', %s, 't', 'h', 'openai:m', 3000, 500, 'ok')",
+                (ids[1],),
+            )
+            conn.execute("UPDATE transcripts SET status = 'done', lease_owner = NULL WHERE id = %s", (ids[1],))
+
+    reads: list[str] = []
+
+    def then_end(name: str, read: Any) -> Any:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            value = read(*args, **kwargs)
+            reads.append(name)
+            if len(reads) == 1:
+                the_other_session_ends()
+            return value
+
+        return wrapped
+
+    monkeypatch.setattr(spend, "in_flight", then_end("in progress", spend.in_flight))
+    monkeypatch.setattr(spend, "spend_today", then_end("spent", spend.spend_today))
+    spent, others = spend.spend_and_in_flight(db, "openai", "acme", ids[0])
+    assert sorted(reads) == ["in progress", "spent"]
+    assert others.sessions + spent.sessions >= 1, (reads, spent, others)
+    assert spent.tokens + others.tokens >= 3_500
+    cap = DailyCap("openai", tokens=5_000)
+    assert (cap.reached(spent) or cap.crowded(spent, others)) is not None  # 3,500 spent + the estimate, or 3,500 + 2,000+

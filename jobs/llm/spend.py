@@ -239,6 +239,16 @@ def in_flight(db: Database, tenant_id: str, transcript_id: int) -> InFlight:
     return InFlight(sessions, sessions * IN_FLIGHT_FIXED_TOKENS + (int(row["chars"]) + 3) // 4)
 
 
+def spend_and_in_flight(db: Database, backend: str, tenant_id: str, transcript_id: int) -> tuple[Spend, InFlight]:
+    """Today's spend of ``backend`` and the sessions in progress but the caller's own; the sessions in progress are
+    read first. A session that ends between the two reads is then counted twice (in progress, then spent), never
+    missed. Read the other way round, a session recorded just after the spend was read was no longer in progress
+    when the claims were read: it counted for nothing, and another session started past the cap (a CI run ended
+    a cap of 4,357 tokens at 6,278, more than one session over)."""
+    others = in_flight(db, tenant_id, transcript_id)
+    return spend_today(db, backend), others
+
+
 def next_day(now: dt.datetime | None = None) -> dt.datetime:
     """When the caps start again: the next 00:00 UTC."""
     return day_start(now) + dt.timedelta(days=1)

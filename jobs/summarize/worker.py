@@ -29,7 +29,7 @@ from collections.abc import Callable
 import psycopg
 
 from jobs.errors import ConfigError, ModelUnreachable
-from jobs.llm.spend import CapGauge, DailyCap, backend_of, day_start, in_flight, next_day, spend_today
+from jobs.llm.spend import CapGauge, DailyCap, backend_of, day_start, next_day, spend_and_in_flight
 from jobs.models import Transcript
 from jobs.summarize.claim import UnreadableTranscript
 from jobs.summarize.summarizer import Summarizer
@@ -231,9 +231,9 @@ class Worker:
             return None
         db = self.summarizer.db
         with self._cap_lock:  # one check at a time in this process; the give-back is inside, seen by the next
-            spent = spend_today(db, cap.backend)
+            spent, others = spend_and_in_flight(db, cap.backend, transcript.tenant_id, transcript.id)
             reached = cap.reached(spent)
-            reason = reached or cap.crowded(spent, in_flight(db, transcript.tenant_id, transcript.id))
+            reason = reached or cap.crowded(spent, others)
             if reason is None:
                 return None
             self.summarizer.finisher.release(transcript, owner=self.summarizer.worker)
