@@ -355,3 +355,42 @@ def test_a_session_that_ends_between_the_two_reads_is_counted(db: Database, monk
     cap = DailyCap("openai", tokens=5_000)
     # 3,500 tokens spent and the same session still counted in progress (2,000 tokens or more): over 5,000
     assert (cap.reached(spent) or cap.crowded(spent, others)) is not None
+
+
+def test_the_session_cap_counts_what_other_processes_have_in_progress(
+    db: Database, server: fo.FakeOpenAI, embedder: Any
+) -> None:
+    """A session cap of 1 and another process summarising a session now: this process's worker does not start a
+    second one beside it (each process counted only its own claims, so two processes could pass the cap), waits,
+    and holds the queue once the other session is recorded."""
+    add(db, 3)
+    with db.admin() as conn:
+        other = one(conn.execute("SELECT min(id) AS id FROM transcripts"))["id"]
+        conn.execute(
+            "UPDATE transcripts SET status = 'running', lease_owner = 'another-process', "
+            "lease_until = now() + interval '10 minutes' WHERE id = %s",
+            (other,),
+        )
+
+    def the_other_process_finishes() -> None:
+        time.sleep(2.0)  # past the first check and a wait or two
+        with db.admin() as conn:
+            conn.execute(
+                "INSERT INTO model_calls (tenant_id, user_id, transcript_id, template, prompt_hash, model, "
+                "input_tokens, output_tokens, outcome) VALUES ('acme', 'u1', %s, 't', 'h', 'openai:m', 900, 300, 'ok')",
+                (other,),
+            )
+            conn.execute("UPDATE transcripts SET status = 'done', lease_owner = NULL WHERE id = %s", (other,))
+
+    finisher = threading.Thread(target=the_other_process_finishes)
+    database = capped(db, server, daily_session_cap=1)
+    try:
+        finisher.start()
+        report = run(database, embedder, concurrency=2)
+        spent = spend_today(database, "openai")
+    finally:
+        finisher.join()
+        database.close()
+    assert (report.counts["done"], report.held, spent.sessions) == (0, 2, 1), report.line()
+    assert "the daily session cap of openai is reached (1 session of 1 today" in (report.held_reason or "")
+    assert statuses(db) == {"done": 1, "pending": 2}

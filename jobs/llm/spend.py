@@ -157,16 +157,25 @@ class DailyCap:
         return None
 
     def crowded(self, spend: Spend, others: InFlight) -> str | None:
-        """Why a claimed session may not start yet, or None: today's tokens and those of the sessions other
-        workers are summarising now reach the token cap (it may start once they are recorded, if room is left).
-        With none in flight a session always starts under the cap: the cap is overshot by at most one session."""
-        if self.tokens is None or others.sessions == 0 or spend.tokens + others.tokens < self.tokens:
+        """Why a claimed session may not start yet, or None: today's spend and the sessions other workers (any
+        process) are summarising now reach a cap, in tokens (theirs estimated) or in sessions (each will have
+        been called today). It may start once they are recorded, if room is left. With none in flight a session
+        always starts under the cap: the token cap is overshot by at most one session, the session cap never."""
+        if others.sessions == 0:
             return None
-        return (
-            f"the daily token cap of {self.backend} would be reached by the sessions in progress ({spend.tokens:,} "
-            f"tokens spent today and about {others.tokens:,} in {counted(others.sessions, 'session')} in progress, "
-            f"of {self.tokens:,}, EPISODES_DAILY_TOKEN_CAP)"
-        )
+        if self.tokens is not None and spend.tokens + others.tokens >= self.tokens:
+            return (
+                f"the daily token cap of {self.backend} would be reached by the sessions in progress "
+                f"({spend.tokens:,} tokens spent today and about {others.tokens:,} in "
+                f"{counted(others.sessions, 'session')} in progress, of {self.tokens:,}, EPISODES_DAILY_TOKEN_CAP)"
+            )
+        if self.sessions is not None and spend.sessions + others.sessions >= self.sessions:
+            return (
+                f"the daily session cap of {self.backend} would be reached by the sessions in progress "
+                f"({counted(spend.sessions, 'session')} today and {others.sessions:,} in progress, of "
+                f"{self.sessions:,}, EPISODES_DAILY_SESSION_CAP)"
+            )
+        return None
 
     def check(self, db: Database, in_flight: int = 0, now: dt.datetime | None = None) -> str | None:
         """:meth:`reached` with today's spend read now."""

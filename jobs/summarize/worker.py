@@ -219,16 +219,15 @@ class Worker:
             return True
 
     def _no_room(self, transcript: Transcript) -> str | None:
-        """The token cap, checked once a session is claimed and before its first call: today's recorded tokens
-        plus the sessions other workers (any process) are summarising now. Over it, the claim is given back
-        (no attempt counted) and the outcome says what the thread does: None when the day's spend alone
-        reached the cap (held), :data:`RETRY` after a short wait when the sessions in progress may still leave
-        room. With nothing else in progress a session always starts, so the cap is overshot by at most one
-        session's tokens, however many workers claim at once (their claims are seen before their calls)."""
+        """The caps, checked once a session is claimed and before its first call: today's recorded spend plus the
+        sessions other workers (any process) are summarising now. Over a cap, the claim is given back (no attempt
+        counted) and the outcome says what the thread does: None when the day's spend alone reached it (held),
+        :data:`RETRY` after a short wait when the sessions in progress may still leave room. With nothing else in
+        progress a session always starts, so however many workers claim at once, in however many processes (their
+        claims are seen before their calls), the token cap is overshot by at most one session's tokens and the
+        session cap not at all."""
         assert self.cap is not None
         cap = self.cap.cap
-        if cap.tokens is None:
-            return None
         db = self.summarizer.db
         with self._cap_lock:  # one check at a time in this process; the give-back is inside, seen by the next
             spent, others = spend_and_in_flight(db, cap.backend, transcript.tenant_id, transcript.id)
