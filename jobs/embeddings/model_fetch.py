@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -261,9 +261,14 @@ def _pip_download(scratch: Path, wheel_sha256: str) -> None:
             command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=scratch
         )
         progress = _Progress(WHEEL_SIZE)
-        while process.poll() is None:
-            time.sleep(0.5)
-            progress.update(sum(p.stat().st_size for p in pip_tmp.rglob("*.whl") if p.is_file()))
+        try:
+            while process.poll() is None:
+                time.sleep(0.5)
+                progress.update(_bytes_in(pip_tmp, "*.whl"))
+        finally:  # Ctrl-C, or anything else that ends the wait, ends pip too: never left running, never unreaped
+            if process.poll() is None:
+                process.kill()
+            process.wait()
         output.seek(0)
         lines = [line for line in output.read().splitlines() if line.strip()]
     if process.returncode != 0:
@@ -320,6 +325,17 @@ def _write_checked(
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def _bytes_in(folder: Path, pattern: str) -> int:
+    """The size of the files under ``folder`` matching ``pattern``; a file pip removes or renames while this
+    counts is skipped (reading its size then raised FileNotFoundError, which ended the wait with pip running)."""
+    total = 0
+    for path in folder.rglob(pattern):
+        with suppress(FileNotFoundError):
+            if path.is_file():
+                total += path.stat().st_size
+    return total
 
 
 class _Progress:
