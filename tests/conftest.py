@@ -37,8 +37,9 @@ NO_LOCOMO = (
     "../shared/data/locomo beside the clone (docs/development.md)"
 )
 TEMPLATE = "episodes_template"
-# Fixtures kept in tests/support/: the summarised examples on each backend (edb, ro_db) for the analyst tests.
-pytest_plugins = ["support.analyst_examples"]
+# Fixtures kept in tests/support/: the summarised examples on each backend (edb, ro_db) for the analyst tests; the
+# model's sources (verified, serve, pip_index) for the model-file tests.
+pytest_plugins = ["support.analyst_examples", "support.model_sources"]
 _counter = itertools.count()
 
 

