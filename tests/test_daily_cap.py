@@ -262,6 +262,27 @@ def slow_model(delay: float) -> Any:
     return respond
 
 
+def in_progress_elsewhere(db: Database, transcript_id: int) -> None:
+    """``transcript_id`` claimed by another process: running, its lease good for ten minutes."""
+    with db.admin() as conn:
+        conn.execute(
+            "UPDATE transcripts SET status = 'running', lease_owner = 'another-process', "
+            "lease_until = now() + interval '10 minutes' WHERE id = %s",
+            (transcript_id,),
+        )
+
+
+def recorded_and_done(db: Database, transcript_id: int, input_tokens: int, output_tokens: int) -> None:
+    """The other process's session ends: its model call recorded (openai) and the session done, in one transaction."""
+    with db.admin() as conn:
+        conn.execute(
+            "INSERT INTO model_calls (tenant_id, user_id, transcript_id, template, prompt_hash, model, "
+            "input_tokens, output_tokens, outcome) VALUES ('acme', 'u1', %s, 't', 'h', 'openai:m', %s, %s, 'ok')",
+            (transcript_id, input_tokens, output_tokens),
+        )
+        conn.execute("UPDATE transcripts SET status = 'done', lease_owner = NULL WHERE id = %s", (transcript_id,))
+
+
 @pytest.mark.citus  # the sessions in progress are read across shards
 def test_the_token_cap_holds_within_one_session_when_nothing_is_spent_yet(db: Database, embedder: Any) -> None:
     """With nothing recorded today every claim read 0 tokens spent, and the first wave of concurrent workers all
@@ -319,20 +340,7 @@ def test_a_session_that_ends_between_the_two_reads_is_counted(db: Database, monk
     add(db, 2)
     with db.admin() as conn:
         ids = [r["id"] for r in conn.execute("SELECT id FROM transcripts ORDER BY session_id")]
-        conn.execute(
-            "UPDATE transcripts SET status = 'running', lease_owner = 'other', "
-            "lease_until = now() + interval '10 minutes' WHERE id = %s",
-            (ids[1],),
-        )
-
-    def the_other_session_ends() -> None:
-        with db.admin() as conn:
-            conn.execute(
-                "INSERT INTO model_calls (tenant_id, user_id, transcript_id, template, prompt_hash, model, "
-                "input_tokens, output_tokens, outcome) VALUES ('acme', 'u1', %s, 't', 'h', 'openai:m', 3000, 500, 'ok')",
-                (ids[1],),
-            )
-            conn.execute("UPDATE transcripts SET status = 'done', lease_owner = NULL WHERE id = %s", (ids[1],))
+    in_progress_elsewhere(db, ids[1])
 
     reads: list[str] = []
 
@@ -340,8 +348,8 @@ def test_a_session_that_ends_between_the_two_reads_is_counted(db: Database, monk
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             value = read(*args, **kwargs)
             reads.append(name)
-            if len(reads) == 1:
-                the_other_session_ends()
+            if len(reads) == 1:  # the other session ends right after the first read
+                recorded_and_done(db, ids[1], 3000, 500)
             return value
 
         return wrapped
@@ -366,21 +374,11 @@ def test_the_session_cap_counts_what_other_processes_have_in_progress(
     add(db, 3)
     with db.admin() as conn:
         other = one(conn.execute("SELECT min(id) AS id FROM transcripts"))["id"]
-        conn.execute(
-            "UPDATE transcripts SET status = 'running', lease_owner = 'another-process', "
-            "lease_until = now() + interval '10 minutes' WHERE id = %s",
-            (other,),
-        )
+    in_progress_elsewhere(db, other)
 
     def the_other_process_finishes() -> None:
         time.sleep(2.0)  # past the first check and a wait or two
-        with db.admin() as conn:
-            conn.execute(
-                "INSERT INTO model_calls (tenant_id, user_id, transcript_id, template, prompt_hash, model, "
-                "input_tokens, output_tokens, outcome) VALUES ('acme', 'u1', %s, 't', 'h', 'openai:m', 900, 300, 'ok')",
-                (other,),
-            )
-            conn.execute("UPDATE transcripts SET status = 'done', lease_owner = NULL WHERE id = %s", (other,))
+        recorded_and_done(db, other, 900, 300)
 
     finisher = threading.Thread(target=the_other_process_finishes)
     database = capped(db, server, daily_session_cap=1)
