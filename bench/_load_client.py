@@ -23,6 +23,7 @@ class Phase:
         self.last_503: float | None = None
         self.wrong = self.probes = 0
         self.cpu: dict[str, float] = {}  # CPU seconds of the measured part, by who spent them
+        self.wall = 0.0  # seconds the measured part took (the last answers come after its end)
 
 
 class ClosedBeforeAnswering(ConnectionError):
