@@ -82,6 +82,12 @@ CASES: dict[str, tuple[str, list[str], str, str | None]] = {
         "recall p95 ms",
         "citus",
     ),
+    "compressed_recall": (
+        "compressed_recall.py",
+        [*TINY_DATA, "--lines", "3", "--queries", "2", "--periods", "year"],
+        "the largest holds",
+        None,
+    ),
     "compress_scale": (
         "compress_scale.py",
         ["--episodes", "100", "--users", "5", "--heavy", "20", "--budget", "6000", "--concurrency", "2"],
