@@ -11,13 +11,17 @@
 -- user's rows); returned are only the rows fusion or the line search can pick (jobs/recall/scoring.py): the
 -- first %(depth)s by cosine distance (those without one last: with few candidates, every one of them), the
 -- first %(depth)s by text score, the last %(recent_n)s by ended_at and those of %(extra_ids)s (the episodes
--- of the block's open items); then one row with id NULL that holds
+-- of the block's open items); the first %(line_n)s session episodes by each score, compressed ones included (whose
+-- lines recall_lines searches: jobs/recall/scoring.py line_episodes); then one row with id NULL that holds
 -- `candidates`, the number scored, the mean and spread of their cosine similarity to the opening message
 -- (`sim_mean`, `sim_sd`: the user's background, against which the best stands out or not), and the embedder
 -- the database records (migration 0014: vectors of another one are not comparable with the query's, and the
 -- recaller then follows it).
 -- Candidates: the user's episodes, current, not compressed into a super-summary, ended by %(now)s, of an
--- allowed purpose (%(purposes)s, NULL: all). Scores:
+-- allowed purpose (%(purposes)s, NULL: all). The sessions a candidate super-summary holds (`compressed_into`: its id)
+-- are scored too, for the line search only: their own lines are searched and quoted under their super, so a compressed
+-- period costs what its sessions did. A super is one episode holding a copy of every line of its period: when the
+-- line search read those, a heavy user's recall went 110 ms -> 1.12 s (bench/compressed_recall.py). Scores:
 --   distance     cosine distance to the opening message (pgvector <=>; NULL without an embedding of the
 --                query's %(dim)s dimensions, as between `episodes reembed`'s switch and a row's rewrite, or
 --                when the query vector is zero)
@@ -34,33 +38,43 @@ WITH q AS (
 ),
 s AS MATERIALIZED (
     SELECT e.id, e.ended_at, e.importance::float8 AS importance, e.pinned_at IS NOT NULL AS pinned,
+           e.compressed_into, e.kind = 'super' AS is_super,
            CASE WHEN %(has_vector)s AND vector_dims(e.embedding) = %(dim)s
                 THEN (e.embedding <=> q.vec)::float8 END AS distance,
            CASE WHEN e.search_tsv @@ q.tsq THEN ts_rank(e.search_tsv, q.tsq, 1)::float8 END AS text_score
     FROM episodes e CROSS JOIN q
     WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-      AND e.status = 'current' AND e.compressed_into IS NULL
+      AND e.status = 'current'
       AND e.ended_at <= %(now)s::timestamptz
       AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
-)
-(SELECT id, ended_at, importance, pinned, distance, text_score,
+),
+c AS (SELECT * FROM s WHERE compressed_into IS NULL)  -- the candidates
+(SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super,
         NULL::float8 AS sim_mean, NULL::float8 AS sim_sd,
         NULL::bigint AS candidates, NULL::text AS embedder, NULL::int AS embedding_dim
- FROM s ORDER BY distance NULLS LAST, id LIMIT %(depth)s)
+ FROM c ORDER BY distance NULLS LAST, id LIMIT %(depth)s)
 UNION
-(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL, NULL, NULL
- FROM s WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(depth)s)
+(SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
+ FROM c WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(depth)s)
 UNION
-(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL, NULL, NULL
- FROM s ORDER BY ended_at DESC, id DESC LIMIT %(recent_n)s)
+(SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
+ FROM c ORDER BY ended_at DESC, id DESC LIMIT %(recent_n)s)
 UNION
-(SELECT id, ended_at, importance, pinned, distance, text_score, NULL, NULL, NULL, NULL, NULL
- FROM s WHERE id = ANY (%(extra_ids)s::bigint[]))
+(SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
+ FROM c WHERE id = ANY (%(extra_ids)s::bigint[]))
+UNION
+(SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
+ FROM s WHERE NOT is_super AND (compressed_into IS NULL OR compressed_into IN (SELECT id FROM c))
+ ORDER BY distance NULLS LAST, id LIMIT %(line_n)s)
+UNION
+(SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
+ FROM s WHERE NOT is_super AND text_score IS NOT NULL AND (compressed_into IS NULL OR compressed_into IN (SELECT id FROM c))
+ ORDER BY text_score DESC, id LIMIT %(line_n)s)
 UNION ALL
-(SELECT NULL, NULL, NULL, NULL, NULL, NULL, avg(1 - distance), stddev_pop(1 - distance), count(*),
+(SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, avg(1 - distance), stddev_pop(1 - distance), count(*),
         (SELECT max(value) FROM episodes_settings WHERE key = 'embedder'),
         (SELECT max(value) FROM episodes_settings WHERE key = 'embedding_dim')::int
- FROM s)
+ FROM c)
 
 -- name: recall_rows
 -- The chosen episodes (ids from jobs/recall/scoring.py), read by the primary key (tenant_id, id) alone:
@@ -195,11 +209,13 @@ ORDER BY b.fused DESC, b.episode_id, b.ordinal
 
 -- name: recall_quoted_episodes
 -- Which of the chosen episodes keep lines at all (episode_lines, migration 0032): fitting shows an episode that
--- has none (a super-summary, an episode stored before lines were kept) by its full summary, and one whose lines
--- just did not match by a one-line header. The primary key (tenant_id, episode_id, ordinal) answers it.
-SELECT DISTINCT l.episode_id
-FROM episode_lines l
-WHERE l.tenant_id = %(tenant_id)s AND l.episode_id = ANY (%(ids)s::bigint[])
+-- has none (a super-summary of sessions without lines, an episode stored before lines were kept) by its full
+-- summary, and one whose lines just did not match by a one-line header. One probe of the primary key (tenant_id,
+-- episode_id, ordinal) an episode: a DISTINCT over the lines read every line of a super-summary (244 ms for one
+-- holding 101,321, bench/compressed_recall.py's heavy user).
+SELECT i.id AS episode_id
+FROM unnest(%(ids)s::bigint[]) AS i (id)
+WHERE EXISTS (SELECT FROM episode_lines l WHERE l.tenant_id = %(tenant_id)s AND l.episode_id = i.id)
 
 -- name: recall_replaced
 -- Of the chosen episodes, those holding a decision or preference that a later session replaced (later

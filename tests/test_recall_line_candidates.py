@@ -48,7 +48,7 @@ def _chosen(db: Database, query: np.ndarray, cfg: RecallConfig) -> set[int]:
     params = {"tenant_id": "acme", "user_id": "u1", "now": NOW, "purposes": None, "query_text": QUESTION}
     with db.tenant_read("acme") as (conn, sql, _):
         scored = read_scores(send_scores(conn, sql, params, query, cfg, set()))
-    return set(line_episodes(scored.scores, cfg))
+    return set(line_episodes(scored.lines, cfg))
 
 
 def test_the_searched_episodes_are_the_closest_and_the_wordiest_of_every_candidate(db: Database) -> None:

@@ -53,6 +53,7 @@ from jobs.recall.scoring import (
     read_scores,
     send_lines,
     send_scores,
+    under_supers,
     unit_vectors,
     unranked,
 )
@@ -253,8 +254,12 @@ class Recaller:
             scored = read_scores(send_scores(conn, sql, params, vector, cfg, item_episodes))
             if scored.recorded is not None and self._follow_recorded_embedder(scored.recorded):
                 return None
-            searched = line_episodes(scored.scores, cfg) if cfg.max_lines > 0 else []
-            line_rows = send_lines(conn, sql, params, vector, cfg, searched).fetchall() if searched else []
+            searched = line_episodes(scored.lines, cfg) if cfg.max_lines > 0 else []
+            line_rows = (
+                under_supers(send_lines(conn, sql, params, vector, cfg, searched).fetchall(), scored)
+                if searched
+                else []
+            )
             picked = fuse(scored.scores, cfg, epoch_us(now), item_episodes)
             for row in line_rows:  # an episode is chosen by the evidence of its lines too (issue 47)
                 picked.setdefault(row["episode_id"], unranked())

@@ -51,6 +51,10 @@ class Scored(NamedTuple):
     scores: Scores  # the rows fusion can pick
     candidates: int  # the user's candidate episodes scored
     recorded: Recorded | None  # the embedder the database records (None: a database without one)
+    # The session episodes whose lines the line search may read (:func:`line_episodes`): the candidates' and those of
+    # the sessions a super-summary holds, whose lines are quoted under it (:func:`under_supers`); never a super's own.
+    lines: Scores
+    super_of: dict[int, int]  # a compressed session's episode id -> its super-summary's
 
 
 def epoch_us(when: dt.datetime) -> int:
@@ -78,6 +82,7 @@ def send_scores(
             "dim": len(vector),
             "has_vector": bool(np.any(vector)),  # a zero vector has no direction: no distance, as no embedding
             "depth": max(cfg.rank_depth, cfg.top_k, cfg.line_episodes if cfg.max_lines > 0 else 0),
+            "line_n": cfg.line_episodes if cfg.max_lines > 0 else 0,
             "recent_n": cfg.recent_n,
             "extra_ids": sorted(extra_ids),
         },
@@ -141,17 +146,47 @@ def read_scores(cursor: Cursor) -> Scored:
     last = rows.pop()  # the counts' row comes last (UNION ALL after the UNIONs)
     recorded = Recorded(last["embedder"], last["embedding_dim"]) if last["embedder"] else None
     nan = float("nan")
-    scores = Scores(
-        ids=np.array([r["id"] for r in rows], np.int64),
-        ended_us=np.array([epoch_us(r["ended_at"]) for r in rows], np.int64),
-        importance=np.array([r["importance"] for r in rows], np.float64),
-        distance=np.array([nan if r["distance"] is None else r["distance"] for r in rows], np.float64),
-        text=np.array([nan if r["text_score"] is None else r["text_score"] for r in rows], np.float64),
-        pinned=np.array([r["pinned"] for r in rows], bool),
-        sim_mean=nan if last["sim_mean"] is None else float(last["sim_mean"]),
-        sim_sd=nan if last["sim_sd"] is None else float(last["sim_sd"]),
+
+    def scores_of(chosen: list[dict[str, Any]]) -> Scores:
+        return Scores(
+            ids=np.array([r["id"] for r in chosen], np.int64),
+            ended_us=np.array([epoch_us(r["ended_at"]) for r in chosen], np.int64),
+            importance=np.array([r["importance"] for r in chosen], np.float64),
+            distance=np.array([nan if r["distance"] is None else r["distance"] for r in chosen], np.float64),
+            text=np.array([nan if r["text_score"] is None else r["text_score"] for r in chosen], np.float64),
+            pinned=np.array([r["pinned"] for r in chosen], bool),
+            sim_mean=nan if last["sim_mean"] is None else float(last["sim_mean"]),
+            sim_sd=nan if last["sim_sd"] is None else float(last["sim_sd"]),
+        )
+
+    return Scored(
+        scores_of([r for r in rows if r["compressed_into"] is None]),
+        int(last["candidates"]),
+        recorded,
+        scores_of([r for r in rows if not r["is_super"]]),
+        {r["id"]: r["compressed_into"] for r in rows if r["compressed_into"] is not None},
     )
-    return Scored(scores, int(last["candidates"]), recorded)
+
+
+def under_supers(rows: list[dict[str, Any]], scored: Scored) -> list[dict[str, Any]]:
+    """``recall_lines``' rows with a compressed session's lines put under its super-summary, in place: the super's
+    id, an ordinal that keeps its sessions in time order (the session's place among its sessions here x 10^6 + the
+    line's own), and an undated line dated by its session's end, so it is quoted with its own day, not the period's."""
+    if not scored.super_of:
+        return rows
+    s = scored.lines
+    ended = dict(zip(s.ids.tolist(), s.ended_us.tolist(), strict=True))
+    place = {
+        int(i): n
+        for n, i in enumerate(sorted((i for i in scored.super_of), key=lambda i: (scored.super_of[i], ended[i], i)))
+    }
+    for row in rows:
+        if (source := row["episode_id"]) in scored.super_of:
+            row["episode_id"] = scored.super_of[source]
+            row["ordinal"] = place[source] * 1_000_000 + row["ordinal"]
+            if row["said_at"] is None:
+                row["said_at"] = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=ended[source])
+    return rows
 
 
 def unit_vectors(rows: list[dict[str, Any]]) -> dict[int, np.ndarray]:
