@@ -4,19 +4,19 @@ figures, asserts nothing.
     python bench/compressed_recall.py --home /tmp/rb47 --keep --episodes 50000 --users 2500 --heavy-users 2 \
         --heavy-size 10000 --lines 30 --periods year,quarter,month
 
-Why: a super carries a copy of its sources' lines (jobs/compress/group.py), and ``recall_lines`` searches every
-line of each episode it is given. ``RecallConfig.line_episodes`` bounds how many episodes that is, which bounds a
-heavy user's recall by episodes, not lines; a super is one episode with the lines of its whole period, so for it
-the bound does not hold.
+Why: ``RecallConfig.line_episodes`` bounds how many episodes' lines ``recall_lines`` searches, which bounds a
+heavy user's recall by episodes, not lines. A super-summary is one episode standing for a whole period: until
+migration 0041 it carried a copy of every line of its period, and the line search read them all whenever it picked
+it (10,000 sessions, two years compressed: recall 110 ms -> 1.12 s). Now the sessions it holds are searched, each
+chosen by its own scores, and their lines are quoted under it; this bench says whether compressing still costs.
 
 For each of ``--periods``: a copy of the bench database (``CREATE DATABASE ... TEMPLATE``), in which the compress
 job (offline compressor, as of the bench's NOW) compresses the periods of heavy user u0 that ended more than
 ``--older-than`` ago; then ``--queries`` recalls of u0 in process (``Recaller.recall_vector``, a precomputed query
 vector, as bench/recall.py) before and after, the same openings on both sides: median wall time, the process's CPU
-and PostgreSQL's (its processes, /proc; the embedded server only) per recall, the supers made, the lines under the
-largest, and in how many blocks a super is shown. The bench's vectors are random and a super's is the embedder's,
-so whether a super is picked for the line search here is down to its words (its full text covers every carried
-event). The copy is dropped after each period.
+and PostgreSQL's (its processes, /proc; the embedded server only) per recall, the supers made, the sessions and
+lines the largest holds, and in how many blocks a super is shown (by its header and the quotes of its sessions).
+The copy is dropped after each period.
 """
 
 from __future__ import annotations
@@ -90,12 +90,14 @@ def recalls(url: str, openings: list[tuple[str, np.ndarray]], pg_cpu: Callable[[
 
 
 def largest_super(url: str) -> tuple[int, int, int]:
-    """Supers of u0, sources of the largest, and lines under it."""
+    """Supers of u0, the sessions of the largest, and their lines."""
     with psycopg.connect(url) as conn:
         row = conn.execute(
-            """SELECT count(*) OVER (), (SELECT count(*) FROM episodes s WHERE s.tenant_id = e.tenant_id
-                                           AND s.compressed_into = e.id),
-                      (SELECT count(*) FROM episode_lines l WHERE l.tenant_id = e.tenant_id AND l.episode_id = e.id) AS n
+            """SELECT count(*) OVER (),
+                      (SELECT count(*) FROM episodes s WHERE s.tenant_id = e.tenant_id AND s.compressed_into = e.id) AS n,
+                      (SELECT count(*) FROM episodes s JOIN episode_lines l ON l.tenant_id = s.tenant_id
+                                                      AND l.episode_id = s.id
+                       WHERE s.tenant_id = e.tenant_id AND s.compressed_into = e.id)
                FROM episodes e WHERE e.tenant_id = %s AND e.user_id = %s AND e.kind = 'super' AND e.status = 'current'
                ORDER BY n DESC LIMIT 1""",
             (TENANT, USER),
@@ -141,7 +143,7 @@ def main() -> None:
                 drop_copy(data)
             print(
                 f"--period {period}: {supers} supers in {took:.0f} s ({dict(report.counts)}); the largest holds "
-                f"{sources:,} sessions and {lines:,} lines"
+                f"{sources:,} sessions of {lines:,} lines"
             )
             for name, got in (("before", before), ("after", after)):
                 print(

@@ -164,26 +164,3 @@ WHERE e.kind = 'session' AND e.compressed_into IS NOT NULL AND e.embedding IS NO
   AND (%(user)s::text IS NULL OR e.user_id = %(user)s::text)
   AND EXISTS (SELECT 1 FROM episodes s
               WHERE s.tenant_id = e.tenant_id AND s.id = e.compressed_into AND s.status = 'current')
-
--- name: compress_copy_lines
--- A super carries its sources' lines (episode_lines, migration 0032): recall searches the lines of current,
--- uncompressed episodes only, so without them every quote of a compressed period would leave recall (issue
--- 47, "Compression keeps the facts"). Copied as stored (already redacted), renumbered in source order
--- (session by session, oldest first); said_at kept, or the source session's start when the transcript gave
--- none, so a quote under a super is dated by its own session, not by the period. Both tables filtered by the
--- tenant and joined on it: on a cluster a router statement on the tenant's node. The copies go with the super
--- (ON DELETE CASCADE: an erased source deletes its super) and when it is superseded (compress_drop_lines).
-INSERT INTO episode_lines (tenant_id, user_id, episode_id, ordinal, message_index, speaker, said_at, text, embedding)
-SELECT l.tenant_id, l.user_id, %(super_id)s,
-       (row_number() OVER (ORDER BY e.ended_at, e.id, l.ordinal) - 1)::int,
-       l.message_index, l.speaker, coalesce(l.said_at, e.started_at), l.text, l.embedding
-FROM episode_lines l
-JOIN episodes e ON e.tenant_id = l.tenant_id AND e.id = l.episode_id
-WHERE l.tenant_id = %(tenant_id)s AND e.tenant_id = %(tenant_id)s
-  AND l.episode_id = ANY (%(source_ids)s::bigint[]) AND e.id = ANY (%(source_ids)s::bigint[])
-
--- name: compress_drop_lines
--- A super superseded by a rebuild leaves recall: its copied lines go (the sources keep theirs, and the
--- new super holds fresh copies), so a rebuilt period holds each line once.
-DELETE FROM episode_lines
-WHERE tenant_id = %(tenant_id)s AND episode_id = ANY (%(ids)s::bigint[])

@@ -151,8 +151,9 @@ LIMIT %(limit)s
 --   fused        %(w_vector)s / (%(rrf_k)s + rank by score) + %(w_text)s / (%(rrf_k)s + rank by text_score),
 --                each rank counted only within its first %(depth)s
 -- Whose lines (%(episode_ids)s, jobs/recall/scoring.py line_episodes): of the rows recall_scores returned in
--- the same transaction, the user's line_episodes candidates closest to the message and the line_episodes that
--- match its words best (every candidate of a user with fewer). The work of a user with 10,000 episodes is then
+-- the same transaction, the user's line_episodes sessions closest to the message and the line_episodes that
+-- match its words best (every one of a user with fewer), the sessions a super-summary holds among them (their lines
+-- are quoted under it: jobs/recall/scoring.py under_supers; a super has none of its own, migration 0041). The work of a user with 10,000 episodes is then
 -- bounded by episodes, not by their ~10x as many lines (all of them ranked: 132.8 ms of PostgreSQL per recall
 -- under bench/api_load.py's mix, issue 47; this statement for a user of 10,000 episodes and 299,926 lines:
 -- 1,854 ms with every line, 82 ms with 100), and the candidates are scored once, by recall_scores (this
@@ -210,12 +211,16 @@ ORDER BY b.fused DESC, b.episode_id, b.ordinal
 -- name: recall_quoted_episodes
 -- Which of the chosen episodes keep lines at all (episode_lines, migration 0032): fitting shows an episode that
 -- has none (a super-summary of sessions without lines, an episode stored before lines were kept) by its full
--- summary, and one whose lines just did not match by a one-line header. One probe of the primary key (tenant_id,
--- episode_id, ordinal) an episode: a DISTINCT over the lines read every line of a super-summary (244 ms for one
--- holding 101,321, bench/compressed_recall.py's heavy user).
+-- summary, and one whose lines just did not match by a one-line header. A super-summary keeps the lines of the
+-- sessions it holds (migration 0041). Probes of the primary key (tenant_id, episode_id, ordinal), and for a super of
+-- episodes_compressed_into_idx, each stopping at the first row: a DISTINCT over the lines read every line of a
+-- super (244 ms for one holding 101,321 copies, bench/compressed_recall.py's heavy user).
 SELECT i.id AS episode_id
 FROM unnest(%(ids)s::bigint[]) AS i (id)
 WHERE EXISTS (SELECT FROM episode_lines l WHERE l.tenant_id = %(tenant_id)s AND l.episode_id = i.id)
+   OR EXISTS (SELECT FROM episodes s
+              JOIN episode_lines l ON l.tenant_id = s.tenant_id AND l.episode_id = s.id
+              WHERE s.tenant_id = %(tenant_id)s AND l.tenant_id = %(tenant_id)s AND s.compressed_into = i.id)
 
 -- name: recall_replaced
 -- Of the chosen episodes, those holding a decision or preference that a later session replaced (later

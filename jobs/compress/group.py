@@ -19,10 +19,12 @@ every source, and each source gets ``compressed_into``: recall (``status='curren
 compressed_into IS NULL``) then shows the super instead of its sources, which stay in place for
 analysts.
 
-**Lines.** A super carries a copy of its sources' episode lines (renumbered in source order, each with
-its own session's date), written with it: recall searches lines of current, uncompressed episodes only,
-so the facts a period's sessions quoted stay quotable under the super. A superseded super's copies are
-dropped; a deleted one's cascade.
+**Lines.** A super holds no lines of its own: recall searches the lines of the sessions it holds, each
+session chosen by its own scores as any candidate is, and quotes them under the super, each dated by its own
+session (sql/recall.sql recall_scores). So the facts a period's sessions said stay quotable, and a compressed
+period costs recall what its sessions did. (Until migration 0041 a super carried a copy of every line of its
+period, and the line search read all of them whenever it picked the super: a heavy user's recall 110 ms -> 1.12 s,
+bench/compressed_recall.py.)
 
 **Vectors.** A super's embedding is of its summary, tags, highlighted events (at most 5) and
 entities (:meth:`PreparedGroup.vector_text`); its full-text index covers every carried event.
@@ -242,7 +244,6 @@ def write_group(
         ids = {"super_id": new_id, "source_ids": list(state.source_ids), **scope}
         conn.execute(query("compress_event_provenance"), ids)
         conn.execute(query("compress_insert_lineage"), ids)
-        conn.execute(query("compress_copy_lines"), ids)
         conn.execute(query("compress_point_sources"), ids)
         if kept:
             conn.execute(query("compress_link_superseded"), {**scope, "ids": kept, "new_id": new_id})

@@ -176,5 +176,4 @@ def retire(conn: Conn, scope: dict[str, Any], state: GroupState, *, delete_all: 
     delete_supers(conn, scope, doomed)
     if keep:
         conn.execute(query("compress_supersede_supers"), {**scope, "ids": keep})
-        conn.execute(query("compress_drop_lines"), {**scope, "ids": keep})  # out of recall: copies not needed
     return keep
