@@ -13,17 +13,17 @@
 -- first %(depth)s by text score, the last %(recent_n)s by ended_at and those of %(extra_ids)s (the episodes
 -- of the block's open items); for a user with compressed sessions, the first %(line_n)s session episodes by each
 -- score, those included (whose lines recall_lines searches: jobs/recall/scoring.py line_episodes; without any, the
--- first lists hold them, %(depth)s >= %(line_n)s, and the two lists are not ranked: +7 ms for a heavy user when
--- they were); then one row with id NULL that holds
+-- first lists hold them, %(depth)s >= %(line_n)s); then one row with id NULL that holds
 -- `candidates`, the number scored, the mean and spread of their cosine similarity to the opening message
 -- (`sim_mean`, `sim_sd`: the user's background, against which the best stands out or not), and the embedder
 -- the database records (migration 0014: vectors of another one are not comparable with the query's, and the
 -- recaller then follows it).
--- Candidates: the user's episodes, current, not compressed into a super-summary, ended by %(now)s, of an
--- allowed purpose (%(purposes)s, NULL: all). The sessions a candidate super-summary holds (`compressed_into`: its id)
--- are scored too, for the line search only: their own lines are searched and quoted under their super, so a compressed
--- period costs what its sessions did. A super is one episode holding a copy of every line of its period: when the
--- line search read those, a heavy user's recall went 110 ms -> 1.12 s (bench/compressed_recall.py). Scores:
+-- Candidates (s): the user's episodes, current, not compressed into a super-summary, ended by %(now)s, of an
+-- allowed purpose (%(purposes)s, NULL: all). The sessions a candidate super-summary holds (src, found by
+-- episodes_compressed_into_idx; `compressed_into`: the super's id) are scored too, for the line search only: their
+-- own lines are searched and quoted under their super, so a compressed period costs what its sessions did (a super
+-- holding a copy of its period's every line, all searched, took a heavy user's recall from 110 ms to 1.12 s:
+-- bench/compressed_recall.py). A user without a super pays one pass over s to know it (sup). Scores:
 --   distance     cosine distance to the opening message (pgvector <=>; NULL without an embedding of the
 --                query's %(dim)s dimensions, as between `episodes reembed`'s switch and a row's rewrite, or
 --                when the query vector is zero)
@@ -33,53 +33,63 @@
 -- user is (a typical user's statement runs in ~0.4 ms, a user with 10,000 episodes in ~40 ms, bench/README),
 -- and planning it costs little (the fused picking in SQL took 2-4 ms to plan). One tenant named in every
 -- table: on a cluster a router query (the settings are a reference table), on the tenant's shards a plain one.
-WITH q AS (
+WITH q AS NOT MATERIALIZED (  -- inlined in s and src: a CTE scan of it joined every row (+3 ms, 10,000 rows)
     SELECT %(vector)s::vector AS vec,
            (SELECT nullif(string_agg('''' || replace(replace(lex, '\', '\\'), '''', '''''') || '''', ' | '), '')::tsquery
             FROM unnest(tsvector_to_array(to_tsvector('english', %(query_text)s::text))) AS lex) AS tsq
 ),
 s AS MATERIALIZED (
     SELECT e.id, e.ended_at, e.importance::float8 AS importance, e.pinned_at IS NOT NULL AS pinned,
-           e.compressed_into, e.kind = 'super' AS is_super,
+           NULL::bigint AS compressed_into, e.kind = 'super' AS is_super,
            CASE WHEN %(has_vector)s AND vector_dims(e.embedding) = %(dim)s
                 THEN (e.embedding <=> q.vec)::float8 END AS distance,
            CASE WHEN e.search_tsv @@ q.tsq THEN ts_rank(e.search_tsv, q.tsq, 1)::float8 END AS text_score
     FROM episodes e CROSS JOIN q
     WHERE e.tenant_id = %(tenant_id)s AND e.user_id = %(user_id)s
-      AND e.status = 'current'
+      AND e.status = 'current' AND e.compressed_into IS NULL
       AND e.ended_at <= %(now)s::timestamptz
       AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
 ),
-c AS NOT MATERIALIZED (SELECT * FROM s WHERE compressed_into IS NULL),  -- the candidates (a filter, not a copy)
-g AS MATERIALIZED (SELECT EXISTS (SELECT FROM s WHERE compressed_into IS NOT NULL) AS compressed)
+sup AS MATERIALIZED (SELECT array_agg(id) AS ids FROM s WHERE is_super),  -- NULL: the user has no super-summary
+src AS MATERIALIZED (
+    SELECT e.id, e.ended_at, e.importance::float8 AS importance, e.pinned_at IS NOT NULL AS pinned,
+           e.compressed_into, false AS is_super,
+           CASE WHEN %(has_vector)s AND vector_dims(e.embedding) = %(dim)s
+                THEN (e.embedding <=> q.vec)::float8 END AS distance,
+           CASE WHEN e.search_tsv @@ q.tsq THEN ts_rank(e.search_tsv, q.tsq, 1)::float8 END AS text_score
+    FROM episodes e CROSS JOIN q
+    WHERE e.tenant_id = %(tenant_id)s
+      AND e.compressed_into = ANY ((SELECT ids FROM sup)::bigint[])
+      AND e.user_id = %(user_id)s AND e.status = 'current' AND e.kind = 'session'
+      AND e.ended_at <= %(now)s::timestamptz
+      AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
+)
 (SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super,
         NULL::float8 AS sim_mean, NULL::float8 AS sim_sd,
         NULL::bigint AS candidates, NULL::text AS embedder, NULL::int AS embedding_dim
- FROM c ORDER BY distance NULLS LAST, id LIMIT %(depth)s)
+ FROM s ORDER BY distance NULLS LAST, id LIMIT %(depth)s)
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
- FROM c WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(depth)s)
+ FROM s WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(depth)s)
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
- FROM c ORDER BY ended_at DESC, id DESC LIMIT %(recent_n)s)
+ FROM s ORDER BY ended_at DESC, id DESC LIMIT %(recent_n)s)
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
- FROM c WHERE id = ANY (%(extra_ids)s::bigint[]))
+ FROM s WHERE id = ANY (%(extra_ids)s::bigint[]))
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
- FROM s WHERE NOT is_super AND (compressed_into IS NULL OR compressed_into IN (SELECT id FROM c))
-   AND (SELECT compressed FROM g)
+ FROM (SELECT * FROM s WHERE NOT is_super AND (SELECT ids IS NOT NULL FROM sup) UNION ALL SELECT * FROM src) line_pool
  ORDER BY distance NULLS LAST, id LIMIT %(line_n)s)
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
- FROM s WHERE NOT is_super AND text_score IS NOT NULL AND (compressed_into IS NULL OR compressed_into IN (SELECT id FROM c))
-   AND (SELECT compressed FROM g)
- ORDER BY text_score DESC, id LIMIT %(line_n)s)
+ FROM (SELECT * FROM s WHERE NOT is_super AND (SELECT ids IS NOT NULL FROM sup) UNION ALL SELECT * FROM src) line_pool
+ WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(line_n)s)
 UNION ALL
 (SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, avg(1 - distance), stddev_pop(1 - distance), count(*),
         (SELECT max(value) FROM episodes_settings WHERE key = 'embedder'),
         (SELECT max(value) FROM episodes_settings WHERE key = 'embedding_dim')::int
- FROM c)
+ FROM s)
 
 -- name: recall_rows
 -- The chosen episodes (ids from jobs/recall/scoring.py), read by the primary key (tenant_id, id) alone:

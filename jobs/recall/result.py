@@ -36,9 +36,12 @@ class RecalledLine(Wire):
     message."""
 
     episode_id: int
-    """The episode whose session said it."""
+    """The episode whose session said it; for a session compressed into a super-summary, the super's, under which
+    it is quoted."""
     ordinal: int
-    """Its place in the session (lines are quoted in this order)."""
+    """Its place in the session (lines are quoted in this order); under a super-summary, its session's place among
+    the super's sessions quoted here x 10^6 + its place in that session (the session's own line is episode_lines'
+    row of that session)."""
     speaker: str
     """Who said it: user or assistant."""
     text: str

@@ -44,6 +44,19 @@ class Scores:
     sim_mean: float = float("nan")
     sim_sd: float = float("nan")
 
+    def subset(self, keep: np.ndarray) -> Scores:
+        """The rows where ``keep`` (a boolean mask) is true; the background as it is."""
+        return Scores(
+            self.ids[keep],
+            self.ended_us[keep],
+            self.importance[keep],
+            self.distance[keep],
+            self.text[keep],
+            self.pinned[keep],
+            self.sim_mean,
+            self.sim_sd,
+        )
+
 
 class Scored(NamedTuple):
     """What ``recall_scores`` returned."""
@@ -146,26 +159,22 @@ def read_scores(cursor: Cursor) -> Scored:
     last = rows.pop()  # the counts' row comes last (UNION ALL after the UNIONs)
     recorded = Recorded(last["embedder"], last["embedding_dim"]) if last["embedder"] else None
     nan = float("nan")
-
-    def scores_of(chosen: list[dict[str, Any]]) -> Scores:
-        return Scores(
-            ids=np.array([r["id"] for r in chosen], np.int64),
-            ended_us=np.array([epoch_us(r["ended_at"]) for r in chosen], np.int64),
-            importance=np.array([r["importance"] for r in chosen], np.float64),
-            distance=np.array([nan if r["distance"] is None else r["distance"] for r in chosen], np.float64),
-            text=np.array([nan if r["text_score"] is None else r["text_score"] for r in chosen], np.float64),
-            pinned=np.array([r["pinned"] for r in chosen], bool),
-            sim_mean=nan if last["sim_mean"] is None else float(last["sim_mean"]),
-            sim_sd=nan if last["sim_sd"] is None else float(last["sim_sd"]),
-        )
-
-    return Scored(
-        scores_of([r for r in rows if r["compressed_into"] is None]),
-        int(last["candidates"]),
-        recorded,
-        scores_of([r for r in rows if not r["is_super"]]),
-        {r["id"]: r["compressed_into"] for r in rows if r["compressed_into"] is not None},
+    every = Scores(
+        ids=np.array([r["id"] for r in rows], np.int64),
+        ended_us=np.array([epoch_us(r["ended_at"]) for r in rows], np.int64),
+        importance=np.array([r["importance"] for r in rows], np.float64),
+        distance=np.array([nan if r["distance"] is None else r["distance"] for r in rows], np.float64),
+        text=np.array([nan if r["text_score"] is None else r["text_score"] for r in rows], np.float64),
+        pinned=np.array([r["pinned"] for r in rows], bool),
+        sim_mean=nan if last["sim_mean"] is None else float(last["sim_mean"]),
+        sim_sd=nan if last["sim_sd"] is None else float(last["sim_sd"]),
     )
+    super_of = {r["id"]: r["compressed_into"] for r in rows if r["compressed_into"] is not None}
+    if not super_of and not any(r["is_super"] for r in rows):  # nothing compressed: one set of rows for both
+        return Scored(every, int(last["candidates"]), recorded, every, {})
+    candidate = np.array([r["compressed_into"] is None for r in rows], bool)
+    session = np.array([not r["is_super"] for r in rows], bool)
+    return Scored(every.subset(candidate), int(last["candidates"]), recorded, every.subset(session), super_of)
 
 
 def under_supers(rows: list[dict[str, Any]], scored: Scored) -> list[dict[str, Any]]:
