@@ -63,6 +63,10 @@ src AS MATERIALIZED (
       AND e.user_id = %(user_id)s AND e.status = 'current' AND e.kind = 'session'
       AND e.ended_at <= %(now)s::timestamptz
       AND (%(purposes)s::text[] IS NULL OR e.purpose = ANY (%(purposes)s::text[]))
+),
+-- The sessions whose lines the line search may read, when the user has a super (else the first lists hold them).
+pool AS NOT MATERIALIZED (
+    SELECT * FROM s WHERE NOT is_super AND (SELECT ids IS NOT NULL FROM sup) UNION ALL SELECT * FROM src
 )
 (SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super,
         NULL::float8 AS sim_mean, NULL::float8 AS sim_sd,
@@ -79,12 +83,10 @@ UNION
  FROM s WHERE id = ANY (%(extra_ids)s::bigint[]))
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
- FROM (SELECT * FROM s WHERE NOT is_super AND (SELECT ids IS NOT NULL FROM sup) UNION ALL SELECT * FROM src) line_pool
- ORDER BY distance NULLS LAST, id LIMIT %(line_n)s)
+ FROM pool ORDER BY distance NULLS LAST, id LIMIT %(line_n)s)
 UNION
 (SELECT id, ended_at, importance, pinned, distance, text_score, compressed_into, is_super, NULL, NULL, NULL, NULL, NULL
- FROM (SELECT * FROM s WHERE NOT is_super AND (SELECT ids IS NOT NULL FROM sup) UNION ALL SELECT * FROM src) line_pool
- WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(line_n)s)
+ FROM pool WHERE text_score IS NOT NULL ORDER BY text_score DESC, id LIMIT %(line_n)s)
 UNION ALL
 (SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, avg(1 - distance), stddev_pop(1 - distance), count(*),
         (SELECT max(value) FROM episodes_settings WHERE key = 'embedder'),
@@ -167,8 +169,9 @@ LIMIT %(limit)s
 --                each rank counted only within its first %(depth)s
 -- Whose lines (%(episode_ids)s, jobs/recall/scoring.py line_episodes): of the rows recall_scores returned in
 -- the same transaction, the user's line_episodes sessions closest to the message and the line_episodes that
--- match its words best (every one of a user with fewer), the sessions a super-summary holds among them (their lines
--- are quoted under it: jobs/recall/scoring.py under_supers; a super has none of its own, migration 0041). The work of a user with 10,000 episodes is then
+-- match its words best (every one of a user with fewer), the sessions a super-summary holds among them (their
+-- lines are quoted under it: jobs/recall/scoring.py under_supers; a super has none of its own, migration 0041).
+-- The work of a user with 10,000 episodes is then
 -- bounded by episodes, not by their ~10x as many lines (all of them ranked: 132.8 ms of PostgreSQL per recall
 -- under bench/api_load.py's mix, issue 47; this statement for a user of 10,000 episodes and 299,926 lines:
 -- 1,854 ms with every line, 82 ms with 100), and the candidates are scored once, by recall_scores (this

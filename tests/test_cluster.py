@@ -27,9 +27,8 @@ def blank_cluster_url() -> Iterator[str]:
 
     if (reason := citus_cluster.unreachable()) is not None:
         pytest.skip(reason)
-    name = f"episodes_citus_{os.getpid()}_init"
-    yield citus_cluster.create_blank_database(name)
-    citus_cluster.drop_database(name)
+    with citus_cluster.blank_database(f"episodes_citus_{os.getpid()}_init") as url:
+        yield url
 
 
 def test_init_distributes_and_status_shows_the_shards(

@@ -9,20 +9,15 @@ the two colocated tables).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
+from support.databases import migrations_up_to
 
 from jobs import migrate
 from jobs.citus import cluster
 from jobs.db import one
-
-
-def _up_to(version: int) -> Callable[[], list[migrate.Migration]]:
-    shipped = migrate._shipped()
-    return lambda: [m for m in shipped if m.version <= version]
 
 
 def _episode(conn: psycopg.Connection[Any], tenant: str, kind: str, session: str | None, lines: list[str]) -> int:
@@ -70,7 +65,7 @@ def _migrated_keeps_only_the_sessions_lines(conn: psycopg.Connection[Any], made:
 
 def test_upgrade_to_0041_drops_the_supers_copied_lines(blank_db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with psycopg.connect(blank_db_url) as conn:
-        monkeypatch.setattr(migrate, "available", _up_to(40))
+        monkeypatch.setattr(migrate, "available", migrations_up_to(40))
         migrate.migrate(conn, embedding_dim=3, embedder="tiny")
         made = _fill_at_0040(conn)
         monkeypatch.undo()
@@ -83,15 +78,10 @@ def test_upgrade_to_0041_on_a_distributed_database(monkeypatch: pytest.MonkeyPat
 
     if (reason := citus_cluster.unreachable()) is not None:
         pytest.skip(reason)
-    name = f"episodes_citus_{os.getpid()}_0041"
-    url = citus_cluster.create_blank_database(name)
-    try:
-        with psycopg.connect(url) as conn:
-            monkeypatch.setattr(migrate, "available", _up_to(40))
-            migrate.migrate(conn, embedding_dim=3, embedder="tiny")
-            cluster.distribute(conn, shard_count=4)
-            made = _fill_at_0040(conn)
-            monkeypatch.undo()
-            _migrated_keeps_only_the_sessions_lines(conn, made)
-    finally:
-        citus_cluster.drop_database(name)
+    with citus_cluster.blank_database(f"episodes_citus_{os.getpid()}_0041") as url, psycopg.connect(url) as conn:
+        monkeypatch.setattr(migrate, "available", migrations_up_to(40))
+        migrate.migrate(conn, embedding_dim=3, embedder="tiny")
+        cluster.distribute(conn, shard_count=4)
+        made = _fill_at_0040(conn)
+        monkeypatch.undo()
+        _migrated_keeps_only_the_sessions_lines(conn, made)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,6 +12,7 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
+from support.databases import migrations_up_to
 
 from jobs import migrate
 from jobs.citus import cluster
@@ -222,11 +222,6 @@ SNAPSHOT = {
 }
 
 
-def _up_to(version: int) -> Callable[[], list[migrate.Migration]]:
-    shipped = migrate.available()
-    return lambda: [m for m in shipped if m.version <= version]
-
-
 def _fill_at_0034(conn: psycopg.Connection[Any]) -> None:
     """Two tenants' transcripts, episodes (one updated twice, as corrections do), events and entities."""
     with conn.transaction():
@@ -320,7 +315,7 @@ def test_upgrade_0034_to_0035_drops_the_recall_copy_and_keeps_the_rows(
     blank_db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with psycopg.connect(blank_db_url) as conn:
-        monkeypatch.setattr(migrate, "available", _up_to(34))
+        monkeypatch.setattr(migrate, "available", migrations_up_to(34))
         migrate.migrate(conn, embedding_dim=3, embedder="tiny")
         _fill_at_0034(conn)
         _upgrade_to_0035_keeps_the_rows(conn, monkeypatch)
@@ -334,34 +329,29 @@ def test_upgrade_0034_to_0035_on_a_distributed_database(monkeypatch: pytest.Monk
 
     if (reason := citus_cluster.unreachable()) is not None:
         pytest.skip(reason)
-    name = f"episodes_citus_{os.getpid()}_0035"
-    url = citus_cluster.create_blank_database(name)
-    try:
-        with psycopg.connect(url) as conn:
-            monkeypatch.setattr(migrate, "available", _up_to(34))
-            migrate.migrate(conn, embedding_dim=3, embedder="tiny")
-            # What the code of 0034 distributed: the recall copy's tables too.
-            # (Tables that later migrations create are not there yet.)
-            at_0034 = tuple(
-                t
-                for t in (*cluster.TENANT_TABLES, *RECALL_COPY_TABLES)
-                if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (t,)).fetchone() == (True,)
-            )
-            monkeypatch.setattr(cluster, "TENANT_TABLES", at_0034)
-            cluster.distribute(conn, shard_count=4)
-            _fill_at_0034(conn)
-            shards = conn.execute(
-                "SELECT count(*) FROM citus_shards WHERE table_name::text = ANY (%s)", (list(RECALL_COPY_TABLES),)
-            ).fetchone()
-            assert shards == (8,)
-            _upgrade_to_0035_keeps_the_rows(conn, monkeypatch)
-            assert conn.execute(
-                "SELECT count(*) FROM citus_shards WHERE table_name::text = ANY (%s)", (list(RECALL_COPY_TABLES),)
-            ).fetchone() == (0,)
-            triggers = conn.execute(  # each shard's only trigger: the new one (named with the shard's id)
-                "SELECT shardid, result FROM run_command_on_shards('episodes', "
-                "$$SELECT string_agg(tgname, ',') FROM pg_trigger WHERE tgrelid = '%s'::regclass AND NOT tgisinternal$$)"
-            ).fetchall()
-            assert len(triggers) == 4 and all(result == f"episodes_count_update_{shard}" for shard, result in triggers)
-    finally:
-        citus_cluster.drop_database(name)
+    with citus_cluster.blank_database(f"episodes_citus_{os.getpid()}_0035") as url, psycopg.connect(url) as conn:
+        monkeypatch.setattr(migrate, "available", migrations_up_to(34))
+        migrate.migrate(conn, embedding_dim=3, embedder="tiny")
+        # What the code of 0034 distributed: the recall copy's tables too.
+        # (Tables that later migrations create are not there yet.)
+        at_0034 = tuple(
+            t
+            for t in (*cluster.TENANT_TABLES, *RECALL_COPY_TABLES)
+            if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (t,)).fetchone() == (True,)
+        )
+        monkeypatch.setattr(cluster, "TENANT_TABLES", at_0034)
+        cluster.distribute(conn, shard_count=4)
+        _fill_at_0034(conn)
+        shards = conn.execute(
+            "SELECT count(*) FROM citus_shards WHERE table_name::text = ANY (%s)", (list(RECALL_COPY_TABLES),)
+        ).fetchone()
+        assert shards == (8,)
+        _upgrade_to_0035_keeps_the_rows(conn, monkeypatch)
+        assert conn.execute(
+            "SELECT count(*) FROM citus_shards WHERE table_name::text = ANY (%s)", (list(RECALL_COPY_TABLES),)
+        ).fetchone() == (0,)
+        triggers = conn.execute(  # each shard's only trigger: the new one (named with the shard's id)
+            "SELECT shardid, result FROM run_command_on_shards('episodes', "
+            "$$SELECT string_agg(tgname, ',') FROM pg_trigger WHERE tgrelid = '%s'::regclass AND NOT tgisinternal$$)"
+        ).fetchall()
+        assert len(triggers) == 4 and all(result == f"episodes_count_update_{shard}" for shard, result in triggers)

@@ -185,10 +185,7 @@ def under_supers(rows: list[dict[str, Any]], scored: Scored) -> list[dict[str, A
         return rows
     s = scored.lines
     ended = dict(zip(s.ids.tolist(), s.ended_us.tolist(), strict=True))
-    place = {
-        int(i): n
-        for n, i in enumerate(sorted((i for i in scored.super_of), key=lambda i: (scored.super_of[i], ended[i], i)))
-    }
+    place = {i: n for n, i in enumerate(sorted(scored.super_of, key=lambda i: (scored.super_of[i], ended[i], i)))}
     for row in rows:
         if (source := row["episode_id"]) in scored.super_of:
             row["episode_id"] = scored.super_of[source]

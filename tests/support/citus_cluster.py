@@ -16,6 +16,8 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -107,6 +109,16 @@ def create_blank_database(name: str) -> str:
             if not is_coordinator:
                 conn.execute("SELECT citus_add_node(%s, %s)", (host, port))
     return url
+
+
+@contextmanager
+def blank_database(name: str) -> Iterator[str]:
+    """:func:`create_blank_database` for the block (its coordinator URL), dropped however the block ends."""
+    url = create_blank_database(name)
+    try:
+        yield url
+    finally:
+        drop_database(name)
 
 
 def drop_database(name: str) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 
+from jobs import migrate
 from jobs.db import SERVICE_ROLE
 
 
@@ -17,6 +19,13 @@ def url_for(admin_url: str, dbname: str) -> str:
     info = psycopg.conninfo.conninfo_to_dict(admin_url)
     info["dbname"] = dbname
     return psycopg.conninfo.make_conninfo("", **info)
+
+
+def migrations_up_to(version: int) -> Callable[[], list[migrate.Migration]]:
+    """A stand-in for ``migrate.available`` that ships the migrations up to ``version`` only (monkeypatch it in to
+    build a database as an older release left it)."""
+    shipped = migrate.available()
+    return lambda: [m for m in shipped if m.version <= version]
 
 
 def service_url(db_url: str) -> str:
